@@ -1,0 +1,522 @@
+/* inode.c - see include/inode.h */
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "inode.h"
+
+#define FUSE_ROOT_NODEID 1
+
+struct inode {
+	dev_t dev;               /* key: store st_dev */
+	ino_t ino;               /* key: store st_ino */
+	uint64_t nlookup;        /* kernel lookup references */
+	uint32_t refs;           /* child aliases + holds */
+	uint32_t fd_users;       /* current borrowers of fd */
+	uint32_t nopen;          /* open handles (files and dirs) */
+	int fd;                  /* cached O_PATH descriptor, or -1 */
+	mode_t type;             /* S_IFMT bits, fixed for an inode's life */
+	bool pinned;             /* fd kept: no alias reaches this inode */
+	struct inode *parent;    /* alias parent (held via refs), NULL if none */
+	char *name;              /* alias name, NULL if none */
+	struct inode *hnext;     /* hash chain */
+	struct inode *lru_prev;  /* idle-fd LRU; linked iff fd >= 0, */
+	struct inode *lru_next;  /*   fd_users == 0 and !pinned */
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct inode root;       /* never freed, fd never closed */
+	struct inode **hash;
+	size_t nbuckets;         /* power of two */
+	size_t count;            /* inodes in hash (root excluded) */
+	struct inode lru;        /* sentinel: next = most recent */
+	size_t lru_len;
+	size_t cached_fds;       /* descriptors held by the cache */
+	size_t lru_max;
+} T = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static size_t hash_key(dev_t dev, ino_t ino)
+{
+	uint64_t h = (uint64_t)ino * 0x9E3779B97F4A7C15ULL ^ (uint64_t)dev;
+
+	return (size_t)(h ^ (h >> 29));
+}
+
+static void lru_unlink(struct inode *in)
+{
+	in->lru_prev->lru_next = in->lru_next;
+	in->lru_next->lru_prev = in->lru_prev;
+	in->lru_prev = in->lru_next = NULL;
+	T.lru_len--;
+}
+
+static void lru_push(struct inode *in)
+{
+	in->lru_next = T.lru.lru_next;
+	in->lru_prev = &T.lru;
+	T.lru.lru_next->lru_prev = in;
+	T.lru.lru_next = in;
+	T.lru_len++;
+}
+
+/* Close idle descriptors past the limit.  Called with the lock held. */
+static void lru_trim(void)
+{
+	while (T.lru_len > T.lru_max) {
+		struct inode *victim = T.lru.lru_prev;
+
+		lru_unlink(victim);
+		close(victim->fd);
+		victim->fd = -1;
+		T.cached_fds--;
+	}
+}
+
+int inode_table_init(int root_fd, unsigned fd_cache_max)
+{
+	struct stat st;
+
+	if (fstat(root_fd, &st) < 0)
+		return -errno;
+	T.nbuckets = 1 << 14;
+	T.hash = calloc(T.nbuckets, sizeof(*T.hash));
+	if (!T.hash)
+		return -ENOMEM;
+	T.root.dev = st.st_dev;
+	T.root.ino = st.st_ino;
+	T.root.fd = root_fd;
+	T.root.type = S_IFDIR;
+	T.root.pinned = true;
+	T.root.nlookup = 1; /* the kernel's implicit reference, never forgotten */
+	T.lru.lru_next = T.lru.lru_prev = &T.lru;
+	T.lru_max = fd_cache_max;
+	return 0;
+}
+
+static void free_inode(struct inode *in)
+{
+	if (in->fd >= 0)
+		close(in->fd);
+	free(in->name);
+	free(in);
+}
+
+void inode_table_destroy(void)
+{
+	size_t i;
+
+	for (i = 0; i < T.nbuckets; i++) {
+		struct inode *in = T.hash ? T.hash[i] : NULL, *next;
+
+		for (; in; in = next) {
+			next = in->hnext;
+			free_inode(in);
+		}
+	}
+	free(T.hash);
+	T.hash = NULL;
+	if (T.root.fd >= 0)
+		close(T.root.fd);
+	T.root.fd = -1;
+}
+
+struct inode *inode_root(void)
+{
+	return &T.root;
+}
+
+struct inode *inode_from_nodeid(uint64_t nodeid)
+{
+	if (nodeid == FUSE_ROOT_NODEID)
+		return &T.root;
+	return (struct inode *)(uintptr_t)nodeid;
+}
+
+uint64_t inode_nodeid(const struct inode *in)
+{
+	if (in == &T.root)
+		return FUSE_ROOT_NODEID;
+	return (uintptr_t)in;
+}
+
+bool inode_is_symlink(const struct inode *in)
+{
+	return S_ISLNK(in->type);
+}
+
+bool inode_is_dir(const struct inode *in)
+{
+	return S_ISDIR(in->type);
+}
+
+int inode_parent_fd_get(struct inode *in, struct inode **ret_parent,
+			char **ret_name)
+{
+	struct inode *parent;
+	char *name;
+	int fd;
+
+	pthread_mutex_lock(&T.lock);
+	parent = in->parent;
+	if (!parent || !(name = strdup(in->name))) {
+		pthread_mutex_unlock(&T.lock);
+		return parent ? -ENOMEM : -ESTALE;
+	}
+	parent->refs++;
+	pthread_mutex_unlock(&T.lock);
+	fd = inode_fd_get(parent);
+	if (fd < 0) {
+		free(name);
+		inode_release(parent);
+		return fd;
+	}
+	*ret_parent = parent;
+	*ret_name = name;
+	return fd;
+}
+
+void inode_parent_fd_put(struct inode *parent, char *name)
+{
+	free(name);
+	inode_fd_put(parent);
+	inode_release(parent);
+}
+
+void inode_proc_path(int fd, char buf[32])
+{
+	snprintf(buf, 32, "/proc/self/fd/%d", fd);
+}
+
+static struct inode *hash_find(dev_t dev, ino_t ino)
+{
+	struct inode *in;
+
+	if (dev == T.root.dev && ino == T.root.ino)
+		return &T.root;
+	for (in = T.hash[hash_key(dev, ino) & (T.nbuckets - 1)]; in;
+	     in = in->hnext)
+		if (in->ino == ino && in->dev == dev)
+			return in;
+	return NULL;
+}
+
+static void hash_grow(void)
+{
+	size_t n = T.nbuckets * 2, i;
+	struct inode **h = calloc(n, sizeof(*h));
+
+	if (!h)
+		return; /* longer chains, still correct */
+	for (i = 0; i < T.nbuckets; i++) {
+		struct inode *in = T.hash[i], *next;
+
+		for (; in; in = next) {
+			size_t b = hash_key(in->dev, in->ino) & (n - 1);
+
+			next = in->hnext;
+			in->hnext = h[b];
+			h[b] = in;
+		}
+	}
+	free(T.hash);
+	T.hash = h;
+	T.nbuckets = n;
+}
+
+static void hash_remove(struct inode *in)
+{
+	struct inode **pp = &T.hash[hash_key(in->dev, in->ino) & (T.nbuckets - 1)];
+
+	while (*pp != in)
+		pp = &(*pp)->hnext;
+	*pp = in->hnext;
+}
+
+/*
+ * Free in and whatever parents that releases, if nothing references it.
+ * Called with the lock held; returns descriptors to close to the caller
+ * by closing them here (close of an O_PATH fd does not block).
+ */
+static void maybe_free(struct inode *in)
+{
+	while (in && in != &T.root && !in->nlookup && !in->refs &&
+	       !in->fd_users) {
+		struct inode *parent = in->parent;
+
+		hash_remove(in);
+		T.count--;
+		if (in->lru_next)
+			lru_unlink(in);
+		if (in->fd >= 0)
+			T.cached_fds--;
+		free_inode(in);
+		if (!parent)
+			break;
+		assert(parent->refs > 0);
+		parent->refs--;
+		in = parent;
+	}
+}
+
+/* Replace in's alias.  Lock held.  name may be NULL (alias gone). */
+static int set_alias(struct inode *in, struct inode *parent, const char *name)
+{
+	struct inode *old = in->parent;
+	char *n = NULL;
+
+	if (name) {
+		if (in->parent == parent && in->name && !strcmp(in->name, name))
+			return 0;
+		n = strdup(name);
+		if (!n)
+			return -ENOMEM;
+		parent->refs++;
+	}
+	free(in->name);
+	in->name = n;
+	in->parent = name ? parent : NULL;
+	if (old) {
+		old->refs--;
+		maybe_free(old);
+	}
+	return 0;
+}
+
+int inode_lookup(struct inode *parent, const char *name, struct stat *ret_st,
+		 struct inode **ret)
+{
+	struct inode *in;
+	struct stat st;
+	int pfd, res;
+
+	pfd = inode_fd_get(parent);
+	if (pfd < 0)
+		return pfd;
+	res = fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+	inode_fd_put(parent);
+	if (res)
+		return res;
+
+	pthread_mutex_lock(&T.lock);
+	in = hash_find(st.st_dev, st.st_ino);
+	if (!in) {
+		in = calloc(1, sizeof(*in));
+		if (!in) {
+			pthread_mutex_unlock(&T.lock);
+			return -ENOMEM;
+		}
+		in->dev = st.st_dev;
+		in->ino = st.st_ino;
+		in->fd = -1;
+		in->type = st.st_mode & S_IFMT;
+		if (T.count >= T.nbuckets)
+			hash_grow();
+		size_t b = hash_key(in->dev, in->ino) & (T.nbuckets - 1);
+		in->hnext = T.hash[b];
+		T.hash[b] = in;
+		T.count++;
+	}
+	if (in != &T.root) {
+		res = set_alias(in, parent, name);
+		if (!res && in->pinned) {
+			/* reachable by name again: the fd may be evicted */
+			in->pinned = false;
+			if (in->fd >= 0 && !in->fd_users) {
+				lru_push(in);
+				lru_trim();
+			}
+		}
+	}
+	if (res) {
+		maybe_free(in);
+		pthread_mutex_unlock(&T.lock);
+		return res;
+	}
+	in->nlookup++;
+	pthread_mutex_unlock(&T.lock);
+	*ret_st = st;
+	*ret = in;
+	return 0;
+}
+
+void inode_forget(struct inode *in, uint64_t n)
+{
+	pthread_mutex_lock(&T.lock);
+	if (in->nlookup < n) {
+		fprintf(stderr, "hsmfs: forget underflow on inode %llu\n",
+			(unsigned long long)in->ino);
+		abort();
+	}
+	in->nlookup -= n;
+	maybe_free(in);
+	pthread_mutex_unlock(&T.lock);
+}
+
+int inode_fd_get(struct inode *in)
+{
+	struct inode *parent;
+	char *name;
+	struct stat st;
+	int pfd, fd;
+
+	pthread_mutex_lock(&T.lock);
+	if (in->fd >= 0) {
+		if (in->lru_next)
+			lru_unlink(in);
+		in->fd_users++;
+		fd = in->fd;
+		pthread_mutex_unlock(&T.lock);
+		return fd;
+	}
+	parent = in->parent;
+	if (!parent || !(name = strdup(in->name))) {
+		pthread_mutex_unlock(&T.lock);
+		return parent ? -ENOMEM : -ESTALE;
+	}
+	parent->refs++;
+	pthread_mutex_unlock(&T.lock);
+
+	pfd = inode_fd_get(parent);
+	if (pfd >= 0) {
+		fd = openat(pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			fd = errno == ENOENT ? -ESTALE : -errno;
+		else if (fstat(fd, &st) < 0 || st.st_dev != in->dev ||
+			 st.st_ino != in->ino) {
+			close(fd);
+			fd = -ESTALE; /* replaced outside the mount */
+		}
+		inode_fd_put(parent);
+	} else {
+		fd = pfd;
+	}
+	free(name);
+
+	pthread_mutex_lock(&T.lock);
+	parent->refs--;
+	maybe_free(parent);
+	if (fd >= 0) {
+		if (in->fd >= 0) {
+			/* another thread opened it meanwhile */
+			close(fd);
+			if (in->lru_next)
+				lru_unlink(in);
+		} else {
+			in->fd = fd;
+			T.cached_fds++;
+		}
+		in->fd_users++;
+		fd = in->fd;
+	}
+	pthread_mutex_unlock(&T.lock);
+	return fd;
+}
+
+void inode_fd_put(struct inode *in)
+{
+	pthread_mutex_lock(&T.lock);
+	assert(in->fd_users > 0);
+	if (!--in->fd_users && !in->pinned && in->fd >= 0) {
+		lru_push(in);
+		lru_trim();
+	}
+	maybe_free(in);
+	pthread_mutex_unlock(&T.lock);
+}
+
+struct inode *inode_hold_name(struct inode *parent, const char *name,
+			      bool removing, struct stat *ret_st)
+{
+	struct inode *in;
+	int pfd, fd;
+
+	memset(ret_st, 0, sizeof(*ret_st));
+	pfd = inode_fd_get(parent);
+	if (pfd < 0)
+		return NULL;
+	if (fstatat(pfd, name, ret_st, AT_SYMLINK_NOFOLLOW) < 0) {
+		inode_fd_put(parent);
+		memset(ret_st, 0, sizeof(*ret_st));
+		return NULL;
+	}
+	inode_fd_put(parent);
+
+	pthread_mutex_lock(&T.lock);
+	in = hash_find(ret_st->st_dev, ret_st->st_ino);
+	if (in)
+		in->refs++;
+	pthread_mutex_unlock(&T.lock);
+	if (!in || !removing || S_ISDIR(ret_st->st_mode))
+		return in;
+	if (ret_st->st_nlink > 1 || in->nopen) {
+		/* it outlives this name: keep a descriptor to reach it */
+		fd = inode_fd_get(in);
+		if (fd >= 0) {
+			pthread_mutex_lock(&T.lock);
+			in->pinned = true;
+			pthread_mutex_unlock(&T.lock);
+			inode_fd_put(in);
+		}
+	}
+	return in;
+}
+
+void inode_moved(struct inode *in, struct inode *newparent, const char *newname)
+{
+	pthread_mutex_lock(&T.lock);
+	if (set_alias(in, newparent, newname) == 0 && in->pinned) {
+		in->pinned = false;
+		if (in->fd >= 0 && !in->fd_users) {
+			lru_push(in);
+			lru_trim();
+		}
+	}
+	pthread_mutex_unlock(&T.lock);
+}
+
+void inode_unaliased(struct inode *in)
+{
+	pthread_mutex_lock(&T.lock);
+	set_alias(in, NULL, NULL);
+	pthread_mutex_unlock(&T.lock);
+}
+
+void inode_release(struct inode *in)
+{
+	if (!in)
+		return;
+	pthread_mutex_lock(&T.lock);
+	assert(in->refs > 0);
+	in->refs--;
+	maybe_free(in);
+	pthread_mutex_unlock(&T.lock);
+}
+
+void inode_open_inc(struct inode *in)
+{
+	pthread_mutex_lock(&T.lock);
+	in->nopen++;
+	pthread_mutex_unlock(&T.lock);
+}
+
+void inode_open_dec(struct inode *in)
+{
+	pthread_mutex_lock(&T.lock);
+	assert(in->nopen > 0);
+	in->nopen--;
+	pthread_mutex_unlock(&T.lock);
+}
+
+void inode_counts(uint64_t *ret_inodes, uint64_t *ret_fds)
+{
+	pthread_mutex_lock(&T.lock);
+	*ret_inodes = T.count;
+	*ret_fds = T.cached_fds;
+	pthread_mutex_unlock(&T.lock);
+}

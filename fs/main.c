@@ -1,0 +1,316 @@
+/*
+ * main.c - the hsmfs daemon: check the command line, take the store,
+ * mount, daemonize once the kernel has spoken to us, serve.
+ *
+ * Exit codes (hsmfs(8)): 0 clean unmount; 1 bad usage or option;
+ * 2 store unusable or already mounted; 3 mountpoint unusable; 4 the
+ * mount itself failed; 5 the daemon failed while serving.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "inode.h"
+#include "log.h"
+#include "ops.h"
+#include "opts.h"
+#include "store.h"
+
+enum { EXIT_USAGE = 1, EXIT_STORE = 2, EXIT_MNT = 3, EXIT_MOUNT = 4,
+       EXIT_SERVE = 5 };
+
+static void usage(void)
+{
+	printf(
+"usage: hsmfs STORE MOUNTPOINT [-f] [-d] [-s] [-o OPTION[,OPTION...]]\n"
+"\n"
+"Mount STORE at MOUNTPOINT, passing every operation through to STORE.\n"
+"\n"
+"  -f                 stay in the foreground\n"
+"  -d                 print FUSE requests (implies -f)\n"
+"  -s                 serve with a single thread\n"
+"  --ready-fd N       write \"ready\\n\" to descriptor N once the mount is live\n"
+"  -h, --help         this text\n"
+"  -V, --version      print the version\n"
+"\n"
+"hsmfs options (-o):\n"
+"  entry_timeout=S    seconds the kernel caches names (default 1)\n"
+"  attr_timeout=S     seconds the kernel caches attributes (default 1)\n"
+"  negative_timeout=S seconds the kernel caches missing names (default 0)\n"
+"  fd_cache=N         idle store descriptors kept open (default RLIMIT_NOFILE/4)\n"
+"  max_threads=N      worker threads (default 10)\n"
+"  writeback          use the kernel's writeback cache\n"
+"  no_default_permissions  with allow_other, let hsmfs run every access\n"
+"                     with its own rights instead of the kernel's checks\n"
+"\n"
+"FUSE options passed to the kernel: ro, rw, allow_other, allow_root,\n"
+"default_permissions, fsname=, subtype=, max_read=, auto_unmount,\n"
+"[no]suid, [no]dev, [no]exec, [no]atime, sync, async, dirsync.\n"
+"Ignored, for fstab: defaults, _netdev, nofail, [no]auto, [no]user, users,\n"
+"x-*, comment=.  See hsmfs(8).\n");
+}
+
+/* Mountpoint checks: one clear line for each way it can be wrong. */
+static int check_mountpoint(const char *mnt)
+{
+	struct stat st;
+
+	if (stat(mnt, &st) == 0) {
+		if (!S_ISDIR(st.st_mode)) {
+			log_err("mountpoint '%s' is not a directory", mnt);
+			return -ENOTDIR;
+		}
+		return 0;
+	}
+	if (errno == ENOTCONN) {
+		log_err("mountpoint '%s' is a stale FUSE mount (transport endpoint is not connected); clear it with 'fusermount3 -u %s' (as root: 'umount -l %s')",
+			mnt, mnt, mnt);
+		return -ENOTCONN;
+	}
+	if (errno == ENOENT)
+		log_err("mountpoint '%s' does not exist", mnt);
+	else
+		log_err("mountpoint '%s': %s", mnt, strerror(errno));
+	return -errno;
+}
+
+static bool user_allow_other(void)
+{
+	char buf[8192];
+	ssize_t n;
+	int fd = open("/etc/fuse.conf", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	return opts_fuse_conf_allows_other(buf);
+}
+
+/* "a,b" -> "a\,b": libfuse splits -o lists at unescaped commas. */
+static char *escape_commas(const char *s)
+{
+	char *r = malloc(2 * strlen(s) + 1), *w = r;
+
+	if (!r)
+		return NULL;
+	for (; *s; s++) {
+		if (*s == ',' || *s == '\\')
+			*w++ = '\\';
+		*w++ = *s;
+	}
+	*w = '\0';
+	return r;
+}
+
+static unsigned default_fd_cache(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+		return 4096;
+	return rl.rlim_cur / 4 < OPTS_FD_CACHE_MIN ? OPTS_FD_CACHE_MIN :
+						     rl.rlim_cur / 4;
+}
+
+/*
+ * Fork; the parent waits until the child has seen FUSE INIT (or died)
+ * and exits 0 only then, so "hsmfs ... && ls MNT" never races.
+ * Returns the descriptor the child must write to, in the child only.
+ */
+static int daemonize(void)
+{
+	int pfd[2], devnull;
+	pid_t pid;
+	char c;
+
+	if (pipe2(pfd, O_CLOEXEC) < 0) {
+		log_err("cannot daemonize: %s", strerror(errno));
+		exit(EXIT_SERVE);
+	}
+	pid = fork();
+	if (pid < 0) {
+		log_err("cannot daemonize: %s", strerror(errno));
+		exit(EXIT_SERVE);
+	}
+	if (pid > 0) {
+		close(pfd[1]);
+		if (read(pfd[0], &c, 1) == 1)
+			_exit(0);
+		int status;
+
+		waitpid(pid, &status, 0);
+		log_err("the daemon exited before the mount became ready");
+		_exit(WIFEXITED(status) && WEXITSTATUS(status) ?
+			      WEXITSTATUS(status) : EXIT_SERVE);
+	}
+	close(pfd[0]);
+	setsid();
+	if (chdir("/") < 0) {
+		/* cannot happen; harmless either way */
+	}
+	devnull = open("/dev/null", O_RDWR);
+	if (devnull >= 0) {
+		dup2(devnull, STDIN_FILENO);
+		dup2(devnull, STDOUT_FILENO);
+		dup2(devnull, STDERR_FILENO);
+		if (devnull > STDERR_FILENO)
+			close(devnull);
+	}
+	log_to_syslog("hsmfs");
+	return pfd[1];
+}
+
+int main(int argc, char *argv[])
+{
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_loop_config *lcfg;
+	struct fuse_session *se;
+	struct hsmfs_opts o;
+	struct ops_config ocfg;
+	struct store store;
+	char err[512], *store_path, *mnt_path, *esc, *fsname;
+	int res;
+
+	if (opts_parse(argc, argv, &o, err, sizeof(err))) {
+		log_err("%s", err);
+		return EXIT_USAGE;
+	}
+	if (o.show_help) {
+		usage();
+		return 0;
+	}
+	if (o.show_version) {
+		printf("hsmfs %s (libfuse %s)\n", HSMFS_VERSION, fuse_pkgversion());
+		return 0;
+	}
+
+	store_path = realpath(o.store, NULL);
+	if (!store_path) {
+		log_err("store '%s': %s", o.store,
+			errno == ENOENT ? "no such directory" : strerror(errno));
+		return EXIT_STORE;
+	}
+	if (check_mountpoint(o.mountpoint))
+		return EXIT_MNT;
+	mnt_path = realpath(o.mountpoint, NULL);
+	if (!mnt_path) {
+		log_err("mountpoint '%s': %s", o.mountpoint, strerror(errno));
+		return EXIT_MNT;
+	}
+	{
+		size_t n = strlen(store_path);
+
+		if (strcmp(mnt_path, store_path) &&
+		    !strncmp(mnt_path, store_path, n) &&
+		    (mnt_path[n] == '/' || n == 1)) {
+			log_err("mountpoint '%s' is inside the store '%s'; choose one outside it",
+				o.mountpoint, o.store);
+			return EXIT_MNT;
+		}
+	}
+	if (o.allow_other && getuid() != 0 && !user_allow_other()) {
+		log_err("allow_other needs 'user_allow_other' in /etc/fuse.conf when mounting as a user; ask root to add it, or drop allow_other");
+		return EXIT_USAGE;
+	}
+
+	res = store_open(store_path, &store, err, sizeof(err));
+	if (res) {
+		log_err("%s", err);
+		return EXIT_STORE;
+	}
+	umask(0); /* modes arrive from the kernel with the caller's umask applied */
+
+	res = inode_table_init(store.root_fd,
+			       o.fd_cache ? o.fd_cache : default_fd_cache());
+	if (res) {
+		log_err("cannot set up inode table: %s", strerror(-res));
+		return EXIT_STORE;
+	}
+
+	esc = escape_commas(store_path);
+	if (!esc || asprintf(&fsname, "-ofsname=%s", esc) < 0)
+		fsname = NULL;
+	free(esc);
+	if (!fsname || fuse_opt_add_arg(&args, argv[0]) ||
+	    (o.fuse_opts[0] && (fuse_opt_add_arg(&args, "-o") ||
+				fuse_opt_add_arg(&args, o.fuse_opts))) ||
+	    (!strstr(o.fuse_opts, "subtype=") &&
+	     fuse_opt_add_arg(&args, "-osubtype=hsmfs")) ||
+	    (!strstr(o.fuse_opts, "fsname=") && fuse_opt_add_arg(&args, fsname)) ||
+	    (o.debug && fuse_opt_add_arg(&args, "-d"))) {
+		log_err("out of memory");
+		return EXIT_SERVE;
+	}
+	free(fsname);
+
+	ocfg = (struct ops_config){
+		.entry_timeout = o.entry_timeout,
+		.attr_timeout = o.attr_timeout,
+		.negative_timeout = o.negative_timeout,
+		.writeback = o.writeback,
+		.ready_fd = o.ready_fd,
+		.daemon_fd = -1,
+	};
+
+	se = fuse_session_new(&args, ops_table(), ops_table_size(), NULL);
+	if (!se) {
+		log_err("cannot start a FUSE session with options '%s'",
+			o.fuse_opts);
+		return EXIT_USAGE;
+	}
+	if (fuse_set_signal_handlers(se)) {
+		log_err("cannot install signal handlers");
+		return EXIT_SERVE;
+	}
+	if (fuse_session_mount(se, mnt_path)) {
+		log_err("cannot mount '%s' at '%s' (see the message above)",
+			store_path, mnt_path);
+		return EXIT_MOUNT;
+	}
+	if (!o.foreground)
+		ocfg.daemon_fd = daemonize();
+	store_write_pid(&store, getpid());
+	ops_init(&ocfg);
+
+	if (o.single_thread) {
+		res = fuse_session_loop(se);
+	} else {
+		lcfg = fuse_loop_cfg_create();
+		if (!lcfg) {
+			log_err("out of memory");
+			res = -ENOMEM;
+		} else {
+			if (o.max_threads)
+				fuse_loop_cfg_set_max_threads(lcfg, o.max_threads);
+			res = fuse_session_loop_mt(se, lcfg);
+			fuse_loop_cfg_destroy(lcfg);
+		}
+	}
+
+	fuse_session_unmount(se);
+	fuse_remove_signal_handlers(se);
+	fuse_session_destroy(se);
+	inode_table_destroy();
+	store_close(&store);
+	fuse_opt_free_args(&args);
+	free(store_path);
+	free(mnt_path);
+	opts_free(&o);
+	if (res < 0) {
+		log_err("serving failed: %s", strerror(-res));
+		return EXIT_SERVE;
+	}
+	return 0;
+}

@@ -1,0 +1,996 @@
+/* ops.c - see include/ops.h */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "inode.h"
+#include "log.h"
+#include "ops.h"
+#include "store.h"
+
+static struct ops_config cfg;
+static bool daemon_is_root;
+
+void ops_init(const struct ops_config *c)
+{
+	cfg = *c;
+	daemon_is_root = geteuid() == 0;
+}
+
+static struct inode *IN(fuse_ino_t ino)
+{
+	return inode_from_nodeid(ino);
+}
+
+/* The one name in the store the mount never shows. */
+static bool reserved(fuse_ino_t parent, const char *name)
+{
+	return IN(parent) == inode_root() && !strcmp(name, STORE_STATE_DIR);
+}
+
+static void signal_ready(void)
+{
+	if (cfg.ready_fd >= 0) {
+		(void)!write(cfg.ready_fd, "ready\n", 6);
+		close(cfg.ready_fd);
+		cfg.ready_fd = -1;
+	}
+	if (cfg.daemon_fd >= 0) {
+		(void)!write(cfg.daemon_fd, "R", 1);
+		close(cfg.daemon_fd);
+		cfg.daemon_fd = -1;
+	}
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	/* Truncation always arrives as setattr(size): one place to see it. */
+	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+	if (cfg.writeback && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
+		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+	/* Locks stay in the kernel: correct among users of this mount. */
+	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+	signal_ready();
+}
+
+/* ---------------------------------------------------------------- names */
+
+static int do_lookup(fuse_ino_t parent, const char *name,
+		     struct fuse_entry_param *e)
+{
+	struct inode *in;
+	int res;
+
+	memset(e, 0, sizeof(*e));
+	if (reserved(parent, name))
+		return -ENOENT;
+	res = inode_lookup(IN(parent), name, &e->attr, &in);
+	if (res)
+		return res;
+	e->ino = inode_nodeid(in);
+	e->attr_timeout = cfg.attr_timeout;
+	e->entry_timeout = cfg.entry_timeout;
+	return 0;
+}
+
+static void reply_entry_or_err(fuse_req_t req, int res,
+			       const struct fuse_entry_param *e)
+{
+	if (res)
+		fuse_reply_err(req, -res);
+	else
+		fuse_reply_entry(req, e);
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fuse_entry_param e;
+	int res = do_lookup(parent, name, &e);
+
+	if (res == -ENOENT && cfg.negative_timeout > 0) {
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = cfg.negative_timeout;
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	reply_entry_or_err(req, res, &e);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	inode_forget(IN(ino), nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count,
+			    struct fuse_forget_data *forgets)
+{
+	size_t i;
+
+	for (i = 0; i < count; i++)
+		inode_forget(IN(forgets[i].ino), forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+/* ----------------------------------------------------------- attributes */
+
+static int do_getattr(fuse_ino_t ino, struct fuse_file_info *fi,
+		      struct stat *st)
+{
+	struct inode *in = IN(ino);
+	int fd, res;
+
+	if (fi && !inode_is_dir(in))
+		return fstat(fi->fh, st) < 0 ? -errno : 0;
+	fd = inode_fd_get(in);
+	if (fd < 0)
+		return fd;
+	res = fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ?
+		      -errno : 0;
+	inode_fd_put(in);
+	return res;
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stat st;
+	int res = do_getattr(ino, fi, &st);
+
+	if (res)
+		fuse_reply_err(req, -res);
+	else
+		fuse_reply_attr(req, &st, cfg.attr_timeout);
+}
+
+static int set_times(struct inode *in, int fd, struct fuse_file_info *fi,
+		     const struct stat *attr, int valid)
+{
+	struct timespec tv[2] = { { 0, UTIME_OMIT }, { 0, UTIME_OMIT } };
+	char path[32];
+	int res;
+
+	if (valid & FUSE_SET_ATTR_ATIME_NOW)
+		tv[0].tv_nsec = UTIME_NOW;
+	else if (valid & FUSE_SET_ATTR_ATIME)
+		tv[0] = attr->st_atim;
+	if (valid & FUSE_SET_ATTR_MTIME_NOW)
+		tv[1].tv_nsec = UTIME_NOW;
+	else if (valid & FUSE_SET_ATTR_MTIME)
+		tv[1] = attr->st_mtim;
+
+	if (fi && !inode_is_dir(in))
+		return futimens(fi->fh, tv) < 0 ? -errno : 0;
+	if (inode_is_symlink(in)) {
+		struct inode *parent;
+		char *name;
+		int pfd = inode_parent_fd_get(in, &parent, &name);
+
+		if (pfd < 0)
+			return pfd;
+		res = utimensat(pfd, name, tv, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+		inode_parent_fd_put(parent, name);
+		return res;
+	}
+	inode_proc_path(fd, path);
+	return utimensat(AT_FDCWD, path, tv, 0) < 0 ? -errno : 0;
+}
+
+static int do_setattr(fuse_ino_t ino, struct stat *attr, int valid,
+		      struct fuse_file_info *fi, struct stat *ret_st)
+{
+	struct inode *in = IN(ino);
+	bool use_fh = fi && !inode_is_dir(in);
+	char path[32];
+	int fd, res = 0;
+
+	fd = inode_fd_get(in);
+	if (fd < 0)
+		return fd;
+	inode_proc_path(fd, path);
+
+	if (valid & FUSE_SET_ATTR_MODE) {
+		if (use_fh)
+			res = fchmod(fi->fh, attr->st_mode);
+		else
+			res = chmod(path, attr->st_mode);
+		if (res < 0)
+			goto err;
+	}
+	if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+		uid_t uid = valid & FUSE_SET_ATTR_UID ? attr->st_uid : (uid_t)-1;
+		gid_t gid = valid & FUSE_SET_ATTR_GID ? attr->st_gid : (gid_t)-1;
+
+		res = fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
+		if (res < 0)
+			goto err;
+	}
+	if (valid & FUSE_SET_ATTR_SIZE) {
+		if (use_fh)
+			res = ftruncate(fi->fh, attr->st_size);
+		else
+			res = truncate(path, attr->st_size);
+		if (res < 0)
+			goto err;
+	}
+	if (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
+		res = set_times(in, fd, fi, attr, valid);
+		if (res) {
+			inode_fd_put(in);
+			return res;
+		}
+	}
+	res = fstatat(fd, "", ret_st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ?
+		      -errno : 0;
+	inode_fd_put(in);
+	return res;
+err:
+	res = -errno;
+	inode_fd_put(in);
+	return res;
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		       int valid, struct fuse_file_info *fi)
+{
+	struct stat st;
+	int res = do_setattr(ino, attr, valid, fi, &st);
+
+	if (res)
+		fuse_reply_err(req, -res);
+	else
+		fuse_reply_attr(req, &st, cfg.attr_timeout);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct inode *in = IN(ino);
+	char buf[PATH_MAX + 1];
+	ssize_t n;
+	int fd = inode_fd_get(in);
+
+	if (fd < 0) {
+		fuse_reply_err(req, -fd);
+		return;
+	}
+	n = readlinkat(fd, "", buf, sizeof(buf));
+	if (n < 0) {
+		n = -errno;
+	} else if (n == sizeof(buf)) {
+		n = -ENAMETOOLONG;
+	}
+	inode_fd_put(in);
+	if (n < 0) {
+		fuse_reply_err(req, -n);
+		return;
+	}
+	buf[n] = '\0';
+	fuse_reply_readlink(req, buf);
+}
+
+/* ------------------------------------------------------------- creation */
+
+/*
+ * A daemon running as root serves several users (allow_other): what it
+ * creates must belong to the caller, as on a local filesystem.  The
+ * group follows the parent's set-group-ID bit, which the store's
+ * filesystem already applied at creation.
+ */
+static int give_to_caller(fuse_req_t req, int pfd, const char *name)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct stat pst;
+	gid_t gid = ctx->gid;
+
+	if (!daemon_is_root || (ctx->uid == 0 && ctx->gid == 0))
+		return 0;
+	if (fstat(pfd, &pst) == 0 && (pst.st_mode & S_ISGID))
+		gid = (gid_t)-1;
+	return fchownat(pfd, name, ctx->uid, gid, AT_SYMLINK_NOFOLLOW) < 0 ?
+		       -errno : 0;
+}
+
+enum mk_kind { MK_NOD, MK_DIR, MK_SYMLINK };
+
+static int do_make(fuse_req_t req, fuse_ino_t parent, const char *name,
+		   enum mk_kind kind, mode_t mode, dev_t rdev, const char *link,
+		   struct fuse_entry_param *e)
+{
+	struct inode *p = IN(parent);
+	int pfd, res;
+
+	if (reserved(parent, name))
+		return -EPERM;
+	pfd = inode_fd_get(p);
+	if (pfd < 0)
+		return pfd;
+	switch (kind) {
+	case MK_NOD: res = mknodat(pfd, name, mode, rdev); break;
+	case MK_DIR: res = mkdirat(pfd, name, mode); break;
+	default: res = symlinkat(link, pfd, name); break;
+	}
+	res = res < 0 ? -errno : give_to_caller(req, pfd, name);
+	inode_fd_put(p);
+	if (res)
+		return res;
+	return do_lookup(parent, name, e);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode, dev_t rdev)
+{
+	struct fuse_entry_param e;
+
+	reply_entry_or_err(req, do_make(req, parent, name, MK_NOD, mode, rdev,
+					NULL, &e), &e);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode)
+{
+	struct fuse_entry_param e;
+
+	reply_entry_or_err(req, do_make(req, parent, name, MK_DIR, mode, 0,
+					NULL, &e), &e);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		       const char *name)
+{
+	struct fuse_entry_param e;
+
+	reply_entry_or_err(req, do_make(req, parent, name, MK_SYMLINK, 0, 0,
+					link, &e), &e);
+}
+
+static int do_link(fuse_ino_t ino, fuse_ino_t newparent, const char *newname,
+		   struct fuse_entry_param *e)
+{
+	struct inode *in = IN(ino), *np = IN(newparent);
+	char path[32];
+	int fd, npfd, res;
+
+	if (reserved(newparent, newname))
+		return -EPERM;
+	fd = inode_fd_get(in);
+	if (fd < 0)
+		return fd;
+	npfd = inode_fd_get(np);
+	if (npfd < 0) {
+		inode_fd_put(in);
+		return npfd;
+	}
+	/* linkat(AT_EMPTY_PATH) needs CAP_DAC_READ_SEARCH; /proc does not. */
+	inode_proc_path(fd, path);
+	res = linkat(AT_FDCWD, path, npfd, newname, AT_SYMLINK_FOLLOW) < 0 ?
+		      -errno : 0;
+	inode_fd_put(np);
+	inode_fd_put(in);
+	if (res)
+		return res;
+	return do_lookup(newparent, newname, e);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		    const char *newname)
+{
+	struct fuse_entry_param e;
+
+	reply_entry_or_err(req, do_link(ino, newparent, newname, &e), &e);
+}
+
+/* -------------------------------------------------------------- removal */
+
+static int do_remove(fuse_ino_t parent, const char *name, int flags)
+{
+	struct inode *p = IN(parent), *victim;
+	struct stat st;
+	int pfd, res;
+
+	if (reserved(parent, name))
+		return -EPERM;
+	victim = inode_hold_name(p, name, true, &st);
+	pfd = inode_fd_get(p);
+	if (pfd < 0) {
+		inode_release(victim);
+		return pfd;
+	}
+	res = unlinkat(pfd, name, flags) < 0 ? -errno : 0;
+	inode_fd_put(p);
+	if (!res && victim)
+		inode_unaliased(victim);
+	inode_release(victim);
+	return res;
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, -do_remove(parent, name, 0));
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, -do_remove(parent, name, AT_REMOVEDIR));
+}
+
+static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		     const char *newname, unsigned int flags)
+{
+	struct inode *p = IN(parent), *np = IN(newparent), *src, *dst;
+	struct stat sst, dst_st;
+	int pfd, npfd, res;
+
+	if (reserved(parent, name) || reserved(newparent, newname))
+		return -EPERM;
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
+		return -EINVAL;
+	src = inode_hold_name(p, name, false, &sst);
+	dst = inode_hold_name(np, newname, !(flags & RENAME_EXCHANGE), &dst_st);
+	pfd = inode_fd_get(p);
+	npfd = pfd < 0 ? pfd : inode_fd_get(np);
+	if (npfd < 0) {
+		res = npfd;
+		goto out;
+	}
+	res = renameat2(pfd, name, npfd, newname, flags) < 0 ? -errno : 0;
+	inode_fd_put(np);
+	if (!res && src != dst) {
+		if (src)
+			inode_moved(src, np, newname);
+		if (dst && (flags & RENAME_EXCHANGE))
+			inode_moved(dst, p, name);
+		else if (dst)
+			inode_unaliased(dst);
+	}
+out:
+	if (pfd >= 0)
+		inode_fd_put(p);
+	inode_release(src);
+	inode_release(dst);
+	return res;
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname,
+		      unsigned int flags)
+{
+	fuse_reply_err(req, -do_rename(parent, name, newparent, newname, flags));
+}
+
+/* ---------------------------------------------------------------- files */
+
+static int open_flags(int flags)
+{
+	flags &= ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW);
+	if (cfg.writeback) {
+		/* the kernel may read pages of a file opened write-only */
+		if ((flags & O_ACCMODE) == O_WRONLY)
+			flags = (flags & ~O_ACCMODE) | O_RDWR;
+		/* the kernel positions appends itself */
+		flags &= ~O_APPEND;
+	}
+	return flags | O_CLOEXEC;
+}
+
+static int do_open(fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct inode *in = IN(ino);
+	char path[32];
+	int fd, res;
+
+	fd = inode_fd_get(in);
+	if (fd < 0)
+		return fd;
+	inode_proc_path(fd, path);
+	res = open(path, open_flags(fi->flags));
+	inode_fd_put(in);
+	if (res < 0)
+		return -errno;
+	fi->fh = res;
+	fi->keep_cache = 1;
+	inode_open_inc(in);
+	return 0;
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	int res = do_open(ino, fi);
+
+	if (res)
+		fuse_reply_err(req, -res);
+	else if (fuse_reply_open(req, fi) == -ENOENT) {
+		/* the opener was interrupted: nobody will release this */
+		close(fi->fh);
+		inode_open_dec(IN(ino));
+	}
+}
+
+static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode, struct fuse_file_info *fi,
+		     struct fuse_entry_param *e)
+{
+	struct inode *p = IN(parent), *in;
+	int pfd, fd, res;
+
+	if (reserved(parent, name))
+		return -EPERM;
+	pfd = inode_fd_get(p);
+	if (pfd < 0)
+		return pfd;
+	fd = openat(pfd, name, open_flags(fi->flags) | O_CREAT | O_NOFOLLOW |
+				       (fi->flags & O_EXCL), mode);
+	res = fd < 0 ? -errno : give_to_caller(req, pfd, name);
+	inode_fd_put(p);
+	if (!res)
+		res = do_lookup(parent, name, e);
+	if (res) {
+		if (fd >= 0)
+			close(fd);
+		return res;
+	}
+	in = IN(e->ino);
+	fi->fh = fd;
+	fi->keep_cache = 1;
+	inode_open_inc(in);
+	return 0;
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, struct fuse_file_info *fi)
+{
+	struct fuse_entry_param e;
+	int res = do_create(req, parent, name, mode, fi, &e);
+
+	if (res)
+		fuse_reply_err(req, -res);
+	else if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		close(fi->fh);
+		inode_open_dec(IN(e.ino));
+	}
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+
+	buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	buf.buf[0].fd = fi->fh;
+	buf.buf[0].pos = off;
+	fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+}
+
+static void op_write_buf(fuse_req_t req, fuse_ino_t ino,
+			 struct fuse_bufvec *in_buf, off_t off,
+			 struct fuse_file_info *fi)
+{
+	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in_buf));
+	ssize_t res;
+
+	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	out.buf[0].fd = fi->fh;
+	out.buf[0].pos = off;
+	res = fuse_buf_copy(&out, in_buf, 0);
+	if (res < 0)
+		fuse_reply_err(req, -res);
+	else
+		fuse_reply_write(req, res);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	/* report errors of the store's close (NFS, quotas) at close(2) */
+	int fd = dup(fi->fh);
+
+	fuse_reply_err(req, fd < 0 ? errno : close(fd) < 0 ? errno : 0);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	close(fi->fh);
+	inode_open_dec(IN(ino));
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		     struct fuse_file_info *fi)
+{
+	int res = datasync ? fdatasync(fi->fh) : fsync(fi->fh);
+
+	fuse_reply_err(req, res < 0 ? errno : 0);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
+			 off_t len, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, fallocate(fi->fh, mode, off, len) < 0 ? errno : 0);
+}
+
+static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			       struct fuse_file_info *fi_in, fuse_ino_t ino_out,
+			       off_t off_out, struct fuse_file_info *fi_out,
+			       size_t len, int flags)
+{
+	ssize_t res = copy_file_range(fi_in->fh, &off_in, fi_out->fh, &off_out,
+				      len, flags);
+
+	if (res < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_write(req, res);
+}
+
+static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		     struct fuse_file_info *fi)
+{
+	off_t res = lseek(fi->fh, off, whence);
+
+	if (res < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_lseek(req, res);
+}
+
+/* ---------------------------------------------------------- directories */
+
+struct dir_handle {
+	DIR *dp;              /* owns the directory descriptor */
+	off_t offset;         /* offset of entry, or of the next readdir() */
+	struct dirent *entry; /* read but not yet returned, or NULL */
+	bool is_root;         /* hide STORE_STATE_DIR */
+};
+
+static int do_opendir(fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct inode *in = IN(ino);
+	struct dir_handle *d;
+	char path[32];
+	int fd, dfd;
+
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	fd = inode_fd_get(in);
+	if (fd < 0) {
+		free(d);
+		return fd;
+	}
+	inode_proc_path(fd, path);
+	dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	inode_fd_put(in);
+	if (dfd < 0 || !(d->dp = fdopendir(dfd))) {
+		int res = -errno;
+
+		if (dfd >= 0)
+			close(dfd);
+		free(d);
+		return res;
+	}
+	d->is_root = in == inode_root();
+	fi->fh = (uintptr_t)d;
+	inode_open_inc(in);
+	return 0;
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	int res = do_opendir(ino, fi);
+
+	if (res)
+		fuse_reply_err(req, -res);
+	else if (fuse_reply_open(req, fi) == -ENOENT) {
+		closedir(((struct dir_handle *)(uintptr_t)fi->fh)->dp);
+		free((void *)(uintptr_t)fi->fh);
+		inode_open_dec(IN(ino));
+	}
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+		       off_t offset, struct fuse_file_info *fi, bool plus)
+{
+	struct dir_handle *d = (struct dir_handle *)(uintptr_t)fi->fh;
+	char *buf, *p;
+	size_t rem = size;
+	int err = 0;
+
+	buf = malloc(size);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (offset != d->offset) {
+		seekdir(d->dp, offset);
+		d->entry = NULL;
+		d->offset = offset;
+	}
+	for (p = buf;;) {
+		struct fuse_entry_param e;
+		const char *name;
+		size_t n;
+		off_t next;
+
+		if (!d->entry) {
+			errno = 0;
+			d->entry = readdir(d->dp);
+			if (!d->entry) {
+				err = errno;
+				break;
+			}
+		}
+		name = d->entry->d_name;
+		next = d->entry->d_off;
+		if (d->is_root && !strcmp(name, STORE_STATE_DIR)) {
+			d->entry = NULL;
+			d->offset = next;
+			continue;
+		}
+		if (plus) {
+			bool dot = !strcmp(name, ".") || !strcmp(name, "..");
+
+			memset(&e, 0, sizeof(e));
+			if (dot) {
+				e.attr.st_ino = d->entry->d_ino;
+				e.attr.st_mode = d->entry->d_type << 12;
+			} else if (do_lookup(ino, name, &e)) {
+				/* vanished meanwhile: skip it */
+				d->entry = NULL;
+				d->offset = next;
+				continue;
+			}
+			n = fuse_add_direntry_plus(req, p, rem, name, &e, next);
+			if (n > rem) {
+				if (e.ino)
+					inode_forget(IN(e.ino), 1);
+				break;
+			}
+		} else {
+			struct stat st = { 0 };
+
+			st.st_ino = d->entry->d_ino;
+			st.st_mode = d->entry->d_type << 12;
+			n = fuse_add_direntry(req, p, rem, name, &st, next);
+			if (n > rem)
+				break;
+		}
+		p += n;
+		rem -= n;
+		d->entry = NULL;
+		d->offset = next;
+	}
+	if (err && rem == size)
+		fuse_reply_err(req, err);
+	else
+		fuse_reply_buf(req, buf, size - rem);
+	free(buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			   off_t off, struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, true);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
+			  struct fuse_file_info *fi)
+{
+	struct dir_handle *d = (struct dir_handle *)(uintptr_t)fi->fh;
+
+	closedir(d->dp);
+	free(d);
+	inode_open_dec(IN(ino));
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+			struct fuse_file_info *fi)
+{
+	struct dir_handle *d = (struct dir_handle *)(uintptr_t)fi->fh;
+	int fd = dirfd(d->dp);
+	int res = datasync ? fdatasync(fd) : fsync(fd);
+
+	fuse_reply_err(req, res < 0 ? errno : 0);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs sv;
+	int fd = inode_fd_get(inode_root());
+
+	if (fd < 0) {
+		fuse_reply_err(req, -fd);
+		return;
+	}
+	if (fstatvfs(fd, &sv) < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_statfs(req, &sv);
+	inode_fd_put(inode_root());
+}
+
+static int do_access(fuse_ino_t ino, int mask)
+{
+	struct inode *in = IN(ino);
+	char path[32];
+	int fd = inode_fd_get(in), res;
+
+	if (fd < 0)
+		return fd;
+	inode_proc_path(fd, path);
+	res = faccessat(AT_FDCWD, path, mask, 0) < 0 ? -errno : 0;
+	inode_fd_put(in);
+	return res;
+}
+
+static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	fuse_reply_err(req, -do_access(ino, mask));
+}
+
+/* --------------------------------------------------------------- xattrs */
+
+enum xop { X_GET, X_SET, X_LIST, X_REMOVE };
+
+/*
+ * Run one xattr call on in.  A symlink is reached through its parent
+ * and name with the l* calls (the /proc link would follow it); anything
+ * else through its /proc descriptor link.
+ */
+static ssize_t do_xattr(struct inode *in, enum xop op, const char *name,
+			void *buf, size_t size, int flags)
+{
+	struct inode *parent = NULL;
+	char path[PATH_MAX], *pname = NULL;
+	ssize_t res;
+	int fd;
+
+	if (inode_is_symlink(in)) {
+		fd = inode_parent_fd_get(in, &parent, &pname);
+		if (fd < 0)
+			return fd;
+		if ((size_t)snprintf(path, sizeof(path), "/proc/self/fd/%d/%s",
+				     fd, pname) >= sizeof(path)) {
+			inode_parent_fd_put(parent, pname);
+			return -ENAMETOOLONG;
+		}
+	} else {
+		fd = inode_fd_get(in);
+		if (fd < 0)
+			return fd;
+		inode_proc_path(fd, path);
+	}
+	switch (op) {
+	case X_GET:
+		res = parent ? lgetxattr(path, name, buf, size) :
+			       getxattr(path, name, buf, size);
+		break;
+	case X_SET:
+		res = parent ? lsetxattr(path, name, buf, size, flags) :
+			       setxattr(path, name, buf, size, flags);
+		break;
+	case X_LIST:
+		res = parent ? llistxattr(path, buf, size) :
+			       listxattr(path, buf, size);
+		break;
+	default:
+		res = parent ? lremovexattr(path, name) : removexattr(path, name);
+		break;
+	}
+	if (res < 0)
+		res = -errno;
+	if (parent)
+		inode_parent_fd_put(parent, pname);
+	else
+		inode_fd_put(in);
+	return res;
+}
+
+static void reply_xattr_data(fuse_req_t req, struct inode *in, enum xop op,
+			     const char *name, size_t size)
+{
+	char *buf = NULL;
+	ssize_t res;
+
+	if (size && !(buf = malloc(size))) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	res = do_xattr(in, op, name, buf, size, 0);
+	if (res < 0)
+		fuse_reply_err(req, -res);
+	else if (!size)
+		fuse_reply_xattr(req, res);
+	else
+		fuse_reply_buf(req, buf, res);
+	free(buf);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			size_t size)
+{
+	reply_xattr_data(req, IN(ino), X_GET, name, size);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	reply_xattr_data(req, IN(ino), X_LIST, NULL, size);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			const char *value, size_t size, int flags)
+{
+	ssize_t res = do_xattr(IN(ino), X_SET, name, (void *)value, size, flags);
+
+	fuse_reply_err(req, res < 0 ? -res : 0);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	ssize_t res = do_xattr(IN(ino), X_REMOVE, name, NULL, 0, 0);
+
+	fuse_reply_err(req, res < 0 ? -res : 0);
+}
+
+/* ----------------------------------------------------------------- table */
+
+static const struct fuse_lowlevel_ops ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.readlink = op_readlink,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.symlink = op_symlink,
+	.link = op_link,
+	.unlink = op_unlink,
+	.rmdir = op_rmdir,
+	.rename = op_rename,
+	.open = op_open,
+	.create = op_create,
+	.read = op_read,
+	.write_buf = op_write_buf,
+	.flush = op_flush,
+	.release = op_release,
+	.fsync = op_fsync,
+	.fallocate = op_fallocate,
+	.copy_file_range = op_copy_file_range,
+	.lseek = op_lseek,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
+	.releasedir = op_releasedir,
+	.fsyncdir = op_fsyncdir,
+	.statfs = op_statfs,
+	.access = op_access,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.setxattr = op_setxattr,
+	.removexattr = op_removexattr,
+};
+
+const struct fuse_lowlevel_ops *ops_table(void)
+{
+	return &ops;
+}
+
+unsigned long ops_table_size(void)
+{
+	return sizeof(ops);
+}

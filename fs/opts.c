@@ -1,0 +1,355 @@
+/* opts.c - see include/opts.h */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "opts.h"
+
+/* Options fstab, mount(8) and mount.fuse3 hand to every helper. */
+static const char *const ignored_opts[] = {
+	"defaults", "_netdev", "nofail", "noauto", "auto",
+	"user",     "users",   "nouser", NULL,
+};
+
+/* Options passed through to libfuse / the kernel unchanged. */
+static const char *const kernel_flags[] = {
+	"rw",      "ro",      "suid",       "nosuid",     "dev",
+	"nodev",   "exec",    "noexec",     "async",      "sync",
+	"dirsync", "atime",   "noatime",    "nodiratime", "relatime",
+	"norelatime", "strictatime", "nostrictatime", "allow_other",
+	"allow_root", "default_permissions", "auto_unmount", NULL,
+};
+static const char *const kernel_keyed[] = {
+	"fsname=", "subtype=", "max_read=", NULL,
+};
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+static bool in_list(const char *const *list, const char *s)
+{
+	for (; *list; list++)
+		if (!strcmp(*list, s))
+			return true;
+	return false;
+}
+
+static bool has_prefix_in(const char *const *list, const char *s)
+{
+	for (; *list; list++)
+		if (!strncmp(*list, s, strlen(*list)))
+			return true;
+	return false;
+}
+
+int opts_parse_size(const char *s, unsigned long long *ret)
+{
+	unsigned long long v, mul = 1;
+	char *end;
+
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	switch (*end) {
+	case '\0': break;
+	case 'k': case 'K': mul = 1ULL << 10; end++; break;
+	case 'm': case 'M': mul = 1ULL << 20; end++; break;
+	case 'g': case 'G': mul = 1ULL << 30; end++; break;
+	case 't': case 'T': mul = 1ULL << 40; end++; break;
+	default: return -EINVAL;
+	}
+	if (*end)
+		return -EINVAL;
+	if (v && mul > ULLONG_MAX / v)
+		return -EINVAL;
+	*ret = v * mul;
+	return 0;
+}
+
+static int parse_seconds(const char *s, double *ret)
+{
+	char *end;
+	double v;
+
+	if (!*s)
+		return -EINVAL;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || *end || !(v >= 0.0) || v > OPTS_TIMEOUT_MAX)
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}
+
+static int parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *ret)
+{
+	unsigned long v;
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || v < lo || v > hi)
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}
+
+/* Append ",s" (or "s") to the growing kernel option list. */
+static int append_kopt(struct hsmfs_opts *o, const char *s)
+{
+	size_t have = strlen(o->fuse_opts), add = strlen(s);
+	char *n = realloc(o->fuse_opts, have + add + 2);
+
+	if (!n)
+		return -ENOMEM;
+	if (have)
+		n[have++] = ',';
+	memcpy(n + have, s, add + 1);
+	o->fuse_opts = n;
+	return 0;
+}
+
+/* One option of an -o list, already unescaped. */
+static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
+		     char *err, size_t errlen)
+{
+	const char *val = strchr(opt, '=');
+	size_t keylen = val ? (size_t)(val - opt) : strlen(opt);
+
+	if (val)
+		val++;
+	if (!*opt)
+		return 0; /* "a,,b" */
+	if (in_list(ignored_opts, opt) || !strncmp(opt, "x-", 2) ||
+	    !strncmp(opt, "comment=", 8))
+		return 0;
+
+#define KEY(k) (keylen == strlen(k) && !strncmp(opt, k, keylen))
+	if (KEY("entry_timeout") || KEY("attr_timeout") ||
+	    KEY("negative_timeout")) {
+		double *dst = KEY("entry_timeout") ? &o->entry_timeout :
+			      KEY("attr_timeout")  ? &o->attr_timeout :
+						     &o->negative_timeout;
+		if (!val || parse_seconds(val, dst))
+			return fail(err, errlen,
+				    "option '%s' needs seconds from 0 to %.0f",
+				    opt, OPTS_TIMEOUT_MAX);
+		return 0;
+	}
+	if (KEY("fd_cache")) {
+		if (!val || parse_uint(val, OPTS_FD_CACHE_MIN, OPTS_FD_CACHE_MAX,
+				       &o->fd_cache))
+			return fail(err, errlen,
+				    "option '%s' needs a number from %d to %d",
+				    opt, OPTS_FD_CACHE_MIN, OPTS_FD_CACHE_MAX);
+		return 0;
+	}
+	if (KEY("max_threads")) {
+		if (!val || parse_uint(val, 1, OPTS_THREADS_MAX, &o->max_threads))
+			return fail(err, errlen,
+				    "option '%s' needs a number from 1 to %d", opt,
+				    OPTS_THREADS_MAX);
+		return 0;
+	}
+	if (!val && (KEY("writeback") || KEY("nowriteback"))) {
+		o->writeback = KEY("writeback");
+		return 0;
+	}
+	if (!val && KEY("no_default_permissions")) {
+		o->no_default_perms = true;
+		return 0;
+	}
+#undef KEY
+
+	if ((!val && in_list(kernel_flags, opt)) ||
+	    (val && has_prefix_in(kernel_keyed, opt))) {
+		if (!strcmp(opt, "allow_other"))
+			o->allow_other = true;
+		else if (!strcmp(opt, "ro"))
+			o->read_only = true;
+		else if (!strcmp(opt, "rw"))
+			o->read_only = false;
+		else if (!strcmp(opt, "default_permissions"))
+			*saw_dp = true;
+		if (val && !val[0])
+			return fail(err, errlen, "option '%s' needs a value",
+				    opt);
+		return append_kopt(o, opt) ? fail(err, errlen, "out of memory") : 0;
+	}
+	return fail(err, errlen, "unknown option '%s' (see hsmfs --help)", opt);
+}
+
+/* Split an -o argument at unescaped commas; "\," and "\\" escape. */
+static int parse_list(struct hsmfs_opts *o, const char *list, bool *saw_dp,
+		      char *err, size_t errlen)
+{
+	char *buf = malloc(strlen(list) + 1), *w;
+	const char *r;
+	int res = 0;
+
+	if (!buf)
+		return fail(err, errlen, "out of memory");
+	for (r = list;;) {
+		w = buf;
+		while (*r && *r != ',') {
+			if (*r == '\\' && r[1])
+				r++;
+			*w++ = *r++;
+		}
+		*w = '\0';
+		res = parse_one(o, buf, saw_dp, err, errlen);
+		if (res || !*r)
+			break;
+		r++;
+	}
+	free(buf);
+	return res;
+}
+
+static void set_defaults(struct hsmfs_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->ready_fd = -1;
+	o->entry_timeout = 1.0;
+	o->attr_timeout = 1.0;
+	o->negative_timeout = 0.0;
+}
+
+int opts_parse(int argc, char *const argv[], struct hsmfs_opts *ret, char *err,
+	       size_t errlen)
+{
+	struct hsmfs_opts o;
+	bool saw_dp = false, no_more_flags = false;
+	int i, res = 0;
+
+	set_defaults(&o);
+	o.fuse_opts = calloc(1, 1);
+	if (!o.fuse_opts)
+		return fail(err, errlen, "out of memory");
+
+	for (i = 1; i < argc && !res; i++) {
+		const char *a = argv[i];
+
+		if (no_more_flags || a[0] != '-' || !a[1]) {
+			char **slot = !o.store ? &o.store :
+				      !o.mountpoint ? &o.mountpoint : NULL;
+
+			if (!slot)
+				res = fail(err, errlen,
+					   "unexpected argument '%s'", a);
+			else if (!(*slot = strdup(a)))
+				res = fail(err, errlen, "out of memory");
+			continue;
+		}
+		if (!strcmp(a, "--")) {
+			no_more_flags = true;
+		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			o.show_help = true;
+		} else if (!strcmp(a, "-V") || !strcmp(a, "--version")) {
+			o.show_version = true;
+		} else if (!strcmp(a, "-f")) {
+			o.foreground = true;
+		} else if (!strcmp(a, "-d") || !strcmp(a, "--debug")) {
+			o.debug = o.foreground = true;
+		} else if (!strcmp(a, "-s")) {
+			o.single_thread = true;
+		} else if (!strcmp(a, "-o") || !strcmp(a, "--ready-fd")) {
+			if (i + 1 >= argc) {
+				res = fail(err, errlen, "option '%s' needs a value", a);
+				break;
+			}
+			if (a[1] == 'o') {
+				res = parse_list(&o, argv[++i], &saw_dp, err, errlen);
+			} else {
+				unsigned fd;
+
+				if (parse_uint(argv[++i], 0, INT_MAX, &fd))
+					res = fail(err, errlen,
+						   "--ready-fd needs a descriptor number");
+				o.ready_fd = fd;
+			}
+		} else if (!strncmp(a, "-o", 2)) {
+			res = parse_list(&o, a + 2, &saw_dp, err, errlen);
+		} else if (!strncmp(a, "--ready-fd=", 11)) {
+			unsigned fd;
+
+			if (parse_uint(a + 11, 0, INT_MAX, &fd))
+				res = fail(err, errlen,
+					   "--ready-fd needs a descriptor number");
+			o.ready_fd = fd;
+		} else {
+			res = fail(err, errlen, "unknown option '%s' (see hsmfs --help)", a);
+		}
+	}
+
+	if (!res && !o.show_help && !o.show_version) {
+		if (!o.store)
+			res = fail(err, errlen, "missing STORE and MOUNTPOINT (see hsmfs --help)");
+		else if (!o.mountpoint)
+			res = fail(err, errlen, "missing MOUNTPOINT (see hsmfs --help)");
+	}
+	if (!res && o.allow_other && !o.no_default_perms && !saw_dp &&
+	    append_kopt(&o, "default_permissions"))
+		res = fail(err, errlen, "out of memory");
+	if (!res && o.no_default_perms && saw_dp)
+		res = fail(err, errlen,
+			   "default_permissions and no_default_permissions contradict each other");
+
+	if (res) {
+		opts_free(&o);
+		set_defaults(ret);
+		return res;
+	}
+	*ret = o;
+	return 0;
+}
+
+void opts_free(struct hsmfs_opts *o)
+{
+	if (!o)
+		return;
+	free(o->store);
+	free(o->mountpoint);
+	free(o->fuse_opts);
+	o->store = o->mountpoint = o->fuse_opts = NULL;
+}
+
+bool opts_fuse_conf_allows_other(const char *text)
+{
+	const char *line = text;
+
+	while (line && *line) {
+		const char *end = strchr(line, '\n');
+		size_t len = end ? (size_t)(end - line) : strlen(line);
+
+		while (len && (*line == ' ' || *line == '\t'))
+			line++, len--;
+		while (len && (line[len - 1] == ' ' || line[len - 1] == '\t' ||
+			       line[len - 1] == '\r'))
+			len--;
+		if (len == 16 && !strncmp(line, "user_allow_other", 16))
+			return true;
+		line = end ? end + 1 : NULL;
+	}
+	return false;
+}

@@ -1,0 +1,114 @@
+/*
+ * inode.h - the daemon's table of inodes the kernel remembers.
+ *
+ * One struct inode per store file the kernel holds a lookup reference
+ * on, keyed by the store's (st_dev, st_ino).  The FUSE node id is the
+ * struct's address (FUSE_ROOT_ID maps to the root inode).
+ *
+ * Descriptors.  An inode does NOT pin an open descriptor: it records an
+ * alias, (parent inode, name), where it was last seen.  When an
+ * operation needs a descriptor, inode_fd_get() returns a cached O_PATH
+ * descriptor or opens one relative to the parent's (recursively) with
+ * O_NOFOLLOW and checks that (dev, ino) still match, else -ESTALE.  Idle
+ * cached descriptors sit in an LRU bounded by the fd_cache limit, so
+ * the daemon's descriptor count does not grow with the number of
+ * remembered inodes (RLIMIT_NOFILE stays a non-issue for find/du/tar
+ * over millions of files).  Inodes whose last alias was removed while
+ * they still have other links or open handles keep a pinned descriptor
+ * until the kernel forgets them.
+ *
+ * Lifetime.  An inode lives while nlookup (the kernel's count) or refs
+ * (children whose alias names it as parent, and short holds taken by
+ * this module) is non-zero.  A forget below zero is a kernel/daemon
+ * bug and aborts.
+ *
+ * Locking.  One mutex guards the hash, the counts, the aliases and the
+ * descriptor cache.  No syscall other than close(2) of an evicted
+ * descriptor is made with it held.  The read/write path never touches
+ * this module: it uses the per-open descriptor in fuse_file_info.
+ */
+#ifndef HSMFS_INODE_H
+#define HSMFS_INODE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+struct inode; /* opaque outside inode.c */
+
+/*
+ * Set up the table with the store root directory (takes ownership of
+ * root_fd) and the maximum number of idle cached descriptors.
+ * Returns 0 or -errno.
+ */
+int inode_table_init(int root_fd, unsigned fd_cache_max);
+
+/* Tear down; frees every inode and closes every descriptor. */
+void inode_table_destroy(void);
+
+struct inode *inode_root(void);
+struct inode *inode_from_nodeid(uint64_t nodeid);
+uint64_t inode_nodeid(const struct inode *in);
+
+/*
+ * Look name up in parent: fstatat() it in the store, find or create the
+ * inode, take one lookup reference, and make (parent, name) its alias.
+ * On success returns 0 with *ret and *ret_st set; else -errno.
+ */
+int inode_lookup(struct inode *parent, const char *name, struct stat *ret_st,
+		 struct inode **ret);
+
+/* Drop n lookup references (FUSE forget). */
+void inode_forget(struct inode *in, uint64_t n);
+
+/*
+ * Borrow a verified O_PATH descriptor of in.  Returns it (>= 0) or
+ * -errno; every successful call must be paired with inode_fd_put().
+ * The descriptor is owned by the cache: do not close it.
+ */
+int inode_fd_get(struct inode *in);
+void inode_fd_put(struct inode *in);
+
+bool inode_is_symlink(const struct inode *in);
+bool inode_is_dir(const struct inode *in);
+
+/*
+ * Borrow the descriptor of in's alias parent and a copy of its alias
+ * name, for calls that must not follow a symlink (l*xattr, utimensat
+ * on a symlink).  Returns the descriptor or -errno (-ESTALE when in
+ * has no alias); on success release with inode_parent_fd_put().
+ */
+int inode_parent_fd_get(struct inode *in, struct inode **ret_parent,
+			char **ret_name);
+void inode_parent_fd_put(struct inode *parent, char *name);
+
+/*
+ * Write "/proc/self/fd/N" for fd into buf (at least 32 bytes): the way
+ * to reach an O_PATH descriptor's inode with path-based calls.
+ */
+void inode_proc_path(int fd, char buf[32]);
+
+/*
+ * Removal and renames.  inode_hold_name() finds the inode, if the
+ * kernel knows one, currently at (parent, name) and returns it held
+ * (or NULL; *ret_st gets the fstatat() result either way, ENOENT as
+ * st_nlink 0).  When a removal is coming, it first secures a
+ * descriptor for inodes that outlive their name.  After the operation,
+ * inode_moved() gives a held inode its new alias, inode_unaliased()
+ * records that its name is gone, and inode_release() drops the hold.
+ */
+struct inode *inode_hold_name(struct inode *parent, const char *name,
+			      bool removing, struct stat *ret_st);
+void inode_moved(struct inode *in, struct inode *newparent, const char *newname);
+void inode_unaliased(struct inode *in);
+void inode_release(struct inode *in);
+
+/* Open files count: kept so that unlinked open files stay reachable. */
+void inode_open_inc(struct inode *in);
+void inode_open_dec(struct inode *in);
+
+/* Statistics for tests and hsmfsctl: inodes and cached descriptors. */
+void inode_counts(uint64_t *ret_inodes, uint64_t *ret_fds);
+
+#endif

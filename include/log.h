@@ -1,0 +1,27 @@
+/*
+ * log.h - the daemon's one log sink.
+ *
+ * Before daemonizing, messages go to stderr prefixed "hsmfs: ".  After
+ * log_to_syslog(), they go to syslog(3) with the same text.  Only the
+ * layer that decides what to do about an error logs it; pure modules
+ * never call this.  Thread-safe: each call is one write(2) or one
+ * syslog(3) call.
+ */
+#ifndef HSMFS_LOG_H
+#define HSMFS_LOG_H
+
+#include <stdbool.h>
+
+enum log_level { LOG_LVL_ERR, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG };
+
+void log_set_level(enum log_level max);
+void log_to_syslog(const char *ident);
+void log_msg(enum log_level lvl, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#define log_err(...) log_msg(LOG_LVL_ERR, __VA_ARGS__)
+#define log_warn(...) log_msg(LOG_LVL_WARN, __VA_ARGS__)
+#define log_info(...) log_msg(LOG_LVL_INFO, __VA_ARGS__)
+#define log_debug(...) log_msg(LOG_LVL_DEBUG, __VA_ARGS__)
+
+#endif

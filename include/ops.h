@@ -1,0 +1,35 @@
+/*
+ * ops.h - the FUSE low-level operations: a passthrough to the store.
+ *
+ * Every handler replies exactly once.  Each operation is split into a
+ * do_* worker that returns 0 or -errno and never replies, and the
+ * handler that turns that into the one fuse_reply_* call.  Every store
+ * access is relative to a descriptor below the store root (no absolute
+ * paths, O_NOFOLLOW / AT_SYMLINK_NOFOLLOW on the last component), so
+ * nothing outside the store is ever reached, and STORE/.hsmfs is
+ * neither listed nor reachable by name.
+ *
+ * State: one mount per process; ops_init() must be called once before
+ * the session starts.
+ */
+#ifndef HSMFS_OPS_H
+#define HSMFS_OPS_H
+
+#include <stdbool.h>
+
+struct fuse_lowlevel_ops;
+
+struct ops_config {
+	double entry_timeout;    /* seconds the kernel may cache a name */
+	double attr_timeout;     /* seconds the kernel may cache attributes */
+	double negative_timeout; /* seconds the kernel may cache ENOENT */
+	bool writeback;          /* ask for the kernel writeback cache */
+	int ready_fd;            /* written "ready\n" and closed at INIT, or -1 */
+	int daemon_fd;           /* written one byte and closed at INIT, or -1 */
+};
+
+void ops_init(const struct ops_config *cfg);
+const struct fuse_lowlevel_ops *ops_table(void);
+unsigned long ops_table_size(void);
+
+#endif

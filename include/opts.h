@@ -1,0 +1,85 @@
+/*
+ * opts.h - command line of the hsmfs daemon.
+ *
+ * Pure module: no I/O, no FUSE, no allocation that outlives the
+ * struct (opts_free releases everything).  It understands the argument
+ * order mount.fuse3 uses ("hsmfs STORE MOUNTPOINT -o OPTS"), the usual
+ * FUSE flags, and sorts every -o option into one of three kinds:
+ *
+ *   - ignored: options that fstab and mount(8) hand to every helper
+ *     (defaults, _netdev, nofail, noauto, auto, user, users, nouser,
+ *     x-*, comment=...).  They mean nothing to the daemon.
+ *   - kernel: standard FUSE mount options, passed to libfuse verbatim
+ *     in opts->fuse_opts (ro, rw, allow_other, default_permissions,
+ *     fsname=, subtype=, nosuid, ...).
+ *   - hsmfs: our own, parsed into typed fields.
+ *
+ * Anything else is an error naming the option.  Errors are returned as
+ * -EINVAL with a one-line, lowercase message (no "hsmfs:" prefix, no
+ * full stop) in the caller's buffer; this module prints nothing.
+ *
+ * Invariants after a successful opts_parse():
+ *   - store and mountpoint are set unless help or version was asked;
+ *   - fuse_opts is a comma list (possibly empty, never NULL) that
+ *     contains "default_permissions" whenever allow_other is set and
+ *     no_default_permissions was not given;
+ *   - numeric fields are within the documented ranges.
+ */
+#ifndef HSMFS_OPTS_H
+#define HSMFS_OPTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Bounds of the numeric options, documented in hsmfs(8). */
+#define OPTS_TIMEOUT_MAX 86400.0 /* entry/attr/negative cache, seconds */
+#define OPTS_FD_CACHE_MIN 16
+#define OPTS_FD_CACHE_MAX 1000000
+#define OPTS_THREADS_MAX 256
+
+struct hsmfs_opts {
+	char *store;             /* first non-option argument (as given) */
+	char *mountpoint;        /* second non-option argument (as given) */
+	bool foreground;         /* -f: do not daemonize */
+	bool debug;              /* -d: FUSE debug output, implies -f */
+	bool single_thread;      /* -s */
+	bool show_help;          /* -h, --help */
+	bool show_version;       /* -V, --version */
+	int ready_fd;            /* --ready-fd N, -1 if absent */
+	bool allow_other;        /* allow_other was given */
+	bool read_only;          /* ro was given (and not undone by rw) */
+	bool no_default_perms;   /* no_default_permissions was given */
+	bool writeback;          /* writeback cache (default off) */
+	double entry_timeout;    /* seconds, default 1 */
+	double attr_timeout;     /* seconds, default 1 */
+	double negative_timeout; /* seconds, default 0 */
+	unsigned fd_cache;       /* max cached O_PATH fds, 0 = auto */
+	unsigned max_threads;    /* FUSE worker threads, 0 = libfuse default */
+	char *fuse_opts;         /* kernel options for libfuse, never NULL */
+};
+
+/*
+ * Parse argv (argv[0] is the program name) into *ret.  On success
+ * returns 0 and *ret owns its strings (free with opts_free).  On error
+ * returns -EINVAL, writes a message to err[errlen], and leaves *ret
+ * zeroed so that opts_free(ret) is still safe.
+ */
+int opts_parse(int argc, char *const argv[], struct hsmfs_opts *ret, char *err,
+	       size_t errlen);
+
+/* Release what opts_parse allocated.  Accepts a zeroed struct. */
+void opts_free(struct hsmfs_opts *o);
+
+/*
+ * Parse a size such as "4096", "64k", "1M", "2G" (powers of 1024) into
+ * *ret.  Returns 0 or -EINVAL; *ret untouched on error.
+ */
+int opts_parse_size(const char *s, unsigned long long *ret);
+
+/*
+ * Does /etc/fuse.conf-style text contain an uncommented
+ * "user_allow_other" line?  Pure helper for the allow_other check.
+ */
+bool opts_fuse_conf_allows_other(const char *text);
+
+#endif

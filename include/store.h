@@ -1,0 +1,42 @@
+/*
+ * store.h - the backing directory and hsmfs's private corner of it.
+ *
+ * STORE/.hsmfs/ holds hsmfs's own state (a lock file now; the metadata
+ * database later).  It is created mode 0700 on first mount and is never
+ * visible or reachable through the mount: the operations layer refuses
+ * the name STORE_STATE_DIR in the root directory.
+ *
+ * One daemon per store: store_open() takes an exclusive flock(2) on
+ * STORE/.hsmfs/lock that lives as long as the returned lock descriptor
+ * (inherited across fork, so the daemonized child keeps it).
+ */
+#ifndef HSMFS_STORE_H
+#define HSMFS_STORE_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#define STORE_STATE_DIR ".hsmfs"
+#define STORE_LOCK_FILE "lock"
+
+struct store {
+	int root_fd;  /* O_PATH|O_DIRECTORY descriptor of STORE */
+	int state_fd; /* O_PATH|O_DIRECTORY descriptor of STORE/.hsmfs */
+	int lock_fd;  /* STORE/.hsmfs/lock, flock'ed exclusively */
+};
+
+/*
+ * Open the store directory at path, create STORE/.hsmfs if missing and
+ * take the lock.  Returns 0 and fills *ret, or -errno with a one-line
+ * reason in err: -EBUSY when another daemon holds the store (its pid in
+ * the message when known).  *ret is untouched on failure.
+ */
+int store_open(const char *path, struct store *ret, char *err, size_t errlen);
+
+/* Record the serving daemon's pid in the lock file (for messages). */
+void store_write_pid(const struct store *s, pid_t pid);
+
+/* Close all descriptors except root_fd, whose ownership the caller took. */
+void store_close(struct store *s);
+
+#endif

@@ -1,0 +1,131 @@
+/* Unit tests for fs/opts.c: the daemon's command line. */
+#include <errno.h>
+#include <string.h>
+
+#include "opts.h"
+#include "tap.h"
+
+static int parse(struct hsmfs_opts *o, char *err, int argc, ...)
+{
+	char *argv[32];
+	va_list ap;
+	int i;
+
+	va_start(ap, argc);
+	argv[0] = "hsmfs";
+	for (i = 1; i <= argc; i++)
+		argv[i] = va_arg(ap, char *);
+	va_end(ap);
+	err[0] = '\0';
+	return opts_parse(argc + 1, argv, o, err, 256);
+}
+
+int main(void)
+{
+	struct hsmfs_opts o;
+	unsigned long long sz;
+	char err[256];
+
+	ok(parse(&o, err, 2, "/s", "/m") == 0 && !strcmp(o.store, "/s") &&
+		   !strcmp(o.mountpoint, "/m") && !o.foreground &&
+		   o.ready_fd == -1 && !strcmp(o.fuse_opts, ""),
+	   "plain STORE MNT");
+	opts_free(&o);
+
+	ok(parse(&o, err, 4, "/s", "/m", "-o",
+		 "defaults,_netdev,nofail,noauto,auto,user,users,nouser,x-systemd.automount,x-systemd.idle-timeout=60,comment=x,rw") == 0 &&
+		   !strcmp(o.fuse_opts, "rw"),
+	   "fstab options ignored, rw passed: '%s'", o.fuse_opts ? o.fuse_opts : "");
+	opts_free(&o);
+
+	ok(parse(&o, err, 4, "-o", "ro,fsname=a\\,b", "/s", "/m") == 0 &&
+		   o.read_only && !strcmp(o.fuse_opts, "ro,fsname=a,b"),
+	   "options before arguments, escaped comma: '%s'",
+	   o.fuse_opts ? o.fuse_opts : "");
+	opts_free(&o);
+
+	ok(parse(&o, err, 3, "/s", "/m", "-oallow_other") == 0 && o.allow_other &&
+		   !strcmp(o.fuse_opts, "allow_other,default_permissions"),
+	   "allow_other implies default_permissions: '%s'",
+	   o.fuse_opts ? o.fuse_opts : "");
+	opts_free(&o);
+
+	ok(parse(&o, err, 4, "/s", "/m", "-o",
+		 "allow_other,no_default_permissions") == 0 &&
+		   !strcmp(o.fuse_opts, "allow_other"),
+	   "no_default_permissions turns it off");
+	opts_free(&o);
+
+	ok(parse(&o, err, 4, "/s", "/m", "-o",
+		 "default_permissions,no_default_permissions") == -EINVAL &&
+		   strstr(err, "contradict"),
+	   "contradiction rejected: %s", err);
+
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "bogus") == -EINVAL &&
+		   !strcmp(err, "unknown option 'bogus' (see hsmfs --help)"),
+	   "unknown -o option named: %s", err);
+	ok(o.store == NULL && o.fuse_opts == NULL, "failed parse leaves zeroed struct");
+	opts_free(&o);
+
+	ok(parse(&o, err, 3, "/s", "/m", "--frobnicate") == -EINVAL &&
+		   strstr(err, "'--frobnicate'"),
+	   "unknown flag named: %s", err);
+	ok(parse(&o, err, 1, "/s") == -EINVAL && strstr(err, "missing MOUNTPOINT"),
+	   "missing mountpoint: %s", err);
+	ok(parse(&o, err, 0) == -EINVAL && strstr(err, "missing STORE"),
+	   "missing both: %s", err);
+	ok(parse(&o, err, 3, "/s", "/m", "/x") == -EINVAL &&
+		   strstr(err, "unexpected argument '/x'"),
+	   "third argument: %s", err);
+	ok(parse(&o, err, 3, "/s", "/m", "-o") == -EINVAL &&
+		   strstr(err, "needs a value"),
+	   "-o without a value: %s", err);
+
+	ok(parse(&o, err, 1, "--help") == 0 && o.show_help, "--help without args");
+	opts_free(&o);
+	ok(parse(&o, err, 1, "-V") == 0 && o.show_version, "-V without args");
+	opts_free(&o);
+
+	ok(parse(&o, err, 6, "/s", "/m", "-d", "-s", "--ready-fd", "7") == 0 &&
+		   o.debug && o.foreground && o.single_thread && o.ready_fd == 7,
+	   "-d implies -f; -s; --ready-fd N");
+	opts_free(&o);
+	ok(parse(&o, err, 3, "/s", "/m", "--ready-fd=x") == -EINVAL,
+	   "--ready-fd=x rejected");
+
+	ok(parse(&o, err, 4, "/s", "/m", "-o",
+		 "entry_timeout=2.5,attr_timeout=0,negative_timeout=10,fd_cache=100,max_threads=4,writeback") == 0 &&
+		   o.entry_timeout == 2.5 && o.attr_timeout == 0 &&
+		   o.negative_timeout == 10 && o.fd_cache == 100 &&
+		   o.max_threads == 4 && o.writeback && !strcmp(o.fuse_opts, ""),
+	   "hsmfs options parsed, not passed to the kernel");
+	opts_free(&o);
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "entry_timeout=-1") == -EINVAL &&
+		   strstr(err, "entry_timeout=-1"),
+	   "negative timeout rejected: %s", err);
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "attr_timeout=nan") == -EINVAL,
+	   "nan timeout rejected");
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "fd_cache=3") == -EINVAL,
+	   "fd_cache below minimum rejected");
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "max_threads=") == -EINVAL,
+	   "empty max_threads rejected");
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "fsname=") == -EINVAL,
+	   "empty fsname rejected");
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "writeback=1") == -EINVAL,
+	   "flag with a value rejected");
+
+	ok(opts_parse_size("4096", &sz) == 0 && sz == 4096, "size plain");
+	ok(opts_parse_size("64k", &sz) == 0 && sz == 65536, "size k");
+	ok(opts_parse_size("2G", &sz) == 0 && sz == 2ULL << 30, "size G");
+	ok(opts_parse_size("1x", &sz) == -EINVAL, "size bad suffix");
+	ok(opts_parse_size("-1", &sz) == -EINVAL, "size negative");
+	ok(opts_parse_size("99999999999999999999", &sz) == -EINVAL, "size overflow");
+	ok(opts_parse_size("17179869184T", &sz) == -EINVAL, "size overflow by unit");
+
+	ok(opts_fuse_conf_allows_other("# user_allow_other\nmount_max = 1000\n") == 0,
+	   "commented user_allow_other does not count");
+	ok(opts_fuse_conf_allows_other("mount_max = 1\n  user_allow_other \n"),
+	   "user_allow_other with blanks counts");
+	ok(!opts_fuse_conf_allows_other("user_allow_otherx\n"), "prefix does not count");
+	return tap_done();
+}
