@@ -1,0 +1,251 @@
+"""Integration test harness: real mounts, TAP output, no sleeping.
+
+Each test script imports this module, mounts with Mount(...) as a context
+manager and reports with ok()/skip().  A Mount:
+  - makes STORE and MNT in a fresh directory under $HSMFS_TMPDIR (or /tmp),
+  - starts `hsmfs -f --ready-fd N STORE MNT` and waits on the readiness pipe
+    against a deadline, giving up at once if the daemon exits,
+  - on leaving: unmounts with fusermount3 -u, waits for the daemon, and fails
+    the test if it exited non-zero (sanitizer reports, leaks, crashes) or
+    left the mount behind; on any error it still kills and lazily unmounts.
+Failures print the daemon's stderr and how to reproduce.
+"""
+import errno
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+HSMFS = os.environ.get("HSMFS", "hsmfs")
+DEADLINE = float(os.environ.get("HSMFS_TEST_DEADLINE", "30"))
+_n = 0
+_failed = 0
+
+
+def ok(cond, desc):
+    global _n, _failed
+    _n += 1
+    print(("ok %d - %s" if cond else "not ok %d - %s") % (_n, desc), flush=True)
+    if not cond:
+        _failed += 1
+    return cond
+
+
+def eq(got, want, desc):
+    if not ok(got == want, desc):
+        diag("got:  %.2000r" % (got,))
+        diag("want: %.2000r" % (want,))
+        return False
+    return True
+
+
+def skip(desc, why):
+    global _n
+    _n += 1
+    print("ok %d - %s # SKIP %s" % (_n, desc, why), flush=True)
+
+
+def diag(msg):
+    for line in str(msg).splitlines():
+        print("# " + line, flush=True)
+
+
+def done():
+    print("1..%d" % _n, flush=True)
+    if _failed:
+        diag("reproduce: HSMFS=%s %s %s" % (HSMFS, sys.executable, sys.argv[0]))
+    sys.exit(1 if _failed else 0)
+
+
+def main(fn):
+    """Run fn(); an exception is one failed test, never a silent pass."""
+    try:
+        fn()
+    except Exception:
+        ok(False, "test raised an exception")
+        diag(traceback.format_exc())
+    done()
+
+
+def is_root():
+    return os.geteuid() == 0
+
+
+def tmpdir(prefix="hsmfs-test-"):
+    base = os.environ.get("HSMFS_TMPDIR") or tempfile.gettempdir()
+    return tempfile.mkdtemp(prefix=prefix, dir=base)
+
+
+def is_mounted(path):
+    path = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            if fields[4].encode().decode("unicode_escape") == path:
+                return True
+    return False
+
+
+def unmount(path, lazy=False):
+    args = ["fusermount3", "-u"] + (["-z"] if lazy else []) + [path]
+    return subprocess.run(args, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT).returncode
+
+
+class DaemonError(Exception):
+    pass
+
+
+class Mount:
+    """One hsmfs daemon serving STORE at MNT for the duration of a with."""
+
+    def __init__(self, opts="", store=None, args=(), rlimit_nofile=None,
+                 expect_exit=0):
+        self.dir = tmpdir()
+        self.store = store or os.path.join(self.dir, "store")
+        self.mnt = os.path.join(self.dir, "mnt")
+        os.makedirs(self.store, exist_ok=True)
+        os.mkdir(self.mnt)
+        self.opts = opts
+        self.args = list(args)
+        self.rlimit_nofile = rlimit_nofile
+        self.expect_exit = expect_exit
+        self.proc = None
+        self.log = os.path.join(self.dir, "hsmfs.log")
+
+    def cmdline(self):
+        cmd = [HSMFS, "-f", "--ready-fd", str(self.ready_fd), self.store,
+               self.mnt]
+        if self.opts:
+            cmd += ["-o", self.opts]
+        return cmd + self.args
+
+    def start(self):
+        rfd, wfd = os.pipe()
+        self.ready_fd = wfd
+        logf = open(self.log, "wb")
+
+        def child_setup():
+            if self.rlimit_nofile:
+                import resource
+                resource.setrlimit(resource.RLIMIT_NOFILE,
+                                   (self.rlimit_nofile, self.rlimit_nofile))
+
+        self.proc = subprocess.Popen(self.cmdline(), stdout=logf,
+                                     stderr=subprocess.STDOUT,
+                                     preexec_fn=child_setup, pass_fds=(wfd,))
+        os.close(wfd)
+        logf.close()
+        data = b""
+        end = time.monotonic() + DEADLINE
+        try:
+            while True:
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise DaemonError("no readiness within %ss" % DEADLINE)
+                r, _, _ = select.select([rfd], [], [], left)
+                if not r:
+                    continue
+                chunk = os.read(rfd, 64)
+                if not chunk:
+                    break
+                data += chunk
+                if data.endswith(b"\n"):
+                    break
+        finally:
+            os.close(rfd)
+        if data != b"ready\n":
+            rc = self.proc.wait(timeout=DEADLINE)
+            raise DaemonError("daemon exited %s before ready:\n%s" %
+                              (rc, self.output()))
+        return self
+
+    def output(self):
+        try:
+            with open(self.log, "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self):
+        """Unmount, reap, and check the exit status; returns it."""
+        rc = unmount(self.mnt)
+        try:
+            status = self.proc.wait(timeout=DEADLINE)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            status = self.proc.wait()
+            unmount(self.mnt, lazy=True)
+            raise DaemonError("daemon did not exit after unmount (rc %d)" % rc)
+        if is_mounted(self.mnt):
+            unmount(self.mnt, lazy=True)
+            raise DaemonError("mount left behind")
+        return status
+
+    def __enter__(self):
+        try:
+            return self.start()
+        except BaseException:
+            self.cleanup()
+            raise
+
+    def __exit__(self, et, ev, tb):
+        try:
+            if self.proc and self.proc.poll() is None or is_mounted(self.mnt):
+                status = self.stop()
+                ok(status == self.expect_exit,
+                   "daemon exited %s after unmount" % status)
+                if status != self.expect_exit:
+                    diag(self.output())
+            elif self.proc:
+                ok(False, "daemon died while mounted (status %s)" %
+                   self.proc.returncode)
+                diag(self.output())
+        finally:
+            self.cleanup()
+        return False
+
+    def cleanup(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if is_mounted(self.mnt):
+            unmount(self.mnt, lazy=True)
+        if os.environ.get("HSMFS_KEEP"):
+            diag("kept %s" % self.dir)
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def path(self, *parts):
+        return os.path.join(self.mnt, *parts)
+
+    def spath(self, *parts):
+        return os.path.join(self.store, *parts)
+
+
+def run(cmd, **kw):
+    """Run a command, return (exit status, stdout+stderr as text)."""
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       **kw)
+    return p.returncode, p.stdout.decode(errors="replace")
+
+
+def tree_snapshot(root):
+    """Names, types, modes, sizes and contents of a tree: to prove it untouched."""
+    snap = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            content = None
+            if os.path.isfile(p) and not os.path.islink(p):
+                with open(p, "rb") as f:
+                    content = f.read()
+            snap[os.path.relpath(p, root)] = (st.st_mode, st.st_size,
+                                              st.st_mtime_ns, content)
+    return snap
