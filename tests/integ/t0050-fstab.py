@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""mount(8) integration: `mount -t fuse.hsmfs` and an fstab line (root only).
+
+mount(8) runs mount.fuse3, which runs `hsmfs STORE MNT -o OPTS` from
+PATH; the options fstab adds for other tools must be accepted.
+"""
+import os
+import select
+import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (DEADLINE, HSMFS, diag, eq, is_mounted, is_root, main, ok,
+                     run, skip, tmpdir)
+
+
+def fstype(mnt):
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            a = line.split()
+            if a[4] == mnt:
+                return a[a.index("-") + 1], a[a.index("-") + 2]
+    return None
+
+
+def wait_daemon_gone(store):
+    pid = int(open(os.path.join(store, ".hsmfs", "lock")).read())
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    r, _, _ = select.select([fd], [], [], DEADLINE)
+    os.close(fd)
+    return bool(r)
+
+
+def test():
+    if not is_root():
+        skip("mount -t fuse.hsmfs", "needs root")
+        skip("fstab line", "needs root")
+        return
+    d = tmpdir()
+    store, mnt = os.path.join(d, "store"), os.path.join(d, "mnt")
+    os.mkdir(store)
+    os.mkdir(mnt)
+    with open(os.path.join(store, "hello"), "w") as f:
+        f.write("hi\n")
+    # libmount runs helpers with a fixed PATH; mount.fuse3 finds "hsmfs" there
+    env = None
+    link = "/usr/local/sbin/hsmfs"
+    made_link = False
+    if os.path.lexists(link):
+        if not os.path.samefile(link, HSMFS):
+            skip("mount -t fuse.hsmfs", "%s is another hsmfs than the one under test" % link)
+            return
+    else:
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        os.symlink(os.path.abspath(HSMFS), link)
+        made_link = True
+    try:
+        rc, out = run(["mount", "-t", "fuse.hsmfs", store, mnt, "-o",
+                       "ro,defaults,_netdev,nofail,x-systemd.automount,comment=hsmfs"],
+                      env=env)
+        eq((rc, out), (0, ""), "mount -t fuse.hsmfs with fstab-only options")
+        eq(fstype(mnt), ("fuse.hsmfs", store), "type fuse.hsmfs, source is the store")
+        with open(os.path.join(mnt, "hello")) as f:
+            eq(f.read(), "hi\n", "read through mount(8) mount")
+        try:
+            open(os.path.join(mnt, "new"), "w")
+            ok(False, "ro mount refuses writes")
+        except OSError as e:
+            eq(e.errno, 30, "ro mount refuses writes with EROFS")
+        eq(run(["umount", mnt])[0], 0, "umount")
+        ok(wait_daemon_gone(store), "daemon exits after umount")
+
+        fstab = os.path.join(d, "fstab")
+        with open(fstab, "w") as f:
+            f.write("# test fstab\n%s %s fuse.hsmfs defaults,allow_other,noauto,user,attr_timeout=5 0 0\n"
+                    % (store, mnt))
+        rc, out = run(["mount", "-T", fstab, mnt], env=env)
+        eq((rc, out), (0, ""), "mount from an fstab line")
+        opts = [l for l in open("/proc/self/mountinfo") if (" %s " % mnt) in l]
+        ok(opts and "default_permissions" in opts[0] and "allow_other" in opts[0],
+           "allow_other brings default_permissions")
+        with open(os.path.join(mnt, "hello")) as f:
+            eq(f.read(), "hi\n", "read through fstab mount")
+        eq(run(["umount", mnt])[0], 0, "umount fstab mount")
+        ok(wait_daemon_gone(store), "daemon exits after umount")
+    finally:
+        if made_link:
+            os.unlink(link)
+        if is_mounted(mnt):
+            run(["umount", "-l", mnt])
+        shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    from harness import done
+    try:
+        test()
+    except Exception:
+        import traceback
+        ok(False, "exception")
+        diag(traceback.format_exc())
+    done()
