@@ -235,6 +235,34 @@ def run(cmd, **kw):
     return p.returncode, p.stdout.decode(errors="replace")
 
 
+def digest(path):
+    """sha256 of a file's bytes, reading only its data segments (sparse-aware)."""
+    import hashlib
+    h = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        pos = 0
+        while pos < size:
+            try:
+                data = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError:
+                break
+            hole = os.lseek(fd, data, os.SEEK_HOLE)
+            h.update(b"@%d:" % data)
+            while data < hole:
+                chunk = os.pread(fd, min(1 << 20, hole - data), data)
+                if not chunk:
+                    break
+                h.update(chunk)
+                data += len(chunk)
+            pos = hole
+        h.update(b"size %d" % size)
+    finally:
+        os.close(fd)
+    return h.hexdigest()
+
+
 def tree_snapshot(root):
     """Names, types, modes, sizes and contents of a tree: to prove it untouched."""
     snap = {}
@@ -244,8 +272,7 @@ def tree_snapshot(root):
             st = os.lstat(p)
             content = None
             if os.path.isfile(p) and not os.path.islink(p):
-                with open(p, "rb") as f:
-                    content = f.read()
+                content = digest(p)
             snap[os.path.relpath(p, root)] = (st.st_mode, st.st_size,
                                               st.st_mtime_ns, content)
     return snap

@@ -1,0 +1,106 @@
+#!/bin/bash
+# Run every test hsmfs has, the way CI does, on a Debian 12 machine.
+#
+#   sudo tests/run-all.sh
+#
+# As root it installs the Debian packages it needs, builds twice (plain
+# with -Dwerror=true, and with ASan+UBSan), runs the unit and mount tests
+# of both builds as root, then again as an unprivileged user through
+# fusermount3.  It ends with one line "N passed, N failed, N skipped" and
+# exits non-zero if anything failed.  Not as root: it builds and runs
+# the tests once, as you, with the packages already installed.
+set -u
+cd "$(dirname "$0")/.."
+src=$PWD
+DEPS="build-essential meson ninja-build pkg-config python3 fuse3 libfuse3-dev
+      libsqlite3-dev libcurl4-openssl-dev attr tar findutils util-linux"
+TEST_USER=${HSMFS_TEST_USER:-hsmfs-ci}
+passed=0 failed=0 skipped=0
+
+log() { printf '== %s\n' "$*"; }
+
+# Add one meson test run's summary to the totals.
+count() {
+	local out=$1 ok xf fail up skip to
+	ok=$(sed -n 's/^Ok: *\([0-9]*\).*/\1/p' "$out" | tail -1)
+	xf=$(sed -n 's/^Expected Fail: *\([0-9]*\).*/\1/p' "$out" | tail -1)
+	fail=$(sed -n 's/^Fail: *\([0-9]*\).*/\1/p' "$out" | tail -1)
+	up=$(sed -n 's/^Unexpected Pass: *\([0-9]*\).*/\1/p' "$out" | tail -1)
+	skip=$(sed -n 's/^Skipped: *\([0-9]*\).*/\1/p' "$out" | tail -1)
+	to=$(sed -n 's/^Timeout: *\([0-9]*\).*/\1/p' "$out" | tail -1)
+	if [ -z "$ok" ]; then
+		failed=$((failed + 1)) # the run itself broke
+		return
+	fi
+	passed=$((passed + ok + ${xf:-0}))
+	failed=$((failed + ${fail:-0} + ${up:-0} + ${to:-0}))
+	skipped=$((skipped + ${skip:-0}))
+}
+
+# build DIR [meson options...]: configure and compile, counting a failure.
+build() {
+	local dir=$1
+	shift
+	if ! { meson setup --wipe "$dir" "$@" >"$dir.setup.log" 2>&1 ||
+		meson setup "$dir" "$@" >"$dir.setup.log" 2>&1; } ||
+		! ninja -C "$dir" >"$dir.build.log" 2>&1; then
+		cat "$dir.setup.log" "$dir.build.log" 2>/dev/null | tail -50
+		log "build of $dir failed"
+		failed=$((failed + 1))
+		return 1
+	fi
+}
+
+# runtests DIR LABEL [runuser prefix...]
+runtests() {
+	local dir=$1 label=$2 out
+	shift 2
+	out=$(mktemp)
+	log "tests: $label"
+	"$@" meson test -C "$dir" --print-errorlogs --num-processes 2 2>&1 | tee "$out" |
+		grep -E '^ *[0-9]+/[0-9]+ |^(Ok|Fail|Skipped|Timeout):'
+	count "$out"
+	rm -f "$out"
+}
+
+if [ "$(id -u)" = 0 ]; then
+	log "installing Debian packages"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq >/dev/null && apt-get install -y -qq $DEPS >/dev/null ||
+		{ echo "apt-get failed"; echo "0 passed, 1 failed"; exit 1; }
+fi
+
+san="-Db_sanitize=address,undefined -Db_lundef=false"
+build build-ci --werror && runtests build-ci "plain build, as $(id -un)"
+# shellcheck disable=SC2086
+build build-asan --werror $san && runtests build-asan "ASan+UBSan build, as $(id -un)"
+
+if [ "$(id -u)" = 0 ]; then
+	# CI's /dev/fuse is root-only; unprivileged mounts go through fusermount3
+	chmod 0666 /dev/fuse
+	id "$TEST_USER" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$TEST_USER"
+	work=$(mktemp -d /tmp/hsmfs-user-ci.XXXXXX)
+	chmod 0755 "$work"
+	git -C "$src" ls-files -z | (cd "$src" && xargs -0 cp --parents -t "$work")
+	chown -R "$TEST_USER": "$work"
+	as_user=(runuser -u "$TEST_USER" -- env -C "$work" HOME="/home/$TEST_USER")
+	# shellcheck disable=SC2086
+	if "${as_user[@]}" meson setup build-user --werror >"$work/setup.log" 2>&1 &&
+		"${as_user[@]}" ninja -C build-user >"$work/build.log" 2>&1; then
+		runtests "$work/build-user" "plain build, as $TEST_USER" "${as_user[@]}"
+	else
+		tail -50 "$work/setup.log" "$work/build.log"
+		failed=$((failed + 1))
+	fi
+	if "${as_user[@]}" meson setup build-asan --werror $san >"$work/setup.log" 2>&1 &&
+		"${as_user[@]}" ninja -C build-asan >"$work/build.log" 2>&1; then
+		runtests "$work/build-asan" "ASan+UBSan build, as $TEST_USER" "${as_user[@]}"
+	else
+		tail -50 "$work/setup.log" "$work/build.log"
+		failed=$((failed + 1))
+	fi
+	rm -rf "$work"
+fi
+
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" = 0 ]
