@@ -176,38 +176,43 @@ int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_loop_config *lcfg;
-	struct fuse_session *se;
+	struct fuse_session *se = NULL;
 	struct hsmfs_opts o;
 	struct ops_config ocfg;
-	struct store store;
-	char err[512], *store_path, *mnt_path, *esc, *fsname;
-	int res;
+	struct store store = { -1, -1, -1 };
+	char err[512], *store_path = NULL, *mnt_path = NULL, *esc, *fsname = NULL;
+	bool mounted = false, handlers = false, table = false;
+	int res, rc = 0;
 
 	if (opts_parse(argc, argv, &o, err, sizeof(err))) {
 		log_err("%s", err);
 		return EXIT_USAGE;
 	}
-	if (o.show_help) {
-		usage();
-		return 0;
-	}
-	if (o.show_version) {
-		printf("hsmfs %s (libfuse %s)\n", HSMFS_VERSION, fuse_pkgversion());
-		return 0;
+	if (o.show_help || o.show_version) {
+		if (o.show_help)
+			usage();
+		else
+			printf("hsmfs %s (libfuse %s)\n", HSMFS_VERSION,
+			       fuse_pkgversion());
+		goto out;
 	}
 
 	store_path = realpath(o.store, NULL);
 	if (!store_path) {
 		log_err("store '%s': %s", o.store,
 			errno == ENOENT ? "no such directory" : strerror(errno));
-		return EXIT_STORE;
+		rc = EXIT_STORE;
+		goto out;
 	}
-	if (check_mountpoint(o.mountpoint))
-		return EXIT_MNT;
+	if (check_mountpoint(o.mountpoint)) {
+		rc = EXIT_MNT;
+		goto out;
+	}
 	mnt_path = realpath(o.mountpoint, NULL);
 	if (!mnt_path) {
 		log_err("mountpoint '%s': %s", o.mountpoint, strerror(errno));
-		return EXIT_MNT;
+		rc = EXIT_MNT;
+		goto out;
 	}
 	{
 		size_t n = strlen(store_path);
@@ -217,18 +222,21 @@ int main(int argc, char *argv[])
 		    (mnt_path[n] == '/' || n == 1)) {
 			log_err("mountpoint '%s' is inside the store '%s'; choose one outside it",
 				o.mountpoint, o.store);
-			return EXIT_MNT;
+			rc = EXIT_MNT;
+			goto out;
 		}
 	}
 	if (o.allow_other && getuid() != 0 && !user_allow_other()) {
 		log_err("allow_other needs 'user_allow_other' in /etc/fuse.conf when mounting as a user; ask root to add it, or drop allow_other");
-		return EXIT_USAGE;
+		rc = EXIT_USAGE;
+		goto out;
 	}
 
 	res = store_open(store_path, &store, err, sizeof(err));
 	if (res) {
 		log_err("%s", err);
-		return EXIT_STORE;
+		rc = EXIT_STORE;
+		goto out;
 	}
 	umask(0); /* modes arrive from the kernel with the caller's umask applied */
 
@@ -236,8 +244,10 @@ int main(int argc, char *argv[])
 			       o.fd_cache ? o.fd_cache : default_fd_cache());
 	if (res) {
 		log_err("cannot set up inode table: %s", strerror(-res));
-		return EXIT_STORE;
+		rc = EXIT_STORE;
+		goto out;
 	}
+	table = true; /* the table owns store.root_fd now */
 
 	esc = escape_commas(store_path);
 	if (!esc || asprintf(&fsname, "-ofsname=%s", esc) < 0)
@@ -251,9 +261,9 @@ int main(int argc, char *argv[])
 	    (!strstr(o.fuse_opts, "fsname=") && fuse_opt_add_arg(&args, fsname)) ||
 	    (o.debug && fuse_opt_add_arg(&args, "-d"))) {
 		log_err("out of memory");
-		return EXIT_SERVE;
+		rc = EXIT_SERVE;
+		goto out;
 	}
-	free(fsname);
 
 	ocfg = (struct ops_config){
 		.entry_timeout = o.entry_timeout,
@@ -268,17 +278,22 @@ int main(int argc, char *argv[])
 	if (!se) {
 		log_err("cannot start a FUSE session with options '%s'",
 			o.fuse_opts);
-		return EXIT_USAGE;
+		rc = EXIT_USAGE;
+		goto out;
 	}
 	if (fuse_set_signal_handlers(se)) {
 		log_err("cannot install signal handlers");
-		return EXIT_SERVE;
+		rc = EXIT_SERVE;
+		goto out;
 	}
+	handlers = true;
 	if (fuse_session_mount(se, mnt_path)) {
 		log_err("cannot mount '%s' at '%s' (see the message above)",
 			store_path, mnt_path);
-		return EXIT_MOUNT;
+		rc = EXIT_MOUNT;
+		goto out;
 	}
+	mounted = true;
 	if (!o.foreground)
 		ocfg.daemon_fd = daemonize();
 	store_write_pid(&store, getpid());
@@ -298,19 +313,27 @@ int main(int argc, char *argv[])
 			fuse_loop_cfg_destroy(lcfg);
 		}
 	}
+	if (res < 0) {
+		log_err("serving failed: %s", strerror(-res));
+		rc = EXIT_SERVE;
+	}
 
-	fuse_session_unmount(se);
-	fuse_remove_signal_handlers(se);
-	fuse_session_destroy(se);
-	inode_table_destroy();
+out:
+	if (mounted)
+		fuse_session_unmount(se);
+	if (handlers)
+		fuse_remove_signal_handlers(se);
+	if (se)
+		fuse_session_destroy(se);
+	if (table)
+		inode_table_destroy();
+	else if (store.root_fd >= 0)
+		close(store.root_fd);
 	store_close(&store);
 	fuse_opt_free_args(&args);
+	free(fsname);
 	free(store_path);
 	free(mnt_path);
 	opts_free(&o);
-	if (res < 0) {
-		log_err("serving failed: %s", strerror(-res));
-		return EXIT_SERVE;
-	}
-	return 0;
+	return rc;
 }
