@@ -1,0 +1,101 @@
+/*
+ * hsmfs/protocol.h - the hook wire protocol.  Public, append-only.
+ *
+ * A hook connects a SOCK_SEQPACKET Unix socket to the mount (its path is
+ * the value of the read-only xattr "user.hsmfs.socket" of the mount's
+ * root directory).  Every packet is one frame:
+ *
+ *   u32 len    total frame length in bytes, header included
+ *   u16 type   HSMFS_MSG_*
+ *   u16 flags  0 unless a message says otherwise
+ *   ...        the message body, fields in the order listed below
+ *
+ * All integers are little-endian.  A string is a u16 byte length then
+ * that many bytes (no NUL).  A frame is at most HSMFS_MAX_FRAME bytes; a
+ * receiver rejects a frame whose len disagrees with the packet size,
+ * exceeds the maximum, is shorter than its message, or has bytes left
+ * over.  Message type numbers, event bits and error codes are never
+ * renumbered or reused; new ones are only added.  hsmfs-hooks(7) is the
+ * full specification.
+ *
+ * Conversation:
+ *   hook  -> HELLO    (first frame, always)
+ *   hsmfs -> WELCOME  (or ERROR and close)
+ *   hsmfs -> EVENT ...   hook -> ANSWER / PROGRESS ...
+ *   hsmfs -> CANCEL   (the event timed out or nobody waits any more)
+ */
+#ifndef HSMFS_PROTOCOL_H
+#define HSMFS_PROTOCOL_H
+
+#include <stdint.h>
+
+#define HSMFS_PROTO_VERSION 1      /* the version this header describes */
+#define HSMFS_MAX_FRAME 65536      /* largest frame either side sends */
+#define HSMFS_HDR_SIZE 8
+#define HSMFS_MAX_NAME 255         /* hook name in HELLO */
+#define HSMFS_MAX_PATH 4096        /* path strings */
+
+/* Message types. */
+enum hsmfs_msg {
+	HSMFS_MSG_HELLO = 1,    /* hook -> hsmfs */
+	HSMFS_MSG_WELCOME = 2,  /* hsmfs -> hook */
+	HSMFS_MSG_EVENT = 3,    /* hsmfs -> hook, may carry a descriptor */
+	HSMFS_MSG_ANSWER = 4,   /* hook -> hsmfs */
+	HSMFS_MSG_PROGRESS = 5, /* hook -> hsmfs */
+	HSMFS_MSG_CANCEL = 6,   /* hsmfs -> hook */
+	HSMFS_MSG_ERROR = 7,    /* hsmfs -> hook, then the socket closes */
+};
+
+/* Hook kinds (HELLO). */
+enum hsmfs_kind {
+	HSMFS_KIND_FILL = 1,  /* provides content: gets PRE_ACCESS with a descriptor */
+	HSMFS_KIND_WATCH = 2, /* observes and may veto */
+};
+
+/* Event types; a subscription mask is the OR of (1 << type). */
+enum hsmfs_event_type {
+	HSMFS_EV_PRE_ACCESS = 1, /* bytes about to be read are missing */
+	HSMFS_EV_PRE_MODIFY = 2, /* bytes or size about to change */
+};
+#define HSMFS_MASK(ev) (1u << (ev))
+#define HSMFS_MASK_ALL (HSMFS_MASK(HSMFS_EV_PRE_ACCESS) | \
+			HSMFS_MASK(HSMFS_EV_PRE_MODIFY))
+
+/* ANSWER verdicts and flags. */
+enum hsmfs_verdict { HSMFS_ALLOW = 0, HSMFS_DENY = 1 };
+#define HSMFS_ANSWER_QUIET 0x1 /* PRE_MODIFY: no more for this file */
+
+/* EVENT flags. */
+#define HSMFS_EVENT_HAS_FD 0x1 /* a store descriptor came with the frame */
+
+/* CANCEL reasons. */
+enum hsmfs_cancel { HSMFS_CANCEL_TIMEOUT = 1, HSMFS_CANCEL_INTERRUPTED = 2 };
+
+/* ERROR codes (why hsmfs closes a connection). */
+enum hsmfs_error {
+	HSMFS_ERR_VERSION = 1,   /* no common protocol version */
+	HSMFS_ERR_MALFORMED = 2, /* bad length, short or trailing bytes */
+	HSMFS_ERR_UNKNOWN = 3,   /* unknown message type */
+	HSMFS_ERR_STATE = 4,     /* message not valid now (before HELLO, ...) */
+	HSMFS_ERR_DENIED = 5,    /* peer not allowed (uid) */
+};
+
+/*
+ * Bodies, in wire order:
+ *
+ * HELLO:    u32 version_min, u32 version_max, u32 kind, u32 mask,
+ *           string name, string subtree ("" = whole mount)
+ * WELCOME:  u32 version, u32 max_frame, u32 chunk, u32 timeout_ms
+ * EVENT:    u64 id, u32 type, u32 pid, u32 uid, u32 gid, u64 file_id,
+ *           u64 file_size, u64 start, u64 end, u64 hint_start,
+ *           u64 hint_end, string path, string origin, string version
+ *           (flags: HSMFS_EVENT_HAS_FD)
+ * ANSWER:   u64 id, u32 verdict, u32 error (an errno, for DENY),
+ *           u64 filled_start, u64 filled_end (ALLOW of PRE_ACCESS)
+ *           (flags: HSMFS_ANSWER_QUIET)
+ * PROGRESS: u64 id, u64 bytes_done
+ * CANCEL:   u64 id, u32 reason
+ * ERROR:    u32 code, string message
+ */
+
+#endif
