@@ -1,0 +1,345 @@
+/* meta.c - see include/meta.h */
+#include <errno.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "meta.h"
+
+enum { Q_GET, Q_PUT, Q_PRESENT, Q_DELETE, Q_COUNT, Q_N };
+
+static const char *const queries[Q_N] = {
+	[Q_GET] = "SELECT size, mtime, mode, state, flags, origin, version, "
+		  "sha256, present, atime FROM files WHERE ino = ?1",
+	[Q_PUT] = "INSERT OR REPLACE INTO files (ino, size, mtime, mode, state, "
+		  "flags, origin, version, sha256, present, atime) "
+		  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+	[Q_PRESENT] = "UPDATE files SET present = ?2, state = ?3 WHERE ino = ?1",
+	[Q_DELETE] = "DELETE FROM files WHERE ino = ?1",
+	[Q_COUNT] = "SELECT count(*) FROM files",
+};
+
+/* Each step brings the schema from version i to i + 1. */
+static const char *const migrations[] = {
+	/* 0 -> 1 */
+	"CREATE TABLE files ("
+	" ino INTEGER PRIMARY KEY,"
+	" size INTEGER NOT NULL,"
+	" mtime INTEGER NOT NULL DEFAULT 0,"
+	" mode INTEGER NOT NULL DEFAULT 420,"
+	" state INTEGER NOT NULL,"
+	" flags INTEGER NOT NULL DEFAULT 0,"
+	" origin TEXT, version TEXT, sha256 TEXT,"
+	" present BLOB NOT NULL DEFAULT x'',"
+	" atime INTEGER NOT NULL DEFAULT 0);",
+};
+
+struct meta {
+	sqlite3 *db;
+	sqlite3_stmt *q[Q_N];
+	pthread_mutex_t lock;
+	char errmsg[256];
+};
+
+static int to_errno(struct meta *m, int rc)
+{
+	if (m->db)
+		snprintf(m->errmsg, sizeof(m->errmsg), "%s", sqlite3_errmsg(m->db));
+	switch (rc) {
+	case SQLITE_OK:
+	case SQLITE_DONE:
+	case SQLITE_ROW: return 0;
+	case SQLITE_NOMEM: return -ENOMEM;
+	case SQLITE_NOTADB:
+	case SQLITE_CORRUPT: return -EBADMSG;
+	case SQLITE_FULL: return -ENOSPC;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED: return -EBUSY;
+	case SQLITE_READONLY:
+	case SQLITE_PERM:
+	case SQLITE_AUTH: return -EACCES;
+	case SQLITE_CANTOPEN: return -ENOENT;
+	default: return -EIO;
+	}
+}
+
+const char *meta_errmsg(struct meta *m)
+{
+	return m ? m->errmsg : "out of memory";
+}
+
+static int exec(struct meta *m, const char *sql)
+{
+	return to_errno(m, sqlite3_exec(m->db, sql, NULL, NULL, NULL));
+}
+
+static int migrate(struct meta *m)
+{
+	sqlite3_stmt *st;
+	int version, res, rc;
+	char sql[64];
+
+	rc = sqlite3_prepare_v2(m->db, "PRAGMA user_version", -1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return to_errno(m, rc);
+	rc = sqlite3_step(st);
+	version = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
+	sqlite3_finalize(st);
+	if (version < 0)
+		return to_errno(m, rc);
+	if (version > META_SCHEMA_VERSION) {
+		snprintf(m->errmsg, sizeof(m->errmsg),
+			 "schema version %d is newer than this hsmfs (%d)",
+			 version, META_SCHEMA_VERSION);
+		return -EPROTO;
+	}
+	if (version == META_SCHEMA_VERSION)
+		return 0;
+	res = exec(m, "BEGIN IMMEDIATE");
+	for (; !res && version < META_SCHEMA_VERSION; version++)
+		res = exec(m, migrations[version]);
+	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", version);
+	if (!res)
+		res = exec(m, sql);
+	if (!res)
+		return exec(m, "COMMIT");
+	exec(m, "ROLLBACK");
+	return res;
+}
+
+int meta_open(const char *path, struct meta **ret)
+{
+	struct meta *m = calloc(1, sizeof(*m));
+	int res, rc, i;
+
+	if (!m)
+		return -ENOMEM;
+	pthread_mutex_init(&m->lock, NULL);
+	rc = sqlite3_open_v2(path, &m->db,
+			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+				     SQLITE_OPEN_NOMUTEX,
+			     NULL);
+	if (rc != SQLITE_OK) {
+		res = to_errno(m, rc);
+		goto fail;
+	}
+	sqlite3_busy_timeout(m->db, 5000);
+	/* WAL: readers (hsmfsctl) never block the daemon; NORMAL is safe in WAL */
+	res = exec(m, "PRAGMA journal_mode = WAL");
+	if (!res)
+		res = exec(m, "PRAGMA synchronous = NORMAL");
+	if (!res)
+		res = migrate(m);
+	for (i = 0; !res && i < Q_N; i++)
+		res = to_errno(m, sqlite3_prepare_v3(m->db, queries[i], -1,
+						     SQLITE_PREPARE_PERSISTENT,
+						     &m->q[i], NULL));
+	if (res)
+		goto fail;
+	*ret = m;
+	return 0;
+fail:
+	meta_close(m);
+	return res;
+}
+
+void meta_close(struct meta *m)
+{
+	if (!m)
+		return;
+	for (int i = 0; i < Q_N; i++)
+		sqlite3_finalize(m->q[i]);
+	sqlite3_close(m->db);
+	pthread_mutex_destroy(&m->lock);
+	free(m);
+}
+
+static char *col_text(sqlite3_stmt *st, int i, int *oom)
+{
+	const unsigned char *t = sqlite3_column_text(st, i);
+	char *r;
+
+	if (!t)
+		return NULL;
+	r = strdup((const char *)t);
+	if (!r)
+		*oom = 1;
+	return r;
+}
+
+int meta_get(struct meta *m, uint64_t ino, struct meta_file *ret)
+{
+	struct meta_file f = { .ino = ino };
+	sqlite3_stmt *st = m->q[Q_GET];
+	int rc, res = 0, oom = 0;
+
+	pthread_mutex_lock(&m->lock);
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		f.size = sqlite3_column_int64(st, 0);
+		f.mtime = sqlite3_column_int64(st, 1);
+		f.mode = sqlite3_column_int(st, 2);
+		f.state = sqlite3_column_int(st, 3);
+		f.flags = sqlite3_column_int(st, 4);
+		f.origin = col_text(st, 5, &oom);
+		f.version = col_text(st, 6, &oom);
+		f.sha256 = col_text(st, 7, &oom);
+		res = rs_decode(sqlite3_column_blob(st, 8),
+				sqlite3_column_bytes(st, 8), &f.present);
+		if (res == -EINVAL) {
+			/* a damaged range list: trust nothing in it */
+			rs_clear(&f.present);
+			res = 0;
+		}
+		f.atime = sqlite3_column_int64(st, 9);
+		if (oom)
+			res = -ENOMEM;
+	} else {
+		res = rc == SQLITE_DONE ? -ENOENT : to_errno(m, rc);
+	}
+	sqlite3_reset(st);
+	pthread_mutex_unlock(&m->lock);
+	if (res) {
+		meta_file_free(&f);
+		return res;
+	}
+	*ret = f;
+	return 0;
+}
+
+static int bind_ranges(sqlite3_stmt *st, int i, const struct rangeset *rs)
+{
+	size_t n = rs_encode_size(rs);
+	uint8_t *buf = malloc(n ? n : 1);
+
+	if (!buf)
+		return -ENOMEM;
+	rs_encode(rs, buf);
+	sqlite3_bind_blob(st, i, buf, n, free);
+	return 0;
+}
+
+int meta_put(struct meta *m, const struct meta_file *f)
+{
+	sqlite3_stmt *st = m->q[Q_PUT];
+	int res;
+
+	pthread_mutex_lock(&m->lock);
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)f->ino);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)f->size);
+	sqlite3_bind_int64(st, 3, f->mtime);
+	sqlite3_bind_int(st, 4, f->mode);
+	sqlite3_bind_int(st, 5, f->state);
+	sqlite3_bind_int(st, 6, f->flags);
+	sqlite3_bind_text(st, 7, f->origin, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 8, f->version, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 9, f->sha256, -1, SQLITE_TRANSIENT);
+	res = bind_ranges(st, 10, &f->present);
+	sqlite3_bind_int64(st, 11, f->atime);
+	if (!res)
+		res = to_errno(m, sqlite3_step(st));
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	pthread_mutex_unlock(&m->lock);
+	return res;
+}
+
+int meta_set_present(struct meta *m, uint64_t ino, const struct rangeset *rs,
+		     uint32_t state)
+{
+	sqlite3_stmt *st = m->q[Q_PRESENT];
+	int res;
+
+	pthread_mutex_lock(&m->lock);
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+	res = bind_ranges(st, 2, rs);
+	sqlite3_bind_int(st, 3, state);
+	if (!res)
+		res = to_errno(m, sqlite3_step(st));
+	if (!res && sqlite3_changes(m->db) == 0)
+		res = -ENOENT;
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	pthread_mutex_unlock(&m->lock);
+	return res;
+}
+
+int meta_delete(struct meta *m, uint64_t ino)
+{
+	sqlite3_stmt *st = m->q[Q_DELETE];
+	int res;
+
+	pthread_mutex_lock(&m->lock);
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+	res = to_errno(m, sqlite3_step(st));
+	sqlite3_reset(st);
+	pthread_mutex_unlock(&m->lock);
+	return res;
+}
+
+int meta_count(struct meta *m, uint64_t *ret)
+{
+	sqlite3_stmt *st = m->q[Q_COUNT];
+	int rc, res;
+
+	pthread_mutex_lock(&m->lock);
+	rc = sqlite3_step(st);
+	res = rc == SQLITE_ROW ? 0 : to_errno(m, rc);
+	if (!res)
+		*ret = sqlite3_column_int64(st, 0);
+	sqlite3_reset(st);
+	pthread_mutex_unlock(&m->lock);
+	return res;
+}
+
+int meta_begin(struct meta *m)
+{
+	int res;
+
+	pthread_mutex_lock(&m->lock);
+	res = exec(m, "BEGIN IMMEDIATE");
+	pthread_mutex_unlock(&m->lock);
+	return res;
+}
+
+int meta_commit(struct meta *m)
+{
+	int res;
+
+	pthread_mutex_lock(&m->lock);
+	res = exec(m, "COMMIT");
+	pthread_mutex_unlock(&m->lock);
+	return res;
+}
+
+void meta_rollback(struct meta *m)
+{
+	pthread_mutex_lock(&m->lock);
+	exec(m, "ROLLBACK");
+	pthread_mutex_unlock(&m->lock);
+}
+
+void meta_file_free(struct meta_file *f)
+{
+	if (!f)
+		return;
+	free(f->origin);
+	free(f->version);
+	free(f->sha256);
+	f->origin = f->version = f->sha256 = NULL;
+	rs_clear(&f->present);
+}
+
+const char *meta_state_name(uint32_t state)
+{
+	switch (state) {
+	case META_PLACEHOLDER: return "placeholder";
+	case META_PARTIAL: return "partial";
+	case META_RESIDENT: return "resident";
+	case META_DIRTY: return "dirty";
+	default: return "unknown";
+	}
+}

@@ -1,0 +1,81 @@
+/*
+ * meta.h - per-file state in STORE/.hsmfs/meta.db (SQLite, WAL).
+ *
+ * One row per file that is not plainly resident, keyed by the store's
+ * inode number, so the state follows the file through rename and hard
+ * links.  A file with no row is resident: a plain directory mounted with
+ * hsmfs has an empty table and costs no metadata at all.
+ *
+ * SQLite's result codes never leave this module: every function returns
+ * 0 or -errno (-ENOENT: no row; -EIO: database failure; -ENOMEM).  The
+ * module prints nothing; meta_errmsg() gives the last SQLite message
+ * for the caller to log once.
+ *
+ * Schema versioning: PRAGMA user_version holds META_SCHEMA_VERSION;
+ * meta_open() migrates older versions forward inside one transaction
+ * and refuses newer ones (-EPROTO).  A file that is not a database or is
+ * corrupt gives -EBADMSG, so the caller can move it aside.
+ *
+ * Locking: one connection per struct meta, serialized by an internal
+ * mutex; every function is safe to call from any thread.
+ */
+#ifndef HSMFS_META_H
+#define HSMFS_META_H
+
+#include <stdint.h>
+
+#include "ranges.h"
+
+#define META_SCHEMA_VERSION 1
+
+enum meta_state {
+	META_PLACEHOLDER = 1, /* nothing present yet */
+	META_PARTIAL = 2,     /* some ranges present */
+	META_RESIDENT = 3,    /* all present, still has an origin (evictable) */
+	META_DIRTY = 4,       /* changed through the mount: never refetched */
+};
+
+#define META_F_PINNED 0x1 /* keep fully present; never evict */
+#define META_F_STALE 0x2  /* origin changed under us: reads fail */
+
+struct meta_file {
+	uint64_t ino;        /* store inode number (key) */
+	uint64_t size;       /* logical size */
+	int64_t mtime;       /* seconds */
+	uint32_t mode;       /* permission bits */
+	uint32_t state;      /* enum meta_state */
+	uint32_t flags;      /* META_F_* */
+	char *origin;        /* owned; NULL if none */
+	char *version;       /* owned; NULL if none */
+	char *sha256;        /* owned; NULL if none */
+	struct rangeset present;
+	int64_t atime;       /* last access, seconds */
+};
+
+struct meta;
+
+int meta_open(const char *path, struct meta **ret);
+void meta_close(struct meta *m);
+const char *meta_errmsg(struct meta *m);
+
+/* Fill *ret (caller frees with meta_file_free) or -ENOENT. */
+int meta_get(struct meta *m, uint64_t ino, struct meta_file *ret);
+/* Insert or replace the whole row. */
+int meta_put(struct meta *m, const struct meta_file *f);
+/* Update only present ranges and state. -ENOENT if no row. */
+int meta_set_present(struct meta *m, uint64_t ino, const struct rangeset *rs,
+		     uint32_t state);
+int meta_delete(struct meta *m, uint64_t ino);
+
+/* Group many writes in one transaction. */
+int meta_begin(struct meta *m);
+int meta_commit(struct meta *m);
+void meta_rollback(struct meta *m);
+
+/* Count rows (for status and tests). */
+int meta_count(struct meta *m, uint64_t *ret);
+
+void meta_file_free(struct meta_file *f);
+const char *meta_state_name(uint32_t state);
+
+#endif

@@ -1,0 +1,133 @@
+/*
+ * Unit tests for fs/meta.c against a real SQLite database in a
+ * temporary directory: round trips, updates, deletes, migration of an
+ * older stored schema, refusal of a newer one, garbage files.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "meta.h"
+#include "tap.h"
+
+static char dir[] = "/tmp/hsmfs-meta-XXXXXX";
+
+static char *db(const char *name)
+{
+	static char p[256];
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	return p;
+}
+
+int main(void)
+{
+	struct meta *m = NULL;
+	struct meta_file f = { 0 }, g = { 0 };
+	uint64_t n = 0;
+
+	if (!mkdtemp(dir))
+		return 1;
+	ok(meta_open(db("a.db"), &m) == 0, "create a new database");
+	ok(meta_count(m, &n) == 0 && n == 0, "new database is empty");
+	ok(meta_get(m, 42, &g) == -ENOENT, "no row: ENOENT (the file is resident)");
+
+	f.ino = 42;
+	f.size = 5ULL << 30;
+	f.mtime = 1700000000;
+	f.mode = 0640;
+	f.state = META_PARTIAL;
+	f.flags = META_F_PINNED;
+	f.origin = "http://127.0.0.1/x y";
+	f.version = "\"abc\"";
+	f.sha256 = NULL;
+	rs_add(&f.present, 0, 4096);
+	rs_add(&f.present, 1 << 20, 2 << 20);
+	f.atime = 17;
+	ok(meta_put(m, &f) == 0, "put a row");
+	ok(meta_get(m, 42, &g) == 0 && g.size == f.size && g.mtime == f.mtime &&
+		   g.mode == 0640 && g.state == META_PARTIAL &&
+		   g.flags == META_F_PINNED && !strcmp(g.origin, f.origin) &&
+		   !strcmp(g.version, f.version) && g.sha256 == NULL &&
+		   g.present.n == 2 && rs_total(&g.present) == 4096 + (1 << 20) &&
+		   g.atime == 17,
+	   "get returns every field");
+	meta_file_free(&g);
+
+	rs_add(&f.present, 4096, 1 << 20);
+	ok(meta_set_present(m, 42, &f.present, META_RESIDENT) == 0, "update present ranges");
+	ok(meta_get(m, 42, &g) == 0 && g.present.n == 1 && g.state == META_RESIDENT,
+	   "updated ranges merged and state changed");
+	meta_file_free(&g);
+	ok(meta_set_present(m, 43, &f.present, META_RESIDENT) == -ENOENT,
+	   "update of a missing row: ENOENT");
+
+	ok(meta_begin(m) == 0, "begin");
+	for (uint64_t i = 100; i < 1100; i++) {
+		f.ino = i;
+		meta_put(m, &f);
+	}
+	ok(meta_commit(m) == 0 && meta_count(m, &n) == 0 && n == 1001,
+	   "1000 rows in one transaction");
+	meta_begin(m);
+	meta_delete(m, 100);
+	meta_rollback(m);
+	ok(meta_get(m, 100, &g) == 0, "rollback keeps the row");
+	meta_file_free(&g);
+	ok(meta_delete(m, 100) == 0 && meta_get(m, 100, &g) == -ENOENT, "delete");
+	meta_close(m);
+
+	ok(meta_open(db("a.db"), &m) == 0 && meta_count(m, &n) == 0 && n == 1000,
+	   "reopen: rows survive");
+	meta_close(m);
+
+	/* an older stored schema (version 0, unrelated table) migrates */
+	sqlite3 *raw;
+	sqlite3_open(db("old.db"), &raw);
+	sqlite3_exec(raw, "CREATE TABLE other(x); INSERT INTO other VALUES (1);",
+		     NULL, NULL, NULL);
+	sqlite3_close(raw);
+	ok(meta_open(db("old.db"), &m) == 0, "version 0 database migrates");
+	f.ino = 7;
+	ok(meta_put(m, &f) == 0 && meta_get(m, 7, &g) == 0, "migrated database works");
+	meta_file_free(&g);
+	meta_close(m);
+
+	/* a newer schema is refused */
+	sqlite3_open(db("new.db"), &raw);
+	sqlite3_exec(raw, "PRAGMA user_version = 99", NULL, NULL, NULL);
+	sqlite3_close(raw);
+	m = NULL;
+	ok(meta_open(db("new.db"), &m) == -EPROTO && m == NULL, "newer schema refused");
+
+	/* garbage is not a database */
+	int fd = open(db("junk.db"), O_CREAT | O_WRONLY, 0600);
+	char junk[8192];
+	memset(junk, 0x5a, sizeof(junk));
+	(void)!write(fd, junk, sizeof(junk));
+	close(fd);
+	ok(meta_open(db("junk.db"), &m) == -EBADMSG, "garbage file: EBADMSG");
+
+	/* a damaged range blob reads as nothing present, never as present */
+	ok(meta_open(db("blob.db"), &m) == 0, "open blob.db");
+	f.ino = 9;
+	meta_put(m, &f);
+	meta_close(m);
+	sqlite3_open(db("blob.db"), &raw);
+	sqlite3_exec(raw, "UPDATE files SET present = x'0102' WHERE ino = 9", NULL, NULL, NULL);
+	sqlite3_close(raw);
+	meta_open(db("blob.db"), &m);
+	ok(meta_get(m, 9, &g) == 0 && g.present.n == 0, "damaged ranges: nothing present");
+	meta_file_free(&g);
+	meta_close(m);
+
+	rs_clear(&f.present);
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	(void)!system(cmd);
+	return tap_done();
+}
