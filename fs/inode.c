@@ -1,6 +1,7 @@
 /* inode.c - see include/inode.h */
 #include <assert.h>
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -13,6 +14,8 @@
 #define FUSE_ROOT_NODEID 1
 
 struct inode {
+	struct inode_head head;  /* must stay first: see inode.h */
+	void *state;             /* other module's per-file state, or NULL */
 	dev_t dev;               /* key: store st_dev */
 	ino_t ino;               /* key: store st_ino */
 	uint64_t nlookup;        /* kernel lookup references */
@@ -40,6 +43,10 @@ static struct {
 	size_t cached_fds;       /* descriptors held by the cache */
 	size_t lru_max;
 } T = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void (*state_dtor)(void *state);
+
+_Static_assert(offsetof(struct inode, head) == 0, "inode head first");
 
 static size_t hash_key(dev_t dev, ino_t ino)
 {
@@ -101,6 +108,8 @@ int inode_table_init(int root_fd, unsigned fd_cache_max)
 
 static void free_inode(struct inode *in)
 {
+	if (in->state && state_dtor)
+		state_dtor(in->state);
 	if (in->fd >= 0)
 		close(in->fd);
 	free(in->name);
@@ -186,6 +195,66 @@ void inode_parent_fd_put(struct inode *parent, char *name)
 	free(name);
 	inode_fd_put(parent);
 	inode_release(parent);
+}
+
+void inode_set_state_destructor(void (*fn)(void *state))
+{
+	state_dtor = fn;
+}
+
+void *inode_state(const struct inode *in)
+{
+	return in->state;
+}
+
+void inode_set_state(struct inode *in, void *state)
+{
+	in->state = state;
+}
+
+uint64_t inode_ino(const struct inode *in)
+{
+	return in->ino;
+}
+
+void inode_ref(struct inode *in)
+{
+	pthread_mutex_lock(&T.lock);
+	in->refs++;
+	pthread_mutex_unlock(&T.lock);
+}
+
+int inode_path(struct inode *in, char *buf, size_t size)
+{
+	size_t pos = size;
+	int res = 0;
+
+	if (!size)
+		return -ENAMETOOLONG;
+	pthread_mutex_lock(&T.lock);
+	buf[--pos] = '\0';
+	for (; in != &T.root; in = in->parent) {
+		size_t n;
+
+		if (!in->parent) {
+			res = -ESTALE;
+			break;
+		}
+		n = strlen(in->name);
+		if (n + (pos < size - 1 ? 1 : 0) > pos) {
+			res = -ENAMETOOLONG;
+			break;
+		}
+		if (pos < size - 1)
+			buf[--pos] = '/';
+		pos -= n;
+		memcpy(buf + pos, in->name, n);
+	}
+	pthread_mutex_unlock(&T.lock);
+	if (res)
+		return res;
+	memmove(buf, buf + pos, size - pos);
+	return (int)(size - pos - 1);
 }
 
 void inode_proc_path(int fd, char buf[32])

@@ -16,9 +16,13 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "events.h"
+#include "hooks.h"
 #include "inode.h"
+#include "meta.h"
 #include "log.h"
 #include "ops.h"
 #include "opts.h"
@@ -48,6 +52,10 @@ static void usage(void)
 "  fd_cache=N         idle store descriptors kept open (default RLIMIT_NOFILE/4)\n"
 "  max_threads=N      worker threads (default 10)\n"
 "  writeback          use the kernel's writeback cache\n"
+"  timeout=S          seconds a hook may take per event (default 30)\n"
+"  nohook=wait|fail   with no fill hook: wait up to the timeout, or fail now\n"
+"  max_pending=N      events in flight at once (default 1024)\n"
+"  chunk=SIZE         alignment of fill hints (default 1M)\n"
 "  no_default_permissions  with allow_other, let hsmfs run every access\n"
 "                     with its own rights instead of the kernel's checks\n"
 "\n"
@@ -112,6 +120,34 @@ static char *escape_commas(const char *s)
 	}
 	*w = '\0';
 	return r;
+}
+
+/*
+ * Open STORE/.hsmfs/meta.db; a file that is not a database is moved
+ * aside (never trusted: every file it described becomes unknown, so
+ * nothing is served as present) and a new one is made.
+ */
+static int open_meta(const char *store_path, struct meta **ret)
+{
+	char path[PATH_MAX + 64], aside[PATH_MAX + 96];
+	int res;
+
+	snprintf(path, sizeof(path), "%s/%s/meta.db", store_path, STORE_STATE_DIR);
+	res = meta_open(path, ret);
+	if (res != -EBADMSG)
+		return res;
+	snprintf(aside, sizeof(aside), "%s.corrupt-%ld", path, (long)time(NULL));
+	if (rename(path, aside) < 0)
+		return -errno;
+	for (const char *sfx = "-wal\0-shm"; *sfx; sfx += strlen(sfx) + 1) {
+		char p[PATH_MAX + 80];
+
+		snprintf(p, sizeof(p), "%s%s", path, sfx);
+		unlink(p);
+	}
+	log_err("metadata database '%s' was corrupt; moved to '%s' and started afresh",
+		path, aside);
+	return meta_open(path, ret);
 }
 
 static unsigned default_fd_cache(void)
@@ -180,6 +216,8 @@ int main(int argc, char *argv[])
 	struct hsmfs_opts o;
 	struct ops_config ocfg;
 	struct store store = { -1, -1, -1 };
+	struct meta *meta = NULL;
+	bool events_up = false, hooks_up = false;
 	char err[512], *store_path = NULL, *mnt_path = NULL, *esc, *fsname = NULL;
 	bool mounted = false, handlers = false, table = false;
 	int res, rc = 0;
@@ -239,6 +277,13 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 	umask(0); /* modes arrive from the kernel with the caller's umask applied */
+	res = open_meta(store_path, &meta);
+	if (res) {
+		log_err("cannot open the metadata database in '%s/%s': %s",
+			store_path, STORE_STATE_DIR, meta ? meta_errmsg(meta) : strerror(-res));
+		rc = EXIT_STORE;
+		goto out;
+	}
 
 	res = inode_table_init(store.root_fd,
 			       o.fd_cache ? o.fd_cache : default_fd_cache());
@@ -298,6 +343,31 @@ int main(int argc, char *argv[])
 		ocfg.daemon_fd = daemonize();
 	store_write_pid(&store, getpid());
 	ops_init(&ocfg);
+	{
+		struct events_config ecfg = {
+			.max_pending = o.max_pending,
+			.timeout = o.timeout,
+			.nohook_fail = o.nohook_fail,
+			.chunk = o.chunk,
+			.meta = meta,
+		};
+		char state_path[PATH_MAX + 16];
+
+		res = events_init(&ecfg);
+		if (!res) {
+			events_up = true;
+			snprintf(state_path, sizeof(state_path), "%s/%s",
+				 store_path, STORE_STATE_DIR);
+			res = hooks_start(store.state_fd, state_path, o.chunk,
+					  (uint32_t)(o.timeout * 1000));
+			hooks_up = !res;
+		}
+		if (res) {
+			log_err("cannot start the event engine: %s", strerror(-res));
+			rc = EXIT_SERVE;
+			goto out;
+		}
+	}
 
 	if (o.single_thread) {
 		res = fuse_session_loop(se);
@@ -319,6 +389,10 @@ int main(int argc, char *argv[])
 	}
 
 out:
+	if (hooks_up)
+		hooks_stop();
+	if (events_up)
+		events_shutdown();
 	if (mounted)
 		fuse_session_unmount(se);
 	if (handlers)
@@ -329,6 +403,7 @@ out:
 		inode_table_destroy();
 	else if (store.root_fd >= 0)
 		close(store.root_fd);
+	meta_close(meta);
 	store_close(&store);
 	fuse_opt_free_args(&args);
 	free(fsname);

@@ -13,6 +13,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "events.h"
 #include "inode.h"
 #include "log.h"
 #include "ops.h"
@@ -185,8 +186,8 @@ static int set_times(struct inode *in, int fd, struct fuse_file_info *fi,
 	return utimensat(AT_FDCWD, path, tv, 0) < 0 ? -errno : 0;
 }
 
-static int do_setattr(fuse_ino_t ino, struct stat *attr, int valid,
-		      struct fuse_file_info *fi, struct stat *ret_st)
+static int do_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		      int valid, struct fuse_file_info *fi, struct stat *ret_st)
 {
 	struct inode *in = IN(ino);
 	bool use_fh = fi && !inode_is_dir(in);
@@ -215,12 +216,29 @@ static int do_setattr(fuse_ino_t ino, struct stat *attr, int valid,
 			goto err;
 	}
 	if (valid & FUSE_SET_ATTR_SIZE) {
+		struct stat old;
+		uint64_t a, b;
+
+		if (fstatat(fd, "", &old, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+			goto err;
+		a = old.st_size < attr->st_size ? old.st_size : attr->st_size;
+		b = old.st_size < attr->st_size ? attr->st_size : old.st_size;
+		if (!inode_is_dir(in))
+			res = events_load(in);
+		if (!res && events_modify_watched() && a != b)
+			res = events_pre_modify(in, a, b, req);
+		if (res) {
+			inode_fd_put(in);
+			return res;
+		}
 		if (use_fh)
 			res = ftruncate(fi->fh, attr->st_size);
 		else
 			res = truncate(path, attr->st_size);
 		if (res < 0)
 			goto err;
+		if (inode_flags(in) & INODE_STATEFUL)
+			events_truncated(in, old.st_size, attr->st_size);
 	}
 	if (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
 		res = set_times(in, fd, fi, attr, valid);
@@ -243,7 +261,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		       int valid, struct fuse_file_info *fi)
 {
 	struct stat st;
-	int res = do_setattr(ino, attr, valid, fi, &st);
+	int res = do_setattr(req, ino, attr, valid, fi, &st);
 
 	if (res)
 		fuse_reply_err(req, -res);
@@ -406,6 +424,8 @@ static int do_remove(fuse_ino_t parent, const char *name, int flags)
 	}
 	res = unlinkat(pfd, name, flags) < 0 ? -errno : 0;
 	inode_fd_put(p);
+	if (!res && !flags && st.st_nlink == 1)
+		events_unlinked(st.st_ino);
 	if (!res && victim)
 		inode_unaliased(victim);
 	inode_release(victim);
@@ -450,6 +470,10 @@ static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 			inode_moved(dst, p, name);
 		else if (dst)
 			inode_unaliased(dst);
+	}
+	if (!res && !(flags & RENAME_EXCHANGE) && dst_st.st_nlink == 1 &&
+	    !S_ISDIR(dst_st.st_mode) && dst_st.st_ino != sst.st_ino) {
+		events_unlinked(dst_st.st_ino);
 	}
 out:
 	if (pfd >= 0)
@@ -497,6 +521,14 @@ static int do_open(fuse_ino_t ino, struct fuse_file_info *fi)
 		return -errno;
 	fi->fh = res;
 	fi->keep_cache = 1;
+	if (!inode_is_dir(in)) {
+		int err = events_load(in);
+
+		if (err) {
+			close(res);
+			return err;
+		}
+	}
 	inode_open_inc(in);
 	return 0;
 }
@@ -562,6 +594,16 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+	struct inode *in = IN(ino);
+
+	if (__builtin_expect(inode_flags(in) & INODE_NONRESIDENT, 0)) {
+		int res = events_pre_access(in, off, size, req);
+
+		if (res) {
+			fuse_reply_err(req, -res);
+			return;
+		}
+	}
 
 	buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 	buf.buf[0].fd = fi->fh;
@@ -573,17 +615,30 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino,
 			 struct fuse_bufvec *in_buf, off_t off,
 			 struct fuse_file_info *fi)
 {
-	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in_buf));
+	size_t size = fuse_buf_size(in_buf);
+	struct fuse_bufvec out = FUSE_BUFVEC_INIT(size);
+	struct inode *in = IN(ino);
+	uint32_t flags = inode_flags(in);
 	ssize_t res;
 
+	if (__builtin_expect(events_modify_watched(), 0) && !(flags & INODE_QUIET)) {
+		res = events_pre_modify(in, off, off + size, req);
+		if (res) {
+			fuse_reply_err(req, -res);
+			return;
+		}
+	}
 	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 	out.buf[0].fd = fi->fh;
 	out.buf[0].pos = off;
 	res = fuse_buf_copy(&out, in_buf, 0);
-	if (res < 0)
+	if (res < 0) {
 		fuse_reply_err(req, -res);
-	else
-		fuse_reply_write(req, res);
+		return;
+	}
+	if (__builtin_expect(flags & INODE_STATEFUL, 0))
+		events_wrote(in, off, res);
+	fuse_reply_write(req, res);
 }
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -612,7 +667,18 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 			 off_t len, struct fuse_file_info *fi)
 {
-	fuse_reply_err(req, fallocate(fi->fh, mode, off, len) < 0 ? errno : 0);
+	struct inode *in = IN(ino);
+	struct stat st;
+	int res = 0;
+
+	if (events_modify_watched())
+		res = events_pre_modify(in, off, off + len, req);
+	if (!res && fallocate(fi->fh, mode, off, len) < 0)
+		res = -errno;
+	if (!res && (inode_flags(in) & INODE_STATEFUL) && fstat(fi->fh, &st) == 0 &&
+	    off < st.st_size)
+		events_wrote(in, off, (off + len > st.st_size ? st.st_size : off + len) - off);
+	fuse_reply_err(req, -res);
 }
 
 static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
@@ -620,13 +686,26 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			       off_t off_out, struct fuse_file_info *fi_out,
 			       size_t len, int flags)
 {
-	ssize_t res = copy_file_range(fi_in->fh, &off_in, fi_out->fh, &off_out,
-				      len, flags);
+	struct inode *src = IN(ino_in), *dst = IN(ino_out);
+	off_t start_out = off_out;
+	ssize_t res = 0;
 
-	if (res < 0)
+	if (inode_flags(src) & INODE_NONRESIDENT)
+		res = events_pre_access(src, off_in, len, req);
+	if (!res && events_modify_watched())
+		res = events_pre_modify(dst, off_out, off_out + len, req);
+	if (res) {
+		fuse_reply_err(req, -res);
+		return;
+	}
+	res = copy_file_range(fi_in->fh, &off_in, fi_out->fh, &off_out, len, flags);
+	if (res < 0) {
 		fuse_reply_err(req, errno);
-	else
-		fuse_reply_write(req, res);
+		return;
+	}
+	if (inode_flags(dst) & INODE_STATEFUL)
+		events_wrote(dst, start_out, res);
+	fuse_reply_write(req, res);
 }
 
 static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
@@ -919,9 +998,33 @@ static void reply_xattr_data(fuse_req_t req, struct inode *in, enum xop op,
 	free(buf);
 }
 
+#define VIRT_PREFIX "user.hsmfs."
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			size_t size)
 {
+	if (!strncmp(name, VIRT_PREFIX, sizeof(VIRT_PREFIX) - 1)) {
+		struct inode *in = IN(ino);
+		struct stat st = { 0 };
+		char *buf = size ? malloc(size) : NULL;
+		ssize_t res;
+		int fd = inode_fd_get(in);
+
+		if (fd >= 0) {
+			fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
+			inode_fd_put(in);
+		}
+		res = size && !buf ? -ENOMEM :
+				     events_xattr(in, st.st_size, name, buf, size);
+		if (res < 0)
+			fuse_reply_err(req, -res);
+		else if (!size)
+			fuse_reply_xattr(req, res);
+		else
+			fuse_reply_buf(req, buf, res);
+		free(buf);
+		return;
+	}
 	reply_xattr_data(req, IN(ino), X_GET, name, size);
 }
 
@@ -933,14 +1036,16 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
-	ssize_t res = do_xattr(IN(ino), X_SET, name, (void *)value, size, flags);
+	ssize_t res = !strncmp(name, VIRT_PREFIX, sizeof(VIRT_PREFIX) - 1) ? -EPERM :
+		do_xattr(IN(ino), X_SET, name, (void *)value, size, flags);
 
 	fuse_reply_err(req, res < 0 ? -res : 0);
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	ssize_t res = do_xattr(IN(ino), X_REMOVE, name, NULL, 0, 0);
+	ssize_t res = !strncmp(name, VIRT_PREFIX, sizeof(VIRT_PREFIX) - 1) ? -EPERM :
+		do_xattr(IN(ino), X_REMOVE, name, NULL, 0, 0);
 
 	fuse_reply_err(req, res < 0 ? -res : 0);
 }

@@ -171,6 +171,38 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 				    OPTS_THREADS_MAX);
 		return 0;
 	}
+	if (KEY("timeout")) {
+		if (!val || parse_seconds(val, &o->timeout) || o->timeout < 0.001)
+			return fail(err, errlen,
+				    "option '%s' needs seconds from 0.001 to %.0f",
+				    opt, OPTS_TIMEOUT_MAX);
+		return 0;
+	}
+	if (KEY("nohook")) {
+		if (val && (!strcmp(val, "wait") || !strcmp(val, "fail"))) {
+			o->nohook_fail = !strcmp(val, "fail");
+			return 0;
+		}
+		return fail(err, errlen, "option '%s' needs 'wait' or 'fail'", opt);
+	}
+	if (KEY("max_pending")) {
+		if (!val || parse_uint(val, 1, OPTS_PENDING_MAX, &o->max_pending))
+			return fail(err, errlen,
+				    "option '%s' needs a number from 1 to %d", opt,
+				    OPTS_PENDING_MAX);
+		return 0;
+	}
+	if (KEY("chunk")) {
+		unsigned long long c;
+
+		if (!val || opts_parse_size(val, &c) || c < OPTS_CHUNK_MIN ||
+		    c > OPTS_CHUNK_MAX || (c & (c - 1)))
+			return fail(err, errlen,
+				    "option '%s' needs a power of two from 4k to 1G",
+				    opt);
+		o->chunk = c;
+		return 0;
+	}
 	if (!val && (KEY("writeback") || KEY("nowriteback"))) {
 		o->writeback = KEY("writeback");
 		return 0;
@@ -233,6 +265,9 @@ static void set_defaults(struct hsmfs_opts *o)
 	o->entry_timeout = 1.0;
 	o->attr_timeout = 1.0;
 	o->negative_timeout = 0.0;
+	o->timeout = 30.0;
+	o->max_pending = 1024;
+	o->chunk = 1ULL << 20;
 }
 
 int opts_parse(int argc, char *const argv[], struct hsmfs_opts *ret, char *err,

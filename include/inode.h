@@ -30,12 +30,45 @@
 #ifndef HSMFS_INODE_H
 #define HSMFS_INODE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
-struct inode; /* opaque outside inode.c */
+struct inode; /* opaque outside inode.c but for its head */
+
+/*
+ * The head of every struct inode: the per-inode bits the read and write
+ * paths test.  Set and cleared by the events module; read with one
+ * relaxed load (see inode_flags()).
+ */
+struct inode_head {
+	_Atomic uint32_t flags; /* INODE_* */
+};
+
+#define INODE_NONRESIDENT 0x1 /* some bytes missing: reads take the slow path */
+#define INODE_STATEFUL 0x2    /* has per-file state: writes update it */
+#define INODE_QUIET 0x4       /* PRE_MODIFY silenced for this file */
+#define INODE_LOADED 0x8      /* per-file state looked up already */
+
+static inline uint32_t inode_flags(const struct inode *in)
+{
+	return atomic_load_explicit(&((const struct inode_head *)in)->flags,
+				    memory_order_relaxed);
+}
+
+static inline void inode_flags_set(struct inode *in, uint32_t bits)
+{
+	atomic_fetch_or_explicit(&((struct inode_head *)in)->flags, bits,
+				 memory_order_release);
+}
+
+static inline void inode_flags_clear(struct inode *in, uint32_t bits)
+{
+	atomic_fetch_and_explicit(&((struct inode_head *)in)->flags, ~bits,
+				  memory_order_release);
+}
 
 /*
  * Set up the table with the store root directory (takes ownership of
@@ -107,6 +140,28 @@ void inode_release(struct inode *in);
 /* Open files count: kept so that unlinked open files stay reachable. */
 void inode_open_inc(struct inode *in);
 void inode_open_dec(struct inode *in);
+
+/*
+ * Per-file state owned by another module, freed by the destructor set
+ * here when the inode is freed.  inode_state() and inode_set_state()
+ * are called with that module's own lock held; the pointer itself is
+ * only ever set once (NULL -> state) per inode.
+ */
+void inode_set_state_destructor(void (*fn)(void *state));
+void *inode_state(const struct inode *in);
+void inode_set_state(struct inode *in, void *state);
+
+/* Store inode number (the key of the metadata database). */
+uint64_t inode_ino(const struct inode *in);
+
+/* Take and drop a reference that keeps in alive (not a lookup). */
+void inode_ref(struct inode *in);
+
+/*
+ * The path of in relative to the mount root, from its aliases, into buf.
+ * Returns its length, or -ENAMETOOLONG, or -ESTALE if not reachable.
+ */
+int inode_path(struct inode *in, char *buf, size_t size);
 
 /* Statistics for tests and hsmfsctl: inodes and cached descriptors. */
 void inode_counts(uint64_t *ret_inodes, uint64_t *ret_fds);

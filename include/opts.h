@@ -36,6 +36,9 @@
 #define OPTS_FD_CACHE_MIN 16
 #define OPTS_FD_CACHE_MAX 1000000
 #define OPTS_THREADS_MAX 256
+#define OPTS_PENDING_MAX 65536
+#define OPTS_CHUNK_MIN 4096ULL
+#define OPTS_CHUNK_MAX (1ULL << 30)
 
 struct hsmfs_opts {
 	char *store;             /* first non-option argument (as given) */
@@ -55,6 +58,10 @@ struct hsmfs_opts {
 	double negative_timeout; /* seconds, default 0 */
 	unsigned fd_cache;       /* max cached O_PATH fds, 0 = auto */
 	unsigned max_threads;    /* FUSE worker threads, 0 = libfuse default */
+	double timeout;          /* seconds an event may take, default 30 */
+	bool nohook_fail;        /* nohook=fail: no fill hook fails at once */
+	unsigned max_pending;    /* event slots, default 1024 */
+	unsigned long long chunk; /* hint alignment, default 1 MiB */
 	char *fuse_opts;         /* kernel options for libfuse, never NULL */
 };
 

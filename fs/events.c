@@ -1,0 +1,957 @@
+/* events.c - see include/events.h */
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "events.h"
+#include "hooks.h"
+#include "inode.h"
+#include "log.h"
+#include "meta.h"
+#include "ranges.h"
+
+#define PAGE 4096ULL
+#define SLOT_BITS 20 /* event id = sequence << SLOT_BITS | slot */
+
+_Atomic uint32_t events_mask;
+
+/* Per-file state of a file that has a metadata row. */
+struct fstate {
+	uint64_t ino;
+	uint64_t size;
+	uint32_t state;            /* enum meta_state */
+	uint32_t flags;            /* META_F_* */
+	char *origin;              /* owned, may be NULL */
+	char *version;             /* owned, may be NULL */
+	struct rangeset present;
+	struct event *inflight;    /* PRE_ACCESS events of this file */
+	bool queued;               /* on the writer's queue */
+	struct inode *in;          /* back pointer (the inode owns us) */
+	struct fstate *wnext;      /* writer queue link */
+};
+
+enum ev_state { EV_FREE, EV_QUEUED, EV_SENT, EV_DONE };
+
+struct event {
+	uint64_t id;               /* 0 when free */
+	uint32_t type;             /* HSMFS_EV_* */
+	enum ev_state st;
+	struct inode *in;          /* held with inode_ref */
+	struct fstate *fs;         /* PRE_ACCESS: the file's state */
+	uint64_t start, end;       /* required range */
+	uint64_t hint_start, hint_end;
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	int store_fd;              /* PRE_ACCESS: O_RDWR store descriptor */
+	struct hook *hook;         /* PRE_ACCESS: the fill hook it went to */
+	struct hook *targets[HOOKS_MAX]; /* PRE_MODIFY: hooks yet to answer */
+	unsigned ntargets;
+	int result;                /* 0 or -errno once EV_DONE */
+	uint32_t waiters;
+	struct timespec deadline;  /* CLOCK_MONOTONIC */
+	uint64_t progress;
+	pthread_cond_t cond;       /* with E.lock */
+	struct event *fnext;       /* fstate->inflight link */
+	struct event *qnext;       /* E.queue link (EV_QUEUED, no hook) */
+	struct event *free_next;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct events_config cfg;
+	struct event *slots;
+	struct event *free_list;
+	pthread_cond_t slot_cond;  /* a slot was freed */
+	uint64_t seq;
+	struct event *queue;       /* PRE_ACCESS events waiting for a fill hook */
+	struct hook *hooks;
+	struct hook *rr;           /* round-robin position among fill hooks */
+	struct fstate *wqueue;     /* writer queue */
+	pthread_cond_t wcond;
+	pthread_t writer;
+	bool writer_running, stopping;
+} E = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void fstate_free(void *p)
+{
+	struct fstate *fs = p;
+
+	free(fs->origin);
+	free(fs->version);
+	rs_clear(&fs->present);
+	free(fs);
+}
+
+static void mono_after(struct timespec *ts, double seconds)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += (time_t)seconds;
+	ts->tv_nsec += (long)((seconds - (time_t)seconds) * 1e9);
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+static bool mono_passed(const struct timespec *ts)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec > ts->tv_sec ||
+	       (now.tv_sec == ts->tv_sec && now.tv_nsec >= ts->tv_nsec);
+}
+
+static void *writer_main(void *arg);
+
+int events_init(const struct events_config *cfg)
+{
+	pthread_condattr_t ca;
+	unsigned i;
+
+	E.cfg = *cfg;
+	E.slots = calloc(cfg->max_pending, sizeof(*E.slots));
+	if (!E.slots)
+		return -ENOMEM;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	for (i = cfg->max_pending; i-- > 0;) {
+		pthread_cond_init(&E.slots[i].cond, &ca);
+		E.slots[i].store_fd = -1;
+		E.slots[i].free_next = E.free_list;
+		E.free_list = &E.slots[i];
+	}
+	pthread_cond_init(&E.slot_cond, &ca);
+	pthread_cond_init(&E.wcond, &ca);
+	pthread_condattr_destroy(&ca);
+	inode_set_state_destructor(fstate_free);
+	if (pthread_create(&E.writer, NULL, writer_main, NULL))
+		return -EAGAIN;
+	E.writer_running = true;
+	return 0;
+}
+
+/* ------------------------------------------------------------ state */
+
+int events_load(struct inode *in)
+{
+	struct meta_file f;
+	struct fstate *fs;
+	int res;
+
+	if (inode_flags(in) & INODE_LOADED)
+		return 0;
+	pthread_mutex_lock(&E.lock);
+	if (inode_flags(in) & INODE_LOADED) {
+		pthread_mutex_unlock(&E.lock);
+		return 0;
+	}
+	res = E.cfg.meta ? meta_get(E.cfg.meta, inode_ino(in), &f) : -ENOENT;
+	if (res == -ENOENT) {
+		inode_flags_set(in, INODE_LOADED);
+		pthread_mutex_unlock(&E.lock);
+		return 0;
+	}
+	if (res) {
+		pthread_mutex_unlock(&E.lock);
+		log_err("cannot read the state of inode %llu: %s",
+			(unsigned long long)inode_ino(in), meta_errmsg(E.cfg.meta));
+		return -EIO;
+	}
+	fs = calloc(1, sizeof(*fs));
+	if (!fs) {
+		pthread_mutex_unlock(&E.lock);
+		meta_file_free(&f);
+		return -ENOMEM;
+	}
+	fs->ino = f.ino;
+	fs->size = f.size;
+	fs->state = f.state;
+	fs->flags = f.flags;
+	fs->origin = f.origin;
+	fs->version = f.version;
+	fs->present = f.present;
+	fs->in = in;
+	free(f.sha256);
+	inode_set_state(in, fs);
+	if ((fs->state == META_PLACEHOLDER || fs->state == META_PARTIAL) &&
+	    !rs_contains(&fs->present, 0, fs->size))
+		inode_flags_set(in, INODE_NONRESIDENT);
+	inode_flags_set(in, INODE_STATEFUL | INODE_LOADED);
+	pthread_mutex_unlock(&E.lock);
+	return 0;
+}
+
+/* Queue fs for the writer.  E.lock held. */
+static void persist_later(struct fstate *fs)
+{
+	if (fs->queued)
+		return;
+	fs->queued = true;
+	inode_ref(fs->in);
+	fs->wnext = E.wqueue;
+	E.wqueue = fs;
+	pthread_cond_signal(&E.wcond);
+}
+
+/* After present grew: update the state name and the read-path bit. */
+static void present_changed(struct fstate *fs)
+{
+	if (fs->state == META_DIRTY)
+		return;
+	if (rs_contains(&fs->present, 0, fs->size)) {
+		fs->state = META_RESIDENT;
+		inode_flags_clear(fs->in, INODE_NONRESIDENT);
+	} else {
+		fs->state = fs->present.n ? META_PARTIAL : META_PLACEHOLDER;
+	}
+}
+
+/*
+ * The writer: snapshot ranges, make the data durable, then commit the
+ * snapshot.  Taking the snapshot first is what makes it safe: every
+ * range in it was written before the fdatasync() that follows.
+ */
+static void write_batch(struct fstate *batch)
+{
+	struct snap {
+		uint64_t ino;
+		uint32_t state;
+		struct rangeset rs;
+	} *snaps;
+	struct fstate *fs, *next;
+	size_t n = 0, i;
+
+	for (fs = batch; fs; fs = fs->wnext)
+		n++;
+	snaps = calloc(n, sizeof(*snaps));
+	i = 0;
+	pthread_mutex_lock(&E.lock);
+	for (fs = batch; fs; fs = fs->wnext, i++) {
+		fs->queued = false;
+		if (snaps) {
+			snaps[i].ino = fs->ino;
+			snaps[i].state = fs->state;
+			if (rs_copy(&snaps[i].rs, &fs->present))
+				snaps[i].ino = 0; /* skipped: retried on next change */
+		}
+	}
+	pthread_mutex_unlock(&E.lock);
+
+	for (fs = batch; fs; fs = fs->wnext) {
+		char path[32];
+		int fd = inode_fd_get(fs->in), dfd;
+
+		if (fd < 0)
+			continue;
+		inode_proc_path(fd, path);
+		dfd = open(path, O_RDONLY | O_CLOEXEC);
+		inode_fd_put(fs->in);
+		if (dfd >= 0) {
+			if (fdatasync(dfd) < 0)
+				log_err("fdatasync of inode %llu: %s",
+					(unsigned long long)fs->ino, strerror(errno));
+			close(dfd);
+		}
+	}
+	if (snaps && E.cfg.meta && !meta_begin(E.cfg.meta)) {
+		for (i = 0; i < n; i++)
+			if (snaps[i].ino)
+				meta_set_present(E.cfg.meta, snaps[i].ino,
+						 &snaps[i].rs, snaps[i].state);
+		if (meta_commit(E.cfg.meta)) {
+			log_err("cannot commit present ranges: %s",
+				meta_errmsg(E.cfg.meta));
+			meta_rollback(E.cfg.meta);
+		}
+	}
+	for (i = 0; snaps && i < n; i++)
+		rs_clear(&snaps[i].rs);
+	free(snaps);
+	for (fs = batch; fs; fs = next) {
+		next = fs->wnext;
+		inode_release(fs->in);
+	}
+}
+
+static void *writer_main(void *arg)
+{
+	struct fstate *batch;
+	struct timespec ts;
+
+	pthread_mutex_lock(&E.lock);
+	for (;;) {
+		while (!E.wqueue && !E.stopping)
+			pthread_cond_wait(&E.wcond, &E.lock);
+		if (!E.wqueue && E.stopping)
+			break;
+		/* gather for a moment: one transaction for many fills */
+		if (!E.stopping) {
+			mono_after(&ts, 0.05);
+			pthread_cond_timedwait(&E.wcond, &E.lock, &ts);
+		}
+		batch = E.wqueue;
+		E.wqueue = NULL;
+		pthread_mutex_unlock(&E.lock);
+		write_batch(batch);
+		pthread_mutex_lock(&E.lock);
+	}
+	pthread_mutex_unlock(&E.lock);
+	return NULL;
+}
+
+void events_shutdown(void)
+{
+	if (!E.writer_running)
+		return;
+	pthread_mutex_lock(&E.lock);
+	E.stopping = true;
+	pthread_cond_signal(&E.wcond);
+	pthread_mutex_unlock(&E.lock);
+	pthread_join(E.writer, NULL);
+	E.writer_running = false;
+}
+
+/* ----------------------------------------------------------- engine */
+
+static bool in_subtree(const struct hook *h, struct inode *in)
+{
+	char path[HSMFS_MAX_PATH + 1];
+	size_t n = strlen(h->subtree);
+
+	if (!n)
+		return true;
+	if (inode_path(in, path, sizeof(path)) < 0)
+		return false;
+	return !strncmp(path, h->subtree, n) && (path[n] == '/' || !path[n]);
+}
+
+static void recompute_mask(void)
+{
+	uint32_t m = 0;
+	struct hook *h;
+
+	for (h = E.hooks; h; h = h->next)
+		m |= h->mask;
+	atomic_store_explicit(&events_mask, m, memory_order_relaxed);
+}
+
+static void fill_proto(const struct event *ev, struct proto_event *pe,
+		       char *path, size_t pathsize)
+{
+	int n = inode_path(ev->in, path, pathsize);
+
+	memset(pe, 0, sizeof(*pe));
+	pe->id = ev->id;
+	pe->type = ev->type;
+	pe->pid = ev->pid;
+	pe->uid = ev->uid;
+	pe->gid = ev->gid;
+	pe->file_id = inode_ino(ev->in);
+	pe->start = ev->start;
+	pe->end = ev->end;
+	pe->hint_start = ev->hint_start;
+	pe->hint_end = ev->hint_end;
+	pe->path.p = path;
+	pe->path.len = n > 0 ? n : 0;
+	if (ev->fs) {
+		pe->file_size = ev->fs->size;
+		if (ev->fs->origin) {
+			pe->origin.p = ev->fs->origin;
+			pe->origin.len = strlen(ev->fs->origin);
+		}
+		if (ev->fs->version) {
+			pe->version.p = ev->fs->version;
+			pe->version.len = strlen(ev->fs->version);
+		}
+	}
+}
+
+/* Try to hand a queued PRE_ACCESS event to a fill hook.  E.lock held. */
+static void dispatch(struct event *ev)
+{
+	char path[HSMFS_MAX_PATH + 1];
+	struct proto_event pe;
+	struct hook *h, *start;
+
+	if (!E.hooks)
+		return;
+	fill_proto(ev, &pe, path, sizeof(path));
+	pe.flags = HSMFS_EVENT_HAS_FD;
+	start = E.rr && E.rr->next ? E.rr->next : E.hooks;
+	h = start;
+	do {
+		if (h->kind == HSMFS_KIND_FILL &&
+		    (h->mask & HSMFS_MASK(HSMFS_EV_PRE_ACCESS)) &&
+		    in_subtree(h, ev->in) &&
+		    hooks_send_event(h, &pe, ev->store_fd) == 0) {
+			ev->hook = h;
+			ev->st = EV_SENT;
+			h->assigned++;
+			E.rr = h;
+			return;
+		}
+		h = h->next ? h->next : E.hooks;
+	} while (h != start);
+}
+
+static void queue_add(struct event *ev)
+{
+	struct event **pp = &E.queue;
+
+	while (*pp)
+		pp = &(*pp)->qnext;
+	ev->qnext = NULL;
+	*pp = ev;
+}
+
+static void queue_remove(struct event *ev)
+{
+	struct event **pp;
+
+	for (pp = &E.queue; *pp; pp = &(*pp)->qnext)
+		if (*pp == ev) {
+			*pp = ev->qnext;
+			break;
+		}
+	ev->qnext = NULL;
+}
+
+static void redispatch_queue(void)
+{
+	struct event *ev, *next;
+
+	for (ev = E.queue; ev; ev = next) {
+		next = ev->qnext;
+		dispatch(ev);
+		if (ev->st == EV_SENT)
+			queue_remove(ev);
+	}
+}
+
+/* Finish an event: nobody may send it again, waiters wake.  E.lock held. */
+static void complete(struct event *ev, int result)
+{
+	if (ev->st == EV_DONE)
+		return;
+	if (ev->st == EV_QUEUED)
+		queue_remove(ev);
+	if (ev->hook) {
+		ev->hook->assigned--;
+		ev->hook = NULL;
+	}
+	if (ev->fs) {
+		struct event **pp;
+
+		for (pp = &ev->fs->inflight; *pp; pp = &(*pp)->fnext)
+			if (*pp == ev) {
+				*pp = ev->fnext;
+				break;
+			}
+	}
+	if (ev->store_fd >= 0) {
+		close(ev->store_fd);
+		ev->store_fd = -1;
+	}
+	ev->ntargets = 0;
+	ev->st = EV_DONE;
+	ev->result = result;
+	pthread_cond_broadcast(&ev->cond);
+}
+
+static void release_slot(struct event *ev)
+{
+	inode_release(ev->in);
+	ev->in = NULL;
+	ev->fs = NULL;
+	ev->id = 0;
+	ev->st = EV_FREE;
+	ev->free_next = E.free_list;
+	E.free_list = ev;
+	pthread_cond_signal(&E.slot_cond);
+}
+
+/* Take a free slot, waiting for one until the timeout.  E.lock held. */
+static struct event *get_slot(void)
+{
+	struct timespec deadline;
+
+	mono_after(&deadline, E.cfg.timeout);
+	while (!E.free_list) {
+		if (pthread_cond_timedwait(&E.slot_cond, &E.lock, &deadline) ==
+		    ETIMEDOUT && !E.free_list)
+			return NULL;
+	}
+	struct event *ev = E.free_list;
+
+	E.free_list = ev->free_next;
+	return ev;
+}
+
+static void init_event(struct event *ev, uint32_t type, struct inode *in,
+		       struct fuse_req *req)
+{
+	const struct fuse_ctx *ctx = req ? fuse_req_ctx(req) : NULL;
+
+	ev->id = (++E.seq << SLOT_BITS) | (uint64_t)(ev - E.slots);
+	ev->type = type;
+	ev->st = EV_QUEUED;
+	ev->in = in;
+	inode_ref(in);
+	ev->fs = NULL;
+	ev->hook = NULL;
+	ev->ntargets = 0;
+	ev->result = 0;
+	ev->waiters = 0;
+	ev->progress = 0;
+	ev->pid = ctx ? ctx->pid : 0;
+	ev->uid = ctx ? ctx->uid : 0;
+	ev->gid = ctx ? ctx->gid : 0;
+	ev->fnext = ev->qnext = NULL;
+	mono_after(&ev->deadline, E.cfg.timeout);
+}
+
+/* Wait for ev to finish; E.lock held.  Returns its result. */
+static int wait_event(struct event *ev, struct fuse_req *req)
+{
+	int res = 0;
+
+	ev->waiters++;
+	while (ev->st != EV_DONE) {
+		struct timespec tick;
+
+		/* wake at least every 200 ms to notice FUSE interrupts */
+		mono_after(&tick, 0.2);
+		if (tick.tv_sec > ev->deadline.tv_sec ||
+		    (tick.tv_sec == ev->deadline.tv_sec &&
+		     tick.tv_nsec > ev->deadline.tv_nsec))
+			tick = ev->deadline;
+		pthread_cond_timedwait(&ev->cond, &E.lock, &tick);
+		if (ev->st == EV_DONE)
+			break;
+		if (req && fuse_req_interrupted(req)) {
+			res = -EINTR;
+			break;
+		}
+		if (mono_passed(&ev->deadline)) {
+			struct hook *h = ev->hook;
+
+			if (h)
+				hooks_send_cancel(h, ev->id, HSMFS_CANCEL_TIMEOUT);
+			for (unsigned i = 0; i < ev->ntargets; i++)
+				hooks_send_cancel(ev->targets[i], ev->id,
+						  HSMFS_CANCEL_TIMEOUT);
+			log_warn("event %llu (%s) timed out",
+				 (unsigned long long)ev->id,
+				 ev->type == HSMFS_EV_PRE_ACCESS ? "PRE_ACCESS" :
+								   "PRE_MODIFY");
+			complete(ev, -ETIMEDOUT);
+		}
+	}
+	ev->waiters--;
+	if (res == -EINTR && !ev->waiters && ev->st != EV_DONE) {
+		if (ev->hook)
+			hooks_send_cancel(ev->hook, ev->id, HSMFS_CANCEL_INTERRUPTED);
+		for (unsigned i = 0; i < ev->ntargets; i++)
+			hooks_send_cancel(ev->targets[i], ev->id,
+					  HSMFS_CANCEL_INTERRUPTED);
+		complete(ev, -EINTR);
+	}
+	if (!res)
+		res = ev->result;
+	if (!ev->waiters && ev->st == EV_DONE)
+		release_slot(ev);
+	return res;
+}
+
+static bool have_fill_hook(void)
+{
+	for (struct hook *h = E.hooks; h; h = h->next)
+		if (h->kind == HSMFS_KIND_FILL)
+			return true;
+	return false;
+}
+
+/* Map an internal failure to what the caller of read/write sees. */
+static int caller_errno(int res)
+{
+	return res == -ETIMEDOUT ? -EIO : res;
+}
+
+int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
+		      struct fuse_req *req)
+{
+	struct fstate *fs = inode_state(in);
+	uint64_t start, end;
+	int res = 0;
+
+	if (!fs)
+		return 0;
+	pthread_mutex_lock(&E.lock);
+	start = off & ~(PAGE - 1);
+	end = off + len > fs->size ? fs->size : (off + len + PAGE - 1) & ~(PAGE - 1);
+	if (end > fs->size)
+		end = fs->size;
+	for (;;) {
+		struct range miss, gap;
+		struct event *ev;
+
+		if (fs->flags & META_F_STALE) {
+			res = -EIO;
+			break;
+		}
+		if (start >= end || !rs_missing(&fs->present, start, end, &miss, 1))
+			break;
+		for (ev = fs->inflight; ev; ev = ev->fnext)
+			if (ev->start < miss.end && miss.start < ev->end)
+				break;
+		if (!ev) {
+			char path[32];
+			int fd, sfd;
+			uint64_t hs, he;
+
+			if (!have_fill_hook() && E.cfg.nohook_fail) {
+				res = -EIO;
+				break;
+			}
+			ev = get_slot();
+			if (!ev) {
+				res = -EIO;
+				log_warn("no free event slot within the timeout (max_pending=%u)",
+					 E.cfg.max_pending);
+				break;
+			}
+			init_event(ev, HSMFS_EV_PRE_ACCESS, in, req);
+			ev->fs = fs;
+			ev->start = miss.start;
+			ev->end = miss.end;
+			/* hint: the chunk-aligned span, within the same gap */
+			hs = miss.start & ~(E.cfg.chunk - 1);
+			he = (miss.end + E.cfg.chunk - 1) & ~(E.cfg.chunk - 1);
+			if (he > fs->size)
+				he = fs->size;
+			ev->hint_start = miss.start;
+			ev->hint_end = miss.end;
+			for (uint64_t pos = hs;
+			     pos < he && rs_missing(&fs->present, pos, he, &gap, 1);
+			     pos = gap.end) {
+				if (gap.start <= miss.start && gap.end >= miss.end) {
+					ev->hint_start = gap.start;
+					ev->hint_end = gap.end;
+					break;
+				}
+			}
+			fd = inode_fd_get(in);
+			sfd = -1;
+			if (fd >= 0) {
+				inode_proc_path(fd, path);
+				sfd = open(path, O_RDWR | O_CLOEXEC);
+				inode_fd_put(in);
+			}
+			if (sfd < 0) {
+				res = fd < 0 ? fd : -errno;
+				complete(ev, res);
+				release_slot(ev);
+				break;
+			}
+			ev->store_fd = sfd;
+			ev->fnext = fs->inflight;
+			fs->inflight = ev;
+			dispatch(ev);
+			if (ev->st == EV_QUEUED)
+				queue_add(ev);
+		}
+		res = wait_event(ev, req);
+		if (res)
+			break;
+	}
+	pthread_mutex_unlock(&E.lock);
+	return caller_errno(res);
+}
+
+int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
+		      struct fuse_req *req)
+{
+	char path[HSMFS_MAX_PATH + 1];
+	struct proto_event pe;
+	struct event *ev;
+	struct hook *h;
+	int res;
+
+	if (inode_flags(in) & INODE_QUIET)
+		return 0;
+	pthread_mutex_lock(&E.lock);
+	for (h = E.hooks; h; h = h->next)
+		if ((h->mask & HSMFS_MASK(HSMFS_EV_PRE_MODIFY)) && in_subtree(h, in))
+			break;
+	if (!h) {
+		pthread_mutex_unlock(&E.lock);
+		return 0;
+	}
+	ev = get_slot();
+	if (!ev) {
+		pthread_mutex_unlock(&E.lock);
+		return -EIO;
+	}
+	init_event(ev, HSMFS_EV_PRE_MODIFY, in, req);
+	ev->fs = NULL;
+	ev->start = start;
+	ev->end = end;
+	ev->hint_start = start;
+	ev->hint_end = end;
+	fill_proto(ev, &pe, path, sizeof(path));
+	if (inode_state(in))
+		pe.file_size = ((struct fstate *)inode_state(in))->size;
+	for (h = E.hooks; h; h = h->next)
+		if ((h->mask & HSMFS_MASK(HSMFS_EV_PRE_MODIFY)) && in_subtree(h, in) &&
+		    hooks_send_event(h, &pe, -1) == 0)
+			ev->targets[ev->ntargets++] = h;
+	ev->st = EV_SENT;
+	if (!ev->ntargets)
+		complete(ev, 0);
+	res = wait_event(ev, req);
+	pthread_mutex_unlock(&E.lock);
+	return caller_errno(res);
+}
+
+void events_wrote(struct inode *in, uint64_t off, uint64_t len)
+{
+	struct fstate *fs = inode_state(in);
+
+	if (!fs || !len)
+		return;
+	pthread_mutex_lock(&E.lock);
+	rs_add(&fs->present, off, off + len);
+	if (off + len > fs->size)
+		fs->size = off + len;
+	fs->state = META_DIRTY;
+	if (rs_contains(&fs->present, 0, fs->size))
+		inode_flags_clear(in, INODE_NONRESIDENT);
+	persist_later(fs);
+	pthread_mutex_unlock(&E.lock);
+}
+
+void events_truncated(struct inode *in, uint64_t old_size, uint64_t new_size)
+{
+	struct fstate *fs = inode_state(in);
+
+	if (!fs)
+		return;
+	pthread_mutex_lock(&E.lock);
+	if (new_size < old_size)
+		rs_remove(&fs->present, new_size, UINT64_MAX);
+	else
+		rs_add(&fs->present, old_size, new_size); /* zeros of our own */
+	fs->size = new_size;
+	fs->state = META_DIRTY;
+	if (rs_contains(&fs->present, 0, fs->size))
+		inode_flags_clear(in, INODE_NONRESIDENT);
+	persist_later(fs);
+	pthread_mutex_unlock(&E.lock);
+}
+
+void events_unlinked(uint64_t ino)
+{
+	if (E.cfg.meta && meta_delete(E.cfg.meta, ino))
+		log_err("cannot forget the state of inode %llu: %s",
+			(unsigned long long)ino, meta_errmsg(E.cfg.meta));
+}
+
+ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
+		     char *buf, size_t bufsize)
+{
+	char val[HSMFS_MAX_PATH + 64];
+	struct fstate *fs;
+	int n;
+
+	if (!strcmp(name, "user.hsmfs.socket")) {
+		if (in != inode_root())
+			return -ENODATA;
+		n = snprintf(val, sizeof(val), "%s", hooks_socket_path());
+	} else {
+		if (events_load(in))
+			return -EIO;
+		pthread_mutex_lock(&E.lock);
+		fs = inode_state(in);
+		if (!strcmp(name, "user.hsmfs.state")) {
+			n = snprintf(val, sizeof(val), "%s%s%s",
+				     fs ? meta_state_name(fs->state) : "resident",
+				     fs && (fs->flags & META_F_PINNED) ? ",pinned" : "",
+				     fs && (fs->flags & META_F_STALE) ? ",stale" : "");
+		} else if (!strcmp(name, "user.hsmfs.present")) {
+			n = snprintf(val, sizeof(val), "%llu",
+				     (unsigned long long)(fs ? rs_total(&fs->present) : size));
+		} else if (!strcmp(name, "user.hsmfs.origin") && fs && fs->origin) {
+			n = snprintf(val, sizeof(val), "%s", fs->origin);
+		} else {
+			n = -ENODATA;
+		}
+		pthread_mutex_unlock(&E.lock);
+		if (n < 0)
+			return n;
+	}
+	if (n >= (int)sizeof(val))
+		n = sizeof(val) - 1;
+	if (!bufsize)
+		return n;
+	if ((size_t)n > bufsize)
+		return -ERANGE;
+	memcpy(buf, val, n);
+	return n;
+}
+
+/* ------------------------------------------------------------ hooks */
+
+void events_hook_joined(struct hook *h)
+{
+	pthread_mutex_lock(&E.lock);
+	h->next = E.hooks;
+	E.hooks = h;
+	recompute_mask();
+	log_info("hook '%s' (pid %d, %s) connected", h->name, (int)h->pid,
+		 h->kind == HSMFS_KIND_FILL ? "fill" : "watch");
+	redispatch_queue();
+	pthread_mutex_unlock(&E.lock);
+}
+
+void events_hook_left(struct hook *h)
+{
+	struct hook **pp;
+	unsigned i, j;
+
+	pthread_mutex_lock(&E.lock);
+	for (pp = &E.hooks; *pp; pp = &(*pp)->next)
+		if (*pp == h) {
+			*pp = h->next;
+			break;
+		}
+	if (E.rr == h)
+		E.rr = NULL;
+	recompute_mask();
+	for (i = 0; i < E.cfg.max_pending; i++) {
+		struct event *ev = &E.slots[i];
+
+		if (ev->st != EV_SENT)
+			continue;
+		if (ev->hook == h) {
+			/* fill events go to another fill hook, or wait for one */
+			ev->hook = NULL;
+			ev->st = EV_QUEUED;
+			queue_add(ev);
+		}
+		for (j = 0; j < ev->ntargets; j++)
+			if (ev->targets[j] == h) {
+				complete(ev, -EIO);
+				break;
+			}
+	}
+	redispatch_queue();
+	log_info("hook '%s' (pid %d) disconnected", h->name, (int)h->pid);
+	pthread_mutex_unlock(&E.lock);
+}
+
+static struct event *find_event(uint64_t id)
+{
+	uint64_t slot = id & ((1ULL << SLOT_BITS) - 1);
+	struct event *ev;
+
+	if (slot >= E.cfg.max_pending)
+		return NULL;
+	ev = &E.slots[slot];
+	return ev->id == id && ev->st == EV_SENT ? ev : NULL;
+}
+
+static int deny_errno(uint32_t e)
+{
+	switch (e) {
+	case EPERM: case EACCES: case EIO: case EBUSY: case EAGAIN:
+	case ENOSPC: case EDQUOT: case ETXTBSY: case ENODATA: case ETIMEDOUT:
+		return -(int)e;
+	default:
+		return -EIO;
+	}
+}
+
+void events_answer(struct hook *h, const struct proto_answer *a)
+{
+	struct event *ev;
+	unsigned i;
+
+	pthread_mutex_lock(&E.lock);
+	ev = find_event(a->id);
+	if (!ev) {
+		/* late (timed out, cancelled) or repeated: ignored */
+		pthread_mutex_unlock(&E.lock);
+		log_debug("hook '%s': answer to unknown event %llu ignored",
+			  h->name, (unsigned long long)a->id);
+		return;
+	}
+	if (ev->type == HSMFS_EV_PRE_ACCESS) {
+		if (ev->hook != h)
+			goto not_ours;
+		if (a->verdict == HSMFS_ALLOW) {
+			uint64_t s = a->filled_start > ev->hint_start ?
+					     a->filled_start : ev->hint_start;
+			uint64_t e = a->filled_end < ev->hint_end ? a->filled_end :
+								    ev->hint_end;
+
+			if (s > ev->start || e < ev->end) {
+				log_err("hook '%s' allowed event %llu but filled [%llu, %llu) short of [%llu, %llu)",
+					h->name, (unsigned long long)a->id,
+					(unsigned long long)a->filled_start,
+					(unsigned long long)a->filled_end,
+					(unsigned long long)ev->start,
+					(unsigned long long)ev->end);
+				complete(ev, -EIO);
+			} else {
+				rs_add(&ev->fs->present, s, e);
+				present_changed(ev->fs);
+				persist_later(ev->fs);
+				complete(ev, 0);
+			}
+		} else {
+			complete(ev, deny_errno(a->error));
+		}
+		pthread_mutex_unlock(&E.lock);
+		return;
+	}
+	for (i = 0; i < ev->ntargets && ev->targets[i] != h; i++)
+		;
+	if (i == ev->ntargets)
+		goto not_ours;
+	ev->targets[i] = ev->targets[--ev->ntargets];
+	if (a->verdict != HSMFS_ALLOW) {
+		complete(ev, deny_errno(a->error));
+	} else {
+		if (a->flags & HSMFS_ANSWER_QUIET)
+			inode_flags_set(ev->in, INODE_QUIET);
+		if (!ev->ntargets)
+			complete(ev, 0);
+	}
+	pthread_mutex_unlock(&E.lock);
+	return;
+not_ours:
+	pthread_mutex_unlock(&E.lock);
+	log_debug("hook '%s': answer to event %llu it was not sent, ignored",
+		  h->name, (unsigned long long)a->id);
+}
+
+void events_progress(struct hook *h, const struct proto_progress *p)
+{
+	struct event *ev;
+
+	pthread_mutex_lock(&E.lock);
+	ev = find_event(p->id);
+	if (ev && ev->hook == h) {
+		ev->progress = p->bytes_done;
+		mono_after(&ev->deadline, E.cfg.timeout);
+	}
+	pthread_mutex_unlock(&E.lock);
+}

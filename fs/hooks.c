@@ -1,0 +1,318 @@
+/* hooks.c - see include/hooks.h */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "events.h"
+#include "hooks.h"
+#include "log.h"
+
+#define SOCKET_NAME "hook.sock"
+
+static struct {
+	int listen_fd;
+	int state_fd;              /* borrowed: STORE/.hsmfs */
+	pthread_t acceptor;
+	bool running;
+	char path[4200];           /* for user.hsmfs.socket */
+	uint32_t chunk, timeout_ms;
+	pthread_mutex_t lock;      /* guards nconn */
+	unsigned nconn;
+} H = { .listen_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
+
+const char *hooks_socket_path(void)
+{
+	return H.path;
+}
+
+static int send_frame(int fd, const uint8_t *buf, int len, int pass_fd)
+{
+	struct iovec iov = { (void *)buf, (size_t)len };
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(int))];
+	} c;
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	if (pass_fd >= 0) {
+		memset(&c, 0, sizeof(c));
+		msg.msg_control = c.b;
+		msg.msg_controllen = sizeof(c.b);
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+	}
+	if (sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+		return -errno;
+	return 0;
+}
+
+int hooks_send_event(struct hook *h, const struct proto_event *ev, int fd)
+{
+	uint8_t buf[HSMFS_MAX_FRAME];
+	int n = proto_enc_event(buf, ev);
+
+	if (n < 0)
+		return n;
+	return send_frame(h->fd, buf, n, fd);
+}
+
+void hooks_send_cancel(struct hook *h, uint64_t id, uint32_t reason)
+{
+	uint8_t buf[64];
+	struct proto_cancel c = { id, reason };
+	int n = proto_enc_cancel(buf, &c);
+
+	if (n > 0)
+		send_frame(h->fd, buf, n, -1);
+}
+
+/* Tell the peer why, log once, and let the caller close. */
+static void refuse(int fd, const char *who, uint32_t code, const char *why)
+{
+	uint8_t buf[512];
+	struct proto_error e = { code, { why, (uint16_t)strlen(why) } };
+	int n = proto_enc_error(buf, &e);
+
+	if (n > 0)
+		send_frame(fd, buf, n, -1);
+	log_warn("hook %s: %s; connection closed", who, why);
+}
+
+static void copy_str(char *dst, size_t size, struct proto_str s)
+{
+	size_t n = s.len < size - 1 ? s.len : size - 1;
+
+	memcpy(dst, s.p, n);
+	dst[n] = '\0';
+}
+
+static bool valid_name(struct proto_str s, size_t max)
+{
+	if (s.len > max)
+		return false;
+	for (size_t i = 0; i < s.len; i++)
+		if (s.p[i] == '\0')
+			return false;
+	return true;
+}
+
+static void *conn_main(void *arg)
+{
+	struct hook *h = arg;
+	uint8_t *buf = malloc(HSMFS_MAX_FRAME + 1);
+	char who[HSMFS_MAX_NAME + 32];
+	bool joined = false;
+
+	snprintf(who, sizeof(who), "pid %d", (int)h->pid);
+	while (buf) {
+		struct proto_hello hello;
+		struct proto_answer ans;
+		struct proto_progress prog;
+		uint16_t type;
+		ssize_t n = recv(h->fd, buf, HSMFS_MAX_FRAME + 1, MSG_TRUNC);
+
+		if (n == 0)
+			break;
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (n > HSMFS_MAX_FRAME) {
+			refuse(h->fd, who, HSMFS_ERR_MALFORMED, "frame over the maximum size");
+			break;
+		}
+		if (proto_peek(buf, n, &type)) {
+			refuse(h->fd, who, HSMFS_ERR_MALFORMED, "frame length does not match the packet");
+			break;
+		}
+		if (!joined) {
+			if (type != HSMFS_MSG_HELLO) {
+				refuse(h->fd, who, HSMFS_ERR_STATE, "first frame must be HELLO");
+				break;
+			}
+			if (proto_dec_hello(buf, n, &hello)) {
+				refuse(h->fd, who, HSMFS_ERR_MALFORMED, "malformed HELLO");
+				break;
+			}
+			if (hello.version_min > HSMFS_PROTO_VERSION ||
+			    hello.version_max < HSMFS_PROTO_VERSION) {
+				refuse(h->fd, who, HSMFS_ERR_VERSION, "no common protocol version");
+				break;
+			}
+			if ((hello.kind != HSMFS_KIND_FILL && hello.kind != HSMFS_KIND_WATCH) ||
+			    !valid_name(hello.name, HSMFS_MAX_NAME) ||
+			    !valid_name(hello.subtree, HSMFS_MAX_PATH)) {
+				refuse(h->fd, who, HSMFS_ERR_MALFORMED, "bad kind, name or subtree in HELLO");
+				break;
+			}
+			h->kind = hello.kind;
+			h->mask = hello.mask & HSMFS_MASK_ALL;
+			copy_str(h->name, sizeof(h->name), hello.name);
+			copy_str(h->subtree, sizeof(h->subtree), hello.subtree);
+			snprintf(who, sizeof(who), "'%s' (pid %d)", h->name, (int)h->pid);
+
+			struct proto_welcome w = { HSMFS_PROTO_VERSION, HSMFS_MAX_FRAME,
+						   H.chunk, H.timeout_ms };
+			int wn = proto_enc_welcome(buf, &w);
+
+			if (send_frame(h->fd, buf, wn, -1))
+				break;
+			events_hook_joined(h);
+			joined = true;
+			continue;
+		}
+		switch (type) {
+		case HSMFS_MSG_ANSWER:
+			if (proto_dec_answer(buf, n, &ans)) {
+				refuse(h->fd, who, HSMFS_ERR_MALFORMED, "malformed ANSWER");
+				goto out;
+			}
+			events_answer(h, &ans);
+			break;
+		case HSMFS_MSG_PROGRESS:
+			if (proto_dec_progress(buf, n, &prog)) {
+				refuse(h->fd, who, HSMFS_ERR_MALFORMED, "malformed PROGRESS");
+				goto out;
+			}
+			events_progress(h, &prog);
+			break;
+		case HSMFS_MSG_HELLO:
+			refuse(h->fd, who, HSMFS_ERR_STATE, "HELLO sent twice");
+			goto out;
+		default:
+			refuse(h->fd, who, HSMFS_ERR_UNKNOWN, "unknown or unexpected message type");
+			goto out;
+		}
+	}
+out:
+	if (joined)
+		events_hook_left(h);
+	close(h->fd);
+	free(h);
+	free(buf);
+	pthread_mutex_lock(&H.lock);
+	H.nconn--;
+	pthread_mutex_unlock(&H.lock);
+	return NULL;
+}
+
+static void *accept_main(void *arg)
+{
+	for (;;) {
+		struct ucred cred;
+		socklen_t len = sizeof(cred);
+		pthread_attr_t attr;
+		pthread_t t;
+		struct hook *h;
+		int fd = accept4(H.listen_fd, NULL, NULL, SOCK_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE ||
+			    errno == ENFILE)
+				continue;
+			break; /* shut down */
+		}
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
+		    (cred.uid != 0 && cred.uid != geteuid())) {
+			char who[64];
+
+			snprintf(who, sizeof(who), "pid %d uid %u", (int)cred.pid,
+				 (unsigned)cred.uid);
+			refuse(fd, who, HSMFS_ERR_DENIED,
+			       "only the mount's owner and root may connect");
+			close(fd);
+			continue;
+		}
+		pthread_mutex_lock(&H.lock);
+		if (H.nconn >= HOOKS_MAX) {
+			pthread_mutex_unlock(&H.lock);
+			refuse(fd, "(over the limit)", HSMFS_ERR_STATE, "too many hook connections");
+			close(fd);
+			continue;
+		}
+		H.nconn++;
+		pthread_mutex_unlock(&H.lock);
+		h = calloc(1, sizeof(*h));
+		if (!h) {
+			close(fd);
+			pthread_mutex_lock(&H.lock);
+			H.nconn--;
+			pthread_mutex_unlock(&H.lock);
+			continue;
+		}
+		h->fd = fd;
+		h->pid = cred.pid;
+		h->uid = cred.uid;
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		pthread_attr_setstacksize(&attr, 256 * 1024);
+		if (pthread_create(&t, &attr, conn_main, h)) {
+			close(fd);
+			free(h);
+			pthread_mutex_lock(&H.lock);
+			H.nconn--;
+			pthread_mutex_unlock(&H.lock);
+		}
+		pthread_attr_destroy(&attr);
+	}
+	return NULL;
+}
+
+int hooks_start(int state_fd, const char *state_path, uint32_t chunk,
+		uint32_t timeout_ms)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	mode_t old;
+	int fd, res;
+
+	H.chunk = chunk;
+	H.timeout_ms = timeout_ms;
+	snprintf(H.path, sizeof(H.path), "%s/%s", state_path, SOCKET_NAME);
+	/* through /proc so that the store's path length does not matter */
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s",
+		 state_fd, SOCKET_NAME);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	unlinkat(state_fd, SOCKET_NAME, 0); /* left by a crashed daemon; we hold the lock */
+	old = umask(0077);
+	res = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (res < 0 || listen(fd, 64) < 0) {
+		res = -errno;
+		close(fd);
+		return res;
+	}
+	H.listen_fd = fd;
+	H.state_fd = state_fd;
+	if (pthread_create(&H.acceptor, NULL, accept_main, NULL)) {
+		close(fd);
+		H.listen_fd = -1;
+		return -EAGAIN;
+	}
+	H.running = true;
+	return 0;
+}
+
+void hooks_stop(void)
+{
+	if (!H.running)
+		return;
+	shutdown(H.listen_fd, SHUT_RDWR);
+	pthread_join(H.acceptor, NULL);
+	close(H.listen_fd);
+	unlinkat(H.state_fd, SOCKET_NAME, 0);
+	H.listen_fd = -1;
+	H.running = false;
+}

@@ -1,0 +1,93 @@
+/*
+ * events.h - pre-content events: per-file state, the event engine, and
+ * the write-behind of present ranges to the metadata database.
+ *
+ * Fast path.  ops.c calls into this module only when a per-inode bit
+ * says so (inode_flags(): INODE_NONRESIDENT for reads, INODE_STATEFUL
+ * for writes) or when the watcher mask says a hook wants PRE_MODIFY
+ * (events_modify_watched(): one relaxed load).  A resident file with
+ * hooks connected costs the same as with none.
+ *
+ * Engine.  Events live in a fixed array of max_pending slots allocated
+ * at start and reused; a caller over the limit waits for a slot within
+ * its timeout.  Concurrent reads needing the same missing bytes wait on
+ * one event (coalescing).  One mutex guards slots, per-file state and
+ * the hook list; no syscall that can block is made with it held (sends
+ * are non-blocking).
+ *
+ * Durability.  A filled range is visible to readers at once; a writer
+ * thread later takes a snapshot of the ranges, fdatasync()s the store
+ * file and only then commits the snapshot, in one transaction for many
+ * files.  After a crash a range is never marked present unless its
+ * bytes are on disk.
+ */
+#ifndef HSMFS_EVENTS_H
+#define HSMFS_EVENTS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "hsmfs/protocol.h"
+#include "proto.h"
+
+struct inode;
+struct hook;
+struct meta;
+struct fuse_req;
+
+#define EVENTS_MAX_PENDING 65536 /* upper bound of -o max_pending */
+
+struct events_config {
+	unsigned max_pending; /* event slots */
+	double timeout;       /* seconds per event, extended by PROGRESS */
+	bool nohook_fail;     /* no fill hook: fail at once instead of waiting */
+	uint64_t chunk;       /* hint alignment, a power of two >= 4096 */
+	struct meta *meta;    /* borrowed; outlives the engine */
+};
+
+/* OR of the masks of connected hooks. */
+extern _Atomic uint32_t events_mask;
+
+static inline bool events_modify_watched(void)
+{
+	return atomic_load_explicit(&events_mask, memory_order_relaxed) &
+	       HSMFS_MASK(HSMFS_EV_PRE_MODIFY);
+}
+
+int events_init(const struct events_config *cfg);
+/* Flush the write-behind queue and stop the writer thread. */
+void events_shutdown(void);
+
+/* Look up in's per-file state once (at open).  0 or -errno. */
+int events_load(struct inode *in);
+
+/*
+ * Slow paths.  Return 0 to go on, or -errno for the caller.  req may be
+ * NULL; with it, a FUSE interrupt of the caller ends the wait with EINTR.
+ */
+int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
+		      struct fuse_req *req);
+int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
+		      struct fuse_req *req);
+
+/* Bookkeeping after a successful change through the mount. */
+void events_wrote(struct inode *in, uint64_t off, uint64_t len);
+void events_truncated(struct inode *in, uint64_t old_size, uint64_t new_size);
+void events_unlinked(uint64_t ino);
+
+/*
+ * Virtual xattr "user.hsmfs.*" of in (size: the file's size in the
+ * store).  Returns the value length, or -ENODATA, -ERANGE.
+ */
+ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
+		     char *buf, size_t bufsize);
+
+/* Called by hooks.c from connection threads. */
+void events_hook_joined(struct hook *h);
+void events_hook_left(struct hook *h);
+void events_answer(struct hook *h, const struct proto_answer *a);
+void events_progress(struct hook *h, const struct proto_progress *p);
+
+#endif

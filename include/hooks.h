@@ -1,0 +1,59 @@
+/*
+ * hooks.h - the hook socket: accepting, authenticating and talking to
+ * hook processes.
+ *
+ * The socket is STORE/.hsmfs/hook.sock (SOCK_SEQPACKET, mode 0600 in a
+ * 0700 directory), bound through /proc/self/fd so that store paths of
+ * any length work; the mount root's xattr user.hsmfs.socket gives its
+ * path.  Peers are checked with SO_PEERCRED: only the daemon's own uid
+ * and root are served, others get ERROR DENIED and a log line.
+ *
+ * One thread accepts; one thread per connection reads frames, checks
+ * them with the codec (proto.h) and hands HELLO/ANSWER/PROGRESS to the
+ * events module.  A malformed, oversized or out-of-order frame, or an
+ * unknown message type, gets an ERROR frame with the reason, a log line,
+ * and the connection is closed; the mount keeps running.
+ *
+ * struct hook objects are created here and handed to the events module
+ * (events_hook_joined); they are only freed after events_hook_left()
+ * returned, so the events module may use them under its own lock.
+ */
+#ifndef HSMFS_HOOKS_H
+#define HSMFS_HOOKS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "hsmfs/protocol.h"
+#include "proto.h"
+
+#define HOOKS_MAX 64 /* connections served at once; more get ERROR */
+
+struct hook {
+	int fd;                            /* the connection */
+	uint32_t kind;                     /* HSMFS_KIND_* */
+	uint32_t mask;                     /* subscribed events */
+	char name[HSMFS_MAX_NAME + 1];     /* from HELLO */
+	char subtree[HSMFS_MAX_PATH + 1];  /* "" = the whole mount */
+	pid_t pid;                         /* SO_PEERCRED */
+	uid_t uid;
+	uint32_t assigned;                 /* events sent and unanswered */
+	struct hook *next;                 /* events module's list */
+};
+
+/*
+ * Bind and listen on the socket in the state directory and start the
+ * accept thread.  state_path is the directory's real path (for
+ * user.hsmfs.socket).  Returns 0 or -errno.
+ */
+int hooks_start(int state_fd, const char *state_path, uint32_t chunk,
+		uint32_t timeout_ms);
+void hooks_stop(void);
+const char *hooks_socket_path(void);
+
+/* Non-blocking sends; -EAGAIN when the hook's queue is full. */
+int hooks_send_event(struct hook *h, const struct proto_event *ev, int fd);
+void hooks_send_cancel(struct hook *h, uint64_t id, uint32_t reason);
+
+#endif
