@@ -1,0 +1,241 @@
+/* hook.c - the hook client library; see include/hsmfs/hook.h */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "hsmfs/hook.h"
+#include "proto.h"
+
+struct hsmfs_hook {
+	int fd;
+	struct proto_welcome welcome;
+	uint8_t buf[HSMFS_MAX_FRAME + 1];
+};
+
+static int send_buf(struct hsmfs_hook *h, int n)
+{
+	if (n < 0)
+		return n;
+	return send(h->fd, h->buf, n, MSG_NOSIGNAL) < 0 ? -errno : 0;
+}
+
+/* recv one frame, and at most one passed descriptor. */
+static ssize_t recv_frame(struct hsmfs_hook *h, int *ret_fd)
+{
+	union {
+		struct cmsghdr c;
+		char b[CMSG_SPACE(sizeof(int) * 4)];
+	} cb;
+	struct iovec iov = { h->buf, sizeof(h->buf) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+			      .msg_control = cb.b, .msg_controllen = sizeof(cb.b) };
+	struct cmsghdr *cm;
+	ssize_t n;
+
+	*ret_fd = -1;
+	do
+		n = recvmsg(h->fd, &msg, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	if (n == 0)
+		return -ECONNRESET;
+	for (cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+			int nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			int fds[4];
+
+			memcpy(fds, CMSG_DATA(cm), nfd * sizeof(int));
+			for (int i = 0; i < nfd; i++) {
+				if (*ret_fd < 0)
+					*ret_fd = fds[i];
+				else
+					close(fds[i]);
+			}
+		}
+	}
+	if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+		if (*ret_fd >= 0)
+			close(*ret_fd);
+		*ret_fd = -1;
+		return -EBADMSG;
+	}
+	return n;
+}
+
+int hsmfs_hook_connect(const char *mountpoint, uint32_t kind, uint32_t mask,
+		       const char *name, const char *subtree,
+		       struct hsmfs_hook **ret)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char path[4300], *dir, dcopy[4300];
+	struct hsmfs_hook *h;
+	ssize_t n;
+	int dfd = -1, res, pfd;
+
+	n = getxattr(mountpoint, "user.hsmfs.socket", path, sizeof(path) - 1);
+	if (n < 0)
+		return errno == ENODATA || errno == ENOTSUP ? -ENOTCONN : -errno;
+	path[n] = '\0';
+	if ((size_t)n < sizeof(sa.sun_path)) {
+		memcpy(sa.sun_path, path, n + 1);
+	} else {
+		/* long store paths: reach the socket through its directory */
+		snprintf(dcopy, sizeof(dcopy), "%s", path);
+		dir = dirname(dcopy);
+		dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0)
+			return -errno;
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s",
+			 dfd, strrchr(path, '/') + 1);
+	}
+	h = calloc(1, sizeof(*h));
+	if (!h) {
+		if (dfd >= 0)
+			close(dfd);
+		return -ENOMEM;
+	}
+	h->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	res = h->fd < 0 || connect(h->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ?
+		      -errno : 0;
+	if (dfd >= 0)
+		close(dfd);
+	if (res)
+		goto fail;
+	struct proto_hello hello = {
+		HSMFS_PROTO_VERSION, HSMFS_PROTO_VERSION, kind, mask,
+		{ name ? name : "", (uint16_t)(name ? strlen(name) : 0) },
+		{ subtree ? subtree : "", (uint16_t)(subtree ? strlen(subtree) : 0) },
+	};
+	res = send_buf(h, proto_enc_hello(h->buf, &hello));
+	if (res)
+		goto fail;
+	n = recv_frame(h, &pfd);
+	if (pfd >= 0)
+		close(pfd);
+	if (n < 0) {
+		res = n;
+		goto fail;
+	}
+	if (proto_dec_welcome(h->buf, n, &h->welcome)) {
+		res = -EPROTO; /* an ERROR frame, or garbage */
+		goto fail;
+	}
+	*ret = h;
+	return 0;
+fail:
+	hsmfs_hook_close(h);
+	return res;
+}
+
+static void copy_str(char *dst, size_t size, struct proto_str s)
+{
+	size_t n = s.len < size - 1 ? s.len : size - 1;
+
+	memcpy(dst, s.p, n);
+	dst[n] = '\0';
+}
+
+int hsmfs_hook_next(struct hsmfs_hook *h, struct hsmfs_event *ev)
+{
+	for (;;) {
+		struct proto_event pe;
+		struct proto_cancel pc;
+		uint16_t type;
+		int fd;
+		ssize_t n = recv_frame(h, &fd);
+
+		if (n < 0)
+			return n;
+		if (proto_peek(h->buf, n, &type)) {
+			if (fd >= 0)
+				close(fd);
+			return -EBADMSG;
+		}
+		if (type == HSMFS_MSG_EVENT && !proto_dec_event(h->buf, n, &pe)) {
+			memset(ev, 0, offsetof(struct hsmfs_event, path));
+			ev->id = pe.id;
+			ev->type = pe.type;
+			ev->pid = pe.pid;
+			ev->uid = pe.uid;
+			ev->gid = pe.gid;
+			ev->file_id = pe.file_id;
+			ev->file_size = pe.file_size;
+			ev->start = pe.start;
+			ev->end = pe.end;
+			ev->hint_start = pe.hint_start;
+			ev->hint_end = pe.hint_end;
+			copy_str(ev->path, sizeof(ev->path), pe.path);
+			copy_str(ev->origin, sizeof(ev->origin), pe.origin);
+			copy_str(ev->version, sizeof(ev->version), pe.version);
+			ev->fd = fd;
+			return 0;
+		}
+		if (fd >= 0)
+			close(fd);
+		if (type == HSMFS_MSG_CANCEL && !proto_dec_cancel(h->buf, n, &pc)) {
+			memset(ev, 0, sizeof(*ev));
+			ev->id = pc.id;
+			ev->type = HSMFS_EV_CANCEL;
+			ev->fd = -1;
+			return 0;
+		}
+		if (type == HSMFS_MSG_ERROR)
+			return -EPROTO;
+		return -EBADMSG;
+	}
+}
+
+int hsmfs_hook_allow(struct hsmfs_hook *h, uint64_t id, uint64_t filled_start,
+		     uint64_t filled_end, uint16_t flags)
+{
+	struct proto_answer a = { id, HSMFS_ALLOW, 0, filled_start, filled_end, flags };
+
+	return send_buf(h, proto_enc_answer(h->buf, &a));
+}
+
+int hsmfs_hook_deny(struct hsmfs_hook *h, uint64_t id, int err)
+{
+	struct proto_answer a = { id, HSMFS_DENY, (uint32_t)err, 0, 0, 0 };
+
+	return send_buf(h, proto_enc_answer(h->buf, &a));
+}
+
+int hsmfs_hook_progress(struct hsmfs_hook *h, uint64_t id, uint64_t bytes_done)
+{
+	struct proto_progress p = { id, bytes_done };
+
+	return send_buf(h, proto_enc_progress(h->buf, &p));
+}
+
+int hsmfs_hook_fd(const struct hsmfs_hook *h)
+{
+	return h->fd;
+}
+
+uint32_t hsmfs_hook_timeout_ms(const struct hsmfs_hook *h)
+{
+	return h->welcome.timeout_ms;
+}
+
+uint32_t hsmfs_hook_chunk(const struct hsmfs_hook *h)
+{
+	return h->welcome.chunk;
+}
+
+void hsmfs_hook_close(struct hsmfs_hook *h)
+{
+	if (!h)
+		return;
+	if (h->fd >= 0)
+		close(h->fd);
+	free(h);
+}

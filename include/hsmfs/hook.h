@@ -1,0 +1,61 @@
+/*
+ * hsmfs/hook.h - a small client library for writing hooks in C.
+ *
+ * Connect, receive events, answer them.  One struct hsmfs_hook is one
+ * connection; it is not thread-safe (use one per thread, or lock).
+ * Every function returns 0 or -errno.  The descriptor of a fill event
+ * (ev->fd) belongs to the caller, who must close it.  The protocol
+ * itself is specified in hsmfs-hooks(7) and <hsmfs/protocol.h>.
+ */
+#ifndef HSMFS_HOOK_H
+#define HSMFS_HOOK_H
+
+#include <stdint.h>
+
+#include "hsmfs/protocol.h"
+
+struct hsmfs_hook;
+
+#define HSMFS_EV_CANCEL 0 /* ev->type of a CANCEL: ev->id is cancelled */
+
+struct hsmfs_event {
+	uint64_t id;
+	uint32_t type;                   /* HSMFS_EV_*, or HSMFS_EV_CANCEL */
+	uint32_t pid, uid, gid;          /* who caused it */
+	uint64_t file_id, file_size;
+	uint64_t start, end;             /* required range */
+	uint64_t hint_start, hint_end;   /* may be filled instead */
+	char path[HSMFS_MAX_PATH + 1];   /* relative to the mount root */
+	char origin[HSMFS_MAX_PATH + 1]; /* "" if none */
+	char version[1024];              /* "" if none */
+	int fd;                          /* store descriptor, or -1 */
+};
+
+/*
+ * Connect to the mount at mountpoint.  kind: HSMFS_KIND_FILL or
+ * HSMFS_KIND_WATCH; mask: HSMFS_MASK() bits; subtree: NULL or "" for the
+ * whole mount.  On success *ret is a connected, welcomed hook.
+ */
+int hsmfs_hook_connect(const char *mountpoint, uint32_t kind, uint32_t mask,
+		       const char *name, const char *subtree,
+		       struct hsmfs_hook **ret);
+
+/* Block for the next event (or cancel).  -ECONNRESET when hsmfs left. */
+int hsmfs_hook_next(struct hsmfs_hook *h, struct hsmfs_event *ev);
+
+int hsmfs_hook_allow(struct hsmfs_hook *h, uint64_t id, uint64_t filled_start,
+		     uint64_t filled_end, uint16_t flags);
+int hsmfs_hook_deny(struct hsmfs_hook *h, uint64_t id, int err);
+int hsmfs_hook_progress(struct hsmfs_hook *h, uint64_t id, uint64_t bytes_done);
+
+/* The socket, for poll(2). */
+int hsmfs_hook_fd(const struct hsmfs_hook *h);
+
+/* Timeout (ms) and chunk size hsmfs announced in WELCOME. */
+uint32_t hsmfs_hook_timeout_ms(const struct hsmfs_hook *h);
+uint32_t hsmfs_hook_chunk(const struct hsmfs_hook *h);
+
+/* Close; accepts NULL. */
+void hsmfs_hook_close(struct hsmfs_hook *h);
+
+#endif
