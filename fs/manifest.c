@@ -1,0 +1,440 @@
+/* manifest.c - see include/manifest.h */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "manifest.h"
+
+struct p {
+	const char *s, *end;
+	char *err;
+	size_t errlen;
+};
+
+static int fail(struct p *p, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static int fail(struct p *p, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (p->errlen) {
+		va_start(ap, fmt);
+		vsnprintf(p->err, p->errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+static void ws(struct p *p)
+{
+	while (p->s < p->end && (*p->s == ' ' || *p->s == '\t' || *p->s == '\r' ||
+				 *p->s == '\n'))
+		p->s++;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+static int hex4(struct p *p, unsigned *ret)
+{
+	unsigned v = 0;
+
+	if (p->end - p->s < 4)
+		return -1;
+	for (int i = 0; i < 4; i++) {
+		int h = hexval(p->s[i]);
+
+		if (h < 0)
+			return -1;
+		v = v << 4 | h;
+	}
+	p->s += 4;
+	*ret = v;
+	return 0;
+}
+
+/* A JSON string into a new buffer (*ret, length *ret_len). */
+static int string(struct p *p, char **ret, size_t *ret_len)
+{
+	char *out, *w;
+
+	if (p->s >= p->end || *p->s != '"')
+		return fail(p, "expected a string");
+	p->s++;
+	out = w = malloc(p->end - p->s + 1);
+	if (!out)
+		return fail(p, "out of memory");
+	while (p->s < p->end && *p->s != '"') {
+		unsigned char c = *p->s++;
+
+		if (c < 0x20) {
+			free(out);
+			return fail(p, "control character in a string");
+		}
+		if (c != '\\') {
+			*w++ = c;
+			continue;
+		}
+		if (p->s >= p->end)
+			break;
+		c = *p->s++;
+		switch (c) {
+		case '"': case '\\': case '/': *w++ = c; break;
+		case 'b': *w++ = '\b'; break;
+		case 'f': *w++ = '\f'; break;
+		case 'n': *w++ = '\n'; break;
+		case 'r': *w++ = '\r'; break;
+		case 't': *w++ = '\t'; break;
+		case 'u': {
+			unsigned u, lo;
+
+			if (hex4(p, &u))
+				goto bad_escape;
+			if (u >= 0xd800 && u < 0xdc00) {
+				if (p->end - p->s < 6 || p->s[0] != '\\' || p->s[1] != 'u')
+					goto bad_escape;
+				p->s += 2;
+				if (hex4(p, &lo) || lo < 0xdc00 || lo >= 0xe000)
+					goto bad_escape;
+				u = 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00);
+			} else if (u >= 0xdc00 && u < 0xe000) {
+				goto bad_escape;
+			}
+			if (u < 0x80) {
+				*w++ = u;
+			} else if (u < 0x800) {
+				*w++ = 0xc0 | u >> 6;
+				*w++ = 0x80 | (u & 0x3f);
+			} else if (u < 0x10000) {
+				*w++ = 0xe0 | u >> 12;
+				*w++ = 0x80 | ((u >> 6) & 0x3f);
+				*w++ = 0x80 | (u & 0x3f);
+			} else {
+				*w++ = 0xf0 | u >> 18;
+				*w++ = 0x80 | ((u >> 12) & 0x3f);
+				*w++ = 0x80 | ((u >> 6) & 0x3f);
+				*w++ = 0x80 | (u & 0x3f);
+			}
+			break;
+		}
+		default:
+			goto bad_escape;
+		}
+	}
+	if (p->s >= p->end) {
+		free(out);
+		return fail(p, "unterminated string");
+	}
+	p->s++;
+	*w = '\0';
+	*ret = out;
+	*ret_len = w - out;
+	return 0;
+bad_escape:
+	free(out);
+	return fail(p, "bad escape in a string");
+}
+
+/* A JSON number that must be an integer. */
+static int integer(struct p *p, const char *key, int64_t *ret)
+{
+	const char *start = p->s;
+	char buf[32], *end;
+	long long v;
+
+	if (p->s < p->end && *p->s == '-')
+		p->s++;
+	while (p->s < p->end && *p->s >= '0' && *p->s <= '9')
+		p->s++;
+	if (p->s < p->end && (*p->s == '.' || *p->s == 'e' || *p->s == 'E'))
+		return fail(p, "'%s' must be a whole number", key);
+	if (p->s == start || p->s - start >= (long)sizeof(buf) ||
+	    (p->s - start == 1 && *start == '-'))
+		return fail(p, "'%s' must be a number", key);
+	memcpy(buf, start, p->s - start);
+	buf[p->s - start] = '\0';
+	errno = 0;
+	v = strtoll(buf, &end, 10);
+	if (errno || *end)
+		return fail(p, "'%s' is out of range", key);
+	if (buf[0] == '0' && buf[1])
+		return fail(p, "'%s' has a leading zero", key);
+	*ret = v;
+	return 0;
+}
+
+/* Skip any JSON value of a key we do not know. */
+static int skip_value(struct p *p, int depth)
+{
+	char *s;
+	size_t n;
+
+	ws(p);
+	if (depth > 32)
+		return fail(p, "nested too deeply");
+	if (p->s >= p->end)
+		return fail(p, "expected a value");
+	if (*p->s == '"') {
+		if (string(p, &s, &n))
+			return -EINVAL;
+		free(s);
+		return 0;
+	}
+	if (*p->s == '{' || *p->s == '[') {
+		char close = *p->s == '{' ? '}' : ']';
+
+		p->s++;
+		ws(p);
+		if (p->s < p->end && *p->s == close) {
+			p->s++;
+			return 0;
+		}
+		for (;;) {
+			if (close == '}') {
+				ws(p);
+				if (string(p, &s, &n))
+					return -EINVAL;
+				free(s);
+				ws(p);
+				if (p->s >= p->end || *p->s++ != ':')
+					return fail(p, "expected ':'");
+			}
+			if (skip_value(p, depth + 1))
+				return -EINVAL;
+			ws(p);
+			if (p->s < p->end && *p->s == ',') {
+				p->s++;
+				continue;
+			}
+			if (p->s < p->end && *p->s == close) {
+				p->s++;
+				return 0;
+			}
+			return fail(p, "expected ',' or '%c'", close);
+		}
+	}
+	if (p->end - p->s >= 4 && !strncmp(p->s, "true", 4)) {
+		p->s += 4;
+		return 0;
+	}
+	if (p->end - p->s >= 5 && !strncmp(p->s, "false", 5)) {
+		p->s += 5;
+		return 0;
+	}
+	if (p->end - p->s >= 4 && !strncmp(p->s, "null", 4)) {
+		p->s += 4;
+		return 0;
+	}
+	while (p->s < p->end && strchr("-+.eE0123456789", *p->s))
+		p->s++;
+	return 0;
+}
+
+int manifest_check_path(const char *path, size_t len, char *err, size_t errlen)
+{
+	struct p p = { .err = err, .errlen = errlen };
+	size_t i = 0;
+
+	if (!len)
+		return fail(&p, "empty path");
+	if (memchr(path, '\0', len))
+		return fail(&p, "NUL byte in path");
+	if (path[0] == '/')
+		return fail(&p, "absolute path '%.*s'", (int)len, path);
+	if (len > 4095)
+		return fail(&p, "path longer than 4095 bytes");
+	while (i < len) {
+		size_t j = i;
+
+		while (j < len && path[j] != '/')
+			j++;
+		if (j == i)
+			return fail(&p, "empty component in '%.*s'", (int)len, path);
+		if (j - i > 255)
+			return fail(&p, "component longer than 255 bytes");
+		if ((j - i == 1 && path[i] == '.') ||
+		    (j - i == 2 && path[i] == '.' && path[i + 1] == '.'))
+			return fail(&p, "'.' or '..' component in '%.*s'", (int)len, path);
+		if (i == 0 && j - i == 6 && !memcmp(path, ".hsmfs", 6))
+			return fail(&p, "'.hsmfs' is reserved");
+		if (j == len - 1)
+			return fail(&p, "trailing '/' in '%.*s'", (int)len, path);
+		i = j + 1;
+	}
+	return 0;
+}
+
+int manifest_parse_line(const char *line, size_t len, struct manifest_entry *ret,
+			char *err, size_t errlen)
+{
+	struct p p = { line, line + len, err, errlen };
+	struct manifest_entry e = { .mode = 0644 };
+	bool has_path = false, has_size = false;
+	int res = -EINVAL;
+
+	if (len > MANIFEST_MAX_LINE)
+		return fail(&p, "line longer than %d bytes", MANIFEST_MAX_LINE);
+	ws(&p);
+	if (p.s >= p.end || *p.s != '{')
+		return fail(&p, "expected a JSON object");
+	p.s++;
+	ws(&p);
+	if (p.s < p.end && *p.s == '}') {
+		p.s++;
+		goto end;
+	}
+	for (;;) {
+		char *key, *sval;
+		size_t klen, slen;
+		int64_t v;
+
+		ws(&p);
+		if (string(&p, &key, &klen))
+			goto out;
+		ws(&p);
+		if (p.s >= p.end || *p.s++ != ':') {
+			free(key);
+			fail(&p, "expected ':' after a key");
+			goto out;
+		}
+		ws(&p);
+		char **dst = !strcmp(key, "path")    ? &e.path :
+			     !strcmp(key, "url")     ? &e.url :
+			     !strcmp(key, "version") ? &e.version :
+			     !strcmp(key, "sha256")  ? &e.sha256 : NULL;
+		if (dst) {
+			if (*dst) {
+				fail(&p, "duplicate key '%s'", key);
+				free(key);
+				goto out;
+			}
+			if (p.s < p.end && *p.s == 'n' && dst != &e.path &&
+			    p.end - p.s >= 4 && !strncmp(p.s, "null", 4)) {
+				p.s += 4;
+			} else if (string(&p, &sval, &slen)) {
+				free(key);
+				goto out;
+			} else {
+				*dst = sval;
+				if (dst == &e.path) {
+					has_path = true;
+					if (manifest_check_path(sval, slen, err, errlen)) {
+						free(key);
+						goto out;
+					}
+				} else if (memchr(sval, '\0', slen)) {
+					fail(&p, "NUL byte in '%s'", key);
+					free(key);
+					goto out;
+				}
+			}
+		} else if (!strcmp(key, "size") || !strcmp(key, "mtime")) {
+			bool is_size = key[0] == 's';
+
+			if ((is_size && has_size) || (!is_size && e.has_mtime)) {
+				fail(&p, "duplicate key '%s'", key);
+				free(key);
+				goto out;
+			}
+			if (integer(&p, key, &v)) {
+				free(key);
+				goto out;
+			}
+			if (is_size) {
+				if (v < 0) {
+					fail(&p, "negative size");
+					free(key);
+					goto out;
+				}
+				e.size = v;
+				has_size = true;
+			} else {
+				e.mtime = v;
+				e.has_mtime = true;
+			}
+		} else if (!strcmp(key, "mode")) {
+			if (p.s < p.end && *p.s == '"') {
+				char *end;
+
+				if (string(&p, &sval, &slen)) {
+					free(key);
+					goto out;
+				}
+				errno = 0;
+				v = strtol(sval, &end, 8);
+				if (!slen || *end || errno || v < 0 || v > 07777) {
+					free(sval);
+					fail(&p, "'mode' must be octal permission bits");
+					free(key);
+					goto out;
+				}
+				free(sval);
+			} else if (integer(&p, key, &v) || v < 0 || v > 07777) {
+				fail(&p, "'mode' must be permission bits");
+				free(key);
+				goto out;
+			}
+			e.mode = v;
+		} else if (skip_value(&p, 0)) {
+			free(key);
+			goto out;
+		}
+		free(key);
+		ws(&p);
+		if (p.s < p.end && *p.s == ',') {
+			p.s++;
+			continue;
+		}
+		if (p.s < p.end && *p.s == '}') {
+			p.s++;
+			break;
+		}
+		fail(&p, "expected ',' or '}'");
+		goto out;
+	}
+end:
+	ws(&p);
+	if (p.s != p.end) {
+		fail(&p, "text after the JSON object");
+		goto out;
+	}
+	if (!has_path) {
+		fail(&p, "missing 'path'");
+		goto out;
+	}
+	if (!has_size) {
+		fail(&p, "missing 'size'");
+		goto out;
+	}
+	if (e.sha256 && (strlen(e.sha256) != 64 ||
+			 strspn(e.sha256, "0123456789abcdef") != 64)) {
+		fail(&p, "'sha256' must be 64 lowercase hex digits");
+		goto out;
+	}
+	*ret = e;
+	return 0;
+out:
+	manifest_entry_free(&e);
+	return res;
+}
+
+void manifest_entry_free(struct manifest_entry *e)
+{
+	if (!e)
+		return;
+	free(e->path);
+	free(e->url);
+	free(e->version);
+	free(e->sha256);
+	e->path = e->url = e->version = e->sha256 = NULL;
+}

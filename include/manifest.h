@@ -1,0 +1,44 @@
+/*
+ * manifest.h - one line of an import manifest (JSON Lines).
+ *
+ * Pure module: no I/O.  Each line is one JSON object describing a file:
+ *   {"path": "dir/name", "size": 123, "mtime": 1700000000, "mode": "0644",
+ *    "url": "https://...", "version": "\"etag\"", "sha256": "hex"}
+ * path and size are required; unknown keys are ignored (forward
+ * compatible).  Strict JSON otherwise: one object, nothing after it but
+ * blanks.  Paths are validated: relative, no empty, "." or ".."
+ * components, components of at most 255 bytes, at most 4095 bytes in all,
+ * no NUL, and not inside the reserved ".hsmfs".
+ *
+ * On error manifest_parse_line() returns -EINVAL and a lowercase reason
+ * in err (no "file:line", which the caller adds).
+ */
+#ifndef HSMFS_MANIFEST_H
+#define HSMFS_MANIFEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MANIFEST_MAX_LINE (64 * 1024)
+
+struct manifest_entry {
+	char *path;     /* owned */
+	uint64_t size;
+	int64_t mtime;  /* seconds; 0 if absent */
+	bool has_mtime;
+	uint32_t mode;  /* permission bits; 0644 if absent */
+	char *url;      /* owned, NULL if absent */
+	char *version;  /* owned, NULL if absent */
+	char *sha256;   /* owned, NULL if absent; 64 lowercase hex */
+};
+
+/* Parse line[0..len) into *ret (freed with manifest_entry_free). */
+int manifest_parse_line(const char *line, size_t len, struct manifest_entry *ret,
+			char *err, size_t errlen);
+void manifest_entry_free(struct manifest_entry *e);
+
+/* The path rules above; 0 or -EINVAL with the reason. */
+int manifest_check_path(const char *path, size_t len, char *err, size_t errlen);
+
+#endif

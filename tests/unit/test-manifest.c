@@ -1,0 +1,78 @@
+/* Unit tests for fs/manifest.c: good lines, and every bad input named. */
+#include <errno.h>
+#include <string.h>
+
+#include "manifest.h"
+#include "tap.h"
+
+static int parse(const char *line, struct manifest_entry *e, char *err)
+{
+	err[0] = '\0';
+	return manifest_parse_line(line, strlen(line), e, err, 200);
+}
+
+static void bad(const char *line, const char *needle)
+{
+	struct manifest_entry e;
+	char err[200];
+	int res = parse(line, &e, err);
+
+	ok(res == -EINVAL && strstr(err, needle), "rejects %s: %s", line, err);
+}
+
+int main(void)
+{
+	struct manifest_entry e;
+	char err[200], longc[300], longline[5000];
+
+	ok(parse("{\"path\":\"a/b c/ü.txt\",\"size\":4097,\"mtime\":1700000000,"
+		 "\"mode\":\"0600\",\"url\":\"http://127.0.0.1/x\",\"version\":\"\\\"e1\\\"\","
+		 "\"sha256\":\"" "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" "\","
+		 "\"future\":{\"x\":[1,2,{\"y\":null}]}}", &e, err) == 0 &&
+		   !strcmp(e.path, "a/b c/ü.txt") && e.size == 4097 &&
+		   e.mtime == 1700000000 && e.has_mtime && e.mode == 0600 &&
+		   !strcmp(e.url, "http://127.0.0.1/x") && !strcmp(e.version, "\"e1\"") &&
+		   e.sha256 && strlen(e.sha256) == 64,
+	   "full line parsed, unknown key skipped (%s)", err);
+	manifest_entry_free(&e);
+	ok(parse("  {\"size\": 0, \"path\": \"x\", \"mode\": 420}  ", &e, err) == 0 &&
+		   e.size == 0 && e.mode == 0644 && !e.has_mtime && !e.url,
+	   "minimal line, mode as a number");
+	manifest_entry_free(&e);
+	ok(parse("{\"path\":\"\\u00fc\\ud83d\\ude00\",\"size\":1,\"url\":null}", &e, err) == 0 &&
+		   !strcmp(e.path, "ü\xf0\x9f\x98\x80") && !e.url,
+	   "unicode escapes and surrogate pairs, null url");
+	manifest_entry_free(&e);
+
+	bad("{\"path\":\"/etc/passwd\",\"size\":1}", "absolute path");
+	bad("{\"path\":\"a/../b\",\"size\":1}", "'..'");
+	bad("{\"path\":\"..\",\"size\":1}", "'..'");
+	bad("{\"path\":\"./a\",\"size\":1}", "'.'");
+	bad("{\"path\":\"a//b\",\"size\":1}", "empty component");
+	bad("{\"path\":\"a/\",\"size\":1}", "trailing");
+	bad("{\"path\":\"\",\"size\":1}", "empty path");
+	bad("{\"path\":\"a\\u0000b\",\"size\":1}", "NUL");
+	bad("{\"path\":\".hsmfs/x\",\"size\":1}", "reserved");
+	memset(longc, 'x', 256);
+	longc[256] = '\0';
+	snprintf(longline, sizeof(longline), "{\"path\":\"%s\",\"size\":1}", longc);
+	bad(longline, "longer than 255");
+	bad("{\"path\":\"a\",\"size\":-1}", "negative size");
+	bad("{\"path\":\"a\",\"size\":\"12\"}", "must be a number");
+	bad("{\"path\":\"a\",\"size\":1.5}", "whole number");
+	bad("{\"path\":\"a\",\"size\":99999999999999999999}", "out of range");
+	bad("{\"path\":\"a\",\"size\":012}", "leading zero");
+	bad("{\"path\":\"a\"}", "missing 'size'");
+	bad("{\"size\":1}", "missing 'path'");
+	bad("{\"path\":\"a\",\"size\":1", "expected ',' or '}'");
+	bad("{\"path\":\"a\",\"size\":1} x", "text after");
+	bad("[1,2]", "expected a JSON object");
+	bad("", "expected a JSON object");
+	bad("{\"path\":\"a\",\"path\":\"b\",\"size\":1}", "duplicate key");
+	bad("{\"path\":\"a\",\"size\":1,\"mode\":\"999\"}", "octal");
+	bad("{\"path\":\"a\",\"size\":1,\"sha256\":\"abc\"}", "64 lowercase hex");
+	bad("{\"path\":\"a\\x\",\"size\":1}", "bad escape");
+	bad("{\"path\":\"a\tb\",\"size\":1}", "control character");
+	bad("{\"path\":\"unterminated,\"size\":1}", "expected");
+	return tap_done();
+}
