@@ -771,10 +771,12 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 	struct fstate *fs;
 	int n;
 
-	if (!strcmp(name, "user.hsmfs.socket")) {
+	if (!strcmp(name, "user.hsmfs.socket") || !strcmp(name, "user.hsmfs.store")) {
 		if (in != inode_root())
 			return -ENODATA;
-		n = snprintf(val, sizeof(val), "%s", hooks_socket_path());
+		n = snprintf(val, sizeof(val), "%s",
+			     name[11] == 's' && name[12] == 'o' ? hooks_socket_path() :
+								  E.cfg.store_path);
 	} else {
 		if (events_load(in))
 			return -EIO;

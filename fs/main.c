@@ -350,6 +350,7 @@ int main(int argc, char *argv[])
 			.nohook_fail = o.nohook_fail,
 			.chunk = o.chunk,
 			.meta = meta,
+			.store_path = store_path,
 		};
 		char state_path[PATH_MAX + 16];
 

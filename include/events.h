@@ -45,6 +45,7 @@ struct events_config {
 	bool nohook_fail;     /* no fill hook: fail at once instead of waiting */
 	uint64_t chunk;       /* hint alignment, a power of two >= 4096 */
 	struct meta *meta;    /* borrowed; outlives the engine */
+	const char *store_path; /* borrowed; for user.hsmfs.store */
 };
 
 /* OR of the masks of connected hooks. */

@@ -1,0 +1,570 @@
+/*
+ * hsmfsctl - control an hsmfs store or mount.
+ *
+ *   hsmfsctl import (-s STORE | -m MOUNTPOINT) MANIFEST|-
+ *   hsmfsctl status [--json] PATH...
+ *   hsmfsctl watch [--json] MOUNTPOINT
+ *
+ * Exit codes: 0 success; 1 usage; 2 bad input (manifest); 3 the store or
+ * mount cannot be used; 4 an operation failed part way.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "hsmfs/hook.h"
+#include "manifest.h"
+#include "meta.h"
+
+enum { X_OK_ = 0, X_USAGE = 1, X_INPUT = 2, X_STORE = 3, X_PARTIAL = 4 };
+#define BATCH 1000
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: hsmfsctl import (-s STORE | -m MOUNTPOINT) MANIFEST|-\n"
+"       hsmfsctl status [--json] PATH...\n"
+"       hsmfsctl watch [--json] MOUNTPOINT\n"
+"       hsmfsctl --help | --version\n"
+"\n"
+"import  create placeholders from a JSON Lines manifest (one object per\n"
+"        file: path, size, and optional mtime, mode, url, version, sha256)\n"
+"status  per-file state and present bytes of paths in a mount, with totals\n"
+"watch   print PRE_MODIFY events of a mount as they happen (and allow them)\n"
+"See hsmfsctl(1).\n");
+}
+
+/* ------------------------------------------------------------- import */
+
+struct item {
+	struct manifest_entry e;
+	unsigned line;
+};
+
+static int cmp_items(const void *a, const void *b)
+{
+	const struct item *x = *(struct item *const *)a, *y = *(struct item *const *)b;
+	int c = strcmp(x->e.path, y->e.path);
+
+	return c ? c : (int)x->line - (int)y->line;
+}
+
+/* Open (creating) the directory of path below root, never following a symlink. */
+static int open_parent(int root, char *path, char **ret_name)
+{
+	char *slash, *comp = path;
+	int dfd = dup(root);
+
+	while (dfd >= 0 && (slash = strchr(comp, '/'))) {
+		int nfd;
+
+		*slash = '\0';
+		nfd = openat(dfd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (nfd < 0 && errno == ENOENT) {
+			if (mkdirat(dfd, comp, 0755) < 0 && errno != EEXIST) {
+				*slash = '/';
+				close(dfd);
+				return -errno;
+			}
+			nfd = openat(dfd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		}
+		*slash = '/';
+		close(dfd);
+		if (nfd < 0)
+			return errno == ELOOP || errno == ENOTDIR ? -ENOTDIR : -errno;
+		dfd = nfd;
+		comp = slash + 1;
+	}
+	*ret_name = comp;
+	return dfd;
+}
+
+static bool same_str(const char *a, const char *b)
+{
+	return (!a && !b) || (a && b && !strcmp(a, b));
+}
+
+enum outcome { NEW, CHANGED, SAME };
+
+/*
+ * Make one placeholder.  *created is set when a new file was made (so a
+ * failed batch can remove it again).
+ */
+static int import_one(int root, struct meta *m, struct item *it, bool *created,
+		      enum outcome *out, char *err, size_t errlen)
+{
+	struct meta_file row, old;
+	struct stat st;
+	char *name, path[4200];
+	int dfd, fd, res;
+	bool exists;
+
+	*created = false;
+	snprintf(path, sizeof(path), "%s", it->e.path);
+	dfd = open_parent(root, path, &name);
+	if (dfd < 0) {
+		snprintf(err, errlen, "cannot make the directories of '%s': %s",
+			 it->e.path, dfd == -ENOTDIR ? "a component is not a directory (or is a symlink)" :
+							strerror(-dfd));
+		return dfd;
+	}
+	exists = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	if (exists && !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "'%s' exists and is not a regular file", it->e.path);
+		close(dfd);
+		return -EEXIST;
+	}
+	if (exists) {
+		res = meta_get(m, st.st_ino, &old);
+		if (res == -ENOENT) {
+			snprintf(err, errlen,
+				 "'%s' exists and is not managed by hsmfs (its data would be lost)",
+				 it->e.path);
+			close(dfd);
+			return -EEXIST;
+		}
+		if (res) {
+			snprintf(err, errlen, "database: %s", meta_errmsg(m));
+			close(dfd);
+			return res;
+		}
+		bool same = old.size == it->e.size && same_str(old.version, it->e.version) &&
+			    same_str(old.origin, it->e.url);
+		meta_file_free(&old);
+		if (same) {
+			*out = SAME;
+			close(dfd);
+			return 0;
+		}
+		fd = openat(dfd, name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+		*out = CHANGED;
+	} else {
+		fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			    it->e.mode);
+		*created = fd >= 0;
+		*out = NEW;
+	}
+	close(dfd);
+	if (fd < 0) {
+		res = -errno;
+		snprintf(err, errlen, "cannot create '%s': %s", it->e.path, strerror(-res));
+		return res;
+	}
+	/* a changed file loses every byte it had: a placeholder again */
+	struct timespec tv[2] = { { 0, UTIME_OMIT }, { it->e.mtime, 0 } };
+	if ((*out == CHANGED && ftruncate(fd, 0) < 0) || ftruncate(fd, it->e.size) < 0 ||
+	    fchmod(fd, it->e.mode) < 0 ||
+	    (it->e.has_mtime && futimens(fd, tv) < 0) || fstat(fd, &st) < 0) {
+		res = -errno;
+		snprintf(err, errlen, "cannot size '%s': %s", it->e.path, strerror(-res));
+		close(fd);
+		return res;
+	}
+	close(fd);
+	memset(&row, 0, sizeof(row));
+	row.ino = st.st_ino;
+	row.size = it->e.size;
+	row.mtime = st.st_mtim.tv_sec;
+	row.mode = it->e.mode;
+	row.state = it->e.size ? META_PLACEHOLDER : META_RESIDENT;
+	row.origin = it->e.url;
+	row.version = it->e.version;
+	row.sha256 = it->e.sha256;
+	res = meta_put(m, &row);
+	if (res)
+		snprintf(err, errlen, "database: %s", meta_errmsg(m));
+	return res;
+}
+
+static int remove_path(int root, const char *rel)
+{
+	char path[4200], *name;
+	int dfd, res;
+
+	snprintf(path, sizeof(path), "%s", rel);
+	dfd = open_parent(root, path, &name);
+	if (dfd < 0)
+		return dfd;
+	res = unlinkat(dfd, name, 0) < 0 ? -errno : 0;
+	close(dfd);
+	return res;
+}
+
+static int cmd_import(int argc, char **argv)
+{
+	const char *store = NULL, *mnt = NULL, *file = NULL;
+	char store_buf[PATH_MAX], err[512], dbpath[PATH_MAX + 32];
+	struct item *items = NULL, **sorted = NULL;
+	size_t n = 0, cap = 0, i, nnew = 0, nchanged = 0, nsame = 0;
+	unsigned lineno = 0, bad = 0;
+	struct meta *m = NULL;
+	char *line = NULL;
+	size_t linecap = 0;
+	ssize_t len;
+	FILE *f;
+	int root = -1, lockfd = -1, rc = X_OK_;
+
+	for (int i2 = 1; i2 < argc; i2++) {
+		if (!strcmp(argv[i2], "-s") && i2 + 1 < argc)
+			store = argv[++i2];
+		else if (!strcmp(argv[i2], "-m") && i2 + 1 < argc)
+			mnt = argv[++i2];
+		else if (!file && (argv[i2][0] != '-' || !strcmp(argv[i2], "-")))
+			file = argv[i2];
+		else {
+			fprintf(stderr, "hsmfsctl: import: unexpected argument '%s'\n", argv[i2]);
+			return X_USAGE;
+		}
+	}
+	if (!file || !!store == !!mnt) {
+		fprintf(stderr, "hsmfsctl: import needs a manifest and one of -s STORE or -m MOUNTPOINT\n");
+		return X_USAGE;
+	}
+	if (mnt) {
+		ssize_t sn = getxattr(mnt, "user.hsmfs.store", store_buf, sizeof(store_buf) - 1);
+
+		if (sn < 0) {
+			fprintf(stderr, "hsmfsctl: '%s' is not an hsmfs mount: %s\n", mnt,
+				strerror(errno));
+			return X_STORE;
+		}
+		store_buf[sn] = '\0';
+		store = store_buf;
+	}
+
+	/* 1. read and check everything; nothing is written unless all is good */
+	f = strcmp(file, "-") ? fopen(file, "r") : stdin;
+	if (!f) {
+		fprintf(stderr, "hsmfsctl: manifest '%s': %s\n", file, strerror(errno));
+		return X_INPUT;
+	}
+	while ((len = getline(&line, &linecap, f)) >= 0) {
+		lineno++;
+		while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+			len--;
+		if (!len || line[strspn(line, " \t")] == '\n')
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 256;
+			items = realloc(items, cap * sizeof(*items));
+			if (!items) {
+				fprintf(stderr, "hsmfsctl: out of memory\n");
+				return X_STORE;
+			}
+		}
+		if (manifest_parse_line(line, len, &items[n].e, err, sizeof(err))) {
+			fprintf(stderr, "%s:%u: %s\n", file, lineno, err);
+			bad++;
+			continue;
+		}
+		items[n++].line = lineno;
+	}
+	free(line);
+	if (f != stdin)
+		fclose(f);
+	sorted = malloc((n ? n : 1) * sizeof(*sorted));
+	for (i = 0; sorted && i < n; i++)
+		sorted[i] = &items[i];
+	if (sorted)
+		qsort(sorted, n, sizeof(*sorted), cmp_items);
+	for (i = 1; sorted && i < n; i++) {
+		const char *a = sorted[i - 1]->e.path, *b = sorted[i]->e.path;
+		size_t la = strlen(a);
+
+		if (!strcmp(a, b))
+			fprintf(stderr, "%s:%u: duplicate path '%s' (first at line %u)\n",
+				file, sorted[i]->line, b, sorted[i - 1]->line), bad++;
+		else if (!strncmp(a, b, la) && b[la] == '/')
+			fprintf(stderr, "%s:%u: '%s' is a file in this manifest (line %u), not a directory\n",
+				file, sorted[i]->line, a, sorted[i - 1]->line), bad++;
+	}
+	if (bad) {
+		fprintf(stderr, "hsmfsctl: %u bad line%s in '%s'; nothing imported\n", bad,
+			bad == 1 ? "" : "s", file);
+		rc = X_INPUT;
+		goto out;
+	}
+
+	/* 2. the store: locked when unmounted, so no daemon runs meanwhile */
+	root = open(store, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0) {
+		fprintf(stderr, "hsmfsctl: store '%s': %s\n", store, strerror(errno));
+		rc = X_STORE;
+		goto out;
+	}
+	snprintf(dbpath, sizeof(dbpath), "%s/.hsmfs", store);
+	mkdir(dbpath, 0700);
+	if (!mnt) {
+		snprintf(dbpath, sizeof(dbpath), "%s/.hsmfs/lock", store);
+		lockfd = open(dbpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) < 0) {
+			fprintf(stderr, "hsmfsctl: store '%s' is mounted; import with -m MOUNTPOINT\n",
+				store);
+			rc = X_STORE;
+			goto out;
+		}
+	}
+	snprintf(dbpath, sizeof(dbpath), "%s/.hsmfs/meta.db", store);
+	if (meta_open(dbpath, &m)) {
+		fprintf(stderr, "hsmfsctl: cannot open '%s': %s\n", dbpath, meta_errmsg(m));
+		rc = X_STORE;
+		goto out;
+	}
+
+	/* 3. apply in batches, each one transaction; a failed batch is undone */
+	for (i = 0; i < n; i += BATCH) {
+		size_t end = i + BATCH < n ? i + BATCH : n, j;
+		bool created[BATCH];
+		int res = meta_begin(m);
+
+		for (j = i; !res && j < end; j++) {
+			enum outcome o;
+
+			res = import_one(root, m, &items[j], &created[j - i], &o, err,
+					 sizeof(err));
+			if (res) {
+				fprintf(stderr, "%s:%u: %s\n", file, items[j].line, err);
+				break;
+			}
+			nnew += o == NEW;
+			nchanged += o == CHANGED;
+			nsame += o == SAME;
+		}
+		if (!res)
+			res = meta_commit(m);
+		if (res) {
+			meta_rollback(m);
+			for (size_t k = i; k < j || (k == j && k < end && created[k - i]); k++)
+				if (created[k - i])
+					remove_path(root, items[k].e.path);
+			fprintf(stderr, "hsmfsctl: import stopped; lines %u to %u were not imported\n",
+				items[i].line, items[n - 1].line);
+			rc = i ? X_PARTIAL : X_INPUT;
+			goto out;
+		}
+	}
+	printf("imported %zu file%s: %zu new, %zu changed, %zu unchanged\n", n,
+	       n == 1 ? "" : "s", nnew, nchanged, nsame);
+out:
+	for (i = 0; i < n; i++)
+		manifest_entry_free(&items[i].e);
+	free(items);
+	free(sorted);
+	meta_close(m);
+	if (root >= 0)
+		close(root);
+	if (lockfd >= 0)
+		close(lockfd);
+	return rc;
+}
+
+/* ------------------------------------------------------------- status */
+
+struct totals {
+	unsigned long long files, size, present;
+};
+
+static void json_str(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char c = *s;
+
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c < 0x20)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+	putchar('"');
+}
+
+static ssize_t xattr(const char *p, const char *name, char *buf, size_t size)
+{
+	ssize_t n = lgetxattr(p, name, buf, size - 1);
+
+	buf[n > 0 ? n : 0] = '\0';
+	return n;
+}
+
+static int status_file(const char *p, const struct stat *st, bool json,
+		       struct totals *t, bool *first)
+{
+	char state[64], present[32], origin[4200];
+	unsigned long long pr;
+
+	if (xattr(p, "user.hsmfs.state", state, sizeof(state)) < 0) {
+		fprintf(stderr, "hsmfsctl: '%s' is not on an hsmfs mount: %s\n", p,
+			strerror(errno));
+		return -1;
+	}
+	xattr(p, "user.hsmfs.present", present, sizeof(present));
+	if (xattr(p, "user.hsmfs.origin", origin, sizeof(origin)) < 0)
+		origin[0] = '\0';
+	pr = strtoull(present, NULL, 10);
+	t->files++;
+	t->size += st->st_size;
+	t->present += pr;
+	if (json) {
+		printf("%s\n  {\"path\": ", *first ? "" : ",");
+		json_str(p);
+		printf(", \"size\": %lld, \"present\": %llu, \"state\": ",
+		       (long long)st->st_size, pr);
+		json_str(state);
+		printf(", \"origin\": ");
+		json_str(origin);
+		printf("}");
+	} else {
+		printf("%-12s %14llu %14lld %5.1f%%  %s\n", state, pr, (long long)st->st_size,
+		       st->st_size ? 100.0 * pr / st->st_size : 100.0, p);
+	}
+	*first = false;
+	return 0;
+}
+
+static int status_walk(const char *p, bool json, struct totals *t, bool *first)
+{
+	struct stat st;
+	DIR *d;
+	struct dirent *de;
+	int res = 0;
+
+	if (lstat(p, &st) < 0) {
+		fprintf(stderr, "hsmfsctl: '%s': %s\n", p, strerror(errno));
+		return -1;
+	}
+	if (S_ISREG(st.st_mode))
+		return status_file(p, &st, json, t, first);
+	if (!S_ISDIR(st.st_mode))
+		return 0;
+	d = opendir(p);
+	if (!d) {
+		fprintf(stderr, "hsmfsctl: '%s': %s\n", p, strerror(errno));
+		return -1;
+	}
+	while ((de = readdir(d))) {
+		char child[PATH_MAX];
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		snprintf(child, sizeof(child), "%s/%s", p, de->d_name);
+		if (status_walk(child, json, t, first))
+			res = -1;
+	}
+	closedir(d);
+	return res;
+}
+
+static int cmd_status(int argc, char **argv)
+{
+	struct totals t = { 0 };
+	bool json = false, first = true;
+	int i, npaths = 0, res = 0;
+
+	for (i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--json"))
+			json = true;
+		else
+			npaths++;
+	if (!npaths) {
+		fprintf(stderr, "hsmfsctl: status needs at least one PATH\n");
+		return X_USAGE;
+	}
+	if (json)
+		printf("{\"files\": [");
+	else
+		printf("%-12s %14s %14s %6s  %s\n", "STATE", "PRESENT", "SIZE", "", "PATH");
+	for (i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--json") && status_walk(argv[i], json, &t, &first))
+			res = X_STORE;
+	if (json)
+		printf("\n], \"total\": {\"files\": %llu, \"size\": %llu, \"present\": %llu}}\n",
+		       t.files, t.size, t.present);
+	else
+		printf("%-12s %14llu %14llu %5.1f%%  %llu file%s\n", "total", t.present, t.size,
+		       t.size ? 100.0 * t.present / t.size : 100.0, t.files,
+		       t.files == 1 ? "" : "s");
+	return res;
+}
+
+/* -------------------------------------------------------------- watch */
+
+static int cmd_watch(int argc, char **argv)
+{
+	struct hsmfs_hook *h;
+	struct hsmfs_event ev;
+	const char *mnt = NULL;
+	bool json = false;
+	int res;
+
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--json"))
+			json = true;
+		else
+			mnt = argv[i];
+	if (!mnt) {
+		fprintf(stderr, "hsmfsctl: watch needs a MOUNTPOINT\n");
+		return X_USAGE;
+	}
+	res = hsmfs_hook_connect(mnt, HSMFS_KIND_WATCH, HSMFS_MASK(HSMFS_EV_PRE_MODIFY),
+				 "hsmfsctl-watch", NULL, &h);
+	if (res) {
+		fprintf(stderr, "hsmfsctl: cannot watch '%s': %s\n", mnt, strerror(-res));
+		return X_STORE;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	while ((res = hsmfs_hook_next(h, &ev)) == 0) {
+		const char *type = ev.type == HSMFS_EV_PRE_MODIFY ? "PRE_MODIFY" :
+				   ev.type == HSMFS_EV_PRE_ACCESS ? "PRE_ACCESS" : "CANCEL";
+
+		if (ev.fd >= 0)
+			close(ev.fd);
+		if (ev.type == HSMFS_EV_CANCEL)
+			continue;
+		if (json) {
+			printf("{\"id\": %llu, \"event\": \"%s\", \"pid\": %u, \"uid\": %u, "
+			       "\"start\": %llu, \"end\": %llu, \"path\": ",
+			       (unsigned long long)ev.id, type, ev.pid, ev.uid,
+			       (unsigned long long)ev.start, (unsigned long long)ev.end);
+			json_str(ev.path);
+			printf("}\n");
+		} else {
+			printf("%s %s [%llu, %llu) pid %u uid %u\n", type, ev.path,
+			       (unsigned long long)ev.start, (unsigned long long)ev.end,
+			       ev.pid, ev.uid);
+		}
+		hsmfs_hook_allow(h, ev.id, 0, 0, 0);
+	}
+	hsmfs_hook_close(h);
+	return res == -ECONNRESET ? 0 : X_STORE;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? X_USAGE : 0;
+	}
+	if (!strcmp(argv[1], "--version")) {
+		printf("hsmfsctl %s\n", HSMFS_VERSION);
+		return 0;
+	}
+	if (!strcmp(argv[1], "import"))
+		return cmd_import(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "status"))
+		return cmd_status(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "watch"))
+		return cmd_watch(argc - 1, argv + 1);
+	fprintf(stderr, "hsmfsctl: unknown command '%s' (see hsmfsctl --help)\n", argv[1]);
+	return X_USAGE;
+}
