@@ -92,7 +92,8 @@ static void copy_str(char *dst, size_t size, struct proto_str s)
 {
 	size_t n = s.len < size - 1 ? s.len : size - 1;
 
-	memcpy(dst, s.p, n);
+	if (n)
+		memcpy(dst, s.p, n);
 	dst[n] = '\0';
 }
 

@@ -494,7 +494,11 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 static int open_flags(int flags)
 {
-	flags &= ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW);
+	/*
+	 * O_DIRECT is the kernel's business on the mount side; the store is
+	 * read into our own unaligned buffers.
+	 */
+	flags &= ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW | O_DIRECT);
 	if (cfg.writeback) {
 		/* the kernel may read pages of a file opened write-only */
 		if ((flags & O_ACCMODE) == O_WRONLY)

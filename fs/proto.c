@@ -30,7 +30,8 @@ static void put_str(struct cur *c, struct proto_str s)
 		c->bad = 1;
 		return;
 	}
-	memcpy(c->w + c->pos, s.p, s.len);
+	if (s.len)
+		memcpy(c->w + c->pos, s.p, s.len);
 	c->pos += s.len;
 }
 

@@ -22,6 +22,9 @@ import time
 import traceback
 
 HSMFS = os.environ.get("HSMFS", "hsmfs")
+HSMFSCTL = os.environ.get("HSMFSCTL", "hsmfsctl")
+PYHOOK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers",
+                      "pyhook.py")
 DEADLINE = float(os.environ.get("HSMFS_TEST_DEADLINE", "30"))
 _n = 0
 _failed = 0
@@ -276,3 +279,66 @@ def tree_snapshot(root):
             snap[os.path.relpath(p, root)] = (st.st_mode, st.st_size,
                                               st.st_mtime_ns, content)
     return snap
+
+
+def wait_for(pred, what, deadline=None):
+    """Poll pred() until true or the deadline; raise with what on timeout."""
+    end = time.monotonic() + (deadline or DEADLINE)
+    while True:
+        r = pred()
+        if r:
+            return r
+        if time.monotonic() > end:
+            raise TimeoutError("waited %ss for %s" % (deadline or DEADLINE, what))
+        time.sleep(0.005)
+
+
+class Hook:
+    """A pyhook.py process; its log (one JSON object a line) is the signal."""
+
+    def __init__(self, mnt, *args):
+        import json
+        self.json = json
+        d = tmpdir("hsmfs-hook-")
+        self.dir = d
+        self.logpath = os.path.join(d, "log")
+        open(self.logpath, "w").close()
+        self.proc = subprocess.Popen([sys.executable, PYHOOK, mnt, "--log", self.logpath] +
+                                     list(args), stderr=subprocess.PIPE)
+        wait_for(lambda: any("welcome" in l for l in self.lines()) or
+                 self.proc.poll() is not None, "hook welcome")
+        if self.proc.poll() is not None:
+            raise DaemonError("hook exited: %s" % self.proc.stderr.read().decode())
+
+    def lines(self):
+        with open(self.logpath) as f:
+            return [self.json.loads(l) for l in f if l.endswith("\n")]
+
+    def events(self, etype=None):
+        return [l for l in self.lines() if "id" in l and (etype is None or l["type"] == etype)]
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return False
+
+
+def import_manifest(mnt, entries):
+    """hsmfsctl import -m MNT of entries (dicts); returns (status, output)."""
+    import json
+    d = tmpdir("hsmfs-man-")
+    p = os.path.join(d, "m.jsonl")
+    with open(p, "w") as f:
+        for e in entries:
+            f.write(json.dumps(e) + "\n")
+    r = run([HSMFSCTL, "import", "-m", mnt, p])
+    shutil.rmtree(d, ignore_errors=True)
+    return r

@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""Pre-content events: ranges, answers, coalescing, timeouts, failures.
+
+The checks of LTP fanotify24/fanotify07 and the DMAPI event boundary
+tests, ported to hsmfs: exact required ranges (O_DIRECT and MADV_RANDOM
+keep the kernel from widening them), deny errnos reaching the caller,
+one event per missing range however many readers, no event for resident
+data, hooks that die, hang, or report progress.  The fill hook is
+tests/helpers/pyhook.py, written from hsmfs-hooks(7).
+"""
+import errno
+import mmap
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+import pyhook  # noqa: E402
+from harness import (Hook, Mount, diag, eq, import_manifest, main, ok, run,
+                     tmpdir, wait_for, DEADLINE)
+
+P = 4096
+
+
+def make_files(m, mirror, files):
+    """files: {name: bytes}.  Mirror them and import placeholders."""
+    entries = []
+    for name, data in files.items():
+        p = os.path.join(mirror, name)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "wb") as f:
+            f.write(data)
+        entries.append({"path": name, "size": len(data), "url": "file://" + p})
+    rc, out = import_manifest(m.mnt, entries)
+    if rc != 0:
+        raise RuntimeError("import failed: " + out)
+
+
+def dread(path, off, n):
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    try:
+        return os.pread(fd, n, off)
+    finally:
+        os.close(fd)
+
+
+def read_all(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def errno_of(fn):
+    try:
+        fn()
+    except OSError as e:
+        return e.errno
+    return 0
+
+
+def test():
+    mirror = tmpdir("hsmfs-mirror-")
+    data = os.urandom(300 * P)
+    with Mount(opts="timeout=3") as m:
+        make_files(m, mirror, {"f": data, "g": data, "h": data, "r": data[:10 * P],
+                               "deny/eio": data[:P], "deny/eperm": data[:P],
+                               "deny/ebusy": data[:P], "deny/odd": data[:P]})
+        with Hook(m.mnt, "--mirror", mirror, "--fill", "required") as h:
+            # pread 256 bytes at 2 pages: required {2P, P}
+            got = dread(m.path("f"), 2 * P, 256)
+            eq(got, data[2 * P:2 * P + 256], "O_DIRECT pread of a placeholder returns origin bytes")
+            evs = h.events("PRE_ACCESS")
+            eq([(e["start"], e["end"]) for e in evs], [(2 * P, 3 * P)],
+               "pread 256 at 2*PAGE: one event, required [2P, 3P)")
+            ok(evs and evs[0]["pid"] == os.getpid(), "event carries the reader's pid")
+            ok(evs and evs[0]["path"] == "f" and evs[0]["size"] == len(data) and
+               evs[0]["origin"].startswith("file://") and evs[0]["has_fd"],
+               "event carries path, size, origin and a descriptor")
+            ok(evs and evs[0]["hint_start"] <= 2 * P and evs[0]["hint_end"] >= 3 * P and
+               evs[0]["hint_start"] % (1 << 20) == 0,
+               "hint is chunk-aligned and covers the required range")
+
+            # one-byte boundaries around a present range [2P, 3P)
+            before = len(h.events())
+            eq(dread(m.path("f"), 2 * P, P), data[2 * P:3 * P], "present page re-read")
+            eq(len(h.events()), before, "reading a present range sends nothing")
+            dread(m.path("f"), 2 * P - 1, 2)
+            eq([(e["start"], e["end"]) for e in h.events()[before:]], [(P, 2 * P)],
+               "read one byte before the present start: only the missing page")
+            before = len(h.events())
+            dread(m.path("f"), 3 * P - 1, 2)
+            eq([(e["start"], e["end"]) for e in h.events()[before:]], [(3 * P, 4 * P)],
+               "read one byte past the present end: only the missing page")
+            before = len(h.events())
+            got = dread(m.path("f"), 0, 6 * P)
+            eq(got, data[:6 * P], "read across present and missing ranges")
+            eq(sorted((e["start"], e["end"]) for e in h.events()[before:]),
+               [(0, P), (4 * P, 6 * P)], "only the missing parts are asked for")
+
+            # mmap of 2 pages at page 100, then touching them
+            before = len(h.events())
+            fd = os.open(m.path("g"), os.O_RDONLY)
+            mm = mmap.mmap(fd, 2 * P, mmap.MAP_SHARED, mmap.PROT_READ, offset=100 * P)
+            mm.madvise(mmap.MADV_RANDOM)
+            eq(mm[0:P] + mm[P:2 * P], data[100 * P:102 * P], "mmap page faults read origin bytes")
+            mm.close()
+            os.close(fd)
+            evs = h.events()[before:]
+            ok(evs and all(100 * P <= e["start"] < e["end"] <= 102 * P for e in evs),
+               "mmap faults: PRE_ACCESS ranges inside [100P, 102P): %r" %
+               [(e["start"] // P, e["end"] // P) for e in evs])
+
+            # a file read to the end becomes resident and stops raising events
+            eq(read_all(m.path("r")), data[:10 * P], "whole small file")
+            eq(os.getxattr(m.path("r"), "user.hsmfs.state"), b"resident",
+               "file read fully is resident")
+            before = len(h.events())
+            fd = os.open(m.path("r"), os.O_RDONLY)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            os.close(fd)
+            eq(dread(m.path("r"), 0, 10 * P), data[:10 * P], "resident re-read")
+            eq(len(h.events()), before, "resident file raises no event")
+            with open(m.path("plain"), "wb") as f:
+                f.write(b"local")
+            eq(read_all(m.path("plain")), b"local", "plain file read")
+            eq(len(h.events()), before, "a file with no state raises no event")
+
+        # deny answers reach the caller as that errno
+        for name, err in [("eio", errno.EIO), ("eperm", errno.EPERM), ("ebusy", errno.EBUSY),
+                          ("odd", errno.EXDEV)]:
+            with Hook(m.mnt, "--mode", "deny", "--errno", str(err)) as h:
+                want = err if err != errno.EXDEV else errno.EIO
+                eq(errno_of(lambda: dread(m.path("deny", name), 0, 10)), want,
+                   "deny with %s gives %s" % (errno.errorcode[err], errno.errorcode[want]))
+                eq(len(h.events()), 1, "exactly one event for the denied read")
+
+        # 16 readers on the same missing range: one event
+        with Hook(m.mnt, "--mirror", mirror, "--delay", "0.3") as h:
+            results = []
+
+            def reader():
+                results.append(dread(m.path("h"), 50 * P, P))
+            threads = [threading.Thread(target=reader) for _ in range(16)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            ok(len(results) == 16 and all(r == data[50 * P:51 * P] for r in results),
+               "16 concurrent readers all get the right bytes")
+            eq(len(h.events()), 1, "16 readers of one missing range: one event")
+
+        # 1000 files read in parallel: no event lost or duplicated
+        files = {"many/%04d" % i: os.urandom(5000 + i) for i in range(1000)}
+        make_files(m, mirror, files)
+        with Hook(m.mnt, "--mirror", mirror) as h:
+            errors = []
+            names = sorted(files)
+
+            def worker(k):
+                for n in names[k::16]:
+                    if read_all(m.path(n)) != files[n]:
+                        errors.append(n)
+            threads = [threading.Thread(target=worker, args=(k,)) for k in range(16)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            ok(not errors, "1000 files read in parallel, all bytes right")
+            evs = h.events()
+            eq(len(evs), 1000, "1000 events: none lost")
+            eq(len({e["path"] for e in evs}), 1000, "no file asked for twice")
+        rc, out = run([os.environ.get("HSMFSCTL", "hsmfsctl"), "status", m.path("many")])
+        ok(rc == 0 and out.strip().splitlines()[-1].split()[0:2] ==
+           ["total", str(sum(len(v) for v in files.values()))],
+           "hsmfsctl status totals the present bytes")
+    import shutil
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
+def test_failures():
+    mirror = tmpdir("hsmfs-mirror-")
+    data = os.urandom(64 * P)
+    with Mount(opts="timeout=2") as m:
+        make_files(m, mirror, {"a": data, "b": data, "c": data, "d": data, "e": data})
+
+        # hook killed with an event pending: the reader waits for the next hook
+        with Hook(m.mnt, "--mode", "silent") as h:
+            out = {}
+            t = threading.Thread(target=lambda: out.update(r=dread(m.path("a"), 0, P)))
+            t.start()
+            wait_for(lambda: h.events(), "the event reached the silent hook")
+            h.kill()
+            with Hook(m.mnt, "--mirror", mirror) as h2:
+                t.join()
+                eq(out.get("r"), data[:P], "pending read served by the next hook, not zeros")
+                eq(len(h2.events()), 1, "the event was redelivered to the new hook")
+
+        # a hook that never answers: EIO after the timeout, a CANCEL, and
+        # its late answer is ignored while the connection keeps working
+        s, _ = pyhook.connect(m.mnt)
+        out = {}
+        t = threading.Thread(target=lambda: out.update(e=errno_of(lambda: dread(m.path("b"), 0, P))))
+        t.start()
+        frame, fds = pyhook.recv_frame(s)
+        for fd in fds:
+            os.close(fd)
+        ev = pyhook.parse_event(frame[8:], 1)
+        frame, fds = pyhook.recv_frame(s)
+        eq(frame[4], pyhook.CANCEL, "the hook gets CANCEL when the event times out")
+        t.join()
+        eq(out.get("e"), errno.EIO, "unanswered event: EIO after the timeout")
+        pyhook.answer(s, ev["id"], pyhook.ALLOW, 0, 0, P)
+        ok(all(b == 0 for b in open(m.spath("b"), "rb").read(P)) and
+           os.getxattr(m.path("b"), "user.hsmfs.present") == b"0",
+           "late answer ignored: nothing marked present")
+        t = threading.Thread(target=lambda: out.update(r=dread(m.path("b"), 0, P)))
+        t.start()
+        frame, fds = pyhook.recv_frame(s)
+        ev = pyhook.parse_event(frame[8:], 1)
+        os.pwrite(fds[0], data[ev["start"]:ev["end"]], ev["start"])
+        os.close(fds[0])
+        pyhook.answer(s, ev["id"], pyhook.ALLOW, 0, ev["start"], ev["end"])
+        t.join()
+        eq(out.get("r"), data[:P], "the same connection serves the next event")
+        s.close()
+
+        # PROGRESS keeps a slow fill alive past the timeout
+        with Hook(m.mnt, "--mirror", mirror, "--delay", "3", "--progress", "0.4") as h:
+            eq(dread(m.path("c"), 0, P), data[:P], "slow fill with PROGRESS outlives the timeout")
+
+        # no fill hook at all: the read waits up to the timeout, then EIO
+        eq(errno_of(lambda: dread(m.path("d"), 0, P)), errno.EIO,
+           "no hook: EIO after the timeout")
+
+        # a reader killed while it waits leaves the mount healthy
+        with Hook(m.mnt, "--mode", "silent") as h:
+            p = subprocess.Popen([sys.executable, "-c",
+                                  "import os; fd=os.open(%r, os.O_RDONLY|os.O_DIRECT); os.pread(fd, 4096, 0)"
+                                  % m.path("e")])
+            wait_for(lambda: h.events(), "the killed reader's event")
+            p.kill()
+            p.wait()
+        with Hook(m.mnt, "--mirror", mirror) as h:
+            eq(dread(m.path("e"), 0, P), data[:P], "after a killed reader the file still reads")
+    with Mount(opts="nohook=fail") as m:
+        make_files(m, mirror, {"x": data})
+        eq(errno_of(lambda: dread(m.path("x"), 0, P)), errno.EIO, "nohook=fail: EIO at once")
+    import shutil
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main(lambda: (test(), test_failures()))
