@@ -24,6 +24,7 @@
 #include "hsmfs/hook.h"
 #include "manifest.h"
 #include "meta.h"
+#include "store.h"
 
 enum { X_OK_ = 0, X_USAGE = 1, X_INPUT = 2, X_STORE = 3, X_PARTIAL = 4 };
 #define BATCH 1000
@@ -168,6 +169,20 @@ static int import_one(int root, struct meta *m, struct item *it, bool *created,
 		snprintf(err, errlen, "cannot size '%s': %s", it->e.path, strerror(-res));
 		close(fd);
 		return res;
+	}
+	if (it->e.size) {
+		char mark[8300];
+		int mn = snprintf(mark, sizeof(mark), "%s\n%s", it->e.url ? it->e.url : "",
+				  it->e.version ? it->e.version : "");
+		static bool warned;
+
+		if (fsetxattr(fd, STORE_MARKER_XATTR, mark,
+			      mn < (int)sizeof(mark) ? mn : (int)sizeof(mark) - 1, 0) < 0 &&
+		    !warned) {
+			warned = true;
+			fprintf(stderr, "hsmfsctl: warning: cannot mark placeholders in the store (%s); "
+				"a lost database could not be rebuilt\n", strerror(errno));
+		}
 	}
 	close(fd);
 	memset(&row, 0, sizeof(row));

@@ -7,9 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "events.h"
+#include "store.h"
 #include "hooks.h"
 #include "inode.h"
 #include "log.h"
@@ -181,8 +183,8 @@ int events_load(struct inode *in)
 	fs->in = in;
 	free(f.sha256);
 	inode_set_state(in, fs);
-	if ((fs->state == META_PLACEHOLDER || fs->state == META_PARTIAL) &&
-	    !rs_contains(&fs->present, 0, fs->size))
+	/* dirty files too: their missing ranges are fetched, never zeros */
+	if (!rs_contains(&fs->present, 0, fs->size))
 		inode_flags_set(in, INODE_NONRESIDENT);
 	inode_flags_set(in, INODE_STATEFUL | INODE_LOADED);
 	pthread_mutex_unlock(&E.lock);
@@ -204,11 +206,14 @@ static void persist_later(struct fstate *fs)
 /* After present grew: update the state name and the read-path bit. */
 static void present_changed(struct fstate *fs)
 {
+	bool all = rs_contains(&fs->present, 0, fs->size);
+
+	if (all)
+		inode_flags_clear(fs->in, INODE_NONRESIDENT);
 	if (fs->state == META_DIRTY)
 		return;
-	if (rs_contains(&fs->present, 0, fs->size)) {
+	if (all) {
 		fs->state = META_RESIDENT;
-		inode_flags_clear(fs->in, INODE_NONRESIDENT);
 	} else {
 		fs->state = fs->present.n ? META_PARTIAL : META_PLACEHOLDER;
 	}
@@ -271,6 +276,22 @@ static void write_batch(struct fstate *batch)
 				meta_errmsg(E.cfg.meta));
 			meta_rollback(E.cfg.meta);
 		}
+	}
+	/* fully present: the store file no longer needs its marker */
+	i = 0;
+	for (fs = batch; snaps && fs; fs = fs->wnext, i++) {
+		char path[32];
+		int fd;
+
+		if (!snaps[i].ino || !snaps[i].rs.n || snaps[i].rs.v[0].start != 0 ||
+		    snaps[i].rs.v[0].end < fs->size)
+			continue;
+		fd = inode_fd_get(fs->in);
+		if (fd < 0)
+			continue;
+		inode_proc_path(fd, path);
+		removexattr(path, STORE_MARKER_XATTR);
+		inode_fd_put(fs->in);
 	}
 	for (i = 0; snaps && i < n; i++)
 		rs_clear(&snaps[i].rs);

@@ -23,6 +23,7 @@
 #include "hooks.h"
 #include "inode.h"
 #include "meta.h"
+#include "rebuild.h"
 #include "log.h"
 #include "ops.h"
 #include "opts.h"
@@ -127,8 +128,9 @@ static char *escape_commas(const char *s)
  * aside (never trusted: every file it described becomes unknown, so
  * nothing is served as present) and a new one is made.
  */
-static int open_meta(const char *store_path, struct meta **ret)
+static int open_meta(const char *store_path, int root_fd, struct meta **ret)
 {
+	uint64_t found = 0;
 	char path[PATH_MAX + 64], aside[PATH_MAX + 96];
 	int res;
 
@@ -145,9 +147,13 @@ static int open_meta(const char *store_path, struct meta **ret)
 		snprintf(p, sizeof(p), "%s%s", path, sfx);
 		unlink(p);
 	}
-	log_err("metadata database '%s' was corrupt; moved to '%s' and started afresh",
-		path, aside);
-	return meta_open(path, ret);
+	res = meta_open(path, ret);
+	if (!res)
+		res = rebuild_from_marks(root_fd, *ret, &found);
+	log_err("metadata database '%s' was corrupt: moved aside to '%s', %llu placeholder%s recreated from the store's marks%s",
+		path, aside, (unsigned long long)found, found == 1 ? "" : "s",
+		res ? " (incomplete)" : "");
+	return res;
 }
 
 static unsigned default_fd_cache(void)
@@ -277,7 +283,7 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 	umask(0); /* modes arrive from the kernel with the caller's umask applied */
-	res = open_meta(store_path, &meta);
+	res = open_meta(store_path, store.root_fd, &meta);
 	if (res) {
 		log_err("cannot open the metadata database in '%s/%s': %s",
 			store_path, STORE_STATE_DIR, meta ? meta_errmsg(meta) : strerror(-res));

@@ -19,6 +19,15 @@
 #define STORE_STATE_DIR ".hsmfs"
 #define STORE_LOCK_FILE "lock"
 
+/*
+ * Every file that may have missing ranges carries this xattr in the
+ * store (value: origin, a newline, version), set at import and removed
+ * once all its bytes are present.  It is the second source of truth:
+ * if the database is lost, the files that carry it are placeholders
+ * again, never files of zeros.
+ */
+#define STORE_MARKER_XATTR "user.hsmfs.placeholder"
+
 struct store {
 	int root_fd;  /* O_PATH|O_DIRECTORY descriptor of STORE */
 	int state_fd; /* O_PATH|O_DIRECTORY descriptor of STORE/.hsmfs */

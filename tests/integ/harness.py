@@ -41,8 +41,8 @@ def ok(cond, desc):
 
 def eq(got, want, desc):
     if not ok(got == want, desc):
-        diag("got:  %.2000r" % (got,))
-        diag("want: %.2000r" % (want,))
+        diag("got:  %.300r" % (got,))
+        diag("want: %.300r" % (want,))
         return False
     return True
 
