@@ -141,10 +141,10 @@ static int open_meta(const char *store_path, int root_fd, struct meta **ret)
 	snprintf(aside, sizeof(aside), "%s.corrupt-%ld", path, (long)time(NULL));
 	if (rename(path, aside) < 0)
 		return -errno;
-	for (const char *sfx = "-wal\0-shm"; *sfx; sfx += strlen(sfx) + 1) {
+	for (int i = 0; i < 2; i++) {
 		char p[PATH_MAX + 80];
 
-		snprintf(p, sizeof(p), "%s%s", path, sfx);
+		snprintf(p, sizeof(p), "%s%s", path, i ? "-shm" : "-wal");
 		unlink(p);
 	}
 	res = meta_open(path, ret);
