@@ -2,8 +2,9 @@
  * hsmfs-mirror - an example fill hook: copies missing ranges from a
  * local mirror directory that has the same tree as the mount.
  *
- *   hsmfs-mirror MOUNTPOINT MIRROR
+ *   hsmfs-mirror MIRROR MOUNTPOINT
  *
+ * (the mountpoint last, so that -o hook=hsmfs-mirror\ MIRROR works).
  * For each PRE_ACCESS event it reads the hint range of MIRROR/PATH,
  * writes it through the descriptor that came with the event, and allows
  * the range it filled; a missing mirror file is denied with EIO.
@@ -52,19 +53,19 @@ int main(int argc, char **argv)
 	int mirror, res;
 
 	if (argc != 3 || !strcmp(argv[1], "--help")) {
-		fprintf(stderr, "usage: hsmfs-mirror MOUNTPOINT MIRROR\n");
+		fprintf(stderr, "usage: hsmfs-mirror MIRROR MOUNTPOINT\n");
 		return argc == 2 ? 0 : 1;
 	}
-	mirror = open(argv[2], O_PATH | O_DIRECTORY | O_CLOEXEC);
+	mirror = open(argv[1], O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (mirror < 0) {
-		fprintf(stderr, "hsmfs-mirror: mirror '%s': %s\n", argv[2], strerror(errno));
+		fprintf(stderr, "hsmfs-mirror: mirror '%s': %s\n", argv[1], strerror(errno));
 		return 1;
 	}
-	res = hsmfs_hook_connect(argv[1], HSMFS_KIND_FILL,
+	res = hsmfs_hook_connect(argv[2], HSMFS_KIND_FILL,
 				 HSMFS_MASK(HSMFS_EV_PRE_ACCESS), "hsmfs-mirror",
 				 NULL, &h);
 	if (res) {
-		fprintf(stderr, "hsmfs-mirror: cannot connect to '%s': %s\n", argv[1],
+		fprintf(stderr, "hsmfs-mirror: cannot connect to '%s': %s\n", argv[2],
 			strerror(-res));
 		return 1;
 	}

@@ -28,6 +28,7 @@
 #include "ops.h"
 #include "opts.h"
 #include "store.h"
+#include "supervise.h"
 
 enum { EXIT_USAGE = 1, EXIT_STORE = 2, EXIT_MNT = 3, EXIT_MOUNT = 4,
        EXIT_SERVE = 5 };
@@ -57,6 +58,7 @@ static void usage(void)
 "  nohook=wait|fail   with no fill hook: wait up to the timeout, or fail now\n"
 "  max_pending=N      events in flight at once (default 1024)\n"
 "  chunk=SIZE         alignment of fill hints (default 1M)\n"
+"  hook=COMMAND       start COMMAND MOUNTPOINT as a hook, restart it if it exits\n"
 "  no_default_permissions  with allow_other, let hsmfs run every access\n"
 "                     with its own rights instead of the kernel's checks\n"
 "\n"
@@ -223,7 +225,7 @@ int main(int argc, char *argv[])
 	struct ops_config ocfg;
 	struct store store = { -1, -1, -1 };
 	struct meta *meta = NULL;
-	bool events_up = false, hooks_up = false;
+	bool events_up = false, hooks_up = false, hook_up = false;
 	char err[512], *store_path = NULL, *mnt_path = NULL, *esc, *fsname = NULL;
 	bool mounted = false, handlers = false, table = false;
 	int res, rc = 0;
@@ -375,6 +377,15 @@ int main(int argc, char *argv[])
 			goto out;
 		}
 	}
+	if (o.hook) {
+		res = supervise_start(o.hook, mnt_path);
+		if (res) {
+			log_err("cannot supervise hook '%s': %s", o.hook, strerror(-res));
+			rc = EXIT_SERVE;
+			goto out;
+		}
+		hook_up = true;
+	}
 
 	if (o.single_thread) {
 		res = fuse_session_loop(se);
@@ -396,6 +407,8 @@ int main(int argc, char *argv[])
 	}
 
 out:
+	if (hook_up)
+		supervise_stop();
 	if (hooks_up)
 		hooks_stop();
 	if (events_up)

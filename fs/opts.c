@@ -178,6 +178,13 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 				    opt, OPTS_TIMEOUT_MAX);
 		return 0;
 	}
+	if (KEY("hook")) {
+		if (!val || !*val)
+			return fail(err, errlen, "option 'hook=' needs a command");
+		free(o->hook);
+		o->hook = strdup(val);
+		return o->hook ? 0 : fail(err, errlen, "out of memory");
+	}
 	if (KEY("nohook")) {
 		if (val && (!strcmp(val, "wait") || !strcmp(val, "fail"))) {
 			o->nohook_fail = !strcmp(val, "fail");
@@ -366,7 +373,8 @@ void opts_free(struct hsmfs_opts *o)
 	free(o->store);
 	free(o->mountpoint);
 	free(o->fuse_opts);
-	o->store = o->mountpoint = o->fuse_opts = NULL;
+	free(o->hook);
+	o->store = o->mountpoint = o->fuse_opts = o->hook = NULL;
 }
 
 bool opts_fuse_conf_allows_other(const char *text)

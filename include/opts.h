@@ -62,6 +62,7 @@ struct hsmfs_opts {
 	bool nohook_fail;        /* nohook=fail: no fill hook fails at once */
 	unsigned max_pending;    /* event slots, default 1024 */
 	unsigned long long chunk; /* hint alignment, default 1 MiB */
+	char *hook;              /* hook=COMMAND to start and supervise, or NULL */
 	char *fuse_opts;         /* kernel options for libfuse, never NULL */
 };
 

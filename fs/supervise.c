@@ -1,0 +1,164 @@
+/* supervise.c - see include/supervise.h */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "supervise.h"
+
+extern char **environ;
+
+static struct {
+	char *command, *mountpoint;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool running, stopping;
+	pid_t pid;
+} S = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Spawn the hook with its output on a pipe; returns the read end. */
+static int spawn(pid_t *ret_pid)
+{
+	posix_spawn_file_actions_t fa;
+	char *argv[] = { "/bin/sh", "-c", NULL, "hsmfs-hook", S.mountpoint, NULL };
+	char *script;
+	int p[2], res;
+
+	if (asprintf(&script, "exec %s \"$1\"", S.command) < 0)
+		return -ENOMEM;
+	argv[2] = script;
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		free(script);
+		return -errno;
+	}
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, p[1], STDOUT_FILENO);
+	posix_spawn_file_actions_adddup2(&fa, p[1], STDERR_FILENO);
+	posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+	res = posix_spawn(ret_pid, "/bin/sh", &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(p[1]);
+	free(script);
+	if (res) {
+		close(p[0]);
+		return -res;
+	}
+	return p[0];
+}
+
+static void *supervise_main(void *arg)
+{
+	double backoff = 0.1;
+
+	pthread_mutex_lock(&S.lock);
+	while (!S.stopping) {
+		char buf[4096], line[4096];
+		size_t used = 0;
+		double started = now();
+		pid_t pid;
+		int status, fd;
+
+		pthread_mutex_unlock(&S.lock);
+		fd = spawn(&pid);
+		pthread_mutex_lock(&S.lock);
+		if (fd < 0) {
+			log_err("hook '%s' cannot start: %s", S.command, strerror(-fd));
+		} else {
+			S.pid = pid;
+			log_info("hook '%s' started (pid %d)", S.command, (int)pid);
+			pthread_mutex_unlock(&S.lock);
+			for (;;) {
+				ssize_t n = read(fd, buf, sizeof(buf));
+
+				if (n <= 0)
+					break;
+				for (ssize_t i = 0; i < n; i++) {
+					if (buf[i] == '\n' || used == sizeof(line) - 1) {
+						line[used] = '\0';
+						log_info("hook: %s", line);
+						used = 0;
+					}
+					if (buf[i] != '\n')
+						line[used++] = buf[i];
+				}
+			}
+			close(fd);
+			waitpid(pid, &status, 0);
+			pthread_mutex_lock(&S.lock);
+			S.pid = 0;
+			if (S.stopping)
+				break;
+			if (WIFEXITED(status))
+				log_warn("hook '%s' exited with status %d", S.command,
+					 WEXITSTATUS(status));
+			else
+				log_warn("hook '%s' killed by signal %d", S.command,
+					 WTERMSIG(status));
+		}
+		if (now() - started > 60)
+			backoff = 0.1;
+		struct timespec until;
+
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += (time_t)backoff;
+		until.tv_nsec += (long)((backoff - (time_t)backoff) * 1e9);
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		while (!S.stopping &&
+		       pthread_cond_timedwait(&S.cond, &S.lock, &until) != ETIMEDOUT)
+			;
+		backoff = backoff * 2 > 30 ? 30 : backoff * 2;
+	}
+	pthread_mutex_unlock(&S.lock);
+	return NULL;
+}
+
+int supervise_start(const char *command, const char *mountpoint)
+{
+	S.command = strdup(command);
+	S.mountpoint = strdup(mountpoint);
+	if (!S.command || !S.mountpoint)
+		return -ENOMEM;
+	if (pthread_create(&S.thread, NULL, supervise_main, NULL))
+		return -EAGAIN;
+	S.running = true;
+	return 0;
+}
+
+void supervise_stop(void)
+{
+	if (S.running) {
+		pthread_mutex_lock(&S.lock);
+		S.stopping = true;
+		if (S.pid > 0)
+			kill(S.pid, SIGTERM);
+		pthread_cond_signal(&S.cond);
+		pthread_mutex_unlock(&S.lock);
+		pthread_join(S.thread, NULL);
+		S.running = false;
+	}
+	free(S.command);
+	free(S.mountpoint);
+	S.command = S.mountpoint = NULL;
+}

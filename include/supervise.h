@@ -1,0 +1,19 @@
+/*
+ * supervise.h - run the mount's own hook (-o hook=COMMAND) and keep it
+ * running.
+ *
+ * Once the mount is live, COMMAND is run by /bin/sh with the mountpoint
+ * as its last argument and in $HSMFS_MOUNTPOINT.  Its standard output
+ * and error go to hsmfs's log, a line at a time.  When it exits it is
+ * started again after a backoff that doubles from 0.1 s up to 30 s and
+ * starts over once a run lasted a minute.  At unmount it gets SIGTERM.
+ * One thread does all of this; nothing here touches FUSE.
+ */
+#ifndef HSMFS_SUPERVISE_H
+#define HSMFS_SUPERVISE_H
+
+/* Copies its arguments.  0 or -errno. */
+int supervise_start(const char *command, const char *mountpoint);
+void supervise_stop(void);
+
+#endif

@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""-o hook=COMMAND: hsmfs starts its hook, restarts it, stops it.
+
+Also runs the C example hook, hsmfs-mirror, the way a user would.
+"""
+import os
+import re
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (HSMFS, PYHOOK, Mount, eq, import_manifest, main, ok, tmpdir,
+                     wait_for)  # noqa: E402
+
+
+def started(m):
+    return [int(p) for p in re.findall(r"started \(pid (\d+)\)", m.output())]
+
+
+def test():
+    mirror = tmpdir("hsmfs-mirror-")
+    data = {n: os.urandom(100000 + i) for i, n in enumerate("abc")}
+    for n, d in data.items():
+        with open(os.path.join(mirror, n), "wb") as f:
+            f.write(d)
+    log = os.path.join(mirror, "hook.log")
+    cmd = "%s %s --log %s --mirror %s" % (sys.executable, PYHOOK, log, mirror)
+    with Mount(opts="hook=" + cmd.replace(",", "\\,")) as m:
+        eq(import_manifest(m.mnt, [{"path": n, "size": len(d)} for n, d in data.items()])[0], 0,
+           "import")
+        with open(m.path("a"), "rb") as f:
+            eq(f.read(), data["a"], "the supervised hook fills reads")
+        pids = wait_for(lambda: started(m), "hook start line in the log")
+        os.kill(pids[0], signal.SIGKILL)
+        wait_for(lambda: len(started(m)) >= 2, "the hook restarted")
+        ok("killed by signal 9" in m.output(), "the hook's death is logged")
+        with open(m.path("b"), "rb") as f:
+            eq(f.read(), data["b"], "the restarted hook fills reads")
+        last = started(m)[-1]
+    ok(not os.path.exists("/proc/%d" % last) or
+       open("/proc/%d/stat" % last).read().split()[2] == "Z",
+       "the hook is stopped at unmount")
+
+    mirror_bin = os.path.join(os.path.dirname(HSMFS), "hsmfs-mirror")
+    with Mount(opts="hook=%s %s" % (mirror_bin, mirror)) as m:
+        eq(import_manifest(m.mnt, [{"path": "c", "size": len(data["c"])}])[0], 0, "import")
+        with open(m.path("c"), "rb") as f:
+            eq(f.read(), data["c"], "hsmfs-mirror (the C example hook) fills reads")
+    import shutil
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main(test)
