@@ -1,19 +1,22 @@
 #!/bin/bash
-# The README's first command: install, build, and show a mount working.
+# The README's first command: install, build, and show a lazy-fetch mount.
 #
 #   sudo tests/demo.sh
 #
 # Installs the Debian packages hsmfs needs, builds it, installs it to
 # /usr/local (so mount(8) and fstab find it), then, as the user who ran
-# sudo, mounts a sample store, shows reads and writes passing through to
-# the store, and unmounts.  Nothing is left mounted.
+# sudo, makes a lazy-fetch mount of a sample tree whose bytes live in a
+# local "origin" directory (a slow tier), with hsmfs-mirror as the fill
+# hook: the first read of a range fetches it, the second does not.
+# Nothing is left mounted.
 set -eu
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" = 0 ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	apt-get install -y -qq build-essential meson ninja-build pkg-config \
-		python3 fuse3 libfuse3-dev libsqlite3-dev libcurl4-openssl-dev >/dev/null
+		python3 fuse3 libfuse3-dev libsqlite3-dev sqlite3 \
+		libcurl4-openssl-dev >/dev/null
 	[ -d build ] || meson setup build >/dev/null
 	ninja -C build >/dev/null
 	meson install -C build --quiet
@@ -21,25 +24,40 @@ if [ "$(id -u)" = 0 ]; then
 		exec runuser -u "$SUDO_USER" -- "$0" --as-user
 	fi
 fi
-hsmfs=$(command -v hsmfs || echo /usr/local/sbin/hsmfs)
+PATH=/usr/local/sbin:/usr/local/bin:$PATH
 demo=$(mktemp -d /tmp/hsmfs-demo.XXXXXX)
+[ -n "$demo" ] && [ -d "$demo" ] || exit 1
 trap 'fusermount3 -u "$demo/mnt" 2>/dev/null; rm -rf "$demo"' EXIT
-mkdir -p "$demo/store/docs" "$demo/mnt"
-echo "hello from the store" >"$demo/store/docs/hello.txt"
-truncate -s 1G "$demo/store/sparse.img"
+cd "$demo"
+mkdir -p origin/docs store mnt
+echo "hello from the origin" >origin/docs/hello.txt
+head -c 64M /dev/urandom >origin/big.bin
+for f in docs/hello.txt big.bin; do
+	printf '{"path": "%s", "size": %s, "url": "file://%s"}\n' \
+		"$f" "$(stat -c %s "origin/$f")" "$demo/origin/$f"
+done >manifest.jsonl
+say() { printf '\n$ %s\n' "$*"; }
 
-echo "\$ hsmfs $demo/store $demo/mnt"
-"$hsmfs" "$demo/store" "$demo/mnt"
-echo "\$ ls -l $demo/mnt"
-ls -l "$demo/mnt"
-echo "\$ cat $demo/mnt/docs/hello.txt"
-cat "$demo/mnt/docs/hello.txt"
-echo "\$ echo written through the mount > $demo/mnt/docs/new.txt"
-echo "written through the mount" >"$demo/mnt/docs/new.txt"
-echo "\$ cat $demo/store/docs/new.txt    # the store has it"
-cat "$demo/store/docs/new.txt"
-echo "\$ ls -a $demo/mnt    # STORE/.hsmfs stays hidden"
-ls -a "$demo/mnt"
-echo "\$ fusermount3 -u $demo/mnt"
-fusermount3 -u "$demo/mnt"
-echo "demo done: hsmfs is installed as $hsmfs"
+echo "In $demo: origin/ is a slow tier, mnt/ the lazy mount of store/."
+say hsmfsctl import -s store manifest.jsonl
+hsmfsctl import -s store manifest.jsonl
+say hsmfs store mnt -o "hook=hsmfs-mirror origin"
+hsmfs store mnt -o "hook=hsmfs-mirror $demo/origin"
+say "ls -l mnt            # names and sizes are local, no byte is here yet"
+ls -l mnt
+hsmfsctl status mnt
+say "dd if=mnt/big.bin bs=4k skip=2560 count=1   # first touch fetches one 1 MiB chunk"
+dd if=mnt/big.bin of=/dev/null bs=4k skip=2560 count=1 2>&1 | tail -1
+hsmfsctl status mnt
+say "dd if=mnt/big.bin bs=4k skip=2560 count=1   # again: served from the store, nothing fetched"
+dd if=mnt/big.bin of=/dev/null bs=4k skip=2560 count=1 2>&1 | tail -1
+hsmfsctl status mnt/big.bin | tail -1
+say cat mnt/docs/hello.txt
+cat mnt/docs/hello.txt
+say "cmp mnt/big.bin origin/big.bin   # the rest is fetched as it is read"
+cmp mnt/big.bin origin/big.bin && echo identical
+hsmfsctl status mnt
+say fusermount3 -u mnt
+fusermount3 -u mnt
+echo
+echo "demo done: hsmfs, hsmfsctl and hsmfs-mirror are installed (man hsmfs)"
