@@ -20,11 +20,11 @@ struct hsmfs_hook {
 	uint8_t buf[HSMFS_MAX_FRAME + 1];
 };
 
-static int send_buf(struct hsmfs_hook *h, int n)
+static int send_buf(struct hsmfs_hook *h, const uint8_t *buf, int n)
 {
 	if (n < 0)
 		return n;
-	return send(h->fd, h->buf, n, MSG_NOSIGNAL) < 0 ? -errno : 0;
+	return send(h->fd, buf, n, MSG_NOSIGNAL) < 0 ? -errno : 0;
 }
 
 /* recv one frame, and at most one passed descriptor. */
@@ -115,7 +115,7 @@ int hsmfs_hook_connect(const char *mountpoint, uint32_t kind, uint32_t mask,
 		{ name ? name : "", (uint16_t)(name ? strlen(name) : 0) },
 		{ subtree ? subtree : "", (uint16_t)(subtree ? strlen(subtree) : 0) },
 	};
-	res = send_buf(h, proto_enc_hello(h->buf, &hello));
+	res = send_buf(h, h->buf, proto_enc_hello(h->buf, &hello));
 	if (res)
 		goto fail;
 	n = recv_frame(h, &pfd);
@@ -199,22 +199,25 @@ int hsmfs_hook_allow(struct hsmfs_hook *h, uint64_t id, uint64_t filled_start,
 		     uint64_t filled_end, uint16_t flags)
 {
 	struct proto_answer a = { id, HSMFS_ALLOW, 0, filled_start, filled_end, flags };
+	uint8_t buf[64];
 
-	return send_buf(h, proto_enc_answer(h->buf, &a));
+	return send_buf(h, buf, proto_enc_answer(buf, &a));
 }
 
 int hsmfs_hook_deny(struct hsmfs_hook *h, uint64_t id, int err)
 {
 	struct proto_answer a = { id, HSMFS_DENY, (uint32_t)err, 0, 0, 0 };
+	uint8_t buf[64];
 
-	return send_buf(h, proto_enc_answer(h->buf, &a));
+	return send_buf(h, buf, proto_enc_answer(buf, &a));
 }
 
 int hsmfs_hook_progress(struct hsmfs_hook *h, uint64_t id, uint64_t bytes_done)
 {
 	struct proto_progress p = { id, bytes_done };
+	uint8_t buf[64];
 
-	return send_buf(h, proto_enc_progress(h->buf, &p));
+	return send_buf(h, buf, proto_enc_progress(buf, &p));
 }
 
 int hsmfs_hook_fd(const struct hsmfs_hook *h)

@@ -2,7 +2,10 @@
  * hsmfs/hook.h - a small client library for writing hooks in C.
  *
  * Connect, receive events, answer them.  One struct hsmfs_hook is one
- * connection; it is not thread-safe (use one per thread, or lock).
+ * connection.  hsmfs_hook_next() must be called from one thread at a
+ * time; hsmfs_hook_allow(), _deny() and _progress() may be called from
+ * any thread at any time, also while another thread waits in _next()
+ * (each is one send(2) of its own frame).
  * Every function returns 0 or -errno.  The descriptor of a fill event
  * (ev->fd) belongs to the caller, who must close it.  The protocol
  * itself is specified in hsmfs-hooks(7) and <hsmfs/protocol.h>.
