@@ -630,8 +630,13 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 		}
 		if (start >= end || !rs_missing(&fs->present, start, end, &miss, 1))
 			break;
+		/*
+		 * Wait for an event whose hint covers any of this: its hook is
+		 * most likely fetching those bytes already.  What it does not
+		 * fill is asked for again on the next turn of the loop.
+		 */
 		for (ev = fs->inflight; ev; ev = ev->fnext)
-			if (ev->start < miss.end && miss.start < ev->end)
+			if (ev->hint_start < miss.end && miss.start < ev->hint_end)
 				break;
 		if (!ev) {
 			char path[32];
@@ -798,6 +803,10 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 		n = snprintf(val, sizeof(val), "%s",
 			     name[11] == 's' && name[12] == 'o' ? hooks_socket_path() :
 								  E.cfg.store_path);
+	} else if (in == inode_root() && !strcmp(name, "user.hsmfs.origin")) {
+		if (!E.cfg.origin)
+			return -ENODATA;
+		n = snprintf(val, sizeof(val), "%s", E.cfg.origin);
 	} else {
 		if (events_load(in))
 			return -EIO;

@@ -59,6 +59,7 @@ static void usage(void)
 "  max_pending=N      events in flight at once (default 1024)\n"
 "  chunk=SIZE         alignment of fill hints (default 1M)\n"
 "  hook=COMMAND       start COMMAND MOUNTPOINT as a hook, restart it if it exits\n"
+"  origin=URL         base URL for files imported without one (for hsmfs-http)\n"
 "  no_default_permissions  with allow_other, let hsmfs run every access\n"
 "                     with its own rights instead of the kernel's checks\n"
 "\n"
@@ -359,6 +360,7 @@ int main(int argc, char *argv[])
 			.chunk = o.chunk,
 			.meta = meta,
 			.store_path = store_path,
+			.origin = o.origin,
 		};
 		char state_path[PATH_MAX + 16];
 

@@ -185,6 +185,13 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 		o->hook = strdup(val);
 		return o->hook ? 0 : fail(err, errlen, "out of memory");
 	}
+	if (KEY("origin")) {
+		if (!val || !*val)
+			return fail(err, errlen, "option 'origin=' needs a URL");
+		free(o->origin);
+		o->origin = strdup(val);
+		return o->origin ? 0 : fail(err, errlen, "out of memory");
+	}
 	if (KEY("nohook")) {
 		if (val && (!strcmp(val, "wait") || !strcmp(val, "fail"))) {
 			o->nohook_fail = !strcmp(val, "fail");
@@ -374,7 +381,8 @@ void opts_free(struct hsmfs_opts *o)
 	free(o->mountpoint);
 	free(o->fuse_opts);
 	free(o->hook);
-	o->store = o->mountpoint = o->fuse_opts = o->hook = NULL;
+	free(o->origin);
+	o->store = o->mountpoint = o->fuse_opts = o->hook = o->origin = NULL;
 }
 
 bool opts_fuse_conf_allows_other(const char *text)

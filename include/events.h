@@ -46,6 +46,7 @@ struct events_config {
 	uint64_t chunk;       /* hint alignment, a power of two >= 4096 */
 	struct meta *meta;    /* borrowed; outlives the engine */
 	const char *store_path; /* borrowed; for user.hsmfs.store */
+	const char *origin;   /* borrowed or NULL; the root's user.hsmfs.origin */
 };
 
 /* OR of the masks of connected hooks. */

@@ -63,6 +63,7 @@ struct hsmfs_opts {
 	unsigned max_pending;    /* event slots, default 1024 */
 	unsigned long long chunk; /* hint alignment, default 1 MiB */
 	char *hook;              /* hook=COMMAND to start and supervise, or NULL */
+	char *origin;            /* origin=URL base for files with no url, or NULL */
 	char *fuse_opts;         /* kernel options for libfuse, never NULL */
 };
 

@@ -342,3 +342,101 @@ def import_manifest(mnt, entries):
     r = run([HSMFSCTL, "import", "-m", mnt, p])
     shutil.rmtree(d, ignore_errors=True)
     return r
+
+
+def free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Nginx:
+    """A real nginx on 127.0.0.1 serving root; its access log is the record.
+
+    Runs in the foreground as the calling user (master_process off), with
+    every path under its own directory.  extra goes into the server block.
+    """
+
+    def __init__(self, root, extra=""):
+        import shutil as _sh
+        self.exe = _sh.which("nginx") or "/usr/sbin/nginx"
+        self.dir = tmpdir("hsmfs-nginx-")
+        self.root = root
+        self.extra = extra
+        self.port = None
+        self.proc = None
+
+    def start(self, port=None):
+        self.port = port or free_port()
+        d = self.dir
+        conf = os.path.join(d, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write("""
+daemon off;
+master_process off;
+worker_processes 1;
+pid %(d)s/nginx.pid;
+error_log %(d)s/error.log warn;
+events { worker_connections 256; }
+http {
+    log_format hsmfs '$request_method $uri $status $body_bytes_sent "$http_range" "$http_if_range"';
+    access_log %(d)s/access.log hsmfs;
+    client_body_temp_path %(d)s/body;
+    proxy_temp_path %(d)s/proxy;
+    fastcgi_temp_path %(d)s/fastcgi;
+    uwsgi_temp_path %(d)s/uwsgi;
+    scgi_temp_path %(d)s/scgi;
+    types { application/octet-stream bin; }
+    default_type application/octet-stream;
+    server {
+        listen 127.0.0.1:%(port)d;
+        root %(root)s;
+        autoindex on;
+        autoindex_format json;
+        %(extra)s
+    }
+}
+""" % {"d": d, "port": self.port, "root": self.root, "extra": self.extra})
+        open(os.path.join(d, "access.log"), "w").close()
+        self.proc = subprocess.Popen([self.exe, "-c", conf, "-p", d],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        import socket
+        def up():
+            if self.proc.poll() is not None:
+                raise DaemonError("nginx exited: %s" % self.proc.stderr.read().decode())
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+        wait_for(up, "nginx listening")
+        return self
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait()
+
+    def url(self, path=""):
+        return "http://127.0.0.1:%d/%s" % (self.port, path)
+
+    def log(self):
+        """[(method, uri, status, bytes, range, if_range)] so far."""
+        import shlex
+        out = []
+        with open(os.path.join(self.dir, "access.log")) as f:
+            for line in f:
+                p = shlex.split(line)
+                out.append((p[0], p[1], int(p[2]), int(p[3]), p[4], p[5]))
+        return out
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *a):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return False

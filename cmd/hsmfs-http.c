@@ -1,0 +1,636 @@
+/*
+ * hsmfs-http - the built-in fill hook: fetches missing ranges from
+ * HTTP(S), S3-compatible and file:// origins with libcurl.
+ *
+ *   hsmfs-http [OPTIONS] MOUNTPOINT
+ *
+ * The main thread receives events; --connections worker threads, each
+ * with its own easy handle and one shared connection and DNS cache,
+ * fetch the event's hint range with a Range request, write it through
+ * the event's descriptor and answer.  The URL of a file is its manifest
+ * url, else the mount's origin= (or --origin) joined with its path.
+ *
+ * Consistency: with a recorded version (an ETag, or a Last-Modified
+ * date) the request carries If-Range, so a changed object comes back as
+ * a whole 200 instead of a range of other bytes.  A 200 whose validator
+ * differs from the recorded version means the object changed: denied
+ * with EIO and logged, never mixed.  A 200 with the same (or no)
+ * validator means the server ignores ranges: the hint range is cut out
+ * of the full body, and that origin is remembered.  A body shorter or
+ * longer than asked is an error, not data.
+ *
+ * CURLcode stays in this file; answers carry errnos.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hsmfs/hook.h"
+
+#define MAX_CONNECTIONS 64
+
+static struct {
+	const char *mountpoint;
+	char origin[4096];       /* base URL for files without one */
+	unsigned connections;
+	unsigned retries;
+	long connect_timeout;
+	long low_speed_limit, low_speed_time;
+	const char *cacert;
+	bool insecure;
+	const char *proxy;
+	const char *netrc_file;
+	char *bearer;
+	const char *aws_sigv4;
+	char *aws_userpwd;
+	bool verbose;
+} cfg = { .connections = 4, .retries = 4, .connect_timeout = 10,
+	  .low_speed_limit = 1, .low_speed_time = 30 };
+
+static struct hsmfs_hook *hook;
+static CURLSH *share;
+static pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
+
+/* the queue of events waiting for a worker */
+static struct job {
+	struct hsmfs_event ev;
+	struct job *next;
+} *queue_head, *queue_tail;
+static pthread_mutex_t qlock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t qcond = PTHREAD_COND_INITIALIZER;
+static bool done;
+
+/* origins seen ignoring Range (prefix of URL up to the path) */
+static pthread_mutex_t olock = PTHREAD_MUTEX_INITIALIZER;
+static char ignoring[16][256];
+static unsigned nignoring;
+
+static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void logf_(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fputs("hsmfs-http: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+static void share_lock(CURL *c, curl_lock_data d, curl_lock_access a, void *u)
+{
+	pthread_mutex_lock(&share_locks[d]);
+}
+
+static void share_unlock(CURL *c, curl_lock_data d, void *u)
+{
+	pthread_mutex_unlock(&share_locks[d]);
+}
+
+/* base + "/" + path, each byte outside the unreserved set %-encoded */
+static char *join_url(const char *base, const char *path)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t bl = strlen(base);
+	char *u = malloc(bl + 3 * strlen(path) + 2), *w;
+
+	if (!u)
+		return NULL;
+	memcpy(u, base, bl);
+	w = u + bl;
+	if (bl && base[bl - 1] != '/')
+		*w++ = '/';
+	for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9') || strchr("-._~/", *p)) {
+			*w++ = *p;
+		} else {
+			*w++ = '%';
+			*w++ = hex[*p >> 4];
+			*w++ = hex[*p & 15];
+		}
+	}
+	*w = '\0';
+	return u;
+}
+
+static void origin_key(const char *url, char key[256])
+{
+	const char *p = strstr(url, "://");
+	size_t n = p ? strcspn(p + 3, "/") + (p + 3 - url) : strlen(url);
+
+	snprintf(key, 256, "%.*s", (int)(n < 255 ? n : 255), url);
+}
+
+static bool origin_ignores_ranges(const char *url)
+{
+	char key[256];
+	bool r = false;
+
+	origin_key(url, key);
+	pthread_mutex_lock(&olock);
+	for (unsigned i = 0; i < nignoring; i++)
+		r |= !strcmp(ignoring[i], key);
+	pthread_mutex_unlock(&olock);
+	return r;
+}
+
+static void remember_ignoring(const char *url)
+{
+	char key[256];
+
+	origin_key(url, key);
+	pthread_mutex_lock(&olock);
+	if (nignoring < 16) {
+		for (unsigned i = 0; i < nignoring; i++)
+			if (!strcmp(ignoring[i], key))
+				goto out;
+		snprintf(ignoring[nignoring++], 256, "%s", key);
+		logf_("origin %s ignores Range requests: whole bodies are fetched", key);
+	}
+out:
+	pthread_mutex_unlock(&olock);
+}
+
+struct xfer {
+	const struct hsmfs_event *ev;
+	uint64_t lo, hi;         /* the range to fill */
+	uint64_t body_start;     /* file offset of the first body byte */
+	uint64_t body_pos;       /* body bytes seen */
+	uint64_t filled;         /* bytes written inside [lo, hi) */
+	bool range_reply;        /* 206 with Content-Range */
+	bool overflow;           /* more body than asked */
+	int io_error;            /* errno of a failed pwrite */
+	char validator[1024];    /* ETag, else Last-Modified, of the reply */
+	char etag[1024], lastmod[1024];
+	double last_progress;
+};
+
+static void trim_copy(char *dst, size_t size, const char *v, size_t n)
+{
+	while (n && (*v == ' ' || *v == '\t'))
+		v++, n--;
+	while (n && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' '))
+		n--;
+	snprintf(dst, size, "%.*s", (int)n, v);
+}
+
+static size_t on_header(char *b, size_t sz, size_t n, void *arg)
+{
+	struct xfer *x = arg;
+	size_t len = sz * n;
+	unsigned long long a, e;
+
+	if (len > 6 && !strncasecmp(b, "HTTP/", 5)) {
+		/* a new response (after a redirect or 100): start over */
+		x->range_reply = false;
+		x->etag[0] = x->lastmod[0] = '\0';
+	} else if (len > 14 && !strncasecmp(b, "Content-Range:", 14)) {
+		if (sscanf(b + 14, " bytes %llu-%llu", &a, &e) == 2) {
+			x->range_reply = true;
+			x->body_start = a;
+		}
+	} else if (len > 5 && !strncasecmp(b, "ETag:", 5)) {
+		trim_copy(x->etag, sizeof(x->etag), b + 5, len - 5);
+	} else if (len > 14 && !strncasecmp(b, "Last-Modified:", 14)) {
+		trim_copy(x->lastmod, sizeof(x->lastmod), b + 14, len - 14);
+	}
+	return len;
+}
+
+static size_t on_body(char *b, size_t sz, size_t n, void *arg)
+{
+	struct xfer *x = arg;
+	size_t len = sz * n;
+	uint64_t off = x->body_start + x->body_pos;
+	uint64_t s = off > x->lo ? off : x->lo;
+	uint64_t e = off + len < x->hi ? off + len : x->hi;
+
+	x->body_pos += len;
+	if (x->range_reply && off + len > x->hi)
+		x->overflow = true;
+	if (s < e) {
+		if (pwrite(x->ev->fd, b + (s - off), e - s, s) != (ssize_t)(e - s)) {
+			x->io_error = errno ? errno : EIO;
+			return 0; /* aborts the transfer */
+		}
+		x->filled += e - s;
+	}
+	return len;
+}
+
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow,
+		       curl_off_t ultotal, curl_off_t ulnow)
+{
+	struct xfer *x = arg;
+	struct timespec ts;
+	double t;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	t = ts.tv_sec + ts.tv_nsec / 1e9;
+	if (t - x->last_progress >= 1.0) {
+		x->last_progress = t;
+		hsmfs_hook_progress(hook, x->ev->id, (uint64_t)dlnow);
+	}
+	return 0;
+}
+
+static void setup_handle(CURL *c)
+{
+	curl_easy_setopt(c, CURLOPT_SHARE, share);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+	curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, cfg.connect_timeout);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, cfg.low_speed_limit);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, cfg.low_speed_time);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https,file");
+	curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(c, CURLOPT_USERAGENT, "hsmfs-http/" HSMFS_VERSION);
+	if (cfg.cacert)
+		curl_easy_setopt(c, CURLOPT_CAINFO, cfg.cacert);
+	if (cfg.insecure) {
+		curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+		curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+	}
+	if (cfg.proxy)
+		curl_easy_setopt(c, CURLOPT_PROXY, cfg.proxy);
+	if (cfg.netrc_file) {
+		curl_easy_setopt(c, CURLOPT_NETRC, (long)CURL_NETRC_OPTIONAL);
+		curl_easy_setopt(c, CURLOPT_NETRC_FILE, cfg.netrc_file);
+	}
+	if (cfg.bearer) {
+		curl_easy_setopt(c, CURLOPT_HTTPAUTH, CURLAUTH_BEARER);
+		curl_easy_setopt(c, CURLOPT_XOAUTH2_BEARER, cfg.bearer);
+	}
+	if (cfg.aws_sigv4) {
+		curl_easy_setopt(c, CURLOPT_AWS_SIGV4, cfg.aws_sigv4);
+		curl_easy_setopt(c, CURLOPT_USERPWD, cfg.aws_userpwd);
+	}
+	if (cfg.verbose)
+		curl_easy_setopt(c, CURLOPT_VERBOSE, 1L);
+}
+
+static bool transient(CURLcode rc)
+{
+	switch (rc) {
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_OPERATION_TIMEDOUT:
+	case CURLE_RECV_ERROR:
+	case CURLE_SEND_ERROR:
+	case CURLE_GOT_NOTHING:
+	case CURLE_PARTIAL_FILE:
+	case CURLE_HTTP2:
+	case CURLE_HTTP2_STREAM:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Fetch one event's range; returns 0 (allowed) or an errno to deny. */
+static int fetch(CURL *c, const struct hsmfs_event *ev, uint64_t *ret_lo,
+		 uint64_t *ret_hi)
+{
+	char range[64], ifrange[1100], *url;
+	struct curl_slist *hdrs = NULL;
+	bool is_file;
+	int err = EIO;
+
+	url = ev->origin[0] ? strdup(ev->origin) :
+	      cfg.origin[0] ? join_url(cfg.origin, ev->path) : NULL;
+	if (!url) {
+		logf_("'%s': no url and no origin to fetch it from", ev->path);
+		return EIO;
+	}
+	is_file = !strncmp(url, "file:", 5);
+	for (unsigned attempt = 0;; attempt++) {
+		struct xfer x = { .ev = ev, .lo = ev->hint_start, .hi = ev->hint_end };
+		long code = 0;
+		CURLcode rc;
+
+		curl_easy_setopt(c, CURLOPT_URL, url);
+		curl_easy_setopt(c, CURLOPT_HEADERDATA, &x);
+		curl_easy_setopt(c, CURLOPT_WRITEDATA, &x);
+		curl_easy_setopt(c, CURLOPT_XFERINFODATA, &x);
+		if (!origin_ignores_ranges(url)) {
+			snprintf(range, sizeof(range), "%llu-%llu",
+				 (unsigned long long)x.lo, (unsigned long long)x.hi - 1);
+			curl_easy_setopt(c, CURLOPT_RANGE, range);
+		} else {
+			curl_easy_setopt(c, CURLOPT_RANGE, NULL);
+		}
+		curl_slist_free_all(hdrs);
+		hdrs = NULL;
+		if (ev->version[0] && !is_file) {
+			snprintf(ifrange, sizeof(ifrange), "If-Range: %s", ev->version);
+			hdrs = curl_slist_append(NULL, ifrange);
+		}
+		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+		rc = curl_easy_perform(c);
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+		if (x.io_error) {
+			logf_("'%s': writing the store: %s", ev->path, strerror(x.io_error));
+			err = x.io_error == ENOSPC ? ENOSPC : EIO;
+			break;
+		}
+		if (rc != CURLE_OK || code >= 500 || code == 429) {
+			if ((transient(rc) || code >= 500 || code == 429) &&
+			    attempt < cfg.retries) {
+				unsigned ms = 200u << (attempt < 6 ? attempt : 6);
+
+				logf_("'%s': %s, retry %u of %u in %u ms", ev->path,
+				      rc != CURLE_OK ? curl_easy_strerror(rc) : "server error",
+				      attempt + 1, cfg.retries, ms);
+				hsmfs_hook_progress(hook, ev->id, 0);
+				usleep(ms * 1000);
+				continue;
+			}
+			logf_("'%s': %s (HTTP %ld)", ev->path,
+			      rc != CURLE_OK ? curl_easy_strerror(rc) : "server error", code);
+			err = EIO;
+			break;
+		}
+		if (is_file && code == 0) {
+			/* file:// honours ranges: the body is exactly the range */
+			if (!x.range_reply)
+				x.body_start = x.lo;
+		} else if (code == 404 || code == 410) {
+			logf_("'%s': missing at origin (HTTP %ld)", ev->path, code);
+			err = EIO;
+			break;
+		} else if (code == 401 || code == 403) {
+			logf_("'%s': origin refused access (HTTP %ld)", ev->path, code);
+			err = EACCES;
+			break;
+		} else if (code == 200) {
+			const char *v = x.etag[0] ? x.etag : x.lastmod;
+
+			if (ev->version[0] && v[0] && strcmp(v, ev->version)) {
+				logf_("'%s': origin changed (version %s, was %s); refusing to mix versions",
+				      ev->path, v, ev->version);
+				err = EIO;
+				break;
+			}
+			if (!origin_ignores_ranges(url))
+				remember_ignoring(url);
+		} else if (code != 206) {
+			logf_("'%s': unexpected HTTP %ld", ev->path, code);
+			err = EIO;
+			break;
+		}
+		if (x.overflow || x.filled != x.hi - x.lo) {
+			logf_("'%s': body of %llu bytes does not fill [%llu, %llu)", ev->path,
+			      (unsigned long long)x.body_pos, (unsigned long long)x.lo,
+			      (unsigned long long)x.hi);
+			err = EIO;
+			break;
+		}
+		*ret_lo = x.lo;
+		*ret_hi = x.hi;
+		err = 0;
+		break;
+	}
+	curl_slist_free_all(hdrs);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+	free(url);
+	return err;
+}
+
+static void *worker(void *arg)
+{
+	CURL *c = curl_easy_init();
+
+	if (!c)
+		return NULL;
+	setup_handle(c);
+	for (;;) {
+		struct job *j;
+		uint64_t lo = 0, hi = 0;
+		int err;
+
+		pthread_mutex_lock(&qlock);
+		while (!queue_head && !done)
+			pthread_cond_wait(&qcond, &qlock);
+		j = queue_head;
+		if (j) {
+			queue_head = j->next;
+			if (!queue_head)
+				queue_tail = NULL;
+		}
+		pthread_mutex_unlock(&qlock);
+		if (!j)
+			break;
+		err = j->ev.fd >= 0 ? fetch(c, &j->ev, &lo, &hi) : EBADF;
+		if (j->ev.fd >= 0)
+			close(j->ev.fd);
+		if (err)
+			hsmfs_hook_deny(hook, j->ev.id, err);
+		else
+			hsmfs_hook_allow(hook, j->ev.id, lo, hi, 0);
+		free(j);
+	}
+	curl_easy_cleanup(c);
+	return NULL;
+}
+
+static char *read_secret(const char *path)
+{
+	char buf[4096];
+	size_t n;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return NULL;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+		n--;
+	buf[n] = '\0';
+	return strdup(buf);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: hsmfs-http [OPTIONS] MOUNTPOINT\n"
+"  --origin URL          base URL for files imported without a url\n"
+"                        (default: the mount's origin= option)\n"
+"  --connections N       parallel transfers (default 4)\n"
+"  --retries N           retries of resets, timeouts and 5xx (default 4)\n"
+"  --connect-timeout S   (default 10)\n"
+"  --low-speed-limit B --low-speed-time S   abort transfers slower than B\n"
+"                        bytes/s for S seconds (default 1 and 30)\n"
+"  --cacert FILE         trust this CA bundle\n"
+"  --insecure            do not verify TLS certificates\n"
+"  --proxy URL           (default: the usual *_proxy environment variables)\n"
+"  --netrc-file FILE     credentials by host\n"
+"  --bearer-file FILE    send the token in FILE as a bearer token\n"
+"  --aws-sigv4 P:R:S     sign requests (S3 SigV4); keys from --aws-keys-file\n"
+"                        (two lines: key id, secret) or AWS_ACCESS_KEY_ID and\n"
+"                        AWS_SECRET_ACCESS_KEY\n"
+"  --verbose             log every transfer\n"
+"See hsmfs-http(1).\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "origin", required_argument, NULL, 'o' },
+		{ "connections", required_argument, NULL, 'c' },
+		{ "retries", required_argument, NULL, 'r' },
+		{ "connect-timeout", required_argument, NULL, 't' },
+		{ "low-speed-limit", required_argument, NULL, 'l' },
+		{ "low-speed-time", required_argument, NULL, 'L' },
+		{ "cacert", required_argument, NULL, 'C' },
+		{ "insecure", no_argument, NULL, 'k' },
+		{ "proxy", required_argument, NULL, 'x' },
+		{ "netrc-file", required_argument, NULL, 'n' },
+		{ "bearer-file", required_argument, NULL, 'b' },
+		{ "aws-sigv4", required_argument, NULL, 's' },
+		{ "aws-keys-file", required_argument, NULL, 'K' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *keys_file = NULL;
+	pthread_t threads[MAX_CONNECTIONS];
+	struct hsmfs_event ev;
+	int opt, res;
+
+	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'o': snprintf(cfg.origin, sizeof(cfg.origin), "%s", optarg); break;
+		case 'c': cfg.connections = atoi(optarg); break;
+		case 'r': cfg.retries = atoi(optarg); break;
+		case 't': cfg.connect_timeout = atol(optarg); break;
+		case 'l': cfg.low_speed_limit = atol(optarg); break;
+		case 'L': cfg.low_speed_time = atol(optarg); break;
+		case 'C': cfg.cacert = optarg; break;
+		case 'k': cfg.insecure = true; break;
+		case 'x': cfg.proxy = optarg; break;
+		case 'n': cfg.netrc_file = optarg; break;
+		case 'b':
+			cfg.bearer = read_secret(optarg);
+			if (!cfg.bearer) {
+				logf_("cannot read bearer token file '%s'", optarg);
+				return 1;
+			}
+			break;
+		case 's': cfg.aws_sigv4 = optarg; break;
+		case 'K': keys_file = optarg; break;
+		case 'v': cfg.verbose = true; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 1;
+		}
+	}
+	if (optind != argc - 1 || cfg.connections < 1 ||
+	    cfg.connections > MAX_CONNECTIONS) {
+		usage(stderr);
+		return 1;
+	}
+	cfg.mountpoint = argv[optind];
+	if (cfg.aws_sigv4) {
+		char *id = NULL, *secret = NULL;
+
+		if (keys_file) {
+			char *all = read_secret(keys_file), *nl = all ? strchr(all, '\n') : NULL;
+
+			if (nl) {
+				*nl = '\0';
+				id = strdup(all);
+				secret = strdup(nl + 1);
+			}
+			free(all);
+		} else if (getenv("AWS_ACCESS_KEY_ID") && getenv("AWS_SECRET_ACCESS_KEY")) {
+			id = strdup(getenv("AWS_ACCESS_KEY_ID"));
+			secret = strdup(getenv("AWS_SECRET_ACCESS_KEY"));
+		}
+		if (!id || !secret || asprintf(&cfg.aws_userpwd, "%s:%s", id, secret) < 0) {
+			logf_("--aws-sigv4 needs keys: --aws-keys-file, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY");
+			return 1;
+		}
+		free(id);
+		free(secret);
+	}
+	if (!cfg.origin[0]) {
+		ssize_t n = getxattr(cfg.mountpoint, "user.hsmfs.origin", cfg.origin,
+				     sizeof(cfg.origin) - 1);
+
+		cfg.origin[n > 0 ? n : 0] = '\0';
+	}
+	if (curl_global_init(CURL_GLOBAL_DEFAULT)) {
+		logf_("cannot initialise libcurl");
+		return 1;
+	}
+	share = curl_share_init();
+	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		pthread_mutex_init(&share_locks[i], NULL);
+	curl_share_setopt(share, CURLSHOPT_LOCKFUNC, share_lock);
+	curl_share_setopt(share, CURLSHOPT_UNLOCKFUNC, share_unlock);
+	curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
+	curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+	curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+
+	res = hsmfs_hook_connect(cfg.mountpoint, HSMFS_KIND_FILL,
+				 HSMFS_MASK(HSMFS_EV_PRE_ACCESS), "hsmfs-http", NULL, &hook);
+	if (res) {
+		logf_("cannot connect to '%s': %s", cfg.mountpoint, strerror(-res));
+		return 1;
+	}
+	for (unsigned i = 0; i < cfg.connections; i++)
+		pthread_create(&threads[i], NULL, worker, NULL);
+	while ((res = hsmfs_hook_next(hook, &ev)) == 0) {
+		struct job *j;
+
+		if (ev.type != HSMFS_EV_PRE_ACCESS) {
+			if (ev.fd >= 0)
+				close(ev.fd);
+			continue; /* CANCEL: the transfer finishes; its answer is ignored */
+		}
+		j = malloc(sizeof(*j));
+		if (!j) {
+			hsmfs_hook_deny(hook, ev.id, EAGAIN);
+			if (ev.fd >= 0)
+				close(ev.fd);
+			continue;
+		}
+		j->ev = ev;
+		j->next = NULL;
+		pthread_mutex_lock(&qlock);
+		if (queue_tail)
+			queue_tail->next = j;
+		else
+			queue_head = j;
+		queue_tail = j;
+		pthread_cond_signal(&qcond);
+		pthread_mutex_unlock(&qlock);
+	}
+	pthread_mutex_lock(&qlock);
+	done = true;
+	pthread_cond_broadcast(&qcond);
+	pthread_mutex_unlock(&qlock);
+	for (unsigned i = 0; i < cfg.connections; i++)
+		pthread_join(threads[i], NULL);
+	hsmfs_hook_close(hook);
+	curl_share_cleanup(share);
+	curl_global_cleanup();
+	free(cfg.bearer);
+	free(cfg.aws_userpwd);
+	return res == -ECONNRESET ? 0 : 1;
+}
