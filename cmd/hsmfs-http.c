@@ -320,7 +320,9 @@ static int fetch(CURL *c, const struct hsmfs_event *ev, uint64_t *ret_lo,
 	}
 	is_file = !strncmp(url, "file:", 5);
 	for (unsigned attempt = 0;; attempt++) {
-		struct xfer x = { .ev = ev, .lo = ev->hint_start, .hi = ev->hint_end };
+		/* file:// sends the range with no Content-Range: it starts at lo */
+		struct xfer x = { .ev = ev, .lo = ev->hint_start, .hi = ev->hint_end,
+				  .body_start = is_file ? ev->hint_start : 0 };
 		long code = 0;
 		CURLcode rc;
 
@@ -367,9 +369,7 @@ static int fetch(CURL *c, const struct hsmfs_event *ev, uint64_t *ret_lo,
 			break;
 		}
 		if (is_file && code == 0) {
-			/* file:// honours ranges: the body is exactly the range */
-			if (!x.range_reply)
-				x.body_start = x.lo;
+			/* file:// honours ranges: the body was exactly the range */
 		} else if (code == 404 || code == 410) {
 			logf_("'%s': missing at origin (HTTP %ld)", ev->path, code);
 			err = EIO;

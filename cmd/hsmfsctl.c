@@ -8,6 +8,7 @@
  * Exit codes: 0 success; 1 usage; 2 bad input (manifest); 3 the store or
  * mount cannot be used; 4 an operation failed part way.
  */
+#include <curl/curl.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -32,13 +33,14 @@ enum { X_OK_ = 0, X_USAGE = 1, X_INPUT = 2, X_STORE = 3, X_PARTIAL = 4 };
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: hsmfsctl import (-s STORE | -m MOUNTPOINT) MANIFEST|-\n"
+"usage: hsmfsctl import (-s STORE | -m MOUNTPOINT) (MANIFEST|- | --listing URL)\n"
 "       hsmfsctl status [--json] PATH...\n"
 "       hsmfsctl watch [--json] MOUNTPOINT\n"
 "       hsmfsctl --help | --version\n"
 "\n"
 "import  create placeholders from a JSON Lines manifest (one object per\n"
-"        file: path, size, and optional mtime, mode, url, version, sha256)\n"
+"        file: path, size, and optional mtime, mode, url, version, sha256),\n"
+"        or from an origin's nginx JSON autoindex, recursively\n"
 "status  per-file state and present bytes of paths in a mount, with totals\n"
 "watch   print PRE_MODIFY events of a mount as they happen (and allow them)\n"
 "See hsmfsctl(1).\n");
@@ -57,6 +59,169 @@ static int cmp_items(const void *a, const void *b)
 	int c = strcmp(x->e.path, y->e.path);
 
 	return c ? c : (int)x->line - (int)y->line;
+}
+
+/* ------------------------------------------------------ origin listing */
+
+struct body {
+	char *p;
+	size_t n;
+};
+
+static size_t body_cb(char *b, size_t sz, size_t n, void *arg)
+{
+	struct body *bd = arg;
+	size_t len = sz * n;
+	char *np;
+
+	if (bd->n + len > (256u << 20))
+		return 0; /* a listing over 256 MiB is not a listing */
+	np = realloc(bd->p, bd->n + len + 1);
+	if (!np)
+		return 0;
+	memcpy(np + bd->n, b, len);
+	bd->p = np;
+	bd->n += len;
+	np[bd->n] = '\0';
+	return len;
+}
+
+struct walk {
+	CURL *c;
+	const char *base;     /* the listing URL of this directory */
+	char prefix[4096];    /* path of this directory, "" or ending in '/' */
+	struct item **items;
+	size_t *n, *cap;
+	int depth;
+	char err[512];
+};
+
+static int listing_dir(struct walk *w);
+
+static int listing_entry(void *arg, const char *name, bool is_dir, const char *mtime,
+			 uint64_t size)
+{
+	struct walk *w = arg;
+	char *esc = curl_easy_escape(w->c, name, 0);
+	struct item *it;
+
+	if (!esc)
+		return -ENOMEM;
+	if (is_dir) {
+		struct walk sub = *w;
+		char *url;
+
+		sub.depth++;
+		if (sub.depth > 64 ||
+		    snprintf(sub.prefix, sizeof(sub.prefix), "%s%s/", w->prefix, name) >=
+			    (int)sizeof(sub.prefix)) {
+			curl_free(esc);
+			snprintf(w->err, sizeof(w->err), "listing too deep at '%.200s%.200s'", w->prefix, name);
+			return -ELOOP;
+		}
+		if (asprintf(&url, "%s%s/", w->base, esc) < 0) {
+			curl_free(esc);
+			return -ENOMEM;
+		}
+		curl_free(esc);
+		sub.base = url;
+		int res = listing_dir(&sub);
+		if (res)
+			snprintf(w->err, sizeof(w->err), "%s", sub.err);
+		free(url);
+		return res;
+	}
+	if (*w->n == *w->cap) {
+		struct item *ni;
+
+		*w->cap = *w->cap ? 2 * *w->cap : 256;
+		ni = realloc(*w->items, *w->cap * sizeof(**w->items));
+		if (!ni) {
+			curl_free(esc);
+			return -ENOMEM;
+		}
+		*w->items = ni;
+	}
+	it = &(*w->items)[(*w->n)++];
+	memset(it, 0, sizeof(*it));
+	it->line = *w->n;
+	it->e.mode = 0644;
+	it->e.size = size;
+	if (mtime[0]) {
+		time_t t = curl_getdate(mtime, NULL);
+
+		if (t >= 0) {
+			it->e.mtime = t;
+			it->e.has_mtime = true;
+		}
+		it->e.version = strdup(mtime); /* Last-Modified: the If-Range validator */
+	}
+	if (asprintf(&it->e.path, "%s%s", w->prefix, name) < 0 ||
+	    asprintf(&it->e.url, "%s%s", w->base, esc) < 0) {
+		curl_free(esc);
+		return -ENOMEM;
+	}
+	curl_free(esc);
+	if (manifest_check_path(it->e.path, strlen(it->e.path), w->err, sizeof(w->err)))
+		return -EINVAL;
+	return 0;
+}
+
+static int listing_dir(struct walk *w)
+{
+	struct body b = { NULL, 0 };
+	long code = 0;
+	CURLcode rc;
+	int res;
+
+	curl_easy_setopt(w->c, CURLOPT_URL, w->base);
+	curl_easy_setopt(w->c, CURLOPT_WRITEFUNCTION, body_cb);
+	curl_easy_setopt(w->c, CURLOPT_WRITEDATA, &b);
+	rc = curl_easy_perform(w->c);
+	curl_easy_getinfo(w->c, CURLINFO_RESPONSE_CODE, &code);
+	if (rc != CURLE_OK || code != 200) {
+		snprintf(w->err, sizeof(w->err), "listing '%.300s': %s", w->base,
+			 rc != CURLE_OK ? curl_easy_strerror(rc) : "HTTP error");
+		if (rc == CURLE_OK)
+			snprintf(w->err + strlen(w->err), sizeof(w->err) - strlen(w->err),
+				 " %ld", code);
+		free(b.p);
+		return -EIO;
+	}
+	res = manifest_parse_nginx(b.p ? b.p : "", b.n, listing_entry, w, w->err,
+				   sizeof(w->err));
+	if (res == -EINVAL && !strstr(w->err, "listing '")) {
+		char tmp[512];
+
+		snprintf(tmp, sizeof(tmp), "listing '%.150s': %.300s", w->base, w->err);
+		snprintf(w->err, sizeof(w->err), "%s", tmp);
+	}
+	free(b.p);
+	return res;
+}
+
+static int collect_listing(const char *url, struct item **items, size_t *n, size_t *cap)
+{
+	struct walk w = { .items = items, .n = n, .cap = cap };
+	char *base;
+	int res;
+
+	if (curl_global_init(CURL_GLOBAL_DEFAULT))
+		return -EIO;
+	w.c = curl_easy_init();
+	if (!w.c || asprintf(&base, "%s%s", url, url[strlen(url) - 1] == '/' ? "" : "/") < 0)
+		return -ENOMEM;
+	w.base = base;
+	curl_easy_setopt(w.c, CURLOPT_FOLLOWLOCATION, 1L);
+	curl_easy_setopt(w.c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(w.c, CURLOPT_CONNECTTIMEOUT, 10L);
+	res = listing_dir(&w);
+	if (res)
+		fprintf(stderr, "hsmfsctl: %s\n", w.err[0] ? w.err : strerror(-res));
+	curl_easy_cleanup(w.c);
+	curl_global_cleanup();
+	free(base);
+	return res;
 }
 
 /* Open (creating) the directory of path below root, never following a symlink. */
@@ -216,7 +381,7 @@ static int remove_path(int root, const char *rel)
 
 static int cmd_import(int argc, char **argv)
 {
-	const char *store = NULL, *mnt = NULL, *file = NULL;
+	const char *store = NULL, *mnt = NULL, *file = NULL, *listing = NULL;
 	char store_buf[PATH_MAX], err[512], dbpath[PATH_MAX + 32];
 	struct item *items = NULL, **sorted = NULL;
 	size_t n = 0, cap = 0, i, nnew = 0, nchanged = 0, nsame = 0;
@@ -233,6 +398,8 @@ static int cmd_import(int argc, char **argv)
 			store = argv[++i2];
 		else if (!strcmp(argv[i2], "-m") && i2 + 1 < argc)
 			mnt = argv[++i2];
+		else if (!strcmp(argv[i2], "--listing") && i2 + 1 < argc)
+			listing = argv[++i2];
 		else if (!file && (argv[i2][0] != '-' || !strcmp(argv[i2], "-")))
 			file = argv[i2];
 		else {
@@ -240,8 +407,8 @@ static int cmd_import(int argc, char **argv)
 			return X_USAGE;
 		}
 	}
-	if (!file || !!store == !!mnt) {
-		fprintf(stderr, "hsmfsctl: import needs a manifest and one of -s STORE or -m MOUNTPOINT\n");
+	if (!file == !listing || !!store == !!mnt) {
+		fprintf(stderr, "hsmfsctl: import needs a manifest or --listing URL, and one of -s STORE or -m MOUNTPOINT\n");
 		return X_USAGE;
 	}
 	if (mnt) {
@@ -257,6 +424,15 @@ static int cmd_import(int argc, char **argv)
 	}
 
 	/* 1. read and check everything; nothing is written unless all is good */
+	if (listing) {
+		file = listing;
+		if (collect_listing(listing, &items, &n, &cap)) {
+			fprintf(stderr, "hsmfsctl: nothing imported\n");
+			rc = X_INPUT;
+			goto out;
+		}
+		goto check;
+	}
 	f = strcmp(file, "-") ? fopen(file, "r") : stdin;
 	if (!f) {
 		fprintf(stderr, "hsmfsctl: manifest '%s': %s\n", file, strerror(errno));
@@ -286,6 +462,7 @@ static int cmd_import(int argc, char **argv)
 	free(line);
 	if (f != stdin)
 		fclose(f);
+check:
 	sorted = malloc((n ? n : 1) * sizeof(*sorted));
 	for (i = 0; sorted && i < n; i++)
 		sorted[i] = &items[i];

@@ -438,3 +438,109 @@ void manifest_entry_free(struct manifest_entry *e)
 	free(e->sha256);
 	e->path = e->url = e->version = e->sha256 = NULL;
 }
+
+int manifest_parse_nginx(const char *json, size_t len, manifest_listing_cb cb,
+			 void *arg, char *err, size_t errlen)
+{
+	struct p p = { json, json + len, err, errlen };
+
+	ws(&p);
+	if (p.s >= p.end || *p.s++ != '[')
+		return fail(&p, "listing is not a JSON array");
+	ws(&p);
+	if (p.s < p.end && *p.s == ']') {
+		p.s++;
+		goto end;
+	}
+	for (;;) {
+		char *name = NULL, *type = NULL, *mtime = NULL;
+		int64_t size = 0;
+		int res = 0;
+
+		ws(&p);
+		if (p.s >= p.end || *p.s++ != '{')
+			return fail(&p, "expected an object in the listing");
+		for (;;) {
+			char *key, *val;
+			size_t klen, vlen;
+
+			ws(&p);
+			if (p.s < p.end && *p.s == '}') {
+				p.s++;
+				break;
+			}
+			if (string(&p, &key, &klen))
+				goto bad;
+			ws(&p);
+			if (p.s >= p.end || *p.s++ != ':') {
+				free(key);
+				fail(&p, "expected ':' after a key");
+				goto bad;
+			}
+			ws(&p);
+			char **dst = !strcmp(key, "name") ? &name :
+				     !strcmp(key, "type") ? &type :
+				     !strcmp(key, "mtime") ? &mtime : NULL;
+			if (dst) {
+				if (*dst || string(&p, &val, &vlen)) {
+					if (*dst)
+						fail(&p, "duplicate key '%s'", key);
+					free(key);
+					goto bad;
+				}
+				*dst = val;
+			} else if (!strcmp(key, "size")) {
+				if (integer(&p, key, &size) || size < 0) {
+					if (size < 0)
+						fail(&p, "negative size");
+					free(key);
+					goto bad;
+				}
+			} else if (skip_value(&p, 0)) {
+				free(key);
+				goto bad;
+			}
+			free(key);
+			ws(&p);
+			if (p.s < p.end && *p.s == ',')
+				p.s++;
+		}
+		if (!name || !type) {
+			fail(&p, "listing entry without name or type");
+			goto bad;
+		}
+		if (!name[0] || strchr(name, '/') || !strcmp(name, ".") ||
+		    !strcmp(name, "..") || strlen(name) > 255) {
+			fail(&p, "bad name in listing");
+			goto bad;
+		}
+		if (!strcmp(type, "file") || !strcmp(type, "directory"))
+			res = cb(arg, name, type[0] == 'd', mtime ? mtime : "",
+				 (uint64_t)size);
+		free(name);
+		free(type);
+		free(mtime);
+		if (res)
+			return res;
+		ws(&p);
+		if (p.s < p.end && *p.s == ',') {
+			p.s++;
+			continue;
+		}
+		if (p.s < p.end && *p.s == ']') {
+			p.s++;
+			break;
+		}
+		return fail(&p, "expected ',' or ']' in the listing");
+bad:
+		free(name);
+		free(type);
+		free(mtime);
+		return -EINVAL;
+	}
+end:
+	ws(&p);
+	if (p.s != p.end)
+		return fail(&p, "text after the listing");
+	return 0;
+}

@@ -41,4 +41,16 @@ void manifest_entry_free(struct manifest_entry *e);
 /* The path rules above; 0 or -EINVAL with the reason. */
 int manifest_check_path(const char *path, size_t len, char *err, size_t errlen);
 
+/*
+ * An nginx JSON autoindex listing (autoindex_format json): an array of
+ * {"name", "type", "mtime", "size"} objects.  cb is called for each
+ * file and directory entry, in order; a non-zero return stops the parse
+ * and is returned.  Names must be one valid path component.  Returns 0,
+ * cb's value, or -EINVAL with the reason in err.
+ */
+typedef int (*manifest_listing_cb)(void *arg, const char *name, bool is_dir,
+				   const char *mtime, uint64_t size);
+int manifest_parse_nginx(const char *json, size_t len, manifest_listing_cb cb,
+			 void *arg, char *err, size_t errlen);
+
 #endif

@@ -6,7 +6,7 @@
 # Installs the Debian packages hsmfs needs, builds it, installs it to
 # /usr/local (so mount(8) and fstab find it), then, as the user who ran
 # sudo, makes a lazy-fetch mount of a sample tree whose bytes live in a
-# local "origin" directory (a slow tier), with hsmfs-mirror as the fill
+# local "origin" directory (a slow tier, file:// URLs), with hsmfs-http as the fill
 # hook: the first read of a range fetches it, the second does not.
 # Nothing is left mounted.
 set -eu
@@ -41,8 +41,8 @@ say() { printf '\n$ %s\n' "$*"; }
 echo "In $demo: origin/ is a slow tier, mnt/ the lazy mount of store/."
 say hsmfsctl import -s store manifest.jsonl
 hsmfsctl import -s store manifest.jsonl
-say hsmfs store mnt -o "hook=hsmfs-mirror origin"
-hsmfs store mnt -o "hook=hsmfs-mirror $demo/origin"
+say hsmfs store mnt -o hook=hsmfs-http "   # file:// origins need no server"
+hsmfs store mnt -o hook=hsmfs-http
 say "ls -l mnt            # names and sizes are local, no byte is here yet"
 ls -l mnt
 hsmfsctl status mnt
@@ -60,4 +60,4 @@ hsmfsctl status mnt
 say fusermount3 -u mnt
 fusermount3 -u mnt
 echo
-echo "demo done: hsmfs, hsmfsctl and hsmfs-mirror are installed (man hsmfs)"
+echo "demo done: hsmfs, hsmfsctl, hsmfs-http and hsmfs-mirror are installed (man hsmfs)"

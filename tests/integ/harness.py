@@ -382,7 +382,7 @@ pid %(d)s/nginx.pid;
 error_log %(d)s/error.log warn;
 events { worker_connections 256; }
 http {
-    log_format hsmfs '$request_method $uri $status $body_bytes_sent "$http_range" "$http_if_range"';
+    log_format hsmfs '$request_method $request_uri $status $body_bytes_sent "$http_range" "$http_if_range"';
     access_log %(d)s/access.log hsmfs;
     client_body_temp_path %(d)s/body;
     proxy_temp_path %(d)s/proxy;
@@ -401,7 +401,8 @@ http {
 }
 """ % {"d": d, "port": self.port, "root": self.root, "extra": self.extra})
         open(os.path.join(d, "access.log"), "w").close()
-        self.proc = subprocess.Popen([self.exe, "-c", conf, "-p", d],
+        self.proc = subprocess.Popen([self.exe, "-e", os.path.join(d, "error.log"),
+                                      "-c", conf, "-p", d],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         import socket
         def up():

@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""hsmfs-http against a real nginx on 127.0.0.1.
+
+Import from nginx's JSON autoindex, mount with -o hook=hsmfs-http, read
+everything: identical bytes, Range requests only, no byte fetched twice,
+nothing fetched again after a remount.  Then the failure cases: a
+changed origin file, a server that ignores ranges, 404, 500 with
+retries, a stopped origin, and file:// origins.
+"""
+import collections
+import errno
+import os
+import random
+import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (HSMFS, HSMFSCTL, Mount, Nginx, diag, eq, import_manifest, main,
+                     ok, run, tmpdir)  # noqa: E402
+
+HTTP = os.path.join(os.path.dirname(os.path.abspath(HSMFS)), "hsmfs-http")
+MiB = 1 << 20
+
+
+def make_tree(root):
+    files = {}
+    for size in (0, 1, 4095, 4096, 4097, 65536, MiB + 1, 5 * MiB + 7):
+        files["sizes/s%d.bin" % size] = os.urandom(size)
+    files["dir one/ü file.bin"] = os.urandom(10000)
+    files["dir one/sub/x y.dat"] = os.urandom(300000)
+    for i in range(190):
+        files["many/f%03d" % i] = os.urandom(random.randrange(0, 20000))
+    for p, d in files.items():
+        os.makedirs(os.path.dirname(os.path.join(root, p)), exist_ok=True)
+        with open(os.path.join(root, p), "wb") as f:
+            f.write(d)
+    return files
+
+
+def fetched(log):
+    """uri -> list of (start, end) byte ranges served (status 206)."""
+    r = collections.defaultdict(list)
+    for method, uri, status, nbytes, rng, _ in log:
+        if status == 206 and rng.startswith("bytes="):
+            a, b = rng[6:].split("-")
+            r[uri].append((int(a), int(a) + nbytes))
+    return r
+
+
+def read_tree(mnt, files):
+    bad = []
+    for p, d in files.items():
+        with open(os.path.join(mnt, p), "rb") as f:
+            if f.read() != d:
+                bad.append(p)
+    return bad
+
+
+def hook_opts(ng, extra=""):
+    return "hook=%s%s,origin=%s" % (HTTP, extra, ng.url())
+
+
+def test():
+    root = tmpdir("hsmfs-origin-")
+    os.chmod(root, 0o755)
+    files = make_tree(root)
+    store = tmpdir("hsmfs-store-")
+    with Nginx(root) as ng:
+        rc, out = run([HSMFSCTL, "import", "-s", store, "--listing", ng.url()])
+        eq((rc, out.strip()), (0, "imported %d files: %d new, 0 changed, 0 unchanged"
+                               % (len(files), len(files))), "import from nginx's JSON autoindex")
+        listing_requests = len(ng.log())
+        with Mount(store=store, opts=hook_opts(ng)) as m:
+            eq(read_tree(m.mnt, files), [], "%d files read through hsmfs-http equal the origin"
+               % len(files))
+            log = ng.log()[listing_requests:]
+            ok(log and all(l[2] == 206 and l[4].startswith("bytes=") and l[5] for l in log),
+               "only Range requests with If-Range (%d requests)" % len(log))
+            twice = []
+            for uri, rs in fetched(log).items():
+                rs.sort()
+                if any(rs[i][1] > rs[i + 1][0] for i in range(len(rs) - 1)):
+                    twice.append(uri)
+            eq(twice, [], "no byte fetched twice")
+            n = len(ng.log())
+            eq(read_tree(m.mnt, files), [], "second full read")
+            eq(len(ng.log()), n, "second full read makes no request")
+        n = len(ng.log())
+        with Mount(store=store, opts=hook_opts(ng)) as m:
+            eq(read_tree(m.mnt, files), [], "read after remount")
+            eq(len(ng.log()), n, "after a remount still no request")
+
+        # random 4 KiB reads of a big file fetch only the touched chunks
+        big = os.urandom(64 * MiB)
+        with open(os.path.join(root, "big.bin"), "wb") as f:
+            f.write(big)
+        import email.utils
+        lastmod = email.utils.formatdate(os.stat(os.path.join(root, "big.bin")).st_mtime,
+                                         usegmt=True)
+        with Mount(opts=hook_opts(ng)) as m:
+            eq(import_manifest(m.mnt, [{"path": "big.bin", "size": len(big),
+                                        "version": lastmod}])[0], 0, "import big")
+            n = len(ng.log())
+            rnd = random.Random(7)
+            offs = [rnd.randrange(0, len(big) // 4096) * 4096 for _ in range(40)]
+            good = True
+            fd = os.open(m.path("big.bin"), os.O_RDONLY)
+            for o in offs:
+                good &= os.pread(fd, 4096, o) == big[o:o + 4096]
+            os.close(fd)
+            ok(good, "random 4 KiB reads return origin bytes")
+            reqs = ng.log()[n:]
+            chunks = {o // MiB for o in offs}
+            eq(len(reqs), len(chunks), "one request per touched 1 MiB chunk (%d)" % len(chunks))
+            ok(sum(r[3] for r in reqs) <= len(chunks) * MiB, "bytes fetched: only those chunks")
+
+            # origin replaced between two partial reads: never mixed
+            with open(m.path("big.bin"), "rb") as f:
+                f.read(4096)
+            with open(os.path.join(root, "big.bin"), "wb") as f:
+                f.write(os.urandom(64 * MiB))
+            os.utime(os.path.join(root, "big.bin"), (1, 1))
+            fresh = min(c for c in range(1, 64) if c not in chunks)
+            fd = os.open(m.path("big.bin"), os.O_RDONLY | os.O_DIRECT)
+            try:
+                os.pread(fd, 4096, fresh * MiB)
+                ok(False, "changed origin: read refused")
+            except OSError as e:
+                eq(e.errno, errno.EIO, "changed origin: EIO, not bytes of another version")
+            os.close(fd)
+            ok("origin changed" in m.output(), "changed origin is logged")
+
+
+        # missing file and server errors
+        with Mount(opts=hook_opts(ng, " --retries 2")) as m:
+            eq(import_manifest(m.mnt, [{"path": "gone.bin", "size": 100},
+                                       {"path": "err/x", "size": 100}])[0], 0, "import")
+            for name, want in (("gone.bin", errno.EIO), ("err/x", errno.EIO)):
+                try:
+                    open(m.path(name), "rb").read()
+                    ok(False, "%s fails" % name)
+                except OSError as e:
+                    eq(e.errno, want, "%s: %s" % (name, errno.errorcode[want]))
+            ok("missing at origin" in m.output(), "404 logged as missing at origin")
+    with Nginx(root, "location /err/ { return 500; }") as ng:
+        with Mount(opts=hook_opts(ng, " --retries 2")) as m:
+            eq(import_manifest(m.mnt, [{"path": "err/x", "size": 100}])[0], 0, "import")
+            fd = os.open(m.path("err/x"), os.O_RDONLY | os.O_DIRECT)
+            try:
+                os.pread(fd, 100, 0)
+                ok(False, "500 fails")
+            except OSError as e:
+                eq(e.errno, errno.EIO, "HTTP 500: EIO after retries")
+            os.close(fd)
+            eq(m.output().count("retry"), 2, "two retries logged")
+            eq(len([l for l in ng.log() if l[1] == "/err/x"]), 3, "three requests reached nginx")
+
+        # server that ignores ranges
+    with Nginx(root, "max_ranges 0;") as ng:
+        with Mount(opts=hook_opts(ng)) as m:
+            sub = {p: d for p, d in files.items() if p.startswith("sizes/")}
+            eq(import_manifest(m.mnt, [{"path": p, "size": len(d)} for p, d in sub.items()])[0],
+               0, "import")
+            eq(read_tree(m.mnt, sub), [], "max_ranges 0: files still read correctly")
+            ok("ignores Range" in m.output(), "the ignoring origin is noticed")
+
+    # stopped origin: present ranges stay readable, missing ones fail
+    ng = Nginx(root).start()
+    with Mount(opts=hook_opts(ng, " --retries 1 --connect-timeout 2")) as m:
+        d = files["sizes/s%d.bin" % (5 * MiB + 7)]
+        eq(import_manifest(m.mnt, [{"path": "s.bin", "size": len(d),
+                                    "url": ng.url("sizes/s%d.bin" % (5 * MiB + 7))}])[0], 0,
+           "import")
+        with open(m.path("s.bin"), "rb") as f:
+            eq(f.read(4096), d[:4096], "first chunk fetched")
+        ng.stop()
+        fd = os.open(m.path("s.bin"), os.O_RDONLY | os.O_DIRECT)
+        eq(os.pread(fd, 4096, 0), d[:4096], "origin stopped: present range still served")
+        try:
+            os.pread(fd, 4096, 4 * MiB)
+            ok(False, "origin stopped: missing range fails")
+        except OSError as e:
+            eq(e.errno, errno.EIO, "origin stopped: missing range fails with EIO")
+        os.close(fd)
+        ok(os.path.exists(m.path("s.bin")), "nothing deleted")
+    shutil.rmtree(ng.dir, ignore_errors=True)
+
+    # file:// origins need no server
+    with Mount(opts="hook=" + HTTP) as m:
+        p = "dir one/sub/x y.dat"
+        eq(import_manifest(m.mnt, [{"path": "local.dat", "size": len(files[p]),
+                                    "url": "file://" + os.path.join(root, p).replace(" ", "%20")}])[0],
+           0, "import a file:// placeholder")
+        big = files["sizes/s%d.bin" % (5 * MiB + 7)]
+        eq(import_manifest(m.mnt, [{"path": "local.bin", "size": len(big),
+                                    "url": "file://" + os.path.join(root, "sizes/s%d.bin" % len(big))}])[0],
+           0, "import a larger file:// placeholder")
+        fd = os.open(m.path("local.bin"), os.O_RDONLY | os.O_DIRECT)
+        eq(os.pread(fd, 4096, 3 * MiB + 8192), big[3 * MiB + 8192:3 * MiB + 12288],
+           "file:// origin: a range in the middle")
+        os.close(fd)
+        eq(os.getxattr(m.path("local.bin"), "user.hsmfs.present"), b"%d" % MiB,
+           "file:// origin: only that chunk fetched")
+        with open(m.path("local.dat"), "rb") as f:
+            eq(f.read(), files[p], "file:// origin reads")
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(store, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main(test)
