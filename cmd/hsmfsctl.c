@@ -4,6 +4,7 @@
  *   hsmfsctl import (-s STORE | -m MOUNTPOINT) MANIFEST|-
  *   hsmfsctl status [--json] PATH...
  *   hsmfsctl watch [--json] MOUNTPOINT
+ *   hsmfsctl hooks MOUNTPOINT
  *
  * Exit codes: 0 success; 1 usage; 2 bad input (manifest); 3 the store or
  * mount cannot be used; 4 an operation failed part way.
@@ -36,6 +37,7 @@ static void usage(FILE *f)
 "usage: hsmfsctl import (-s STORE | -m MOUNTPOINT) (MANIFEST|- | --listing URL)\n"
 "       hsmfsctl status [--json] PATH...\n"
 "       hsmfsctl watch [--json] MOUNTPOINT\n"
+"       hsmfsctl hooks MOUNTPOINT\n"
 "       hsmfsctl --help | --version\n"
 "\n"
 "import  create placeholders from a JSON Lines manifest (one object per\n"
@@ -43,6 +45,7 @@ static void usage(FILE *f)
 "        or from an origin's nginx JSON autoindex, recursively\n"
 "status  per-file state and present bytes of paths in a mount, with totals\n"
 "watch   print PRE_MODIFY events of a mount as they happen (and allow them)\n"
+"hooks   list the hooks connected to a mount\n"
 "See hsmfsctl(1).\n");
 }
 
@@ -689,6 +692,40 @@ static int cmd_status(int argc, char **argv)
 	return res;
 }
 
+/* -------------------------------------------------------------- hooks */
+
+static int cmd_hooks(int argc, char **argv)
+{
+	static char buf[1 << 20];
+	char *line, *save;
+	ssize_t n;
+
+	if (argc != 2) {
+		fprintf(stderr, "hsmfsctl: hooks needs a MOUNTPOINT\n");
+		return X_USAGE;
+	}
+	n = getxattr(argv[1], "user.hsmfs.hooks", buf, sizeof(buf) - 1);
+	if (n < 0) {
+		fprintf(stderr, "hsmfsctl: '%s' is not an hsmfs mount: %s\n", argv[1],
+			strerror(errno));
+		return X_STORE;
+	}
+	buf[n] = '\0';
+	printf("%-24s %8s %-6s %-6s %8s  %s\n", "NAME", "PID", "KIND", "EVENTS",
+	       "PENDING", "SUBTREE");
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *f[6] = { 0 }, *tsave;
+		int i = 0;
+
+		for (char *t = strtok_r(line, "\t", &tsave); t && i < 6;
+		     t = strtok_r(NULL, "\t", &tsave))
+			f[i++] = t;
+		if (i == 6)
+			printf("%-24s %8s %-6s %-6s %8s  %s\n", f[0], f[1], f[2], f[3], f[4], f[5]);
+	}
+	return 0;
+}
+
 /* -------------------------------------------------------------- watch */
 
 static int cmd_watch(int argc, char **argv)
@@ -757,6 +794,8 @@ int main(int argc, char **argv)
 		return cmd_status(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "watch"))
 		return cmd_watch(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "hooks"))
+		return cmd_hooks(argc - 1, argv + 1);
 	fprintf(stderr, "hsmfsctl: unknown command '%s' (see hsmfsctl --help)\n", argv[1]);
 	return X_USAGE;
 }

@@ -797,6 +797,31 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 	struct fstate *fs;
 	int n;
 
+	if (!strcmp(name, "user.hsmfs.hooks") && in == inode_root()) {
+		size_t cap = HOOKS_MAX * (HSMFS_MAX_NAME + HSMFS_MAX_PATH + 80), len = 0;
+		char *list = malloc(cap);
+
+		if (!list)
+			return -ENOMEM;
+		pthread_mutex_lock(&E.lock);
+		for (struct hook *h = E.hooks; h && len < cap; h = h->next)
+			len += snprintf(list + len, cap - len, "%s\t%d\t%s\t%s%s\t%u\t%s\n",
+					h->name, (int)h->pid,
+					h->kind == HSMFS_KIND_FILL ? "fill" : "watch",
+					h->mask & HSMFS_MASK(HSMFS_EV_PRE_ACCESS) ? "A" : "-",
+					h->mask & HSMFS_MASK(HSMFS_EV_PRE_MODIFY) ? "M" : "-",
+					h->assigned, h->subtree[0] ? h->subtree : "/");
+		pthread_mutex_unlock(&E.lock);
+		if (len > cap)
+			len = cap;
+		n = len;
+		if (bufsize && (size_t)n > bufsize)
+			n = -ERANGE;
+		else if (bufsize)
+			memcpy(buf, list, n);
+		free(list);
+		return n;
+	}
 	if (!strcmp(name, "user.hsmfs.socket") || !strcmp(name, "user.hsmfs.store")) {
 		if (in != inode_root())
 			return -ENODATA;

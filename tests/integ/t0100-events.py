@@ -244,6 +244,20 @@ def test_failures():
             p.wait()
         with Hook(m.mnt, "--mirror", mirror) as h:
             eq(dread(m.path("e"), 0, P), data[:P], "after a killed reader the file still reads")
+    # max_pending=1: one event slot; other readers wait for it, none fails
+    with Mount(opts="max_pending=1,timeout=10") as m:
+        make_files(m, mirror, {"p%d" % i: data for i in range(4)})
+        with Hook(m.mnt, "--mirror", mirror, "--delay", "0.2") as h:
+            res = {}
+            ts = [threading.Thread(target=lambda i=i: res.update({i: dread(m.path("p%d" % i), 0, P)}))
+                  for i in range(4)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            ok(len(res) == 4 and all(v == data[:P] for v in res.values()),
+               "max_pending=1: four readers of four files all served in turn")
+            eq(len(h.events()), 4, "one event each")
     with Mount(opts="nohook=fail") as m:
         make_files(m, mirror, {"x": data})
         eq(errno_of(lambda: dread(m.path("x"), 0, P)), errno.EIO, "nohook=fail: EIO at once")

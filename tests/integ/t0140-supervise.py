@@ -46,6 +46,10 @@ def test():
         eq(import_manifest(m.mnt, [{"path": "c", "size": len(data["c"])}])[0], 0, "import")
         with open(m.path("c"), "rb") as f:
             eq(f.read(), data["c"], "hsmfs-mirror (the C example hook) fills reads")
+        from harness import HSMFSCTL, run
+        rc, out = run([HSMFSCTL, "hooks", m.mnt])
+        ok(rc == 0 and re.search(r"^hsmfs-mirror +\d+ fill +A- +0 +/$", out, re.M),
+           "hsmfsctl hooks lists it: " + out.strip().splitlines()[-1])
     import shutil
     shutil.rmtree(mirror, ignore_errors=True)
 
