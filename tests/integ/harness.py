@@ -360,12 +360,13 @@ class Nginx:
     every path under its own directory.  extra goes into the server block.
     """
 
-    def __init__(self, root, extra=""):
+    def __init__(self, root, extra="", tls=None):
         import shutil as _sh
         self.exe = _sh.which("nginx") or "/usr/sbin/nginx"
         self.dir = tmpdir("hsmfs-nginx-")
         self.root = root
         self.extra = extra
+        self.tls = tls  # (cert, key) paths: serve https
         self.port = None
         self.proc = None
 
@@ -392,14 +393,17 @@ http {
     types { application/octet-stream bin; }
     default_type application/octet-stream;
     server {
-        listen 127.0.0.1:%(port)d;
+        listen 127.0.0.1:%(port)d%(ssl)s;
+        %(certs)s
         root %(root)s;
         autoindex on;
         autoindex_format json;
         %(extra)s
     }
 }
-""" % {"d": d, "port": self.port, "root": self.root, "extra": self.extra})
+""" % {"d": d, "port": self.port, "root": self.root, "extra": self.extra,
+       "ssl": " ssl" if self.tls else "",
+       "certs": ("ssl_certificate %s; ssl_certificate_key %s;" % self.tls) if self.tls else ""})
         open(os.path.join(d, "access.log"), "w").close()
         self.proc = subprocess.Popen([self.exe, "-e", os.path.join(d, "error.log"),
                                       "-c", conf, "-p", d],
@@ -422,7 +426,7 @@ http {
             self.proc.wait()
 
     def url(self, path=""):
-        return "http://127.0.0.1:%d/%s" % (self.port, path)
+        return "%s://127.0.0.1:%d/%s" % ("https" if self.tls else "http", self.port, path)
 
     def log(self):
         """[(method, uri, status, bytes, range, if_range)] so far."""

@@ -185,6 +185,29 @@ def test():
         ok(os.path.exists(m.path("s.bin")), "nothing deleted")
     shutil.rmtree(ng.dir, ignore_errors=True)
 
+    # HTTPS with a self-signed certificate: refused by default, --cacert works
+    certdir = tmpdir("hsmfs-tls-")
+    cert, key = os.path.join(certdir, "c.pem"), os.path.join(certdir, "k.pem")
+    rc, out = run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                   "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                   "-keyout", key, "-out", cert])
+    eq(rc, 0, "self-signed certificate made")
+    d = files["sizes/s65536.bin"]
+    with Nginx(root, tls=(cert, key)) as ng:
+        with Mount(opts=hook_opts(ng, " --retries 0")) as m:
+            eq(import_manifest(m.mnt, [{"path": "sizes/s65536.bin", "size": len(d)}])[0], 0, "import")
+            try:
+                open(m.path("sizes/s65536.bin"), "rb").read()
+                ok(False, "untrusted certificate refused")
+            except OSError as e:
+                eq(e.errno, errno.EIO, "untrusted certificate refused by default (EIO)")
+            ok("certificate" in m.output().lower(), "and the reason is logged")
+        with Mount(opts=hook_opts(ng, " --cacert " + cert)) as m:
+            eq(import_manifest(m.mnt, [{"path": "sizes/s65536.bin", "size": len(d)}])[0], 0, "import")
+            with open(m.path("sizes/s65536.bin"), "rb") as f:
+                eq(f.read(), d, "https with --cacert reads")
+    shutil.rmtree(certdir, ignore_errors=True)
+
     # file:// origins need no server
     with Mount(opts="hook=" + HTTP) as m:
         p = "dir one/sub/x y.dat"
