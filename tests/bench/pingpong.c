@@ -1,0 +1,43 @@
+/*
+ * pingpong - the physical floor of an event round trip: N ping-pongs of
+ * a 64-byte message over a SOCK_SEQPACKET socketpair between two
+ * processes, printing each round trip in nanoseconds, one per line.
+ *
+ *   pingpong N
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+int main(int argc, char **argv)
+{
+	int n = argc > 1 ? atoi(argv[1]) : 10000, sv[2];
+	char buf[64] = { 0 };
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) < 0)
+		return 1;
+	if (fork() == 0) {
+		close(sv[0]);
+		while (read(sv[1], buf, sizeof(buf)) > 0)
+			if (write(sv[1], buf, sizeof(buf)) < 0)
+				break;
+		_exit(0);
+	}
+	close(sv[1]);
+	for (int i = 0; i < n; i++) {
+		struct timespec a, b;
+
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		if (write(sv[0], buf, sizeof(buf)) < 0 || read(sv[0], buf, sizeof(buf)) <= 0)
+			return 1;
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		printf("%lld\n", (long long)(b.tv_sec - a.tv_sec) * 1000000000LL +
+					 (b.tv_nsec - a.tv_nsec));
+	}
+	close(sv[0]);
+	wait(NULL);
+	return 0;
+}
