@@ -382,8 +382,13 @@ static int fetch(CURL *c, const struct hsmfs_event *ev, uint64_t *ret_lo,
 			const char *v = x.etag[0] ? x.etag : x.lastmod;
 
 			if (ev->version[0] && v[0] && strcmp(v, ev->version)) {
+				char p[8300];
+
 				logf_("'%s': origin changed (version %s, was %s); refusing to mix versions",
 				      ev->path, v, ev->version);
+				/* status shows it stale until it is imported again */
+				snprintf(p, sizeof(p), "%s/%s", cfg.mountpoint, ev->path);
+				setxattr(p, "user.hsmfs.stale", "1", 1, 0);
 				err = EIO;
 				break;
 			}

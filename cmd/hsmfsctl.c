@@ -518,7 +518,7 @@ check:
 	/* 3. apply in batches, each one transaction; a failed batch is undone */
 	for (i = 0; i < n; i += BATCH) {
 		size_t end = i + BATCH < n ? i + BATCH : n, j;
-		bool created[BATCH];
+		bool created[BATCH], changed[BATCH];
 		int res = meta_begin(m);
 
 		for (j = i; !res && j < end; j++) {
@@ -532,6 +532,7 @@ check:
 			}
 			nnew += o == NEW;
 			nchanged += o == CHANGED;
+			changed[j - i] = o == CHANGED;
 			nsame += o == SAME;
 		}
 		if (!res)
@@ -545,6 +546,23 @@ check:
 				items[i].line, items[n - 1].line);
 			rc = i ? X_PARTIAL : X_INPUT;
 			goto out;
+		}
+		/* a live mount re-reads the state of changed files and drops their cache */
+		for (j = i; mnt && j < end; j++) {
+			char p[PATH_MAX + 4200];
+
+			if (!changed[j - i])
+				continue;
+			snprintf(p, sizeof(p), "%s/%s", mnt, items[j].e.path);
+			for (int tries = 0; setxattr(p, "user.hsmfs.reload", "1", 1, 0) < 0; tries++) {
+				if (errno != EBUSY || tries == 100) {
+					fprintf(stderr, "hsmfsctl: '%s': the mount did not reload it: %s\n",
+						p, strerror(errno));
+					rc = X_PARTIAL;
+					break;
+				}
+				usleep(50000); /* a fill of the old version is finishing */
+			}
 		}
 	}
 	printf("imported %zu file%s: %zu new, %zu changed, %zu unchanged\n", n,

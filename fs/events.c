@@ -191,6 +191,77 @@ int events_load(struct inode *in)
 	return 0;
 }
 
+static void persist_later(struct fstate *fs);
+
+int events_reload(struct inode *in)
+{
+	struct meta_file f;
+	struct fstate *fs;
+	int res;
+
+	pthread_mutex_lock(&E.lock);
+	fs = inode_state(in);
+	if (!fs) {
+		inode_flags_clear(in, INODE_LOADED);
+		pthread_mutex_unlock(&E.lock);
+		return events_load(in);
+	}
+	if (fs->inflight) {
+		pthread_mutex_unlock(&E.lock);
+		return -EBUSY;
+	}
+	res = meta_get(E.cfg.meta, fs->ino, &f);
+	if (res == -ENOENT) {
+		/* no row any more: a plain resident file */
+		rs_clear(&fs->present);
+		res = rs_add(&fs->present, 0, fs->size);
+		fs->state = META_RESIDENT;
+		fs->flags = 0;
+		inode_flags_clear(in, INODE_NONRESIDENT);
+		pthread_mutex_unlock(&E.lock);
+		return res;
+	}
+	if (res) {
+		pthread_mutex_unlock(&E.lock);
+		return -EIO;
+	}
+	/* reset in place: a write-behind batch may still hold fs */
+	free(fs->origin);
+	free(fs->version);
+	rs_clear(&fs->present);
+	fs->size = f.size;
+	fs->state = f.state;
+	fs->flags = f.flags;
+	fs->origin = f.origin;
+	fs->version = f.version;
+	fs->present = f.present;
+	free(f.sha256);
+	if (rs_contains(&fs->present, 0, fs->size))
+		inode_flags_clear(in, INODE_NONRESIDENT);
+	else
+		inode_flags_set(in, INODE_NONRESIDENT);
+	inode_flags_clear(in, INODE_QUIET);
+	pthread_mutex_unlock(&E.lock);
+	return 0;
+}
+
+int events_mark_stale(struct inode *in)
+{
+	struct fstate *fs;
+	int res = events_load(in);
+
+	if (res)
+		return res;
+	pthread_mutex_lock(&E.lock);
+	fs = inode_state(in);
+	if (fs && !(fs->flags & META_F_STALE)) {
+		fs->flags |= META_F_STALE;
+		persist_later(fs);
+	}
+	pthread_mutex_unlock(&E.lock);
+	return fs ? 0 : -ENODATA;
+}
+
 /* Queue fs for the writer.  E.lock held. */
 static void persist_later(struct fstate *fs)
 {
@@ -228,7 +299,9 @@ static void write_batch(struct fstate *batch)
 {
 	struct snap {
 		uint64_t ino;
-		uint32_t state;
+		uint32_t state, flags;
+		uint64_t size;
+		char *version;
 		struct rangeset rs;
 	} *snaps;
 	struct fstate *fs, *next;
@@ -244,7 +317,11 @@ static void write_batch(struct fstate *batch)
 		if (snaps) {
 			snaps[i].ino = fs->ino;
 			snaps[i].state = fs->state;
-			if (rs_copy(&snaps[i].rs, &fs->present))
+			snaps[i].flags = fs->flags;
+			snaps[i].size = fs->size;
+			snaps[i].version = fs->version ? strdup(fs->version) : NULL;
+			if (rs_copy(&snaps[i].rs, &fs->present) ||
+			    (fs->version && !snaps[i].version))
 				snaps[i].ino = 0; /* skipped: retried on next change */
 		}
 	}
@@ -270,7 +347,9 @@ static void write_batch(struct fstate *batch)
 		for (i = 0; i < n; i++)
 			if (snaps[i].ino)
 				meta_set_present(E.cfg.meta, snaps[i].ino,
-						 &snaps[i].rs, snaps[i].state);
+						 &snaps[i].rs, snaps[i].state,
+						 snaps[i].flags, snaps[i].size,
+						 snaps[i].version);
 		if (meta_commit(E.cfg.meta)) {
 			log_err("cannot commit present ranges: %s",
 				meta_errmsg(E.cfg.meta));
@@ -293,8 +372,10 @@ static void write_batch(struct fstate *batch)
 		removexattr(path, STORE_MARKER_XATTR);
 		inode_fd_put(fs->in);
 	}
-	for (i = 0; snaps && i < n; i++)
+	for (i = 0; snaps && i < n; i++) {
 		rs_clear(&snaps[i].rs);
+		free(snaps[i].version);
+	}
 	free(snaps);
 	for (fs = batch; fs; fs = next) {
 		next = fs->wnext;

@@ -352,6 +352,7 @@ int main(int argc, char *argv[])
 		ocfg.daemon_fd = daemonize();
 	store_write_pid(&store, getpid());
 	ops_init(&ocfg);
+	ops_set_session(se);
 	{
 		struct events_config ecfg = {
 			.max_pending = o.max_pending,

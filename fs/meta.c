@@ -16,7 +16,8 @@ static const char *const queries[Q_N] = {
 	[Q_PUT] = "INSERT OR REPLACE INTO files (ino, size, mtime, mode, state, "
 		  "flags, origin, version, sha256, present, atime) "
 		  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-	[Q_PRESENT] = "UPDATE files SET present = ?2, state = ?3 WHERE ino = ?1",
+	[Q_PRESENT] = "UPDATE files SET present = ?2, state = ?3, flags = ?4 "
+		      "WHERE ino = ?1 AND size = ?5 AND version IS ?6",
 	[Q_DELETE] = "DELETE FROM files WHERE ino = ?1",
 	[Q_COUNT] = "SELECT count(*) FROM files",
 };
@@ -248,7 +249,8 @@ int meta_put(struct meta *m, const struct meta_file *f)
 }
 
 int meta_set_present(struct meta *m, uint64_t ino, const struct rangeset *rs,
-		     uint32_t state)
+		     uint32_t state, uint32_t flags, uint64_t size,
+		     const char *version)
 {
 	sqlite3_stmt *st = m->q[Q_PRESENT];
 	int res;
@@ -257,6 +259,9 @@ int meta_set_present(struct meta *m, uint64_t ino, const struct rangeset *rs,
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
 	res = bind_ranges(st, 2, rs);
 	sqlite3_bind_int(st, 3, state);
+	sqlite3_bind_int(st, 4, flags);
+	sqlite3_bind_int64(st, 5, (sqlite3_int64)size);
+	sqlite3_bind_text(st, 6, version, -1, SQLITE_TRANSIENT);
 	if (!res)
 		res = to_errno(m, sqlite3_step(st));
 	if (!res && sqlite3_changes(m->db) == 0)

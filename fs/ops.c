@@ -21,6 +21,12 @@
 
 static struct ops_config cfg;
 static bool daemon_is_root;
+static struct fuse_session *session;
+
+void ops_set_session(struct fuse_session *se)
+{
+	session = se;
+}
 
 void ops_init(const struct ops_config *c)
 {
@@ -1045,8 +1051,19 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
-	ssize_t res = !strncmp(name, VIRT_PREFIX, sizeof(VIRT_PREFIX) - 1) ? -EPERM :
-		do_xattr(IN(ino), X_SET, name, (void *)value, size, flags);
+	ssize_t res;
+
+	if (!strcmp(name, VIRT_PREFIX "reload")) {
+		/* hsmfsctl import changed this file in the store */
+		res = events_reload(IN(ino));
+		if (!res && session)
+			fuse_lowlevel_notify_inval_inode(session, ino, 0, 0);
+	} else if (!strcmp(name, VIRT_PREFIX "stale")) {
+		res = events_mark_stale(IN(ino));
+	} else {
+		res = !strncmp(name, VIRT_PREFIX, sizeof(VIRT_PREFIX) - 1) ? -EPERM :
+			do_xattr(IN(ino), X_SET, name, (void *)value, size, flags);
+	}
 
 	fuse_reply_err(req, res < 0 ? -res : 0);
 }

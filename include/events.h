@@ -74,6 +74,15 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
 		      struct fuse_req *req);
 
+/*
+ * Re-read in's state from the database (after hsmfsctl import changed
+ * the file in the store).  -EBUSY while events for it are pending.
+ */
+int events_reload(struct inode *in);
+
+/* The origin changed under a partly present file: fail its reads. */
+int events_mark_stale(struct inode *in);
+
 /* Bookkeeping after a successful change through the mount. */
 void events_wrote(struct inode *in, uint64_t off, uint64_t len);
 void events_truncated(struct inode *in, uint64_t old_size, uint64_t new_size);

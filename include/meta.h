@@ -62,9 +62,15 @@ const char *meta_errmsg(struct meta *m);
 int meta_get(struct meta *m, uint64_t ino, struct meta_file *ret);
 /* Insert or replace the whole row. */
 int meta_put(struct meta *m, const struct meta_file *f);
-/* Update only present ranges and state. -ENOENT if no row. */
+/*
+ * Update present ranges, state and flags of the row of ino, but only if
+ * it still has this size and version (NULL matches NULL): a re-import
+ * that changed the file wins over a late write-behind.  -ENOENT if no
+ * row matched.
+ */
 int meta_set_present(struct meta *m, uint64_t ino, const struct rangeset *rs,
-		     uint32_t state);
+		     uint32_t state, uint32_t flags, uint64_t size,
+		     const char *version);
 int meta_delete(struct meta *m, uint64_t ino);
 
 /* Group many writes in one transaction. */

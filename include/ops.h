@@ -18,6 +18,7 @@
 #include <stdbool.h>
 
 struct fuse_lowlevel_ops;
+struct fuse_session;
 
 struct ops_config {
 	double entry_timeout;    /* seconds the kernel may cache a name */
@@ -29,6 +30,8 @@ struct ops_config {
 };
 
 void ops_init(const struct ops_config *cfg);
+/* The session, for cache invalidations (set before the loop starts). */
+void ops_set_session(struct fuse_session *se);
 const struct fuse_lowlevel_ops *ops_table(void);
 unsigned long ops_table_size(void);
 

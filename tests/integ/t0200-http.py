@@ -117,8 +117,9 @@ def test():
             # origin replaced between two partial reads: never mixed
             with open(m.path("big.bin"), "rb") as f:
                 f.read(4096)
+            newbig = os.urandom(64 * MiB)
             with open(os.path.join(root, "big.bin"), "wb") as f:
-                f.write(os.urandom(64 * MiB))
+                f.write(newbig)
             os.utime(os.path.join(root, "big.bin"), (1, 1))
             fresh = min(c for c in range(1, 64) if c not in chunks)
             fd = os.open(m.path("big.bin"), os.O_RDONLY | os.O_DIRECT)
@@ -129,6 +130,16 @@ def test():
                 eq(e.errno, errno.EIO, "changed origin: EIO, not bytes of another version")
             os.close(fd)
             ok("origin changed" in m.output(), "changed origin is logged")
+            eq(os.getxattr(m.path("big.bin"), "user.hsmfs.state"), b"partial,stale",
+               "status says stale")
+            rc, out = import_manifest(m.mnt, [{"path": "big.bin", "size": len(newbig),
+                                               "version": email.utils.formatdate(1, usegmt=True)}])
+            eq((rc, out.strip()), (0, "imported 1 file: 0 new, 1 changed, 0 unchanged"),
+               "re-import of the new version into the live mount")
+            eq(os.getxattr(m.path("big.bin"), "user.hsmfs.state"), b"placeholder",
+               "a placeholder again, no longer stale")
+            with open(m.path("big.bin"), "rb") as f:
+                ok(f.read() == newbig, "after re-import the new content is served")
 
 
         # missing file and server errors

@@ -59,12 +59,17 @@ int main(void)
 	meta_file_free(&g);
 
 	rs_add(&f.present, 4096, 1 << 20);
-	ok(meta_set_present(m, 42, &f.present, META_RESIDENT) == 0, "update present ranges");
+	ok(meta_set_present(m, 42, &f.present, META_RESIDENT, 0, f.size, f.version) == 0,
+	   "update present ranges");
 	ok(meta_get(m, 42, &g) == 0 && g.present.n == 1 && g.state == META_RESIDENT,
 	   "updated ranges merged and state changed");
 	meta_file_free(&g);
-	ok(meta_set_present(m, 43, &f.present, META_RESIDENT) == -ENOENT,
+	ok(meta_set_present(m, 43, &f.present, META_RESIDENT, 0, f.size, f.version) == -ENOENT,
 	   "update of a missing row: ENOENT");
+	ok(meta_set_present(m, 42, &f.present, META_PARTIAL, 0, f.size, "\"other\"") == -ENOENT,
+	   "update for another version does not apply");
+	ok(meta_set_present(m, 42, &f.present, META_PARTIAL, 0, f.size + 1, f.version) == -ENOENT,
+	   "update for another size does not apply");
 
 	ok(meta_begin(m) == 0, "begin");
 	for (uint64_t i = 100; i < 1100; i++) {
