@@ -19,8 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "hsmfs/hook.h"
@@ -362,6 +364,9 @@ static int import_one(int root, struct meta *m, struct item *it, bool *created,
 	row.origin = it->e.url;
 	row.version = it->e.version;
 	row.sha256 = it->e.sha256;
+	/* a new generation: a write-behind of the old file must not apply */
+	if (getrandom(&row.gen, sizeof(row.gen), 0) != sizeof(row.gen))
+		row.gen = (uint64_t)time(NULL) << 20 ^ (uint64_t)getpid();
 	res = meta_put(m, &row);
 	if (res)
 		snprintf(err, errlen, "database: %s", meta_errmsg(m));

@@ -36,6 +36,7 @@ struct fstate {
 	bool queued;               /* on the writer's queue */
 	struct inode *in;          /* back pointer (the inode owns us) */
 	struct fstate *wnext;      /* writer queue link */
+	uint64_t gen;              /* the row's generation (see meta.h) */
 };
 
 enum ev_state { EV_FREE, EV_QUEUED, EV_SENT, EV_DONE };
@@ -180,6 +181,7 @@ int events_load(struct inode *in)
 	fs->origin = f.origin;
 	fs->version = f.version;
 	fs->present = f.present;
+	fs->gen = f.gen;
 	fs->in = in;
 	free(f.sha256);
 	inode_set_state(in, fs);
@@ -235,6 +237,7 @@ int events_reload(struct inode *in)
 	fs->origin = f.origin;
 	fs->version = f.version;
 	fs->present = f.present;
+	fs->gen = f.gen;
 	free(f.sha256);
 	if (rs_contains(&fs->present, 0, fs->size))
 		inode_flags_clear(in, INODE_NONRESIDENT);
@@ -300,8 +303,7 @@ static void write_batch(struct fstate *batch)
 	struct snap {
 		uint64_t ino;
 		uint32_t state, flags;
-		uint64_t size;
-		char *version;
+		uint64_t size, gen;
 		struct rangeset rs;
 	} *snaps;
 	struct fstate *fs, *next;
@@ -319,9 +321,8 @@ static void write_batch(struct fstate *batch)
 			snaps[i].state = fs->state;
 			snaps[i].flags = fs->flags;
 			snaps[i].size = fs->size;
-			snaps[i].version = fs->version ? strdup(fs->version) : NULL;
-			if (rs_copy(&snaps[i].rs, &fs->present) ||
-			    (fs->version && !snaps[i].version))
+			snaps[i].gen = fs->gen;
+			if (rs_copy(&snaps[i].rs, &fs->present))
 				snaps[i].ino = 0; /* skipped: retried on next change */
 		}
 	}
@@ -349,7 +350,7 @@ static void write_batch(struct fstate *batch)
 				meta_set_present(E.cfg.meta, snaps[i].ino,
 						 &snaps[i].rs, snaps[i].state,
 						 snaps[i].flags, snaps[i].size,
-						 snaps[i].version);
+						 snaps[i].gen);
 		if (meta_commit(E.cfg.meta)) {
 			log_err("cannot commit present ranges: %s",
 				meta_errmsg(E.cfg.meta));
@@ -374,7 +375,6 @@ static void write_batch(struct fstate *batch)
 	}
 	for (i = 0; snaps && i < n; i++) {
 		rs_clear(&snaps[i].rs);
-		free(snaps[i].version);
 	}
 	free(snaps);
 	for (fs = batch; fs; fs = next) {

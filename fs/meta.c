@@ -12,12 +12,12 @@ enum { Q_GET, Q_PUT, Q_PRESENT, Q_DELETE, Q_COUNT, Q_N };
 
 static const char *const queries[Q_N] = {
 	[Q_GET] = "SELECT size, mtime, mode, state, flags, origin, version, "
-		  "sha256, present, atime FROM files WHERE ino = ?1",
+		  "sha256, present, atime, gen FROM files WHERE ino = ?1",
 	[Q_PUT] = "INSERT OR REPLACE INTO files (ino, size, mtime, mode, state, "
-		  "flags, origin, version, sha256, present, atime) "
-		  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-	[Q_PRESENT] = "UPDATE files SET present = ?2, state = ?3, flags = ?4 "
-		      "WHERE ino = ?1 AND size = ?5 AND version IS ?6",
+		  "flags, origin, version, sha256, present, atime, gen) "
+		  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+	[Q_PRESENT] = "UPDATE files SET present = ?2, state = ?3, flags = ?4, "
+		      "size = ?5 WHERE ino = ?1 AND gen = ?6",
 	[Q_DELETE] = "DELETE FROM files WHERE ino = ?1",
 	[Q_COUNT] = "SELECT count(*) FROM files",
 };
@@ -34,7 +34,8 @@ static const char *const migrations[] = {
 	" flags INTEGER NOT NULL DEFAULT 0,"
 	" origin TEXT, version TEXT, sha256 TEXT,"
 	" present BLOB NOT NULL DEFAULT x'',"
-	" atime INTEGER NOT NULL DEFAULT 0);",
+	" atime INTEGER NOT NULL DEFAULT 0,"
+	" gen INTEGER NOT NULL DEFAULT 0);",
 };
 
 struct meta {
@@ -196,6 +197,7 @@ int meta_get(struct meta *m, uint64_t ino, struct meta_file *ret)
 			res = 0;
 		}
 		f.atime = sqlite3_column_int64(st, 9);
+		f.gen = sqlite3_column_int64(st, 10);
 		if (oom)
 			res = -ENOMEM;
 	} else {
@@ -240,6 +242,7 @@ int meta_put(struct meta *m, const struct meta_file *f)
 	sqlite3_bind_text(st, 9, f->sha256, -1, SQLITE_TRANSIENT);
 	res = bind_ranges(st, 10, &f->present);
 	sqlite3_bind_int64(st, 11, f->atime);
+	sqlite3_bind_int64(st, 12, (sqlite3_int64)f->gen);
 	if (!res)
 		res = to_errno(m, sqlite3_step(st));
 	sqlite3_reset(st);
@@ -249,8 +252,7 @@ int meta_put(struct meta *m, const struct meta_file *f)
 }
 
 int meta_set_present(struct meta *m, uint64_t ino, const struct rangeset *rs,
-		     uint32_t state, uint32_t flags, uint64_t size,
-		     const char *version)
+		     uint32_t state, uint32_t flags, uint64_t size, uint64_t gen)
 {
 	sqlite3_stmt *st = m->q[Q_PRESENT];
 	int res;
@@ -261,7 +263,7 @@ int meta_set_present(struct meta *m, uint64_t ino, const struct rangeset *rs,
 	sqlite3_bind_int(st, 3, state);
 	sqlite3_bind_int(st, 4, flags);
 	sqlite3_bind_int64(st, 5, (sqlite3_int64)size);
-	sqlite3_bind_text(st, 6, version, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 6, (sqlite3_int64)gen);
 	if (!res)
 		res = to_errno(m, sqlite3_step(st));
 	if (!res && sqlite3_changes(m->db) == 0)

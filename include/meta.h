@@ -50,6 +50,7 @@ struct meta_file {
 	char *sha256;        /* owned; NULL if none */
 	struct rangeset present;
 	int64_t atime;       /* last access, seconds */
+	uint64_t gen;        /* changes whenever import (re)creates the row */
 };
 
 struct meta;
@@ -63,14 +64,12 @@ int meta_get(struct meta *m, uint64_t ino, struct meta_file *ret);
 /* Insert or replace the whole row. */
 int meta_put(struct meta *m, const struct meta_file *f);
 /*
- * Update present ranges, state and flags of the row of ino, but only if
- * it still has this size and version (NULL matches NULL): a re-import
- * that changed the file wins over a late write-behind.  -ENOENT if no
- * row matched.
+ * Update present ranges, state, flags and size of the row of ino, but
+ * only if it is still generation gen: a re-import that changed the file
+ * wins over a late write-behind.  -ENOENT if no row matched.
  */
 int meta_set_present(struct meta *m, uint64_t ino, const struct rangeset *rs,
-		     uint32_t state, uint32_t flags, uint64_t size,
-		     const char *version);
+		     uint32_t state, uint32_t flags, uint64_t size, uint64_t gen);
 int meta_delete(struct meta *m, uint64_t ino);
 
 /* Group many writes in one transaction. */
