@@ -143,6 +143,20 @@ int events_init(const struct events_config *cfg)
 
 /* ------------------------------------------------------------ state */
 
+/* Move a row's fields into fs (which takes ownership of its strings). */
+static void fstate_take_row(struct fstate *fs, struct meta_file *f)
+{
+	fs->size = f->size;
+	fs->state = f->state;
+	fs->flags = f->flags;
+	fs->origin = f->origin;
+	fs->version = f->version;
+	fs->present = f->present;
+	fs->gen = f->gen;
+	free(f->sha256);
+	memset(f, 0, sizeof(*f));
+}
+
 int events_load(struct inode *in)
 {
 	struct meta_file f;
@@ -175,15 +189,8 @@ int events_load(struct inode *in)
 		return -ENOMEM;
 	}
 	fs->ino = f.ino;
-	fs->size = f.size;
-	fs->state = f.state;
-	fs->flags = f.flags;
-	fs->origin = f.origin;
-	fs->version = f.version;
-	fs->present = f.present;
-	fs->gen = f.gen;
 	fs->in = in;
-	free(f.sha256);
+	fstate_take_row(fs, &f);
 	inode_set_state(in, fs);
 	/* dirty files too: their missing ranges are fetched, never zeros */
 	if (!rs_contains(&fs->present, 0, fs->size))
@@ -231,14 +238,7 @@ int events_reload(struct inode *in)
 	free(fs->origin);
 	free(fs->version);
 	rs_clear(&fs->present);
-	fs->size = f.size;
-	fs->state = f.state;
-	fs->flags = f.flags;
-	fs->origin = f.origin;
-	fs->version = f.version;
-	fs->present = f.present;
-	fs->gen = f.gen;
-	free(f.sha256);
+	fstate_take_row(fs, &f);
 	if (rs_contains(&fs->present, 0, fs->size))
 		inode_flags_clear(in, INODE_NONRESIDENT);
 	else

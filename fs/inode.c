@@ -154,6 +154,29 @@ uint64_t inode_nodeid(const struct inode *in)
 	return (uintptr_t)in;
 }
 
+/*
+ * Take a reference on in's alias parent and copy its alias name.
+ * Returns 0 (caller drops the reference with inode_release and frees
+ * the name) or -ESTALE (no alias) or -ENOMEM.
+ */
+static int hold_alias(struct inode *in, struct inode **ret_parent, char **ret_name)
+{
+	struct inode *parent;
+	char *name;
+
+	pthread_mutex_lock(&T.lock);
+	parent = in->parent;
+	if (!parent || !(name = strdup(in->name))) {
+		pthread_mutex_unlock(&T.lock);
+		return parent ? -ENOMEM : -ESTALE;
+	}
+	parent->refs++;
+	pthread_mutex_unlock(&T.lock);
+	*ret_parent = parent;
+	*ret_name = name;
+	return 0;
+}
+
 bool inode_is_symlink(const struct inode *in)
 {
 	return S_ISLNK(in->type);
@@ -171,14 +194,9 @@ int inode_parent_fd_get(struct inode *in, struct inode **ret_parent,
 	char *name;
 	int fd;
 
-	pthread_mutex_lock(&T.lock);
-	parent = in->parent;
-	if (!parent || !(name = strdup(in->name))) {
-		pthread_mutex_unlock(&T.lock);
-		return parent ? -ENOMEM : -ESTALE;
-	}
-	parent->refs++;
-	pthread_mutex_unlock(&T.lock);
+	fd = hold_alias(in, &parent, &name);
+	if (fd)
+		return fd;
 	fd = inode_fd_get(parent);
 	if (fd < 0) {
 		free(name);
@@ -443,13 +461,10 @@ int inode_fd_get(struct inode *in)
 		pthread_mutex_unlock(&T.lock);
 		return fd;
 	}
-	parent = in->parent;
-	if (!parent || !(name = strdup(in->name))) {
-		pthread_mutex_unlock(&T.lock);
-		return parent ? -ENOMEM : -ESTALE;
-	}
-	parent->refs++;
 	pthread_mutex_unlock(&T.lock);
+	fd = hold_alias(in, &parent, &name);
+	if (fd)
+		return fd;
 
 	pfd = inode_fd_get(parent);
 	if (pfd >= 0) {
