@@ -46,7 +46,7 @@ static void usage(FILE *f)
 "        file: path, size, and optional mtime, mode, url, version, sha256),\n"
 "        or from an origin's nginx JSON autoindex, recursively\n"
 "status  per-file state and present bytes of paths in a mount, with totals\n"
-"watch   print PRE_MODIFY events of a mount as they happen (and allow them)\n"
+"watch   print the events of a mount as they happen (and allow them)\n"
 "hooks   list the hooks connected to a mount\n"
 "See hsmfsctl(1).\n");
 }
@@ -768,8 +768,8 @@ static int cmd_watch(int argc, char **argv)
 		fprintf(stderr, "hsmfsctl: watch needs a MOUNTPOINT\n");
 		return X_USAGE;
 	}
-	res = hsmfs_hook_connect(mnt, HSMFS_KIND_WATCH, HSMFS_MASK(HSMFS_EV_PRE_MODIFY),
-				 "hsmfsctl-watch", NULL, &h);
+	res = hsmfs_hook_connect(mnt, HSMFS_KIND_WATCH, HSMFS_MASK_ALL, "hsmfsctl-watch",
+				 NULL, &h);
 	if (res) {
 		fprintf(stderr, "hsmfsctl: cannot watch '%s': %s\n", mnt, strerror(-res));
 		return X_STORE;

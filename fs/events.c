@@ -56,6 +56,7 @@ struct event {
 	struct hook *hook;         /* PRE_ACCESS: the fill hook it went to */
 	struct hook *targets[HOOKS_MAX]; /* PRE_MODIFY: hooks yet to answer */
 	unsigned ntargets;
+	bool filled;               /* PRE_ACCESS: the fill hook allowed */
 	int result;                /* 0 or -errno once EV_DONE */
 	uint32_t waiters;
 	struct timespec deadline;  /* CLOCK_MONOTONIC */
@@ -476,6 +477,29 @@ static void fill_proto(const struct event *ev, struct proto_event *pe,
 	}
 }
 
+/*
+ * Send a new event to every watch hook that subscribed to its type; each
+ * must allow it (the first deny wins).  E.lock held.
+ */
+static void send_to_watchers(struct event *ev)
+{
+	char path[HSMFS_MAX_PATH + 1];
+	struct proto_event pe;
+	bool built = false;
+
+	for (struct hook *h = E.hooks; h; h = h->next) {
+		if (h->kind != HSMFS_KIND_WATCH || !(h->mask & HSMFS_MASK(ev->type)) ||
+		    !in_subtree(h, ev->in) || ev->ntargets == HOOKS_MAX)
+			continue;
+		if (!built) {
+			fill_proto(ev, &pe, path, sizeof(path));
+			built = true;
+		}
+		if (hooks_send_event(h, &pe, -1) == 0)
+			ev->targets[ev->ntargets++] = h;
+	}
+}
+
 /* Try to hand a queued PRE_ACCESS event to a fill hook.  E.lock held. */
 static void dispatch(struct event *ev)
 {
@@ -610,6 +634,7 @@ static void init_event(struct event *ev, uint32_t type, struct inode *in,
 	ev->fs = NULL;
 	ev->hook = NULL;
 	ev->ntargets = 0;
+	ev->filled = false;
 	ev->result = 0;
 	ev->waiters = 0;
 	ev->progress = 0;
@@ -771,6 +796,7 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 			ev->store_fd = sfd;
 			ev->fnext = fs->inflight;
 			fs->inflight = ev;
+			send_to_watchers(ev);
 			dispatch(ev);
 			if (ev->st == EV_QUEUED)
 				queue_add(ev);
@@ -1003,7 +1029,8 @@ static struct event *find_event(uint64_t id)
 	if (slot >= E.cfg.max_pending)
 		return NULL;
 	ev = &E.slots[slot];
-	return ev->id == id && ev->st == EV_SENT ? ev : NULL;
+	/* a queued event may already be with its watchers */
+	return ev->id == id && (ev->st == EV_SENT || ev->st == EV_QUEUED) ? ev : NULL;
 }
 
 static int deny_errno(uint32_t e)
@@ -1031,9 +1058,7 @@ void events_answer(struct hook *h, const struct proto_answer *a)
 			  h->name, (unsigned long long)a->id);
 		return;
 	}
-	if (ev->type == HSMFS_EV_PRE_ACCESS) {
-		if (ev->hook != h)
-			goto not_ours;
+	if (ev->type == HSMFS_EV_PRE_ACCESS && ev->hook == h) {
 		if (a->verdict == HSMFS_ALLOW) {
 			uint64_t s = a->filled_start > ev->hint_start ?
 					     a->filled_start : ev->hint_start;
@@ -1049,10 +1074,15 @@ void events_answer(struct hook *h, const struct proto_answer *a)
 					(unsigned long long)ev->end);
 				complete(ev, -EIO);
 			} else {
+				/* the bytes are right whatever watchers say */
 				rs_add(&ev->fs->present, s, e);
 				present_changed(ev->fs);
 				persist_later(ev->fs);
-				complete(ev, 0);
+				ev->filled = true;
+				ev->hook->assigned--;
+				ev->hook = NULL;
+				if (!ev->ntargets)
+					complete(ev, 0);
 			}
 		} else {
 			complete(ev, deny_errno(a->error));
@@ -1068,9 +1098,9 @@ void events_answer(struct hook *h, const struct proto_answer *a)
 	if (a->verdict != HSMFS_ALLOW) {
 		complete(ev, deny_errno(a->error));
 	} else {
-		if (a->flags & HSMFS_ANSWER_QUIET)
+		if (ev->type == HSMFS_EV_PRE_MODIFY && (a->flags & HSMFS_ANSWER_QUIET))
 			inode_flags_set(ev->in, INODE_QUIET);
-		if (!ev->ntargets)
+		if (!ev->ntargets && (ev->type == HSMFS_EV_PRE_MODIFY || ev->filled))
 			complete(ev, 0);
 	}
 	pthread_mutex_unlock(&E.lock);

@@ -136,6 +136,20 @@ def test():
                    "deny with %s gives %s" % (errno.errorcode[err], errno.errorcode[want]))
                 eq(len(h.events()), 1, "exactly one event for the denied read")
 
+        # watch hooks see PRE_ACCESS too, and may veto it
+        make_files(m, mirror, {"wa": data, "wb": data})
+        with Hook(m.mnt, "--mirror", mirror) as fill, \
+                Hook(m.mnt, "--kind", "watch", "--mask", "access", "--mode", "allow") as w:
+            eq(dread(m.path("wa"), 20 * P, P), data[20 * P:21 * P], "read with a watcher allowing")
+            eq([(e["type"], e["start"], e["has_fd"]) for e in w.events()],
+               [("PRE_ACCESS", 20 * P, False)], "the watcher saw the PRE_ACCESS, without a descriptor")
+            eq(len(fill.events()), 1, "the fill hook got it once")
+        with Hook(m.mnt, "--mirror", mirror) as fill, \
+                Hook(m.mnt, "--kind", "watch", "--mask", "access", "--mode", "deny",
+                     "--errno", str(errno.EACCES)) as w:
+            eq(errno_of(lambda: dread(m.path("wb"), 30 * P, P)), errno.EACCES,
+               "a watcher's veto fails the read with its errno")
+
         # 16 readers on the same missing range: one event
         with Hook(m.mnt, "--mirror", mirror, "--delay", "0.3") as h:
             results = []
