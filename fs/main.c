@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "events.h"
 #include "hooks.h"
 #include "inode.h"
@@ -226,7 +227,7 @@ int main(int argc, char *argv[])
 	struct ops_config ocfg;
 	struct store store = { -1, -1, -1 };
 	struct meta *meta = NULL;
-	bool events_up = false, hooks_up = false, hook_up = false;
+	bool events_up = false, hooks_up = false, hook_up = false, was_clean = true;
 	char err[512], *store_path = NULL, *mnt_path = NULL, *esc, *fsname = NULL;
 	bool mounted = false, handlers = false, table = false;
 	int res, rc = 0;
@@ -286,6 +287,7 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 	umask(0); /* modes arrive from the kernel with the caller's umask applied */
+	was_clean = check_was_clean(store.state_fd);
 	res = open_meta(store_path, store.root_fd, &meta);
 	if (res) {
 		log_err("cannot open the metadata database in '%s/%s': %s",
@@ -380,6 +382,12 @@ int main(int argc, char *argv[])
 			goto out;
 		}
 	}
+	if (!was_clean) {
+		uint64_t rows = 0;
+
+		if (!meta_count(meta, &rows) && rows && check_start(store.root_fd, meta))
+			log_warn("cannot start the consistency check, ignoring");
+	}
 	if (o.hook) {
 		res = supervise_start(o.hook, mnt_path);
 		if (res) {
@@ -414,8 +422,12 @@ out:
 		supervise_stop();
 	if (hooks_up)
 		hooks_stop();
-	if (events_up)
+	check_stop();
+	if (events_up) {
 		events_shutdown();
+		if (rc == 0 && mounted)
+			check_mark_clean(store.state_fd);
+	}
 	if (mounted)
 		fuse_session_unmount(se);
 	if (handlers)

@@ -8,7 +8,7 @@
 
 #include "meta.h"
 
-enum { Q_GET, Q_PUT, Q_PRESENT, Q_DELETE, Q_COUNT, Q_N };
+enum { Q_GET, Q_PUT, Q_PRESENT, Q_DELETE, Q_COUNT, Q_LIST, Q_DELGEN, Q_N };
 
 static const char *const queries[Q_N] = {
 	[Q_GET] = "SELECT size, mtime, mode, state, flags, origin, version, "
@@ -20,6 +20,8 @@ static const char *const queries[Q_N] = {
 		      "size = ?5 WHERE ino = ?1 AND gen = ?6",
 	[Q_DELETE] = "DELETE FROM files WHERE ino = ?1",
 	[Q_COUNT] = "SELECT count(*) FROM files",
+	[Q_LIST] = "SELECT ino, gen, size, state FROM files ORDER BY ino",
+	[Q_DELGEN] = "DELETE FROM files WHERE ino = ?1 AND gen = ?2",
 };
 
 /* Each step brings the schema from version i to i + 1. */
@@ -281,6 +283,59 @@ int meta_delete(struct meta *m, uint64_t ino)
 
 	pthread_mutex_lock(&m->lock);
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+	res = to_errno(m, sqlite3_step(st));
+	sqlite3_reset(st);
+	pthread_mutex_unlock(&m->lock);
+	return res;
+}
+
+int meta_list(struct meta *m, int (*cb)(void *arg, uint64_t ino, uint64_t gen,
+					uint64_t size, uint32_t state),
+	      void *arg)
+{
+	struct row {
+		uint64_t ino, gen, size;
+		uint32_t state;
+	} *rows = NULL, *nr;
+	size_t n = 0, cap = 0, i;
+	sqlite3_stmt *st = m->q[Q_LIST];
+	int rc, res = 0;
+
+	pthread_mutex_lock(&m->lock);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (n == cap) {
+			cap = cap ? 2 * cap : 1024;
+			nr = realloc(rows, cap * sizeof(*rows));
+			if (!nr) {
+				res = -ENOMEM;
+				break;
+			}
+			rows = nr;
+		}
+		rows[n].ino = sqlite3_column_int64(st, 0);
+		rows[n].gen = sqlite3_column_int64(st, 1);
+		rows[n].size = sqlite3_column_int64(st, 2);
+		rows[n].state = sqlite3_column_int(st, 3);
+		n++;
+	}
+	if (!res && rc != SQLITE_DONE)
+		res = to_errno(m, rc);
+	sqlite3_reset(st);
+	pthread_mutex_unlock(&m->lock);
+	for (i = 0; !res && i < n; i++)
+		res = cb(arg, rows[i].ino, rows[i].gen, rows[i].size, rows[i].state);
+	free(rows);
+	return res;
+}
+
+int meta_delete_gen(struct meta *m, uint64_t ino, uint64_t gen)
+{
+	sqlite3_stmt *st = m->q[Q_DELGEN];
+	int res;
+
+	pthread_mutex_lock(&m->lock);
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)gen);
 	res = to_errno(m, sqlite3_step(st));
 	sqlite3_reset(st);
 	pthread_mutex_unlock(&m->lock);

@@ -77,6 +77,18 @@ int meta_begin(struct meta *m);
 int meta_commit(struct meta *m);
 void meta_rollback(struct meta *m);
 
+/*
+ * Call cb for every row's (ino, gen, size, state), in ino order, with no
+ * lock held across calls (the rows are read first).  A non-zero return
+ * from cb stops and is returned.
+ */
+int meta_list(struct meta *m, int (*cb)(void *arg, uint64_t ino, uint64_t gen,
+					uint64_t size, uint32_t state),
+	      void *arg);
+
+/* Delete the row of ino only if it is still generation gen. */
+int meta_delete_gen(struct meta *m, uint64_t ino, uint64_t gen);
+
 /* Count rows (for status and tests). */
 int meta_count(struct meta *m, uint64_t *ret);
 

@@ -158,6 +158,47 @@ def test_crash():
     shutil.rmtree(mirror, ignore_errors=True)
 
 
+def test_unclean():
+    store, mirror = tmpdir("hsmfs-store-"), tmpdir("hsmfs-mirror-")
+    data = os.urandom(4 << 20)
+    for n in "abc":
+        with open(os.path.join(mirror, n), "wb") as f:
+            f.write(data)
+    m = Mount(store=store)
+    m.start()
+    try:
+        eq(import_manifest(m.mnt, [{"path": n, "size": len(data)} for n in "abc"])[0], 0, "import")
+        with Hook(m.mnt, "--mirror", mirror):
+            for n in "bc":
+                with open(m.path(n), "rb") as f:
+                    f.read(4096)
+        wait_for(lambda: run(["sqlite3", os.path.join(store, ".hsmfs", "meta.db"),
+                              "SELECT count(*) FROM files WHERE state = 2"])[1].strip() == "2",
+                 "partial state committed")
+        m.proc.kill()
+        m.proc.wait()
+    finally:
+        m.cleanup()
+    # behind hsmfs's back: one file gone, one changed
+    os.unlink(os.path.join(store, "a"))
+    with open(os.path.join(store, "b"), "ab") as f:
+        f.write(b"more")
+    with Mount(store=store) as m:
+        line = wait_for(lambda: [l for l in m.output().splitlines() if "consistency check" in l],
+                        "the consistency check's log line")
+        eq(line[0].split(": ", 2)[-1], "3 files, 1 gone, 1 changed and fetched again, 0 no longer managed",
+           "unclean stop: the check found the gone and the changed file")
+        eq(run(["sqlite3", os.path.join(store, ".hsmfs", "meta.db"),
+                "SELECT count(*) FROM files"])[1].strip(), "2", "the gone file's row is deleted")
+        eq((state(m.path("b")), present(m.path("b"))), ("placeholder", 0),
+           "the changed placeholder is fetched again, nothing trusted")
+        eq(state(m.path("c")), "partial", "the untouched file keeps its state")
+    with Mount(store=store) as m:
+        ok("consistency check" not in m.output(), "after a clean unmount no check runs")
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
 def test_corrupt():
     for how in ("truncated", "garbage"):
         store, mirror = tmpdir("hsmfs-store-"), tmpdir("hsmfs-mirror-")
@@ -192,4 +233,4 @@ def test_corrupt():
 
 
 if __name__ == "__main__":
-    main(lambda: (test_remount(), test_crash(), test_corrupt()))
+    main(lambda: (test_remount(), test_crash(), test_unclean(), test_corrupt()))

@@ -1,0 +1,188 @@
+/* check.c - see include/check.h */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "log.h"
+#include "meta.h"
+#include "store.h"
+
+struct row {
+	uint64_t ino, gen, size;
+	uint32_t state;
+	bool seen;
+};
+
+static struct {
+	pthread_t thread;
+	bool running;
+	atomic_bool stop;
+	int root_fd;
+	struct meta *m;
+	struct row *rows;
+	size_t n, cap;
+	unsigned gone, reset, dropped;
+} C;
+
+bool check_was_clean(int state_fd)
+{
+	return unlinkat(state_fd, CHECK_CLEAN_FILE, 0) == 0;
+}
+
+void check_mark_clean(int state_fd)
+{
+	int fd = openat(state_fd, CHECK_CLEAN_FILE, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+
+	if (fd >= 0) {
+		fsync(fd);
+		close(fd);
+	}
+}
+
+static int collect(void *arg, uint64_t ino, uint64_t gen, uint64_t size, uint32_t state)
+{
+	if (C.n == C.cap) {
+		size_t cap = C.cap ? 2 * C.cap : 1024;
+		struct row *r = realloc(C.rows, cap * sizeof(*r));
+
+		if (!r)
+			return -ENOMEM;
+		C.rows = r;
+		C.cap = cap;
+	}
+	C.rows[C.n++] = (struct row){ ino, gen, size, state, false };
+	return 0;
+}
+
+static struct row *find(uint64_t ino)
+{
+	size_t lo = 0, hi = C.n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (C.rows[mid].ino < ino)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < C.n && C.rows[lo].ino == ino ? &C.rows[lo] : NULL;
+}
+
+static void check_file(int dfd, const char *name, const struct stat *st)
+{
+	struct row *r = find(st->st_ino);
+	struct meta_file f;
+
+	if (!r)
+		return;
+	r->seen = true;
+	if ((uint64_t)st->st_size == r->size || r->state == META_DIRTY)
+		return;
+	/* changed outside hsmfs */
+	if (meta_get(C.m, r->ino, &f))
+		return;
+	if (f.gen == r->gen) {
+		int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		bool marked = fd >= 0 && fgetxattr(fd, STORE_MARKER_XATTR, NULL, 0) >= 0;
+
+		if (fd >= 0)
+			close(fd);
+		if (marked) {
+			rs_clear(&f.present);
+			f.size = st->st_size;
+			f.state = META_PLACEHOLDER;
+			if (!meta_put(C.m, &f))
+				C.reset++;
+		} else if (!meta_delete_gen(C.m, r->ino, r->gen)) {
+			C.dropped++;
+		}
+	}
+	meta_file_free(&f);
+}
+
+static void walk(int dfd, int depth, bool is_root)
+{
+	DIR *d;
+	struct dirent *de;
+	int fd;
+
+	if (depth > 4096 || atomic_load(&C.stop))
+		return;
+	fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while (!atomic_load(&C.stop) && (de = readdir(d))) {
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    (is_root && !strcmp(de->d_name, STORE_STATE_DIR)))
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			int sub = openat(dirfd(d), de->d_name,
+					 O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+			if (sub >= 0) {
+				walk(sub, depth + 1, false);
+				close(sub);
+			}
+		} else if (S_ISREG(st.st_mode)) {
+			check_file(dirfd(d), de->d_name, &st);
+		}
+	}
+	closedir(d);
+}
+
+static void *check_main(void *arg)
+{
+	size_t i;
+
+	if (meta_list(C.m, collect, NULL)) {
+		log_err("consistency check after an unclean stop: cannot list the database: %s",
+			meta_errmsg(C.m));
+		return NULL;
+	}
+	walk(C.root_fd, 0, true);
+	if (atomic_load(&C.stop))
+		return NULL; /* unmounted meanwhile: the next mount checks again */
+	for (i = 0; i < C.n; i++)
+		if (!C.rows[i].seen && !meta_delete_gen(C.m, C.rows[i].ino, C.rows[i].gen))
+			C.gone++;
+	log_warn("consistency check after an unclean stop: %zu files, %u gone, %u changed and fetched again, %u no longer managed",
+		 C.n, C.gone, C.reset, C.dropped);
+	return NULL;
+}
+
+int check_start(int root_fd, struct meta *m)
+{
+	C.root_fd = root_fd;
+	C.m = m;
+	if (pthread_create(&C.thread, NULL, check_main, NULL))
+		return -EAGAIN;
+	C.running = true;
+	return 0;
+}
+
+void check_stop(void)
+{
+	if (!C.running)
+		return;
+	atomic_store(&C.stop, true);
+	pthread_join(C.thread, NULL);
+	C.running = false;
+	free(C.rows);
+	C.rows = NULL;
+}

@@ -1,0 +1,32 @@
+/*
+ * check.h - after an unclean stop, compare the database with the store.
+ *
+ * STORE/.hsmfs/clean is written at a clean unmount and removed at mount;
+ * when it is missing and the database has rows, check_start() walks the
+ * store in a background thread (never following symlinks, skipping
+ * STORE/.hsmfs) while the mount serves:
+ *   - a row whose file is gone is deleted;
+ *   - a row whose file changed size outside hsmfs is reset to nothing
+ *     present if the file still carries the placeholder mark (its bytes
+ *     are fetched again), or deleted if it does not (local data);
+ * each change guarded by the row's generation, so a concurrent import
+ * wins.  One log line reports the outcome.  Nothing here touches FUSE.
+ */
+#ifndef HSMFS_CHECK_H
+#define HSMFS_CHECK_H
+
+#include <stdbool.h>
+
+struct meta;
+
+#define CHECK_CLEAN_FILE "clean"
+
+/* Was the last stop clean?  Removes the mark (we are running now). */
+bool check_was_clean(int state_fd);
+/* Leave the mark of a clean stop. */
+void check_mark_clean(int state_fd);
+
+int check_start(int root_fd, struct meta *m);
+void check_stop(void);
+
+#endif
