@@ -19,7 +19,9 @@ Modes:
 Workloads: seqread (warm page cache), seqread-cold (drop_caches, root
 only), randread (4 KiB, 2 processes), seqwrite, create, stat, unlink,
 event-latency (missing-page reads through the no-op hook, beside the raw
-SOCK_SEQPACKET ping-pong floor between two processes).
+SOCK_SEQPACKET ping-pong floor between two processes), mount (time to a
+live mount of an empty store and of one with many placeholders), and the
+daemon's RSS in each mode.
 """
 import argparse
 import json
@@ -250,6 +252,42 @@ def pingpong(count):
     return {q: lat[int(len(lat) * q / 100)] for q in (50, 90, 99)}
 
 
+def mount_time(nfiles, runs):
+    """Seconds from starting hsmfs to a live mount: empty store vs nfiles placeholders."""
+    stores = {"empty": tmpdir("hsmfs-bench-m0-"), "placeholders": tmpdir("hsmfs-bench-m1-")}
+    man = os.path.join(stores["placeholders"], "..", os.path.basename(stores["placeholders"]) + ".jsonl")
+    with open(man, "w") as f:
+        for i in range(nfiles):
+            f.write('{"path": "d%03d/f%07d", "size": 1048576}\n' % (i % 1000, i))
+    subprocess.run([os.environ["HSMFSCTL"], "import", "-s", stores["placeholders"], man],
+                   check=True, stdout=subprocess.DEVNULL)
+    os.unlink(man)
+    mnt = tmpdir("hsmfs-bench-mnt-")
+    out = {k: [] for k in stores}
+    for r in range(runs):
+        for k, st in stores.items():
+            t = time.perf_counter()
+            subprocess.run([harness.HSMFS, st, mnt], check=True)
+            os.stat(os.path.join(mnt, "."))
+            out[k].append(time.perf_counter() - t)
+            harness.unmount(mnt)
+            lock = os.path.join(st, ".hsmfs", "lock")
+            pid = int(open(lock).read())
+            harness.wait_for(lambda: not os.path.exists("/proc/%d" % pid), "daemon exit")
+    for st in stores.values():
+        shutil.rmtree(st, ignore_errors=True)
+    shutil.rmtree(mnt, ignore_errors=True)
+    return out
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
 # ------------------------------------------------------------------ main
 
 def main():
@@ -259,7 +297,8 @@ def main():
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--modes", default="native,hsmfs,hsmfs+watch,cold")
     ap.add_argument("--workloads",
-                    default="seqread,seqread-cold,randread,seqwrite,create,stat,unlink,event-latency")
+                    default="seqread,seqread-cold,randread,seqwrite,create,stat,unlink,"
+                            "event-latency,mount")
     a = ap.parse_args()
     runs = a.runs or (3 if a.quick else 5)
     size = (256 if a.quick else 1024) * MiB
@@ -299,6 +338,7 @@ def main():
                         continue
                     results.setdefault(w, {}).setdefault(m, []).append(v)
                     units[w] = u
+        rss = {m: rss_kib(e.mount.proc.pid) for m, e in envs.items() if e.mount}
         lat = {}
         if "event-latency" in wls:
             e = Env("cold", MiB, opts="chunk=4k") if "cold" in modes else None
@@ -306,12 +346,16 @@ def main():
                 lat["hsmfs event (no-op fill hook)"] = event_latency(e, 2000 if a.quick else 10000)
                 e.close()
             lat["SOCK_SEQPACKET ping-pong"] = pingpong(2000 if a.quick else 10000)
+        mt = None
+        if "mount" in wls:
+            mt = mount_time(20000 if a.quick else 1000000, runs)
     finally:
         for e in envs.values():
             e.close()
 
     report = {"date": time.strftime("%Y-%m-%d %H:%M"), "runs": runs, "size_mib": size // MiB,
-              "seconds": round(time.time() - started), "workloads": {}, "latency_us": lat}
+              "seconds": round(time.time() - started), "workloads": {}, "latency_us": lat,
+              "daemon_rss_kib": rss, "mount_seconds": mt}
     for w, per in results.items():
         base = per.get("native")
         rows = []
@@ -356,6 +400,16 @@ def main():
         print("\nround trip latency (µs)   p50      p90      p99")
         for k, v in lat.items():
             print("  %-28s %7.1f  %7.1f  %7.1f" % (k, v[50], v[90], v[99]))
+    if mt:
+        print("\nmount time (s)      mean    %%stddev   (placeholders: %s files)" %
+              ("20 000" if a.quick else "1 000 000"))
+        for k, xs in mt.items():
+            print("  %-14s %8.3f %8.1f%%" % (k, statistics.mean(xs),
+                                          100 * statistics.stdev(xs) / statistics.mean(xs)
+                                          if len(xs) > 1 else 0))
+    if rss:
+        print("\ndaemon RSS after the workloads (KiB): " +
+              ", ".join("%s %d" % kv for kv in rss.items()))
     if not IS_ROOT:
         print("\n(seqread-cold skipped: dropping caches needs root)")
 
