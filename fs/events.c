@@ -302,7 +302,9 @@ static void present_changed(struct fstate *fs)
 static void write_batch(struct fstate *batch)
 {
 	struct snap {
-		uint64_t ino;
+		struct fstate *fs;
+		struct inode *in;   /* held since persist_later() */
+		uint64_t ino;       /* 0: not to be committed */
 		uint32_t state, flags;
 		uint64_t size, gen;
 		struct rangeset rs;
@@ -310,42 +312,54 @@ static void write_batch(struct fstate *batch)
 	struct fstate *fs, *next;
 	size_t n = 0, i;
 
+	/* still queued: nobody else touches wnext until queued is cleared */
 	for (fs = batch; fs; fs = fs->wnext)
 		n++;
 	snaps = calloc(n, sizeof(*snaps));
-	i = 0;
 	pthread_mutex_lock(&E.lock);
-	for (fs = batch; fs; fs = fs->wnext, i++) {
-		fs->queued = false;
-		if (snaps) {
-			snaps[i].ino = fs->ino;
-			snaps[i].state = fs->state;
-			snaps[i].flags = fs->flags;
-			snaps[i].size = fs->size;
-			snaps[i].gen = fs->gen;
-			if (rs_copy(&snaps[i].rs, &fs->present))
-				snaps[i].ino = 0; /* skipped: retried on next change */
+	if (!snaps) {
+		/* try again with the next batch */
+		for (fs = batch; fs; fs = next) {
+			next = fs->wnext;
+			fs->wnext = E.wqueue;
+			E.wqueue = fs;
 		}
+		pthread_mutex_unlock(&E.lock);
+		log_err("out of memory writing present ranges, retrying");
+		return;
+	}
+	for (fs = batch, i = 0; fs; fs = next, i++) {
+		next = fs->wnext;
+		snaps[i].fs = fs;
+		snaps[i].in = fs->in;
+		snaps[i].ino = fs->ino;
+		snaps[i].state = fs->state;
+		snaps[i].flags = fs->flags;
+		snaps[i].size = fs->size;
+		snaps[i].gen = fs->gen;
+		if (rs_copy(&snaps[i].rs, &fs->present))
+			snaps[i].ino = 0; /* skipped: retried on the next change */
+		fs->queued = false; /* from here on persist_later may queue it again */
 	}
 	pthread_mutex_unlock(&E.lock);
 
-	for (fs = batch; fs; fs = fs->wnext) {
+	for (i = 0; i < n; i++) {
 		char path[32];
-		int fd = inode_fd_get(fs->in), dfd;
+		int fd = inode_fd_get(snaps[i].in), dfd;
 
 		if (fd < 0)
 			continue;
 		inode_proc_path(fd, path);
 		dfd = open(path, O_RDONLY | O_CLOEXEC);
-		inode_fd_put(fs->in);
+		inode_fd_put(snaps[i].in);
 		if (dfd >= 0) {
 			if (fdatasync(dfd) < 0)
 				log_err("fdatasync of inode %llu: %s",
-					(unsigned long long)fs->ino, strerror(errno));
+					(unsigned long long)snaps[i].ino, strerror(errno));
 			close(dfd);
 		}
 	}
-	if (snaps && E.cfg.meta && !meta_begin(E.cfg.meta)) {
+	if (E.cfg.meta && !meta_begin(E.cfg.meta)) {
 		for (i = 0; i < n; i++)
 			if (snaps[i].ino)
 				meta_set_present(E.cfg.meta, snaps[i].ino,
@@ -358,30 +372,25 @@ static void write_batch(struct fstate *batch)
 			meta_rollback(E.cfg.meta);
 		}
 	}
-	/* fully present: the store file no longer needs its marker */
-	i = 0;
-	for (fs = batch; snaps && fs; fs = fs->wnext, i++) {
-		char path[32];
-		int fd;
+	for (i = 0; i < n; i++) {
+		struct snap *sn = &snaps[i];
 
-		if (!snaps[i].ino || !snaps[i].rs.n || snaps[i].rs.v[0].start != 0 ||
-		    snaps[i].rs.v[0].end < fs->size)
-			continue;
-		fd = inode_fd_get(fs->in);
-		if (fd < 0)
-			continue;
-		inode_proc_path(fd, path);
-		removexattr(path, STORE_MARKER_XATTR);
-		inode_fd_put(fs->in);
-	}
-	for (i = 0; snaps && i < n; i++) {
-		rs_clear(&snaps[i].rs);
+		/* fully present: the store file no longer needs its mark */
+		if (sn->ino && sn->rs.n == 1 && sn->rs.v[0].start == 0 &&
+		    sn->rs.v[0].end >= sn->size) {
+			char path[32];
+			int fd = inode_fd_get(sn->in);
+
+			if (fd >= 0) {
+				inode_proc_path(fd, path);
+				removexattr(path, STORE_MARKER_XATTR);
+				inode_fd_put(sn->in);
+			}
+		}
+		rs_clear(&sn->rs);
+		inode_release(sn->in);
 	}
 	free(snaps);
-	for (fs = batch; fs; fs = next) {
-		next = fs->wnext;
-		inode_release(fs->in);
-	}
 }
 
 static void *writer_main(void *arg)
