@@ -54,8 +54,11 @@ struct event {
 	gid_t gid;
 	int store_fd;              /* PRE_ACCESS: O_RDWR store descriptor */
 	struct hook *hook;         /* PRE_ACCESS: the fill hook it went to */
-	struct hook *targets[HOOKS_MAX]; /* PRE_MODIFY: hooks yet to answer */
+	struct hook *targets[HOOKS_MAX]; /* hooks yet to answer (all must allow);
+					  * NULL: one that left, see orphans */
 	unsigned ntargets;
+	char (*orphans)[HSMFS_MAX_NAME + 1]; /* names of targets that left */
+	unsigned norphans;
 	bool filled;               /* PRE_ACCESS: the fill hook allowed */
 	int result;                /* 0 or -errno once EV_DONE */
 	uint32_t waiters;
@@ -596,6 +599,9 @@ static void complete(struct event *ev, int result)
 		ev->store_fd = -1;
 	}
 	ev->ntargets = 0;
+	free(ev->orphans);
+	ev->orphans = NULL;
+	ev->norphans = 0;
 	ev->st = EV_DONE;
 	ev->result = result;
 	pthread_cond_broadcast(&ev->cond);
@@ -682,8 +688,9 @@ static int wait_event(struct event *ev, struct fuse_req *req)
 			if (h)
 				hooks_send_cancel(h, ev->id, HSMFS_CANCEL_TIMEOUT);
 			for (unsigned i = 0; i < ev->ntargets; i++)
-				hooks_send_cancel(ev->targets[i], ev->id,
-						  HSMFS_CANCEL_TIMEOUT);
+				if (ev->targets[i])
+					hooks_send_cancel(ev->targets[i], ev->id,
+							  HSMFS_CANCEL_TIMEOUT);
 			log_warn("event %llu (%s) timed out",
 				 (unsigned long long)ev->id,
 				 ev->type == HSMFS_EV_PRE_ACCESS ? "PRE_ACCESS" :
@@ -696,8 +703,9 @@ static int wait_event(struct event *ev, struct fuse_req *req)
 		if (ev->hook)
 			hooks_send_cancel(ev->hook, ev->id, HSMFS_CANCEL_INTERRUPTED);
 		for (unsigned i = 0; i < ev->ntargets; i++)
-			hooks_send_cancel(ev->targets[i], ev->id,
-					  HSMFS_CANCEL_INTERRUPTED);
+			if (ev->targets[i])
+				hooks_send_cancel(ev->targets[i], ev->id,
+						  HSMFS_CANCEL_INTERRUPTED);
 		complete(ev, -EINTR);
 	}
 	if (!res)
@@ -990,6 +998,28 @@ void events_hook_joined(struct hook *h)
 	recompute_mask();
 	log_info("hook '%s' (pid %d, %s) connected", h->name, (int)h->pid,
 		 h->kind == HSMFS_KIND_FILL ? "fill" : "watch");
+	for (unsigned i = 0; i < E.cfg.max_pending; i++) {
+		struct event *ev = &E.slots[i];
+
+		for (unsigned k = 0; k < ev->norphans; k++) {
+			char path[HSMFS_MAX_PATH + 1];
+			struct proto_event pe;
+			unsigned j;
+
+			if (strcmp(ev->orphans[k], h->name) || !(h->mask & HSMFS_MASK(ev->type)))
+				continue;
+			fill_proto(ev, &pe, path, sizeof(path));
+			if (hooks_send_event(h, &pe, -1))
+				continue;
+			for (j = 0; j < ev->ntargets && ev->targets[j]; j++)
+				;
+			ev->targets[j] = h;
+			memmove(ev->orphans[k], ev->orphans[k + 1],
+				(ev->norphans - k - 1) * sizeof(*ev->orphans));
+			ev->norphans--;
+			break;
+		}
+	}
 	redispatch_queue();
 	pthread_mutex_unlock(&E.lock);
 }
@@ -1011,7 +1041,7 @@ void events_hook_left(struct hook *h)
 	for (i = 0; i < E.cfg.max_pending; i++) {
 		struct event *ev = &E.slots[i];
 
-		if (ev->st != EV_SENT)
+		if (ev->st != EV_SENT && ev->st != EV_QUEUED)
 			continue;
 		if (ev->hook == h) {
 			/* fill events go to another fill hook, or wait for one */
@@ -1019,11 +1049,21 @@ void events_hook_left(struct hook *h)
 			ev->st = EV_QUEUED;
 			queue_add(ev);
 		}
-		for (j = 0; j < ev->ntargets; j++)
-			if (ev->targets[j] == h) {
+		for (j = 0; j < ev->ntargets; j++) {
+			void *o;
+
+			if (ev->targets[j] != h)
+				continue;
+			/* a watcher's events wait for a hook of the same name */
+			o = realloc(ev->orphans, (ev->norphans + 1) * sizeof(*ev->orphans));
+			if (!o) {
 				complete(ev, -EIO);
 				break;
 			}
+			ev->orphans = o;
+			memcpy(ev->orphans[ev->norphans++], h->name, sizeof(h->name));
+			ev->targets[j] = NULL;
+		}
 	}
 	redispatch_queue();
 	log_info("hook '%s' (pid %d) disconnected", h->name, (int)h->pid);

@@ -3,15 +3,16 @@
 import errno
 import os
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Hook, Mount, eq, import_manifest, main, ok, tmpdir  # noqa: E402
+from harness import Hook, Mount, eq, import_manifest, main, ok, tmpdir, wait_for  # noqa: E402
 
 P = 4096
 
 
 def test():
-    with Mount() as m:
+    with Mount(opts="timeout=3") as m:
         with open(m.path("w"), "wb") as f:
             f.write(b"a" * 3 * P)
         with Hook(m.mnt, "--kind", "watch", "--mask", "modify", "--mode", "allow") as h:
@@ -54,6 +55,39 @@ def test():
                     f.seek(k)
                     f.write(b"q")
             eq(len(h.events("PRE_MODIFY")), 1, "quiet answer: no more PRE_MODIFY for the file")
+
+        # a watcher that leaves with an event pending: the event waits for a
+        # hook of the same name and goes to it
+        out = {}
+        with open(m.path("w2"), "wb") as f:
+            f.write(b"x")
+
+        def writer():
+            try:
+                with open(m.path("w2"), "r+b") as f:
+                    f.write(b"W")
+                out["e"] = 0
+            except OSError as e:
+                out["e"] = e.errno
+        with Hook(m.mnt, "--kind", "watch", "--mask", "modify", "--mode", "silent",
+                  "--name", "audit") as h:
+            t = threading.Thread(target=writer)
+            t.start()
+            wait_for(lambda: h.events(), "the event at the first watcher")
+            h.kill()
+            with Hook(m.mnt, "--kind", "watch", "--mask", "modify", "--mode", "allow",
+                      "--name", "audit") as h2:
+                t.join()
+                eq(out.get("e"), 0, "the write went through once 'audit' came back")
+                eq(len(h2.events()), 1, "the pending event was sent to the new 'audit'")
+        with Hook(m.mnt, "--kind", "watch", "--mask", "modify", "--mode", "silent",
+                  "--name", "gone") as h:
+            t = threading.Thread(target=writer)
+            t.start()
+            wait_for(lambda: h.events(), "the event at the watcher")
+            h.kill()
+            t.join()
+            eq(out.get("e"), errno.EIO, "a watcher that never comes back: EIO after the timeout")
 
         # writes to a placeholder make it dirty, the written range present
         mirror = tmpdir("hsmfs-mirror-")
