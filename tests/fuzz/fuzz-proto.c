@@ -68,26 +68,4 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	return 0;
 }
 
-#ifndef HSMFS_LIBFUZZER
-int main(int argc, char **argv)
-{
-	static uint8_t buf[2 * HSMFS_MAX_FRAME];
-	int i, n = 0;
-
-	for (i = 1; i < argc; i++) {
-		FILE *f = fopen(argv[i], "rb");
-		size_t len;
-
-		if (!f) {
-			perror(argv[i]);
-			return 1;
-		}
-		len = fread(buf, 1, sizeof(buf), f);
-		fclose(f);
-		LLVMFuzzerTestOneInput(buf, len);
-		n++;
-	}
-	printf("1..1\nok 1 - %d corpus inputs replayed\n", n);
-	return 0;
-}
-#endif
+#include "replay.h"
