@@ -341,8 +341,12 @@ static int fetch(CURL *c, const struct hsmfs_event *ev, uint64_t *ret_lo,
 		hdrs = NULL;
 		if (ev->version[0] && !is_file) {
 			snprintf(ifrange, sizeof(ifrange), "If-Range: %s", ev->version);
-			hdrs = curl_slist_append(NULL, ifrange);
+			hdrs = curl_slist_append(hdrs, ifrange);
 		}
+		if (cfg.aws_sigv4 && !is_file)
+			/* S3 wants the payload hash signed; a GET has an empty one */
+			hdrs = curl_slist_append(hdrs, "x-amz-content-sha256: "
+					   "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
 		rc = curl_easy_perform(c);
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);

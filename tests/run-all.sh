@@ -71,6 +71,16 @@ if [ "$(id -u)" = 0 ]; then
 		{ echo "apt-get failed"; echo "0 passed, 1 failed"; exit 1; }
 fi
 
+# An S3-compatible server for t0210, from the npm registry when npm is
+# there (t0210 is skipped otherwise).
+if [ "$(id -u)" = 0 ] && command -v npm >/dev/null 2>&1; then
+	s3dir=/opt/hsmfs-test-s3rver
+	[ -x "$s3dir/node_modules/.bin/s3rver" ] ||
+		npm install --prefix "$s3dir" --no-audit --no-fund s3rver@3.7.1 >/dev/null 2>&1 ||
+		log "npm install s3rver failed: the S3 test will be skipped"
+	[ -x "$s3dir/node_modules/.bin/s3rver" ] && export HSMFS_S3RVER="$s3dir/node_modules/.bin/s3rver"
+fi
+
 san="-Db_sanitize=address,undefined -Db_lundef=false"
 build build-ci --werror && runtests build-ci "plain build, as $(id -un)"
 # shellcheck disable=SC2086
@@ -84,7 +94,8 @@ if [ "$(id -u)" = 0 ]; then
 	chmod 0755 "$work"
 	git -C "$src" ls-files -z | (cd "$src" && xargs -0 cp --parents -t "$work")
 	chown -R "$TEST_USER": "$work"
-	as_user=(runuser -u "$TEST_USER" -- env -C "$work" HOME="/home/$TEST_USER")
+	as_user=(runuser -u "$TEST_USER" -- env -C "$work" HOME="/home/$TEST_USER"
+		HSMFS_S3RVER="${HSMFS_S3RVER:-}")
 	# shellcheck disable=SC2086
 	if "${as_user[@]}" meson setup build-user --werror >"$work/setup.log" 2>&1 &&
 		"${as_user[@]}" ninja -C build-user >"$work/build.log" 2>&1; then
