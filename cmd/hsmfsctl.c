@@ -36,7 +36,8 @@ enum { X_OK_ = 0, X_USAGE = 1, X_INPUT = 2, X_STORE = 3, X_PARTIAL = 4 };
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: hsmfsctl import (-s STORE | -m MOUNTPOINT) (MANIFEST|- | --listing URL)\n"
+"usage: hsmfsctl import (-s STORE | -m MOUNTPOINT) (MANIFEST|- | --listing URL\n"
+"                       [--s3 [--aws-sigv4 P:R:S] [--aws-keys-file FILE] [--page-size N]])\n"
 "       hsmfsctl status [--json] PATH...\n"
 "       hsmfsctl watch [--json] MOUNTPOINT\n"
 "       hsmfsctl hooks MOUNTPOINT\n"
@@ -44,7 +45,7 @@ static void usage(FILE *f)
 "\n"
 "import  create placeholders from a JSON Lines manifest (one object per\n"
 "        file: path, size, and optional mtime, mode, url, version, sha256),\n"
-"        or from an origin's nginx JSON autoindex, recursively\n"
+"        or from an origin's nginx JSON autoindex (recursively) or S3 bucket\n"
 "status  per-file state and present bytes of paths in a mount, with totals\n"
 "watch   print the events of a mount as they happen (and allow them)\n"
 "hooks   list the hooks connected to a mount\n"
@@ -202,6 +203,157 @@ static int listing_dir(struct walk *w)
 		snprintf(w->err, sizeof(w->err), "%s", tmp);
 	}
 	free(b.p);
+	return res;
+}
+
+struct s3opts {
+	bool s3;
+	const char *sigv4;
+	const char *keys_file;
+	unsigned page;
+};
+
+static struct item *new_item(struct walk *w)
+{
+	if (*w->n == *w->cap) {
+		struct item *ni;
+
+		*w->cap = *w->cap ? 2 * *w->cap : 256;
+		ni = realloc(*w->items, *w->cap * sizeof(**w->items));
+		if (!ni)
+			return NULL;
+		*w->items = ni;
+	}
+	memset(&(*w->items)[*w->n], 0, sizeof(struct item));
+	(*w->items)[*w->n].line = *w->n + 1;
+	(*w->items)[*w->n].e.mode = 0644;
+	return &(*w->items)[(*w->n)++];
+}
+
+static int s3_entry(void *arg, const char *key, uint64_t size, const char *etag,
+		    const char *lm)
+{
+	struct walk *w = arg;
+	struct item *it;
+	struct tm tm = { 0 };
+	char *url, *p;
+	size_t klen = strlen(key);
+
+	if (!klen || key[klen - 1] == '/')
+		return 0; /* a "directory" marker */
+	if (manifest_check_path(key, klen, w->err, sizeof(w->err)))
+		return -EINVAL;
+	/* escape each segment, keep the slashes */
+	url = malloc(strlen(w->base) + 3 * klen + 1);
+	if (!url)
+		return -ENOMEM;
+	strcpy(url, w->base);
+	p = url + strlen(url);
+	for (const unsigned char *k = (const unsigned char *)key; *k; k++) {
+		if ((*k >= 'a' && *k <= 'z') || (*k >= 'A' && *k <= 'Z') ||
+		    (*k >= '0' && *k <= '9') || strchr("-._~/", *k))
+			*p++ = *k;
+		else
+			p += sprintf(p, "%%%02X", *k);
+	}
+	*p = '\0';
+	it = new_item(w);
+	if (!it) {
+		free(url);
+		return -ENOMEM;
+	}
+	it->e.path = strdup(key);
+	it->e.url = url;
+	it->e.size = size;
+	it->e.version = etag[0] ? strdup(etag) : NULL;
+	if (strptime(lm, "%Y-%m-%dT%H:%M:%S", &tm)) {
+		it->e.mtime = timegm(&tm);
+		it->e.has_mtime = true;
+	}
+	return it->e.path ? 0 : -ENOMEM;
+}
+
+static int collect_s3(const char *url, const struct s3opts *so, struct item **items,
+		      size_t *n, size_t *cap)
+{
+	struct walk w = { .items = items, .n = n, .cap = cap };
+	struct curl_slist *hdrs = NULL;
+	char token[2048] = "", *userpwd = NULL, *base;
+	bool more = true;
+	int res = 0;
+
+	if (curl_global_init(CURL_GLOBAL_DEFAULT))
+		return -EIO;
+	w.c = curl_easy_init();
+	if (!w.c || asprintf(&base, "%s%s", url, url[strlen(url) - 1] == '/' ? "" : "/") < 0)
+		return -ENOMEM;
+	w.base = base;
+	curl_easy_setopt(w.c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(w.c, CURLOPT_CONNECTTIMEOUT, 10L);
+	curl_easy_setopt(w.c, CURLOPT_WRITEFUNCTION, body_cb);
+	if (so->sigv4) {
+		char buf[4096], *nl;
+		FILE *f = so->keys_file ? fopen(so->keys_file, "r") : NULL;
+		size_t k = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+
+		if (f)
+			fclose(f);
+		buf[k] = '\0';
+		nl = strchr(buf, '\n');
+		if (f && nl) {
+			*nl = '\0';
+			nl[1 + strcspn(nl + 1, "\r\n")] = '\0';
+			res = asprintf(&userpwd, "%s:%s", buf, nl + 1) < 0 ? -ENOMEM : 0;
+		} else if (getenv("AWS_ACCESS_KEY_ID") && getenv("AWS_SECRET_ACCESS_KEY")) {
+			res = asprintf(&userpwd, "%s:%s", getenv("AWS_ACCESS_KEY_ID"),
+				       getenv("AWS_SECRET_ACCESS_KEY")) < 0 ? -ENOMEM : 0;
+		} else {
+			fprintf(stderr, "hsmfsctl: --aws-sigv4 needs --aws-keys-file or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY\n");
+			res = -EINVAL;
+		}
+		curl_easy_setopt(w.c, CURLOPT_AWS_SIGV4, so->sigv4);
+		curl_easy_setopt(w.c, CURLOPT_USERPWD, userpwd);
+		hdrs = curl_slist_append(NULL, "x-amz-content-sha256: "
+				"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+		curl_easy_setopt(w.c, CURLOPT_HTTPHEADER, hdrs);
+	}
+	while (!res && more) {
+		struct body b = { NULL, 0 };
+		char *req, *tok = token[0] ? curl_easy_escape(w.c, token, 0) : NULL;
+		long code = 0;
+		CURLcode rc;
+
+		if (asprintf(&req, "%s?list-type=2&max-keys=%u%s%s", base, so->page,
+			     tok ? "&continuation-token=" : "", tok ? tok : "") < 0) {
+			curl_free(tok);
+			res = -ENOMEM;
+			break;
+		}
+		curl_free(tok);
+		curl_easy_setopt(w.c, CURLOPT_URL, req);
+		curl_easy_setopt(w.c, CURLOPT_WRITEDATA, &b);
+		rc = curl_easy_perform(w.c);
+		curl_easy_getinfo(w.c, CURLINFO_RESPONSE_CODE, &code);
+		free(req);
+		if (rc != CURLE_OK || code != 200) {
+			fprintf(stderr, "hsmfsctl: listing '%s': %s %ld\n", base,
+				rc != CURLE_OK ? curl_easy_strerror(rc) : "HTTP", code);
+			free(b.p);
+			res = code == 401 || code == 403 ? -EACCES : -EIO;
+			break;
+		}
+		res = manifest_parse_s3(b.p ? b.p : "", b.n, s3_entry, &w, &more, token,
+					sizeof(token), w.err, sizeof(w.err));
+		if (res)
+			fprintf(stderr, "hsmfsctl: listing '%s': %s\n", base,
+				w.err[0] ? w.err : strerror(-res));
+		free(b.p);
+	}
+	curl_slist_free_all(hdrs);
+	curl_easy_cleanup(w.c);
+	curl_global_cleanup();
+	free(base);
+	free(userpwd);
 	return res;
 }
 
@@ -390,6 +542,7 @@ static int remove_path(int root, const char *rel)
 static int cmd_import(int argc, char **argv)
 {
 	const char *store = NULL, *mnt = NULL, *file = NULL, *listing = NULL;
+	struct s3opts so = { .page = 1000 };
 	char store_buf[PATH_MAX], err[512], dbpath[PATH_MAX + 32];
 	struct item *items = NULL, **sorted = NULL;
 	size_t n = 0, cap = 0, i, nnew = 0, nchanged = 0, nsame = 0;
@@ -408,6 +561,14 @@ static int cmd_import(int argc, char **argv)
 			mnt = argv[++i2];
 		else if (!strcmp(argv[i2], "--listing") && i2 + 1 < argc)
 			listing = argv[++i2];
+		else if (!strcmp(argv[i2], "--s3"))
+			so.s3 = true;
+		else if (!strcmp(argv[i2], "--aws-sigv4") && i2 + 1 < argc)
+			so.sigv4 = argv[++i2];
+		else if (!strcmp(argv[i2], "--aws-keys-file") && i2 + 1 < argc)
+			so.keys_file = argv[++i2];
+		else if (!strcmp(argv[i2], "--page-size") && i2 + 1 < argc)
+			so.page = atoi(argv[++i2]) > 0 ? atoi(argv[i2]) : 1000;
 		else if (!file && (argv[i2][0] != '-' || !strcmp(argv[i2], "-")))
 			file = argv[i2];
 		else {
@@ -434,7 +595,8 @@ static int cmd_import(int argc, char **argv)
 	/* 1. read and check everything; nothing is written unless all is good */
 	if (listing) {
 		file = listing;
-		if (collect_listing(listing, &items, &n, &cap)) {
+		if (so.s3 ? collect_s3(listing, &so, &items, &n, &cap) :
+			    collect_listing(listing, &items, &n, &cap)) {
 			fprintf(stderr, "hsmfsctl: nothing imported\n");
 			rc = X_INPUT;
 			goto out;

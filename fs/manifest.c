@@ -544,3 +544,114 @@ end:
 		return fail(&p, "text after the listing");
 	return 0;
 }
+
+/* Text of the first <tag>...</tag> inside [s, end), entities decoded. */
+static char *xml_text(const char *s, const char *end, const char *tag)
+{
+	char open[64], close[64], *out, *w;
+	const char *a, *b;
+	size_t ol;
+
+	snprintf(open, sizeof(open), "<%s>", tag);
+	snprintf(close, sizeof(close), "</%s>", tag);
+	ol = strlen(open);
+	a = memmem(s, end - s, open, ol);
+	if (!a)
+		return NULL;
+	a += ol;
+	b = memmem(a, end - a, close, strlen(close));
+	if (!b)
+		return NULL;
+	out = w = malloc(b - a + 1);
+	if (!out)
+		return NULL;
+	while (a < b) {
+		static const struct { const char *e; char c; } ents[] = {
+			{ "&amp;", '&' }, { "&lt;", '<' }, { "&gt;", '>' },
+			{ "&quot;", '"' }, { "&apos;", '\'' },
+		};
+		size_t k;
+
+		if (*a != '&') {
+			*w++ = *a++;
+			continue;
+		}
+		for (k = 0; k < sizeof(ents) / sizeof(ents[0]); k++) {
+			size_t n = strlen(ents[k].e);
+
+			if ((size_t)(b - a) >= n && !memcmp(a, ents[k].e, n)) {
+				*w++ = ents[k].c;
+				a += n;
+				break;
+			}
+		}
+		if (k < sizeof(ents) / sizeof(ents[0]))
+			continue;
+		if (b - a > 3 && a[1] == '#') {
+			/* numeric: only what fits one byte is kept as is */
+			char *e;
+			long v = a[2] == 'x' ? strtol(a + 3, &e, 16) : strtol(a + 2, &e, 10);
+
+			if (e < b && *e == ';' && v > 0 && v < 128) {
+				*w++ = (char)v;
+				a = e + 1;
+				continue;
+			}
+		}
+		free(out);
+		return NULL; /* an entity we do not know: refuse, do not guess */
+	}
+	*w = '\0';
+	return out;
+}
+
+int manifest_parse_s3(const char *xml, size_t len, manifest_s3_cb cb, void *arg,
+		      bool *ret_truncated, char *token, size_t tokensize, char *err,
+		      size_t errlen)
+{
+	struct p p = { xml, xml + len, err, errlen };
+	const char *s = xml, *end = xml + len, *c;
+	char *t;
+	int res = 0;
+
+	if (!memmem(xml, len, "<ListBucketResult", 17))
+		return fail(&p, "not an S3 ListObjectsV2 reply");
+	while ((c = memmem(s, end - s, "<Contents>", 10))) {
+		const char *ce = memmem(c, end - c, "</Contents>", 11);
+		char *key, *size, *etag, *lm, *e;
+		unsigned long long v;
+
+		if (!ce)
+			return fail(&p, "unterminated <Contents>");
+		key = xml_text(c, ce, "Key");
+		size = xml_text(c, ce, "Size");
+		etag = xml_text(c, ce, "ETag");
+		lm = xml_text(c, ce, "LastModified");
+		errno = 0;
+		v = size ? strtoull(size, &e, 10) : 0;
+		if (!key || !size || errno || *e || size[0] == '-' || !size[0])
+			res = fail(&p, "a <Contents> without a valid Key or Size");
+		else
+			res = cb(arg, key, v, etag ? etag : "", lm ? lm : "");
+		free(key);
+		free(size);
+		free(etag);
+		free(lm);
+		if (res)
+			return res;
+		s = ce + 11;
+	}
+	t = xml_text(xml, end, "IsTruncated");
+	*ret_truncated = t && !strcmp(t, "true");
+	free(t);
+	if (*ret_truncated) {
+		t = xml_text(xml, end, "NextContinuationToken");
+		if (!t || strlen(t) >= tokensize) {
+			free(t);
+			return fail(&p, "truncated listing without a usable continuation token");
+		}
+		memcpy(token, t, strlen(t) + 1);
+		free(t);
+	}
+	return 0;
+}

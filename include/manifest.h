@@ -53,4 +53,17 @@ typedef int (*manifest_listing_cb)(void *arg, const char *name, bool is_dir,
 int manifest_parse_nginx(const char *json, size_t len, manifest_listing_cb cb,
 			 void *arg, char *err, size_t errlen);
 
+/*
+ * One page of an S3 ListObjectsV2 reply (XML).  cb is called for each
+ * <Contents> with its Key, Size, ETag and LastModified (entities
+ * decoded).  *ret_truncated tells whether another page follows, and its
+ * NextContinuationToken is copied to token (tokensize bytes).  Returns
+ * 0, cb's value, or -EINVAL with the reason in err.
+ */
+typedef int (*manifest_s3_cb)(void *arg, const char *key, uint64_t size,
+			      const char *etag, const char *last_modified);
+int manifest_parse_s3(const char *xml, size_t len, manifest_s3_cb cb, void *arg,
+		      bool *ret_truncated, char *token, size_t tokensize, char *err,
+		      size_t errlen);
+
 #endif

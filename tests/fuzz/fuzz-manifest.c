@@ -1,6 +1,6 @@
 /*
- * fuzz-manifest.c - the import parsers (manifest lines and nginx JSON
- * listings) against arbitrary input.  Built as a libFuzzer target with
+ * fuzz-manifest.c - the import parsers (manifest lines, nginx JSON and
+ * S3 ListObjectsV2 listings) against arbitrary input.  Built as a libFuzzer target with
  * -Dfuzz=true and always as a corpus replayer run by `meson test`.
  * Every path the line parser accepts must pass the path rules again.
  */
@@ -21,6 +21,12 @@ static int on_entry(void *arg, const char *name, bool is_dir, const char *mtime,
 	return 0;
 }
 
+static int on_s3(void *arg, const char *key, uint64_t size, const char *etag,
+		 const char *lm)
+{
+	return strlen(key) + strlen(etag) + strlen(lm) > (1 << 20); /* touch them */
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -33,6 +39,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		manifest_entry_free(&e);
 	}
 	manifest_parse_nginx((const char *)data, size, on_entry, NULL, err, sizeof(err));
+	{
+		char token[64];
+		bool more;
+
+		manifest_parse_s3((const char *)data, size, on_s3, NULL, &more, token,
+				  sizeof(token), err, sizeof(err));
+	}
 	return 0;
 }
 
