@@ -13,7 +13,7 @@ set -u
 cd "$(dirname "$0")/.."
 src=$PWD
 DEPS="build-essential meson ninja-build pkg-config python3 fuse3 libfuse3-dev
-      libsqlite3-dev sqlite3 libcurl4-openssl-dev nginx-light curl openssl attr tar
+      libsqlite3-dev sqlite3 libcurl4-openssl-dev nginx-light squid curl openssl attr tar
       findutils util-linux"
 TEST_USER=${HSMFS_TEST_USER:-hsmfs-ci}
 passed=0 failed=0 skipped=0

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""hsmfs-http through a squid proxy on loopback: reads work, and a second
+mount behind the same proxy is served from the proxy's cache (nginx sees
+no new request).  Skipped where squid is not installed.
+"""
+import email.utils
+import os
+import shutil
+import socket
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (HSMFS, Mount, Nginx, eq, free_port, import_manifest, is_root, main,
+                     ok, skip, tmpdir, wait_for)  # noqa: E402
+
+HTTP = os.path.join(os.path.dirname(os.path.abspath(HSMFS)), "hsmfs-http")
+SQUID = shutil.which("squid") or "/usr/sbin/squid"
+
+CONF = """
+http_port 127.0.0.1:%(port)d
+pid_filename %(d)s/squid.pid
+access_log stdio:%(d)s/access.log
+cache_log %(d)s/cache.log
+cache_store_log none
+coredump_dir %(d)s
+cache_mem 128 MB
+maximum_object_size_in_memory 32 MB
+maximum_object_size 32 MB
+range_offset_limit -1
+quick_abort_min -1 KB
+http_access allow localhost
+http_access deny all
+refresh_pattern . 60 50%% 600
+shutdown_lifetime 0 seconds
+netdb_filename none
+%(user)s
+"""
+
+
+def test():
+    if not os.access(SQUID, os.X_OK):
+        skip("squid proxy", "squid is not installed")
+        return
+    d = tmpdir("hsmfs-squid-")
+    os.chmod(d, 0o777)  # squid started as root works as 'nobody'
+    port = free_port()
+    with open(os.path.join(d, "squid.conf"), "w") as f:
+        f.write(CONF % {"port": port, "d": d,
+                        "user": "cache_effective_user nobody" if is_root() else ""})
+    squid = subprocess.Popen([SQUID, "-N", "-f", os.path.join(d, "squid.conf")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    root = tmpdir("hsmfs-origin-")
+    os.chmod(root, 0o755)
+    data = os.urandom(5 * 1024 * 1024 + 3)
+    with open(os.path.join(root, "f.bin"), "wb") as f:
+        f.write(data)
+    lastmod = email.utils.formatdate(os.stat(os.path.join(root, "f.bin")).st_mtime, usegmt=True)
+    try:
+        def up():
+            if squid.poll() is not None:
+                raise RuntimeError("squid exited %s" % squid.returncode)
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+        wait_for(up, "squid listening")
+        with Nginx(root) as ng:
+            hook = "hook=%s --proxy http://127.0.0.1:%d" % (HTTP, port)
+            entry = [{"path": "f.bin", "size": len(data), "url": ng.url("f.bin"),
+                      "version": lastmod}]
+            with Mount(opts=hook) as m:
+                eq(import_manifest(m.mnt, entry)[0], 0, "import")
+                with open(m.path("f.bin"), "rb") as f:
+                    eq(f.read() == data, True, "read through the proxy")
+            log = open(os.path.join(d, "access.log")).read()
+            ok("127.0.0.1:%d/f.bin" % ng.port in log, "the requests went through squid")
+            wait_for(lambda: ng.log(), "nginx served squid")
+            n = len(ng.log())
+            with Mount(opts=hook) as m:
+                eq(import_manifest(m.mnt, entry)[0], 0, "import into a second mount")
+                with open(m.path("f.bin"), "rb") as f:
+                    eq(f.read() == data, True, "second mount reads through the proxy")
+            eq(len(ng.log()), n, "the second mount was served from squid's cache")
+    finally:
+        squid.terminate()
+        squid.wait()
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main(test)
