@@ -166,6 +166,19 @@ def test():
             eq(m.output().count("retry"), 2, "two retries logged")
             eq(len([l for l in ng.log() if l[1] == "/err/x"]), 3, "three requests reached nginx")
 
+    # a slow origin: PROGRESS keeps the event alive past hsmfs's timeout
+    with Nginx(root, "location /sizes/ { limit_rate 300k; }") as ng:
+        with Mount(opts="timeout=2," + hook_opts(ng)) as m:
+            d = files["sizes/s%d.bin" % (MiB + 1)]
+            eq(import_manifest(m.mnt, [{"path": "slow.bin", "size": len(d),
+                                        "url": ng.url("sizes/s%d.bin" % (MiB + 1))}])[0], 0,
+               "import")
+            fd = os.open(m.path("slow.bin"), os.O_RDONLY | os.O_DIRECT)
+            eq(os.pread(fd, 4096, 0), d[:4096],
+               "a 1 MiB chunk at 300 KiB/s (3+ s) outlives timeout=2 through PROGRESS")
+            os.close(fd)
+            ok("timed out" not in m.output(), "no event timed out")
+
         # server that ignores ranges
     with Nginx(root, "max_ranges 0;") as ng:
         with Mount(opts=hook_opts(ng)) as m:
