@@ -24,11 +24,11 @@ MiB = 1 << 20
 
 def make_tree(root):
     files = {}
-    for size in (0, 1, 4095, 4096, 4097, 65536, MiB + 1, 5 * MiB + 7):
+    for size in (0, 1, 4095, 4096, 4097, 65536, MiB + 1, 5 * MiB + 7, 64 * MiB):
         files["sizes/s%d.bin" % size] = os.urandom(size)
     files["dir one/ü file.bin"] = os.urandom(10000)
     files["dir one/sub/x y.dat"] = os.urandom(300000)
-    for i in range(190):
+    for i in range(189):
         files["many/f%03d" % i] = os.urandom(random.randrange(0, 20000))
     for p, d in files.items():
         os.makedirs(os.path.dirname(os.path.join(root, p)), exist_ok=True)
@@ -91,7 +91,7 @@ def test():
             eq(len(ng.log()), n, "after a remount still no request")
 
         # random 4 KiB reads of a big file fetch only the touched chunks
-        big = os.urandom(64 * MiB)
+        big = os.urandom(256 * MiB)
         with open(os.path.join(root, "big.bin"), "wb") as f:
             f.write(big)
         import email.utils
@@ -111,17 +111,18 @@ def test():
             ok(good, "random 4 KiB reads return origin bytes")
             reqs = ng.log()[n:]
             chunks = {o // MiB for o in offs}
+            diag("%d random reads touched %d of %d chunks" % (len(offs), len(chunks), len(big) // MiB))
             eq(len(reqs), len(chunks), "one request per touched 1 MiB chunk (%d)" % len(chunks))
             ok(sum(r[3] for r in reqs) <= len(chunks) * MiB, "bytes fetched: only those chunks")
 
             # origin replaced between two partial reads: never mixed
             with open(m.path("big.bin"), "rb") as f:
                 f.read(4096)
-            newbig = os.urandom(64 * MiB)
+            newbig = os.urandom(256 * MiB)
             with open(os.path.join(root, "big.bin"), "wb") as f:
                 f.write(newbig)
             os.utime(os.path.join(root, "big.bin"), (1, 1))
-            fresh = min(c for c in range(1, 64) if c not in chunks)
+            fresh = min(c for c in range(1, 256) if c not in chunks)
             fd = os.open(m.path("big.bin"), os.O_RDONLY | os.O_DIRECT)
             try:
                 os.pread(fd, 4096, fresh * MiB)
