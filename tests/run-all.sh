@@ -60,6 +60,8 @@ runtests() {
 	log "tests: $label"
 	"$@" meson test -C "$dir" --print-errorlogs --num-processes 2 2>&1 | tee "$out" |
 		grep -E '^ *[0-9]+/[0-9]+ |^(Ok|Fail|Skipped|Timeout):'
+	# show what failed, with the daemon's output the harness printed
+	grep -E -B2 -A30 '^not ok' "$out" | head -150
 	count "$out"
 	rm -f "$out"
 }
