@@ -60,8 +60,16 @@ runtests() {
 	log "tests: $label"
 	"$@" meson test -C "$dir" --print-errorlogs --num-processes 2 2>&1 | tee "$out" |
 		grep -E '^ *[0-9]+/[0-9]+ |^(Ok|Fail|Skipped|Timeout):'
-	# show what failed, with the daemon's output the harness printed
-	grep -E -B2 -A30 '^not ok' "$out" | head -150
+	# show what failed: each failed test's own output
+	python3 - "$dir/meson-logs/testlog.json" <<'PY' 2>/dev/null | head -200
+import json, sys
+for line in open(sys.argv[1]):
+    t = json.loads(line)
+    if t.get("result") not in ("OK", "SKIP", "EXPECTEDFAIL"):
+        print("---- %s (%s)" % (t.get("name"), t.get("result")))
+        print((t.get("stdout") or "")[-4000:])
+        print((t.get("stderr") or "")[-2000:])
+PY
 	count "$out"
 	rm -f "$out"
 }

@@ -371,6 +371,15 @@ class Nginx:
         self.proc = None
 
     def start(self, port=None):
+        for attempt in range(3):  # a port picked free may be taken meanwhile
+            try:
+                return self._start(port)
+            except DaemonError:
+                if port or attempt == 2:
+                    raise
+        return self
+
+    def _start(self, port=None):
         self.port = port or free_port()
         d = self.dir
         conf = os.path.join(d, "nginx.conf")

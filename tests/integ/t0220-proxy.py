@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HSMFS, Mount, Nginx, eq, free_port, import_manifest, is_root, main,
+from harness import (HSMFS, Mount, Nginx, diag, eq, free_port, import_manifest, is_root, main,
                      ok, skip, tmpdir, wait_for)  # noqa: E402
 
 HTTP = os.path.join(os.path.dirname(os.path.abspath(HSMFS)), "hsmfs-http")
@@ -45,12 +45,30 @@ def test():
         return
     d = tmpdir("hsmfs-squid-")
     os.chmod(d, 0o777)  # squid started as root works as 'nobody'
-    port = free_port()
-    with open(os.path.join(d, "squid.conf"), "w") as f:
-        f.write(CONF % {"port": port, "d": d,
-                        "user": "cache_effective_user nobody" if is_root() else ""})
-    squid = subprocess.Popen([SQUID, "-N", "-f", os.path.join(d, "squid.conf")],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    squid = None
+    for attempt in range(3):  # a port picked free may be taken meanwhile
+        port = free_port()
+        with open(os.path.join(d, "squid.conf"), "w") as f:
+            f.write(CONF % {"port": port, "d": d,
+                            "user": "cache_effective_user nobody" if is_root() else ""})
+        squid = subprocess.Popen([SQUID, "-N", "-f", os.path.join(d, "squid.conf")],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        def up():
+            if squid.poll() is not None:
+                return "exited"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return "up"
+            except OSError:
+                return None
+        if wait_for(up, "squid listening") == "up":
+            break
+        diag("squid exited %s:\n%s" % (squid.returncode, open(os.path.join(d, "cache.log")).read()[-1500:]
+                                       if os.path.exists(os.path.join(d, "cache.log")) else ""))
+    else:
+        ok(False, "squid starts")
+        return
     root = tmpdir("hsmfs-origin-")
     os.chmod(root, 0o755)
     data = os.urandom(5 * 1024 * 1024 + 3)
@@ -58,15 +76,6 @@ def test():
         f.write(data)
     lastmod = email.utils.formatdate(os.stat(os.path.join(root, "f.bin")).st_mtime, usegmt=True)
     try:
-        def up():
-            if squid.poll() is not None:
-                raise RuntimeError("squid exited %s" % squid.returncode)
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return True
-            except OSError:
-                return False
-        wait_for(up, "squid listening")
         with Nginx(root) as ng:
             hook = "hook=%s --proxy http://127.0.0.1:%d" % (HTTP, port)
             entry = [{"path": "f.bin", "size": len(data), "url": ng.url("f.bin"),
