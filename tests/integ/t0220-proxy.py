@@ -51,7 +51,9 @@ def test():
         with open(os.path.join(d, "squid.conf"), "w") as f:
             f.write(CONF % {"port": port, "d": d,
                             "user": "cache_effective_user nobody" if is_root() else ""})
-        squid = subprocess.Popen([SQUID, "-N", "-f", os.path.join(d, "squid.conf")],
+        # its own service name: squid instances must not share IPC names
+        squid = subprocess.Popen([SQUID, "-N", "-n", "hsmfs%d" % port,
+                                  "-f", os.path.join(d, "squid.conf")],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
         def up():
