@@ -41,6 +41,8 @@ static void usage(FILE *f)
 "       hsmfsctl status [--json] PATH...\n"
 "       hsmfsctl watch [--json] MOUNTPOINT\n"
 "       hsmfsctl hooks MOUNTPOINT\n"
+"       hsmfsctl evict [--range START-END] PATH...\n"
+"       hsmfsctl pin|unpin|prefetch PATH...\n"
 "       hsmfsctl --help | --version\n"
 "\n"
 "import  create placeholders from a JSON Lines manifest (one object per\n"
@@ -49,6 +51,9 @@ static void usage(FILE *f)
 "status  per-file state and present bytes of paths in a mount, with totals\n"
 "watch   print the events of a mount as they happen (and allow them)\n"
 "hooks   list the hooks connected to a mount\n"
+"evict   drop fetched bytes of clean files (they are fetched again on access)\n"
+"pin     fetch files completely and keep them (never evicted); unpin undoes\n"
+"prefetch  fetch files or trees now, with progress\n"
 "See hsmfsctl(1).\n");
 }
 
@@ -877,6 +882,165 @@ static int cmd_status(int argc, char **argv)
 	return res;
 }
 
+/* ----------------------------------------- evict, pin, unpin, prefetch */
+
+struct act {
+	const char *what;          /* evict, pin, unpin, prefetch */
+	const char *range;         /* evict: "A-B" or NULL */
+	bool tty;                  /* progress bar on stderr */
+	unsigned long long total, done, files, skipped, failed;
+	double started;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void progress(struct act *a, const char *p, bool end)
+{
+	double t = now_s() - a->started, rate = t > 0 ? a->done / t : 0;
+
+	if (!a->tty)
+		return;
+	fprintf(stderr, "\r%-40.40s %8.1f / %.1f MiB  %6.1f MiB/s  ETA %4.0fs%s", p,
+		a->done / 1048576.0, a->total / 1048576.0, rate / 1048576.0,
+		rate > 0 && a->total > a->done ? (a->total - a->done) / rate : 0.0,
+		end ? "\n" : "");
+}
+
+static int fetch_all(struct act *a, const char *p, const struct stat *st)
+{
+	static char buf[1 << 20];
+	off_t off = 0;
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	while (off < st->st_size) {
+		ssize_t n = pread(fd, buf, sizeof(buf), off);
+
+		if (n <= 0) {
+			int e = n < 0 ? errno : EIO;
+
+			close(fd);
+			return -e;
+		}
+		off += n;
+		a->done += n;
+		progress(a, p, false);
+	}
+	close(fd);
+	return 0;
+}
+
+static int act_file(struct act *a, const char *p, const struct stat *st)
+{
+	int res = 0;
+
+	a->files++;
+	if (!strcmp(a->what, "evict")) {
+		const char *v = a->range ? a->range : "";
+
+		if (lsetxattr(p, "user.hsmfs.evict", v, strlen(v), 0) < 0)
+			res = -errno;
+	} else if (!strcmp(a->what, "unpin")) {
+		if (lsetxattr(p, "user.hsmfs.unpin", "1", 1, 0) < 0)
+			res = -errno;
+	} else {
+		if (!strcmp(a->what, "pin") && lsetxattr(p, "user.hsmfs.pin", "1", 1, 0) < 0)
+			res = -errno;
+		if (!res)
+			res = fetch_all(a, p, st);
+		if (!res && !a->tty)
+			printf("%s %s (%lld bytes)\n", a->what == NULL ? "" :
+			       !strcmp(a->what, "pin") ? "pinned" : "prefetched", p,
+			       (long long)st->st_size);
+	}
+	if (res == -ENODATA) {
+		a->skipped++; /* not managed by hsmfs: nothing to do */
+		return 0;
+	}
+	if (res) {
+		a->failed++;
+		fprintf(stderr, "%shsmfsctl: %s '%s': %s\n", a->tty ? "\n" : "", a->what, p,
+			res == -EBUSY ? "dirty, pinned, open or being filled" : strerror(-res));
+	}
+	return res;
+}
+
+static int walk_files(struct act *a, const char *p, bool count_only)
+{
+	struct stat st;
+	struct dirent *de;
+	DIR *d;
+
+	if (lstat(p, &st) < 0) {
+		fprintf(stderr, "hsmfsctl: '%s': %s\n", p, strerror(errno));
+		a->failed++;
+		return -1;
+	}
+	if (S_ISREG(st.st_mode)) {
+		if (count_only)
+			a->total += st.st_size;
+		else
+			act_file(a, p, &st);
+		return 0;
+	}
+	if (!S_ISDIR(st.st_mode) || !(d = opendir(p)))
+		return 0;
+	while ((de = readdir(d))) {
+		char child[PATH_MAX];
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		snprintf(child, sizeof(child), "%s/%s", p, de->d_name);
+		walk_files(a, child, count_only);
+	}
+	closedir(d);
+	return 0;
+}
+
+static int cmd_act(const char *what, int argc, char **argv)
+{
+	struct act a = { .what = what, .tty = isatty(STDERR_FILENO), .started = now_s() };
+	int i, npaths = 0;
+
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--range") && i + 1 < argc && !strcmp(what, "evict"))
+			a.range = argv[++i];
+		else
+			npaths++;
+	}
+	if (!npaths) {
+		fprintf(stderr, "hsmfsctl: %s needs at least one PATH\n", what);
+		return X_USAGE;
+	}
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--range")) {
+			i++;
+			continue;
+		}
+		if (!strcmp(what, "prefetch") || !strcmp(what, "pin"))
+			walk_files(&a, argv[i], true);
+	}
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--range")) {
+			i++;
+			continue;
+		}
+		walk_files(&a, argv[i], false);
+	}
+	if (a.total)
+		progress(&a, "done", true);
+	printf("%s: %llu file%s, %llu not managed by hsmfs, %llu failed\n", what, a.files,
+	       a.files == 1 ? "" : "s", a.skipped, a.failed);
+	return a.failed ? X_PARTIAL : 0;
+}
+
 /* -------------------------------------------------------------- hooks */
 
 static int cmd_hooks(int argc, char **argv)
@@ -981,6 +1145,9 @@ int main(int argc, char **argv)
 		return cmd_watch(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "hooks"))
 		return cmd_hooks(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "evict") || !strcmp(argv[1], "pin") ||
+	    !strcmp(argv[1], "unpin") || !strcmp(argv[1], "prefetch"))
+		return cmd_act(argv[1], argc - 1, argv + 1);
 	fprintf(stderr, "hsmfsctl: unknown command '%s' (see hsmfsctl --help)\n", argv[1]);
 	return X_USAGE;
 }

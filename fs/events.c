@@ -1,6 +1,7 @@
 /* events.c - see include/events.h */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -250,6 +251,105 @@ int events_reload(struct inode *in)
 	inode_flags_clear(in, INODE_QUIET);
 	pthread_mutex_unlock(&E.lock);
 	return 0;
+}
+
+int events_evict(struct inode *in, uint64_t start, uint64_t end, bool is_open)
+{
+	struct fstate *fs;
+	char path[32], mark[8300];
+	int res = events_load(in), fd = -1, sfd = -1, n;
+
+	if (res)
+		return res;
+	pthread_mutex_lock(&E.lock);
+	fs = inode_state(in);
+	if (!fs || !E.cfg.meta) {
+		res = -ENODATA;
+		goto out;
+	}
+	if (fs->state == META_DIRTY || (fs->flags & META_F_PINNED) || fs->inflight ||
+	    is_open) {
+		res = -EBUSY;
+		goto out;
+	}
+	if (!end || end > fs->size)
+		end = fs->size;
+	if (start >= end)
+		goto out;
+	fd = inode_fd_get(in);
+	if (fd < 0) {
+		res = fd;
+		goto out;
+	}
+	inode_proc_path(fd, path);
+	sfd = open(path, O_RDWR | O_CLOEXEC);
+	if (sfd < 0) {
+		res = -errno;
+		goto out;
+	}
+	/*
+	 * 1. forget the range in the database: after a crash it is refetched.
+	 * A new generation, so a write-behind snapshot taken before this
+	 * cannot mark the range present again.
+	 */
+	{
+		struct meta_file row;
+
+		res = meta_get(E.cfg.meta, fs->ino, &row);
+		if (!res) {
+			rs_remove(&fs->present, start, end);
+			inode_flags_set(in, INODE_NONRESIDENT);
+			fs->state = fs->present.n ? META_PARTIAL : META_PLACEHOLDER;
+			rs_clear(&row.present);
+			res = rs_copy(&row.present, &fs->present);
+			row.state = fs->state;
+			row.gen = ++fs->gen;
+			if (!res)
+				res = meta_put(E.cfg.meta, &row);
+			meta_file_free(&row);
+		}
+	}
+	if (res) {
+		log_err("cannot record the eviction of inode %llu: %s",
+			(unsigned long long)fs->ino, meta_errmsg(E.cfg.meta));
+		goto out;
+	}
+	/* 2. the mark, so that a lost database never makes these zeros */
+	n = snprintf(mark, sizeof(mark), "%s\n%s", fs->origin ? fs->origin : "",
+		     fs->version ? fs->version : "");
+	if (fsetxattr(sfd, STORE_MARKER_XATTR, mark, n < (int)sizeof(mark) ? n : 0, 0) < 0)
+		log_warn("cannot mark inode %llu as a placeholder: %s, ignoring",
+			 (unsigned long long)fs->ino, strerror(errno));
+	/* 3. only now the bytes go */
+	if (fallocate(sfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, start, end - start) < 0)
+		res = -errno;
+out:
+	if (sfd >= 0)
+		close(sfd);
+	if (fd >= 0)
+		inode_fd_put(in);
+	pthread_mutex_unlock(&E.lock);
+	return res;
+}
+
+int events_pin(struct inode *in, bool pin)
+{
+	struct fstate *fs;
+	int res = events_load(in);
+
+	if (res)
+		return res;
+	pthread_mutex_lock(&E.lock);
+	fs = inode_state(in);
+	if (fs) {
+		if (pin)
+			fs->flags |= META_F_PINNED;
+		else
+			fs->flags &= ~META_F_PINNED;
+		persist_later(fs);
+	}
+	pthread_mutex_unlock(&E.lock);
+	return fs ? 0 : -ENODATA;
 }
 
 int events_mark_stale(struct inode *in)

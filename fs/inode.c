@@ -597,6 +597,16 @@ void inode_open_dec(struct inode *in)
 	pthread_mutex_unlock(&T.lock);
 }
 
+bool inode_is_open(struct inode *in)
+{
+	bool r;
+
+	pthread_mutex_lock(&T.lock);
+	r = in->nopen > 0;
+	pthread_mutex_unlock(&T.lock);
+	return r;
+}
+
 void inode_counts(uint64_t *ret_inodes, uint64_t *ret_fds)
 {
 	pthread_mutex_lock(&T.lock);

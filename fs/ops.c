@@ -1060,6 +1060,20 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			fuse_lowlevel_notify_inval_inode(session, ino, 0, 0);
 	} else if (!strcmp(name, VIRT_PREFIX "stale")) {
 		res = events_mark_stale(IN(ino));
+	} else if (!strcmp(name, VIRT_PREFIX "evict")) {
+		/* value: empty for the whole file, or "START-END" in bytes */
+		unsigned long long a = 0, b = 0;
+		char v[64];
+
+		snprintf(v, sizeof(v), "%.*s", (int)(size < 63 ? size : 63), value);
+		if (size && sscanf(v, "%llu-%llu", &a, &b) != 2)
+			res = -EINVAL;
+		else
+			res = events_evict(IN(ino), a, b, inode_is_open(IN(ino)));
+		if (!res && session)
+			fuse_lowlevel_notify_inval_inode(session, ino, a, b ? (off_t)(b - a) : 0);
+	} else if (!strcmp(name, VIRT_PREFIX "pin") || !strcmp(name, VIRT_PREFIX "unpin")) {
+		res = events_pin(IN(ino), name[11] == 'p');
 	} else {
 		res = !strncmp(name, VIRT_PREFIX, sizeof(VIRT_PREFIX) - 1) ? -EPERM :
 			do_xattr(IN(ino), X_SET, name, (void *)value, size, flags);

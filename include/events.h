@@ -80,6 +80,18 @@ int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
  */
 int events_reload(struct inode *in);
 
+/*
+ * Drop [start, end) of in (end 0: the whole file) back to missing: the
+ * range is deleted from the database first, the placeholder mark put
+ * back, then the bytes are punched out of the store file; the caller
+ * then drops the kernel's cache of it.  -ENODATA: not managed (no
+ * origin); -EBUSY: dirty, pinned, open, or being filled.
+ */
+int events_evict(struct inode *in, uint64_t start, uint64_t end, bool is_open);
+
+/* Set or clear the pinned flag (pinned files are never evicted). */
+int events_pin(struct inode *in, bool pin);
+
 /* The origin changed under a partly present file: fail its reads. */
 int events_mark_stale(struct inode *in);
 

@@ -140,6 +140,7 @@ void inode_release(struct inode *in);
 /* Open files count: kept so that unlinked open files stay reachable. */
 void inode_open_inc(struct inode *in);
 void inode_open_dec(struct inode *in);
+bool inode_is_open(struct inode *in);
 
 /*
  * Per-file state owned by another module, freed by the destructor set
