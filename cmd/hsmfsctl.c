@@ -211,6 +211,20 @@ static int listing_dir(struct walk *w)
 	return res;
 }
 
+/* libcurl up, one handle, the listing URL ending in '/'; caller frees *ret_base. */
+static int listing_begin(struct walk *w, const char *url, char **ret_base)
+{
+	if (curl_global_init(CURL_GLOBAL_DEFAULT))
+		return -EIO;
+	w->c = curl_easy_init();
+	if (!w->c || asprintf(ret_base, "%s%s", url, url[strlen(url) - 1] == '/' ? "" : "/") < 0)
+		return -ENOMEM;
+	w->base = *ret_base;
+	curl_easy_setopt(w->c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(w->c, CURLOPT_CONNECTTIMEOUT, 10L);
+	return 0;
+}
+
 struct s3opts {
 	bool s3;
 	const char *sigv4;
@@ -285,16 +299,10 @@ static int collect_s3(const char *url, const struct s3opts *so, struct item **it
 	struct curl_slist *hdrs = NULL;
 	char token[2048] = "", *userpwd = NULL, *base;
 	bool more = true;
-	int res = 0;
+	int res = listing_begin(&w, url, &base);
 
-	if (curl_global_init(CURL_GLOBAL_DEFAULT))
-		return -EIO;
-	w.c = curl_easy_init();
-	if (!w.c || asprintf(&base, "%s%s", url, url[strlen(url) - 1] == '/' ? "" : "/") < 0)
-		return -ENOMEM;
-	w.base = base;
-	curl_easy_setopt(w.c, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(w.c, CURLOPT_CONNECTTIMEOUT, 10L);
+	if (res)
+		return res;
 	curl_easy_setopt(w.c, CURLOPT_WRITEFUNCTION, body_cb);
 	if (so->sigv4) {
 		char buf[4096], *nl;
@@ -366,17 +374,11 @@ static int collect_listing(const char *url, struct item **items, size_t *n, size
 {
 	struct walk w = { .items = items, .n = n, .cap = cap };
 	char *base;
-	int res;
+	int res = listing_begin(&w, url, &base);
 
-	if (curl_global_init(CURL_GLOBAL_DEFAULT))
-		return -EIO;
-	w.c = curl_easy_init();
-	if (!w.c || asprintf(&base, "%s%s", url, url[strlen(url) - 1] == '/' ? "" : "/") < 0)
-		return -ENOMEM;
-	w.base = base;
+	if (res)
+		return res;
 	curl_easy_setopt(w.c, CURLOPT_FOLLOWLOCATION, 1L);
-	curl_easy_setopt(w.c, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(w.c, CURLOPT_CONNECTTIMEOUT, 10L);
 	res = listing_dir(&w);
 	if (res)
 		fprintf(stderr, "hsmfsctl: %s\n", w.err[0] ? w.err : strerror(-res));

@@ -332,7 +332,8 @@ out:
 	return res;
 }
 
-int events_pin(struct inode *in, bool pin)
+/* Set or clear flag in in's state and persist it; -ENODATA if unmanaged. */
+static int set_flag(struct inode *in, uint32_t flag, bool on)
 {
 	struct fstate *fs;
 	int res = events_load(in);
@@ -341,32 +342,22 @@ int events_pin(struct inode *in, bool pin)
 		return res;
 	pthread_mutex_lock(&E.lock);
 	fs = inode_state(in);
-	if (fs) {
-		if (pin)
-			fs->flags |= META_F_PINNED;
-		else
-			fs->flags &= ~META_F_PINNED;
+	if (fs && !!(fs->flags & flag) != on) {
+		fs->flags = on ? fs->flags | flag : fs->flags & ~flag;
 		persist_later(fs);
 	}
 	pthread_mutex_unlock(&E.lock);
 	return fs ? 0 : -ENODATA;
 }
 
+int events_pin(struct inode *in, bool pin)
+{
+	return set_flag(in, META_F_PINNED, pin);
+}
+
 int events_mark_stale(struct inode *in)
 {
-	struct fstate *fs;
-	int res = events_load(in);
-
-	if (res)
-		return res;
-	pthread_mutex_lock(&E.lock);
-	fs = inode_state(in);
-	if (fs && !(fs->flags & META_F_STALE)) {
-		fs->flags |= META_F_STALE;
-		persist_later(fs);
-	}
-	pthread_mutex_unlock(&E.lock);
-	return fs ? 0 : -ENODATA;
+	return set_flag(in, META_F_STALE, true);
 }
 
 /* Queue fs for the writer.  E.lock held. */
