@@ -209,7 +209,7 @@ class Env:
 
     def close(self):
         if self.hook:
-            self.hook.kill()
+            self.hook.close()
         if self.noop:
             self.noop.kill()
             self.noop.wait()

@@ -325,9 +325,13 @@ class Hook:
     def __enter__(self):
         return self
 
-    def __exit__(self, *a):
+    def close(self):
+        """Kill the hook and remove its log."""
         self.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __exit__(self, *a):
+        self.close()
         return False
 
 

@@ -110,7 +110,7 @@ def crash_round(store, mirror, data, seed, kill_what):
         for r in readers:
             r.kill()
             r.wait()
-        hook.kill()
+        hook.close()
         if kill_what == "daemon":
             m.cleanup()
         else:
