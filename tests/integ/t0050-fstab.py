@@ -39,12 +39,6 @@ def test():
         skip("mount -t fuse.hsmfs", "needs root")
         skip("fstab line", "needs root")
         return
-    d = tmpdir()
-    store, mnt = os.path.join(d, "store"), os.path.join(d, "mnt")
-    os.mkdir(store)
-    os.mkdir(mnt)
-    with open(os.path.join(store, "hello"), "w") as f:
-        f.write("hi\n")
     # libmount runs helpers with a fixed PATH starting at /usr/local/sbin,
     # where mount.fuse3 looks for "hsmfs".  In a private mount namespace,
     # a tmpfs there holds a link to the binary under test; the system's
@@ -53,6 +47,12 @@ def test():
         env = dict(os.environ, HSMFS_IN_NS="1")
         os.execvpe("unshare", ["unshare", "--mount", "--propagation", "private",
                                sys.executable, os.path.abspath(__file__)], env)
+    d = tmpdir()
+    store, mnt = os.path.join(d, "store"), os.path.join(d, "mnt")
+    os.mkdir(store)
+    os.mkdir(mnt)
+    with open(os.path.join(store, "hello"), "w") as f:
+        f.write("hi\n")
     sbin = "/usr/local/sbin"
     os.makedirs(sbin, exist_ok=True)
     eq(run(["mount", "-t", "tmpfs", "tmpfs", sbin])[0], 0, "private /usr/local/sbin")
