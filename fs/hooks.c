@@ -23,9 +23,12 @@ static struct {
 	bool running;
 	char path[4200];           /* for user.hsmfs.socket */
 	uint32_t chunk, timeout_ms;
-	pthread_mutex_t lock;      /* guards nconn */
+	pthread_mutex_t lock;      /* guards nconn and conns */
+	pthread_cond_t gone;       /* a connection thread finished */
 	unsigned nconn;
-} H = { .listen_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct hook *conns[HOOKS_MAX]; /* live connections, for hooks_stop() */
+} H = { .listen_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
+	.gone = PTHREAD_COND_INITIALIZER };
 
 const char *hooks_socket_path(void)
 {
@@ -199,11 +202,15 @@ static void *conn_main(void *arg)
 out:
 	if (joined)
 		events_hook_left(h);
+	pthread_mutex_lock(&H.lock);
+	for (unsigned i = 0; i < HOOKS_MAX; i++)
+		if (H.conns[i] == h)
+			H.conns[i] = NULL;
 	close(h->fd);
 	free(h);
 	free(buf);
-	pthread_mutex_lock(&H.lock);
 	H.nconn--;
+	pthread_cond_broadcast(&H.gone);
 	pthread_mutex_unlock(&H.lock);
 	return NULL;
 }
@@ -255,15 +262,25 @@ static void *accept_main(void *arg)
 		h->fd = fd;
 		h->pid = cred.pid;
 		h->uid = cred.uid;
+		pthread_mutex_lock(&H.lock);
+		for (unsigned i = 0; i < HOOKS_MAX; i++)
+			if (!H.conns[i]) {
+				H.conns[i] = h;
+				break;
+			}
+		pthread_mutex_unlock(&H.lock);
 		pthread_attr_init(&attr);
 		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 		pthread_attr_setstacksize(&attr, 256 * 1024);
 		if (pthread_create(&t, &attr, conn_main, h)) {
-			close(fd);
-			free(h);
 			pthread_mutex_lock(&H.lock);
+			for (unsigned i = 0; i < HOOKS_MAX; i++)
+				if (H.conns[i] == h)
+					H.conns[i] = NULL;
 			H.nconn--;
 			pthread_mutex_unlock(&H.lock);
+			close(fd);
+			free(h);
 		}
 		pthread_attr_destroy(&attr);
 	}
@@ -312,6 +329,14 @@ void hooks_stop(void)
 		return;
 	shutdown(H.listen_fd, SHUT_RDWR);
 	pthread_join(H.acceptor, NULL);
+	/* end every connection and wait for its thread: none may outlive us */
+	pthread_mutex_lock(&H.lock);
+	for (unsigned i = 0; i < HOOKS_MAX; i++)
+		if (H.conns[i])
+			shutdown(H.conns[i]->fd, SHUT_RDWR);
+	while (H.nconn)
+		pthread_cond_wait(&H.gone, &H.lock);
+	pthread_mutex_unlock(&H.lock);
 	close(H.listen_fd);
 	unlinkat(H.state_fd, SOCKET_NAME, 0);
 	H.listen_fd = -1;

@@ -115,9 +115,10 @@ def crash_round(store, mirror, data, seed, kill_what):
             m.cleanup()
         else:
             rc = m.stop()
+            log = m.output()
             m.cleanup()
             if rc != 0:
-                return "daemon exited %d after the hook was killed" % rc
+                return "daemon exited %d after the hook was killed:\n%s" % (rc, log[-3000:])
     return None
 
 
