@@ -993,6 +993,18 @@ static ssize_t do_xattr(struct inode *in, enum xop op, const char *name,
 	return res;
 }
 
+/* One reply for a get/list result: a size probe, data, or an error. */
+static void reply_xattr_result(fuse_req_t req, ssize_t res, const char *buf,
+			       size_t size)
+{
+	if (res < 0)
+		fuse_reply_err(req, -res);
+	else if (!size)
+		fuse_reply_xattr(req, res);
+	else
+		fuse_reply_buf(req, buf, res);
+}
+
 static void reply_xattr_data(fuse_req_t req, struct inode *in, enum xop op,
 			     const char *name, size_t size)
 {
@@ -1004,12 +1016,7 @@ static void reply_xattr_data(fuse_req_t req, struct inode *in, enum xop op,
 		return;
 	}
 	res = do_xattr(in, op, name, buf, size, 0);
-	if (res < 0)
-		fuse_reply_err(req, -res);
-	else if (!size)
-		fuse_reply_xattr(req, res);
-	else
-		fuse_reply_buf(req, buf, res);
+	reply_xattr_result(req, res, buf, size);
 	free(buf);
 }
 
@@ -1031,12 +1038,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		}
 		res = size && !buf ? -ENOMEM :
 				     events_xattr(in, st.st_size, name, buf, size);
-		if (res < 0)
-			fuse_reply_err(req, -res);
-		else if (!size)
-			fuse_reply_xattr(req, res);
-		else
-			fuse_reply_buf(req, buf, res);
+		reply_xattr_result(req, res, buf, size);
 		free(buf);
 		return;
 	}
