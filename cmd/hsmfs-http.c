@@ -220,9 +220,15 @@ static size_t on_body(char *b, size_t sz, size_t n, void *arg)
 	if (x->range_reply && off + len > x->hi)
 		x->overflow = true;
 	if (s < e) {
-		if (pwrite(x->ev->fd, b + (s - off), e - s, s) != (ssize_t)(e - s)) {
-			x->io_error = errno ? errno : EIO;
-			return 0; /* aborts the transfer */
+		for (uint64_t p = s; p < e;) {
+			/* a short write goes on; its error (ENOSPC) ends the fill */
+			ssize_t w = pwrite(x->ev->fd, b + (p - off), e - p, p);
+
+			if (w <= 0) {
+				x->io_error = w < 0 ? errno : EIO;
+				return 0; /* aborts the transfer */
+			}
+			p += w;
 		}
 		x->filled += e - s;
 	}

@@ -36,9 +36,15 @@ static int fill(int mirror_dir, const struct hsmfs_event *ev)
 			close(src);
 			return n < 0 ? -errno : -EIO; /* mirror shorter than the file */
 		}
-		if (pwrite(ev->fd, buf, n, pos) != n) {
-			close(src);
-			return -EIO;
+		for (ssize_t w, done = 0; done < n; done += w) {
+			/* short writes go on; ENOSPC reaches the daemon as such */
+			w = pwrite(ev->fd, buf + done, n - done, pos + done);
+			if (w <= 0) {
+				int e = w < 0 ? errno : EIO;
+
+				close(src);
+				return -e;
+			}
 		}
 		pos += n;
 	}

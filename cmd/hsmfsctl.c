@@ -5,6 +5,8 @@
  *   hsmfsctl status [--json] PATH...
  *   hsmfsctl watch [--json] MOUNTPOINT
  *   hsmfsctl hooks MOUNTPOINT
+ *   hsmfsctl stats [--json] MOUNTPOINT
+ *   hsmfsctl evict|pin|unpin|prefetch PATH...
  *
  * Exit codes: 0 success; 1 usage; 2 bad input (manifest); 3 the store or
  * mount cannot be used; 4 an operation failed part way.
@@ -41,6 +43,7 @@ static void usage(FILE *f)
 "       hsmfsctl status [--json] PATH...\n"
 "       hsmfsctl watch [--json] MOUNTPOINT\n"
 "       hsmfsctl hooks MOUNTPOINT\n"
+"       hsmfsctl stats [--json] MOUNTPOINT\n"
 "       hsmfsctl evict [--range START-END] PATH...\n"
 "       hsmfsctl pin|unpin|prefetch PATH...\n"
 "       hsmfsctl --help | --version\n"
@@ -51,6 +54,7 @@ static void usage(FILE *f)
 "status  per-file state and present bytes of paths in a mount, with totals\n"
 "watch   print the events of a mount as they happen (and allow them)\n"
 "hooks   list the hooks connected to a mount\n"
+"stats   cache size and limits, evictions, hits, misses, fill latency\n"
 "evict   drop fetched bytes of clean files (they are fetched again on access)\n"
 "pin     fetch files completely and keep them (never evicted); unpin undoes\n"
 "prefetch  fetch files or trees now, with progress\n"
@@ -523,6 +527,7 @@ static int import_one(int root, struct meta *m, struct item *it, bool *created,
 	row.origin = it->e.url;
 	row.version = it->e.version;
 	row.sha256 = it->e.sha256;
+	row.path = it->e.path;
 	/* a new generation: a write-behind of the old file must not apply */
 	if (getrandom(&row.gen, sizeof(row.gen), 0) != sizeof(row.gen))
 		row.gen = (uint64_t)time(NULL) << 20 ^ (uint64_t)getpid();
@@ -1077,6 +1082,100 @@ static int cmd_hooks(int argc, char **argv)
 	return 0;
 }
 
+/* -------------------------------------------------------------- stats */
+
+/* The number after "key": in the daemon's flat JSON object, or -1. */
+static long long json_num(const char *obj, const char *key)
+{
+	char pat[64];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), "\"%s\": ", key);
+	p = strstr(obj, pat);
+	return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
+}
+
+static void human(char *buf, size_t n, long long v)
+{
+	const char *u = "KMGTP";
+	double d = (double)v;
+	int i = -1;
+
+	while (d >= 1024 && i < 4) {
+		d /= 1024;
+		i++;
+	}
+	if (i < 0)
+		snprintf(buf, n, "%lld B", v);
+	else
+		snprintf(buf, n, "%.1f %ciB", d, u[i]);
+}
+
+static int cmd_stats(int argc, char **argv)
+{
+	static const char *const rows[][2] = {
+		{ "cache_bytes", "cache size (allocated)" }, { "cache_max", "cache_max" },
+		{ "cache_min_free", "cache_min_free" }, { "fs_free", "free on the store's filesystem" },
+		{ "cache_reserved", "reserved for fills running" },
+		{ "evicted_files", "files evicted" }, { "evicted_bytes", "bytes evicted" },
+		{ "eviction_rounds", "eviction rounds" }, { "enospc", "ENOSPC (nothing to evict)" },
+		{ "hits", "hits (slow path, bytes present)" }, { "misses", "misses (fills asked)" },
+		{ "filled_bytes", "bytes filled" }, { "pre_access", "PRE_ACCESS events" },
+		{ "pre_modify", "PRE_MODIFY events" }, { "denied", "denied" },
+		{ "timeouts", "timed out" }, { "interrupted", "interrupted" },
+		{ "fill_p50_us", "fill latency p50 (us)" }, { "fill_p90_us", "fill latency p90 (us)" },
+		{ "fill_p99_us", "fill latency p99 (us)" }, { "inodes", "inodes remembered" },
+		{ "cached_fds", "cached descriptors" },
+	};
+	char buf[4096], h[32];
+	const char *mnt = NULL;
+	bool json = false;
+	ssize_t n;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			json = true;
+		else if (!mnt)
+			mnt = argv[i];
+		else
+			mnt = "";
+	}
+	if (!mnt || !*mnt) {
+		fprintf(stderr, "hsmfsctl: stats needs one MOUNTPOINT\n");
+		return X_USAGE;
+	}
+	n = getxattr(mnt, "user.hsmfs.stats", buf, sizeof(buf) - 1);
+	if (n < 0) {
+		fprintf(stderr, "hsmfsctl: '%s' is not an hsmfs mount: %s\n", mnt,
+			strerror(errno));
+		return X_STORE;
+	}
+	buf[n] = '\0';
+	if (json) {
+		fputs(buf, stdout);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		long long v = json_num(buf, rows[i][0]);
+
+		if (v < 0)
+			continue;
+		if (strstr(rows[i][0], "bytes") || strstr(rows[i][0], "cache_") ||
+		    !strcmp(rows[i][0], "fs_free")) {
+			if (v == 0 && (!strcmp(rows[i][0], "cache_max") ||
+				       !strcmp(rows[i][0], "cache_min_free"))) {
+				printf("%-34s %s\n", rows[i][1], "none");
+				continue;
+			}
+			human(h, sizeof(h), v);
+			printf("%-34s %s\n", rows[i][1], h);
+		} else {
+			printf("%-34s %lld\n", rows[i][1], v);
+		}
+	}
+	return 0;
+}
+
 /* -------------------------------------------------------------- watch */
 
 static int cmd_watch(int argc, char **argv)
@@ -1147,6 +1246,8 @@ int main(int argc, char **argv)
 		return cmd_watch(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "hooks"))
 		return cmd_hooks(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "stats"))
+		return cmd_stats(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "evict") || !strcmp(argv[1], "pin") ||
 	    !strcmp(argv[1], "unpin") || !strcmp(argv[1], "prefetch"))
 		return cmd_act(argv[1], argc - 1, argv + 1);

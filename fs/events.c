@@ -8,9 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "events.h"
 #include "store.h"
 #include "hooks.h"
@@ -21,6 +23,7 @@
 
 #define PAGE 4096ULL
 #define SLOT_BITS 20 /* event id = sequence << SLOT_BITS | slot */
+#define LAT_BUCKETS 256
 
 _Atomic uint32_t events_mask;
 
@@ -38,6 +41,9 @@ struct fstate {
 	struct inode *in;          /* back pointer (the inode owns us) */
 	struct fstate *wnext;      /* writer queue link */
 	uint64_t gen;              /* the row's generation (see meta.h) */
+	uint64_t blocks;           /* allocated bytes counted in the cache */
+	int64_t atime;             /* last open, close or fill (seconds) */
+	int64_t atime_saved;       /* atime as last queued for the database */
 };
 
 enum ev_state { EV_FREE, EV_QUEUED, EV_SENT, EV_DONE };
@@ -64,6 +70,8 @@ struct event {
 	int result;                /* 0 or -errno once EV_DONE */
 	uint32_t waiters;
 	struct timespec deadline;  /* CLOCK_MONOTONIC */
+	struct timespec born;      /* CLOCK_MONOTONIC, for the fill latency */
+	uint64_t reserved;         /* PRE_ACCESS: cache bytes admitted */
 	uint64_t progress;
 	pthread_cond_t cond;       /* with E.lock */
 	struct event *fnext;       /* fstate->inflight link */
@@ -83,9 +91,65 @@ static struct {
 	struct hook *rr;           /* round-robin position among fill hooks */
 	struct fstate *wqueue;     /* writer queue */
 	pthread_cond_t wcond;
+	pthread_cond_t wdone;      /* the writer finished a batch */
+	bool writing;              /* the writer holds a batch */
 	pthread_t writer;
 	bool writer_running, stopping;
+	struct events_stats st;    /* counters, guarded by E.lock */
+	uint64_t lat[LAT_BUCKETS]; /* fill latency histogram, see lat_bucket() */
 } E = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/*
+ * Latency histogram: 8 buckets per power of two of microseconds, so a
+ * percentile is known within 9%; guarded by E.lock like the counters.
+ */
+static unsigned lat_bucket(uint64_t us)
+{
+	unsigned top, b;
+
+	if (us < 8)
+		return (unsigned)us;
+	top = 63 - (unsigned)__builtin_clzll(us); /* >= 3 */
+	b = (top - 2) * 8 + (unsigned)((us >> (top - 3)) & 7);
+	return b < LAT_BUCKETS ? b : LAT_BUCKETS - 1;
+}
+
+static uint64_t lat_value(unsigned b)
+{
+	if (b < 8)
+		return b;
+	return (uint64_t)(8 + b % 8) << (b / 8 - 1);
+}
+
+static uint64_t lat_percentile(const uint64_t *h, uint64_t total, unsigned pct)
+{
+	uint64_t want = (total * pct + 99) / 100, seen = 0;
+
+	if (!total)
+		return 0;
+	for (unsigned b = 0; b < LAT_BUCKETS; b++) {
+		seen += h[b];
+		if (seen >= want)
+			return lat_value(b);
+	}
+	return lat_value(LAT_BUCKETS - 1);
+}
+
+static int64_t now_sec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+	return ts.tv_sec;
+}
+
+/* Allocated bytes of the store file open at fd, or -1. */
+static int64_t allocated(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) < 0 ? -1 : (int64_t)st.st_blocks * 512;
+}
 
 static void fstate_free(void *p)
 {
@@ -138,6 +202,7 @@ int events_init(const struct events_config *cfg)
 	}
 	pthread_cond_init(&E.slot_cond, &ca);
 	pthread_cond_init(&E.wcond, &ca);
+	pthread_cond_init(&E.wdone, &ca);
 	pthread_condattr_destroy(&ca);
 	inode_set_state_destructor(fstate_free);
 	if (pthread_create(&E.writer, NULL, writer_main, NULL))
@@ -158,7 +223,10 @@ static void fstate_take_row(struct fstate *fs, struct meta_file *f)
 	fs->version = f->version;
 	fs->present = f->present;
 	fs->gen = f->gen;
+	fs->blocks = f->blocks;
+	fs->atime = fs->atime_saved = f->atime;
 	free(f->sha256);
+	free(f->path);
 	memset(f, 0, sizeof(*f));
 }
 
@@ -195,6 +263,14 @@ int events_load(struct inode *in)
 	}
 	fs->ino = f.ino;
 	fs->in = in;
+	{
+		/* keep the recorded path true: the evictor finds files by it */
+		char path[HSMFS_MAX_PATH + 1];
+
+		if (inode_path(in, path, sizeof(path)) > 0 &&
+		    (!f.path || strcmp(f.path, path)))
+			meta_set_path(E.cfg.meta, f.ino, path);
+	}
 	fstate_take_row(fs, &f);
 	inode_set_state(in, fs);
 	/* dirty files too: their missing ranges are fetched, never zeros */
@@ -211,6 +287,7 @@ int events_reload(struct inode *in)
 {
 	struct meta_file f;
 	struct fstate *fs;
+	uint64_t old_blocks;
 	int res;
 
 	pthread_mutex_lock(&E.lock);
@@ -225,8 +302,11 @@ int events_reload(struct inode *in)
 		return -EBUSY;
 	}
 	res = meta_get(E.cfg.meta, fs->ino, &f);
+	old_blocks = fs->state == META_DIRTY ? 0 : fs->blocks;
 	if (res == -ENOENT) {
 		/* no row any more: a plain resident file */
+		cache_account(-(int64_t)old_blocks);
+		fs->blocks = 0;
 		rs_clear(&fs->present);
 		res = rs_add(&fs->present, 0, fs->size);
 		fs->state = META_RESIDENT;
@@ -244,6 +324,8 @@ int events_reload(struct inode *in)
 	free(fs->version);
 	rs_clear(&fs->present);
 	fstate_take_row(fs, &f);
+	cache_account((int64_t)(fs->state == META_DIRTY ? 0 : fs->blocks) -
+		      (int64_t)old_blocks);
 	if (rs_contains(&fs->present, 0, fs->size))
 		inode_flags_clear(in, INODE_NONRESIDENT);
 	else
@@ -253,66 +335,63 @@ int events_reload(struct inode *in)
 	return 0;
 }
 
-int events_evict(struct inode *in, uint64_t start, uint64_t end, bool is_open)
+/* Can fs be evicted now?  0 or -EBUSY.  E.lock held. */
+static int evictable(struct inode *in, struct fstate *fs, bool is_open)
 {
-	struct fstate *fs;
-	char path[32], mark[8300];
-	int res = events_load(in), fd = -1, sfd = -1, n;
-
-	if (res)
-		return res;
-	pthread_mutex_lock(&E.lock);
-	fs = inode_state(in);
-	if (!fs || !E.cfg.meta) {
-		res = -ENODATA;
-		goto out;
-	}
 	if (fs->state == META_DIRTY || (fs->flags & META_F_PINNED) || fs->inflight ||
-	    is_open) {
-		res = -EBUSY;
-		goto out;
-	}
+	    is_open)
+		return -EBUSY;
+	return 0;
+}
+
+/*
+ * Drop [start, end) of fs: the database, the mark, then the bytes.
+ * *ret_freed gets the allocated bytes released.  E.lock held.
+ */
+static int evict_locked(struct inode *in, struct fstate *fs, uint64_t start,
+			uint64_t end, uint64_t *ret_freed)
+{
+	struct meta_file row;
+	char path[32], mark[8300];
+	int res, fd, sfd, n;
+	int64_t now;
+
+	*ret_freed = 0;
 	if (!end || end > fs->size)
 		end = fs->size;
 	if (start >= end)
-		goto out;
+		return 0;
 	fd = inode_fd_get(in);
-	if (fd < 0) {
-		res = fd;
-		goto out;
-	}
+	if (fd < 0)
+		return fd;
 	inode_proc_path(fd, path);
 	sfd = open(path, O_RDWR | O_CLOEXEC);
-	if (sfd < 0) {
-		res = -errno;
-		goto out;
-	}
+	inode_fd_put(in);
+	if (sfd < 0)
+		return -errno;
 	/*
 	 * 1. forget the range in the database: after a crash it is refetched.
 	 * A new generation, so a write-behind snapshot taken before this
 	 * cannot mark the range present again.
 	 */
-	{
-		struct meta_file row;
-
-		res = meta_get(E.cfg.meta, fs->ino, &row);
-		if (!res) {
-			rs_remove(&fs->present, start, end);
-			inode_flags_set(in, INODE_NONRESIDENT);
-			fs->state = fs->present.n ? META_PARTIAL : META_PLACEHOLDER;
-			rs_clear(&row.present);
-			res = rs_copy(&row.present, &fs->present);
-			row.state = fs->state;
-			row.gen = ++fs->gen;
-			if (!res)
-				res = meta_put(E.cfg.meta, &row);
-			meta_file_free(&row);
-		}
+	res = meta_get(E.cfg.meta, fs->ino, &row);
+	if (!res) {
+		rs_remove(&fs->present, start, end);
+		inode_flags_set(in, INODE_NONRESIDENT);
+		fs->state = fs->present.n ? META_PARTIAL : META_PLACEHOLDER;
+		rs_clear(&row.present);
+		res = rs_copy(&row.present, &fs->present);
+		row.state = fs->state;
+		row.gen = ++fs->gen;
+		if (!res)
+			res = meta_put(E.cfg.meta, &row);
+		meta_file_free(&row);
 	}
 	if (res) {
 		log_err("cannot record the eviction of inode %llu: %s",
 			(unsigned long long)fs->ino, meta_errmsg(E.cfg.meta));
-		goto out;
+		close(sfd);
+		return res;
 	}
 	/* 2. the mark, so that a lost database never makes these zeros */
 	n = snprintf(mark, sizeof(mark), "%s\n%s", fs->origin ? fs->origin : "",
@@ -323,13 +402,152 @@ int events_evict(struct inode *in, uint64_t start, uint64_t end, bool is_open)
 	/* 3. only now the bytes go */
 	if (fallocate(sfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, start, end - start) < 0)
 		res = -errno;
-out:
-	if (sfd >= 0)
-		close(sfd);
-	if (fd >= 0)
-		inode_fd_put(in);
+	now = allocated(sfd);
+	close(sfd);
+	if (now >= 0) {
+		if ((uint64_t)now < fs->blocks)
+			*ret_freed = fs->blocks - (uint64_t)now;
+		cache_account(now - (int64_t)fs->blocks);
+		fs->blocks = (uint64_t)now;
+		persist_later(fs);
+	}
+	return res;
+}
+
+int events_evict(struct inode *in, uint64_t start, uint64_t end, bool is_open)
+{
+	struct fstate *fs;
+	uint64_t freed;
+	int res = events_load(in);
+
+	if (res)
+		return res;
+	pthread_mutex_lock(&E.lock);
+	fs = inode_state(in);
+	if (!fs || !E.cfg.meta)
+		res = -ENODATA;
+	else
+		res = evictable(in, fs, is_open);
+	if (!res)
+		res = evict_locked(in, fs, start, end, &freed);
 	pthread_mutex_unlock(&E.lock);
 	return res;
+}
+
+int events_evict_victim(const struct meta_victim *v, uint64_t *ret_freed)
+{
+	struct inode *cur = inode_root(), *next;
+	struct fstate *fs;
+	struct stat st;
+	char *copy, *comp, *save = NULL;
+	int res = 0;
+
+	*ret_freed = 0;
+	copy = strdup(v->path);
+	if (!copy)
+		return -ENOMEM;
+	/* component by component, as the kernel would: no symlink followed */
+	for (comp = strtok_r(copy, "/", &save); comp; comp = strtok_r(NULL, "/", &save)) {
+		if (!inode_is_dir(cur) || !strcmp(comp, ".") || !strcmp(comp, "..")) {
+			res = -ESTALE;
+			break;
+		}
+		res = inode_lookup(cur, comp, &st, &next);
+		if (cur != inode_root())
+			inode_forget(cur, 1); /* next's alias keeps it alive */
+		cur = inode_root();
+		if (res)
+			break;
+		cur = next;
+	}
+	free(copy);
+	if (!res && (cur == inode_root() || st.st_ino != v->ino || !S_ISREG(st.st_mode)))
+		res = -ESTALE;
+	if (res == -ESTALE || res == -ENOENT || res == -ENOTDIR) {
+		/* not there any more: the next open records where it went */
+		meta_set_path(E.cfg.meta, v->ino, NULL);
+		res = -ESTALE;
+	}
+	if (!res)
+		res = events_load(cur);
+	if (!res) {
+		pthread_mutex_lock(&E.lock);
+		fs = inode_state(cur);
+		res = fs ? evictable(cur, fs, inode_is_open(cur)) : -ENODATA;
+		if (!res)
+			res = evict_locked(cur, fs, 0, 0, ret_freed);
+		/*
+		 * Still under the lock: the file is not open and cannot be
+		 * opened meanwhile (events_opened waits for us), so no read
+		 * of it holds a page the invalidation must wait for.
+		 */
+		if (!res && E.cfg.invalidate)
+			E.cfg.invalidate(cur, 0, 0);
+		pthread_mutex_unlock(&E.lock);
+	}
+	if (cur != inode_root())
+		inode_forget(cur, 1);
+	return res;
+}
+
+/* Record a use of fs for the eviction order.  E.lock held. */
+static void touched(struct fstate *fs)
+{
+	fs->atime = now_sec();
+	/* lazily: the order needs minutes, not every open */
+	if (fs->atime - fs->atime_saved >= 60) {
+		fs->atime_saved = fs->atime;
+		persist_later(fs);
+	}
+}
+
+void events_opened(struct inode *in)
+{
+	struct fstate *fs;
+
+	pthread_mutex_lock(&E.lock);
+	fs = inode_state(in);
+	if (fs)
+		touched(fs);
+	pthread_mutex_unlock(&E.lock);
+}
+
+void events_released(struct inode *in)
+{
+	events_opened(in);
+}
+
+void events_renamed(struct inode *parent, const char *name,
+		    struct inode *newparent, const char *newname)
+{
+	char from[HSMFS_MAX_PATH + 1], to[HSMFS_MAX_PATH + 1];
+	int a, b;
+
+	if (!E.cfg.meta)
+		return;
+	a = inode_path(parent, from, sizeof(from));
+	b = inode_path(newparent, to, sizeof(to));
+	if (a < 0 || b < 0 ||
+	    snprintf(from + a, sizeof(from) - a, "%s%s", a ? "/" : "", name) >= (int)sizeof(from) - a ||
+	    snprintf(to + b, sizeof(to) - b, "%s%s", b ? "/" : "", newname) >= (int)sizeof(to) - b)
+		return; /* the next open records the path */
+	if (meta_rename(E.cfg.meta, from, to))
+		log_warn("cannot record the rename of '%s': %s", from,
+			 meta_errmsg(E.cfg.meta));
+}
+
+void events_get_stats(struct events_stats *ret)
+{
+	uint64_t total = 0;
+
+	pthread_mutex_lock(&E.lock);
+	*ret = E.st;
+	for (unsigned b = 0; b < LAT_BUCKETS; b++)
+		total += E.lat[b];
+	ret->fill_p50_us = lat_percentile(E.lat, total, 50);
+	ret->fill_p90_us = lat_percentile(E.lat, total, 90);
+	ret->fill_p99_us = lat_percentile(E.lat, total, 99);
+	pthread_mutex_unlock(&E.lock);
 }
 
 /* Set or clear flag in in's state and persist it; -ENODATA if unmanaged. */
@@ -400,7 +618,8 @@ static void write_batch(struct fstate *batch)
 		struct inode *in;   /* held since persist_later() */
 		uint64_t ino;       /* 0: not to be committed */
 		uint32_t state, flags;
-		uint64_t size, gen;
+		uint64_t size, gen, blocks;
+		int64_t atime;
 		struct rangeset rs;
 	} *snaps;
 	struct fstate *fs, *next;
@@ -431,6 +650,8 @@ static void write_batch(struct fstate *batch)
 		snaps[i].flags = fs->flags;
 		snaps[i].size = fs->size;
 		snaps[i].gen = fs->gen;
+		snaps[i].blocks = fs->blocks;
+		snaps[i].atime = fs->atime;
 		if (rs_copy(&snaps[i].rs, &fs->present))
 			snaps[i].ino = 0; /* skipped: retried on the next change */
 		fs->queued = false; /* from here on persist_later may queue it again */
@@ -459,7 +680,8 @@ static void write_batch(struct fstate *batch)
 				meta_set_present(E.cfg.meta, snaps[i].ino,
 						 &snaps[i].rs, snaps[i].state,
 						 snaps[i].flags, snaps[i].size,
-						 snaps[i].gen);
+						 snaps[i].gen, snaps[i].atime,
+						 snaps[i].blocks);
 		if (meta_commit(E.cfg.meta)) {
 			log_err("cannot commit present ranges: %s",
 				meta_errmsg(E.cfg.meta));
@@ -505,12 +727,27 @@ static void *writer_main(void *arg)
 		}
 		batch = E.wqueue;
 		E.wqueue = NULL;
+		E.writing = true;
 		pthread_mutex_unlock(&E.lock);
 		write_batch(batch);
 		pthread_mutex_lock(&E.lock);
+		E.writing = false;
+		pthread_cond_broadcast(&E.wdone);
 	}
 	pthread_mutex_unlock(&E.lock);
 	return NULL;
+}
+
+void events_sync(void)
+{
+	struct timespec deadline;
+
+	mono_after(&deadline, 5);
+	pthread_mutex_lock(&E.lock);
+	while ((E.wqueue || E.writing) && E.writer_running && !E.stopping &&
+	       pthread_cond_timedwait(&E.wdone, &E.lock, &deadline) != ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&E.lock);
 }
 
 void events_shutdown(void)
@@ -693,6 +930,16 @@ static void complete(struct event *ev, int result)
 	free(ev->orphans);
 	ev->orphans = NULL;
 	ev->norphans = 0;
+	if (ev->reserved) {
+		cache_unreserve(ev->reserved);
+		ev->reserved = 0;
+	}
+	if (result == -ETIMEDOUT)
+		E.st.timeouts++;
+	else if (result == -EINTR)
+		E.st.interrupted++;
+	else if (result)
+		E.st.denied++;
 	ev->st = EV_DONE;
 	ev->result = result;
 	pthread_cond_broadcast(&ev->cond);
@@ -748,7 +995,13 @@ static void init_event(struct event *ev, uint32_t type, struct inode *in,
 	ev->uid = ctx ? ctx->uid : 0;
 	ev->gid = ctx ? ctx->gid : 0;
 	ev->fnext = ev->qnext = NULL;
+	ev->reserved = 0;
 	mono_after(&ev->deadline, E.cfg.timeout);
+	clock_gettime(CLOCK_MONOTONIC, &ev->born);
+	if (type == HSMFS_EV_PRE_ACCESS)
+		E.st.pre_access++;
+	else
+		E.st.pre_modify++;
 }
 
 /* Wait for ev to finish; E.lock held.  Returns its result. */
@@ -824,7 +1077,8 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 		      struct fuse_req *req)
 {
 	struct fstate *fs = inode_state(in);
-	uint64_t start, end;
+	uint64_t start, end, reserved = 0;
+	bool waited = false, retried = false;
 	int res = 0;
 
 	if (!fs)
@@ -842,8 +1096,11 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 			res = -EIO;
 			break;
 		}
-		if (start >= end || !rs_missing(&fs->present, start, end, &miss, 1))
+		if (start >= end || !rs_missing(&fs->present, start, end, &miss, 1)) {
+			if (!waited)
+				E.st.hits++;
 			break;
+		}
 		/*
 		 * Wait for an event whose hint covers any of this: its hook is
 		 * most likely fetching those bytes already.  What it does not
@@ -855,11 +1112,44 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 		if (!ev) {
 			char path[32];
 			int fd, sfd;
-			uint64_t hs, he;
+			uint64_t hs, he, hint_start, hint_end, need;
 
 			if (!have_fill_hook() && E.cfg.nohook_fail) {
 				res = -EIO;
 				break;
+			}
+			/* hint: the chunk-aligned span, within the same gap */
+			hs = miss.start & ~(E.cfg.chunk - 1);
+			he = (miss.end + E.cfg.chunk - 1) & ~(E.cfg.chunk - 1);
+			if (he > fs->size)
+				he = fs->size;
+			hint_start = miss.start;
+			hint_end = miss.end;
+			for (uint64_t pos = hs;
+			     pos < he && rs_missing(&fs->present, pos, he, &gap, 1);
+			     pos = gap.end) {
+				if (gap.start <= miss.start && gap.end >= miss.end) {
+					hint_start = gap.start;
+					hint_end = gap.end;
+					break;
+				}
+			}
+			/* admission: room for the fill before it may write */
+			need = ((hint_end + PAGE - 1) & ~(PAGE - 1)) - (hint_start & ~(PAGE - 1));
+			if (E.cfg.cache_limited && reserved < need) {
+				struct timespec deadline;
+
+				mono_after(&deadline, E.cfg.timeout);
+				pthread_mutex_unlock(&E.lock);
+				if (reserved)
+					cache_unreserve(reserved);
+				reserved = 0;
+				res = cache_admit(need, &deadline);
+				pthread_mutex_lock(&E.lock);
+				if (res)
+					break;
+				reserved = need;
+				continue; /* the world may have changed meanwhile */
 			}
 			ev = get_slot();
 			if (!ev) {
@@ -869,25 +1159,14 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 				break;
 			}
 			init_event(ev, HSMFS_EV_PRE_ACCESS, in, req);
+			E.st.misses++;
 			ev->fs = fs;
 			ev->start = miss.start;
 			ev->end = miss.end;
-			/* hint: the chunk-aligned span, within the same gap */
-			hs = miss.start & ~(E.cfg.chunk - 1);
-			he = (miss.end + E.cfg.chunk - 1) & ~(E.cfg.chunk - 1);
-			if (he > fs->size)
-				he = fs->size;
-			ev->hint_start = miss.start;
-			ev->hint_end = miss.end;
-			for (uint64_t pos = hs;
-			     pos < he && rs_missing(&fs->present, pos, he, &gap, 1);
-			     pos = gap.end) {
-				if (gap.start <= miss.start && gap.end >= miss.end) {
-					ev->hint_start = gap.start;
-					ev->hint_end = gap.end;
-					break;
-				}
-			}
+			ev->hint_start = hint_start;
+			ev->hint_end = hint_end;
+			ev->reserved = reserved;
+			reserved = 0;
 			fd = inode_fd_get(in);
 			sfd = -1;
 			if (fd >= 0) {
@@ -909,11 +1188,24 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 			if (ev->st == EV_QUEUED)
 				queue_add(ev);
 		}
+		waited = true;
 		res = wait_event(ev, req);
+		if (res == -ENOSPC && !retried) {
+			/* the store is full: evict, then try once more */
+			retried = true;
+			pthread_mutex_unlock(&E.lock);
+			res = cache_make_room(E.cfg.chunk);
+			pthread_mutex_lock(&E.lock);
+			if (!res)
+				continue;
+			res = -ENOSPC;
+		}
 		if (res)
 			break;
 	}
 	pthread_mutex_unlock(&E.lock);
+	if (reserved)
+		cache_unreserve(reserved);
 	return caller_errno(res);
 }
 
@@ -962,6 +1254,16 @@ int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
 	return caller_errno(res);
 }
 
+/* Local data now, not cache: it stops counting.  E.lock held. */
+static void becomes_dirty(struct fstate *fs)
+{
+	if (fs->state != META_DIRTY && fs->blocks) {
+		cache_account(-(int64_t)fs->blocks);
+		fs->blocks = 0;
+	}
+	fs->state = META_DIRTY;
+}
+
 void events_wrote(struct inode *in, uint64_t off, uint64_t len)
 {
 	struct fstate *fs = inode_state(in);
@@ -972,7 +1274,7 @@ void events_wrote(struct inode *in, uint64_t off, uint64_t len)
 	rs_add(&fs->present, off, off + len);
 	if (off + len > fs->size)
 		fs->size = off + len;
-	fs->state = META_DIRTY;
+	becomes_dirty(fs);
 	if (rs_contains(&fs->present, 0, fs->size))
 		inode_flags_clear(in, INODE_NONRESIDENT);
 	persist_later(fs);
@@ -991,7 +1293,7 @@ void events_truncated(struct inode *in, uint64_t old_size, uint64_t new_size)
 	else
 		rs_add(&fs->present, old_size, new_size); /* zeros of our own */
 	fs->size = new_size;
-	fs->state = META_DIRTY;
+	becomes_dirty(fs);
 	if (rs_contains(&fs->present, 0, fs->size))
 		inode_flags_clear(in, INODE_NONRESIDENT);
 	persist_later(fs);
@@ -1000,9 +1302,13 @@ void events_truncated(struct inode *in, uint64_t old_size, uint64_t new_size)
 
 void events_unlinked(uint64_t ino)
 {
-	if (E.cfg.meta && meta_delete(E.cfg.meta, ino))
+	uint64_t cached = 0;
+
+	if (E.cfg.meta && meta_delete(E.cfg.meta, ino, &cached))
 		log_err("cannot forget the state of inode %llu: %s",
 			(unsigned long long)ino, meta_errmsg(E.cfg.meta));
+	if (cached)
+		cache_account(-(int64_t)cached);
 }
 
 ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
@@ -1037,7 +1343,43 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 		free(list);
 		return n;
 	}
-	if (!strcmp(name, "user.hsmfs.socket") || !strcmp(name, "user.hsmfs.store")) {
+	if (!strcmp(name, "user.hsmfs.stats") && in == inode_root()) {
+		struct events_stats es;
+		struct cache_stats cs;
+		uint64_t inodes, fds;
+
+		events_get_stats(&es);
+		cache_stats(&cs);
+		inode_counts(&inodes, &fds);
+		n = snprintf(val, sizeof(val),
+			     "{\"cache_bytes\": %llu, \"cache_reserved\": %llu, "
+			     "\"cache_max\": %llu, \"cache_min_free\": %llu, "
+			     "\"fs_free\": %llu, \"evicted_files\": %llu, "
+			     "\"evicted_bytes\": %llu, \"eviction_rounds\": %llu, "
+			     "\"enospc\": %llu, \"hits\": %llu, \"misses\": %llu, "
+			     "\"filled_bytes\": %llu, \"pre_access\": %llu, "
+			     "\"pre_modify\": %llu, \"denied\": %llu, \"timeouts\": %llu, "
+			     "\"interrupted\": %llu, \"fill_p50_us\": %llu, "
+			     "\"fill_p90_us\": %llu, \"fill_p99_us\": %llu, "
+			     "\"inodes\": %llu, \"cached_fds\": %llu}\n",
+			     (unsigned long long)cs.used, (unsigned long long)cs.reserved,
+			     (unsigned long long)cs.max, (unsigned long long)cs.min_free,
+			     (unsigned long long)cs.fs_free,
+			     (unsigned long long)cs.evicted_files,
+			     (unsigned long long)cs.evicted_bytes,
+			     (unsigned long long)cs.eviction_rounds,
+			     (unsigned long long)cs.enospc, (unsigned long long)es.hits,
+			     (unsigned long long)es.misses,
+			     (unsigned long long)es.filled_bytes,
+			     (unsigned long long)es.pre_access,
+			     (unsigned long long)es.pre_modify,
+			     (unsigned long long)es.denied, (unsigned long long)es.timeouts,
+			     (unsigned long long)es.interrupted,
+			     (unsigned long long)es.fill_p50_us,
+			     (unsigned long long)es.fill_p90_us,
+			     (unsigned long long)es.fill_p99_us,
+			     (unsigned long long)inodes, (unsigned long long)fds);
+	} else if (!strcmp(name, "user.hsmfs.socket") || !strcmp(name, "user.hsmfs.store")) {
 		if (in != inode_root())
 			return -ENODATA;
 		n = snprintf(val, sizeof(val), "%s",
@@ -1214,6 +1556,18 @@ void events_answer(struct hook *h, const struct proto_answer *a)
 					(unsigned long long)ev->end);
 				complete(ev, -EIO);
 			} else {
+				struct timespec now;
+				int64_t b = allocated(ev->store_fd);
+
+				clock_gettime(CLOCK_MONOTONIC, &now);
+				E.lat[lat_bucket((uint64_t)((now.tv_sec - ev->born.tv_sec) * 1000000 +
+							    (now.tv_nsec - ev->born.tv_nsec) / 1000))]++;
+				E.st.filled_bytes += e - s;
+				if (b >= 0 && ev->fs->state != META_DIRTY) {
+					cache_account(b - (int64_t)ev->fs->blocks);
+					ev->fs->blocks = (uint64_t)b;
+				}
+				ev->fs->atime = now_sec();
 				/* the bytes are right whatever watchers say */
 				rs_add(&ev->fs->present, s, e);
 				present_changed(ev->fs);

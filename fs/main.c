@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "cache.h"
 #include "events.h"
 #include "hooks.h"
 #include "inode.h"
@@ -227,7 +228,7 @@ int main(int argc, char *argv[])
 	struct ops_config ocfg;
 	struct store store = { -1, -1, -1 };
 	struct meta *meta = NULL;
-	bool events_up = false, hooks_up = false, hook_up = false, was_clean = true;
+	bool cache_up = false, events_up = false, hooks_up = false, hook_up = false, was_clean = true;
 	char err[512], *store_path = NULL, *mnt_path = NULL, *esc, *fsname = NULL;
 	bool mounted = false, handlers = false, table = false;
 	int res, rc = 0;
@@ -364,10 +365,26 @@ int main(int argc, char *argv[])
 			.meta = meta,
 			.store_path = store_path,
 			.origin = o.origin,
+			.invalidate = ops_invalidate,
+			.cache_limited = o.cache_max || o.cache_min_free ||
+					 o.cache_min_free_pct,
+		};
+		struct cache_config ccfg = {
+			.max = o.cache_max,
+			.min_free = o.cache_min_free,
+			.min_free_pct = o.cache_min_free_pct,
+			.chunk = o.chunk,
+			.store_fd = store.root_fd,
+			.state_fd = store.state_fd,
+			.meta = meta,
 		};
 		char state_path[PATH_MAX + 16];
 
 		res = events_init(&ecfg);
+		if (!res) {
+			res = cache_init(&ccfg);
+			cache_up = !res;
+		}
 		if (!res) {
 			events_up = true;
 			snprintf(state_path, sizeof(state_path), "%s/%s",
@@ -423,6 +440,8 @@ out:
 	if (hooks_up)
 		hooks_stop();
 	check_stop();
+	if (cache_up)
+		cache_shutdown();
 	if (events_up) {
 		events_shutdown();
 		if (rc == 0 && mounted)

@@ -8,20 +8,32 @@
 
 #include "meta.h"
 
-enum { Q_GET, Q_PUT, Q_PRESENT, Q_DELETE, Q_COUNT, Q_LIST, Q_DELGEN, Q_N };
+enum { Q_GET, Q_PUT, Q_PRESENT, Q_DELETE, Q_COUNT, Q_LIST, Q_DELGEN, Q_LRU,
+       Q_TOTAL, Q_RENAME, Q_SETPATH, Q_N };
 
 static const char *const queries[Q_N] = {
 	[Q_GET] = "SELECT size, mtime, mode, state, flags, origin, version, "
-		  "sha256, present, atime, gen FROM files WHERE ino = ?1",
+		  "sha256, present, atime, gen, path, blocks FROM files WHERE ino = ?1",
 	[Q_PUT] = "INSERT OR REPLACE INTO files (ino, size, mtime, mode, state, "
-		  "flags, origin, version, sha256, present, atime, gen) "
-		  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+		  "flags, origin, version, sha256, present, atime, gen, path, "
+		  "blocks) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
+		  "?12, ?13, ?14)",
 	[Q_PRESENT] = "UPDATE files SET present = ?2, state = ?3, flags = ?4, "
-		      "size = ?5 WHERE ino = ?1 AND gen = ?6",
-	[Q_DELETE] = "DELETE FROM files WHERE ino = ?1",
+		      "size = ?5, atime = max(atime, ?7), blocks = ?8 "
+		      "WHERE ino = ?1 AND gen = ?6",
+	[Q_DELETE] = "DELETE FROM files WHERE ino = ?1 RETURNING state, blocks",
 	[Q_COUNT] = "SELECT count(*) FROM files",
 	[Q_LIST] = "SELECT ino, gen, size, state FROM files ORDER BY ino",
 	[Q_DELGEN] = "DELETE FROM files WHERE ino = ?1 AND gen = ?2",
+	/* eviction candidates: clean, unpinned, with an origin and bytes */
+	[Q_LRU] = "SELECT ino, gen, path, blocks FROM files "
+		  "WHERE state <> 4 AND flags & 1 = 0 AND blocks > 0 "
+		  "AND path IS NOT NULL ORDER BY atime, ino LIMIT ?1 OFFSET ?2",
+	[Q_TOTAL] = "SELECT total(blocks) FROM files WHERE state <> 4",
+	/* ?1 itself and everything below ?1/ ('0' sorts right after '/') */
+	[Q_RENAME] = "UPDATE files SET path = ?2 || substr(path, length(?1) + 1) "
+		     "WHERE path = ?1 OR (path > ?1 || '/' AND path < ?1 || '0')",
+	[Q_SETPATH] = "UPDATE files SET path = ?2 WHERE ino = ?1",
 };
 
 /* Each step brings the schema from version i to i + 1. */
@@ -38,6 +50,10 @@ static const char *const migrations[] = {
 	" present BLOB NOT NULL DEFAULT x'',"
 	" atime INTEGER NOT NULL DEFAULT 0,"
 	" gen INTEGER NOT NULL DEFAULT 0);",
+	/* 1 -> 2: where the file is (for eviction), its allocated bytes */
+	"ALTER TABLE files ADD COLUMN path TEXT;"
+	"ALTER TABLE files ADD COLUMN blocks INTEGER NOT NULL DEFAULT 0;"
+	"CREATE INDEX files_path ON files (path);",
 };
 
 struct meta {
@@ -200,6 +216,8 @@ int meta_get(struct meta *m, uint64_t ino, struct meta_file *ret)
 		}
 		f.atime = sqlite3_column_int64(st, 9);
 		f.gen = sqlite3_column_int64(st, 10);
+		f.path = col_text(st, 11, &oom);
+		f.blocks = sqlite3_column_int64(st, 12);
 		if (oom)
 			res = -ENOMEM;
 	} else {
@@ -245,6 +263,8 @@ int meta_put(struct meta *m, const struct meta_file *f)
 	res = bind_ranges(st, 10, &f->present);
 	sqlite3_bind_int64(st, 11, f->atime);
 	sqlite3_bind_int64(st, 12, (sqlite3_int64)f->gen);
+	sqlite3_bind_text(st, 13, f->path, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 14, (sqlite3_int64)f->blocks);
 	if (!res)
 		res = to_errno(m, sqlite3_step(st));
 	sqlite3_reset(st);
@@ -254,7 +274,8 @@ int meta_put(struct meta *m, const struct meta_file *f)
 }
 
 int meta_set_present(struct meta *m, uint64_t ino, const struct rangeset *rs,
-		     uint32_t state, uint32_t flags, uint64_t size, uint64_t gen)
+		     uint32_t state, uint32_t flags, uint64_t size, uint64_t gen,
+		     int64_t atime, uint64_t blocks)
 {
 	sqlite3_stmt *st = m->q[Q_PRESENT];
 	int res;
@@ -266,6 +287,8 @@ int meta_set_present(struct meta *m, uint64_t ino, const struct rangeset *rs,
 	sqlite3_bind_int(st, 4, flags);
 	sqlite3_bind_int64(st, 5, (sqlite3_int64)size);
 	sqlite3_bind_int64(st, 6, (sqlite3_int64)gen);
+	sqlite3_bind_int64(st, 7, atime);
+	sqlite3_bind_int64(st, 8, (sqlite3_int64)blocks);
 	if (!res)
 		res = to_errno(m, sqlite3_step(st));
 	if (!res && sqlite3_changes(m->db) == 0)
@@ -276,14 +299,20 @@ int meta_set_present(struct meta *m, uint64_t ino, const struct rangeset *rs,
 	return res;
 }
 
-int meta_delete(struct meta *m, uint64_t ino)
+int meta_delete(struct meta *m, uint64_t ino, uint64_t *ret_cached)
 {
 	sqlite3_stmt *st = m->q[Q_DELETE];
-	int res;
+	int rc, res;
 
 	pthread_mutex_lock(&m->lock);
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
-	res = to_errno(m, sqlite3_step(st));
+	rc = sqlite3_step(st);
+	if (ret_cached)
+		*ret_cached = rc == SQLITE_ROW && sqlite3_column_int(st, 0) != META_DIRTY
+				      ? (uint64_t)sqlite3_column_int64(st, 1) : 0;
+	while (rc == SQLITE_ROW)
+		rc = sqlite3_step(st);
+	res = to_errno(m, rc);
 	sqlite3_reset(st);
 	pthread_mutex_unlock(&m->lock);
 	return res;
@@ -357,6 +386,98 @@ int meta_count(struct meta *m, uint64_t *ret)
 	return res;
 }
 
+int meta_lru(struct meta *m, unsigned limit, uint64_t skip, struct meta_victim **ret,
+	     size_t *ret_n)
+{
+	sqlite3_stmt *st = m->q[Q_LRU];
+	struct meta_victim *v = calloc(limit ? limit : 1, sizeof(*v));
+	size_t n = 0;
+	int rc, res = 0, oom = 0;
+
+	if (!v)
+		return -ENOMEM;
+	pthread_mutex_lock(&m->lock);
+	sqlite3_bind_int64(st, 1, limit);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)skip);
+	while (n < limit && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		v[n].ino = sqlite3_column_int64(st, 0);
+		v[n].gen = sqlite3_column_int64(st, 1);
+		v[n].path = col_text(st, 2, &oom);
+		v[n].blocks = sqlite3_column_int64(st, 3);
+		n++;
+	}
+	if (n < limit && rc != SQLITE_DONE)
+		res = to_errno(m, rc);
+	sqlite3_reset(st);
+	pthread_mutex_unlock(&m->lock);
+	if (oom && !res)
+		res = -ENOMEM;
+	if (res) {
+		meta_victims_free(v, n);
+		return res;
+	}
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}
+
+void meta_victims_free(struct meta_victim *v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		free(v[i].path);
+	free(v);
+}
+
+int meta_cached_total(struct meta *m, uint64_t *ret)
+{
+	sqlite3_stmt *st = m->q[Q_TOTAL];
+	int rc, res;
+
+	pthread_mutex_lock(&m->lock);
+	rc = sqlite3_step(st);
+	res = rc == SQLITE_ROW ? 0 : to_errno(m, rc);
+	if (!res)
+		*ret = (uint64_t)sqlite3_column_double(st, 0);
+	sqlite3_reset(st);
+	pthread_mutex_unlock(&m->lock);
+	return res;
+}
+
+static int two_texts(struct meta *m, int q, const char *a, const char *b)
+{
+	sqlite3_stmt *st = m->q[q];
+	int res;
+
+	pthread_mutex_lock(&m->lock);
+	sqlite3_bind_text(st, 1, a, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, b, -1, SQLITE_STATIC);
+	res = to_errno(m, sqlite3_step(st));
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	pthread_mutex_unlock(&m->lock);
+	return res;
+}
+
+int meta_rename(struct meta *m, const char *from, const char *to)
+{
+	return two_texts(m, Q_RENAME, from, to);
+}
+
+int meta_set_path(struct meta *m, uint64_t ino, const char *path)
+{
+	sqlite3_stmt *st = m->q[Q_SETPATH];
+	int res;
+
+	pthread_mutex_lock(&m->lock);
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+	sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
+	res = to_errno(m, sqlite3_step(st));
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	pthread_mutex_unlock(&m->lock);
+	return res;
+}
+
 int meta_begin(struct meta *m)
 {
 	int res;
@@ -391,7 +512,8 @@ void meta_file_free(struct meta_file *f)
 	free(f->origin);
 	free(f->version);
 	free(f->sha256);
-	f->origin = f->version = f->sha256 = NULL;
+	free(f->path);
+	f->origin = f->version = f->sha256 = f->path = NULL;
 	rs_clear(&f->present);
 }
 

@@ -13,6 +13,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "events.h"
 #include "inode.h"
 #include "log.h"
@@ -26,6 +27,13 @@ static struct fuse_session *session;
 void ops_set_session(struct fuse_session *se)
 {
 	session = se;
+}
+
+void ops_invalidate(struct inode *in, uint64_t off, uint64_t len)
+{
+	if (session)
+		fuse_lowlevel_notify_inval_inode(session, inode_nodeid(in), (off_t)off,
+						 (off_t)len);
 }
 
 void ops_init(const struct ops_config *c)
@@ -474,6 +482,8 @@ static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 	}
 	res = renameat2(pfd, name, npfd, newname, flags) < 0 ? -errno : 0;
 	inode_fd_put(np);
+	if (!res && !(flags & RENAME_EXCHANGE))
+		events_renamed(p, name, np, newname);
 	if (!res && src != dst) {
 		if (src)
 			inode_moved(src, np, newname);
@@ -545,6 +555,8 @@ static int do_open(fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 	}
 	inode_open_inc(in);
+	if (inode_flags(in) & INODE_STATEFUL)
+		events_opened(in);
 	return 0;
 }
 
@@ -647,6 +659,10 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino,
 	out.buf[0].fd = fi->fh;
 	out.buf[0].pos = off;
 	res = fuse_buf_copy(&out, in_buf, 0);
+	if (res == -ENOSPC && !cache_make_room(size)) {
+		/* nothing was written: evicting made room, once more */
+		res = fuse_buf_copy(&out, in_buf, 0);
+	}
 	if (res < 0) {
 		fuse_reply_err(req, -res);
 		return;
@@ -667,6 +683,8 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	close(fi->fh);
+	if (inode_flags(IN(ino)) & INODE_STATEFUL)
+		events_released(IN(ino));
 	inode_open_dec(IN(ino));
 	fuse_reply_err(req, 0);
 }

@@ -217,6 +217,35 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 		o->chunk = c;
 		return 0;
 	}
+	if (KEY("cache_max")) {
+		if (!val || opts_parse_size(val, &o->cache_max) ||
+		    o->cache_max < OPTS_CHUNK_MIN)
+			return fail(err, errlen,
+				    "option '%s' needs a size of at least 4k (k, M, G, T)",
+				    opt);
+		return 0;
+	}
+	if (KEY("cache_min_free")) {
+		size_t n = val ? strlen(val) : 0;
+
+		o->cache_min_free = 0;
+		o->cache_min_free_pct = 0;
+		if (n > 1 && val[n - 1] == '%') {
+			char num[16];
+
+			if (n - 1 < sizeof(num)) {
+				memcpy(num, val, n - 1);
+				num[n - 1] = '\0';
+				if (!parse_uint(num, 1, 99, &o->cache_min_free_pct))
+					return 0;
+			}
+		} else if (val && !opts_parse_size(val, &o->cache_min_free)) {
+			return 0;
+		}
+		return fail(err, errlen,
+			    "option '%s' needs a size (k, M, G, T) or a percentage from 1%% to 99%%",
+			    opt);
+	}
 	if (!val && (KEY("writeback") || KEY("nowriteback"))) {
 		o->writeback = KEY("writeback");
 		return 0;

@@ -47,6 +47,23 @@ struct events_config {
 	struct meta *meta;    /* borrowed; outlives the engine */
 	const char *store_path; /* borrowed; for user.hsmfs.store */
 	const char *origin;   /* borrowed or NULL; the root's user.hsmfs.origin */
+	/* drop the kernel's page cache of in's [off, off + len) (len 0: all) */
+	void (*invalidate)(struct inode *in, uint64_t off, uint64_t len);
+	bool cache_limited;   /* cache_max or cache_min_free: admit fills */
+};
+
+/*
+ * Counters for hsmfsctl stats, kept under the engine's lock (which the
+ * slow paths hold anyway): nothing is counted on the fast path, so a
+ * read of a resident file is not a hit here, it never reaches us.
+ */
+struct events_stats {
+	uint64_t hits;         /* slow-path reads whose bytes were present */
+	uint64_t misses;       /* PRE_ACCESS events started (fills asked) */
+	uint64_t filled_bytes; /* bytes fill hooks reported filled */
+	uint64_t pre_access, pre_modify; /* events by type */
+	uint64_t denied, timeouts, interrupted;
+	uint64_t fill_p50_us, fill_p90_us, fill_p99_us;
 };
 
 /* OR of the masks of connected hooks. */
@@ -61,6 +78,8 @@ static inline bool events_modify_watched(void)
 int events_init(const struct events_config *cfg);
 /* Flush the write-behind queue and stop the writer thread. */
 void events_shutdown(void);
+/* Wait (a few seconds at most) until what is queued now is written. */
+void events_sync(void);
 
 /* Look up in's per-file state once (at open).  0 or -errno. */
 int events_load(struct inode *in);
@@ -88,6 +107,29 @@ int events_reload(struct inode *in);
  * origin); -EBUSY: dirty, pinned, open, or being filled.
  */
 int events_evict(struct inode *in, uint64_t start, uint64_t end, bool is_open);
+
+/*
+ * The evictor's entry (see cache.h): reach the file of v through its
+ * path, check its inode number, and evict all of it unless it is open,
+ * dirty, pinned or being filled.  0 with *ret_freed set, or -errno
+ * (-ESTALE: the path no longer leads to that file; it is forgotten).
+ */
+struct meta_victim;
+int events_evict_victim(const struct meta_victim *v, uint64_t *ret_freed);
+
+/*
+ * Opens and closes of files with state: their time of use for the
+ * eviction order, and (at open) a barrier against an eviction in
+ * progress.  Called after inode_open_inc() / before inode_open_dec().
+ */
+void events_opened(struct inode *in);
+void events_released(struct inode *in);
+
+/* A name was renamed through the mount: recorded paths follow. */
+void events_renamed(struct inode *parent, const char *name,
+		    struct inode *newparent, const char *newname);
+
+void events_get_stats(struct events_stats *ret);
 
 /* Set or clear the pinned flag (pinned files are never evicted). */
 int events_pin(struct inode *in, bool pin);

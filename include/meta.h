@@ -26,7 +26,7 @@
 
 #include "ranges.h"
 
-#define META_SCHEMA_VERSION 1
+#define META_SCHEMA_VERSION 2
 
 enum meta_state {
 	META_PLACEHOLDER = 1, /* nothing present yet */
@@ -51,6 +51,15 @@ struct meta_file {
 	struct rangeset present;
 	int64_t atime;       /* last access, seconds */
 	uint64_t gen;        /* changes whenever import (re)creates the row */
+	char *path;          /* owned; last known path below the store root,
+			      * a hint checked against ino before use; or NULL */
+	uint64_t blocks;     /* allocated bytes in the store (st_blocks * 512) */
+};
+
+/* An eviction candidate (see meta_lru). */
+struct meta_victim {
+	uint64_t ino, gen, blocks;
+	char *path; /* owned */
 };
 
 struct meta;
@@ -69,8 +78,29 @@ int meta_put(struct meta *m, const struct meta_file *f);
  * wins over a late write-behind.  -ENOENT if no row matched.
  */
 int meta_set_present(struct meta *m, uint64_t ino, const struct rangeset *rs,
-		     uint32_t state, uint32_t flags, uint64_t size, uint64_t gen);
-int meta_delete(struct meta *m, uint64_t ino);
+		     uint32_t state, uint32_t flags, uint64_t size, uint64_t gen,
+		     int64_t atime, uint64_t blocks);
+/*
+ * Delete the row of ino; *ret_cached (may be NULL) gets the allocated
+ * bytes it counted against the cache (0 for dirty files or no row).
+ */
+int meta_delete(struct meta *m, uint64_t ino, uint64_t *ret_cached);
+
+/*
+ * Up to limit eviction candidates, least recently used first, after
+ * skipping skip of them: clean, unpinned rows with allocated bytes and
+ * a known path.  Free the array with meta_victims_free().
+ */
+int meta_lru(struct meta *m, unsigned limit, uint64_t skip, struct meta_victim **ret,
+	     size_t *ret_n);
+void meta_victims_free(struct meta_victim *v, size_t n);
+
+/* Sum of the allocated bytes of clean rows: the cache's size. */
+int meta_cached_total(struct meta *m, uint64_t *ret);
+
+/* A path was renamed through the mount: rows at or below it follow. */
+int meta_rename(struct meta *m, const char *from, const char *to);
+int meta_set_path(struct meta *m, uint64_t ino, const char *path);
 
 /* Group many writes in one transaction. */
 int meta_begin(struct meta *m);

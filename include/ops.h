@@ -16,6 +16,7 @@
 #define HSMFS_OPS_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 struct fuse_lowlevel_ops;
 struct fuse_session;
@@ -32,6 +33,12 @@ struct ops_config {
 void ops_init(const struct ops_config *cfg);
 /* The session, for cache invalidations (set before the loop starts). */
 void ops_set_session(struct fuse_session *se);
+/*
+ * Drop the kernel's page cache of in's [off, off + len) (len 0: to the
+ * end).  Must not be called from a request of that inode; see events.h.
+ */
+struct inode;
+void ops_invalidate(struct inode *in, uint64_t off, uint64_t len);
 const struct fuse_lowlevel_ops *ops_table(void);
 unsigned long ops_table_size(void);
 

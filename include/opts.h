@@ -64,6 +64,9 @@ struct hsmfs_opts {
 	unsigned long long chunk; /* hint alignment, default 1 MiB */
 	char *hook;              /* hook=COMMAND to start and supervise, or NULL */
 	char *origin;            /* origin=URL base for files with no url, or NULL */
+	unsigned long long cache_max;      /* cache_max=SIZE, 0 = no limit */
+	unsigned long long cache_min_free; /* cache_min_free=SIZE, 0 = none */
+	unsigned cache_min_free_pct;       /* cache_min_free=N%, 0 = none */
 	char *fuse_opts;         /* kernel options for libfuse, never NULL */
 };
 

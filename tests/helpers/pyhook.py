@@ -155,7 +155,9 @@ def main():
                 with open(os.path.join(a.mirror, ev["path"]), "rb") as src:
                     src.seek(lo)
                     data = src.read(hi - lo)
-                os.pwrite(fd, data, lo)
+                done = 0
+                while done < len(data):  # a short write is not a fill
+                    done += os.pwrite(fd, data[done:], lo + done)
                 with lock:
                     answer(s, ev["id"], ALLOW, 0, lo, lo + len(data))
             else:

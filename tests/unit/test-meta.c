@@ -60,14 +60,14 @@ int main(void)
 	meta_file_free(&g);
 
 	rs_add(&f.present, 4096, 1 << 20);
-	ok(meta_set_present(m, 42, &f.present, META_RESIDENT, 0, f.size, 5) == 0,
+	ok(meta_set_present(m, 42, &f.present, META_RESIDENT, 0, f.size, 5, 0, 0) == 0,
 	   "update present ranges");
 	ok(meta_get(m, 42, &g) == 0 && g.present.n == 1 && g.state == META_RESIDENT,
 	   "updated ranges merged and state changed");
 	meta_file_free(&g);
-	ok(meta_set_present(m, 43, &f.present, META_RESIDENT, 0, f.size, 5) == -ENOENT,
+	ok(meta_set_present(m, 43, &f.present, META_RESIDENT, 0, f.size, 5, 0, 0) == -ENOENT,
 	   "update of a missing row: ENOENT");
-	ok(meta_set_present(m, 42, &f.present, META_PARTIAL, 0, f.size, 6) == -ENOENT,
+	ok(meta_set_present(m, 42, &f.present, META_PARTIAL, 0, f.size, 6, 0, 0) == -ENOENT,
 	   "update for another generation does not apply");
 
 	ok(meta_begin(m) == 0, "begin");
@@ -78,11 +78,11 @@ int main(void)
 	ok(meta_commit(m) == 0 && meta_count(m, &n) == 0 && n == 1001,
 	   "1000 rows in one transaction");
 	meta_begin(m);
-	meta_delete(m, 100);
+	meta_delete(m, 100, NULL);
 	meta_rollback(m);
 	ok(meta_get(m, 100, &g) == 0, "rollback keeps the row");
 	meta_file_free(&g);
-	ok(meta_delete(m, 100) == 0 && meta_get(m, 100, &g) == -ENOENT, "delete");
+	ok(meta_delete(m, 100, NULL) == 0 && meta_get(m, 100, &g) == -ENOENT, "delete");
 	meta_close(m);
 
 	ok(meta_open(db("a.db"), &m) == 0 && meta_count(m, &n) == 0 && n == 1000,

@@ -1,0 +1,354 @@
+/* cache.c - see include/cache.h */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "events.h"
+#include "log.h"
+#include "meta.h"
+
+#define BATCH 256 /* candidates read from the database at a time */
+/*
+ * Space held back in STORE/.hsmfs/reserve for the database: an eviction
+ * writes to it before it frees anything, so on a full filesystem the
+ * reserve is let go first, and taken again when there is room.
+ */
+#define RESERVE (1ULL << 20)
+
+/*
+ * Rounds: C.round is odd while one runs.  The first round to start
+ * after a request made at round r has ended when C.round reaches
+ * round_after(r).
+ */
+static uint64_t round_after(uint64_t r)
+{
+	return r % 2 ? r + 3 : r + 2;
+}
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t wake;      /* to the evictor: work to do */
+	pthread_cond_t done;      /* from the evictor: a round ended */
+	struct cache_config cfg;
+	uint64_t used, reserved;
+	uint64_t want;            /* largest need waiting for a round */
+	uint64_t force;           /* bytes a forced round must free */
+	uint64_t round;           /* rounds finished */
+	bool freed_last;          /* the last round freed anything */
+	bool requested, stopping, running;
+	int reserve_fd;           /* -1 if none */
+	bool reserve_held;
+	pthread_t thread;
+	uint64_t evicted_files, evicted_bytes, enospc;
+} C = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void mono_now(struct timespec *ts)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+}
+
+/* Free bytes of the store's filesystem for us, and its size. */
+static uint64_t fs_free(uint64_t *ret_size)
+{
+	struct statvfs sv;
+
+	if (fstatvfs(C.cfg.store_fd, &sv) < 0) {
+		*ret_size = 0;
+		return UINT64_MAX;
+	}
+	*ret_size = (uint64_t)sv.f_blocks * sv.f_frsize;
+	return (uint64_t)sv.f_bavail * sv.f_frsize;
+}
+
+static uint64_t min_free(uint64_t fs_size)
+{
+	uint64_t pct = C.cfg.min_free_pct ? fs_size / 100 * C.cfg.min_free_pct : 0;
+
+	return C.cfg.min_free > pct ? C.cfg.min_free : pct;
+}
+
+/*
+ * Bytes to evict so that need more fit, aiming at the low watermark
+ * when slack is set.  C.lock held.
+ */
+static uint64_t deficit(uint64_t need, bool slack)
+{
+	uint64_t d = 0, size, avail, keep;
+
+	if (C.cfg.max) {
+		uint64_t low = C.cfg.max, gap = C.cfg.max / 10;
+
+		if (gap < C.cfg.chunk)
+			gap = C.cfg.chunk;
+		if (slack)
+			low = C.cfg.max > gap ? C.cfg.max - gap : 0;
+		if (C.used + C.reserved + need > low)
+			d = C.used + C.reserved + need - low;
+	}
+	if (C.cfg.min_free || C.cfg.min_free_pct) {
+		avail = fs_free(&size);
+		keep = min_free(size) + C.reserved + need;
+		if (slack)
+			keep += C.cfg.chunk;
+		if (avail < keep && keep - avail > d)
+			d = keep - avail;
+	}
+	return d;
+}
+
+int cache_admit(uint64_t need, const struct timespec *deadline)
+{
+	uint64_t seen;
+	int res = 0;
+
+	pthread_mutex_lock(&C.lock);
+	for (seen = UINT64_MAX;;) {
+		if (!deficit(need, false)) {
+			C.reserved += need;
+			break;
+		}
+		/* a round that started after we asked and freed nothing */
+		if (seen != UINT64_MAX && C.round >= round_after(seen) && !C.freed_last) {
+			res = -ENOSPC;
+			break;
+		}
+		if (seen == UINT64_MAX)
+			seen = C.round;
+		if (need > C.want)
+			C.want = need;
+		C.requested = true;
+		pthread_cond_signal(&C.wake);
+		if (pthread_cond_timedwait(&C.done, &C.lock, deadline) == ETIMEDOUT &&
+		    deficit(need, false)) {
+			res = -ENOSPC;
+			break;
+		}
+	}
+	if (res)
+		C.enospc++;
+	pthread_mutex_unlock(&C.lock);
+	return res;
+}
+
+void cache_unreserve(uint64_t n)
+{
+	pthread_mutex_lock(&C.lock);
+	C.reserved = C.reserved > n ? C.reserved - n : 0;
+	pthread_mutex_unlock(&C.lock);
+}
+
+void cache_account(int64_t delta)
+{
+	pthread_mutex_lock(&C.lock);
+	if (delta < 0 && (uint64_t)-delta > C.used)
+		C.used = 0;
+	else
+		C.used += delta;
+	pthread_mutex_unlock(&C.lock);
+}
+
+int cache_make_room(uint64_t need)
+{
+	struct timespec deadline;
+	uint64_t start;
+	int res;
+
+	mono_now(&deadline);
+	deadline.tv_sec += 30;
+	pthread_mutex_lock(&C.lock);
+	if (!C.running) {
+		pthread_mutex_unlock(&C.lock);
+		return -ENOSPC;
+	}
+	start = C.round;
+	if (need > C.force)
+		C.force = need;
+	C.requested = true;
+	pthread_cond_signal(&C.wake);
+	/* the round that started after this request */
+	while (C.round < round_after(start) && !C.stopping)
+		if (pthread_cond_timedwait(&C.done, &C.lock, &deadline) == ETIMEDOUT)
+			break;
+	res = C.round >= round_after(start) && C.freed_last ? 0 : -ENOSPC;
+	if (res)
+		C.enospc++;
+	pthread_mutex_unlock(&C.lock);
+	return res;
+}
+
+static void reserve_take(void)
+{
+	uint64_t size;
+
+	if (C.reserve_fd < 0 || C.reserve_held || fs_free(&size) < RESERVE + C.cfg.chunk)
+		return;
+	C.reserve_held = fallocate(C.reserve_fd, 0, 0, RESERVE) == 0;
+}
+
+static bool reserve_release(void)
+{
+	if (C.reserve_fd < 0 || !C.reserve_held)
+		return false;
+	C.reserve_held = false;
+	if (ftruncate(C.reserve_fd, 0) < 0)
+		return false;
+	log_info("the store's filesystem is full: released the database's reserve");
+	return true;
+}
+
+/*
+ * One round: evict least recently used files until the deficit is
+ * gone.  Returns whether anything was freed.
+ */
+static bool evict_round(uint64_t want, uint64_t force)
+{
+	struct meta_victim *v = NULL;
+	uint64_t freed = 0, skipped = 0, goal;
+	size_t n = 0, i;
+	bool any = false;
+
+	/* the database is the candidates' list: bring it up to date */
+	events_sync();
+	/* after ENOSPC, free enough to take the database's reserve again */
+	if (force && C.reserve_fd >= 0 && !C.reserve_held)
+		force += RESERVE;
+	for (;;) {
+		pthread_mutex_lock(&C.lock);
+		goal = deficit(want, true);
+		pthread_mutex_unlock(&C.lock);
+		if (freed >= force && !goal)
+			break;
+		if (meta_lru(C.cfg.meta, BATCH, skipped, &v, &n) || !n)
+			break;
+		for (i = 0; i < n; i++) {
+			uint64_t got = 0;
+			int res = events_evict_victim(&v[i], &got);
+
+			/* the database could not record it: use the reserve */
+			if (res == -ENOSPC && reserve_release())
+				res = events_evict_victim(&v[i], &got);
+			if (res || !got) {
+				skipped++;
+				continue;
+			}
+			any = true;
+			freed += got;
+			pthread_mutex_lock(&C.lock);
+			C.evicted_files++;
+			C.evicted_bytes += got;
+			goal = deficit(want, true);
+			pthread_mutex_unlock(&C.lock);
+			if (freed >= force && !goal)
+				break;
+		}
+		meta_victims_free(v, n);
+		v = NULL;
+		if (freed >= force && !goal)
+			break;
+	}
+	return any;
+}
+
+static void *evictor_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&C.lock);
+	for (;;) {
+		uint64_t want, force;
+		bool any;
+
+		while (!C.requested && !C.stopping)
+			pthread_cond_wait(&C.wake, &C.lock);
+		if (C.stopping)
+			break;
+		C.requested = false;
+		C.round++; /* odd: a round is running */
+		want = C.want;
+		force = C.force;
+		C.want = C.force = 0;
+		pthread_mutex_unlock(&C.lock);
+		any = evict_round(want, force);
+		reserve_take();
+		pthread_mutex_lock(&C.lock);
+		C.freed_last = any;
+		C.round++;
+		pthread_cond_broadcast(&C.done);
+	}
+	C.round += 2;
+	pthread_cond_broadcast(&C.done);
+	pthread_mutex_unlock(&C.lock);
+	return NULL;
+}
+
+int cache_init(const struct cache_config *cfg)
+{
+	pthread_condattr_t ca;
+	uint64_t total = 0, size, avail;
+
+	C.cfg = *cfg;
+	C.reserve_fd = cfg->state_fd >= 0 ?
+		openat(cfg->state_fd, "reserve", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
+	reserve_take();
+	if (cfg->meta && meta_cached_total(cfg->meta, &total))
+		log_warn("cannot sum the cache's size: %s; starting from 0",
+			 meta_errmsg(cfg->meta));
+	C.used = total;
+	avail = fs_free(&size);
+	if (cfg->max && cfg->max > total + avail)
+		log_warn("cache_max=%llu is more than the store's filesystem can hold (%llu bytes free)",
+			 (unsigned long long)cfg->max, (unsigned long long)avail);
+	if ((cfg->min_free || cfg->min_free_pct) && avail < min_free(size))
+		log_warn("the store's filesystem has %llu bytes free, less than cache_min_free; "
+			 "fills will evict first", (unsigned long long)avail);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&C.wake, &ca);
+	pthread_cond_init(&C.done, &ca);
+	pthread_condattr_destroy(&ca);
+	if (!cfg->meta)
+		return 0;
+	if (pthread_create(&C.thread, NULL, evictor_main, NULL))
+		return -EAGAIN;
+	C.running = true;
+	return 0;
+}
+
+void cache_shutdown(void)
+{
+	pthread_mutex_lock(&C.lock);
+	if (!C.running) {
+		pthread_mutex_unlock(&C.lock);
+		return;
+	}
+	C.stopping = true;
+	pthread_cond_signal(&C.wake);
+	pthread_mutex_unlock(&C.lock);
+	pthread_join(C.thread, NULL);
+	C.running = false;
+	if (C.reserve_fd >= 0)
+		close(C.reserve_fd);
+	C.reserve_fd = -1;
+}
+
+void cache_stats(struct cache_stats *ret)
+{
+	uint64_t size;
+
+	memset(ret, 0, sizeof(*ret));
+	pthread_mutex_lock(&C.lock);
+	ret->used = C.used;
+	ret->reserved = C.reserved;
+	ret->max = C.cfg.max;
+	ret->fs_free = fs_free(&size);
+	ret->min_free = C.cfg.min_free || C.cfg.min_free_pct ? min_free(size) : 0;
+	ret->evicted_files = C.evicted_files;
+	ret->evicted_bytes = C.evicted_bytes;
+	ret->eviction_rounds = C.round / 2;
+	ret->enospc = C.enospc;
+	pthread_mutex_unlock(&C.lock);
+}

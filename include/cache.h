@@ -1,0 +1,84 @@
+/*
+ * cache.h - the cache's size, its limits, and the evictor.
+ *
+ * What counts.  The cache is the bytes the store allocates (st_blocks,
+ * not logical sizes) for clean files that have an origin: placeholders,
+ * partial and resident files.  Dirty files are local data, not cache;
+ * they stop counting when they become dirty.  The size is kept in
+ * memory (cache_account() with the change of each fill and eviction)
+ * and persisted per file in the database, whose sum starts it at mount.
+ *
+ * Limits.  cache_max bounds that size; cache_min_free keeps the store's
+ * filesystem from filling (statvfs(2), checked at each admission, so
+ * other writers to the filesystem are seen as they happen).  Admission:
+ * before a fill may write, cache_admit() reserves its bytes; if they do
+ * not fit, the evictor runs first, down to a low watermark (90% of the
+ * limit, at least one chunk below it) so it does not thrash; if nothing
+ * can be evicted the fill fails with ENOSPC, never with an oversized
+ * cache.  A fill may overshoot its reservation by at most the rounding
+ * of its hint to the chunk, so the cache stays below the limit plus one
+ * chunk at every moment.
+ *
+ * Eviction.  One thread, the evictor, takes clean, unpinned files least
+ * recently used first (file granularity: the time of the last open,
+ * close or fill), reaches each through its recorded path (checked
+ * against the inode number) and drops it with events_evict_victim():
+ * database first, then the store's bytes, then the kernel's page cache.
+ * Files open right now, being filled, dirty or pinned are skipped.
+ * ENOSPC from the store (a fill's or a user write's) asks for a round of
+ * eviction regardless of the limits, then the caller retries once.  An
+ * eviction writes to the database before it frees a byte, so 1 MiB is
+ * held in STORE/.hsmfs/reserve and let go when the filesystem is full.
+ *
+ * Locking.  One mutex guards the counters; it is never held while
+ * evicting, and it is taken after the events lock, never before it.
+ */
+#ifndef HSMFS_CACHE_H
+#define HSMFS_CACHE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+struct meta;
+
+struct cache_config {
+	uint64_t max;           /* bytes, 0: no limit */
+	uint64_t min_free;      /* bytes to keep free on the store's filesystem */
+	unsigned min_free_pct;  /* or a percentage of it (0: none) */
+	uint64_t chunk;         /* fill granularity */
+	int store_fd;           /* any descriptor on the store's filesystem */
+	int state_fd;           /* STORE/.hsmfs, for the database's reserve; or -1 */
+	struct meta *meta;      /* borrowed */
+};
+
+struct cache_stats {
+	uint64_t used, reserved, max, min_free, fs_free;
+	uint64_t evicted_files, evicted_bytes, eviction_rounds, enospc;
+};
+
+/* Read the cache's size from the database and start the evictor. */
+int cache_init(const struct cache_config *cfg);
+void cache_shutdown(void);
+
+/*
+ * Reserve need bytes for a fill, evicting first when they do not fit.
+ * 0, or -ENOSPC when nothing more can be evicted (or not before
+ * deadline, CLOCK_MONOTONIC).  Pair with cache_unreserve().
+ */
+int cache_admit(uint64_t need, const struct timespec *deadline);
+void cache_unreserve(uint64_t n);
+
+/* The allocated bytes of the cache changed by delta. */
+void cache_account(int64_t delta);
+
+/*
+ * The store said ENOSPC: run a round of eviction for at least need
+ * bytes, whatever the limits.  0 if anything was freed, else -ENOSPC.
+ */
+int cache_make_room(uint64_t need);
+
+/* A snapshot of the counters. */
+void cache_stats(struct cache_stats *ret);
+
+#endif

@@ -1,0 +1,300 @@
+#!/usr/bin/env python3
+"""Cache limits: cache_max, cache_min_free, eviction, ENOSPC, stats.
+
+A tree three times larger than cache_max reads back byte for byte while
+the store's allocated blocks, sampled all along, never exceed the limit
+plus one chunk; dirty and pinned files survive the eviction; a file
+held open is never evicted under it.  With everything pinned, a fill
+fails with ENOSPC and the mount carries on.  As root, on a tmpfs the
+test makes: a filesystem another process fills makes fills evict (both
+by cache_min_free and on ENOSPC from the store, without limits), a
+user write evicts and retries, and when nothing is left to evict reads
+and writes fail with ENOSPC, losing nothing, and resume once space is
+freed.  Prefetch progress on a pseudo-terminal and in plain mode.
+"""
+import errno
+import json
+import os
+import pty
+import shutil
+import subprocess
+import sys
+import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (HSMFSCTL, Hook, Mount, diag, eq, import_manifest, is_root,  # noqa: E402
+                     main, ok, run, skip, tmpdir)
+
+KiB = 1 << 10
+MiB = 1 << 20
+
+
+def store_bytes(store):
+    """Allocated bytes of the regular files of a store (not .hsmfs)."""
+    total = 0
+    for d, dirs, files in os.walk(store):
+        if d == store and ".hsmfs" in dirs:
+            dirs.remove(".hsmfs")
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(d, f)).st_blocks * 512
+            except FileNotFoundError:
+                pass
+    return total
+
+
+class Sampler(threading.Thread):
+    """Samples store_bytes() until stopped; keeps the largest."""
+
+    def __init__(self, store):
+        super().__init__(daemon=True)
+        self.store, self.peak, self.samples = store, 0, 0
+        self.halt = threading.Event()
+
+    def run(self):
+        while not self.halt.is_set():
+            self.peak = max(self.peak, store_bytes(self.store))
+            self.samples += 1
+
+    def stop(self):
+        self.halt.set()
+        self.join()
+        return self.peak
+
+
+def make_origin(files):
+    d = tmpdir("hsmfs-origin-")
+    for p, data in files.items():
+        os.makedirs(os.path.dirname(os.path.join(d, p)) or d, exist_ok=True)
+        with open(os.path.join(d, p), "wb") as f:
+            f.write(data)
+    return d
+
+
+def stats(m):
+    rc, out = run([HSMFSCTL, "stats", "--json", m.mnt])
+    eq(rc, 0, "hsmfsctl stats --json")
+    return json.loads(out)
+
+
+def state(m, p):
+    return os.getxattr(m.path(p), "user.hsmfs.state").decode()
+
+
+def read(m, p):
+    with open(m.path(p), "rb") as f:
+        return f.read()
+
+
+def test_cache_max():
+    limit, chunk = 4 * MiB, 256 * KiB
+    files = {"tree/d%d/f%02d" % (i % 3, i): os.urandom(MiB - 1000 * i) for i in range(12)}
+    files["keep/dirty"] = os.urandom(MiB)
+    files["keep/pinned"] = os.urandom(MiB // 2)
+    files["keep/held"] = os.urandom(MiB // 2)
+    origin = make_origin(files)
+    with Mount("cache_max=4M,chunk=256k") as m:
+        eq(import_manifest(m.mnt, [{"path": p, "size": len(d)} for p, d in files.items()])[0],
+           0, "import a tree of %d MiB under cache_max=4M" % (sum(map(len, files.values())) // MiB))
+        with Hook(m.mnt, "--mirror", origin):
+            eq(run([HSMFSCTL, "pin", m.path("keep/pinned")])[0], 0, "pin a file")
+            with open(m.path("keep/dirty"), "r+b") as f:
+                f.seek(100)
+                f.write(b"LOCAL BYTES")
+            want_dirty = bytearray(files["keep/dirty"])
+            want_dirty[100:111] = b"LOCAL BYTES"
+            held = open(m.path("keep/held"), "rb")
+            eq(held.read(), files["keep/held"], "a held-open file reads right")
+
+            sampler = Sampler(m.store)
+            sampler.start()
+            bad = []
+            for rnd in range(3):
+                for p in sorted(files):
+                    if p.startswith("tree/") and read(m, p) != files[p]:
+                        bad.append((rnd, p))
+                held.seek(0)
+                if held.read() != files["keep/held"]:
+                    bad.append((rnd, "keep/held"))
+            peak = sampler.stop()
+            eq(bad, [], "three reads of the tree, every byte right")
+            diag("peak %d bytes over %d samples" % (peak, sampler.samples))
+            ok(sampler.samples > 10, "the store was sampled while reading (%d)" % sampler.samples)
+            ok(peak <= limit + chunk,
+               "allocated blocks stayed within cache_max plus one chunk (peak %.2f MiB)" %
+               (peak / MiB))
+            s = stats(m)
+            ok(s["evicted_files"] >= 12, "files were evicted (%d)" % s["evicted_files"])
+            ok(s["cache_bytes"] <= limit, "the daemon's count is within the limit (%d)" %
+               s["cache_bytes"])
+            ok(abs(s["cache_bytes"] - store_bytes(m.store)) <= 2 * MiB,
+               "and agrees with the store's blocks (%d vs %d)" % (s["cache_bytes"],
+                                                                  store_bytes(m.store)))
+            ok(s["misses"] > 0 and s["fill_p50_us"] > 0 and s["fill_p99_us"] >= s["fill_p50_us"],
+               "misses and fill latency percentiles are counted")
+            eq(read(m, "keep/dirty"), bytes(want_dirty), "a dirty file survives byte for byte")
+            eq(state(m, "keep/dirty"), "dirty", "and stays dirty")
+            eq(read(m, "keep/pinned"), files["keep/pinned"], "a pinned file survives")
+            eq(state(m, "keep/pinned"), "resident,pinned", "and stays resident")
+            held.seek(0)
+            eq(held.read(), files["keep/held"], "the held file was never evicted under its reader")
+            held.close()
+            rc, out = run([HSMFSCTL, "stats", m.mnt])
+            ok(rc == 0 and "files evicted" in out and "fill latency p99" in out,
+               "hsmfsctl stats prints a table")
+
+            # everything pinned: nothing can be evicted, a fill fails with ENOSPC
+            big = sorted(p for p in files if p.startswith("tree/d0"))
+            for p in big:
+                run([HSMFSCTL, "pin", m.path(p)])
+            run([HSMFSCTL, "evict", m.path("tree")])
+            run([HSMFSCTL, "pin", m.path("tree/d1/f01")])
+            try:
+                read(m, "tree/d2/f02")
+                err = 0
+            except OSError as e:
+                err = e.errno
+            eq(errno.errorcode.get(err, err), "ENOSPC",
+               "with only pinned files in the cache, a read that needs room fails ENOSPC")
+            ok(os.path.isdir(m.path("tree")), "the mount stays up")
+            eq(run([HSMFSCTL, "unpin", m.path("tree")])[0], 0, "unpin frees the cache")
+            eq(read(m, "tree/d2/f02"), files["tree/d2/f02"], "and the read works again")
+            ok(stats(m)["enospc"] >= 1, "stats counts the ENOSPC")
+    shutil.rmtree(origin, ignore_errors=True)
+
+
+def tmpfs(size):
+    d = tmpdir("hsmfs-tmpfs-")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s" % size, "tmpfs", d], check=True)
+    return d
+
+
+def hog(path, leave=0):
+    """Write to path until ENOSPC, or until only `leave` bytes are free."""
+    buf = b"\xa5" * (64 * KiB)
+    with open(path, "ab") as f:
+        while True:
+            sv = os.statvfs(os.path.dirname(path))
+            free = sv.f_bavail * sv.f_frsize
+            if free <= leave:
+                break
+            try:
+                f.write(buf[:max(4096, min(len(buf), free - leave))])
+                f.flush()
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    raise
+                break
+
+
+def test_full_fs():
+    files = {"f%02d" % i: os.urandom(MiB) for i in range(16)}
+    origin = make_origin(files)
+    fs = tmpfs("24M")
+    try:
+        os.mkdir(os.path.join(fs, "store"))
+        with Mount("cache_min_free=2M,chunk=256k", store=os.path.join(fs, "store")) as m:
+            import_manifest(m.mnt, [{"path": p, "size": len(d)} for p, d in files.items()])
+            with Hook(m.mnt, "--mirror", origin):
+                hog(os.path.join(fs, "hog"), leave=8 * MiB)
+                bad = [p for p in sorted(files) if read(m, p) != files[p]]
+                eq(bad, [], "another process left 8 MiB: a 16 MiB tree reads right, evicting")
+                sv = os.statvfs(fs)
+                ok(sv.f_bavail * sv.f_frsize >= 2 * MiB - 256 * KiB,
+                   "cache_min_free was kept (%d bytes free)" % (sv.f_bavail * sv.f_frsize))
+                hog(os.path.join(fs, "hog"))
+                eq(read(m, "f00"), files["f00"], "filesystem full: a read evicts and works")
+                hog(os.path.join(fs, "hog"))
+                try:
+                    read(m, "f01")
+                    err = 0
+                except OSError as e:
+                    err = e.errno
+                eq(errno.errorcode.get(err, err), "ENOSPC",
+                   "nothing left to evict: the read fails with ENOSPC")
+                ok(os.path.isdir(m.mnt) and len(os.listdir(m.mnt)) == 16, "the mount stays up")
+                os.unlink(os.path.join(fs, "hog"))
+                eq(read(m, "f01"), files["f01"], "space freed: reads resume")
+
+        # no limits at all: ENOSPC from the store itself makes room
+        shutil.rmtree(os.path.join(fs, "store"))
+        os.mkdir(os.path.join(fs, "store"))
+        with Mount("chunk=256k", store=os.path.join(fs, "store")) as m:
+            import_manifest(m.mnt, [{"path": p, "size": len(d)} for p, d in files.items()])
+            with Hook(m.mnt, "--mirror", origin):
+                for p in ("f00", "f01", "f02", "f03"):
+                    read(m, p)
+                hog(os.path.join(fs, "hog"))
+                eq(read(m, "f04"), files["f04"],
+                   "no limit set, store full: the fill's ENOSPC evicts and the retry works")
+                ok(state(m, "f00") == "placeholder", "the least recently used file went")
+                hog(os.path.join(fs, "hog"))
+                data = os.urandom(256 * KiB)
+                with open(m.path("local"), "wb") as f:
+                    f.write(data)
+                eq(read(m, "local"), data, "a user write on a full store evicts and retries")
+                for p in ("f00", "f01", "f02", "f03", "f04"):
+                    run([HSMFSCTL, "pin", m.path(p)])
+                hog(os.path.join(fs, "hog"))
+                try:
+                    with open(m.path("local"), "ab") as f:
+                        f.write(os.urandom(MiB))
+                    err = 0
+                except OSError as e:
+                    err = e.errno
+                eq(errno.errorcode.get(err, err), "ENOSPC",
+                   "nothing evictable: the write fails with ENOSPC")
+                eq(read(m, "local")[:len(data)], data, "and loses nothing already written")
+    finally:
+        subprocess.run(["umount", "-l", fs])
+        shutil.rmtree(fs, ignore_errors=True)
+        shutil.rmtree(origin, ignore_errors=True)
+
+
+def test_prefetch_output():
+    files = {"p/a": os.urandom(3 * MiB), "p/b": os.urandom(MiB), "p/c/d": os.urandom(2 * MiB)}
+    origin = make_origin(files)
+    with Mount() as m:
+        import_manifest(m.mnt, [{"path": p, "size": len(d)} for p, d in files.items()])
+        with Hook(m.mnt, "--mirror", origin):
+            master, slave = pty.openpty()
+            p = subprocess.Popen([HSMFSCTL, "prefetch", m.path("p")], stdout=subprocess.PIPE,
+                                 stderr=slave)
+            os.close(slave)
+            tty = b""
+            while True:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                tty += chunk
+            out = p.stdout.read().decode()
+            eq(p.wait(), 0, "prefetch on a terminal")
+            os.close(master)
+            tty = tty.decode(errors="replace")
+            ok("MiB/s" in tty and "ETA" in tty and "6.0 MiB" in tty,
+               "a progress line with bytes, rate and ETA on the terminal")
+            ok("prefetch: 3 files" in out, "and the summary on stdout")
+            for q in files:
+                run([HSMFSCTL, "evict", m.path(q)])
+            rc, out = run([HSMFSCTL, "prefetch", m.path("p")])
+            lines = [l for l in out.splitlines() if l.startswith("prefetched ")]
+            ok(rc == 0 and len(lines) == 3 and "\r" not in out,
+               "not a terminal: one plain line per file")
+            eq([read(m, q) == d for q, d in files.items()], [True] * 3, "prefetched bytes right")
+    shutil.rmtree(origin, ignore_errors=True)
+
+
+def test():
+    test_cache_max()
+    if is_root():
+        test_full_fs()
+    else:
+        skip("a full filesystem", "mounting a tmpfs needs root")
+    test_prefetch_output()
+
+
+if __name__ == "__main__":
+    main(test)
