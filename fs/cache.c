@@ -223,8 +223,12 @@ static bool evict_round(uint64_t want, uint64_t force)
 		pthread_mutex_unlock(&C.lock);
 		if (freed >= force && !goal)
 			break;
-		if (meta_lru(C.cfg.meta, BATCH, skipped, &v, &n) || !n)
+		if (meta_lru(C.cfg.meta, BATCH, skipped, &v, &n))
 			break;
+		if (!n) {
+			meta_victims_free(v, n);
+			break;
+		}
 		for (i = 0; i < n; i++) {
 			uint64_t got = 0;
 			int res = events_evict_victim(&v[i], &got);
