@@ -143,6 +143,20 @@ def test_cache_max():
             ok(rc == 0 and "files evicted" in out and "fill latency p99" in out,
                "hsmfsctl stats prints a table")
 
+            # files found by their recorded path, which follows a rename through the mount
+            d0 = sorted(p for p in files if p.startswith("tree/d0/"))
+            for p in d0:
+                read(m, p)
+            os.rename(m.path("tree/d0"), m.path("tree/x0"))
+            for p in sorted(files):
+                if p.startswith(("tree/d1/", "tree/d2/")):
+                    read(m, p)
+            moved = [state(m, p.replace("/d0/", "/x0/")) for p in d0]
+            ok(all(st != "resident" for st in moved),
+               "files read, then renamed with their directory, are evicted first: %s" % moved)
+            os.rename(m.path("tree/x0"), m.path("tree/d0"))
+            eq([read(m, p) == files[p] for p in d0], [True] * len(d0), "and read back right")
+
             # everything pinned: nothing can be evicted, a fill fails with ENOSPC
             big = sorted(p for p in files if p.startswith("tree/d0"))
             for p in big:

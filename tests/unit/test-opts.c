@@ -100,6 +100,27 @@ int main(void)
 		   o.max_threads == 4 && o.writeback && !strcmp(o.fuse_opts, ""),
 	   "hsmfs options parsed, not passed to the kernel");
 	opts_free(&o);
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "cache_max=2G,cache_min_free=5%") == 0 &&
+		   o.cache_max == 2ULL << 30 && o.cache_min_free_pct == 5 && !o.cache_min_free,
+	   "cache_max=2G,cache_min_free=5%%");
+	opts_free(&o);
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "cache_min_free=5%,cache_min_free=512M") == 0 &&
+		   o.cache_min_free == 512ULL << 20 && !o.cache_min_free_pct,
+	   "cache_min_free=SIZE, the last one wins");
+	opts_free(&o);
+	{
+		static const char *const bad[] = { "cache_max", "cache_max=0", "cache_max=1k",
+						   "cache_max=10X", "cache_min_free=0%",
+						   "cache_min_free=100%", "cache_min_free=%",
+						   "cache_min_free=-1", "cache_min_free" };
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			ok(parse(&o, err, 4, "/s", "/m", "-o", bad[i]) == -EINVAL &&
+				   strstr(err, bad[i]) && strstr(err, "needs"),
+			   "%s refused: %s", bad[i], err);
+			opts_free(&o);
+		}
+	}
 	ok(parse(&o, err, 4, "/s", "/m", "-o", "entry_timeout=-1") == -EINVAL &&
 		   strstr(err, "entry_timeout=-1"),
 	   "negative timeout rejected: %s", err);
