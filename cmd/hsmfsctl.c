@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +46,8 @@ static void usage(FILE *f)
 "       hsmfsctl hooks MOUNTPOINT\n"
 "       hsmfsctl stats [--json] MOUNTPOINT\n"
 "       hsmfsctl evict [--range START-END] PATH...\n"
-"       hsmfsctl pin|unpin|prefetch PATH...\n"
+"       hsmfsctl pin|prefetch [--jobs N] PATH...\n"
+"       hsmfsctl unpin PATH...\n"
 "       hsmfsctl --help | --version\n"
 "\n"
 "import  create placeholders from a JSON Lines manifest (one object per\n"
@@ -57,7 +59,7 @@ static void usage(FILE *f)
 "stats   cache size and limits, evictions, hits, misses, fill latency\n"
 "evict   drop fetched bytes of clean files (they are fetched again on access)\n"
 "pin     fetch files completely and keep them (never evicted); unpin undoes\n"
-"prefetch  fetch files or trees now, with progress\n"
+"prefetch  fetch files or trees now, N files at a time (default 4), with progress\n"
 "See hsmfsctl(1).\n");
 }
 
@@ -896,7 +898,13 @@ struct act {
 	const char *range;         /* evict: "A-B" or NULL */
 	bool tty;                  /* progress bar on stderr */
 	unsigned long long total, done, files, skipped, failed;
-	double started;
+	double started, shown;
+	/* prefetch and pin: the files, fetched by jobs threads */
+	pthread_mutex_t lock;      /* the counters and the output */
+	char **paths;
+	off_t *sizes;
+	size_t n, cap, next;
+	unsigned jobs;
 };
 
 static double now_s(void)
@@ -907,12 +915,14 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* The progress line, at most ten times a second.  a->lock held. */
 static void progress(struct act *a, const char *p, bool end)
 {
-	double t = now_s() - a->started, rate = t > 0 ? a->done / t : 0;
+	double now = now_s(), t = now - a->started, rate = t > 0 ? a->done / t : 0;
 
-	if (!a->tty)
+	if (!a->tty || (!end && now - a->shown < 0.1))
 		return;
+	a->shown = now;
 	fprintf(stderr, "\r%-40.40s %8.1f / %.1f MiB  %6.1f MiB/s  ETA %4.0fs%s", p,
 		a->done / 1048576.0, a->total / 1048576.0, rate / 1048576.0,
 		rate > 0 && a->total > a->done ? (a->total - a->done) / rate : 0.0,
@@ -937,8 +947,10 @@ static int fetch_all(struct act *a, const char *p, const struct stat *st)
 			return -e;
 		}
 		off += n;
+		pthread_mutex_lock(&a->lock);
 		a->done += n;
 		progress(a, p, false);
+		pthread_mutex_unlock(&a->lock);
 	}
 	close(fd);
 	return 0;
@@ -948,7 +960,9 @@ static int act_file(struct act *a, const char *p, const struct stat *st)
 {
 	int res = 0;
 
+	pthread_mutex_lock(&a->lock);
 	a->files++;
+	pthread_mutex_unlock(&a->lock);
 	if (!strcmp(a->what, "evict")) {
 		const char *v = a->range ? a->range : "";
 
@@ -962,20 +976,23 @@ static int act_file(struct act *a, const char *p, const struct stat *st)
 			res = -errno;
 		if (!res)
 			res = fetch_all(a, p, st);
-		if (!res && !a->tty)
-			printf("%s %s (%lld bytes)\n", a->what == NULL ? "" :
-			       !strcmp(a->what, "pin") ? "pinned" : "prefetched", p,
-			       (long long)st->st_size);
+		if (!res && !a->tty) {
+			pthread_mutex_lock(&a->lock);
+			printf("%s %s (%lld bytes)\n", !strcmp(a->what, "pin") ? "pinned" :
+			       "prefetched", p, (long long)st->st_size);
+			pthread_mutex_unlock(&a->lock);
+		}
 	}
+	pthread_mutex_lock(&a->lock);
 	if (res == -ENODATA) {
 		a->skipped++; /* not managed by hsmfs: nothing to do */
-		return 0;
-	}
-	if (res) {
+		res = 0;
+	} else if (res) {
 		a->failed++;
 		fprintf(stderr, "%shsmfsctl: %s '%s': %s\n", a->tty ? "\n" : "", a->what, p,
 			res == -EBUSY ? "dirty, pinned, open or being filled" : strerror(-res));
 	}
+	pthread_mutex_unlock(&a->lock);
 	return res;
 }
 
@@ -991,10 +1008,33 @@ static int walk_files(struct act *a, const char *p, bool count_only)
 		return -1;
 	}
 	if (S_ISREG(st.st_mode)) {
-		if (count_only)
+		if (count_only) {
+			/* fetching: list the files for the jobs */
+			if (a->n == a->cap) {
+				size_t cap = a->cap ? 2 * a->cap : 256;
+				char **np = realloc(a->paths, cap * sizeof(*np));
+				off_t *ns = np ? realloc(a->sizes, cap * sizeof(*ns)) : NULL;
+
+				if (np)
+					a->paths = np;
+				if (!ns) {
+					fprintf(stderr, "hsmfsctl: out of memory\n");
+					a->failed++;
+					return -1;
+				}
+				a->sizes = ns;
+				a->cap = cap;
+			}
+			a->paths[a->n] = strdup(p);
+			if (!a->paths[a->n]) {
+				a->failed++;
+				return -1;
+			}
+			a->sizes[a->n++] = st.st_size;
 			a->total += st.st_size;
-		else
+		} else {
 			act_file(a, p, &st);
+		}
 		return 0;
 	}
 	if (!S_ISDIR(st.st_mode) || !(d = opendir(p)))
@@ -1011,36 +1051,80 @@ static int walk_files(struct act *a, const char *p, bool count_only)
 	return 0;
 }
 
+/* A prefetch job: fetch files from the shared list until none is left. */
+static void *fetch_job(void *arg)
+{
+	struct act *a = arg;
+
+	for (;;) {
+		struct stat st = { .st_mode = S_IFREG };
+		size_t i;
+
+		pthread_mutex_lock(&a->lock);
+		i = a->next < a->n ? a->next++ : a->n;
+		pthread_mutex_unlock(&a->lock);
+		if (i == a->n)
+			return NULL;
+		st.st_size = a->sizes[i];
+		act_file(a, a->paths[i], &st);
+	}
+}
+
+static void fetch_listed(struct act *a)
+{
+	pthread_t t[64];
+	unsigned n = 0;
+
+	while (n < a->jobs - 1 && n < a->n && !pthread_create(&t[n], NULL, fetch_job, a))
+		n++;
+	fetch_job(a);
+	while (n)
+		pthread_join(t[--n], NULL);
+	for (size_t i = 0; i < a->n; i++)
+		free(a->paths[i]);
+	free(a->paths);
+	free(a->sizes);
+}
+
 static int cmd_act(const char *what, int argc, char **argv)
 {
-	struct act a = { .what = what, .tty = isatty(STDERR_FILENO), .started = now_s() };
+	struct act a = { .what = what, .tty = isatty(STDERR_FILENO), .started = now_s(),
+			 .lock = PTHREAD_MUTEX_INITIALIZER, .jobs = 4 };
+	bool fetching = !strcmp(what, "prefetch") || !strcmp(what, "pin");
 	int i, npaths = 0;
 
 	for (i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--range") && i + 1 < argc && !strcmp(what, "evict"))
+		if (!strcmp(argv[i], "--range") && i + 1 < argc && !strcmp(what, "evict")) {
 			a.range = argv[++i];
-		else
+		} else if (!strcmp(argv[i], "--jobs") && i + 1 < argc && fetching) {
+			char *end;
+			unsigned long j = strtoul(argv[++i], &end, 10);
+
+			if (*end || !j || j > 64) {
+				fprintf(stderr, "hsmfsctl: --jobs needs a number from 1 to 64\n");
+				return X_USAGE;
+			}
+			a.jobs = (unsigned)j;
+			argv[i - 1] = argv[i] = NULL; /* not paths */
+		} else {
 			npaths++;
+		}
 	}
 	if (!npaths) {
 		fprintf(stderr, "hsmfsctl: %s needs at least one PATH\n", what);
 		return X_USAGE;
 	}
 	for (i = 1; i < argc; i++) {
+		if (!argv[i])
+			continue;
 		if (!strcmp(argv[i], "--range")) {
 			i++;
 			continue;
 		}
-		if (!strcmp(what, "prefetch") || !strcmp(what, "pin"))
-			walk_files(&a, argv[i], true);
+		walk_files(&a, argv[i], fetching);
 	}
-	for (i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--range")) {
-			i++;
-			continue;
-		}
-		walk_files(&a, argv[i], false);
-	}
+	if (fetching)
+		fetch_listed(&a);
 	if (a.total)
 		progress(&a, "done", true);
 	printf("%s: %llu file%s, %llu not managed by hsmfs, %llu failed\n", what, a.files,

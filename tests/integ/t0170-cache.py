@@ -293,7 +293,9 @@ def test_prefetch_output():
             ok("prefetch: 3 files" in out, "and the summary on stdout")
             for q in files:
                 run([HSMFSCTL, "evict", m.path(q)])
-            rc, out = run([HSMFSCTL, "prefetch", m.path("p")])
+            eq(run([HSMFSCTL, "prefetch", "--jobs", "0", m.path("p")])[0], 1,
+               "--jobs 0 is bad usage")
+            rc, out = run([HSMFSCTL, "prefetch", "--jobs", "3", m.path("p")])
             lines = [l for l in out.splitlines() if l.startswith("prefetched ")]
             ok(rc == 0 and len(lines) == 3 and "\r" not in out,
                "not a terminal: one plain line per file")
