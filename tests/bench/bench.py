@@ -16,6 +16,18 @@ Modes:
   hsmfs+watch  the mount with a watch hook subscribed to every event
                (files resident, so reads raise none: must equal hsmfs)
   cold         every 4 KiB read is a miss answered by a no-op fill hook
+  fanotify     the store itself, with the kernel's pre-content HSM watching
+               it: a FAN_CLASS_PRE_CONTENT listener (fan-listener.c) marks
+               the store directory for FAN_PRE_ACCESS and allows every event
+  fanotify+ignore  the same with an ignore mark on the resident test file
+               (what an HSM does for files it has filled)
+  (fanotify modes need root and Linux 6.14; skipped with a note otherwise)
+Lazy fetch from a loopback nginx (--lazy, its own table): curl (the
+baseline: the same file downloaded to /dev/null), hsmfs-http, and where
+installed httpdirfs --cache --no-range-check and rclone mount
+--vfs-cache-mode full; workloads http-cold (first sequential read of a
+fresh file), http-warm (the second), http-rand (4 KiB random reads of a
+fresh file, every one a miss at first).
 Workloads: seqread (warm page cache), seqread-cold (drop_caches, root
 only), randread (4 KiB, 2 processes), seqwrite, create, stat, unlink,
 event-latency (missing-page reads through the no-op hook, beside the raw
@@ -182,6 +194,25 @@ def w_meta(d, n, phase):
 
 # ----------------------------------------------------------------- modes
 
+class Skip(Exception):
+    pass
+
+
+def start_fan(d, extra=()):
+    """A fan-listener on d, ready; Skip where the kernel or rights say no."""
+    prog = os.environ.get("HSMFS_FAN_LISTENER")
+    if not prog or not os.path.exists(prog):
+        raise Skip("fan-listener not built")
+    p = subprocess.Popen([prog, d] + list(extra), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    line = p.stdout.readline()
+    if line != b"ready\n":
+        rc = p.wait()
+        raise Skip("fanotify pre-content unavailable (%s): %s" %
+                   (rc, p.stderr.read().decode().strip()))
+    return p
+
+
 class Env:
     """The store, its mount, the hooks: set up once per mode."""
 
@@ -195,19 +226,26 @@ class Env:
         self.mount = None
         self.hook = None
         self.noop = None
-        if mode != "native":
+        if mode in ("hsmfs", "hsmfs+watch", "cold"):
             self.mount = Mount(store=self.store, opts=opts).start()
         if mode == "hsmfs+watch":
             self.hook = Hook(self.mount.mnt, "--kind", "watch", "--mask", "access,modify",
                              "--mode", "allow")
         if mode == "cold":
             self.noop = subprocess.Popen([os.environ["HSMFS_NOOP_HOOK"], self.mount.mnt])
+        self.fan = None
+        if mode.startswith("fanotify"):
+            extra = ["--ignore", os.path.join(self.store, "seq.bin")] if "ignore" in mode else []
+            self.fan = start_fan(self.store, extra)
 
     @property
     def dir(self):
         return self.mount.mnt if self.mount else self.store
 
     def close(self):
+        if self.fan:
+            self.fan.terminate()
+            self.fan.wait()
         if self.hook:
             self.hook.close()
         if self.noop:
@@ -243,6 +281,175 @@ def event_latency(env, count):
     os.close(fd)
     lat.sort()
     return {q: lat[int(len(lat) * q / 100)] for q in (50, 90, 99)}
+
+
+def fan_latency(count):
+    """p50/p90/p99 (µs) of 4 KiB O_DIRECT reads, each one a FAN_PRE_ACCESS allowed."""
+    d = tmpdir("hsmfs-bench-fan-")
+    p = os.path.join(d, "lat.bin")
+    with open(p, "wb") as f:
+        f.write(os.urandom(count * 4096))
+    try:
+        fan = start_fan(d)
+    except Skip:
+        shutil.rmtree(d, ignore_errors=True)
+        raise
+    fd = os.open(p, os.O_RDONLY | os.O_DIRECT)
+    lat = []
+    buf = bytearray(4096)
+    import mmap
+    m = mmap.mmap(-1, 4096)
+    for i in range(count):
+        t = time.perf_counter_ns()
+        os.preadv(fd, [m], i * 4096)
+        lat.append((time.perf_counter_ns() - t) / 1000)
+    os.close(fd)
+    fan.terminate()
+    fan.wait()
+    shutil.rmtree(d, ignore_errors=True)
+    lat.sort()
+    del buf
+    return {q: lat[int(len(lat) * q / 100)] for q in (50, 90, 99)}
+
+
+# ------------------------------------------------------------- lazy fetch
+
+def read_all(p):
+    n = 0
+    buf = bytearray(MiB)
+    with open(p, "rb", buffering=0) as f:
+        while True:
+            k = f.readinto(buf)
+            if not k:
+                return n
+            n += k
+
+
+class Lazy:
+    """One lazy-fetch client of the origin, mounted at self.mnt."""
+
+    def __init__(self, kind, url, names, size):
+        self.kind, self.url = kind, url
+        self.dir = tmpdir("hsmfs-bench-lazy-")
+        self.mnt = os.path.join(self.dir, "mnt")
+        os.mkdir(self.mnt)
+        self.proc = self.mount = None
+        if kind == "hsmfs-http":
+            self.mount = Mount(store=os.path.join(self.dir, "store"),
+                               opts="hook=%s,origin=%s" % (os.environ["HSMFS_HTTP"], url))
+            self.mount.start()
+            self.mnt = self.mount.mnt
+            rc, out = import_manifest(self.mnt, [{"path": n, "size": size} for n in names])
+            if rc:
+                raise RuntimeError(out)
+        elif kind == "httpdirfs":
+            exe = shutil.which("httpdirfs")
+            if not exe:
+                raise Skip("httpdirfs is not installed (apt-get install httpdirfs)")
+            os.mkdir(os.path.join(self.dir, "cache"))
+            self.proc = subprocess.Popen([exe, "-f", "--cache", "--cache-location",
+                                          os.path.join(self.dir, "cache"), "--no-range-check",
+                                          url, self.mnt], stdout=subprocess.DEVNULL,
+                                         stderr=open(os.path.join(self.dir, "log"), "wb"))
+        elif kind == "rclone":
+            exe = shutil.which("rclone")
+            if not exe:
+                raise Skip("rclone is not installed (apt-get install rclone)")
+            self.proc = subprocess.Popen([exe, "mount", ":http:", self.mnt, "--http-url", url,
+                                          "--vfs-cache-mode", "full", "--cache-dir",
+                                          os.path.join(self.dir, "cache"), "--read-only",
+                                          "--config", "/dev/null"],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if self.proc:
+            harness.wait_for(lambda: harness.is_mounted(self.mnt) or self.proc.poll() is not None,
+                             "%s mounted" % kind)
+            if self.proc.poll() is not None:
+                log = os.path.join(self.dir, "log")
+                why = open(log, errors="replace").read().strip().splitlines()[:1] \
+                    if os.path.exists(log) else []
+                raise Skip("%s exited %s %s" % (kind, self.proc.returncode, " ".join(why)))
+
+    def path(self, name):
+        return os.path.join(self.mnt, name)
+
+    def close(self):
+        if self.mount:
+            self.mount.stop()
+            self.mount.cleanup()
+        if self.proc:
+            harness.unmount(self.mnt)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def lazy_bench(runs, size, rcount, kinds):
+    """Run the lazy-fetch workloads; returns (results, units, notes)."""
+    root = tmpdir("hsmfs-bench-origin-")
+    os.chmod(root, 0o755)
+    os.mkdir(os.path.join(root, "html"))
+    os.chmod(os.path.join(root, "html"), 0o755)
+    data = os.path.join(root, "data.bin")
+    with open(data, "wb") as f:
+        chunk = os.urandom(MiB)
+        for _ in range(size // MiB):
+            f.write(chunk)
+    old = time.time() - 3600  # a strong Last-Modified validator
+    os.utime(data, (old, old))
+    names = []
+    for k in kinds:
+        for r in range(runs):
+            for w in ("seq", "rnd"):
+                n = "%s-%s-%d.bin" % (k, w, r)
+                os.link(data, os.path.join(root, "html", n))
+                names.append(n)
+    results, units, notes = {}, {}, []
+    # the peers list directories from nginx's HTML index
+    ng = harness.Nginx(root, extra="location /html/ { autoindex on; "
+                                   "autoindex_format html; }").start()
+    clients = {}
+    try:
+        for k in kinds:
+            if k == "curl":
+                continue
+            try:
+                clients[k] = Lazy(k, ng.url("html/"), names, size)
+            except Skip as e:
+                notes.append("%s skipped: %s" % (k, e))
+        for r in range(runs):
+            for k in kinds:
+                if k != "curl" and k not in clients:
+                    continue
+                seq, rnd = "%s-seq-%d.bin" % (k, r), "%s-rnd-%d.bin" % (k, r)
+                if k == "curl":
+                    t = time.perf_counter()
+                    subprocess.run(["curl", "-s", "-o", "/dev/null", ng.url("html/" + seq)],
+                                   check=True)
+                    v = size / MiB / (time.perf_counter() - t)
+                    results.setdefault("http-cold", {}).setdefault(k, []).append(v)
+                    results.setdefault("http-warm", {}).setdefault(k, []).append(v)
+                    continue
+                c = clients[k]
+                t = time.perf_counter()
+                n = read_all(c.path(seq))
+                results.setdefault("http-cold", {}).setdefault(k, []).append(
+                    n / MiB / (time.perf_counter() - t))
+                t = time.perf_counter()
+                n = read_all(c.path(seq))
+                results.setdefault("http-warm", {}).setdefault(k, []).append(
+                    n / MiB / (time.perf_counter() - t))
+                v, u = w_randread(c.mnt, rcount, rnd, seed=r)
+                results.setdefault("http-rand", {}).setdefault(k, []).append(v)
+        units = {"http-cold": "MB/s", "http-warm": "MB/s", "http-rand": "ops/s"}
+    finally:
+        for c in clients.values():
+            c.close()
+        ng.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    return results, units, notes
 
 
 def pingpong(count):
@@ -295,7 +502,9 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--runs", type=int)
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--modes", default="native,hsmfs,hsmfs+watch,cold")
+    ap.add_argument("--modes", default="native,hsmfs,hsmfs+watch,cold,fanotify,fanotify+ignore")
+    ap.add_argument("--lazy", default="curl,hsmfs-http,httpdirfs,rclone",
+                    help="lazy-fetch clients to compare ('' for none)")
     ap.add_argument("--workloads",
                     default="seqread,seqread-cold,randread,seqwrite,create,stat,unlink,"
                             "event-latency,mount")
@@ -310,7 +519,14 @@ def main():
     units = {}
     started = time.time()
 
-    envs = {m: Env(m, size) for m in modes}
+    notes = []
+    envs = {}
+    for m in list(modes):
+        try:
+            envs[m] = Env(m, size)
+        except Skip as e:
+            notes.append("%s skipped: %s" % (m, e))
+            modes.remove(m)
     try:
         for r in range(runs):
             for m in modes:  # A B C A B C: drift hits every mode alike
@@ -345,6 +561,10 @@ def main():
             if e:
                 lat["hsmfs event (no-op fill hook)"] = event_latency(e, 2000 if a.quick else 10000)
                 e.close()
+            try:
+                lat["fanotify event (listener allows)"] = fan_latency(2000 if a.quick else 10000)
+            except Skip as e:
+                notes.append("fanotify latency skipped: %s" % e)
             lat["SOCK_SEQPACKET ping-pong"] = pingpong(2000 if a.quick else 10000)
         mt = None
         if "mount" in wls:
@@ -352,14 +572,23 @@ def main():
     finally:
         for e in envs.values():
             e.close()
+    lazy_kinds = [k for k in a.lazy.split(",") if k]
+    if lazy_kinds:
+        lres, lunits, lnotes = lazy_bench(runs, (64 if a.quick else 256) * MiB,
+                                          300 if a.quick else 1000, lazy_kinds)
+        notes += lnotes
+        for w, per in lres.items():
+            results[w] = per
+            units[w] = lunits[w]
 
     report = {"date": time.strftime("%Y-%m-%d %H:%M"), "runs": runs, "size_mib": size // MiB,
               "seconds": round(time.time() - started), "workloads": {}, "latency_us": lat,
               "daemon_rss_kib": rss, "mount_seconds": mt}
     for w, per in results.items():
-        base = per.get("native")
+        bname = "curl" if w.startswith("http-") else "native"
+        base = per.get(bname)
         rows = []
-        for m in modes:
+        for m in (lazy_kinds if w.startswith("http-") else modes):
             xs = per.get(m)
             if not xs:
                 continue
@@ -367,7 +596,7 @@ def main():
             sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
             row = {"mode": m, "mean": mean, "stddev_pct": 100 * sd / mean if mean else 0,
                    "runs": xs}
-            if base and m != "native":
+            if base and m != bname:
                 bm = statistics.mean(base)
                 row["change_pct"] = 100 * (mean - bm) / bm
                 row["p"] = welch_p(xs, base)
@@ -376,16 +605,18 @@ def main():
                 row["vs_hsmfs_pct"] = 100 * (mean - hm) / hm
                 row["vs_hsmfs_p"] = welch_p(xs, per["hsmfs"])
             rows.append(row)
-        report["workloads"][w] = {"unit": units[w], "rows": rows}
+        report["workloads"][w] = {"unit": units[w], "baseline": bname, "rows": rows}
+    report["notes"] = notes
     if a.json:
         print(json.dumps(report, indent=1))
         return
     print("hsmfs benchmark %s: %d runs per mode, alternating; %d MiB files; %ds" %
           (report["date"], runs, size // MiB, report["seconds"]))
-    print("%change is against native in the same run; * = Welch's t-test p < 0.05, ~ = noise")
+    print("%change is against native (http-*: against curl) in the same run; "
+          "* = Welch's t-test p < 0.05, ~ = noise")
     for w, wr in report["workloads"].items():
         print("\n%s (%s, higher is better)" % (w, wr["unit"]))
-        print("  %-12s %12s %9s %11s %14s" % ("mode", "mean", "%stddev", "%change",
+        print("  %-16s %12s %9s %11s %14s" % ("mode", "mean", "%stddev", "%change",
                                               "vs hsmfs"))
         for row in wr["rows"]:
             ch = vs = ""
@@ -394,7 +625,7 @@ def main():
             if "vs_hsmfs_pct" in row:
                 vs = "%+8.1f%% %s" % (row["vs_hsmfs_pct"],
                                       "*" if row["vs_hsmfs_p"] < 0.05 else "~")
-            print("  %-12s %12.1f %8.1f%% %11s %14s" % (row["mode"], row["mean"],
+            print("  %-16s %12.1f %8.1f%% %11s %14s" % (row["mode"], row["mean"],
                                                        row["stddev_pct"], ch, vs))
     if lat:
         print("\nround trip latency (µs)   p50      p90      p99")
@@ -411,7 +642,9 @@ def main():
         print("\ndaemon RSS after the workloads (KiB): " +
               ", ".join("%s %d" % kv for kv in rss.items()))
     if not IS_ROOT:
-        print("\n(seqread-cold skipped: dropping caches needs root)")
+        notes.append("seqread-cold skipped: dropping caches needs root")
+    for n in notes:
+        print("note: " + n)
 
 
 if __name__ == "__main__":
