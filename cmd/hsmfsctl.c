@@ -1204,6 +1204,7 @@ static int cmd_stats(int argc, char **argv)
 		{ "evicted_files", "files evicted" }, { "evicted_bytes", "bytes evicted" },
 		{ "eviction_rounds", "eviction rounds" }, { "enospc", "ENOSPC (nothing to evict)" },
 		{ "hits", "hits (slow path, bytes present)" }, { "misses", "misses (fills asked)" },
+		{ "readahead", "of which ahead of sequential reads" },
 		{ "filled_bytes", "bytes filled" }, { "pre_access", "PRE_ACCESS events" },
 		{ "pre_modify", "PRE_MODIFY events" }, { "denied", "denied" },
 		{ "timeouts", "timed out" }, { "interrupted", "interrupted" },

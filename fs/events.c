@@ -24,6 +24,7 @@
 #define PAGE 4096ULL
 #define SLOT_BITS 20 /* event id = sequence << SLOT_BITS | slot */
 #define LAT_BUCKETS 256
+#define RA_MAX (32ULL << 20) /* readahead of sequential misses, at most */
 
 _Atomic uint32_t events_mask;
 
@@ -42,8 +43,12 @@ struct fstate {
 	struct fstate *wnext;      /* writer queue link */
 	uint64_t gen;              /* the row's generation (see meta.h) */
 	uint64_t blocks;           /* allocated bytes counted in the cache */
-	int64_t atime;             /* last open, close or fill (seconds) */
+	int64_t atime;             /* last open, close or fill (ms, realtime) */
 	int64_t atime_saved;       /* atime as last queued for the database */
+	uint64_t ra_lo;            /* readahead: where the stream's last miss began */
+	uint64_t ra_ahead;         /* readahead: end of what was asked ahead */
+	uint64_t ra_window;        /* readahead: bytes asked ahead of a miss */
+	unsigned ra_run;           /* readahead: misses in the stream so far */
 };
 
 enum ev_state { EV_FREE, EV_QUEUED, EV_SENT, EV_DONE };
@@ -67,6 +72,7 @@ struct event {
 	char (*orphans)[HSMFS_MAX_NAME + 1]; /* names of targets that left */
 	unsigned norphans;
 	bool filled;               /* PRE_ACCESS: the fill hook allowed */
+	bool detached;             /* readahead: nobody started it to wait */
 	int result;                /* 0 or -errno once EV_DONE */
 	uint32_t waiters;
 	struct timespec deadline;  /* CLOCK_MONOTONIC */
@@ -135,12 +141,12 @@ static uint64_t lat_percentile(const uint64_t *h, uint64_t total, unsigned pct)
 	return lat_value(LAT_BUCKETS - 1);
 }
 
-static int64_t now_sec(void)
+static int64_t now_ms(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
-	return ts.tv_sec;
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Allocated bytes of the store file open at fd, or -1. */
@@ -400,8 +406,10 @@ static int evict_locked(struct inode *in, struct fstate *fs, uint64_t start,
 		log_warn("cannot mark inode %llu as a placeholder: %s, ignoring",
 			 (unsigned long long)fs->ino, strerror(errno));
 	/* 3. only now the bytes go */
+	E.st.evictions_started++;
 	if (fallocate(sfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, start, end - start) < 0)
 		res = -errno;
+	E.st.evictions_done++;
 	now = allocated(sfd);
 	close(sfd);
 	if (now >= 0) {
@@ -474,6 +482,12 @@ int events_evict_victim(const struct meta_victim *v, uint64_t *ret_freed)
 		pthread_mutex_lock(&E.lock);
 		fs = inode_state(cur);
 		res = fs ? evictable(cur, fs, inode_is_open(cur)) : -ENODATA;
+		/* used since the database said otherwise: not the least recent */
+		if (!res && fs->atime > v->atime + 1000) {
+			fs->atime_saved = fs->atime;
+			persist_later(fs);
+			res = -EBUSY;
+		}
 		if (!res)
 			res = evict_locked(cur, fs, 0, 0, ret_freed);
 		/*
@@ -493,9 +507,9 @@ int events_evict_victim(const struct meta_victim *v, uint64_t *ret_freed)
 /* Record a use of fs for the eviction order.  E.lock held. */
 static void touched(struct fstate *fs)
 {
-	fs->atime = now_sec();
-	/* lazily: the order needs minutes, not every open */
-	if (fs->atime - fs->atime_saved >= 60) {
+	fs->atime = now_ms();
+	/* lazily: the order needs minutes, not every open (see evict_victim) */
+	if (fs->atime - fs->atime_saved >= 60000) {
 		fs->atime_saved = fs->atime;
 		persist_later(fs);
 	}
@@ -902,6 +916,8 @@ static void redispatch_queue(void)
 	}
 }
 
+static void release_slot(struct event *ev);
+
 /* Finish an event: nobody may send it again, waiters wake.  E.lock held. */
 static void complete(struct event *ev, int result)
 {
@@ -943,6 +959,8 @@ static void complete(struct event *ev, int result)
 	ev->st = EV_DONE;
 	ev->result = result;
 	pthread_cond_broadcast(&ev->cond);
+	if (ev->detached && !ev->waiters)
+		release_slot(ev);
 }
 
 static void release_slot(struct event *ev)
@@ -988,6 +1006,7 @@ static void init_event(struct event *ev, uint32_t type, struct inode *in,
 	ev->hook = NULL;
 	ev->ntargets = 0;
 	ev->filled = false;
+	ev->detached = false;
 	ev->result = 0;
 	ev->waiters = 0;
 	ev->progress = 0;
@@ -1009,7 +1028,9 @@ static int wait_event(struct event *ev, struct fuse_req *req)
 {
 	int res = 0;
 
-	ev->waiters++;
+	/* a readahead's first reader gets the whole timeout from now */
+	if (!ev->waiters++ && ev->detached)
+		mono_after(&ev->deadline, E.cfg.timeout);
 	while (ev->st != EV_DONE) {
 		struct timespec tick;
 
@@ -1043,7 +1064,7 @@ static int wait_event(struct event *ev, struct fuse_req *req)
 		}
 	}
 	ev->waiters--;
-	if (res == -EINTR && !ev->waiters && ev->st != EV_DONE) {
+	if (res == -EINTR && !ev->waiters && ev->st != EV_DONE && !ev->detached) {
 		if (ev->hook)
 			hooks_send_cancel(ev->hook, ev->id, HSMFS_CANCEL_INTERRUPTED);
 		for (unsigned i = 0; i < ev->ntargets; i++)
@@ -1071,6 +1092,126 @@ static bool have_fill_hook(void)
 static int caller_errno(int res)
 {
 	return res == -ETIMEDOUT ? -EIO : res;
+}
+
+/*
+ * Start a fill of [start, end) with hint [hs, he).  A detached event (a
+ * readahead) is started only if a slot is free now, and nobody waits for
+ * it unless a reader comes to need its bytes.  Returns the event, or
+ * NULL (with *res set unless detached).  E.lock held.
+ */
+static struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
+				uint64_t end, uint64_t hs, uint64_t he,
+				struct fuse_req *req, bool detached, int *res)
+{
+	char path[32];
+	struct event *ev;
+	int fd, sfd = -1;
+
+	if (detached) {
+		ev = E.free_list;
+		if (!ev)
+			return NULL;
+		E.free_list = ev->free_next;
+	} else if (!(ev = get_slot())) {
+		*res = -EIO;
+		log_warn("no free event slot within the timeout (max_pending=%u)",
+			 E.cfg.max_pending);
+		return NULL;
+	}
+	init_event(ev, HSMFS_EV_PRE_ACCESS, in, req);
+	E.st.misses++;
+	ev->fs = fs;
+	ev->start = start;
+	ev->end = end;
+	ev->hint_start = hs;
+	ev->hint_end = he;
+	fd = inode_fd_get(in);
+	if (fd >= 0) {
+		inode_proc_path(fd, path);
+		sfd = open(path, O_RDWR | O_CLOEXEC);
+		inode_fd_put(in);
+	}
+	if (sfd < 0) {
+		if (!detached)
+			*res = fd < 0 ? fd : -errno;
+		complete(ev, fd < 0 ? fd : -errno);
+		release_slot(ev);
+		return NULL;
+	}
+	ev->detached = detached;
+	if (detached)
+		E.st.readahead++;
+	ev->store_fd = sfd;
+	ev->fnext = fs->inflight;
+	fs->inflight = ev;
+	send_to_watchers(ev);
+	dispatch(ev);
+	if (ev->st == EV_QUEUED)
+		queue_add(ev);
+	return ev;
+}
+
+/*
+ * Readahead of sequential misses.  A stream is misses that move forward
+ * chunk by chunk, each into a chunk after the last one's and no further
+ * than what was already asked for; misses in the same chunk (the
+ * kernel's own concurrent readahead requests, or several readers) leave
+ * it as it is, any other miss ends it.  From the third chunk of a stream
+ * on, the window doubles (one chunk up to RA_MAX) and the missing chunks
+ * of it are asked for now, one event each, so that fetches overlap the
+ * reading and a hook with several connections runs them in parallel.
+ * Scattered reads and mmap faults of a few pages raise only the events
+ * they need.  cover is the event the reader waits for.  E.lock held.
+ */
+static void read_ahead(struct inode *in, struct fstate *fs, const struct range *miss,
+		       const struct event *cover, struct fuse_req *req)
+{
+	uint64_t chunk = E.cfg.chunk, pos, limit;
+	unsigned started = 0;
+
+	if (fs->ra_ahead && miss->start / chunk == fs->ra_lo / chunk)
+		return; /* the same chunk again */
+	if (cover->hint_end > fs->ra_ahead)
+		fs->ra_ahead = cover->hint_end;
+	if (!fs->ra_ahead || miss->start < fs->ra_lo || miss->start > fs->ra_ahead) {
+		fs->ra_lo = miss->start;
+		fs->ra_ahead = cover->hint_end;
+		fs->ra_run = 0;
+		fs->ra_window = 0;
+		return;
+	}
+	fs->ra_lo = miss->start;
+	if (++fs->ra_run < 2)
+		return;
+	fs->ra_window = fs->ra_window ? fs->ra_window * 2 : chunk;
+	if (fs->ra_window > RA_MAX)
+		fs->ra_window = RA_MAX;
+	pos = fs->ra_ahead;
+	limit = cover->hint_end + fs->ra_window;
+	if (limit > fs->size)
+		limit = fs->size;
+	for (; pos < limit && started < 16; pos = (pos & ~(chunk - 1)) + chunk) {
+		uint64_t ce = (pos & ~(chunk - 1)) + chunk;
+		struct range gap;
+		struct event *ev;
+		int res;
+
+		if (ce > fs->size)
+			ce = fs->size;
+		if (!rs_missing(&fs->present, pos, ce, &gap, 1))
+			continue;
+		for (ev = fs->inflight; ev; ev = ev->fnext)
+			if (ev->hint_start < gap.end && gap.start < ev->hint_end)
+				break;
+		if (ev)
+			continue;
+		if (!start_fill(in, fs, gap.start, gap.end, gap.start, gap.end, req, true, &res))
+			break;
+		started++;
+	}
+	if (pos > fs->ra_ahead)
+		fs->ra_ahead = pos;
 }
 
 int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
@@ -1110,8 +1251,6 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 			if (ev->hint_start < miss.end && miss.start < ev->hint_end)
 				break;
 		if (!ev) {
-			char path[32];
-			int fd, sfd;
 			uint64_t hs, he, hint_start, hint_end, need;
 
 			if (!have_fill_hook() && E.cfg.nohook_fail) {
@@ -1151,43 +1290,15 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 				reserved = need;
 				continue; /* the world may have changed meanwhile */
 			}
-			ev = get_slot();
-			if (!ev) {
-				res = -EIO;
-				log_warn("no free event slot within the timeout (max_pending=%u)",
-					 E.cfg.max_pending);
+			ev = start_fill(in, fs, miss.start, miss.end, hint_start, hint_end,
+					req, false, &res);
+			if (!ev)
 				break;
-			}
-			init_event(ev, HSMFS_EV_PRE_ACCESS, in, req);
-			E.st.misses++;
-			ev->fs = fs;
-			ev->start = miss.start;
-			ev->end = miss.end;
-			ev->hint_start = hint_start;
-			ev->hint_end = hint_end;
 			ev->reserved = reserved;
 			reserved = 0;
-			fd = inode_fd_get(in);
-			sfd = -1;
-			if (fd >= 0) {
-				inode_proc_path(fd, path);
-				sfd = open(path, O_RDWR | O_CLOEXEC);
-				inode_fd_put(in);
-			}
-			if (sfd < 0) {
-				res = fd < 0 ? fd : -errno;
-				complete(ev, res);
-				release_slot(ev);
-				break;
-			}
-			ev->store_fd = sfd;
-			ev->fnext = fs->inflight;
-			fs->inflight = ev;
-			send_to_watchers(ev);
-			dispatch(ev);
-			if (ev->st == EV_QUEUED)
-				queue_add(ev);
 		}
+		if (!waited && !E.cfg.cache_limited)
+			read_ahead(in, fs, &miss, ev, req);
 		waited = true;
 		res = wait_event(ev, req);
 		if (res == -ENOSPC && !retried) {
@@ -1356,11 +1467,12 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 			     "\"cache_max\": %llu, \"cache_min_free\": %llu, "
 			     "\"fs_free\": %llu, \"evicted_files\": %llu, "
 			     "\"evicted_bytes\": %llu, \"eviction_rounds\": %llu, "
-			     "\"enospc\": %llu, \"hits\": %llu, \"misses\": %llu, "
+			     "\"enospc\": %llu, \"hits\": %llu, \"misses\": %llu, \"readahead\": %llu, "
 			     "\"filled_bytes\": %llu, \"pre_access\": %llu, "
 			     "\"pre_modify\": %llu, \"denied\": %llu, \"timeouts\": %llu, "
 			     "\"interrupted\": %llu, \"fill_p50_us\": %llu, "
 			     "\"fill_p90_us\": %llu, \"fill_p99_us\": %llu, "
+			     "\"evictions_started\": %llu, \"evictions_done\": %llu, "
 			     "\"inodes\": %llu, \"cached_fds\": %llu}\n",
 			     (unsigned long long)cs.used, (unsigned long long)cs.reserved,
 			     (unsigned long long)cs.max, (unsigned long long)cs.min_free,
@@ -1369,7 +1481,7 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 			     (unsigned long long)cs.evicted_bytes,
 			     (unsigned long long)cs.eviction_rounds,
 			     (unsigned long long)cs.enospc, (unsigned long long)es.hits,
-			     (unsigned long long)es.misses,
+			     (unsigned long long)es.misses, (unsigned long long)es.readahead,
 			     (unsigned long long)es.filled_bytes,
 			     (unsigned long long)es.pre_access,
 			     (unsigned long long)es.pre_modify,
@@ -1378,6 +1490,8 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 			     (unsigned long long)es.fill_p50_us,
 			     (unsigned long long)es.fill_p90_us,
 			     (unsigned long long)es.fill_p99_us,
+			     (unsigned long long)es.evictions_started,
+			     (unsigned long long)es.evictions_done,
 			     (unsigned long long)inodes, (unsigned long long)fds);
 	} else if (!strcmp(name, "user.hsmfs.socket") || !strcmp(name, "user.hsmfs.store")) {
 		if (in != inode_root())
@@ -1567,7 +1681,7 @@ void events_answer(struct hook *h, const struct proto_answer *a)
 					cache_account(b - (int64_t)ev->fs->blocks);
 					ev->fs->blocks = (uint64_t)b;
 				}
-				ev->fs->atime = now_sec();
+				ev->fs->atime = now_ms();
 				/* the bytes are right whatever watchers say */
 				rs_add(&ev->fs->present, s, e);
 				present_changed(ev->fs);

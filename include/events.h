@@ -60,9 +60,11 @@ struct events_config {
 struct events_stats {
 	uint64_t hits;         /* slow-path reads whose bytes were present */
 	uint64_t misses;       /* PRE_ACCESS events started (fills asked) */
+	uint64_t readahead;    /* of which asked ahead of a sequential reader */
 	uint64_t filled_bytes; /* bytes fill hooks reported filled */
 	uint64_t pre_access, pre_modify; /* events by type */
 	uint64_t denied, timeouts, interrupted;
+	uint64_t evictions_started, evictions_done; /* punches begun, ended */
 	uint64_t fill_p50_us, fill_p90_us, fill_p99_us;
 };
 

@@ -49,7 +49,7 @@ struct meta_file {
 	char *version;       /* owned; NULL if none */
 	char *sha256;        /* owned; NULL if none */
 	struct rangeset present;
-	int64_t atime;       /* last access, seconds */
+	int64_t atime;       /* last use (open, close, fill), ms since the epoch */
 	uint64_t gen;        /* changes whenever import (re)creates the row */
 	char *path;          /* owned; last known path below the store root,
 			      * a hint checked against ino before use; or NULL */
@@ -59,6 +59,7 @@ struct meta_file {
 /* An eviction candidate (see meta_lru). */
 struct meta_victim {
 	uint64_t ino, gen, blocks;
+	int64_t atime;
 	char *path; /* owned */
 };
 

@@ -193,6 +193,35 @@ def test():
     shutil.rmtree(mirror, ignore_errors=True)
 
 
+def test_readahead():
+    """A sequential reader has chunks fetched ahead of it, one event each;
+    scattered reads do not; no byte is asked for twice either way."""
+    import json
+    import random
+    MiB = 1 << 20
+    mirror = tmpdir("hsmfs-mirror-")
+    files = {"seq.bin": os.urandom(24 * MiB), "rnd.bin": os.urandom(24 * MiB)}
+    with Mount() as m:
+        make_files(m, mirror, files)
+        with Hook(m.mnt, "--mirror", mirror) as h:
+            with open(m.path("seq.bin"), "rb") as f:
+                eq(f.read() == files["seq.bin"], True, "a sequential read of 24 MiB is right")
+            st = json.loads(os.getxattr(m.mnt, "user.hsmfs.stats"))
+            ok(st["readahead"] >= 8, "chunks were asked for ahead of the reader (%d of %d)" %
+               (st["readahead"], st["misses"]))
+            spans = sorted((e["hint_start"], e["hint_end"]) for e in h.events("PRE_ACCESS"))
+            ok(all(a[1] <= b[0] for a, b in zip(spans, spans[1:])) and
+               sum(e - s for s, e in spans) == 24 * MiB,
+               "every byte asked for exactly once (%d events)" % len(spans))
+            offs = random.Random(7).sample(range(0, 24 * MiB, 3 * MiB), 8)
+            eq([dread(m.path("rnd.bin"), o, P) == files["rnd.bin"][o:o + P] for o in offs],
+               [True] * 8, "scattered reads are right")
+            st2 = json.loads(os.getxattr(m.mnt, "user.hsmfs.stats"))
+            eq(st2["readahead"], st["readahead"], "scattered reads ask for nothing ahead")
+    import shutil
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
 def test_failures():
     mirror = tmpdir("hsmfs-mirror-")
     data = os.urandom(64 * P)
@@ -280,4 +309,4 @@ def test_failures():
 
 
 if __name__ == "__main__":
-    main(lambda: (test(), test_failures()))
+    main(lambda: (test(), test_failures(), test_readahead()))
