@@ -1172,8 +1172,6 @@ static void read_ahead(struct inode *in, struct fstate *fs, const struct range *
 
 	if (fs->ra_ahead && miss->start / chunk == fs->ra_lo / chunk)
 		return; /* the same chunk again */
-	if (cover->hint_end > fs->ra_ahead)
-		fs->ra_ahead = cover->hint_end;
 	if (!fs->ra_ahead || miss->start < fs->ra_lo || miss->start > fs->ra_ahead) {
 		fs->ra_lo = miss->start;
 		fs->ra_ahead = cover->hint_end;
@@ -1182,6 +1180,8 @@ static void read_ahead(struct inode *in, struct fstate *fs, const struct range *
 		return;
 	}
 	fs->ra_lo = miss->start;
+	if (cover->hint_end > fs->ra_ahead)
+		fs->ra_ahead = cover->hint_end;
 	if (++fs->ra_run < 2)
 		return;
 	fs->ra_window = fs->ra_window ? fs->ra_window * 2 : chunk;
