@@ -266,6 +266,8 @@ static void setup_handle(CURL *c)
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
 	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	/* fewer, larger writes into the store: chunks are a MiB or more */
+	curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L * 1024);
 	curl_easy_setopt(c, CURLOPT_USERAGENT, "hsmfs-http/" HSMFS_VERSION);
 	if (cfg.cacert)
 		curl_easy_setopt(c, CURLOPT_CAINFO, cfg.cacert);
