@@ -11,7 +11,10 @@
  * Engine.  Events live in a fixed array of max_pending slots allocated
  * at start and reused; a caller over the limit waits for a slot within
  * its timeout.  Concurrent reads needing the same missing bytes wait on
- * one event (coalescing).  One mutex guards slots, per-file state and
+ * one event (coalescing).  A reader moving chunk by chunk gets the
+ * chunks ahead of it asked for by detached events (readahead): started
+ * only when a slot is free, waited for by whoever needs their bytes, and
+ * freed by whoever finishes them last.  One mutex guards slots, per-file state and
  * the hook list; no syscall that can block is made with it held (sends
  * are non-blocking).
  *
