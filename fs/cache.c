@@ -41,6 +41,8 @@ static struct {
 	uint64_t round;           /* rounds finished */
 	bool freed_last;          /* the last round freed anything */
 	bool requested, stopping, running;
+	bool known;               /* used includes the database's sum */
+	int64_t early;            /* changes counted before that */
 	int reserve_fd;           /* -1 if none */
 	bool reserve_held;
 	pthread_t thread;
@@ -107,6 +109,10 @@ int cache_admit(uint64_t need, const struct timespec *deadline)
 	int res = 0;
 
 	pthread_mutex_lock(&C.lock);
+	/* the size is summed in the background at mount: wait for it */
+	while (!C.known && C.running &&
+	       pthread_cond_timedwait(&C.done, &C.lock, deadline) != ETIMEDOUT)
+		;
 	for (seen = UINT64_MAX;;) {
 		if (!deficit(need, false)) {
 			C.reserved += need;
@@ -145,7 +151,9 @@ void cache_unreserve(uint64_t n)
 void cache_account(int64_t delta)
 {
 	pthread_mutex_lock(&C.lock);
-	if (delta < 0 && (uint64_t)-delta > C.used)
+	if (!C.known)
+		C.early += delta;
+	else if (delta < 0 && (uint64_t)-delta > C.used)
 		C.used = 0;
 	else
 		C.used += delta;
@@ -260,8 +268,23 @@ static bool evict_round(uint64_t want, uint64_t force)
 
 static void *evictor_main(void *arg)
 {
+	uint64_t total = 0;
+
 	(void)arg;
+	/*
+	 * The cache's size from the database: a sum over every row, 0.2 s
+	 * for a million placeholders, so not on the way to a live mount.
+	 * Changes counted meanwhile are deltas and add up with it.
+	 */
+	if (meta_cached_total(C.cfg.meta, &total))
+		log_warn("cannot sum the cache's size: %s; starting from 0",
+			 meta_errmsg(C.cfg.meta));
 	pthread_mutex_lock(&C.lock);
+	C.used = C.early < 0 && (uint64_t)-C.early > total ? 0 : total + C.early;
+	C.known = true;
+	pthread_cond_broadcast(&C.done);
+	if (C.cfg.max && C.used > C.cfg.max)
+		C.requested = true; /* the limit was lowered: evict now */
 	for (;;) {
 		uint64_t want, force;
 		bool any;
@@ -292,19 +315,16 @@ static void *evictor_main(void *arg)
 int cache_init(const struct cache_config *cfg)
 {
 	pthread_condattr_t ca;
-	uint64_t total = 0, size, avail;
+	uint64_t size, avail;
 
 	C.cfg = *cfg;
 	C.reserve_fd = cfg->state_fd >= 0 ?
 		openat(cfg->state_fd, "reserve", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
 	reserve_take();
-	if (cfg->meta && meta_cached_total(cfg->meta, &total))
-		log_warn("cannot sum the cache's size: %s; starting from 0",
-			 meta_errmsg(cfg->meta));
-	C.used = total;
 	avail = fs_free(&size);
-	if (cfg->max && cfg->max > total + avail)
-		log_warn("cache_max=%llu is more than the store's filesystem can hold (%llu bytes free)",
+	if (cfg->max && cfg->max > avail)
+		log_warn("cache_max=%llu is more than the store's filesystem has free (%llu bytes); "
+			 "a full filesystem will bound the cache first",
 			 (unsigned long long)cfg->max, (unsigned long long)avail);
 	if ((cfg->min_free || cfg->min_free_pct) && avail < min_free(size))
 		log_warn("the store's filesystem has %llu bytes free, less than cache_min_free; "
@@ -314,8 +334,10 @@ int cache_init(const struct cache_config *cfg)
 	pthread_cond_init(&C.wake, &ca);
 	pthread_cond_init(&C.done, &ca);
 	pthread_condattr_destroy(&ca);
-	if (!cfg->meta)
+	if (!cfg->meta) {
+		C.known = true;
 		return 0;
+	}
 	if (pthread_create(&C.thread, NULL, evictor_main, NULL))
 		return -EAGAIN;
 	C.running = true;

@@ -49,6 +49,9 @@ struct fstate {
 	uint64_t ra_ahead;         /* readahead: end of what was asked ahead */
 	uint64_t ra_window;        /* readahead: bytes asked ahead of a miss */
 	unsigned ra_run;           /* readahead: misses in the stream so far */
+	int rw_fd;                 /* O_RDWR store descriptor sent with fill
+				    * events, or -1; kept while the file is
+				    * open or has events (see drop_rw_fd) */
 };
 
 enum ev_state { EV_FREE, EV_QUEUED, EV_SENT, EV_DONE };
@@ -64,7 +67,7 @@ struct event {
 	pid_t pid;
 	uid_t uid;
 	gid_t gid;
-	int store_fd;              /* PRE_ACCESS: O_RDWR store descriptor */
+	int store_fd;              /* PRE_ACCESS: the file's rw_fd, borrowed */
 	struct hook *hook;         /* PRE_ACCESS: the fill hook it went to */
 	struct hook *targets[HOOKS_MAX]; /* hooks yet to answer (all must allow);
 					  * NULL: one that left, see orphans */
@@ -161,6 +164,8 @@ static void fstate_free(void *p)
 {
 	struct fstate *fs = p;
 
+	if (fs->rw_fd >= 0)
+		close(fs->rw_fd);
 	free(fs->origin);
 	free(fs->version);
 	rs_clear(&fs->present);
@@ -262,6 +267,8 @@ int events_load(struct inode *in)
 		return -EIO;
 	}
 	fs = calloc(1, sizeof(*fs));
+	if (fs)
+		fs->rw_fd = -1;
 	if (!fs) {
 		pthread_mutex_unlock(&E.lock);
 		meta_file_free(&f);
@@ -288,6 +295,7 @@ int events_load(struct inode *in)
 }
 
 static void persist_later(struct fstate *fs);
+static void drop_rw_fd(struct fstate *fs);
 
 int events_reload(struct inode *in)
 {
@@ -528,7 +536,15 @@ void events_opened(struct inode *in)
 
 void events_released(struct inode *in)
 {
-	events_opened(in);
+	struct fstate *fs;
+
+	pthread_mutex_lock(&E.lock);
+	fs = inode_state(in);
+	if (fs) {
+		touched(fs);
+		drop_rw_fd(fs);
+	}
+	pthread_mutex_unlock(&E.lock);
 }
 
 void events_renamed(struct inode *parent, const char *name,
@@ -918,6 +934,19 @@ static void redispatch_queue(void)
 
 static void release_slot(struct event *ev);
 
+/*
+ * Close fs's descriptor once nothing needs it: no event in flight and
+ * the file not open (so a million partly read files hold none).
+ * E.lock held.
+ */
+static void drop_rw_fd(struct fstate *fs)
+{
+	if (fs->rw_fd >= 0 && !fs->inflight && !inode_is_open(fs->in)) {
+		close(fs->rw_fd);
+		fs->rw_fd = -1;
+	}
+}
+
 /* Finish an event: nobody may send it again, waiters wake.  E.lock held. */
 static void complete(struct event *ev, int result)
 {
@@ -937,11 +966,9 @@ static void complete(struct event *ev, int result)
 				*pp = ev->fnext;
 				break;
 			}
+		drop_rw_fd(ev->fs);
 	}
-	if (ev->store_fd >= 0) {
-		close(ev->store_fd);
-		ev->store_fd = -1;
-	}
+	ev->store_fd = -1;
 	ev->ntargets = 0;
 	free(ev->orphans);
 	ev->orphans = NULL;
@@ -1126,19 +1153,24 @@ static struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t st
 	ev->end = end;
 	ev->hint_start = hs;
 	ev->hint_end = he;
-	fd = inode_fd_get(in);
-	if (fd >= 0) {
-		inode_proc_path(fd, path);
-		sfd = open(path, O_RDWR | O_CLOEXEC);
-		inode_fd_put(in);
+	/* one descriptor for all the file's events, not an open(2) each */
+	if (fs->rw_fd < 0) {
+		fd = inode_fd_get(in);
+		if (fd >= 0) {
+			inode_proc_path(fd, path);
+			sfd = open(path, O_RDWR | O_CLOEXEC);
+			inode_fd_put(in);
+		}
+		if (sfd < 0) {
+			if (!detached)
+				*res = fd < 0 ? fd : -errno;
+			complete(ev, fd < 0 ? fd : -errno);
+			release_slot(ev);
+			return NULL;
+		}
+		fs->rw_fd = sfd;
 	}
-	if (sfd < 0) {
-		if (!detached)
-			*res = fd < 0 ? fd : -errno;
-		complete(ev, fd < 0 ? fd : -errno);
-		release_slot(ev);
-		return NULL;
-	}
+	sfd = fs->rw_fd;
 	ev->detached = detached;
 	if (detached)
 		E.st.readahead++;

@@ -683,9 +683,9 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	close(fi->fh);
+	inode_open_dec(IN(ino));
 	if (inode_flags(IN(ino)) & INODE_STATEFUL)
 		events_released(IN(ino));
-	inode_open_dec(IN(ino));
 	fuse_reply_err(req, 0);
 }
 

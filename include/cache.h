@@ -6,7 +6,8 @@
  * partial and resident files.  Dirty files are local data, not cache;
  * they stop counting when they become dirty.  The size is kept in
  * memory (cache_account() with the change of each fill and eviction)
- * and persisted per file in the database, whose sum starts it at mount.
+ * and persisted per file in the database, whose sum (taken by the
+ * evictor thread as it starts, not on the way to a live mount) starts it.
  *
  * Limits.  cache_max bounds that size; cache_min_free keeps the store's
  * filesystem from filling (statvfs(2), checked at each admission, so

@@ -125,7 +125,7 @@ int events_evict_victim(const struct meta_victim *v, uint64_t *ret_freed);
 /*
  * Opens and closes of files with state: their time of use for the
  * eviction order, and (at open) a barrier against an eviction in
- * progress.  Called after inode_open_inc() / before inode_open_dec().
+ * progress.  Called after inode_open_inc() / after inode_open_dec().
  */
 void events_opened(struct inode *in);
 void events_released(struct inode *in);
