@@ -371,19 +371,25 @@ int meta_delete_gen(struct meta *m, uint64_t ino, uint64_t gen)
 	return res;
 }
 
-int meta_count(struct meta *m, uint64_t *ret)
+/* Run query q, which yields one number. */
+static int one_number(struct meta *m, int q, uint64_t *ret)
 {
-	sqlite3_stmt *st = m->q[Q_COUNT];
+	sqlite3_stmt *st = m->q[q];
 	int rc, res;
 
 	pthread_mutex_lock(&m->lock);
 	rc = sqlite3_step(st);
 	res = rc == SQLITE_ROW ? 0 : to_errno(m, rc);
 	if (!res)
-		*ret = sqlite3_column_int64(st, 0);
+		*ret = (uint64_t)sqlite3_column_int64(st, 0);
 	sqlite3_reset(st);
 	pthread_mutex_unlock(&m->lock);
 	return res;
+}
+
+int meta_count(struct meta *m, uint64_t *ret)
+{
+	return one_number(m, Q_COUNT, ret);
 }
 
 int meta_lru(struct meta *m, unsigned limit, uint64_t skip, struct meta_victim **ret,
@@ -431,17 +437,7 @@ void meta_victims_free(struct meta_victim *v, size_t n)
 
 int meta_cached_total(struct meta *m, uint64_t *ret)
 {
-	sqlite3_stmt *st = m->q[Q_TOTAL];
-	int rc, res;
-
-	pthread_mutex_lock(&m->lock);
-	rc = sqlite3_step(st);
-	res = rc == SQLITE_ROW ? 0 : to_errno(m, rc);
-	if (!res)
-		*ret = (uint64_t)sqlite3_column_double(st, 0);
-	sqlite3_reset(st);
-	pthread_mutex_unlock(&m->lock);
-	return res;
+	return one_number(m, Q_TOTAL, ret);
 }
 
 static int two_texts(struct meta *m, int q, const char *a, const char *b)

@@ -108,6 +108,15 @@ def read(m, p):
         return f.read()
 
 
+def error_of(fn):
+    """The errno name fn() fails with, or 'no error'."""
+    try:
+        fn()
+    except OSError as e:
+        return errno.errorcode.get(e.errno, e.errno)
+    return "no error"
+
+
 def test_cache_max():
     limit, chunk = 4 * MiB, 256 * KiB
     files = {"tree/d%d/f%02d" % (i % 3, i): os.urandom(MiB - 1000 * i) for i in range(12)}
@@ -187,12 +196,7 @@ def test_cache_max():
                 run([HSMFSCTL, "pin", m.path(p)])
             run([HSMFSCTL, "evict", m.path("tree")])
             run([HSMFSCTL, "pin", m.path("tree/d1/f01")])
-            try:
-                read(m, "tree/d2/f02")
-                err = 0
-            except OSError as e:
-                err = e.errno
-            eq(errno.errorcode.get(err, err), "ENOSPC",
+            eq(error_of(lambda: read(m, "tree/d2/f02")), "ENOSPC",
                "with only pinned files in the cache, a read that needs room fails ENOSPC")
             ok(os.path.isdir(m.path("tree")), "the mount stays up")
             eq(run([HSMFSCTL, "unpin", m.path("tree")])[0], 0, "unpin frees the cache")
@@ -243,12 +247,7 @@ def test_full_fs():
                 hog(os.path.join(fs, "hog"))
                 eq(read(m, "f00"), files["f00"], "filesystem full: a read evicts and works")
                 hog(os.path.join(fs, "hog"))
-                try:
-                    read(m, "f01")
-                    err = 0
-                except OSError as e:
-                    err = e.errno
-                eq(errno.errorcode.get(err, err), "ENOSPC",
+                eq(error_of(lambda: read(m, "f01")), "ENOSPC",
                    "nothing left to evict: the read fails with ENOSPC")
                 ok(os.path.isdir(m.mnt) and len(os.listdir(m.mnt)) == 16, "the mount stays up")
                 os.unlink(os.path.join(fs, "hog"))
@@ -274,14 +273,10 @@ def test_full_fs():
                 for p in ("f00", "f01", "f02", "f03", "f04"):
                     run([HSMFSCTL, "pin", m.path(p)])
                 hog(os.path.join(fs, "hog"))
-                try:
+                def append():
                     with open(m.path("local"), "ab") as f:
                         f.write(os.urandom(MiB))
-                    err = 0
-                except OSError as e:
-                    err = e.errno
-                eq(errno.errorcode.get(err, err), "ENOSPC",
-                   "nothing evictable: the write fails with ENOSPC")
+                eq(error_of(append), "ENOSPC", "nothing evictable: the write fails with ENOSPC")
                 eq(read(m, "local")[:len(data)], data, "and loses nothing already written")
     finally:
         subprocess.run(["umount", "-l", fs])
