@@ -27,7 +27,17 @@ fi
 PATH=/usr/local/sbin:/usr/local/bin:$PATH
 demo=$(mktemp -d /tmp/hsmfs-demo.XXXXXX)
 [ -n "$demo" ] && [ -d "$demo" ] || exit 1
-trap 'fusermount3 -u "$demo/mnt" 2>/dev/null; rm -rf "$demo"' EXIT
+cleanup() {
+	fusermount3 -u "$demo/mnt" 2>/dev/null || true
+	# the daemon finishes its state files after the unmount: let it
+	pid=$(cat "$demo/store/.hsmfs/lock" 2>/dev/null || true)
+	for _ in $(seq 50); do
+		[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	rm -rf "$demo"
+}
+trap cleanup EXIT
 cd "$demo"
 mkdir -p origin/docs store mnt
 echo "hello from the origin" >origin/docs/hello.txt
