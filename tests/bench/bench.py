@@ -478,6 +478,7 @@ def lazy_bench(runs, size, rcount, kinds):
                     results.setdefault("http-warm", {}).setdefault(k, []).append(v)
                     continue
                 c = clients[k]
+                os.sync()  # the last run's stores are written back first, not during
                 t = time.perf_counter()
                 n = read_all(c.path(seq))
                 results.setdefault("http-cold", {}).setdefault(k, []).append(
