@@ -392,6 +392,10 @@ int opts_parse(int argc, char *const argv[], struct hsmfs_opts *ret, char *err,
 	if (!res && o.no_default_perms && saw_dp)
 		res = fail(err, errlen,
 			   "default_permissions and no_default_permissions contradict each other");
+	/* a fill is a chunk: a cache that cannot hold two could never turn over */
+	if (!res && o.cache_max && o.cache_max < 2 * o.chunk)
+		res = fail(err, errlen, "cache_max=%llu is less than two chunks (chunk=%llu)",
+			   o.cache_max, o.chunk);
 
 	if (res) {
 		opts_free(&o);

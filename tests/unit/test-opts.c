@@ -104,6 +104,12 @@ int main(void)
 		   o.cache_max == 2ULL << 30 && o.cache_min_free_pct == 5 && !o.cache_min_free,
 	   "cache_max=2G,cache_min_free=5%%");
 	opts_free(&o);
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "cache_max=1M") == -EINVAL &&
+		   !strcmp(err, "cache_max=1048576 is less than two chunks (chunk=1048576)"),
+	   "cache_max below two chunks refused: %s", err);
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "cache_max=1M,chunk=256k") == 0,
+	   "cache_max=1M with chunk=256k");
+	opts_free(&o);
 	ok(parse(&o, err, 4, "/s", "/m", "-o", "cache_min_free=5%,cache_min_free=512M") == 0 &&
 		   o.cache_min_free == 512ULL << 20 && !o.cache_min_free_pct,
 	   "cache_min_free=SIZE, the last one wins");
