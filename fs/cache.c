@@ -119,7 +119,8 @@ int cache_admit(uint64_t need, const struct timespec *deadline)
 			break;
 		}
 		/* a round that started after we asked and freed nothing */
-		if (seen != UINT64_MAX && C.round >= round_after(seen) && !C.freed_last) {
+		if (C.stopping ||
+		    (seen != UINT64_MAX && C.round >= round_after(seen) && !C.freed_last)) {
 			res = -ENOSPC;
 			break;
 		}
