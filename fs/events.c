@@ -49,6 +49,9 @@ struct fstate {
 	uint64_t ra_ahead;         /* readahead: end of what was asked ahead */
 	uint64_t ra_window;        /* readahead: bytes asked ahead of a miss */
 	unsigned ra_run;           /* readahead: misses in the stream so far */
+	unsigned nreading;         /* tracked reads between check and reply */
+	uint64_t hot_lo, hot_hi;   /* the span the last miss and its readahead
+				    * cover: kept when an open file is evicted */
 	int rw_fd;                 /* O_RDWR store descriptor sent with fill
 				    * events, or -1; kept while the file is
 				    * open or has events (see drop_rw_fd) */
@@ -101,6 +104,7 @@ static struct {
 	struct fstate *wqueue;     /* writer queue */
 	pthread_cond_t wcond;
 	pthread_cond_t wdone;      /* the writer finished a batch */
+	pthread_cond_t reads_done; /* a file's tracked reads went to 0 */
 	bool writing;              /* the writer holds a batch */
 	pthread_t writer;
 	bool writer_running, stopping;
@@ -160,6 +164,18 @@ static int64_t allocated(int fd)
 	return fstat(fd, &st) < 0 ? -1 : (int64_t)st.st_blocks * 512;
 }
 
+/*
+ * On mounts with cache limits an open file's ranges may be evicted, so
+ * every read of a clean file with state that reaches the daemon goes
+ * through events_pre_access() (its NONRESIDENT bit stays set) and is
+ * counted until its reply is sent; the evictor leaves a file alone while
+ * any such read runs.  Reads the kernel's page cache serves never come.
+ */
+static bool tracked(const struct fstate *fs)
+{
+	return E.cfg.cache_limited && fs->state != META_DIRTY;
+}
+
 static void fstate_free(void *p)
 {
 	struct fstate *fs = p;
@@ -214,6 +230,7 @@ int events_init(const struct events_config *cfg)
 	pthread_cond_init(&E.slot_cond, &ca);
 	pthread_cond_init(&E.wcond, &ca);
 	pthread_cond_init(&E.wdone, &ca);
+	pthread_cond_init(&E.reads_done, &ca);
 	pthread_condattr_destroy(&ca);
 	inode_set_state_destructor(fstate_free);
 	if (pthread_create(&E.writer, NULL, writer_main, NULL))
@@ -287,7 +304,7 @@ int events_load(struct inode *in)
 	fstate_take_row(fs, &f);
 	inode_set_state(in, fs);
 	/* dirty files too: their missing ranges are fetched, never zeros */
-	if (!rs_contains(&fs->present, 0, fs->size))
+	if (!rs_contains(&fs->present, 0, fs->size) || tracked(fs))
 		inode_flags_set(in, INODE_NONRESIDENT);
 	inode_flags_set(in, INODE_STATEFUL | INODE_LOADED);
 	pthread_mutex_unlock(&E.lock);
@@ -340,7 +357,7 @@ int events_reload(struct inode *in)
 	fstate_take_row(fs, &f);
 	cache_account((int64_t)(fs->state == META_DIRTY ? 0 : fs->blocks) -
 		      (int64_t)old_blocks);
-	if (rs_contains(&fs->present, 0, fs->size))
+	if (rs_contains(&fs->present, 0, fs->size) && !tracked(fs))
 		inode_flags_clear(in, INODE_NONRESIDENT);
 	else
 		inode_flags_set(in, INODE_NONRESIDENT);
@@ -488,23 +505,56 @@ int events_evict_victim(const struct meta_victim *v, uint64_t *ret_freed)
 		res = events_load(cur);
 	if (!res) {
 		pthread_mutex_lock(&E.lock);
+		bool open = inode_is_open(cur);
+
 		fs = inode_state(cur);
-		res = fs ? evictable(cur, fs, inode_is_open(cur)) : -ENODATA;
+		res = fs ? evictable(cur, fs, false) : -ENODATA;
+		/*
+		 * An open file only where its reads are tracked and none runs,
+		 * and not the span its reader is at (see tracked()).
+		 */
+		if (!res && open && !tracked(fs))
+			res = -EBUSY;
+		if (!res && open && fs->nreading) {
+			/* replies being sent take microseconds: wait for them */
+			struct timespec until;
+
+			mono_after(&until, 0.1);
+			while (fs->nreading && !mono_passed(&until))
+				pthread_cond_timedwait(&E.reads_done, &E.lock, &until);
+			res = fs->nreading ? -EBUSY : evictable(cur, fs, false);
+			if (!res && !tracked(fs))
+				res = -EBUSY;
+		}
 		/* used since the database said otherwise: not the least recent */
-		if (!res && fs->atime > v->atime + 1000) {
+		if (!res && !open && fs->atime > v->atime + 1000) {
 			fs->atime_saved = fs->atime;
 			persist_later(fs);
 			res = -EBUSY;
 		}
-		if (!res)
+		if (!res && open) {
+			uint64_t a = 0, b = 0;
+
+			if (fs->hot_lo)
+				res = evict_locked(cur, fs, 0, fs->hot_lo, &a);
+			if (!res && fs->hot_hi && fs->hot_hi < fs->size)
+				res = evict_locked(cur, fs, fs->hot_hi, fs->size, &b);
+			*ret_freed = a + b;
+			/*
+			 * The kernel's cache of it stays: its pages hold the right
+			 * bytes, and an invalidation could wait on a page a read
+			 * of this open file holds while that read waits for room.
+			 */
+		} else if (!res) {
 			res = evict_locked(cur, fs, 0, 0, ret_freed);
-		/*
-		 * Still under the lock: the file is not open and cannot be
-		 * opened meanwhile (events_opened waits for us), so no read
-		 * of it holds a page the invalidation must wait for.
-		 */
-		if (!res && E.cfg.invalidate)
-			E.cfg.invalidate(cur, 0, 0);
+			/*
+			 * Still under the lock: the file is not open and cannot be
+			 * opened meanwhile (events_opened waits for us), so no read
+			 * of it holds a page the invalidation must wait for.
+			 */
+			if (!res && E.cfg.invalidate)
+				E.cfg.invalidate(cur, 0, 0);
+		}
 		pthread_mutex_unlock(&E.lock);
 	}
 	if (cur != inode_root())
@@ -625,7 +675,7 @@ static void present_changed(struct fstate *fs)
 {
 	bool all = rs_contains(&fs->present, 0, fs->size);
 
-	if (all)
+	if (all && !tracked(fs))
 		inode_flags_clear(fs->in, INODE_NONRESIDENT);
 	if (fs->state == META_DIRTY)
 		return;
@@ -1247,13 +1297,14 @@ static void read_ahead(struct inode *in, struct fstate *fs, const struct range *
 }
 
 int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
-		      struct fuse_req *req)
+		      struct fuse_req *req, bool *ret_held)
 {
 	struct fstate *fs = inode_state(in);
 	uint64_t start, end, reserved = 0;
 	bool waited = false, retried = false;
 	int res = 0;
 
+	*ret_held = false;
 	if (!fs)
 		return 0;
 	pthread_mutex_lock(&E.lock);
@@ -1331,6 +1382,11 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 		}
 		if (!waited && !E.cfg.cache_limited)
 			read_ahead(in, fs, &miss, ev, req);
+		if (!waited) {
+			/* what an eviction of the open file must leave alone */
+			fs->hot_lo = miss.start & ~(E.cfg.chunk - 1);
+			fs->hot_hi = ev->hint_end;
+		}
 		waited = true;
 		res = wait_event(ev, req);
 		if (res == -ENOSPC && !retried) {
@@ -1346,10 +1402,24 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 		if (res)
 			break;
 	}
+	if (!res && tracked(fs)) {
+		fs->nreading++; /* until events_read_done() */
+		*ret_held = true;
+	}
 	pthread_mutex_unlock(&E.lock);
 	if (reserved)
 		cache_unreserve(reserved);
 	return caller_errno(res);
+}
+
+void events_read_done(struct inode *in)
+{
+	struct fstate *fs = inode_state(in);
+
+	pthread_mutex_lock(&E.lock);
+	if (fs && fs->nreading && !--fs->nreading)
+		pthread_cond_broadcast(&E.reads_done);
+	pthread_mutex_unlock(&E.lock);
 }
 
 int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,

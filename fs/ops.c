@@ -623,8 +623,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
 	struct inode *in = IN(ino);
 
+	bool held = false;
+
 	if (__builtin_expect(inode_flags(in) & INODE_NONRESIDENT, 0)) {
-		int res = events_pre_access(in, off, size, req);
+		int res = events_pre_access(in, off, size, req, &held);
 
 		if (res) {
 			fuse_reply_err(req, -res);
@@ -636,6 +638,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	buf.buf[0].fd = fi->fh;
 	buf.buf[0].pos = off;
 	fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+	if (held)
+		events_read_done(in);
 }
 
 static void op_write_buf(fuse_req_t req, fuse_ino_t ino,
@@ -722,18 +726,21 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 	struct inode *src = IN(ino_in), *dst = IN(ino_out);
 	off_t start_out = off_out;
 	ssize_t res = 0;
+	bool held = false;
 
 	if (inode_flags(src) & INODE_NONRESIDENT)
-		res = events_pre_access(src, off_in, len, req);
+		res = events_pre_access(src, off_in, len, req, &held);
 	if (!res && events_modify_watched())
 		res = events_pre_modify(dst, off_out, off_out + len, req);
-	if (res) {
-		fuse_reply_err(req, -res);
-		return;
+	if (!res) {
+		res = copy_file_range(fi_in->fh, &off_in, fi_out->fh, &off_out, len, flags);
+		if (res < 0)
+			res = -errno;
 	}
-	res = copy_file_range(fi_in->fh, &off_in, fi_out->fh, &off_out, len, flags);
+	if (held)
+		events_read_done(src);
 	if (res < 0) {
-		fuse_reply_err(req, errno);
+		fuse_reply_err(req, -res);
 		return;
 	}
 	if (inode_flags(dst) & INODE_STATEFUL)

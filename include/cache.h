@@ -25,7 +25,11 @@
  * close or fill), reaches each through its recorded path (checked
  * against the inode number) and drops it with events_evict_victim():
  * database first, then the store's bytes, then the kernel's page cache.
- * Files open right now, being filled, dirty or pinned are skipped.
+ * Files being filled, dirty or pinned are skipped.  An open file loses
+ * only its ranges away from the span its reader is at, and only while
+ * none of its reads is between its check and its reply: on mounts with
+ * limits, reads of clean files that reach the daemon are counted (see
+ * tracked() in events.c); the kernel's page cache of it stays.
  * ENOSPC from the store (a fill's or a user write's) asks for a round of
  * eviction regardless of the limits, then the caller retries once.  An
  * eviction writes to the database before it frees a byte, so 1 MiB is

@@ -94,7 +94,13 @@ int events_load(struct inode *in);
  * NULL; with it, a FUSE interrupt of the caller ends the wait with EINTR.
  */
 int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
-		      struct fuse_req *req);
+		      struct fuse_req *req, bool *ret_held);
+/*
+ * When events_pre_access() set *ret_held (mounts with cache limits), the
+ * read is counted until its reply is sent; then call this, so that the
+ * evictor may take ranges of the open file again.
+ */
+void events_read_done(struct inode *in);
 int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
 		      struct fuse_req *req);
 

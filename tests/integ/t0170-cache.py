@@ -4,7 +4,9 @@
 A tree three times larger than cache_max reads back byte for byte while
 the store's allocated blocks, sampled all along, never exceed the limit
 plus one chunk; dirty and pinned files survive the eviction; a file
-held open is never evicted under it.  With everything pinned, a fill
+held open reads right throughout; one open file four times larger than
+the cache reads right, its ranges behind the reader evicted while it is
+open.  With everything pinned, a fill
 fails with ENOSPC and the mount carries on.  As root, on a tmpfs the
 test makes: a filesystem another process fills makes fills evict (both
 by cache_min_free and on ENOSPC from the store, without limits), a
@@ -170,7 +172,7 @@ def test_cache_max():
             eq(read(m, "keep/pinned"), files["keep/pinned"], "a pinned file survives")
             eq(state(m, "keep/pinned"), "resident,pinned", "and stays resident")
             held.seek(0)
-            eq(held.read(), files["keep/held"], "the held file was never evicted under its reader")
+            eq(held.read(), files["keep/held"], "a file held open throughout reads right throughout")
             held.close()
             rc, out = run([HSMFSCTL, "stats", m.mnt])
             ok(rc == 0 and "files evicted" in out and "fill latency p99" in out,
@@ -202,6 +204,36 @@ def test_cache_max():
             eq(run([HSMFSCTL, "unpin", m.path("tree")])[0], 0, "unpin frees the cache")
             eq(read(m, "tree/d2/f02"), files["tree/d2/f02"], "and the read works again")
             ok(stats(m)["enospc"] >= 1, "stats counts the ENOSPC")
+    shutil.rmtree(origin, ignore_errors=True)
+
+
+def test_big_open_file():
+    """One open file four times larger than cache_max: its ranges behind
+    the reader are evicted while it stays open, every byte reads right,
+    and the cache stays within the limit plus one chunk."""
+    limit, chunk = 4 * MiB, 256 * KiB
+    files = {"big.bin": os.urandom(16 * MiB)}
+    origin = make_origin(files)
+    with Mount("cache_max=4M,chunk=256k") as m:
+        import_manifest(m.mnt, [{"path": "big.bin", "size": 16 * MiB}])
+        with Hook(m.mnt, "--mirror", origin):
+            sampler = Sampler(m.store, m.mnt)
+            sampler.start()
+            with open(m.path("big.bin"), "rb") as f:
+                eq(f.read() == files["big.bin"], True,
+                   "a 16 MiB file read through one open under cache_max=4M")
+                offs = [int.from_bytes(os.urandom(4), "little") % (16 * MiB - 4096)
+                        for _ in range(200)]
+                bad = [o for o in offs if os.pread(f.fileno(), 4096, o) !=
+                       files["big.bin"][o:o + 4096]]
+                eq(bad, [], "200 random reads of it, still open, are right")
+                rc, out = run([HSMFSCTL, "evict", m.path("big.bin")])
+                ok(rc != 0, "hsmfsctl evict still refuses an open file")
+            peak = sampler.stop()
+            ok(sampler.samples > 10 and peak <= limit + chunk,
+               "allocated blocks within cache_max plus one chunk (peak %.2f MiB, %d samples)" %
+               (peak / MiB, sampler.samples))
+            ok(stats(m)["evicted_bytes"] >= 8 * MiB, "its ranges were evicted while open")
     shutil.rmtree(origin, ignore_errors=True)
 
 
@@ -324,6 +356,7 @@ def test_prefetch_output():
 
 def test():
     test_cache_max()
+    test_big_open_file()
     if is_root():
         test_full_fs()
     else:
