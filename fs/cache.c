@@ -142,6 +142,27 @@ int cache_admit(uint64_t need, const struct timespec *deadline)
 	return res;
 }
 
+int cache_try_admit(uint64_t need)
+{
+	int res = 0;
+
+	pthread_mutex_lock(&C.lock);
+	if (!C.known || deficit(need, false)) {
+		/* make room for later, but do not wait for it */
+		if (C.known && C.running && !C.requested) {
+			if (need > C.want)
+				C.want = need;
+			C.requested = true;
+			pthread_cond_signal(&C.wake);
+		}
+		res = -ENOSPC;
+	} else {
+		C.reserved += need;
+	}
+	pthread_mutex_unlock(&C.lock);
+	return res;
+}
+
 void cache_unreserve(uint64_t n)
 {
 	pthread_mutex_lock(&C.lock);

@@ -1179,7 +1179,8 @@ static int caller_errno(int res)
  */
 static struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
 				uint64_t end, uint64_t hs, uint64_t he,
-				struct fuse_req *req, bool detached, int *res)
+				struct fuse_req *req, bool detached, uint64_t reserved,
+				int *res)
 {
 	char path[32];
 	struct event *ev;
@@ -1222,6 +1223,7 @@ static struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t st
 	}
 	sfd = fs->rw_fd;
 	ev->detached = detached;
+	ev->reserved = reserved; /* from here on the event gives it back */
 	if (detached)
 		E.st.readahead++;
 	ev->store_fd = sfd;
@@ -1288,8 +1290,23 @@ static void read_ahead(struct inode *in, struct fstate *fs, const struct range *
 				break;
 		if (ev)
 			continue;
-		if (!start_fill(in, fs, gap.start, gap.end, gap.start, gap.end, req, true, &res))
-			break;
+		{
+			uint64_t need = ((gap.end + PAGE - 1) & ~(PAGE - 1)) -
+					(gap.start & ~(PAGE - 1));
+
+			/* with limits: only what fits now, never by waiting */
+			if (E.cfg.cache_limited && cache_try_admit(need))
+				break;
+			if (!E.cfg.cache_limited)
+				need = 0;
+			ev = start_fill(in, fs, gap.start, gap.end, gap.start, gap.end, req,
+					true, need, &res);
+			if (!ev) {
+				if (need)
+					cache_unreserve(need);
+				break;
+			}
+		}
 		started++;
 	}
 	if (pos > fs->ra_ahead)
@@ -1374,18 +1391,16 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 				continue; /* the world may have changed meanwhile */
 			}
 			ev = start_fill(in, fs, miss.start, miss.end, hint_start, hint_end,
-					req, false, &res);
+					req, false, reserved, &res);
 			if (!ev)
 				break;
-			ev->reserved = reserved;
 			reserved = 0;
 		}
-		if (!waited && !E.cfg.cache_limited)
-			read_ahead(in, fs, &miss, ev, req);
 		if (!waited) {
+			read_ahead(in, fs, &miss, ev, req);
 			/* what an eviction of the open file must leave alone */
 			fs->hot_lo = miss.start & ~(E.cfg.chunk - 1);
-			fs->hot_hi = ev->hint_end;
+			fs->hot_hi = ev->hint_end > fs->ra_ahead ? ev->hint_end : fs->ra_ahead;
 		}
 		waited = true;
 		res = wait_event(ev, req);

@@ -73,6 +73,11 @@ void cache_shutdown(void);
  */
 int cache_admit(uint64_t need, const struct timespec *deadline);
 void cache_unreserve(uint64_t n);
+/*
+ * Reserve need bytes only if they fit now (a readahead): 0, or -ENOSPC
+ * after asking the evictor to make room for later, without waiting.
+ */
+int cache_try_admit(uint64_t need);
 
 /* The allocated bytes of the cache changed by delta. */
 void cache_account(int64_t delta);

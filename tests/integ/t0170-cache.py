@@ -233,7 +233,9 @@ def test_big_open_file():
             ok(sampler.samples > 10 and peak <= limit + chunk,
                "allocated blocks within cache_max plus one chunk (peak %.2f MiB, %d samples)" %
                (peak / MiB, sampler.samples))
-            ok(stats(m)["evicted_bytes"] >= 8 * MiB, "its ranges were evicted while open")
+            st = stats(m)
+            ok(st["evicted_bytes"] >= 8 * MiB, "its ranges were evicted while open")
+            ok(st["readahead"] > 0, "readahead ran within the limit (%d fills)" % st["readahead"])
     shutil.rmtree(origin, ignore_errors=True)
 
 
