@@ -129,6 +129,76 @@ int main(void)
 	meta_file_free(&g);
 	meta_close(m);
 
+	/* a version 1 database (before paths and blocks) migrates, keeping rows */
+	sqlite3_open(db("v1.db"), &raw);
+	sqlite3_exec(raw,
+		     "CREATE TABLE files (ino INTEGER PRIMARY KEY, size INTEGER NOT NULL,"
+		     " mtime INTEGER NOT NULL DEFAULT 0, mode INTEGER NOT NULL DEFAULT 420,"
+		     " state INTEGER NOT NULL, flags INTEGER NOT NULL DEFAULT 0,"
+		     " origin TEXT, version TEXT, sha256 TEXT,"
+		     " present BLOB NOT NULL DEFAULT x'', atime INTEGER NOT NULL DEFAULT 0,"
+		     " gen INTEGER NOT NULL DEFAULT 0);"
+		     "INSERT INTO files (ino, size, state, origin) VALUES (5, 10, 1, 'u');"
+		     "PRAGMA user_version = 1;", NULL, NULL, NULL);
+	sqlite3_close(raw);
+	ok(meta_open(db("v1.db"), &m) == 0 && meta_get(m, 5, &g) == 0 && g.size == 10 &&
+		   g.path == NULL && g.blocks == 0,
+	   "version 1 migrates: rows kept, no path, no blocks");
+	meta_file_free(&g);
+	meta_close(m);
+
+	/* eviction candidates, the cache's size, paths that follow renames */
+	ok(meta_open(db("lru.db"), &m) == 0, "open lru.db");
+	{
+		static const struct { uint64_t ino; const char *path; uint32_t state, flags;
+				      uint64_t blocks; int64_t atime; } rows[] = {
+			{ 1, "d/a", META_RESIDENT, 0, 4096, 300 },
+			{ 2, "d/b", META_PARTIAL, 0, 8192, 100 },
+			{ 3, "d/c", META_DIRTY, 0, 4096, 50 },         /* dirty: never */
+			{ 4, "e/d", META_RESIDENT, META_F_PINNED, 4096, 10 }, /* pinned */
+			{ 5, "e/e", META_PLACEHOLDER, 0, 0, 5 },       /* nothing to free */
+			{ 6, NULL, META_RESIDENT, 0, 4096, 1 },        /* path unknown */
+			{ 7, "dd/x", META_RESIDENT, 0, 4096, 200 },
+		};
+		struct meta_victim *v;
+		size_t nv;
+		uint64_t total, cached;
+
+		for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+			struct meta_file r = { .ino = rows[i].ino, .size = 1, .state = rows[i].state,
+					       .flags = rows[i].flags, .blocks = rows[i].blocks,
+					       .atime = rows[i].atime, .path = (char *)rows[i].path };
+			meta_put(m, &r);
+		}
+		ok(meta_lru(m, 10, 0, &v, &nv) == 0 && nv == 3 && v[0].ino == 2 &&
+			   v[1].ino == 7 && v[2].ino == 1 && !strcmp(v[0].path, "d/b") &&
+			   v[0].blocks == 8192 && v[0].atime == 100,
+		   "LRU: clean, unpinned, with bytes and a path, oldest first");
+		meta_victims_free(v, nv);
+		ok(meta_lru(m, 10, 2, &v, &nv) == 0 && nv == 1 && v[0].ino == 1,
+		   "LRU: skipping the first ones");
+		meta_victims_free(v, nv);
+		ok(meta_cached_total(m, &total) == 0 && total == 4096 + 8192 + 4096 + 4096 + 4096,
+		   "the cache's size leaves dirty files out");
+		ok(meta_rename(m, "d", "z") == 0, "rename a directory");
+		ok(meta_get(m, 1, &g) == 0 && !strcmp(g.path, "z/a"), "its files follow");
+		meta_file_free(&g);
+		ok(meta_get(m, 7, &g) == 0 && !strcmp(g.path, "dd/x"),
+		   "a sibling sharing the prefix does not");
+		meta_file_free(&g);
+		ok(meta_rename(m, "z/a", "a2") == 0 && meta_get(m, 1, &g) == 0 &&
+			   !strcmp(g.path, "a2"), "rename a file");
+		meta_file_free(&g);
+		ok(meta_set_path(m, 1, NULL) == 0 && meta_get(m, 1, &g) == 0 && g.path == NULL,
+		   "forget a path");
+		meta_file_free(&g);
+		ok(meta_delete(m, 2, &cached) == 0 && cached == 8192 &&
+			   meta_delete(m, 3, &cached) == 0 && cached == 0 &&
+			   meta_delete(m, 99, &cached) == 0 && cached == 0,
+		   "delete tells what the row counted in the cache");
+	}
+	meta_close(m);
+
 	rs_clear(&f.present);
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
