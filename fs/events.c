@@ -167,9 +167,9 @@ static int64_t allocated(int fd)
 /*
  * On mounts with cache limits an open file's ranges may be evicted, so
  * every read of a clean file with state that reaches the daemon goes
- * through events_pre_access() (its NONRESIDENT bit stays set) and is
- * counted until its reply is sent; the evictor leaves a file alone while
- * any such read runs.  Reads the kernel's page cache serves never come.
+ * through events_pre_access() (INODE_TRACKED) and is counted until its
+ * reply is sent; the evictor leaves a file alone while any such read
+ * runs.  Reads the kernel's page cache serves never come.
  */
 static bool tracked(const struct fstate *fs)
 {
@@ -304,8 +304,10 @@ int events_load(struct inode *in)
 	fstate_take_row(fs, &f);
 	inode_set_state(in, fs);
 	/* dirty files too: their missing ranges are fetched, never zeros */
-	if (!rs_contains(&fs->present, 0, fs->size) || tracked(fs))
+	if (!rs_contains(&fs->present, 0, fs->size))
 		inode_flags_set(in, INODE_NONRESIDENT);
+	if (tracked(fs))
+		inode_flags_set(in, INODE_TRACKED);
 	inode_flags_set(in, INODE_STATEFUL | INODE_LOADED);
 	pthread_mutex_unlock(&E.lock);
 	return 0;
@@ -342,7 +344,7 @@ int events_reload(struct inode *in)
 		res = rs_add(&fs->present, 0, fs->size);
 		fs->state = META_RESIDENT;
 		fs->flags = 0;
-		inode_flags_clear(in, INODE_NONRESIDENT);
+		inode_flags_clear(in, INODE_NONRESIDENT | INODE_TRACKED);
 		pthread_mutex_unlock(&E.lock);
 		return res;
 	}
@@ -357,20 +359,52 @@ int events_reload(struct inode *in)
 	fstate_take_row(fs, &f);
 	cache_account((int64_t)(fs->state == META_DIRTY ? 0 : fs->blocks) -
 		      (int64_t)old_blocks);
-	if (rs_contains(&fs->present, 0, fs->size) && !tracked(fs))
+	if (rs_contains(&fs->present, 0, fs->size))
 		inode_flags_clear(in, INODE_NONRESIDENT);
 	else
 		inode_flags_set(in, INODE_NONRESIDENT);
+	if (tracked(fs))
+		inode_flags_set(in, INODE_TRACKED);
+	else
+		inode_flags_clear(in, INODE_TRACKED);
 	inode_flags_clear(in, INODE_QUIET);
 	pthread_mutex_unlock(&E.lock);
 	return 0;
 }
 
-/* Can fs be evicted now?  0 or -EBUSY.  E.lock held. */
-static int evictable(struct inode *in, struct fstate *fs, bool is_open)
+/* A new descriptor of in's store file (O_RDWR, O_RDONLY), or -errno. */
+static int open_store(struct inode *in, int flags)
 {
-	if (fs->state == META_DIRTY || (fs->flags & META_F_PINNED) || fs->inflight ||
-	    is_open)
+	char path[32];
+	int fd = inode_fd_get(in), sfd;
+
+	if (fd < 0)
+		return fd;
+	inode_proc_path(fd, path);
+	sfd = open(path, flags | O_CLOEXEC);
+	sfd = sfd < 0 ? -errno : sfd;
+	inode_fd_put(in);
+	return sfd;
+}
+
+/* The event of fs whose hint overlaps [start, end), or NULL.  E.lock held. */
+static struct event *inflight_over(const struct fstate *fs, uint64_t start, uint64_t end)
+{
+	struct event *ev;
+
+	for (ev = fs->inflight; ev; ev = ev->fnext)
+		if (ev->hint_start < end && start < ev->hint_end)
+			break;
+	return ev;
+}
+
+/*
+ * Can fs lose ranges now?  0 or -EBUSY: dirty, pinned, being filled.
+ * Whether it is open is the caller's question.  E.lock held.
+ */
+static int evictable(const struct fstate *fs)
+{
+	if (fs->state == META_DIRTY || (fs->flags & META_F_PINNED) || fs->inflight)
 		return -EBUSY;
 	return 0;
 }
@@ -383,8 +417,8 @@ static int evict_locked(struct inode *in, struct fstate *fs, uint64_t start,
 			uint64_t end, uint64_t *ret_freed)
 {
 	struct meta_file row;
-	char path[32], mark[8300];
-	int res, fd, sfd, n;
+	char mark[8300];
+	int res, sfd, n;
 	int64_t now;
 
 	*ret_freed = 0;
@@ -392,14 +426,9 @@ static int evict_locked(struct inode *in, struct fstate *fs, uint64_t start,
 		end = fs->size;
 	if (start >= end)
 		return 0;
-	fd = inode_fd_get(in);
-	if (fd < 0)
-		return fd;
-	inode_proc_path(fd, path);
-	sfd = open(path, O_RDWR | O_CLOEXEC);
-	inode_fd_put(in);
+	sfd = open_store(in, O_RDWR);
 	if (sfd < 0)
-		return -errno;
+		return sfd;
 	/*
 	 * 1. forget the range in the database: after a crash it is refetched.
 	 * A new generation, so a write-behind snapshot taken before this
@@ -460,7 +489,7 @@ int events_evict(struct inode *in, uint64_t start, uint64_t end, bool is_open)
 	if (!fs || !E.cfg.meta)
 		res = -ENODATA;
 	else
-		res = evictable(in, fs, is_open);
+		res = is_open ? -EBUSY : evictable(fs);
 	if (!res)
 		res = evict_locked(in, fs, start, end, &freed);
 	pthread_mutex_unlock(&E.lock);
@@ -508,7 +537,7 @@ int events_evict_victim(const struct meta_victim *v, uint64_t *ret_freed)
 		bool open = inode_is_open(cur);
 
 		fs = inode_state(cur);
-		res = fs ? evictable(cur, fs, false) : -ENODATA;
+		res = fs ? evictable(fs) : -ENODATA;
 		/*
 		 * An open file only where its reads are tracked and none runs,
 		 * and not the span its reader is at (see tracked()).
@@ -522,7 +551,7 @@ int events_evict_victim(const struct meta_victim *v, uint64_t *ret_freed)
 			mono_after(&until, 0.1);
 			while (fs->nreading && !mono_passed(&until))
 				pthread_cond_timedwait(&E.reads_done, &E.lock, &until);
-			res = fs->nreading ? -EBUSY : evictable(cur, fs, false);
+			res = fs->nreading ? -EBUSY : evictable(fs);
 			if (!res && !tracked(fs))
 				res = -EBUSY;
 		}
@@ -675,7 +704,7 @@ static void present_changed(struct fstate *fs)
 {
 	bool all = rs_contains(&fs->present, 0, fs->size);
 
-	if (all && !tracked(fs))
+	if (all)
 		inode_flags_clear(fs->in, INODE_NONRESIDENT);
 	if (fs->state == META_DIRTY)
 		return;
@@ -739,14 +768,8 @@ static void write_batch(struct fstate *batch)
 	pthread_mutex_unlock(&E.lock);
 
 	for (i = 0; i < n; i++) {
-		char path[32];
-		int fd = inode_fd_get(snaps[i].in), dfd;
+		int dfd = open_store(snaps[i].in, O_RDONLY);
 
-		if (fd < 0)
-			continue;
-		inode_proc_path(fd, path);
-		dfd = open(path, O_RDONLY | O_CLOEXEC);
-		inode_fd_put(snaps[i].in);
 		if (dfd >= 0) {
 			if (fdatasync(dfd) < 0)
 				log_err("fdatasync of inode %llu: %s",
@@ -1182,9 +1205,8 @@ static struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t st
 				struct fuse_req *req, bool detached, uint64_t reserved,
 				int *res)
 {
-	char path[32];
 	struct event *ev;
-	int fd, sfd = -1;
+	int sfd;
 
 	if (detached) {
 		ev = E.free_list;
@@ -1206,16 +1228,11 @@ static struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t st
 	ev->hint_end = he;
 	/* one descriptor for all the file's events, not an open(2) each */
 	if (fs->rw_fd < 0) {
-		fd = inode_fd_get(in);
-		if (fd >= 0) {
-			inode_proc_path(fd, path);
-			sfd = open(path, O_RDWR | O_CLOEXEC);
-			inode_fd_put(in);
-		}
+		sfd = open_store(in, O_RDWR);
 		if (sfd < 0) {
 			if (!detached)
-				*res = fd < 0 ? fd : -errno;
-			complete(ev, fd < 0 ? fd : -errno);
+				*res = sfd;
+			complete(ev, sfd);
 			release_slot(ev);
 			return NULL;
 		}
@@ -1285,10 +1302,7 @@ static void read_ahead(struct inode *in, struct fstate *fs, const struct range *
 			ce = fs->size;
 		if (!rs_missing(&fs->present, pos, ce, &gap, 1))
 			continue;
-		for (ev = fs->inflight; ev; ev = ev->fnext)
-			if (ev->hint_start < gap.end && gap.start < ev->hint_end)
-				break;
-		if (ev)
+		if (inflight_over(fs, gap.start, gap.end))
 			continue;
 		{
 			uint64_t need = ((gap.end + PAGE - 1) & ~(PAGE - 1)) -
@@ -1347,9 +1361,7 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 		 * most likely fetching those bytes already.  What it does not
 		 * fill is asked for again on the next turn of the loop.
 		 */
-		for (ev = fs->inflight; ev; ev = ev->fnext)
-			if (ev->hint_start < miss.end && miss.start < ev->hint_end)
-				break;
+		ev = inflight_over(fs, miss.start, miss.end);
 		if (!ev) {
 			uint64_t hs, he, hint_start, hint_end, need;
 
@@ -1490,6 +1502,7 @@ static void becomes_dirty(struct fstate *fs)
 		fs->blocks = 0;
 	}
 	fs->state = META_DIRTY;
+	inode_flags_clear(fs->in, INODE_TRACKED); /* never evicted now */
 }
 
 void events_wrote(struct inode *in, uint64_t off, uint64_t len)

@@ -26,7 +26,7 @@ static const char *const queries[Q_N] = {
 	[Q_LIST] = "SELECT ino, gen, size, state FROM files ORDER BY ino",
 	[Q_DELGEN] = "DELETE FROM files WHERE ino = ?1 AND gen = ?2",
 	/* eviction candidates: clean, unpinned, with an origin and bytes */
-	[Q_LRU] = "SELECT ino, gen, path, blocks, atime FROM files "
+	[Q_LRU] = "SELECT ino, path, blocks, atime FROM files "
 		  "WHERE state <> 4 AND flags & 1 = 0 AND blocks > 0 "
 		  "AND path IS NOT NULL ORDER BY atime, ino LIMIT ?1 OFFSET ?2",
 	[Q_TOTAL] = "SELECT total(blocks) FROM files WHERE state <> 4",
@@ -407,10 +407,9 @@ int meta_lru(struct meta *m, unsigned limit, uint64_t skip, struct meta_victim *
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)skip);
 	while (n < limit && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		v[n].ino = sqlite3_column_int64(st, 0);
-		v[n].gen = sqlite3_column_int64(st, 1);
-		v[n].path = col_text(st, 2, &oom);
-		v[n].blocks = sqlite3_column_int64(st, 3);
-		v[n].atime = sqlite3_column_int64(st, 4);
+		v[n].path = col_text(st, 1, &oom);
+		v[n].blocks = sqlite3_column_int64(st, 2);
+		v[n].atime = sqlite3_column_int64(st, 3);
 		n++;
 	}
 	if (n < limit && rc != SQLITE_DONE)

@@ -625,7 +625,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 	bool held = false;
 
-	if (__builtin_expect(inode_flags(in) & INODE_NONRESIDENT, 0)) {
+	if (__builtin_expect(inode_flags(in) & (INODE_NONRESIDENT | INODE_TRACKED), 0)) {
 		int res = events_pre_access(in, off, size, req, &held);
 
 		if (res) {
@@ -728,7 +728,7 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 	ssize_t res = 0;
 	bool held = false;
 
-	if (inode_flags(src) & INODE_NONRESIDENT)
+	if (inode_flags(src) & (INODE_NONRESIDENT | INODE_TRACKED))
 		res = events_pre_access(src, off_in, len, req, &held);
 	if (!res && events_modify_watched())
 		res = events_pre_modify(dst, off_out, off_out + len, req);
@@ -1083,8 +1083,8 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	if (!strcmp(name, VIRT_PREFIX "reload")) {
 		/* hsmfsctl import changed this file in the store */
 		res = events_reload(IN(ino));
-		if (!res && session)
-			fuse_lowlevel_notify_inval_inode(session, ino, 0, 0);
+		if (!res)
+			ops_invalidate(IN(ino), 0, 0);
 	} else if (!strcmp(name, VIRT_PREFIX "stale")) {
 		res = events_mark_stale(IN(ino));
 	} else if (!strcmp(name, VIRT_PREFIX "evict")) {
@@ -1097,8 +1097,8 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			res = -EINVAL;
 		else
 			res = events_evict(IN(ino), a, b, inode_is_open(IN(ino)));
-		if (!res && session)
-			fuse_lowlevel_notify_inval_inode(session, ino, a, b ? (off_t)(b - a) : 0);
+		if (!res)
+			ops_invalidate(IN(ino), a, b ? b - a : 0);
 	} else if (!strcmp(name, VIRT_PREFIX "pin") || !strcmp(name, VIRT_PREFIX "unpin")) {
 		res = events_pin(IN(ino), name[11] == 'p');
 	} else {

@@ -3,8 +3,8 @@
  * the write-behind of present ranges to the metadata database.
  *
  * Fast path.  ops.c calls into this module only when a per-inode bit
- * says so (inode_flags(): INODE_NONRESIDENT for reads, INODE_STATEFUL
- * for writes) or when the watcher mask says a hook wants PRE_MODIFY
+ * says so (inode_flags(): INODE_NONRESIDENT or INODE_TRACKED for reads,
+ * INODE_STATEFUL for writes) or when the watcher mask says a hook wants PRE_MODIFY
  * (events_modify_watched(): one relaxed load).  A resident file with
  * hooks connected costs the same as with none.
  *

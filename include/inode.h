@@ -51,6 +51,8 @@ struct inode_head {
 #define INODE_STATEFUL 0x2    /* has per-file state: writes update it */
 #define INODE_QUIET 0x4       /* PRE_MODIFY silenced for this file */
 #define INODE_LOADED 0x8      /* per-file state looked up already */
+#define INODE_TRACKED 0x10    /* reads counted while they run (cache limits):
+			       * they take the slow path too */
 
 static inline uint32_t inode_flags(const struct inode *in)
 {

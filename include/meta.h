@@ -58,7 +58,7 @@ struct meta_file {
 
 /* An eviction candidate (see meta_lru). */
 struct meta_victim {
-	uint64_t ino, gen, blocks;
+	uint64_t ino, blocks;
 	int64_t atime;
 	char *path; /* owned */
 };
