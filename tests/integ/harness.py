@@ -84,6 +84,25 @@ def tmpdir(prefix="hsmfs-test-"):
     return tempfile.mkdtemp(prefix=prefix, dir=base)
 
 
+def write_tree(root, files):
+    """Write files ({relative path: bytes}) below root; returns root."""
+    for p, data in files.items():
+        full = os.path.join(root, p)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(full, "wb") as f:
+            f.write(data)
+    return root
+
+
+def errno_of(fn):
+    """The errno fn() fails with, or 0."""
+    try:
+        fn()
+    except OSError as e:
+        return e.errno
+    return 0
+
+
 def is_mounted(path):
     path = os.path.realpath(path)
     with open("/proc/self/mountinfo") as f:

@@ -19,21 +19,17 @@ import threading
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
 import pyhook  # noqa: E402
-from harness import (Hook, Mount, diag, eq, import_manifest, main, ok, run,
-                     tmpdir, wait_for, DEADLINE)
+from harness import (Hook, Mount, diag, eq, errno_of, import_manifest, main, ok, run,
+                     tmpdir, wait_for, write_tree, DEADLINE)
 
 P = 4096
 
 
 def make_files(m, mirror, files):
     """files: {name: bytes}.  Mirror them and import placeholders."""
-    entries = []
-    for name, data in files.items():
-        p = os.path.join(mirror, name)
-        os.makedirs(os.path.dirname(p), exist_ok=True)
-        with open(p, "wb") as f:
-            f.write(data)
-        entries.append({"path": name, "size": len(data), "url": "file://" + p})
+    write_tree(mirror, files)
+    entries = [{"path": name, "size": len(data), "url": "file://" + os.path.join(mirror, name)}
+               for name, data in files.items()]
     rc, out = import_manifest(m.mnt, entries)
     if rc != 0:
         raise RuntimeError("import failed: " + out)
@@ -50,14 +46,6 @@ def dread(path, off, n):
 def read_all(path):
     with open(path, "rb") as f:
         return f.read()
-
-
-def errno_of(fn):
-    try:
-        fn()
-    except OSError as e:
-        return e.errno
-    return 0
 
 
 def test():

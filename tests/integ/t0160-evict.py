@@ -12,7 +12,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFSCTL, Hook, Mount, eq, import_manifest, main, ok, run,
-                     tmpdir)  # noqa: E402
+                     tmpdir, write_tree)  # noqa: E402
 
 MiB = 1 << 20
 
@@ -23,12 +23,8 @@ def st(m, p):
 
 
 def test():
-    mirror = tmpdir("hsmfs-mirror-")
     files = {"t/a": os.urandom(3 * MiB), "t/b": os.urandom(2 * MiB + 5), "c": os.urandom(4 * MiB)}
-    for p, d in files.items():
-        os.makedirs(os.path.dirname(os.path.join(mirror, p)), exist_ok=True)
-        with open(os.path.join(mirror, p), "wb") as f:
-            f.write(d)
+    mirror = write_tree(tmpdir("hsmfs-mirror-"), files)
     with Mount() as m:
         eq(import_manifest(m.mnt, [{"path": p, "size": len(d)} for p, d in files.items()])[0], 0,
            "import")

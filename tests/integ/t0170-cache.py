@@ -25,7 +25,7 @@ import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFSCTL, Hook, Mount, diag, eq, import_manifest, is_root,  # noqa: E402
-                     main, ok, run, skip, tmpdir)
+                     errno_of, main, ok, run, skip, tmpdir, write_tree)
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -87,12 +87,7 @@ class Sampler(threading.Thread):
 
 
 def make_origin(files):
-    d = tmpdir("hsmfs-origin-")
-    for p, data in files.items():
-        os.makedirs(os.path.dirname(os.path.join(d, p)) or d, exist_ok=True)
-        with open(os.path.join(d, p), "wb") as f:
-            f.write(data)
-    return d
+    return write_tree(tmpdir("hsmfs-origin-"), files)
 
 
 def stats(m):
@@ -110,13 +105,6 @@ def read(m, p):
         return f.read()
 
 
-def error_of(fn):
-    """The errno name fn() fails with, or 'no error'."""
-    try:
-        fn()
-    except OSError as e:
-        return errno.errorcode.get(e.errno, e.errno)
-    return "no error"
 
 
 def test_cache_max():
@@ -198,7 +186,7 @@ def test_cache_max():
                 run([HSMFSCTL, "pin", m.path(p)])
             run([HSMFSCTL, "evict", m.path("tree")])
             run([HSMFSCTL, "pin", m.path("tree/d1/f01")])
-            eq(error_of(lambda: read(m, "tree/d2/f02")), "ENOSPC",
+            eq(errno_of(lambda: read(m, "tree/d2/f02")), errno.ENOSPC,
                "with only pinned files in the cache, a read that needs room fails ENOSPC")
             ok(os.path.isdir(m.path("tree")), "the mount stays up")
             eq(run([HSMFSCTL, "unpin", m.path("tree")])[0], 0, "unpin frees the cache")
@@ -281,7 +269,7 @@ def test_full_fs():
                 hog(os.path.join(fs, "hog"))
                 eq(read(m, "f00"), files["f00"], "filesystem full: a read evicts and works")
                 hog(os.path.join(fs, "hog"))
-                eq(error_of(lambda: read(m, "f01")), "ENOSPC",
+                eq(errno_of(lambda: read(m, "f01")), errno.ENOSPC,
                    "nothing left to evict: the read fails with ENOSPC")
                 ok(os.path.isdir(m.mnt) and len(os.listdir(m.mnt)) == 16, "the mount stays up")
                 os.unlink(os.path.join(fs, "hog"))
@@ -310,7 +298,7 @@ def test_full_fs():
                 def append():
                     with open(m.path("local"), "ab") as f:
                         f.write(os.urandom(MiB))
-                eq(error_of(append), "ENOSPC", "nothing evictable: the write fails with ENOSPC")
+                eq(errno_of(append), errno.ENOSPC, "nothing evictable: the write fails with ENOSPC")
                 eq(read(m, "local")[:len(data)], data, "and loses nothing already written")
     finally:
         subprocess.run(["umount", "-l", fs])

@@ -16,7 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFS, HSMFSCTL, Mount, Nginx, diag, eq, import_manifest, main,
-                     ok, run, tmpdir)  # noqa: E402
+                     ok, run, tmpdir, write_tree)  # noqa: E402
 
 HTTP = os.path.join(os.path.dirname(os.path.abspath(HSMFS)), "hsmfs-http")
 MiB = 1 << 20
@@ -30,10 +30,7 @@ def make_tree(root):
     files["dir one/sub/x y.dat"] = os.urandom(300000)
     for i in range(189):
         files["many/f%03d" % i] = os.urandom(random.randrange(0, 20000))
-    for p, d in files.items():
-        os.makedirs(os.path.dirname(os.path.join(root, p)), exist_ok=True)
-        with open(os.path.join(root, p), "wb") as f:
-            f.write(d)
+    write_tree(root, files)
     return files
 
 
