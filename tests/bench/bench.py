@@ -29,7 +29,9 @@ installed httpdirfs --cache --no-range-check and rclone mount
 fresh file), http-warm (the second), http-rand (4 KiB random reads of a
 fresh file, every one a miss at first).
 Workloads: seqread (warm page cache), seqread-cold (drop_caches, root
-only), randread (4 KiB, 2 processes), seqwrite, create, stat, unlink,
+only), randread (4 KiB, 2 processes), randread-cold (the same after
+drop_caches, root only), seqwrite, create, stat, unlink, tar-x (this
+source tree unpacked, files/s) and find (over what tar-x left, entries/s),
 event-latency (missing-page reads through the no-op hook, beside the raw
 SOCK_SEQPACKET ping-pong floor between two processes), mount (time to a
 live mount of an empty store and of one with many placeholders), and the
@@ -38,6 +40,7 @@ daemon's RSS in each mode.
 import argparse
 import json
 import math
+import mmap
 import os
 import random
 import shutil
@@ -170,6 +173,31 @@ def w_seqwrite(d, size):
     return r, "MB/s"
 
 
+SOURCE_TAR = None
+
+
+def w_tree(d, phase):
+    """tar -x of this project's source tree, then find over it."""
+    global SOURCE_TAR
+    if SOURCE_TAR is None:
+        SOURCE_TAR = os.path.join(tmpdir("hsmfs-bench-tar-"), "src.tar")
+        subprocess.run(["tar", "-cf", SOURCE_TAR, "--exclude=./build*", "--exclude=./.git",
+                        "-C", os.path.join(HERE, "..", ".."), "."], check=True)
+    base = os.path.join(d, "tree")
+    if phase == "tar-x":
+        shutil.rmtree(base, ignore_errors=True)
+        drop_caches()
+        os.mkdir(base)
+        t = time.perf_counter()
+        subprocess.run(["tar", "-xf", SOURCE_TAR, "-C", base], check=True)
+        dt = time.perf_counter() - t
+        n = sum(len(fs) for _, _, fs in os.walk(base))
+        return n / dt, "files/s"
+    t = time.perf_counter()
+    out = subprocess.run(["find", base], stdout=subprocess.PIPE, check=True).stdout
+    return out.count(b"\n") / (time.perf_counter() - t), "entries/s"
+
+
 def w_meta(d, n, phase):
     base = os.path.join(d, "meta")
     names = [os.path.join(base, "f%06d" % i) for i in range(n)]
@@ -266,6 +294,12 @@ def cold_randread(env, count, size, run):
     return w_randread(env.dir, count, name, seed=run * 7)
 
 
+def percentiles(lat):
+    """p50, p90 and p99 of latencies."""
+    lat = sorted(lat)
+    return {q: lat[int(len(lat) * q / 100)] for q in (50, 90, 99)}
+
+
 def fill_stats(mnt):
     s = json.loads(os.getxattr(mnt, "user.hsmfs.stats"))
     return s["misses"], s["readahead"]
@@ -296,8 +330,7 @@ def event_latency(env, count):
     if m1 - m0 != count or r1 != r0:
         raise RuntimeError("%d reads raised %d events, %d of them readahead" %
                            (count, m1 - m0, r1 - r0))
-    lat.sort()
-    return {q: lat[int(len(lat) * q / 100)] for q in (50, 90, 99)}
+    return percentiles(lat)
 
 
 RATE_READER = r"""
@@ -340,21 +373,17 @@ def fan_latency(count):
         shutil.rmtree(d, ignore_errors=True)
         raise
     fd = os.open(p, os.O_RDONLY | os.O_DIRECT)
+    page = mmap.mmap(-1, 4096)  # O_DIRECT on ext4 wants an aligned buffer
     lat = []
-    buf = bytearray(4096)
-    import mmap
-    m = mmap.mmap(-1, 4096)
     for i in range(count):
         t = time.perf_counter_ns()
-        os.preadv(fd, [m], i * 4096)
+        os.preadv(fd, [page], i * 4096)
         lat.append((time.perf_counter_ns() - t) / 1000)
     os.close(fd)
     fan.terminate()
     fan.wait()
     shutil.rmtree(d, ignore_errors=True)
-    lat.sort()
-    del buf
-    return {q: lat[int(len(lat) * q / 100)] for q in (50, 90, 99)}
+    return percentiles(lat)
 
 
 # ------------------------------------------------------------- lazy fetch
@@ -501,8 +530,7 @@ def lazy_bench(runs, size, rcount, kinds):
 def pingpong(count):
     out = subprocess.run([os.environ["HSMFS_PINGPONG"], str(count)],
                          stdout=subprocess.PIPE).stdout.split()
-    lat = sorted(int(x) / 1000 for x in out)
-    return {q: lat[int(len(lat) * q / 100)] for q in (50, 90, 99)}
+    return percentiles(int(x) / 1000 for x in out)
 
 
 def mount_time(nfiles, runs):
@@ -552,8 +580,8 @@ def main():
     ap.add_argument("--lazy", default="curl,hsmfs-http,httpdirfs,rclone",
                     help="lazy-fetch clients to compare ('' for none)")
     ap.add_argument("--workloads",
-                    default="seqread,seqread-cold,randread,seqwrite,create,stat,unlink,"
-                            "event-latency,mount")
+                    default="seqread,seqread-cold,randread,randread-cold,seqwrite,create,"
+                            "stat,unlink,tar-x,find,event-latency,mount")
     a = ap.parse_args()
     runs = a.runs or (3 if a.quick else 5)
     size = (256 if a.quick else 1024) * MiB
@@ -596,6 +624,13 @@ def main():
                         v, u = w_seqwrite(e.dir, size)
                     elif w in ("create", "stat", "unlink"):
                         v, u = w_meta(e.dir, mcount, w)
+                    elif w in ("tar-x", "find"):
+                        v, u = w_tree(e.dir, w)
+                    elif w == "randread-cold":
+                        if not IS_ROOT:
+                            continue
+                        drop_caches()
+                        v, u = w_randread(e.dir, rcount // 5)
                     else:
                         continue
                     results.setdefault(w, {}).setdefault(m, []).append(v)
