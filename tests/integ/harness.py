@@ -194,6 +194,15 @@ class Mount:
         except OSError:
             return ""
 
+    def logged(self, text):
+        """Whether text reaches the daemon's log within the deadline.  Lines
+        of a supervised hook come through a pipe the daemon relays, so they
+        can land a moment after the failure they explain."""
+        try:
+            return bool(wait_for(lambda: text in self.output(), "'%s' in the log" % text))
+        except TimeoutError:
+            return False
+
     def stop(self):
         """Unmount, reap, and check the exit status; returns it."""
         rc = unmount(self.mnt)

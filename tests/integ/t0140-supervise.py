@@ -33,7 +33,7 @@ def test():
         pids = wait_for(lambda: started(m), "hook start line in the log")
         os.kill(pids[0], signal.SIGKILL)
         wait_for(lambda: len(started(m)) >= 2, "the hook restarted")
-        ok("killed by signal 9" in m.output(), "the hook's death is logged")
+        ok(m.logged("killed by signal 9"), "the hook's death is logged")
         with open(m.path("b"), "rb") as f:
             eq(f.read(), data["b"], "the restarted hook fills reads")
         last = started(m)[-1]
