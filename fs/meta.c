@@ -1,12 +1,23 @@
 /* meta.c - see include/meta.h */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "meta.h"
+
+/*
+ * The write-ahead log: checkpointed every 256 pages (1 MiB of 4 KiB
+ * pages), its file kept at, and preallocated to, 2 MiB.
+ */
+#define META_LOG_PAGES_STR "256"
+#define META_LOG_RESERVE (2 << 20)
+#define META_LOG_RESERVE_STR "2097152"
 
 enum { Q_GET, Q_PUT, Q_PRESENT, Q_DELETE, Q_COUNT, Q_LIST, Q_DELGEN, Q_LRU,
        Q_TOTAL, Q_RENAME, Q_SETPATH, Q_N };
@@ -59,7 +70,8 @@ static const char *const migrations[] = {
 struct meta {
 	sqlite3 *db;
 	sqlite3_stmt *q[Q_N];
-	pthread_mutex_t lock;
+	pthread_mutex_t lock;      /* recursive: a transaction holds it */
+	bool in_txn;               /* meta_begin() holds lock; its owner's */
 	char errmsg[256];
 };
 
@@ -129,6 +141,29 @@ static int migrate(struct meta *m)
 	return res;
 }
 
+/*
+ * Room for the write-ahead log on a full filesystem.  An eviction must be
+ * recorded before it frees a byte, so a full store would otherwise stay
+ * full.  Blocks allocated past the log's end (FALLOC_FL_KEEP_SIZE) are
+ * SQLite's alone: it rewinds the log after each checkpoint and writes
+ * over them again, and trims it back to this size (journal_size_limit)
+ * after a transaction that outgrew it.  Best effort: a filesystem that
+ * cannot preallocate just goes without.
+ */
+static void reserve_log(const char *dbpath)
+{
+	char wal[4096];
+	int fd;
+
+	if (snprintf(wal, sizeof(wal), "%s-wal", dbpath) >= (int)sizeof(wal))
+		return;
+	fd = open(wal, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return;
+	(void)fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, META_LOG_RESERVE);
+	close(fd);
+}
+
 int meta_open(const char *path, struct meta **ret)
 {
 	struct meta *m = calloc(1, sizeof(*m));
@@ -136,7 +171,14 @@ int meta_open(const char *path, struct meta **ret)
 
 	if (!m)
 		return -ENOMEM;
-	pthread_mutex_init(&m->lock, NULL);
+	{
+		pthread_mutexattr_t ma;
+
+		pthread_mutexattr_init(&ma);
+		pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+		pthread_mutex_init(&m->lock, &ma);
+		pthread_mutexattr_destroy(&ma);
+	}
 	rc = sqlite3_open_v2(path, &m->db,
 			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
 				     SQLITE_OPEN_NOMUTEX,
@@ -152,6 +194,13 @@ int meta_open(const char *path, struct meta **ret)
 		res = exec(m, "PRAGMA synchronous = NORMAL");
 	if (!res)
 		res = migrate(m);
+	/* the log's size: its room kept (see reserve_log()), bigger trimmed */
+	if (!res)
+		res = exec(m, "PRAGMA wal_autocheckpoint = " META_LOG_PAGES_STR);
+	if (!res)
+		res = exec(m, "PRAGMA journal_size_limit = " META_LOG_RESERVE_STR);
+	if (!res)
+		reserve_log(path);
 	for (i = 0; !res && i < Q_N; i++)
 		res = to_errno(m, sqlite3_prepare_v3(m->db, queries[i], -1,
 						     SQLITE_PREPARE_PERSISTENT,
@@ -479,9 +528,20 @@ int meta_begin(struct meta *m)
 	int res;
 
 	pthread_mutex_lock(&m->lock);
-	res = exec(m, "BEGIN IMMEDIATE");
+	res = m->in_txn ? -EINVAL : exec(m, "BEGIN IMMEDIATE");
+	if (res) {
+		pthread_mutex_unlock(&m->lock);
+		return res;
+	}
+	m->in_txn = true; /* and the lock stays held until the end */
+	return 0;
+}
+
+/* The transaction is over: give back the hold meta_begin() took.  Locked. */
+static void end_txn(struct meta *m)
+{
+	m->in_txn = false;
 	pthread_mutex_unlock(&m->lock);
-	return res;
 }
 
 int meta_commit(struct meta *m)
@@ -489,7 +549,14 @@ int meta_commit(struct meta *m)
 	int res;
 
 	pthread_mutex_lock(&m->lock);
+	if (!m->in_txn) {
+		pthread_mutex_unlock(&m->lock);
+		return -EINVAL;
+	}
 	res = exec(m, "COMMIT");
+	/* SQLite may have rolled back itself (a full disk, for one) */
+	if (!res || sqlite3_get_autocommit(m->db))
+		end_txn(m);
 	pthread_mutex_unlock(&m->lock);
 	return res;
 }
@@ -497,7 +564,12 @@ int meta_commit(struct meta *m)
 void meta_rollback(struct meta *m)
 {
 	pthread_mutex_lock(&m->lock);
-	exec(m, "ROLLBACK");
+	if (m->in_txn) {
+		/* keeps errmsg: the caller logs why it rolled back */
+		if (!sqlite3_get_autocommit(m->db))
+			sqlite3_exec(m->db, "ROLLBACK", NULL, NULL, NULL);
+		end_txn(m);
+	}
 	pthread_mutex_unlock(&m->lock);
 }
 

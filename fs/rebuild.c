@@ -96,7 +96,9 @@ int rebuild_from_marks(int root_fd, struct meta *m, uint64_t *ret_found)
 		return res;
 	}
 	res = meta_commit(m);
-	if (!res)
+	if (res)
+		meta_rollback(m);
+	else
 		*ret_found = found;
 	return res;
 }

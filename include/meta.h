@@ -17,7 +17,11 @@
  * corrupt gives -EBADMSG, so the caller can move it aside.
  *
  * Locking: one connection per struct meta, serialized by an internal
- * mutex; every function is safe to call from any thread.
+ * mutex; every function is safe to call from any thread.  A transaction
+ * (meta_begin() to meta_commit() or meta_rollback()) holds that mutex
+ * throughout, so it contains its own thread's writes and no other's:
+ * another thread's meta_put() waits for the commit rather than joining
+ * a transaction that may yet roll back.
  */
 #ifndef HSMFS_META_H
 #define HSMFS_META_H
@@ -103,7 +107,12 @@ int meta_cached_total(struct meta *m, uint64_t *ret);
 int meta_rename(struct meta *m, const char *from, const char *to);
 int meta_set_path(struct meta *m, uint64_t ino, const char *path);
 
-/* Group many writes in one transaction. */
+/*
+ * Group many writes of one thread in one transaction.  After a failed
+ * meta_commit() call meta_rollback() (a no-op if SQLite already rolled
+ * back, or if no transaction is open).  -EINVAL: begin within a
+ * transaction, or commit outside one.
+ */
 int meta_begin(struct meta *m);
 int meta_commit(struct meta *m);
 void meta_rollback(struct meta *m);

@@ -5,16 +5,19 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "meta.h"
 #include "tap.h"
 
 static char dir[] = "/tmp/hsmfs-meta-XXXXXX";
+static struct meta *shared;
 
 static char *db(const char *name)
 {
@@ -22,6 +25,15 @@ static char *db(const char *name)
 
 	snprintf(p, sizeof(p), "%s/%s", dir, name);
 	return p;
+}
+
+/* Writes a row from another thread (see the transaction test). */
+static void *put_5000(void *arg)
+{
+	struct meta_file f = { .ino = 5000, .size = 1, .state = META_PLACEHOLDER };
+
+	*(int *)arg = meta_put(shared, &f);
+	return NULL;
 }
 
 int main(void)
@@ -33,6 +45,7 @@ int main(void)
 	if (!mkdtemp(dir))
 		return 1;
 	ok(meta_open(db("a.db"), &m) == 0, "create a new database");
+	shared = m;
 	ok(meta_count(m, &n) == 0 && n == 0, "new database is empty");
 	ok(meta_get(m, 42, &g) == -ENOENT, "no row: ENOENT (the file is resident)");
 
@@ -83,9 +96,36 @@ int main(void)
 	ok(meta_get(m, 100, &g) == 0, "rollback keeps the row");
 	meta_file_free(&g);
 	ok(meta_delete(m, 100, NULL) == 0 && meta_get(m, 100, &g) == -ENOENT, "delete");
+
+	/* a transaction holds its own thread's writes, and no other's */
+	pthread_t t;
+	int put_res = -1;
+
+	ok(meta_begin(m) == 0 && meta_begin(m) == -EINVAL, "no transaction within one");
+	meta_delete(m, 101, NULL);
+	pthread_create(&t, NULL, put_5000, &put_res);
+	usleep(50000); /* let it reach the lock (it waits either way) */
+	meta_rollback(m);
+	pthread_join(t, NULL);
+	ok(put_res == 0 && meta_get(m, 5000, &g) == 0, "another thread's write outlives a rollback");
+	meta_file_free(&g);
+	ok(meta_get(m, 101, &g) == 0, "while the transaction's own is undone");
+	meta_file_free(&g);
+	ok(meta_commit(m) == -EINVAL, "commit outside a transaction: EINVAL");
+	meta_rollback(m); /* and a rollback outside one does nothing */
+	ok(meta_get(m, 101, &g) == 0, "a stray rollback changes nothing");
+	meta_file_free(&g);
+
+	/* room for the log is allocated, so a full filesystem can record */
+	struct stat st;
+
+	if (stat(db("a.db-wal"), &st) < 0)
+		st.st_blocks = 0;
+	ok(st.st_blocks * 512 >= 2 << 20, "the write-ahead log has 2 MiB allocated (%lld)",
+	   (long long)st.st_blocks * 512);
 	meta_close(m);
 
-	ok(meta_open(db("a.db"), &m) == 0 && meta_count(m, &n) == 0 && n == 1000,
+	ok(meta_open(db("a.db"), &m) == 0 && meta_count(m, &n) == 0 && n == 1001,
 	   "reopen: rows survive");
 	meta_close(m);
 
