@@ -106,6 +106,7 @@ static struct {
 	pthread_cond_t wdone;      /* the writer finished a batch */
 	pthread_cond_t reads_done; /* a file's tracked reads went to 0 */
 	bool writing;              /* the writer holds a batch */
+	bool write_failing;        /* the last batch could not be committed */
 	pthread_t writer;
 	bool writer_running, stopping;
 	struct events_stats st;    /* counters, guarded by E.lock */
@@ -417,8 +418,10 @@ static int evict_locked(struct inode *in, struct fstate *fs, uint64_t start,
 			uint64_t end, uint64_t *ret_freed)
 {
 	struct meta_file row;
+	struct range gap;
 	char mark[8300];
 	int res, sfd, n;
+	bool none;
 	int64_t now;
 
 	*ret_freed = 0;
@@ -430,21 +433,37 @@ static int evict_locked(struct inode *in, struct fstate *fs, uint64_t start,
 	if (sfd < 0)
 		return sfd;
 	/*
+	 * Nothing of it present (evicted before, the database not yet told
+	 * how many blocks are left): no record to change, no mark to set;
+	 * only bytes a failed fill left behind, if any, to punch.
+	 */
+	none = rs_missing(&fs->present, start, end, &gap, 1) == 1 &&
+	       gap.start == start && gap.end == end;
+	/*
 	 * 1. forget the range in the database: after a crash it is refetched.
 	 * A new generation, so a write-behind snapshot taken before this
 	 * cannot mark the range present again.
 	 */
-	res = meta_get(E.cfg.meta, fs->ino, &row);
-	if (!res) {
-		rs_remove(&fs->present, start, end);
-		inode_flags_set(in, INODE_NONRESIDENT);
-		fs->state = fs->present.n ? META_PARTIAL : META_PLACEHOLDER;
+	res = none ? 0 : meta_get(E.cfg.meta, fs->ino, &row);
+	if (!res && !none) {
+		/* the new state, taken in memory only once the database has it */
 		rs_clear(&row.present);
 		res = rs_copy(&row.present, &fs->present);
-		row.state = fs->state;
-		row.gen = ++fs->gen;
+		if (!res)
+			res = rs_remove(&row.present, start, end);
+		row.state = row.present.n ? META_PARTIAL : META_PLACEHOLDER;
+		row.gen = fs->gen + 1;
 		if (!res)
 			res = meta_put(E.cfg.meta, &row);
+		if (!res) {
+			struct rangeset old = fs->present;
+
+			fs->present = row.present;
+			row.present = old; /* freed with row */
+			fs->state = row.state;
+			fs->gen = row.gen;
+			inode_flags_set(in, INODE_NONRESIDENT);
+		}
 		meta_file_free(&row);
 	}
 	if (res) {
@@ -456,7 +475,8 @@ static int evict_locked(struct inode *in, struct fstate *fs, uint64_t start,
 	/* 2. the mark, so that a lost database never makes these zeros */
 	n = snprintf(mark, sizeof(mark), "%s\n%s", fs->origin ? fs->origin : "",
 		     fs->version ? fs->version : "");
-	if (fsetxattr(sfd, STORE_MARKER_XATTR, mark, n < (int)sizeof(mark) ? n : 0, 0) < 0)
+	if (!none &&
+	    fsetxattr(sfd, STORE_MARKER_XATTR, mark, n < (int)sizeof(mark) ? n : 0, 0) < 0)
 		log_warn("cannot mark inode %llu as a placeholder: %s, ignoring",
 			 (unsigned long long)fs->ino, strerror(errno));
 	/* 3. only now the bytes go */
@@ -496,7 +516,7 @@ int events_evict(struct inode *in, uint64_t start, uint64_t end, bool is_open)
 	return res;
 }
 
-int events_evict_victim(const struct meta_victim *v, uint64_t *ret_freed)
+int events_evict_victim(const struct meta_victim *v, bool in_order, uint64_t *ret_freed)
 {
 	struct inode *cur = inode_root(), *next;
 	struct fstate *fs;
@@ -556,10 +576,10 @@ int events_evict_victim(const struct meta_victim *v, uint64_t *ret_freed)
 				res = -EBUSY;
 		}
 		/* used since the database said otherwise: not the least recent */
-		if (!res && !open && fs->atime > v->atime + 1000) {
+		if (!res && !open && in_order && fs->atime > v->atime + 1000) {
 			fs->atime_saved = fs->atime;
 			persist_later(fs);
-			res = -EBUSY;
+			res = -EAGAIN;
 		}
 		if (!res && open) {
 			uint64_t a = 0, b = 0;
@@ -715,6 +735,43 @@ static void present_changed(struct fstate *fs)
 	}
 }
 
+/* What the writer commits of one file, taken under E.lock. */
+struct snap {
+	struct fstate *fs;
+	struct inode *in;   /* held since persist_later() */
+	uint64_t ino;       /* 0: not to be committed */
+	uint32_t state, flags;
+	uint64_t size, gen, blocks;
+	int64_t atime;
+	struct rangeset rs;
+};
+
+/* One transaction for snaps[0..n).  0 or -errno, why gets the message. */
+static int commit_snaps(const struct snap *snaps, size_t n, char *why, size_t whysize)
+{
+	int res = meta_begin(E.cfg.meta);
+	size_t i;
+
+	for (i = 0; i < n && !res; i++) {
+		const struct snap *sn = &snaps[i];
+
+		if (sn->ino)
+			res = meta_set_present(E.cfg.meta, sn->ino, &sn->rs, sn->state,
+					       sn->flags, sn->size, sn->gen, sn->atime,
+					       sn->blocks);
+		/* the row went, or a newer generation is there */
+		if (res == -ENOENT)
+			res = 0;
+	}
+	if (!res)
+		res = meta_commit(E.cfg.meta);
+	if (res) {
+		snprintf(why, whysize, "%s", meta_errmsg(E.cfg.meta));
+		meta_rollback(E.cfg.meta);
+	}
+	return res;
+}
+
 /*
  * The writer: snapshot ranges, make the data durable, then commit the
  * snapshot.  Taking the snapshot first is what makes it safe: every
@@ -722,15 +779,7 @@ static void present_changed(struct fstate *fs)
  */
 static void write_batch(struct fstate *batch)
 {
-	struct snap {
-		struct fstate *fs;
-		struct inode *in;   /* held since persist_later() */
-		uint64_t ino;       /* 0: not to be committed */
-		uint32_t state, flags;
-		uint64_t size, gen, blocks;
-		int64_t atime;
-		struct rangeset rs;
-	} *snaps;
+	struct snap *snaps;
 	struct fstate *fs, *next;
 	size_t n = 0, i;
 
@@ -777,19 +826,26 @@ static void write_batch(struct fstate *batch)
 			close(dfd);
 		}
 	}
-	if (E.cfg.meta && !meta_begin(E.cfg.meta)) {
-		for (i = 0; i < n; i++)
+	if (E.cfg.meta) {
+		char why[256];
+		bool failed = commit_snaps(snaps, n, why, sizeof(why)) != 0;
+
+		/*
+		 * Not written (a full filesystem, most likely): queue the files
+		 * again, their state then as new as it gets, and retry a second
+		 * later; once stopping, the loss is only of ranges to refetch.
+		 */
+		pthread_mutex_lock(&E.lock);
+		if (failed && !E.write_failing)
+			log_err("cannot commit present ranges: %s%s", why,
+				E.stopping ? "" : "; retrying every second");
+		else if (!failed && E.write_failing)
+			log_info("present ranges committed again");
+		E.write_failing = failed;
+		for (i = 0; failed && !E.stopping && i < n; i++)
 			if (snaps[i].ino)
-				meta_set_present(E.cfg.meta, snaps[i].ino,
-						 &snaps[i].rs, snaps[i].state,
-						 snaps[i].flags, snaps[i].size,
-						 snaps[i].gen, snaps[i].atime,
-						 snaps[i].blocks);
-		if (meta_commit(E.cfg.meta)) {
-			log_err("cannot commit present ranges: %s",
-				meta_errmsg(E.cfg.meta));
-			meta_rollback(E.cfg.meta);
-		}
+				persist_later(snaps[i].fs);
+		pthread_mutex_unlock(&E.lock);
 	}
 	for (i = 0; i < n; i++) {
 		struct snap *sn = &snaps[i];
@@ -836,6 +892,11 @@ static void *writer_main(void *arg)
 		pthread_mutex_lock(&E.lock);
 		E.writing = false;
 		pthread_cond_broadcast(&E.wdone);
+		if (E.write_failing) {
+			mono_after(&ts, 1);
+			while (!E.stopping && !mono_passed(&ts))
+				pthread_cond_timedwait(&E.wcond, &E.lock, &ts);
+		}
 	}
 	pthread_mutex_unlock(&E.lock);
 	return NULL;
@@ -848,6 +909,7 @@ void events_sync(void)
 	mono_after(&deadline, 5);
 	pthread_mutex_lock(&E.lock);
 	while ((E.wqueue || E.writing) && E.writer_running && !E.stopping &&
+	       !E.write_failing &&
 	       pthread_cond_timedwait(&E.wdone, &E.lock, &deadline) != ETIMEDOUT)
 		;
 	pthread_mutex_unlock(&E.lock);
