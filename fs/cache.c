@@ -211,6 +211,7 @@ int cache_make_room(uint64_t need)
 	return res;
 }
 
+/* Hold the database's reserve again if there is room.  C.lock held. */
 static void reserve_take(void)
 {
 	uint64_t size;
@@ -220,52 +221,71 @@ static void reserve_take(void)
 	C.reserve_held = fallocate(C.reserve_fd, 0, 0, RESERVE) == 0;
 }
 
+/* The database could not record an eviction: let the reserve go. */
 static bool reserve_release(void)
 {
-	if (C.reserve_fd < 0 || !C.reserve_held)
-		return false;
-	C.reserve_held = false;
-	if (ftruncate(C.reserve_fd, 0) < 0)
-		return false;
-	log_info("the store's filesystem is full: released the database's reserve");
-	return true;
+	bool done = false;
+
+	pthread_mutex_lock(&C.lock);
+	if (C.reserve_fd >= 0 && C.reserve_held) {
+		C.reserve_held = false;
+		done = ftruncate(C.reserve_fd, 0) == 0;
+	}
+	pthread_mutex_unlock(&C.lock);
+	if (done)
+		log_info("the store's filesystem is full: released the database's reserve");
+	return done;
 }
 
 /*
  * One round: evict least recently used files until the deficit is
- * gone.  Returns whether anything was freed.
+ * gone.  Returns whether anything was freed.  Uses at open and close
+ * reach the database lazily, so its list can be out of order: a file
+ * used since is passed over and its time written.  If the end of the
+ * list comes first, the round reads it again, in the order now written,
+ * and this time takes what it passed over: the order is a preference,
+ * room is not (on a full filesystem the times may not even be written).
  */
 static bool evict_round(uint64_t want, uint64_t force)
 {
 	struct meta_victim *v = NULL;
 	uint64_t freed = 0, skipped = 0, goal;
 	size_t n = 0, i;
-	bool any = false;
+	bool any = false, in_order = true, reordered = false;
 
 	/* the database is the candidates' list: bring it up to date */
 	events_sync();
 	/* after ENOSPC, free enough to take the database's reserve again */
+	pthread_mutex_lock(&C.lock);
 	if (force && C.reserve_fd >= 0 && !C.reserve_held)
 		force += RESERVE;
+	pthread_mutex_unlock(&C.lock);
 	for (;;) {
 		pthread_mutex_lock(&C.lock);
 		goal = deficit(want, true);
 		pthread_mutex_unlock(&C.lock);
 		if (freed >= force && !goal)
 			break;
-		if (meta_lru(C.cfg.meta, BATCH, skipped, &v, &n))
-			break;
-		if (!n) {
+		n = 0;
+		if (meta_lru(C.cfg.meta, BATCH, skipped, &v, &n) || !n) {
 			meta_victims_free(v, n);
-			break;
+			v = NULL;
+			if (!reordered || !in_order)
+				break;
+			events_sync();
+			in_order = false;
+			skipped = 0;
+			continue;
 		}
 		for (i = 0; i < n; i++) {
 			uint64_t got = 0;
-			int res = events_evict_victim(&v[i], &got);
+			int res = events_evict_victim(&v[i], in_order, &got);
 
 			/* the database could not record it: use the reserve */
 			if (res == -ENOSPC && reserve_release())
-				res = events_evict_victim(&v[i], &got);
+				res = events_evict_victim(&v[i], in_order, &got);
+			if (res == -EAGAIN)
+				reordered = true;
 			if (res || !got) {
 				skipped++;
 				continue;
@@ -322,8 +342,8 @@ static void *evictor_main(void *arg)
 		C.want = C.force = 0;
 		pthread_mutex_unlock(&C.lock);
 		any = evict_round(want, force);
-		reserve_take();
 		pthread_mutex_lock(&C.lock);
+		reserve_take();
 		C.freed_last = any;
 		C.round++;
 		pthread_cond_broadcast(&C.done);
@@ -377,10 +397,12 @@ void cache_shutdown(void)
 	pthread_cond_signal(&C.wake);
 	pthread_mutex_unlock(&C.lock);
 	pthread_join(C.thread, NULL);
+	pthread_mutex_lock(&C.lock);
 	C.running = false;
 	if (C.reserve_fd >= 0)
 		close(C.reserve_fd);
 	C.reserve_fd = -1;
+	pthread_mutex_unlock(&C.lock);
 }
 
 void cache_stats(struct cache_stats *ret)

@@ -25,6 +25,9 @@
  * close or fill), reaches each through its recorded path (checked
  * against the inode number) and drops it with events_evict_victim():
  * database first, then the store's bytes, then the kernel's page cache.
+ * The database's times lag (opens and closes are written lazily): a
+ * file used since its row's time is passed over, and taken only if the
+ * rest of the list does not make room.
  * Files being filled, dirty or pinned are skipped.  An open file loses
  * only its ranges away from the span its reader is at, and only while
  * none of its reads is between its check and its reply: on mounts with
@@ -33,10 +36,12 @@
  * ENOSPC from the store (a fill's or a user write's) asks for a round of
  * eviction regardless of the limits, then the caller retries once.  An
  * eviction writes to the database before it frees a byte, so 1 MiB is
- * held in STORE/.hsmfs/reserve and let go when the filesystem is full.
+ * held in STORE/.hsmfs/reserve and let go when the filesystem is full,
+ * besides the room the database keeps for its own log (see meta.c).
  *
- * Locking.  One mutex guards the counters; it is never held while
- * evicting, and it is taken after the events lock, never before it.
+ * Locking.  One mutex guards the counters and the reserve; it is never
+ * held while evicting, and it is taken after the events lock, never
+ * before it.
  */
 #ifndef HSMFS_CACHE_H
 #define HSMFS_CACHE_H
