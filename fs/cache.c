@@ -399,6 +399,9 @@ void cache_shutdown(void)
 	pthread_join(C.thread, NULL);
 	pthread_mutex_lock(&C.lock);
 	C.running = false;
+	/* room for the last write of present ranges, after the evictor's */
+	if (C.reserve_fd >= 0 && C.reserve_held && ftruncate(C.reserve_fd, 0) == 0)
+		C.reserve_held = false;
 	if (C.reserve_fd >= 0)
 		close(C.reserve_fd);
 	C.reserve_fd = -1;

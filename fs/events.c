@@ -836,9 +836,10 @@ static void write_batch(struct fstate *batch)
 		 * later; once stopping, the loss is only of ranges to refetch.
 		 */
 		pthread_mutex_lock(&E.lock);
-		if (failed && !E.write_failing)
+		if (failed && (!E.write_failing || E.stopping))
 			log_err("cannot commit present ranges: %s%s", why,
-				E.stopping ? "" : "; retrying every second");
+				E.stopping ? "; their bytes will be fetched again" :
+					     "; retrying every second");
 		else if (!failed && E.write_failing)
 			log_info("present ranges committed again");
 		E.write_failing = failed;

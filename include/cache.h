@@ -69,6 +69,10 @@ struct cache_stats {
 
 /* Read the cache's size from the database and start the evictor. */
 int cache_init(const struct cache_config *cfg);
+/*
+ * Stop the evictor and let the reserve go: the last write of present
+ * ranges (events_shutdown(), after this) may need its room.
+ */
 void cache_shutdown(void);
 
 /*
