@@ -14,7 +14,8 @@ Modes:
   native       the store directory itself
   hsmfs        the mount, no hook connected
   hsmfs+watch  the mount with a watch hook subscribed to every event
-               (files resident, so reads raise none: must equal hsmfs)
+               (noop-hook --watch, allowing each at once; files resident,
+               so reads raise none: must equal hsmfs; writes ask it first)
   cold         every 4 KiB read is a miss answered by a no-op fill hook
   fanotify     the store itself, with the kernel's pre-content HSM watching
                it: a FAN_CLASS_PRE_CONTENT listener (fan-listener.c) marks
@@ -52,7 +53,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integ"))
 import harness  # noqa: E402
-from harness import Hook, Mount, import_manifest, tmpdir  # noqa: E402
+from harness import Mount, import_manifest, tmpdir, wait_for  # noqa: E402
 
 MiB = 1 << 20
 IS_ROOT = os.geteuid() == 0
@@ -241,6 +242,12 @@ def start_fan(d, extra=()):
     return p
 
 
+def hook_connected(mnt, name):
+    out = subprocess.run([os.environ["HSMFSCTL"], "hooks", mnt], capture_output=True,
+                         text=True).stdout
+    return any(line.split()[:1] == [name] for line in out.splitlines()[1:])
+
+
 class Env:
     """The store, its mount, the hooks: set up once per mode."""
 
@@ -252,15 +259,15 @@ class Env:
             for _ in range(size // MiB):
                 f.write(chunk)
         self.mount = None
-        self.hook = None
         self.noop = None
         if mode in ("hsmfs", "hsmfs+watch", "cold"):
             self.mount = Mount(store=self.store, opts=opts).start()
-        if mode == "hsmfs+watch":
-            self.hook = Hook(self.mount.mnt, "--kind", "watch", "--mask", "access,modify",
-                             "--mode", "allow")
-        if mode == "cold":
-            self.noop = subprocess.Popen([os.environ["HSMFS_NOOP_HOOK"], self.mount.mnt])
+        if mode in ("hsmfs+watch", "cold"):
+            # a C hook, like the fanotify listener: allows every event at once
+            watch = ["--watch"] if mode == "hsmfs+watch" else []
+            self.noop = subprocess.Popen([os.environ["HSMFS_NOOP_HOOK"]] + watch +
+                                         [self.mount.mnt])
+            wait_for(lambda: hook_connected(self.mount.mnt, "noop"), "the noop hook")
         self.fan = None
         if mode.startswith("fanotify"):
             extra = ["--ignore", os.path.join(self.store, "seq.bin")] if "ignore" in mode else []
@@ -274,8 +281,6 @@ class Env:
         if self.fan:
             self.fan.terminate()
             self.fan.wait()
-        if self.hook:
-            self.hook.close()
         if self.noop:
             self.noop.kill()
             self.noop.wait()
