@@ -532,10 +532,13 @@ def lazy_bench(runs, size, rcount, kinds):
     return results, units, notes
 
 
-def pingpong(count):
-    out = subprocess.run([os.environ["HSMFS_PINGPONG"], str(count)],
-                         stdout=subprocess.PIPE).stdout.split()
-    return percentiles(int(x) / 1000 for x in out)
+def pingpong(count, cpus=()):
+    """Round trips of the socket ping-pong; cpus: (a, b) pins its two ends."""
+    out = subprocess.run([os.environ["HSMFS_PINGPONG"], str(count)] + [str(c) for c in cpus],
+                         stdout=subprocess.PIPE)
+    if out.returncode:
+        raise Skip("cannot pin to CPUs %s" % (cpus,))
+    return percentiles(int(x) / 1000 for x in out.stdout.split())
 
 
 def mount_time(nfiles, runs):
@@ -655,7 +658,18 @@ def main():
                 lat["fanotify event (listener allows)"] = fan_latency(2000 if a.quick else 10000)
             except Skip as e:
                 notes.append("fanotify latency skipped: %s" % e)
-            lat["SOCK_SEQPACKET ping-pong"] = pingpong(2000 if a.quick else 10000)
+            # where the ends run: the floor differs by a wake-up per hand-off
+            n = 2000 if a.quick else 10000
+            lat["SOCK_SEQPACKET ping-pong"] = pingpong(n)
+            cpus = sorted(os.sched_getaffinity(0))
+            try:
+                lat["  ends on one core"] = pingpong(n, (cpus[0], cpus[0]))
+                if len(cpus) > 1:
+                    lat["  ends on two cores"] = pingpong(n, (cpus[0], cpus[1]))
+            except Skip as e:
+                notes.append("pinned ping-pong skipped: %s" % e)
+            notes.append("hsmfs and fanotify events and the first ping-pong run where the "
+                          "scheduler puts them (%d CPUs)" % len(cpus))
         mt = None
         if "mount" in wls:
             mt = mount_time(20000 if a.quick else 1000000, runs)
@@ -719,9 +733,9 @@ def main():
             print("  %-16s %12.1f %8.1f%% %11s %14s" % (row["mode"], row["mean"],
                                                        row["stddev_pct"], ch, vs))
     if lat:
-        print("\nround trip latency (µs)   p50      p90      p99")
+        print("\n%-36s %7s  %7s  %7s" % ("round trip latency (µs)", "p50", "p90", "p99"))
         for k, v in lat.items():
-            print("  %-28s %7.1f  %7.1f  %7.1f" % (k, v[50], v[90], v[99]))
+            print("  %-34s %7.1f  %7.1f  %7.1f" % (k, v[50], v[90], v[99]))
     if rates:
         print("\nmissing-page reads through the no-op fill hook (events/s): " +
               ", ".join("%s %.0f" % kv for kv in rates.items()))
