@@ -251,7 +251,7 @@ static bool evict_round(uint64_t want, uint64_t force)
 	struct meta_victim *v = NULL;
 	uint64_t freed = 0, skipped = 0, goal;
 	size_t n = 0, i;
-	bool any = false, in_order = true, reordered = false;
+	bool any = false, in_order = true, reordered = false, full_said = false;
 
 	/* the database is the candidates' list: bring it up to date */
 	events_sync();
@@ -284,6 +284,11 @@ static bool evict_round(uint64_t want, uint64_t force)
 			/* the database could not record it: use the reserve */
 			if (res == -ENOSPC && reserve_release())
 				res = events_evict_victim(&v[i], in_order, &got);
+			if (res == -ENOSPC && !full_said) {
+				log_warn("cannot record evictions: the store's filesystem is full "
+					 "and the database's reserve is spent");
+				full_said = true;
+			}
 			if (res == -EAGAIN)
 				reordered = true;
 			if (res || !got) {

@@ -467,8 +467,10 @@ static int evict_locked(struct inode *in, struct fstate *fs, uint64_t start,
 		meta_file_free(&row);
 	}
 	if (res) {
-		log_err("cannot record the eviction of inode %llu: %s",
-			(unsigned long long)fs->ino, meta_errmsg(E.cfg.meta));
+		/* a full filesystem is the caller's to handle (the reserve) */
+		if (res != -ENOSPC)
+			log_err("cannot record the eviction of inode %llu: %s",
+				(unsigned long long)fs->ino, meta_errmsg(E.cfg.meta));
 		close(sfd);
 		return res;
 	}
