@@ -763,6 +763,8 @@ out:
 
 /* ------------------------------------------------------------- status */
 
+static void human(char *buf, size_t n, long long v);
+
 struct totals {
 	unsigned long long files, size, present;
 };
@@ -794,8 +796,9 @@ static ssize_t xattr(const char *p, const char *name, char *buf, size_t size)
 static int status_file(const char *p, const struct stat *st, bool json,
 		       struct totals *t, bool *first)
 {
-	char state[64], present[32], origin[4200];
-	unsigned long long pr;
+	char state[64], present[32], origin[4200], filling[64];
+	unsigned long long pr, done = 0, bytes = 0;
+	bool fetching;
 
 	if (xattr(p, "user.hsmfs.state", state, sizeof(state)) < 0) {
 		fprintf(stderr, "hsmfsctl: '%s' is not on an hsmfs mount: %s\n", p,
@@ -805,6 +808,9 @@ static int status_file(const char *p, const struct stat *st, bool json,
 	xattr(p, "user.hsmfs.present", present, sizeof(present));
 	if (xattr(p, "user.hsmfs.origin", origin, sizeof(origin)) < 0)
 		origin[0] = '\0';
+	/* fills under way: "DONE BYTES", as far as the hook has reported */
+	fetching = xattr(p, "user.hsmfs.filling", filling, sizeof(filling)) > 0 &&
+		   sscanf(filling, "%llu %llu", &done, &bytes) == 2;
 	pr = strtoull(present, NULL, 10);
 	t->files++;
 	t->size += st->st_size;
@@ -817,10 +823,20 @@ static int status_file(const char *p, const struct stat *st, bool json,
 		json_str(state);
 		printf(", \"origin\": ");
 		json_str(origin);
+		if (fetching)
+			printf(", \"fetching\": {\"done\": %llu, \"bytes\": %llu}", done, bytes);
 		printf("}");
 	} else {
-		printf("%-12s %14llu %14lld %5.1f%%  %s\n", state, pr, (long long)st->st_size,
+		char a[32], b[32];
+
+		printf("%-12s %14llu %14lld %5.1f%%  %s", state, pr, (long long)st->st_size,
 		       st->st_size ? 100.0 * pr / st->st_size : 100.0, p);
+		if (fetching) {
+			human(a, sizeof(a), (long long)done);
+			human(b, sizeof(b), (long long)bytes);
+			printf("  (fetching: %s of %s)", a, b);
+		}
+		putchar('\n');
 	}
 	*first = false;
 	return 0;

@@ -1713,6 +1713,18 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 				     (unsigned long long)(fs ? rs_total(&fs->present) : size));
 		} else if (!strcmp(name, "user.hsmfs.origin") && fs && fs->origin) {
 			n = snprintf(val, sizeof(val), "%s", fs->origin);
+		} else if (!strcmp(name, "user.hsmfs.filling") && fs && fs->inflight) {
+			/* "DONE BYTES" of the fills under way, DONE from PROGRESS */
+			uint64_t done = 0, bytes = 0;
+
+			for (struct event *ev = fs->inflight; ev; ev = ev->fnext) {
+				uint64_t b = ev->hint_end - ev->hint_start;
+
+				bytes += b;
+				done += ev->progress < b ? ev->progress : b;
+			}
+			n = snprintf(val, sizeof(val), "%llu %llu", (unsigned long long)done,
+				     (unsigned long long)bytes);
 		} else {
 			n = -ENODATA;
 		}

@@ -9,14 +9,16 @@ retries, a stopped origin, and file:// origins.
 """
 import collections
 import errno
+import json
 import os
 import random
 import shutil
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFS, HSMFSCTL, Mount, Nginx, diag, eq, import_manifest, main,
-                     errno_of, ok, run, tmpdir, write_tree)  # noqa: E402
+                     errno_of, ok, run, tmpdir, wait_for, write_tree)  # noqa: E402
 
 HTTP = os.path.join(os.path.dirname(os.path.abspath(HSMFS)), "hsmfs-http")
 MiB = 1 << 20
@@ -168,9 +170,23 @@ def test():
                                         "url": ng.url("sizes/s%d.bin" % (MiB + 1))}])[0], 0,
                "import")
             fd = os.open(m.path("slow.bin"), os.O_RDONLY | os.O_DIRECT)
-            eq(os.pread(fd, 4096, 0), d[:4096],
+            got = []
+            reader = threading.Thread(target=lambda: got.append(os.pread(fd, 4096, 0)))
+            reader.start()
+
+            def fetching():
+                rc, out = run([HSMFSCTL, "status", "--json", m.path("slow.bin")])
+                f = json.loads(out)["files"][0].get("fetching") if rc == 0 else None
+                return f if f and f["done"] > 0 else None
+            f = wait_for(fetching, "status to show the fetch's progress")
+            ok(0 < f["done"] < f["bytes"] == MiB,
+               "status shows the fill under way from its PROGRESS: %s" % f)
+            reader.join()
+            eq(got, [d[:4096]],
                "a 1 MiB chunk at 300 KiB/s (3+ s) outlives timeout=2 through PROGRESS")
             os.close(fd)
+            rc, out = run([HSMFSCTL, "status", m.path("slow.bin")])
+            ok(rc == 0 and "fetching" not in out, "and not once it is done")
             ok("timed out" not in m.output(), "no event timed out")
 
         # server that ignores ranges
