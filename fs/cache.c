@@ -13,12 +13,6 @@
 #include "meta.h"
 
 #define BATCH 256 /* candidates read from the database at a time */
-/*
- * Space held back in STORE/.hsmfs/reserve for the database: an eviction
- * writes to it before it frees anything, so on a full filesystem the
- * reserve is let go first, and taken again when there is room.
- */
-#define RESERVE (1ULL << 20)
 
 /*
  * Rounds: C.round is odd while one runs.  The first round to start
@@ -43,8 +37,6 @@ static struct {
 	bool requested, stopping, running;
 	bool known;               /* used includes the database's sum */
 	int64_t early;            /* changes counted before that */
-	int reserve_fd;           /* -1 if none */
-	bool reserve_held;
 	pthread_t thread;
 	uint64_t evicted_files, evicted_bytes, enospc;
 } C = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -211,32 +203,6 @@ int cache_make_room(uint64_t need)
 	return res;
 }
 
-/* Hold the database's reserve again if there is room.  C.lock held. */
-static void reserve_take(void)
-{
-	uint64_t size;
-
-	if (C.reserve_fd < 0 || C.reserve_held || fs_free(&size) < RESERVE + C.cfg.chunk)
-		return;
-	C.reserve_held = fallocate(C.reserve_fd, 0, 0, RESERVE) == 0;
-}
-
-/* The database could not record an eviction: let the reserve go. */
-static bool reserve_release(void)
-{
-	bool done = false;
-
-	pthread_mutex_lock(&C.lock);
-	if (C.reserve_fd >= 0 && C.reserve_held) {
-		C.reserve_held = false;
-		done = ftruncate(C.reserve_fd, 0) == 0;
-	}
-	pthread_mutex_unlock(&C.lock);
-	if (done)
-		log_info("the store's filesystem is full: released the database's reserve");
-	return done;
-}
-
 /*
  * One round: evict least recently used files until the deficit is
  * gone.  Returns whether anything was freed.  Uses at open and close
@@ -255,11 +221,6 @@ static bool evict_round(uint64_t want, uint64_t force)
 
 	/* the database is the candidates' list: bring it up to date */
 	events_sync();
-	/* after ENOSPC, free enough to take the database's reserve again */
-	pthread_mutex_lock(&C.lock);
-	if (force && C.reserve_fd >= 0 && !C.reserve_held)
-		force += RESERVE;
-	pthread_mutex_unlock(&C.lock);
 	for (;;) {
 		pthread_mutex_lock(&C.lock);
 		goal = deficit(want, true);
@@ -281,12 +242,10 @@ static bool evict_round(uint64_t want, uint64_t force)
 			uint64_t got = 0;
 			int res = events_evict_victim(&v[i], in_order, &got);
 
-			/* the database could not record it: use the reserve */
-			if (res == -ENOSPC && reserve_release())
-				res = events_evict_victim(&v[i], in_order, &got);
+			/* its log's own room spent (see meta.c): nothing can go */
 			if (res == -ENOSPC && !full_said) {
 				log_warn("cannot record evictions: the store's filesystem is full "
-					 "and the database's reserve is spent");
+					 "and so is the database's log");
 				full_said = true;
 			}
 			if (res == -EAGAIN)
@@ -348,7 +307,6 @@ static void *evictor_main(void *arg)
 		pthread_mutex_unlock(&C.lock);
 		any = evict_round(want, force);
 		pthread_mutex_lock(&C.lock);
-		reserve_take();
 		C.freed_last = any;
 		C.round++;
 		pthread_cond_broadcast(&C.done);
@@ -365,9 +323,9 @@ int cache_init(const struct cache_config *cfg)
 	uint64_t size, avail;
 
 	C.cfg = *cfg;
-	C.reserve_fd = cfg->state_fd >= 0 ?
-		openat(cfg->state_fd, "reserve", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
-	reserve_take();
+	/* the database keeps its own room now; an older hsmfs held 1 MiB here */
+	if (cfg->state_fd >= 0)
+		unlinkat(cfg->state_fd, "reserve", 0);
 	avail = fs_free(&size);
 	if (cfg->max && cfg->max > avail)
 		log_warn("cache_max=%llu is more than the store's filesystem has free (%llu bytes); "
@@ -402,15 +360,7 @@ void cache_shutdown(void)
 	pthread_cond_signal(&C.wake);
 	pthread_mutex_unlock(&C.lock);
 	pthread_join(C.thread, NULL);
-	pthread_mutex_lock(&C.lock);
 	C.running = false;
-	/* room for the last write of present ranges, after the evictor's */
-	if (C.reserve_fd >= 0 && C.reserve_held && ftruncate(C.reserve_fd, 0) == 0)
-		C.reserve_held = false;
-	if (C.reserve_fd >= 0)
-		close(C.reserve_fd);
-	C.reserve_fd = -1;
-	pthread_mutex_unlock(&C.lock);
 }
 
 void cache_stats(struct cache_stats *ret)

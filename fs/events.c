@@ -467,7 +467,7 @@ static int evict_locked(struct inode *in, struct fstate *fs, uint64_t start,
 		meta_file_free(&row);
 	}
 	if (res) {
-		/* a full filesystem is the caller's to handle (the reserve) */
+		/* a full filesystem is the evictor's to say, once a round */
 		if (res != -ENOSPC)
 			log_err("cannot record the eviction of inode %llu: %s",
 				(unsigned long long)fs->ino, meta_errmsg(E.cfg.meta));

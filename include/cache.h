@@ -35,13 +35,12 @@
  * tracked() in events.c); the kernel's page cache of it stays.
  * ENOSPC from the store (a fill's or a user write's) asks for a round of
  * eviction regardless of the limits, then the caller retries once.  An
- * eviction writes to the database before it frees a byte, so 1 MiB is
- * held in STORE/.hsmfs/reserve and let go when the filesystem is full,
- * besides the room the database keeps for its own log (see meta.c).
+ * eviction writes to the database before it frees a byte; the database
+ * keeps room for that in its own log (see meta.c), so a full filesystem
+ * can still be evicted from.
  *
- * Locking.  One mutex guards the counters and the reserve; it is never
- * held while evicting, and it is taken after the events lock, never
- * before it.
+ * Locking.  One mutex guards the counters; it is never held while
+ * evicting, and it is taken after the events lock, never before it.
  */
 #ifndef HSMFS_CACHE_H
 #define HSMFS_CACHE_H
@@ -58,7 +57,7 @@ struct cache_config {
 	unsigned min_free_pct;  /* or a percentage of it (0: none) */
 	uint64_t chunk;         /* fill granularity */
 	int store_fd;           /* any descriptor on the store's filesystem */
-	int state_fd;           /* STORE/.hsmfs, for the database's reserve; or -1 */
+	int state_fd;           /* STORE/.hsmfs, or -1 */
 	struct meta *meta;      /* borrowed */
 };
 
@@ -69,10 +68,6 @@ struct cache_stats {
 
 /* Read the cache's size from the database and start the evictor. */
 int cache_init(const struct cache_config *cfg);
-/*
- * Stop the evictor and let the reserve go: the last write of present
- * ranges (events_shutdown(), after this) may need its room.
- */
 void cache_shutdown(void);
 
 /*
