@@ -1012,7 +1012,7 @@ static int act_file(struct act *a, const char *p, const struct stat *st)
 	return res;
 }
 
-static int walk_files(struct act *a, const char *p, bool count_only)
+static int walk_files(struct act *a, const char *p, bool list_only)
 {
 	struct stat st;
 	struct dirent *de;
@@ -1024,7 +1024,7 @@ static int walk_files(struct act *a, const char *p, bool count_only)
 		return -1;
 	}
 	if (S_ISREG(st.st_mode)) {
-		if (count_only) {
+		if (list_only) {
 			/* fetching: list the files for the jobs */
 			if (a->n == a->cap) {
 				size_t cap = a->cap ? 2 * a->cap : 256;
@@ -1061,7 +1061,7 @@ static int walk_files(struct act *a, const char *p, bool count_only)
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
 		snprintf(child, sizeof(child), "%s/%s", p, de->d_name);
-		walk_files(a, child, count_only);
+		walk_files(a, child, list_only);
 	}
 	closedir(d);
 	return 0;

@@ -285,13 +285,12 @@ int events_load(struct inode *in)
 		return -EIO;
 	}
 	fs = calloc(1, sizeof(*fs));
-	if (fs)
-		fs->rw_fd = -1;
 	if (!fs) {
 		pthread_mutex_unlock(&E.lock);
 		meta_file_free(&f);
 		return -ENOMEM;
 	}
+	fs->rw_fd = -1;
 	fs->ino = f.ino;
 	fs->in = in;
 	{
@@ -1358,7 +1357,7 @@ static void read_ahead(struct inode *in, struct fstate *fs, const struct range *
 	if (limit > fs->size)
 		limit = fs->size;
 	for (; pos < limit && started < 16; pos = (pos & ~(chunk - 1)) + chunk) {
-		uint64_t ce = (pos & ~(chunk - 1)) + chunk;
+		uint64_t ce = (pos & ~(chunk - 1)) + chunk, need;
 		struct range gap;
 		struct event *ev;
 		int res;
@@ -1369,22 +1368,17 @@ static void read_ahead(struct inode *in, struct fstate *fs, const struct range *
 			continue;
 		if (inflight_over(fs, gap.start, gap.end))
 			continue;
-		{
-			uint64_t need = ((gap.end + PAGE - 1) & ~(PAGE - 1)) -
-					(gap.start & ~(PAGE - 1));
-
-			/* with limits: only what fits now, never by waiting */
-			if (E.cfg.cache_limited && cache_try_admit(need))
-				break;
-			if (!E.cfg.cache_limited)
-				need = 0;
-			ev = start_fill(in, fs, gap.start, gap.end, gap.start, gap.end, req,
-					true, need, &res);
-			if (!ev) {
-				if (need)
-					cache_unreserve(need);
-				break;
-			}
+		/* with limits: only what fits now, never by waiting */
+		need = !E.cfg.cache_limited ? 0 :
+		       ((gap.end + PAGE - 1) & ~(PAGE - 1)) - (gap.start & ~(PAGE - 1));
+		if (need && cache_try_admit(need))
+			break;
+		ev = start_fill(in, fs, gap.start, gap.end, gap.start, gap.end, req, true,
+				need, &res);
+		if (!ev) {
+			if (need)
+				cache_unreserve(need);
+			break;
 		}
 		started++;
 	}

@@ -15,9 +15,10 @@
  * The write-ahead log: checkpointed every 256 pages (1 MiB of 4 KiB
  * pages), its file kept at, and preallocated to, 2 MiB.
  */
-#define META_LOG_PAGES_STR "256"
-#define META_LOG_RESERVE (2 << 20)
-#define META_LOG_RESERVE_STR "2097152"
+#define META_LOG_PAGES 256
+#define META_LOG_RESERVE 2097152
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 enum { Q_GET, Q_PUT, Q_PRESENT, Q_DELETE, Q_COUNT, Q_LIST, Q_DELGEN, Q_LRU,
        Q_TOTAL, Q_RENAME, Q_SETPATH, Q_N };
@@ -167,18 +168,15 @@ static void reserve_log(const char *dbpath)
 int meta_open(const char *path, struct meta **ret)
 {
 	struct meta *m = calloc(1, sizeof(*m));
+	pthread_mutexattr_t ma;
 	int res, rc, i;
 
 	if (!m)
 		return -ENOMEM;
-	{
-		pthread_mutexattr_t ma;
-
-		pthread_mutexattr_init(&ma);
-		pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
-		pthread_mutex_init(&m->lock, &ma);
-		pthread_mutexattr_destroy(&ma);
-	}
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&m->lock, &ma);
+	pthread_mutexattr_destroy(&ma);
 	rc = sqlite3_open_v2(path, &m->db,
 			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
 				     SQLITE_OPEN_NOMUTEX,
@@ -196,9 +194,9 @@ int meta_open(const char *path, struct meta **ret)
 		res = migrate(m);
 	/* the log's size: its room kept (see reserve_log()), bigger trimmed */
 	if (!res)
-		res = exec(m, "PRAGMA wal_autocheckpoint = " META_LOG_PAGES_STR);
+		res = exec(m, "PRAGMA wal_autocheckpoint = " STR(META_LOG_PAGES));
 	if (!res)
-		res = exec(m, "PRAGMA journal_size_limit = " META_LOG_RESERVE_STR);
+		res = exec(m, "PRAGMA journal_size_limit = " STR(META_LOG_RESERVE));
 	if (!res)
 		reserve_log(path);
 	for (i = 0; !res && i < Q_N; i++)

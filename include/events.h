@@ -4,8 +4,8 @@
  *
  * Fast path.  ops.c calls into this module only when a per-inode bit
  * says so (inode_flags(): INODE_NONRESIDENT or INODE_TRACKED for reads,
- * INODE_STATEFUL for writes) or when the watcher mask says a hook wants PRE_MODIFY
- * (events_modify_watched(): one relaxed load).  A resident file with
+ * INODE_STATEFUL for writes) or when the watcher mask says a hook wants
+ * PRE_MODIFY (events_modify_watched(): one relaxed load).  A resident file with
  * hooks connected costs the same as with none.
  *
  * Engine.  Events live in a fixed array of max_pending slots allocated
@@ -14,8 +14,8 @@
  * one event (coalescing).  A reader moving chunk by chunk gets the
  * chunks ahead of it asked for by detached events (readahead): started
  * only when a slot is free, waited for by whoever needs their bytes, and
- * freed by whoever finishes them last.  One mutex guards slots, per-file state and
- * the hook list; no syscall that can block is made with it held (sends
+ * freed by whoever finishes them last.  One mutex guards slots, per-file
+ * state and the hook list; no syscall that can block is made with it held (sends
  * are non-blocking).
  *
  * Durability.  A filled range is visible to readers at once; a writer

@@ -9,8 +9,11 @@ data, hooks that die, hang, or report progress.  The fill hook is
 tests/helpers/pyhook.py, written from hsmfs-hooks(7).
 """
 import errno
+import json
 import mmap
 import os
+import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -177,15 +180,12 @@ def test():
         ok(rc == 0 and out.strip().splitlines()[-1].split()[0:2] ==
            ["total", str(sum(len(v) for v in files.values()))],
            "hsmfsctl status totals the present bytes")
-    import shutil
     shutil.rmtree(mirror, ignore_errors=True)
 
 
 def test_readahead():
     """A sequential reader has chunks fetched ahead of it, one event each;
     scattered reads do not; no byte is asked for twice either way."""
-    import json
-    import random
     MiB = 1 << 20
     mirror = tmpdir("hsmfs-mirror-")
     files = {"seq.bin": os.urandom(24 * MiB), "rnd.bin": os.urandom(24 * MiB)}
@@ -206,7 +206,6 @@ def test_readahead():
                [True] * 8, "scattered reads are right")
             st2 = json.loads(os.getxattr(m.mnt, "user.hsmfs.stats"))
             eq(st2["readahead"], st["readahead"], "scattered reads ask for nothing ahead")
-    import shutil
     shutil.rmtree(mirror, ignore_errors=True)
 
 
@@ -292,7 +291,6 @@ def test_failures():
     with Mount(opts="nohook=fail") as m:
         make_files(m, mirror, {"x": data})
         eq(errno_of(lambda: dread(m.path("x"), 0, P)), errno.EIO, "nohook=fail: EIO at once")
-    import shutil
     shutil.rmtree(mirror, ignore_errors=True)
 
 
