@@ -279,7 +279,10 @@ def test_full_fs():
                 # the file it brought in is kept and the rest let go
                 # now: nothing is left to evict
                 eq(run([HSMFSCTL, "pin", m.path("f00")])[0], 0, "pin it")
-                run([HSMFSCTL, "evict"] + [m.path(p) for p in sorted(files) if p != "f00"])
+                rest = [p for p in sorted(files) if p != "f00"]
+                run([HSMFSCTL, "evict"] + [m.path(p) for p in rest])
+                eq([state(m, p) for p in rest], ["placeholder"] * len(rest),
+                   "the rest evicted: nothing else holds bytes")
                 hog(os.path.join(fs, "hog"))
                 eq(errno_of(lambda: read(m, "f01")), errno.ENOSPC,
                    "nothing left to evict: the read fails with ENOSPC")
