@@ -1,4 +1,4 @@
-/* cache.c - see include/cache.h */
+/* cache.c - see cache.h */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>

@@ -1,4 +1,4 @@
-/* check.c - see include/check.h */
+/* check.c - see check.h */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

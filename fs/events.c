@@ -1,4 +1,5 @@
-/* events.c - see include/events.h */
+/* events.c - see events.h */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
@@ -19,6 +20,7 @@
 #include "inode.h"
 #include "log.h"
 #include "meta.h"
+#include "fault.h"
 #include "ranges.h"
 
 #define PAGE 4096ULL
@@ -52,9 +54,11 @@ struct fstate {
 	unsigned nreading;         /* tracked reads between check and reply */
 	uint64_t hot_lo, hot_hi;   /* the span the last miss and its readahead
 				    * cover: kept when an open file is evicted */
-	int rw_fd;                 /* O_RDWR store descriptor sent with fill
-				    * events, or -1; kept while the file is
-				    * open or has events (see drop_rw_fd) */
+	int rw_fd;                 /* O_RDWR store descriptor fills are
+				    * committed through, or -1; kept while the
+				    * file is open or has events (drop_rw_fd) */
+	struct events_change *changes; /* user changes in flight */
+	int sticky_err;            /* a failed data sync, for the next fsync */
 };
 
 enum ev_state { EV_FREE, EV_QUEUED, EV_SENT, EV_DONE };
@@ -70,14 +74,20 @@ struct event {
 	pid_t pid;
 	uid_t uid;
 	gid_t gid;
-	int store_fd;              /* PRE_ACCESS: the file's rw_fd, borrowed */
+	int stage_fd;              /* PRE_ACCESS: the staging file of the
+				    * current delivery (owned), or -1 */
 	struct hook *hook;         /* PRE_ACCESS: the fill hook it went to */
 	struct hook *targets[HOOKS_MAX]; /* hooks yet to answer (all must allow);
 					  * NULL: one that left, see orphans */
 	unsigned ntargets;
 	char (*orphans)[HSMFS_MAX_NAME + 1]; /* names of targets that left */
 	unsigned norphans;
-	bool filled;               /* PRE_ACCESS: the fill hook allowed */
+	bool filled;               /* PRE_ACCESS: the fill hook allowed
+				    * [fill_start, fill_end); committed once
+				    * every watcher allowed too */
+	bool copying;              /* being committed, E.lock dropped: nobody
+				    * but the committer completes it */
+	uint64_t fill_start, fill_end;
 	bool detached;             /* readahead: nobody started it to wait */
 	int result;                /* 0 or -errno once EV_DONE */
 	uint32_t waiters;
@@ -106,6 +116,11 @@ static struct {
 	pthread_cond_t wdone;      /* the writer finished a batch */
 	pthread_cond_t reads_done; /* a file's tracked reads went to 0 */
 	bool writing;              /* the writer holds a batch */
+	bool urgent;               /* an fsync waits: no gathering */
+	uint64_t batch_taken;      /* batches the writer took so far */
+	uint64_t batch_done;       /* of which finished */
+	uint64_t batch_failed;     /* the last batch that was not committed */
+	pthread_cond_t copied;     /* a fill's commit finished copying */
 	bool write_failing;        /* the last batch could not be committed */
 	pthread_t writer;
 	bool writer_running, stopping;
@@ -224,7 +239,7 @@ int events_init(const struct events_config *cfg)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	for (i = cfg->max_pending; i-- > 0;) {
 		pthread_cond_init(&E.slots[i].cond, &ca);
-		E.slots[i].store_fd = -1;
+		E.slots[i].stage_fd = -1;
 		E.slots[i].free_next = E.free_list;
 		E.free_list = &E.slots[i];
 	}
@@ -232,6 +247,7 @@ int events_init(const struct events_config *cfg)
 	pthread_cond_init(&E.wcond, &ca);
 	pthread_cond_init(&E.wdone, &ca);
 	pthread_cond_init(&E.reads_done, &ca);
+	pthread_cond_init(&E.copied, &ca);
 	pthread_condattr_destroy(&ca);
 	inode_set_state_destructor(fstate_free);
 	if (pthread_create(&E.writer, NULL, writer_main, NULL))
@@ -387,6 +403,89 @@ static int open_store(struct inode *in, int flags)
 	return sfd;
 }
 
+/*
+ * A staging file for one delivery of a fill event: an unnamed file in
+ * STORE/.hsmfs of the file's size, which the hook writes at the file's
+ * own offsets.  Only what the hook then allows is copied into the store
+ * file (commit_fill), and only where no user change claimed the bytes;
+ * a hook writing after its event ended writes into a file nobody reads,
+ * and a hook of an older mount can never reach this mount's files.
+ * Returns the descriptor or -errno.
+ */
+static int open_stage(uint64_t size)
+{
+	static unsigned long seq;
+	int fd = openat(E.cfg.state_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+
+	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+		char name[64];
+
+		/* no O_TMPFILE on this filesystem: a name, removed at once */
+		snprintf(name, sizeof(name), "stage.%d.%lu", (int)getpid(), ++seq);
+		fd = openat(E.cfg.state_fd, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+		if (fd >= 0)
+			unlinkat(E.cfg.state_fd, name, 0);
+	}
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)size) < 0) {
+		int res = -errno;
+
+		close(fd);
+		return res;
+	}
+	return fd;
+}
+
+#define COPY_PIECE (256u << 10)
+
+/*
+ * Copy [start, end) from the staging file to the store file at the same
+ * offsets, freeing the staging blocks as it goes (a full store needs no
+ * more room than the fill itself).  *ret_done gets the end of what was
+ * copied.  0 or -errno.
+ */
+static int copy_stage(int from, int to, uint64_t start, uint64_t end, uint64_t *ret_done)
+{
+	uint64_t pos = start;
+	char *buf = NULL;
+	int res = 0;
+
+	while (pos < end) {
+		size_t want = end - pos > COPY_PIECE ? COPY_PIECE : (size_t)(end - pos);
+		loff_t in = (loff_t)pos, out = (loff_t)pos;
+		ssize_t n = buf ? -1 : copy_file_range(from, &in, to, &out, want, 0);
+
+		if (n < 0 && (buf || errno == EXDEV || errno == EOPNOTSUPP ||
+			      errno == ENOSYS || errno == EINVAL)) {
+			/* no in-kernel copy here: through a buffer */
+			if (!buf && !(buf = malloc(COPY_PIECE))) {
+				res = -ENOMEM;
+				break;
+			}
+			n = pread(from, buf, want, (off_t)pos);
+			if (n > 0)
+				n = pwrite(to, buf, (size_t)n, (off_t)pos);
+		}
+		if (n < 0) {
+			res = -errno;
+			break;
+		}
+		if (n == 0) {
+			res = -EIO; /* the staging file is shorter than the file */
+			break;
+		}
+		fallocate(from, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)pos, n);
+		pos += (uint64_t)n;
+	}
+	free(buf);
+	*ret_done = pos;
+	return res;
+}
+
+/* Is a fill being copied into [start, end) of fs now?  E.lock held. */
+static bool copying_over(const struct fstate *fs, uint64_t start, uint64_t end);
+
 /* The event of fs whose hint overlaps [start, end), or NULL.  E.lock held. */
 static struct event *inflight_over(const struct fstate *fs, uint64_t start, uint64_t end)
 {
@@ -404,7 +503,8 @@ static struct event *inflight_over(const struct fstate *fs, uint64_t start, uint
  */
 static int evictable(const struct fstate *fs)
 {
-	if (fs->state == META_DIRTY || (fs->flags & META_F_PINNED) || fs->inflight)
+	if (fs->state == META_DIRTY || (fs->flags & META_F_PINNED) || fs->inflight ||
+	    fs->changes)
 		return -EBUSY;
 	return 0;
 }
@@ -477,9 +577,14 @@ static int evict_locked(struct inode *in, struct fstate *fs, uint64_t start,
 	n = snprintf(mark, sizeof(mark), "%s\n%s", fs->origin ? fs->origin : "",
 		     fs->version ? fs->version : "");
 	if (!none &&
-	    fsetxattr(sfd, STORE_MARKER_XATTR, mark, n < (int)sizeof(mark) ? n : 0, 0) < 0)
-		log_warn("cannot mark inode %llu as a placeholder: %s, ignoring",
+	    fsetxattr(sfd, STORE_MARKER_XATTR, mark, n < (int)sizeof(mark) ? n : 0, 0) < 0) {
+		/* without it a lost database would make the holes zeros: keep the bytes */
+		res = -errno;
+		log_warn("cannot mark inode %llu as a placeholder: %s; not evicted",
 			 (unsigned long long)fs->ino, strerror(errno));
+		close(sfd);
+		return res;
+	}
 	/* 3. only now the bytes go */
 	E.st.evictions_started++;
 	if (fallocate(sfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, start, end - start) < 0)
@@ -778,7 +883,7 @@ static int commit_snaps(const struct snap *snaps, size_t n, char *why, size_t wh
  * snapshot.  Taking the snapshot first is what makes it safe: every
  * range in it was written before the fdatasync() that follows.
  */
-static void write_batch(struct fstate *batch)
+static bool write_batch(struct fstate *batch)
 {
 	struct snap *snaps;
 	struct fstate *fs, *next;
@@ -798,7 +903,7 @@ static void write_batch(struct fstate *batch)
 		}
 		pthread_mutex_unlock(&E.lock);
 		log_err("out of memory writing present ranges, retrying");
-		return;
+		return false;
 	}
 	for (fs = batch, i = 0; fs; fs = next, i++) {
 		next = fs->wnext;
@@ -817,19 +922,45 @@ static void write_batch(struct fstate *batch)
 	}
 	pthread_mutex_unlock(&E.lock);
 
-	for (i = 0; i < n; i++) {
-		int dfd = open_store(snaps[i].in, O_RDONLY);
+	/*
+	 * Durability order, step 1: the data of every range in a snapshot
+	 * is synced before the snapshot is committed.  A file whose store
+	 * file cannot be opened or synced is not committed at all (its
+	 * ranges would claim bytes that may not be on disk); the error
+	 * sticks to the file until an fsync reports it.
+	 */
+	bool failed = false;
 
-		if (dfd >= 0) {
-			if (fdatasync(dfd) < 0)
-				log_err("fdatasync of inode %llu: %s",
-					(unsigned long long)snaps[i].ino, strerror(errno));
+	for (i = 0; i < n; i++) {
+		int dfd, err = 0;
+
+		if (!snaps[i].ino)
+			continue;
+		dfd = open_store(snaps[i].in, O_RDONLY);
+		if (dfd < 0)
+			err = dfd;
+		else if (fault_hit(FAULT_DATASYNC) || fdatasync(dfd) < 0)
+			err = errno ? -errno : -EIO;
+		if (dfd >= 0)
 			close(dfd);
+		if (err == -ENOENT || err == -ESTALE) {
+			snaps[i].ino = 0; /* gone from the store: nothing to record */
+		} else if (err) {
+			log_err("cannot sync the data of inode %llu: %s; its ranges are not committed",
+				(unsigned long long)snaps[i].ino, strerror(-err));
+			snaps[i].ino = 0;
+			pthread_mutex_lock(&E.lock);
+			snaps[i].fs->sticky_err = -EIO;
+			pthread_mutex_unlock(&E.lock);
 		}
 	}
+	fault_point(FAULT_CRASH_BEFORE_COMMIT);
 	if (E.cfg.meta) {
 		char why[256];
-		bool failed = commit_snaps(snaps, n, why, sizeof(why)) != 0;
+
+		failed = commit_snaps(snaps, n, why, sizeof(why)) != 0;
+		if (!failed)
+			fault_point(FAULT_CRASH_AFTER_COMMIT);
 
 		/*
 		 * Not written (a full filesystem, most likely): queue the files
@@ -868,12 +999,15 @@ static void write_batch(struct fstate *batch)
 		inode_release(sn->in);
 	}
 	free(snaps);
+	return !failed;
 }
 
 static void *writer_main(void *arg)
 {
 	struct fstate *batch;
 	struct timespec ts;
+	uint64_t seq;
+	bool ok;
 
 	pthread_mutex_lock(&E.lock);
 	for (;;) {
@@ -882,17 +1016,22 @@ static void *writer_main(void *arg)
 		if (!E.wqueue && E.stopping)
 			break;
 		/* gather for a moment: one transaction for many fills */
-		if (!E.stopping) {
+		if (!E.stopping && !E.urgent) {
 			mono_after(&ts, 0.05);
 			pthread_cond_timedwait(&E.wcond, &E.lock, &ts);
 		}
 		batch = E.wqueue;
 		E.wqueue = NULL;
 		E.writing = true;
+		E.urgent = false;
+		seq = ++E.batch_taken;
 		pthread_mutex_unlock(&E.lock);
-		write_batch(batch);
+		ok = write_batch(batch);
 		pthread_mutex_lock(&E.lock);
 		E.writing = false;
+		E.batch_done = seq;
+		if (!ok)
+			E.batch_failed = seq;
 		pthread_cond_broadcast(&E.wdone);
 		if (E.write_failing) {
 			mono_after(&ts, 1);
@@ -915,6 +1054,35 @@ void events_sync(void)
 	       pthread_cond_timedwait(&E.wdone, &E.lock, &deadline) != ETIMEDOUT)
 		;
 	pthread_mutex_unlock(&E.lock);
+}
+
+int events_fsync(struct inode *in)
+{
+	struct fstate *fs = inode_state(in);
+	uint64_t ticket;
+	int res;
+
+	if (!fs || !E.cfg.meta)
+		return 0;
+	pthread_mutex_lock(&E.lock);
+	/*
+	 * Durability order, step 4: the batch taken after this point holds
+	 * fs as it is now (persist_later queues it, or it is queued
+	 * already); the caller's fsync returns once that batch committed.
+	 */
+	persist_later(fs);
+	ticket = E.batch_taken + 1;
+	E.urgent = true;
+	pthread_cond_signal(&E.wcond);
+	while (E.batch_done < ticket && E.writer_running && !E.stopping)
+		pthread_cond_wait(&E.wdone, &E.lock);
+	res = E.batch_done < ticket || E.batch_failed >= ticket ? -EIO : 0;
+	if (fs->sticky_err) {
+		res = fs->sticky_err;
+		fs->sticky_err = 0;
+	}
+	pthread_mutex_unlock(&E.lock);
+	return res;
 }
 
 void events_shutdown(void)
@@ -1023,14 +1191,27 @@ static void dispatch(struct event *ev)
 	do {
 		if (h->kind == HSMFS_KIND_FILL &&
 		    (h->mask & HSMFS_MASK(HSMFS_EV_PRE_ACCESS)) &&
-		    in_subtree(h, ev->in) &&
-		    hooks_send_event(h, &pe, ev->store_fd) == 0) {
+		    in_subtree(h, ev->in)) {
+			/* every delivery writes into a staging file of its own */
+			if (ev->stage_fd < 0) {
+				int fd = open_stage(ev->fs->size);
+
+				if (fd < 0) {
+					log_err("cannot create a staging file for a fill: %s",
+						strerror(-fd));
+					return;
+				}
+				ev->stage_fd = fd;
+			}
+			if (hooks_send_event(h, &pe, ev->stage_fd) != 0)
+				goto next;
 			ev->hook = h;
 			ev->st = EV_SENT;
 			h->assigned++;
 			E.rr = h;
 			return;
 		}
+next:
 		h = h->next ? h->next : E.hooks;
 	} while (h != start);
 }
@@ -1070,6 +1251,8 @@ static void redispatch_queue(void)
 }
 
 static void release_slot(struct event *ev);
+static void commit_fill(struct event *ev);
+static void change_unlink(struct events_change *c);
 
 /*
  * Close fs's descriptor once nothing needs it: no event in flight and
@@ -1105,7 +1288,11 @@ static void complete(struct event *ev, int result)
 			}
 		drop_rw_fd(ev->fs);
 	}
-	ev->store_fd = -1;
+	assert(!ev->copying);
+	if (ev->stage_fd >= 0) {
+		close(ev->stage_fd); /* what a late hook writes goes nowhere */
+		ev->stage_fd = -1;
+	}
 	ev->ntargets = 0;
 	free(ev->orphans);
 	ev->orphans = NULL;
@@ -1211,7 +1398,7 @@ static int wait_event(struct event *ev, struct fuse_req *req)
 			res = -EINTR;
 			break;
 		}
-		if (mono_passed(&ev->deadline)) {
+		if (mono_passed(&ev->deadline) && !ev->copying) {
 			struct hook *h = ev->hook;
 
 			if (h)
@@ -1228,7 +1415,8 @@ static int wait_event(struct event *ev, struct fuse_req *req)
 		}
 	}
 	ev->waiters--;
-	if (res == -EINTR && !ev->waiters && ev->st != EV_DONE && !ev->detached) {
+	if (res == -EINTR && !ev->waiters && ev->st != EV_DONE && !ev->detached &&
+	    !ev->copying) {
 		if (ev->hook)
 			hooks_send_cancel(ev->hook, ev->id, HSMFS_CANCEL_INTERRUPTED);
 		for (unsigned i = 0; i < ev->ntargets; i++)
@@ -1307,7 +1495,6 @@ static struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t st
 	ev->reserved = reserved; /* from here on the event gives it back */
 	if (detached)
 		E.st.readahead++;
-	ev->store_fd = sfd;
 	ev->fnext = fs->inflight;
 	fs->inflight = ev;
 	send_to_watchers(ev);
@@ -1564,14 +1751,37 @@ static void becomes_dirty(struct fstate *fs)
 	inode_flags_clear(fs->in, INODE_TRACKED); /* never evicted now */
 }
 
-void events_wrote(struct inode *in, uint64_t off, uint64_t len)
+/*
+ * The user's bytes could not be counted present (no memory): a fill
+ * must never be committed over them, so the file refuses fills from
+ * now on (reads of what is missing fail) and its next fsync fails.
+ * E.lock held.
+ */
+static void lost_track(struct fstate *fs, int err)
+{
+	log_err("cannot record a change of inode %llu: %s; its missing ranges will not be filled",
+		(unsigned long long)fs->ino, strerror(-err));
+	fs->flags |= META_F_STALE;
+	fs->sticky_err = -EIO;
+}
+
+void events_wrote(struct inode *in, struct events_change *c, uint64_t off, uint64_t len)
 {
 	struct fstate *fs = inode_state(in);
+	int res;
 
-	if (!fs || !len)
+	if (!fs)
 		return;
 	pthread_mutex_lock(&E.lock);
-	rs_add(&fs->present, off, off + len);
+	if (c->fs)
+		change_unlink(c);
+	if (!len) {
+		pthread_mutex_unlock(&E.lock);
+		return;
+	}
+	res = rs_add(&fs->present, off, off + len);
+	if (res)
+		lost_track(fs, res);
 	if (off + len > fs->size)
 		fs->size = off + len;
 	becomes_dirty(fs);
@@ -1581,17 +1791,23 @@ void events_wrote(struct inode *in, uint64_t off, uint64_t len)
 	pthread_mutex_unlock(&E.lock);
 }
 
-void events_truncated(struct inode *in, uint64_t old_size, uint64_t new_size)
+void events_truncated(struct inode *in, struct events_change *c, uint64_t old_size,
+		      uint64_t new_size)
 {
 	struct fstate *fs = inode_state(in);
+	int res;
 
 	if (!fs)
 		return;
 	pthread_mutex_lock(&E.lock);
+	if (c->fs)
+		change_unlink(c);
 	if (new_size < old_size)
-		rs_remove(&fs->present, new_size, UINT64_MAX);
+		res = rs_remove(&fs->present, new_size, UINT64_MAX);
 	else
-		rs_add(&fs->present, old_size, new_size); /* zeros of our own */
+		res = rs_add(&fs->present, old_size, new_size); /* zeros of our own */
+	if (res)
+		lost_track(fs, res);
 	fs->size = new_size;
 	becomes_dirty(fs);
 	if (rs_contains(&fs->present, 0, fs->size))
@@ -1794,6 +2010,10 @@ void events_hook_left(struct hook *h)
 		if (ev->hook == h) {
 			/* fill events go to another fill hook, or wait for one */
 			ev->hook = NULL;
+			if (ev->stage_fd >= 0) {
+				close(ev->stage_fd);
+				ev->stage_fd = -1;
+			}
 			ev->st = EV_QUEUED;
 			queue_add(ev);
 		}
@@ -1815,6 +2035,135 @@ void events_hook_left(struct hook *h)
 	}
 	redispatch_queue();
 	log_info("hook '%s' (pid %d) disconnected", h->name, (int)h->pid);
+	pthread_mutex_unlock(&E.lock);
+}
+
+static bool copying_over(const struct fstate *fs, uint64_t start, uint64_t end)
+{
+	for (const struct event *ev = fs->inflight; ev; ev = ev->fnext)
+		if (ev->copying && ev->fill_start < end && start < ev->fill_end)
+			return true;
+	return false;
+}
+
+/*
+ * What a fill of [start, end) may write: what is missing, within the
+ * file's size, less every user change in flight.  0 or -ENOMEM.
+ * E.lock held.
+ */
+static int fill_todo(const struct fstate *fs, uint64_t start, uint64_t end,
+		     struct rangeset *todo)
+{
+	struct range gap[16];
+	size_t n, k;
+	int res = 0;
+
+	if (end > fs->size)
+		end = fs->size;
+	while (start < end && !res) {
+		n = rs_missing(&fs->present, start, end, gap, 16);
+		for (k = 0; k < n && k < 16 && !res; k++)
+			res = rs_add(todo, gap[k].start, gap[k].end);
+		if (n <= 16)
+			break;
+		start = gap[15].end;
+	}
+	for (const struct events_change *c = fs->changes; c && !res; c = c->next)
+		res = rs_remove(todo, c->start, c->end);
+	return res;
+}
+
+/*
+ * Commit an allowed fill: copy what it may write (fill_todo) from its
+ * staging file into the store file, mark that present, and complete
+ * the event.  The copy runs with E.lock dropped; meanwhile the event
+ * is marked copying, so user changes of those bytes wait for it
+ * (events_change_begin) and nobody else completes it.  Called with
+ * E.lock held, returns with it held.
+ */
+static void commit_fill(struct event *ev)
+{
+	struct rangeset todo = RANGESET_INIT, done = RANGESET_INIT;
+	struct fstate *fs = ev->fs;
+	int stage = ev->stage_fd, dst = fs->rw_fd, res;
+	struct timespec now;
+	int64_t b;
+
+	res = fill_todo(fs, ev->fill_start, ev->fill_end, &todo);
+	ev->copying = true;
+	pthread_mutex_unlock(&E.lock);
+	for (uint32_t i = 0; !res && i < todo.n; i++) {
+		uint64_t upto;
+
+		res = copy_stage(stage, dst, todo.v[i].start, todo.v[i].end, &upto);
+		if (upto > todo.v[i].start && rs_add(&done, todo.v[i].start, upto) && !res)
+			res = -ENOMEM;
+	}
+	if (done.n)
+		fault_point(FAULT_FILL_COPIED);
+	b = allocated(dst);
+	pthread_mutex_lock(&E.lock);
+	ev->copying = false;
+	pthread_cond_broadcast(&E.copied);
+	for (uint32_t i = 0; i < done.n; i++)
+		if (rs_add(&fs->present, done.v[i].start, done.v[i].end) && !res)
+			res = -ENOMEM; /* copied but not counted: fetched again */
+	if (done.n) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		E.lat[lat_bucket((uint64_t)((now.tv_sec - ev->born.tv_sec) * 1000000 +
+					    (now.tv_nsec - ev->born.tv_nsec) / 1000))]++;
+		E.st.filled_bytes += rs_total(&done);
+		if (b >= 0 && fs->state != META_DIRTY) {
+			cache_account(b - (int64_t)fs->blocks);
+			fs->blocks = (uint64_t)b;
+		}
+		fs->atime = now_ms();
+		present_changed(fs);
+		persist_later(fs);
+	}
+	rs_clear(&todo);
+	rs_clear(&done);
+	complete(ev, res);
+}
+
+void events_change_begin(struct inode *in, struct events_change *c,
+			 uint64_t start, uint64_t end)
+{
+	struct fstate *fs = inode_state(in);
+
+	c->fs = NULL;
+	if (!fs)
+		return;
+	c->start = start;
+	c->end = end;
+	pthread_mutex_lock(&E.lock);
+	while (copying_over(fs, start, end))
+		pthread_cond_wait(&E.copied, &E.lock);
+	c->fs = fs;
+	c->next = fs->changes;
+	fs->changes = c;
+	pthread_mutex_unlock(&E.lock);
+}
+
+/* Take c off its file's list.  E.lock held. */
+static void change_unlink(struct events_change *c)
+{
+	struct events_change **pp;
+
+	for (pp = &c->fs->changes; *pp; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	c->fs = NULL;
+}
+
+void events_change_end(struct inode *in, struct events_change *c)
+{
+	if (!c->fs)
+		return;
+	pthread_mutex_lock(&E.lock);
+	change_unlink(c);
 	pthread_mutex_unlock(&E.lock);
 }
 
@@ -1871,27 +2220,14 @@ void events_answer(struct hook *h, const struct proto_answer *a)
 					(unsigned long long)ev->end);
 				complete(ev, -EIO);
 			} else {
-				struct timespec now;
-				int64_t b = allocated(ev->store_fd);
-
-				clock_gettime(CLOCK_MONOTONIC, &now);
-				E.lat[lat_bucket((uint64_t)((now.tv_sec - ev->born.tv_sec) * 1000000 +
-							    (now.tv_nsec - ev->born.tv_nsec) / 1000))]++;
-				E.st.filled_bytes += e - s;
-				if (b >= 0 && ev->fs->state != META_DIRTY) {
-					cache_account(b - (int64_t)ev->fs->blocks);
-					ev->fs->blocks = (uint64_t)b;
-				}
-				ev->fs->atime = now_ms();
-				/* the bytes are right whatever watchers say */
-				rs_add(&ev->fs->present, s, e);
-				present_changed(ev->fs);
-				persist_later(ev->fs);
+				/* committed once every watcher allowed too */
 				ev->filled = true;
+				ev->fill_start = s;
+				ev->fill_end = e;
 				ev->hook->assigned--;
 				ev->hook = NULL;
 				if (!ev->ntargets)
-					complete(ev, 0);
+					commit_fill(ev);
 			}
 		} else {
 			complete(ev, deny_errno(a->error));
@@ -1909,8 +2245,10 @@ void events_answer(struct hook *h, const struct proto_answer *a)
 	} else {
 		if (ev->type == HSMFS_EV_PRE_MODIFY && (a->flags & HSMFS_ANSWER_QUIET))
 			inode_flags_set(ev->in, INODE_QUIET);
-		if (!ev->ntargets && (ev->type == HSMFS_EV_PRE_MODIFY || ev->filled))
+		if (!ev->ntargets && ev->type == HSMFS_EV_PRE_MODIFY)
 			complete(ev, 0);
+		else if (!ev->ntargets && ev->filled)
+			commit_fill(ev);
 	}
 	pthread_mutex_unlock(&E.lock);
 	return;

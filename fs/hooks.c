@@ -1,4 +1,4 @@
-/* hooks.c - see include/hooks.h */
+/* hooks.c - see hooks.h */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>

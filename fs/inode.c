@@ -1,4 +1,4 @@
-/* inode.c - see include/inode.h */
+/* inode.c - see inode.h */
 #include <assert.h>
 #include <errno.h>
 #include <stddef.h>

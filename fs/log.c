@@ -1,4 +1,4 @@
-/* log.c - see include/log.h */
+/* log.c - see log.h */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* manifest.c - see include/manifest.h */
+/* manifest.c - see manifest.h */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>

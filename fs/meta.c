@@ -1,4 +1,4 @@
-/* meta.c - see include/meta.h */
+/* meta.c - see meta.h */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -186,10 +186,16 @@ int meta_open(const char *path, struct meta **ret)
 		goto fail;
 	}
 	sqlite3_busy_timeout(m->db, 5000);
-	/* WAL: readers (hsmfsctl) never block the daemon; NORMAL is safe in WAL */
+	/*
+	 * WAL: readers (hsmfsctl) never block the daemon.  FULL, not
+	 * NORMAL: a commit is durable when it returns, which the engine's
+	 * durability order needs (an eviction's record before its punch,
+	 * an fsync's state before the fsync returns).  NORMAL survives a
+	 * daemon crash but may roll back the last commits on power loss.
+	 */
 	res = exec(m, "PRAGMA journal_mode = WAL");
 	if (!res)
-		res = exec(m, "PRAGMA synchronous = NORMAL");
+		res = exec(m, "PRAGMA synchronous = FULL");
 	if (!res)
 		res = migrate(m);
 	/* the log's size: its room kept (see reserve_log()), bigger trimmed */

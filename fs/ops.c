@@ -1,4 +1,4 @@
-/* ops.c - see include/ops.h */
+/* ops.c - see ops.h */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -235,6 +235,7 @@ static int do_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			goto err;
 	}
 	if (valid & FUSE_SET_ATTR_SIZE) {
+		struct events_change ch = { 0 };
 		struct stat old;
 		uint64_t a, b;
 
@@ -250,14 +251,21 @@ static int do_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			inode_fd_put(in);
 			return res;
 		}
+		/* no fill lands past the new size while it changes */
+		if (inode_flags(in) & INODE_STATEFUL)
+			events_change_begin(in, &ch, a, UINT64_MAX);
 		if (use_fh)
 			res = ftruncate(fi->fh, attr->st_size);
 		else
 			res = truncate(path, attr->st_size);
-		if (res < 0)
-			goto err;
+		if (res < 0) {
+			res = -errno;
+			events_change_end(in, &ch);
+			inode_fd_put(in);
+			return res;
+		}
 		if (inode_flags(in) & INODE_STATEFUL)
-			events_truncated(in, old.st_size, attr->st_size);
+			events_truncated(in, &ch, old.st_size, attr->st_size);
 	}
 	if (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
 		res = set_times(in, fd, fi, attr, valid);
@@ -524,9 +532,13 @@ static int open_flags(int flags)
 		/* the kernel may read pages of a file opened write-only */
 		if ((flags & O_ACCMODE) == O_WRONLY)
 			flags = (flags & ~O_ACCMODE) | O_RDWR;
-		/* the kernel positions appends itself */
-		flags &= ~O_APPEND;
 	}
+	/*
+	 * The kernel positions appends itself and sends every write with
+	 * its offset (pwritev2 RWF_NOAPPEND, a shared mapping's write-back
+	 * included): the store descriptor must write where it says.
+	 */
+	flags &= ~O_APPEND;
 	return flags | O_CLOEXEC;
 }
 
@@ -650,6 +662,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino,
 	struct fuse_bufvec out = FUSE_BUFVEC_INIT(size);
 	struct inode *in = IN(ino);
 	uint32_t flags = inode_flags(in);
+	struct events_change ch;
 	ssize_t res;
 
 	if (__builtin_expect(events_modify_watched(), 0) && !(flags & INODE_QUIET)) {
@@ -662,17 +675,20 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino,
 	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 	out.buf[0].fd = fi->fh;
 	out.buf[0].pos = off;
+	/* the user's bytes win: no fill is committed over them */
+	if (__builtin_expect(flags & INODE_STATEFUL, 0))
+		events_change_begin(in, &ch, off, off + size);
 	res = fuse_buf_copy(&out, in_buf, 0);
 	if (res == -ENOSPC && !cache_make_room(size)) {
 		/* nothing was written: evicting made room, once more */
 		res = fuse_buf_copy(&out, in_buf, 0);
 	}
+	if (__builtin_expect(flags & INODE_STATEFUL, 0))
+		events_wrote(in, &ch, off, res > 0 ? res : 0);
 	if (res < 0) {
 		fuse_reply_err(req, -res);
 		return;
 	}
-	if (__builtin_expect(flags & INODE_STATEFUL, 0))
-		events_wrote(in, off, res);
 	fuse_reply_write(req, res);
 }
 
@@ -698,23 +714,36 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 {
 	int res = datasync ? fdatasync(fi->fh) : fsync(fi->fh);
 
-	fuse_reply_err(req, res < 0 ? errno : 0);
+	res = res < 0 ? -errno : 0;
+	/* the file's state is as durable as its bytes (events.h) */
+	if (!res && (inode_flags(IN(ino)) & INODE_STATEFUL))
+		res = events_fsync(IN(ino));
+	fuse_reply_err(req, -res);
 }
 
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 			 off_t len, struct fuse_file_info *fi)
 {
 	struct inode *in = IN(ino);
+	struct events_change ch = { 0 };
 	struct stat st;
 	int res = 0;
 
 	if (events_modify_watched())
 		res = events_pre_modify(in, off, off + len, req);
-	if (!res && fallocate(fi->fh, mode, off, len) < 0)
+	if (res) {
+		fuse_reply_err(req, -res);
+		return;
+	}
+	if (inode_flags(in) & INODE_STATEFUL)
+		events_change_begin(in, &ch, off, off + len);
+	if (fallocate(fi->fh, mode, off, len) < 0)
 		res = -errno;
-	if (!res && (inode_flags(in) & INODE_STATEFUL) && fstat(fi->fh, &st) == 0 &&
-	    off < st.st_size)
-		events_wrote(in, off, (off + len > st.st_size ? st.st_size : off + len) - off);
+	if (!res && ch.fs && fstat(fi->fh, &st) == 0 && off < st.st_size)
+		events_wrote(in, &ch, off,
+			     (off + len > st.st_size ? st.st_size : off + len) - off);
+	else
+		events_change_end(in, &ch);
 	fuse_reply_err(req, -res);
 }
 
@@ -725,6 +754,7 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 {
 	struct inode *src = IN(ino_in), *dst = IN(ino_out);
 	off_t start_out = off_out;
+	struct events_change ch = { 0 };
 	ssize_t res = 0;
 	bool held = false;
 
@@ -733,9 +763,12 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 	if (!res && events_modify_watched())
 		res = events_pre_modify(dst, off_out, off_out + len, req);
 	if (!res) {
+		if (inode_flags(dst) & INODE_STATEFUL)
+			events_change_begin(dst, &ch, off_out, off_out + len);
 		res = copy_file_range(fi_in->fh, &off_in, fi_out->fh, &off_out, len, flags);
 		if (res < 0)
 			res = -errno;
+		events_wrote(dst, &ch, start_out, res > 0 ? res : 0);
 	}
 	if (held)
 		events_read_done(src);
@@ -743,8 +776,6 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		fuse_reply_err(req, -res);
 		return;
 	}
-	if (inode_flags(dst) & INODE_STATEFUL)
-		events_wrote(dst, start_out, res);
 	fuse_reply_write(req, res);
 }
 

@@ -1,4 +1,4 @@
-/* opts.c - see include/opts.h */
+/* opts.c - see opts.h */
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>

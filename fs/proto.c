@@ -1,4 +1,4 @@
-/* proto.c - see include/proto.h */
+/* proto.c - see proto.h */
 #include <errno.h>
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* ranges.c - see include/ranges.h */
+/* ranges.c - see ranges.h */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

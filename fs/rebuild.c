@@ -1,4 +1,4 @@
-/* rebuild.c - see include/rebuild.h */
+/* rebuild.c - see rebuild.h */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-/* store.c - see include/store.h */
+/* store.c - see store.h */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* supervise.c - see include/supervise.h */
+/* supervise.c - see supervise.h */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>

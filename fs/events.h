@@ -53,6 +53,7 @@ struct events_config {
 	/* drop the kernel's page cache of in's [off, off + len) (len 0: all) */
 	void (*invalidate)(struct inode *in, uint64_t off, uint64_t len);
 	bool cache_limited;   /* cache_max or cache_min_free: admit fills */
+	int state_fd;         /* borrowed: STORE/.hsmfs, where fills stage */
 };
 
 /*
@@ -154,10 +155,40 @@ int events_pin(struct inode *in, bool pin);
 /* The origin changed under a partly present file: fail its reads. */
 int events_mark_stale(struct inode *in);
 
-/* Bookkeeping after a successful change through the mount. */
-void events_wrote(struct inode *in, uint64_t off, uint64_t len);
-void events_truncated(struct inode *in, uint64_t old_size, uint64_t new_size);
+/*
+ * A change of a file's bytes or size through the mount (write,
+ * truncate, fallocate, copy_file_range destination), from just before
+ * the store is changed until its bookkeeping is done.  While a change
+ * is open, no fill is committed over [start, end): the user's bytes win.
+ * events_change_begin() waits only for a fill being copied into that
+ * range right now (bounded: no hook is involved).  Every begin is ended
+ * by exactly one of events_wrote(), events_truncated() or
+ * events_change_end() (the change failed).  Files without state: no-op.
+ */
+struct fstate;
+struct events_change {
+	uint64_t start, end;        /* claimed bytes; end may be UINT64_MAX */
+	struct fstate *fs;          /* NULL: nothing claimed */
+	struct events_change *next; /* the file's list, under E.lock */
+};
+void events_change_begin(struct inode *in, struct events_change *c,
+			 uint64_t start, uint64_t end);
+void events_change_end(struct inode *in, struct events_change *c);
+
+/* Bookkeeping after a successful change through the mount; ends c. */
+void events_wrote(struct inode *in, struct events_change *c, uint64_t off,
+		  uint64_t len);
+void events_truncated(struct inode *in, struct events_change *c,
+		      uint64_t old_size, uint64_t new_size);
 void events_unlinked(uint64_t ino);
+
+/*
+ * fsync/fdatasync of a file with state, after the store file's own
+ * sync succeeded: returns once its present ranges and dirty state are
+ * committed durably, or the error that kept them from being (a failed
+ * data sync of the write-behind is sticky and reported here once).
+ */
+int events_fsync(struct inode *in);
 
 /*
  * Virtual xattr "user.hsmfs.*" of in (size: the file's size in the

@@ -1,0 +1,38 @@
+/*
+ * fault.h - crash and failure points for tests of the durability order.
+ *
+ * Debug builds only (NDEBUG unset): each durability step of the engine
+ * (see the numbered order in events.c) calls fault_point() with its
+ * name.  HSMFS_CRASH_AT=N in the daemon's environment makes the Nth
+ * step passed, counting every step of every kind, _exit(99) the daemon
+ * at once: no buffer is flushed, no state is saved, as a kill -9 there
+ * would.  HSMFS_CRASH_LOG=PATH appends one line per step passed ("N
+ * name"), so a test learns how many steps a workload has and walks N
+ * over all of them.  HSMFS_FAIL=NAME makes fault_hit(NAME) true once,
+ * the first time it is asked (errno EIO): a failure injected where the
+ * real one is hard to make (a data sync).
+ *
+ * Release builds compile every call to nothing.  Not on any read or
+ * write path: steps are taken by the write-behind, eviction and fsync.
+ */
+#ifndef HSMFS_FAULT_H
+#define HSMFS_FAULT_H
+
+#include <stdbool.h>
+
+#define FAULT_CRASH_BEFORE_COMMIT "data-synced"   /* data synced, ranges not committed */
+#define FAULT_CRASH_AFTER_COMMIT "ranges-committed" /* ranges committed */
+#define FAULT_EVICT_RECORDED "evict-recorded"     /* eviction committed, bytes not punched */
+#define FAULT_EVICT_PUNCHED "evict-punched"       /* bytes punched */
+#define FAULT_FILL_COPIED "fill-copied"           /* a fill copied in, not yet present */
+#define FAULT_DATASYNC "datasync"                 /* fault_hit: a data sync fails */
+
+#ifndef NDEBUG
+void fault_point(const char *name);
+bool fault_hit(const char *name);
+#else
+static inline void fault_point(const char *name) { (void)name; }
+static inline bool fault_hit(const char *name) { (void)name; return false; }
+#endif
+
+#endif

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Every byte right: a user's write wins over a fill, an fsync'd write survives.
+
+- A write into a chunk whose fill is in flight: the fill lands after the
+  write and must not cover it (the fill's bytes go to a staging file the
+  daemon commits only where nobody wrote).
+- A hook that keeps writing through its descriptor after its event ended
+  (timed out) must not change the file.
+- pwrite + fsync into a placeholder, then kill -9 of the daemon: after a
+  remount the file is dirty, the written bytes are present and local.
+"""
+import os
+import shutil
+import sys
+import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (Hook, Mount, diag, eq, import_manifest, main, ok, tmpdir,  # noqa: E402
+                     wait_for)
+
+MiB = 1 << 20
+LOCAL = b"LOCAL-DATA"
+
+
+def odirect_read(path, off, n):
+    """n bytes at off through the daemon (no page cache), page-aligned I/O."""
+    import mmap
+    lo = off & ~4095
+    hi = (off + n + 4095) & ~4095
+    buf = mmap.mmap(-1, hi - lo)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    try:
+        got = os.preadv(fd, [buf], lo)
+    finally:
+        os.close(fd)
+    return bytes(buf[off - lo:off - lo + n]) if got >= off - lo + n else bytes(buf[:got])
+
+
+def setup(store, mirror, data, name="f"):
+    with open(os.path.join(mirror, name), "wb") as f:
+        f.write(data)
+
+
+def test_write_races_fill():
+    store, mirror = tmpdir("hsmfs-store-"), tmpdir("hsmfs-mirror-")
+    data = os.urandom(2 * MiB)
+    setup(store, mirror, data)
+    with Mount(store=store, opts="chunk=1M,timeout=20") as m:
+        eq(import_manifest(m.mnt, [{"path": "f", "size": len(data)}])[0], 0, "import")
+        with Hook(m.mnt, "--mirror", mirror, "--delay", "1.0") as h:
+            got = {}
+
+            def reader():
+                with open(m.path("f"), "rb") as f:
+                    got["head"] = f.read(4096)
+            t = threading.Thread(target=reader)
+            t.start()
+            wait_for(lambda: h.events("PRE_ACCESS"), "the fill event")
+            fd = os.open(m.path("f"), os.O_WRONLY)
+            os.pwrite(fd, LOCAL, 500000)
+            os.fsync(fd)
+            os.close(fd)
+            t.join()
+            eq(got.get("head"), data[:4096], "the reader gets the origin's bytes")
+            eq(odirect_read(m.path("f"), 500000, len(LOCAL)), LOCAL,
+               "the write made while the fill was in flight is still there")
+            eq(odirect_read(m.path("f"), 499990, 10), data[499990:500000],
+               "the fill's bytes around it are the origin's")
+            eq(odirect_read(m.path("f"), 500010, 10), data[500010:500020],
+               "and after it")
+            eq(os.getxattr(m.path("f"), "user.hsmfs.state"), b"dirty", "the file is dirty")
+    with Mount(store=store) as m:
+        eq(odirect_read(m.path("f"), 500000, len(LOCAL)), LOCAL,
+           "after a remount the write is still there")
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
+LATE_HOOK = r"""
+import os, socket, struct, sys, time
+sys.path.insert(0, sys.argv[2])
+import pyhook
+s, _ = pyhook.connect(sys.argv[1], "fill", ["access"], "late")
+print("ready", flush=True)
+while True:
+    data, fds = pyhook.recv_frame(s)
+    if not data:
+        break
+    length, mtype, flags = struct.unpack_from("<IHH", data)
+    if mtype != pyhook.EVENT or not fds:
+        continue
+    ev = pyhook.parse_event(data[8:], flags)
+    # never answer; write long after the event timed out
+    time.sleep(2.5)
+    os.pwrite(fds[0], b"X" * (ev["hint_end"] - ev["hint_start"]), ev["hint_start"])
+    print("wrote", flush=True)
+"""
+
+
+def test_late_write():
+    import subprocess
+    store, mirror = tmpdir("hsmfs-store-"), tmpdir("hsmfs-mirror-")
+    data = os.urandom(256 << 10)
+    setup(store, mirror, data)
+    helpers = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers")
+    with Mount(store=store, opts="chunk=64k,timeout=1") as m:
+        eq(import_manifest(m.mnt, [{"path": "f", "size": len(data)}])[0], 0, "import")
+        p = subprocess.Popen([sys.executable, "-c", LATE_HOOK, m.mnt, helpers],
+                             stdout=subprocess.PIPE)
+        try:
+            eq(p.stdout.readline().strip(), b"ready", "a hook that writes late connected")
+            fd = os.open(m.path("f"), os.O_RDONLY | os.O_DIRECT)
+            import mmap
+            buf = mmap.mmap(-1, 4096)
+            try:
+                os.preadv(fd, [buf], 0)
+                ok(False, "a read the hook never answered fails")
+            except OSError as e:
+                eq(e.errno, 5, "a read the hook never answered fails with EIO")
+            os.close(fd)
+            eq(p.stdout.readline().strip(), b"wrote", "the hook wrote after its event ended")
+        finally:
+            p.kill()
+            p.wait()
+        with open(m.spath("f"), "rb") as f:
+            stored = f.read()
+        ok(b"XXXXXXXX" not in stored, "its bytes never reached the store file")
+        with Hook(m.mnt, "--mirror", mirror):
+            with open(m.path("f"), "rb") as f:
+                eq(f.read(), data, "a good hook then fills the file right")
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
+def test_fsync_survives_kill():
+    store, mirror = tmpdir("hsmfs-store-"), tmpdir("hsmfs-mirror-")
+    data = os.urandom(1 * MiB)
+    setup(store, mirror, data)
+    m = Mount(store=store, opts="chunk=64k")
+    m.start()
+    try:
+        eq(import_manifest(m.mnt, [{"path": "f", "size": len(data)}])[0], 0, "import")
+        fd = os.open(m.path("f"), os.O_WRONLY)
+        os.pwrite(fd, LOCAL, 300000)
+        os.fsync(fd)
+        os.close(fd)
+        m.proc.kill()  # at once: whatever fsync did not make durable is lost
+        m.proc.wait()
+    finally:
+        m.cleanup()
+    with Mount(store=store) as m:
+        eq(os.getxattr(m.path("f"), "user.hsmfs.state"), b"dirty",
+           "after kill -9 the fsync'd file is still dirty")
+        ok(int(os.getxattr(m.path("f"), "user.hsmfs.present")) >= len(LOCAL),
+           "its written range is still present")
+        with Hook(m.mnt, "--mirror", mirror):
+            with open(m.path("f"), "rb") as f:
+                got = f.read()
+            eq(got[300000:300000 + len(LOCAL)], LOCAL, "the fsync'd bytes are read back")
+            eq(got[:300000], data[:300000], "the rest comes from the origin")
+            eq(got[300010:], data[300010:], "after it too")
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
+def run():
+    test_write_races_fill()
+    test_late_write()
+    test_fsync_survives_kill()
+
+
+main(run)
