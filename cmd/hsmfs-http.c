@@ -174,6 +174,8 @@ struct xfer {
 	char validator[1024];    /* ETag, else Last-Modified, of the reply */
 	char etag[1024], lastmod[1024];
 	double last_progress;
+	uint64_t *received;      /* bytes received for the event, all attempts */
+	uint64_t reported;       /* *received as last sent in PROGRESS */
 };
 
 static void trim_copy(char *dst, size_t size, const char *v, size_t n)
@@ -217,6 +219,7 @@ static size_t on_body(char *b, size_t sz, size_t n, void *arg)
 	uint64_t e = off + len < x->hi ? off + len : x->hi;
 
 	x->body_pos += len;
+	*x->received += len;
 	if (x->range_reply && off + len > x->hi)
 		x->overflow = true;
 	if (s < e) {
@@ -244,9 +247,14 @@ static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow,
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	t = ts.tv_sec + ts.tv_nsec / 1e9;
-	if (t - x->last_progress >= 1.0) {
+	/*
+	 * PROGRESS means bytes advanced: a stalled origin sends none, so the
+	 * event's timeout (and the low-speed limit) bound the wait.
+	 */
+	if (t - x->last_progress >= 1.0 && *x->received > x->reported) {
 		x->last_progress = t;
-		hsmfs_hook_progress(hook, x->ev->id, (uint64_t)dlnow);
+		x->reported = *x->received;
+		hsmfs_hook_progress(hook, x->ev->id, x->reported);
 	}
 	return 0;
 }
@@ -327,10 +335,13 @@ static int fetch(CURL *c, const struct hsmfs_event *ev, uint64_t *ret_lo,
 		return EIO;
 	}
 	is_file = !strncmp(url, "file:", 5);
+	uint64_t received = 0, reported = 0;
+
 	for (unsigned attempt = 0;; attempt++) {
 		/* file:// sends the range with no Content-Range: it starts at lo */
 		struct xfer x = { .ev = ev, .lo = ev->hint_start, .hi = ev->hint_end,
-				  .body_start = is_file ? ev->hint_start : 0 };
+				  .body_start = is_file ? ev->hint_start : 0,
+				  .received = &received, .reported = reported };
 		long code = 0;
 		CURLcode rc;
 
@@ -371,7 +382,7 @@ static int fetch(CURL *c, const struct hsmfs_event *ev, uint64_t *ret_lo,
 				logf_("'%s': %s, retry %u of %u in %u ms", ev->path,
 				      rc != CURLE_OK ? curl_easy_strerror(rc) : "server error",
 				      attempt + 1, cfg.retries, ms);
-				hsmfs_hook_progress(hook, ev->id, 0);
+				reported = x.reported;
 				usleep(ms * 1000);
 				continue;
 			}

@@ -27,6 +27,15 @@
 #define SLOT_BITS 20 /* event id = sequence << SLOT_BITS | slot */
 #define LAT_BUCKETS 256
 #define RA_MAX (32ULL << 20) /* readahead of sequential misses, at most */
+#define TICK_MS 100           /* the timer's period: expiries, resends */
+#define RETRY_FAIL_MS 1000    /* a timed-out range fails at once this long */
+
+/*
+ * The engine's own result for an event that ran out of time.  Not
+ * ETIMEDOUT: a hook may deny with ETIMEDOUT, which reaches the caller
+ * as it is, while the engine's timeout reaches it as EIO.
+ */
+#define EV_TIMEOUT (-ETIME)
 
 _Atomic uint32_t events_mask;
 
@@ -59,6 +68,10 @@ struct fstate {
 				    * file is open or has events (drop_rw_fd) */
 	struct events_change *changes; /* user changes in flight */
 	int sticky_err;            /* a failed data sync, for the next fsync */
+	uint64_t to_lo, to_hi;     /* the hint of the last fill that timed out, */
+	int64_t to_at;             /*   when (monotonic ms), and how many hooks */
+	uint64_t to_joins;         /*   had joined then, and for whom (thread id): */
+	pid_t to_pid;              /*   see recently_timed_out() */
 };
 
 enum ev_state { EV_FREE, EV_QUEUED, EV_SENT, EV_DONE };
@@ -79,6 +92,8 @@ struct event {
 	struct hook *hook;         /* PRE_ACCESS: the fill hook it went to */
 	struct hook *targets[HOOKS_MAX]; /* hooks yet to answer (all must allow);
 					  * NULL: one that left, see orphans */
+	bool unsent[HOOKS_MAX];    /* targets[i] could not take the event yet:
+				    * it still must answer; the timer resends */
 	unsigned ntargets;
 	char (*orphans)[HSMFS_MAX_NAME + 1]; /* names of targets that left */
 	unsigned norphans;
@@ -121,6 +136,10 @@ static struct {
 	uint64_t batch_done;       /* of which finished */
 	uint64_t batch_failed;     /* the last batch that was not committed */
 	pthread_cond_t copied;     /* a fill's commit finished copying */
+	pthread_t timer;           /* expires events, resends, redispatches */
+	pthread_cond_t tcond;      /* wakes the timer to stop */
+	bool timer_running;
+	uint64_t joins;            /* hooks that joined so far */
 	bool write_failing;        /* the last batch could not be committed */
 	pthread_t writer;
 	bool writer_running, stopping;
@@ -225,6 +244,7 @@ static bool mono_passed(const struct timespec *ts)
 }
 
 static void *writer_main(void *arg);
+static void *timer_main(void *arg);
 
 int events_init(const struct events_config *cfg)
 {
@@ -248,11 +268,15 @@ int events_init(const struct events_config *cfg)
 	pthread_cond_init(&E.wdone, &ca);
 	pthread_cond_init(&E.reads_done, &ca);
 	pthread_cond_init(&E.copied, &ca);
+	pthread_cond_init(&E.tcond, &ca);
 	pthread_condattr_destroy(&ca);
 	inode_set_state_destructor(fstate_free);
 	if (pthread_create(&E.writer, NULL, writer_main, NULL))
 		return -EAGAIN;
 	E.writer_running = true;
+	if (pthread_create(&E.timer, NULL, timer_main, NULL))
+		return -EAGAIN;
+	E.timer_running = true;
 	return 0;
 }
 
@@ -557,6 +581,8 @@ static int evict_locked(struct inode *in, struct fstate *fs, uint64_t start,
 		if (!res) {
 			struct rangeset old = fs->present;
 
+			fault_point(FAULT_EVICT_RECORDED);
+
 			fs->present = row.present;
 			row.present = old; /* freed with row */
 			fs->state = row.state;
@@ -589,6 +615,8 @@ static int evict_locked(struct inode *in, struct fstate *fs, uint64_t start,
 	E.st.evictions_started++;
 	if (fallocate(sfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, start, end - start) < 0)
 		res = -errno;
+	else
+		fault_point(FAULT_EVICT_PUNCHED);
 	E.st.evictions_done++;
 	now = allocated(sfd);
 	close(sfd);
@@ -1087,14 +1115,19 @@ int events_fsync(struct inode *in)
 
 void events_shutdown(void)
 {
-	if (!E.writer_running)
-		return;
 	pthread_mutex_lock(&E.lock);
 	E.stopping = true;
 	pthread_cond_signal(&E.wcond);
+	pthread_cond_signal(&E.tcond);
 	pthread_mutex_unlock(&E.lock);
-	pthread_join(E.writer, NULL);
-	E.writer_running = false;
+	if (E.timer_running) {
+		pthread_join(E.timer, NULL);
+		E.timer_running = false;
+	}
+	if (E.writer_running) {
+		pthread_join(E.writer, NULL);
+		E.writer_running = false;
+	}
 }
 
 /* ----------------------------------------------------------- engine */
@@ -1125,6 +1158,7 @@ static void fill_proto(const struct event *ev, struct proto_event *pe,
 		       char *path, size_t pathsize)
 {
 	int n = inode_path(ev->in, path, pathsize);
+	const struct fstate *fs;
 
 	memset(pe, 0, sizeof(*pe));
 	pe->id = ev->id;
@@ -1139,17 +1173,38 @@ static void fill_proto(const struct event *ev, struct proto_event *pe,
 	pe->hint_end = ev->hint_end;
 	pe->path.p = path;
 	pe->path.len = n > 0 ? n : 0;
-	if (ev->fs) {
-		pe->file_size = ev->fs->size;
-		if (ev->fs->origin) {
-			pe->origin.p = ev->fs->origin;
-			pe->origin.len = strlen(ev->fs->origin);
+	/* PRE_MODIFY events carry the file's origin and version too */
+	fs = ev->fs ? ev->fs : inode_state(ev->in);
+	if (fs) {
+		pe->file_size = fs->size;
+		if (fs->origin) {
+			pe->origin.p = fs->origin;
+			pe->origin.len = strlen(fs->origin);
 		}
-		if (ev->fs->version) {
-			pe->version.p = ev->fs->version;
-			pe->version.len = strlen(ev->fs->version);
+		if (fs->version) {
+			pe->version.p = fs->version;
+			pe->version.len = strlen(fs->version);
 		}
 	}
+}
+
+/*
+ * h must answer ev.  A hook whose socket could not take it (full: it
+ * does not read) has not allowed: it stays a target, the timer sends
+ * again, and the event is decided by its answer or the timeout.
+ * E.lock held.
+ */
+static void add_target(struct event *ev, struct hook *h, bool sent)
+{
+	ev->unsent[ev->ntargets] = !sent;
+	ev->targets[ev->ntargets++] = h;
+}
+
+static void remove_target(struct event *ev, unsigned i)
+{
+	ev->ntargets--;
+	ev->targets[i] = ev->targets[ev->ntargets];
+	ev->unsent[i] = ev->unsent[ev->ntargets];
 }
 
 /*
@@ -1170,8 +1225,7 @@ static void send_to_watchers(struct event *ev)
 			fill_proto(ev, &pe, path, sizeof(path));
 			built = true;
 		}
-		if (hooks_send_event(h, &pe, -1) == 0)
-			ev->targets[ev->ntargets++] = h;
+		add_target(ev, h, hooks_send_event(h, &pe, -1) == 0);
 	}
 }
 
@@ -1301,7 +1355,7 @@ static void complete(struct event *ev, int result)
 		cache_unreserve(ev->reserved);
 		ev->reserved = 0;
 	}
-	if (result == -ETIMEDOUT)
+	if (result == EV_TIMEOUT)
 		E.st.timeouts++;
 	else if (result == -EINTR)
 		E.st.interrupted++;
@@ -1374,6 +1428,108 @@ static void init_event(struct event *ev, uint32_t type, struct inode *in,
 		E.st.pre_modify++;
 }
 
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * ev ran out of time: every hook that had it gets a CANCEL, the event
+ * fails, and a fill's range is remembered so that the kernel's retry of
+ * the same pages (it reads a failed readahead page once more) fails at
+ * once instead of waiting a second timeout.  E.lock held.
+ */
+static void expire(struct event *ev)
+{
+	if (ev->hook)
+		hooks_send_cancel(ev->hook, ev->id, HSMFS_CANCEL_TIMEOUT);
+	for (unsigned i = 0; i < ev->ntargets; i++)
+		if (ev->targets[i] && !ev->unsent[i])
+			hooks_send_cancel(ev->targets[i], ev->id, HSMFS_CANCEL_TIMEOUT);
+	log_warn("event %llu (%s) timed out%s", (unsigned long long)ev->id,
+		 ev->type == HSMFS_EV_PRE_ACCESS ? "PRE_ACCESS" : "PRE_MODIFY",
+		 ev->detached ? " (readahead)" : "");
+	if (ev->fs && !ev->detached) {
+		ev->fs->to_lo = ev->hint_start;
+		ev->fs->to_hi = ev->hint_end;
+		ev->fs->to_at = mono_ms();
+		ev->fs->to_joins = E.joins;
+		ev->fs->to_pid = ev->pid;
+	}
+	complete(ev, EV_TIMEOUT);
+}
+
+/*
+ * Did a fill of [start, end) of fs for the same thread time out a
+ * moment ago, with no hook joined since?  That is the kernel reading a
+ * failed readahead page once more for the same read(2): asking again
+ * would make the caller wait the timeout twice.  Another thread's read
+ * (a user's retry) asks again.  E.lock held.
+ */
+static bool recently_timed_out(const struct fstate *fs, uint64_t start, uint64_t end,
+			       struct fuse_req *req)
+{
+	const struct fuse_ctx *ctx = req ? fuse_req_ctx(req) : NULL;
+
+	return fs->to_at && ctx && ctx->pid == fs->to_pid && start < fs->to_hi &&
+	       fs->to_lo < end && fs->to_joins == E.joins &&
+	       mono_ms() - fs->to_at < RETRY_FAIL_MS;
+}
+
+/* Send again what a full socket refused.  E.lock held. */
+static void resend(struct event *ev)
+{
+	char path[HSMFS_MAX_PATH + 1];
+	struct proto_event pe;
+	bool built = false;
+
+	for (unsigned i = 0; i < ev->ntargets; i++) {
+		if (!ev->targets[i] || !ev->unsent[i])
+			continue;
+		if (!built) {
+			fill_proto(ev, &pe, path, sizeof(path));
+			built = true;
+		}
+		if (hooks_send_event(ev->targets[i], &pe, -1) == 0)
+			ev->unsent[i] = false;
+	}
+}
+
+/*
+ * The engine's clock: every TICK_MS it times out events nobody waits
+ * for (readahead) as well as those waited for, sends again what full
+ * sockets refused, and offers queued fills to the fill hooks again.
+ */
+static void *timer_main(void *arg)
+{
+	struct timespec ts;
+
+	pthread_mutex_lock(&E.lock);
+	while (!E.stopping) {
+		mono_after(&ts, TICK_MS / 1000.0);
+		pthread_cond_timedwait(&E.tcond, &E.lock, &ts);
+		if (E.stopping)
+			break;
+		for (unsigned i = 0; i < E.cfg.max_pending; i++) {
+			struct event *ev = &E.slots[i];
+
+			if (ev->st != EV_SENT && ev->st != EV_QUEUED)
+				continue;
+			if (!ev->copying && mono_passed(&ev->deadline))
+				expire(ev);
+			else
+				resend(ev);
+		}
+		if (E.queue)
+			redispatch_queue();
+	}
+	pthread_mutex_unlock(&E.lock);
+	return NULL;
+}
+
 /* Wait for ev to finish; E.lock held.  Returns its result. */
 static int wait_event(struct event *ev, struct fuse_req *req)
 {
@@ -1398,21 +1554,8 @@ static int wait_event(struct event *ev, struct fuse_req *req)
 			res = -EINTR;
 			break;
 		}
-		if (mono_passed(&ev->deadline) && !ev->copying) {
-			struct hook *h = ev->hook;
-
-			if (h)
-				hooks_send_cancel(h, ev->id, HSMFS_CANCEL_TIMEOUT);
-			for (unsigned i = 0; i < ev->ntargets; i++)
-				if (ev->targets[i])
-					hooks_send_cancel(ev->targets[i], ev->id,
-							  HSMFS_CANCEL_TIMEOUT);
-			log_warn("event %llu (%s) timed out",
-				 (unsigned long long)ev->id,
-				 ev->type == HSMFS_EV_PRE_ACCESS ? "PRE_ACCESS" :
-								   "PRE_MODIFY");
-			complete(ev, -ETIMEDOUT);
-		}
+		if (mono_passed(&ev->deadline) && !ev->copying)
+			expire(ev);
 	}
 	ev->waiters--;
 	if (res == -EINTR && !ev->waiters && ev->st != EV_DONE && !ev->detached &&
@@ -1420,7 +1563,7 @@ static int wait_event(struct event *ev, struct fuse_req *req)
 		if (ev->hook)
 			hooks_send_cancel(ev->hook, ev->id, HSMFS_CANCEL_INTERRUPTED);
 		for (unsigned i = 0; i < ev->ntargets; i++)
-			if (ev->targets[i])
+			if (ev->targets[i] && !ev->unsent[i])
 				hooks_send_cancel(ev->targets[i], ev->id,
 						  HSMFS_CANCEL_INTERRUPTED);
 		complete(ev, -EINTR);
@@ -1443,7 +1586,7 @@ static bool have_fill_hook(void)
 /* Map an internal failure to what the caller of read/write sees. */
 static int caller_errno(int res)
 {
-	return res == -ETIMEDOUT ? -EIO : res;
+	return res == EV_TIMEOUT ? -EIO : res;
 }
 
 /*
@@ -1611,7 +1754,8 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 		if (!ev) {
 			uint64_t hs, he, hint_start, hint_end, need;
 
-			if (!have_fill_hook() && E.cfg.nohook_fail) {
+			if ((!have_fill_hook() && E.cfg.nohook_fail) ||
+			    recently_timed_out(fs, miss.start, miss.end, req)) {
 				res = -EIO;
 				break;
 			}
@@ -1695,6 +1839,62 @@ void events_read_done(struct inode *in)
 	pthread_mutex_unlock(&E.lock);
 }
 
+/*
+ * QUIET is kept per hook: a set of store inode numbers, open addressing
+ * (0 = empty slot), grown at half full up to HOOK_QUIET_MAX, past which
+ * a QUIET is not kept (the hook gets more events, never fewer than it
+ * should).  E.lock held.
+ */
+static bool quiet_has(const struct hook *h, uint64_t ino)
+{
+	if (!h->quiet || !ino)
+		return false;
+	for (uint32_t i = (uint32_t)(ino * 0x9E3779B97F4A7C15ULL >> 32) & (h->quiet_cap - 1);;
+	     i = (i + 1) & (h->quiet_cap - 1)) {
+		if (h->quiet[i] == ino)
+			return true;
+		if (!h->quiet[i])
+			return false;
+	}
+}
+
+static void quiet_put(uint64_t *tab, uint32_t cap, uint64_t ino)
+{
+	uint32_t i = (uint32_t)(ino * 0x9E3779B97F4A7C15ULL >> 32) & (cap - 1);
+
+	while (tab[i] && tab[i] != ino)
+		i = (i + 1) & (cap - 1);
+	tab[i] = ino;
+}
+
+static void quiet_add(struct hook *h, uint64_t ino)
+{
+	if (!ino || quiet_has(h, ino))
+		return;
+	if ((h->nquiet + 1) * 2 > h->quiet_cap) {
+		uint32_t cap = h->quiet_cap ? h->quiet_cap * 2 : 64;
+		uint64_t *tab;
+
+		if (h->nquiet >= HOOK_QUIET_MAX || !(tab = calloc(cap, sizeof(*tab))))
+			return;
+		for (uint32_t i = 0; i < h->quiet_cap; i++)
+			if (h->quiet[i])
+				quiet_put(tab, cap, h->quiet[i]);
+		free(h->quiet);
+		h->quiet = tab;
+		h->quiet_cap = cap;
+	}
+	quiet_put(h->quiet, h->quiet_cap, ino);
+	h->nquiet++;
+}
+
+/* Must h answer PRE_MODIFY of in?  E.lock held. */
+static bool modify_target(const struct hook *h, struct inode *in)
+{
+	return (h->mask & HSMFS_MASK(HSMFS_EV_PRE_MODIFY)) && in_subtree(h, in) &&
+	       !quiet_has(h, inode_ino(in));
+}
+
 int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
 		      struct fuse_req *req)
 {
@@ -1708,9 +1908,11 @@ int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
 		return 0;
 	pthread_mutex_lock(&E.lock);
 	for (h = E.hooks; h; h = h->next)
-		if ((h->mask & HSMFS_MASK(HSMFS_EV_PRE_MODIFY)) && in_subtree(h, in))
+		if (modify_target(h, in))
 			break;
 	if (!h) {
+		/* every hook that watches it quieted it: the fast path may skip */
+		inode_flags_set(in, INODE_QUIET);
 		pthread_mutex_unlock(&E.lock);
 		return 0;
 	}
@@ -1726,12 +1928,9 @@ int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
 	ev->hint_start = start;
 	ev->hint_end = end;
 	fill_proto(ev, &pe, path, sizeof(path));
-	if (inode_state(in))
-		pe.file_size = ((struct fstate *)inode_state(in))->size;
 	for (h = E.hooks; h; h = h->next)
-		if ((h->mask & HSMFS_MASK(HSMFS_EV_PRE_MODIFY)) && in_subtree(h, in) &&
-		    hooks_send_event(h, &pe, -1) == 0)
-			ev->targets[ev->ntargets++] = h;
+		if (modify_target(h, in))
+			add_target(ev, h, hooks_send_event(h, &pe, -1) == 0);
 	ev->st = EV_SENT;
 	if (!ev->ntargets)
 		complete(ev, 0);
@@ -1959,7 +2158,11 @@ void events_hook_joined(struct hook *h)
 	pthread_mutex_lock(&E.lock);
 	h->next = E.hooks;
 	E.hooks = h;
+	E.joins++;
 	recompute_mask();
+	/* a new watcher of changes has quieted nothing yet */
+	if (h->mask & HSMFS_MASK(HSMFS_EV_PRE_MODIFY))
+		inode_flags_clear_all(INODE_QUIET);
 	log_info("hook '%s' (pid %d, %s) connected", h->name, (int)h->pid,
 		 h->kind == HSMFS_KIND_FILL ? "fill" : "watch");
 	for (unsigned i = 0; i < E.cfg.max_pending; i++) {
@@ -1973,11 +2176,10 @@ void events_hook_joined(struct hook *h)
 			if (strcmp(ev->orphans[k], h->name) || !(h->mask & HSMFS_MASK(ev->type)))
 				continue;
 			fill_proto(ev, &pe, path, sizeof(path));
-			if (hooks_send_event(h, &pe, -1))
-				continue;
 			for (j = 0; j < ev->ntargets && ev->targets[j]; j++)
 				;
 			ev->targets[j] = h;
+			ev->unsent[j] = hooks_send_event(h, &pe, -1) != 0;
 			memmove(ev->orphans[k], ev->orphans[k + 1],
 				(ev->norphans - k - 1) * sizeof(*ev->orphans));
 			ev->norphans--;
@@ -2034,6 +2236,9 @@ void events_hook_left(struct hook *h)
 		}
 	}
 	redispatch_queue();
+	free(h->quiet);
+	h->quiet = NULL;
+	h->nquiet = h->quiet_cap = 0;
 	log_info("hook '%s' (pid %d) disconnected", h->name, (int)h->pid);
 	pthread_mutex_unlock(&E.lock);
 }
@@ -2184,7 +2389,7 @@ static int deny_errno(uint32_t e)
 	switch (e) {
 	case EPERM: case EACCES: case EIO: case EBUSY: case EAGAIN:
 	case ENOSPC: case EDQUOT: case ETXTBSY: case ENODATA: case ETIMEDOUT:
-		return -(int)e;
+		return -(int)e; /* ETIMEDOUT too: EV_TIMEOUT is the engine's own */
 	default:
 		return -EIO;
 	}
@@ -2237,14 +2442,16 @@ void events_answer(struct hook *h, const struct proto_answer *a)
 	}
 	for (i = 0; i < ev->ntargets && ev->targets[i] != h; i++)
 		;
-	if (i == ev->ntargets)
+	/* a hook that was never sent the event cannot answer it */
+	if (i == ev->ntargets || ev->unsent[i])
 		goto not_ours;
-	ev->targets[i] = ev->targets[--ev->ntargets];
+	remove_target(ev, i);
 	if (a->verdict != HSMFS_ALLOW) {
 		complete(ev, deny_errno(a->error));
 	} else {
+		/* QUIET quiets the hook that said it, no other */
 		if (ev->type == HSMFS_EV_PRE_MODIFY && (a->flags & HSMFS_ANSWER_QUIET))
-			inode_flags_set(ev->in, INODE_QUIET);
+			quiet_add(h, inode_ino(ev->in));
 		if (!ev->ntargets && ev->type == HSMFS_EV_PRE_MODIFY)
 			complete(ev, 0);
 		else if (!ev->ntargets && ev->filled)
@@ -2264,7 +2471,8 @@ void events_progress(struct hook *h, const struct proto_progress *p)
 
 	pthread_mutex_lock(&E.lock);
 	ev = find_event(p->id);
-	if (ev && ev->hook == h) {
+	/* progress is bytes advancing: a repeated count extends nothing */
+	if (ev && ev->hook == h && p->bytes_done > ev->progress) {
 		ev->progress = p->bytes_done;
 		mono_after(&ev->deadline, E.cfg.timeout);
 	}

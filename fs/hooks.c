@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -100,14 +101,50 @@ static void copy_str(char *dst, size_t size, struct proto_str s)
 	dst[n] = '\0';
 }
 
+/* A hook name: printable, so that it cannot forge log or status lines. */
 static bool valid_name(struct proto_str s, size_t max)
 {
 	if (s.len > max)
 		return false;
 	for (size_t i = 0; i < s.len; i++)
-		if (s.p[i] == '\0')
+		if ((unsigned char)s.p[i] < 0x20 || s.p[i] == 0x7f)
 			return false;
 	return true;
+}
+
+/*
+ * The subtree of a HELLO in the form paths are matched in: relative to
+ * the mount root, no leading, trailing or doubled '/' ("/a/b/", "a//b"
+ * and "a/b" are one subtree; "/" and "" the whole mount).  A component
+ * "." or "..", a NUL or a control character is refused: -EINVAL.
+ */
+static int norm_subtree(struct proto_str in, char *out, size_t size)
+{
+	size_t n = 0, i = 0;
+
+	if (in.len >= size)
+		return -EINVAL;
+	while (i < in.len) {
+		size_t j;
+
+		while (i < in.len && in.p[i] == '/')
+			i++;
+		for (j = i; j < in.len && in.p[j] != '/'; j++)
+			if ((unsigned char)in.p[j] < 0x20)
+				return -EINVAL;
+		if (j == i)
+			break;
+		if ((j - i == 1 && in.p[i] == '.') ||
+		    (j - i == 2 && in.p[i] == '.' && in.p[i + 1] == '.'))
+			return -EINVAL;
+		if (n)
+			out[n++] = '/';
+		memcpy(out + n, in.p + i, j - i);
+		n += j - i;
+		i = j;
+	}
+	out[n] = '\0';
+	return 0;
 }
 
 static void *conn_main(void *arg)
@@ -130,6 +167,8 @@ static void *conn_main(void *arg)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
+			if (!joined && (errno == EAGAIN || errno == EWOULDBLOCK))
+				refuse(h->fd, who, HSMFS_ERR_STATE, "no HELLO in time");
 			break;
 		}
 		if (n > HSMFS_MAX_FRAME) {
@@ -156,14 +195,13 @@ static void *conn_main(void *arg)
 			}
 			if ((hello.kind != HSMFS_KIND_FILL && hello.kind != HSMFS_KIND_WATCH) ||
 			    !valid_name(hello.name, HSMFS_MAX_NAME) ||
-			    !valid_name(hello.subtree, HSMFS_MAX_PATH)) {
+			    norm_subtree(hello.subtree, h->subtree, sizeof(h->subtree))) {
 				refuse(h->fd, who, HSMFS_ERR_MALFORMED, "bad kind, name or subtree in HELLO");
 				break;
 			}
 			h->kind = hello.kind;
 			h->mask = hello.mask & HSMFS_MASK_ALL;
 			copy_str(h->name, sizeof(h->name), hello.name);
-			copy_str(h->subtree, sizeof(h->subtree), hello.subtree);
 			snprintf(who, sizeof(who), "'%s' (pid %d)", h->name, (int)h->pid);
 
 			struct proto_welcome w = { HSMFS_PROTO_VERSION, HSMFS_MAX_FRAME,
@@ -172,6 +210,9 @@ static void *conn_main(void *arg)
 
 			if (send_frame(h->fd, buf, wn, -1))
 				break;
+			/* joined: it may stay silent as long as it likes */
+			setsockopt(h->fd, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){ 0, 0 },
+				   sizeof(struct timeval));
 			events_hook_joined(h);
 			joined = true;
 			continue;
@@ -259,6 +300,9 @@ static void *accept_main(void *arg)
 			pthread_mutex_unlock(&H.lock);
 			continue;
 		}
+		/* a connection that says nothing must not hold a place for long */
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO,
+			   &(struct timeval){ HOOKS_HELLO_TIMEOUT, 0 }, sizeof(struct timeval));
 		h->fd = fd;
 		h->pid = cred.pid;
 		h->uid = cred.uid;

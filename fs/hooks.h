@@ -29,6 +29,7 @@
 #include "proto.h"
 
 #define HOOKS_MAX 64 /* connections served at once; more get ERROR */
+#define HOOKS_HELLO_TIMEOUT 5 /* seconds a new connection has to say HELLO */
 
 struct hook {
 	int fd;                            /* the connection */
@@ -40,7 +41,14 @@ struct hook {
 	uid_t uid;
 	uint32_t assigned;                 /* events sent and unanswered */
 	struct hook *next;                 /* events module's list */
+	/* files this hook answered PRE_MODIFY with QUIET for (store inode
+	 * numbers, open addressing, 0 = empty), owned by the events module
+	 * under its lock and freed by events_hook_left() */
+	uint64_t *quiet;
+	uint32_t nquiet, quiet_cap;
 };
+
+#define HOOK_QUIET_MAX (1u << 20) /* QUIET past it is not kept: more events */
 
 /*
  * Bind and listen on the socket in the state directory and start the

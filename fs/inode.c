@@ -46,6 +46,16 @@ static struct {
 
 static void (*state_dtor)(void *state);
 
+void inode_flags_clear_all(uint32_t bits)
+{
+	pthread_mutex_lock(&T.lock);
+	inode_flags_clear(&T.root, bits);
+	for (size_t i = 0; i < T.nbuckets; i++)
+		for (struct inode *in = T.hash[i]; in; in = in->hnext)
+			inode_flags_clear(in, bits);
+	pthread_mutex_unlock(&T.lock);
+}
+
 _Static_assert(offsetof(struct inode, head) == 0, "inode head first");
 
 static size_t hash_key(dev_t dev, ino_t ino)

@@ -49,7 +49,8 @@ struct inode_head {
 
 #define INODE_NONRESIDENT 0x1 /* some bytes missing: reads take the slow path */
 #define INODE_STATEFUL 0x2    /* has per-file state: writes update it */
-#define INODE_QUIET 0x4       /* PRE_MODIFY silenced for this file */
+#define INODE_QUIET 0x4       /* every PRE_MODIFY hook quieted this file
+			       * (cleared when one joins: events.c) */
 #define INODE_LOADED 0x8      /* per-file state looked up already */
 #define INODE_TRACKED 0x10    /* reads counted while they run (cache limits):
 			       * they take the slow path too */
@@ -71,6 +72,9 @@ static inline void inode_flags_clear(struct inode *in, uint32_t bits)
 	atomic_fetch_and_explicit(&((struct inode_head *)in)->flags, ~bits,
 				  memory_order_release);
 }
+
+/* Clear bits on every inode of the table (rare: a hook joined). */
+void inode_flags_clear_all(uint32_t bits);
 
 /*
  * Set up the table with the store root directory (takes ownership of

@@ -140,11 +140,13 @@ def main():
         try:
             if a.delay or a.progress:
                 end = time.monotonic() + a.delay
+                done = 0
                 while time.monotonic() < end:
                     time.sleep(min(a.progress or a.delay, max(0, end - time.monotonic())))
                     if a.progress:
+                        done += 1  # progress is bytes advancing
                         with lock:
-                            progress(s, ev["id"], 1)
+                            progress(s, ev["id"], done)
             if a.mode == "deny":
                 with lock:
                     answer(s, ev["id"], DENY, a.errno)

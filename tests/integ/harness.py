@@ -127,7 +127,7 @@ class Mount:
     """One hsmfs daemon serving STORE at MNT for the duration of a with."""
 
     def __init__(self, opts="", store=None, args=(), rlimit_nofile=None,
-                 expect_exit=0):
+                 expect_exit=0, env=None):
         self.dir = tmpdir()
         self.store = store or os.path.join(self.dir, "store")
         self.mnt = os.path.join(self.dir, "mnt")
@@ -137,6 +137,7 @@ class Mount:
         self.args = list(args)
         self.rlimit_nofile = rlimit_nofile
         self.expect_exit = expect_exit
+        self.env = env  # added to the daemon's environment
         self.proc = None
         self.log = os.path.join(self.dir, "hsmfs.log")
 
@@ -158,8 +159,9 @@ class Mount:
                 resource.setrlimit(resource.RLIMIT_NOFILE,
                                    (self.rlimit_nofile, self.rlimit_nofile))
 
+        env = dict(os.environ, **self.env) if self.env else None
         self.proc = subprocess.Popen(self.cmdline(), stdout=logf,
-                                     stderr=subprocess.STDOUT,
+                                     stderr=subprocess.STDOUT, env=env,
                                      preexec_fn=child_setup, pass_fds=(wfd,))
         os.close(wfd)
         logf.close()
