@@ -15,7 +15,7 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (Hook, Mount, diag, eq, import_manifest, main, ok, tmpdir,  # noqa: E402
+from harness import (Hook, Mount, eq, import_manifest, main, ok, skip, tmpdir,  # noqa: E402
                      wait_for)
 
 MiB = 1 << 20
@@ -163,8 +163,33 @@ def test_fsync_survives_kill():
     shutil.rmtree(mirror, ignore_errors=True)
 
 
+def test_failed_datasync():
+    """A data sync of the write-behind that fails (injected: debug builds)
+    is reported by the next fsync, once, and its batch is not committed."""
+    store = tmpdir("hsmfs-store-")
+    with Mount(store=store, env={"HSMFS_FAIL": "datasync"}) as m:
+        eq(import_manifest(m.mnt, [{"path": "f", "size": MiB}])[0], 0, "import")
+        fd = os.open(m.path("f"), os.O_WRONLY)
+        os.pwrite(fd, LOCAL, 4096)
+        try:
+            os.fsync(fd)
+            e = 0
+        except OSError as x:
+            e = x.errno
+        if e == 0 and "cannot sync" not in m.output():
+            skip("a failed data sync reaches fsync", "a release build injects no faults")
+        else:
+            eq(e, 5, "fsync reports the failed data sync as EIO")
+            ok("its ranges are not committed" in m.output(), "and says so in the log")
+            os.fsync(fd)
+            ok(True, "the next fsync succeeds: the error is reported once")
+        os.close(fd)
+    shutil.rmtree(store, ignore_errors=True)
+
+
 def run():
     test_write_races_fill()
+    test_failed_datasync()
     test_late_write()
     test_fsync_survives_kill()
 
