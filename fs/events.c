@@ -1978,7 +1978,11 @@ void events_wrote(struct inode *in, struct events_change *c, uint64_t off, uint6
 		pthread_mutex_unlock(&E.lock);
 		return;
 	}
-	res = rs_add(&fs->present, off, off + len);
+	/*
+	 * Written past the end: the gap the store file grew is zeros of the
+	 * user's, present like the written bytes (never fetched over).
+	 */
+	res = rs_add(&fs->present, off > fs->size ? fs->size : off, off + len);
 	if (res)
 		lost_track(fs, res);
 	if (off + len > fs->size)

@@ -672,7 +672,8 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino,
 			return;
 		}
 	}
-	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	/* a short splice into the store goes on: a write is all or an error */
+	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
 	out.buf[0].fd = fi->fh;
 	out.buf[0].pos = off;
 	/* the user's bytes win: no fill is committed over them */
