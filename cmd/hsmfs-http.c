@@ -12,12 +12,18 @@
  *
  * Consistency: with a recorded version (an ETag, or a Last-Modified
  * date) the request carries If-Range, so a changed object comes back as
- * a whole 200 instead of a range of other bytes.  A 200 whose validator
- * differs from the recorded version means the object changed: denied
- * with EIO and logged, never mixed.  A 200 with the same (or no)
- * validator means the server ignores ranges: the hint range is cut out
- * of the full body, and that origin is remembered.  A body shorter or
- * longer than asked is an error, not data.
+ * a whole 200 instead of a range of other bytes.  Every response, 200
+ * or 206, of every attempt, is checked before its first body byte is
+ * written: its validator of the recorded version's kind (ETag with an
+ * ETag, Last-Modified with a date) must equal it.  One that differs
+ * means the object changed: the transfer is aborted, the file marked
+ * stale, the event denied with EIO; one without that validator cannot
+ * be checked and is refused the same way, without marking the file.
+ * Servers that ignore If-Range (some S3-compatible stores answer 206
+ * with the new object's bytes) are caught by this.  A 200 to a range
+ * request means this server ignored Range for this response: the hint
+ * range is cut out of the body; the next request asks a range again.
+ * A body shorter or longer than asked is an error, not data.
  *
  * CURLcode stays in this file; answers carry errnos.
  */
@@ -27,6 +33,7 @@
 #include <getopt.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,10 +77,6 @@ static pthread_mutex_t qlock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t qcond = PTHREAD_COND_INITIALIZER;
 static bool done;
 
-/* origins seen ignoring Range (prefix of URL up to the path) */
-static pthread_mutex_t olock = PTHREAD_MUTEX_INITIALIZER;
-static char ignoring[16][256];
-static unsigned nignoring;
 
 static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void logf_(const char *fmt, ...)
@@ -124,44 +127,6 @@ static char *join_url(const char *base, const char *path)
 	return u;
 }
 
-static void origin_key(const char *url, char key[256])
-{
-	const char *p = strstr(url, "://");
-	size_t n = p ? strcspn(p + 3, "/") + (p + 3 - url) : strlen(url);
-
-	snprintf(key, 256, "%.*s", (int)(n < 255 ? n : 255), url);
-}
-
-static bool origin_ignores_ranges(const char *url)
-{
-	char key[256];
-	bool r = false;
-
-	origin_key(url, key);
-	pthread_mutex_lock(&olock);
-	for (unsigned i = 0; i < nignoring; i++)
-		r |= !strcmp(ignoring[i], key);
-	pthread_mutex_unlock(&olock);
-	return r;
-}
-
-static void remember_ignoring(const char *url)
-{
-	char key[256];
-
-	origin_key(url, key);
-	pthread_mutex_lock(&olock);
-	if (nignoring < 16) {
-		for (unsigned i = 0; i < nignoring; i++)
-			if (!strcmp(ignoring[i], key))
-				goto out;
-		snprintf(ignoring[nignoring++], 256, "%s", key);
-		logf_("origin %s ignores Range requests: whole bodies are fetched", key);
-	}
-out:
-	pthread_mutex_unlock(&olock);
-}
-
 struct xfer {
 	const struct hsmfs_event *ev;
 	uint64_t lo, hi;         /* the range to fill */
@@ -171,9 +136,14 @@ struct xfer {
 	bool range_reply;        /* 206 with Content-Range */
 	bool overflow;           /* more body than asked */
 	int io_error;            /* errno of a failed pwrite */
+	bool checked;            /* the response's validator was checked */
+	int version_error;       /* EIO: changed (ESTALE) or not checkable */
+	bool changed;            /* the validator differs: the object changed */
 	char validator[1024];    /* ETag, else Last-Modified, of the reply */
 	char etag[1024], lastmod[1024];
 	double last_progress;
+	bool is_file;            /* file:// has no validators */
+	long status;             /* of the response being received */
 	uint64_t *received;      /* bytes received for the event, all attempts */
 	uint64_t reported;       /* *received as last sent in PROGRESS */
 };
@@ -196,6 +166,9 @@ static size_t on_header(char *b, size_t sz, size_t n, void *arg)
 	if (len > 6 && !strncasecmp(b, "HTTP/", 5)) {
 		/* a new response (after a redirect or 100): start over */
 		x->range_reply = false;
+		x->checked = false;
+		x->status = 0;
+		sscanf(b + 5, "%*s %ld", &x->status);
 		x->etag[0] = x->lastmod[0] = '\0';
 	} else if (len > 14 && !strncasecmp(b, "Content-Range:", 14)) {
 		if (sscanf(b + 14, " bytes %llu-%llu", &a, &e) == 2) {
@@ -210,10 +183,46 @@ static size_t on_header(char *b, size_t sz, size_t n, void *arg)
 	return len;
 }
 
+/*
+ * Is the recorded version an HTTP date (then it is compared with
+ * Last-Modified) rather than an ETag ("..." or W/"...")?
+ */
+static bool version_is_date(const char *v)
+{
+	return v[0] != '"' && strncmp(v, "W/", 2) && strstr(v, "GMT");
+}
+
+/*
+ * The response's headers are complete: check its validator against the
+ * recorded version before any byte of it is written.  false: abort.
+ */
+static bool check_version(struct xfer *x)
+{
+	const char *want = x->ev->version, *got;
+
+	x->checked = true;
+	/* an error's body is not the object's: the status decides it */
+	if (!want[0] || x->is_file || x->status < 200 || x->status > 299)
+		return true;
+	got = version_is_date(want) ? x->lastmod : x->etag;
+	if (!got[0]) {
+		x->version_error = 1; /* nothing to compare: not checkable */
+		return false;
+	}
+	if (strcmp(got, want)) {
+		x->changed = true;
+		return false;
+	}
+	return true;
+}
+
 static size_t on_body(char *b, size_t sz, size_t n, void *arg)
 {
 	struct xfer *x = arg;
 	size_t len = sz * n;
+
+	if (!x->checked && !check_version(x))
+		return 0; /* aborts the transfer: not one byte of another version */
 	uint64_t off = x->body_start + x->body_pos;
 	uint64_t s = off > x->lo ? off : x->lo;
 	uint64_t e = off + len < x->hi ? off + len : x->hi;
@@ -340,7 +349,7 @@ static int fetch(CURL *c, const struct hsmfs_event *ev, uint64_t *ret_lo,
 	for (unsigned attempt = 0;; attempt++) {
 		/* file:// sends the range with no Content-Range: it starts at lo */
 		struct xfer x = { .ev = ev, .lo = ev->hint_start, .hi = ev->hint_end,
-				  .body_start = is_file ? ev->hint_start : 0,
+				  .body_start = is_file ? ev->hint_start : 0, .is_file = is_file,
 				  .received = &received, .reported = reported };
 		long code = 0;
 		CURLcode rc;
@@ -349,13 +358,10 @@ static int fetch(CURL *c, const struct hsmfs_event *ev, uint64_t *ret_lo,
 		curl_easy_setopt(c, CURLOPT_HEADERDATA, &x);
 		curl_easy_setopt(c, CURLOPT_WRITEDATA, &x);
 		curl_easy_setopt(c, CURLOPT_XFERINFODATA, &x);
-		if (!origin_ignores_ranges(url)) {
-			snprintf(range, sizeof(range), "%llu-%llu",
-				 (unsigned long long)x.lo, (unsigned long long)x.hi - 1);
-			curl_easy_setopt(c, CURLOPT_RANGE, range);
-		} else {
-			curl_easy_setopt(c, CURLOPT_RANGE, NULL);
-		}
+		/* every request asks its range: a server's 200 is per response */
+		snprintf(range, sizeof(range), "%llu-%llu",
+			 (unsigned long long)x.lo, (unsigned long long)x.hi - 1);
+		curl_easy_setopt(c, CURLOPT_RANGE, range);
 		curl_slist_free_all(hdrs);
 		hdrs = NULL;
 		if (ev->version[0] && !is_file) {
@@ -372,6 +378,25 @@ static int fetch(CURL *c, const struct hsmfs_event *ev, uint64_t *ret_lo,
 		if (x.io_error) {
 			logf_("'%s': writing the store: %s", ev->path, strerror(x.io_error));
 			err = x.io_error == ENOSPC ? ENOSPC : EIO;
+			break;
+		}
+		if (x.changed) {
+			char p[8300];
+
+			logf_("'%s': origin changed (HTTP %ld with %s %s, recorded %s); refusing to mix versions",
+			      ev->path, code, version_is_date(ev->version) ? "Last-Modified" : "ETag",
+			      version_is_date(ev->version) ? x.lastmod : x.etag, ev->version);
+			/* status shows it stale until it is imported again */
+			snprintf(p, sizeof(p), "%s/%s", cfg.mountpoint, ev->path);
+			setxattr(p, "user.hsmfs.stale", "1", 1, 0);
+			err = EIO;
+			break;
+		}
+		if (x.version_error) {
+			logf_("'%s': HTTP %ld has no %s to check the recorded version %s against; refused",
+			      ev->path, code, version_is_date(ev->version) ? "Last-Modified" : "ETag",
+			      ev->version);
+			err = EIO;
 			break;
 		}
 		if (rc != CURLE_OK || code >= 500 || code == 429) {
@@ -402,21 +427,14 @@ static int fetch(CURL *c, const struct hsmfs_event *ev, uint64_t *ret_lo,
 			err = EACCES;
 			break;
 		} else if (code == 200) {
-			const char *v = x.etag[0] ? x.etag : x.lastmod;
+			/* the server ignored Range (its validator was checked): cut */
+			static atomic_bool said;
 
-			if (ev->version[0] && v[0] && strcmp(v, ev->version)) {
-				char p[8300];
-
-				logf_("'%s': origin changed (version %s, was %s); refusing to mix versions",
-				      ev->path, v, ev->version);
-				/* status shows it stale until it is imported again */
-				snprintf(p, sizeof(p), "%s/%s", cfg.mountpoint, ev->path);
-				setxattr(p, "user.hsmfs.stale", "1", 1, 0);
-				err = EIO;
-				break;
+			if (!atomic_exchange(&said, true)) {
+				logf_("origin of '%s' ignores Range requests (HTTP 200): the range is cut "
+				      "out of the whole body; every request still asks for its range",
+				      ev->path);
 			}
-			if (!origin_ignores_ranges(url))
-				remember_ignoring(url);
 		} else if (code != 206) {
 			logf_("'%s': unexpected HTTP %ld", ev->path, code);
 			err = EIO;

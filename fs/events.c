@@ -76,6 +76,24 @@ struct fstate {
 
 enum ev_state { EV_FREE, EV_QUEUED, EV_SENT, EV_DONE };
 
+/*
+ * A read parked on an event instead of holding a FUSE worker thread
+ * while a hook works (events_read()).  When the event ends, the thread
+ * that ended it checks the read again: another missing range parks it
+ * on the next event, else it is answered from that thread (cfg.reply).
+ * From a fixed pool of max_pending; with none free, a read waits in its
+ * worker thread as before.  Interrupts are seen by the timer.
+ */
+struct parked {
+	struct fuse_req *req;       /* NULL: free */
+	struct inode *in;           /* held with inode_ref */
+	int fd;                     /* the open file's store descriptor */
+	uint64_t off, len;          /* the read */
+	int result;                 /* of the event it waited for */
+	bool retried;               /* ENOSPC: evicted and tried once more */
+	struct parked *next;        /* event's list, ready list, or free list */
+};
+
 struct event {
 	uint64_t id;               /* 0 when free */
 	uint32_t type;             /* HSMFS_EV_* */
@@ -105,7 +123,9 @@ struct event {
 	uint64_t fill_start, fill_end;
 	bool detached;             /* readahead: nobody started it to wait */
 	int result;                /* 0 or -errno once EV_DONE */
-	uint32_t waiters;
+	uint32_t waiters;          /* references: threads in wait_event() and
+				    * parked reads; released at 0 once done */
+	struct parked *parked;     /* reads parked on it */
 	struct timespec deadline;  /* CLOCK_MONOTONIC */
 	struct timespec born;      /* CLOCK_MONOTONIC, for the fill latency */
 	uint64_t reserved;         /* PRE_ACCESS: cache bytes admitted */
@@ -140,6 +160,9 @@ static struct {
 	pthread_cond_t tcond;      /* wakes the timer to stop */
 	bool timer_running;
 	uint64_t joins;            /* hooks that joined so far */
+	struct parked *park_pool;  /* max_pending entries */
+	struct parked *park_free;
+	struct parked *ready;      /* parked reads whose event ended */
 	bool write_failing;        /* the last batch could not be committed */
 	pthread_t writer;
 	bool writer_running, stopping;
@@ -245,6 +268,9 @@ static bool mono_passed(const struct timespec *ts)
 
 static void *writer_main(void *arg);
 static void *timer_main(void *arg);
+static void drain_ready(void);
+static void unpark_interrupted(struct event *ev);
+static void complete(struct event *ev, int result);
 
 int events_init(const struct events_config *cfg)
 {
@@ -262,6 +288,13 @@ int events_init(const struct events_config *cfg)
 		E.slots[i].stage_fd = -1;
 		E.slots[i].free_next = E.free_list;
 		E.free_list = &E.slots[i];
+	}
+	E.park_pool = calloc(cfg->max_pending, sizeof(*E.park_pool));
+	if (!E.park_pool)
+		return -ENOMEM;
+	for (i = cfg->max_pending; i-- > 0;) {
+		E.park_pool[i].next = E.park_free;
+		E.park_free = &E.park_pool[i];
 	}
 	pthread_cond_init(&E.slot_cond, &ca);
 	pthread_cond_init(&E.wcond, &ca);
@@ -1116,6 +1149,16 @@ int events_fsync(struct inode *in)
 void events_shutdown(void)
 {
 	pthread_mutex_lock(&E.lock);
+	/* nobody will answer now: pending events fail, parked reads get EIO */
+	for (unsigned i = 0; E.slots && i < E.cfg.max_pending; i++) {
+		struct event *ev = &E.slots[i];
+
+		if ((ev->st == EV_SENT || ev->st == EV_QUEUED) && !ev->copying)
+			complete(ev, -EIO);
+	}
+	pthread_mutex_unlock(&E.lock);
+	drain_ready();
+	pthread_mutex_lock(&E.lock);
 	E.stopping = true;
 	pthread_cond_signal(&E.wcond);
 	pthread_cond_signal(&E.tcond);
@@ -1305,6 +1348,7 @@ static void redispatch_queue(void)
 }
 
 static void release_slot(struct event *ev);
+static void put_event(struct event *ev);
 static void commit_fill(struct event *ev);
 static void change_unlink(struct events_change *c);
 
@@ -1364,8 +1408,34 @@ static void complete(struct event *ev, int result)
 	ev->st = EV_DONE;
 	ev->result = result;
 	pthread_cond_broadcast(&ev->cond);
-	if (ev->detached && !ev->waiters)
+	/* its parked reads go to whichever thread drains the ready list */
+	while (ev->parked) {
+		struct parked *p = ev->parked;
+
+		ev->parked = p->next;
+		p->result = result;
+		p->next = E.ready;
+		E.ready = p;
+		ev->waiters--;
+	}
+	put_event(ev);
+}
+
+/* Release ev's slot once it is done and nobody holds it.  E.lock held. */
+static void put_event(struct event *ev)
+{
+	if (ev->st == EV_DONE && !ev->waiters)
 		release_slot(ev);
+}
+
+/*
+ * Take a reference on ev for a waiter; a readahead's first waiter gets
+ * the whole timeout from now.  E.lock held.
+ */
+static void hold_event(struct event *ev)
+{
+	if (!ev->waiters++ && ev->detached)
+		mono_after(&ev->deadline, E.cfg.timeout);
 }
 
 static void release_slot(struct event *ev)
@@ -1414,6 +1484,7 @@ static void init_event(struct event *ev, uint32_t type, struct inode *in,
 	ev->detached = false;
 	ev->result = 0;
 	ev->waiters = 0;
+	ev->parked = NULL;
 	ev->progress = 0;
 	ev->pid = ctx ? ctx->pid : 0;
 	ev->uid = ctx ? ctx->uid : 0;
@@ -1518,26 +1589,58 @@ static void *timer_main(void *arg)
 
 			if (ev->st != EV_SENT && ev->st != EV_QUEUED)
 				continue;
-			if (!ev->copying && mono_passed(&ev->deadline))
+			if (!ev->copying && mono_passed(&ev->deadline)) {
 				expire(ev);
-			else
-				resend(ev);
+				continue;
+			}
+			resend(ev);
+			if (ev->parked) {
+				ev->waiters++; /* not released while we look */
+				unpark_interrupted(ev);
+				ev->waiters--;
+				put_event(ev);
+			}
 		}
 		if (E.queue)
 			redispatch_queue();
+		if (E.ready) {
+			pthread_mutex_unlock(&E.lock);
+			drain_ready();
+			pthread_mutex_lock(&E.lock);
+		}
 	}
 	pthread_mutex_unlock(&E.lock);
 	return NULL;
 }
 
-/* Wait for ev to finish; E.lock held.  Returns its result. */
+/*
+ * A waiter of ev left (interrupted): with nobody else waiting, the
+ * event is cancelled unless it is a readahead or being committed.
+ * The caller puts its reference.  E.lock held.
+ */
+static void abandoned(struct event *ev)
+{
+	if (ev->waiters || ev->st == EV_DONE || ev->detached || ev->copying)
+		return;
+	if (ev->hook)
+		hooks_send_cancel(ev->hook, ev->id, HSMFS_CANCEL_INTERRUPTED);
+	for (unsigned i = 0; i < ev->ntargets; i++)
+		if (ev->targets[i] && !ev->unsent[i])
+			hooks_send_cancel(ev->targets[i], ev->id, HSMFS_CANCEL_INTERRUPTED);
+	ev->waiters++; /* complete() must not release it under us */
+	complete(ev, -EINTR);
+	ev->waiters--;
+}
+
+/*
+ * Wait for ev to finish, with a reference the caller took (hold_event,
+ * or start_fill's); the reference is dropped.  E.lock held.  Returns
+ * the event's result, or -EINTR.
+ */
 static int wait_event(struct event *ev, struct fuse_req *req)
 {
 	int res = 0;
 
-	/* a readahead's first reader gets the whole timeout from now */
-	if (!ev->waiters++ && ev->detached)
-		mono_after(&ev->deadline, E.cfg.timeout);
 	while (ev->st != EV_DONE) {
 		struct timespec tick;
 
@@ -1557,21 +1660,12 @@ static int wait_event(struct event *ev, struct fuse_req *req)
 		if (mono_passed(&ev->deadline) && !ev->copying)
 			expire(ev);
 	}
-	ev->waiters--;
-	if (res == -EINTR && !ev->waiters && ev->st != EV_DONE && !ev->detached &&
-	    !ev->copying) {
-		if (ev->hook)
-			hooks_send_cancel(ev->hook, ev->id, HSMFS_CANCEL_INTERRUPTED);
-		for (unsigned i = 0; i < ev->ntargets; i++)
-			if (ev->targets[i] && !ev->unsent[i])
-				hooks_send_cancel(ev->targets[i], ev->id,
-						  HSMFS_CANCEL_INTERRUPTED);
-		complete(ev, -EINTR);
-	}
 	if (!res)
 		res = ev->result;
-	if (!ev->waiters && ev->st == EV_DONE)
-		release_slot(ev);
+	ev->waiters--;
+	if (res == -EINTR)
+		abandoned(ev);
+	put_event(ev);
 	return res;
 }
 
@@ -1627,14 +1721,15 @@ static struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t st
 		if (sfd < 0) {
 			if (!detached)
 				*res = sfd;
-			complete(ev, sfd);
-			release_slot(ev);
+			complete(ev, sfd); /* nobody holds it: released */
 			return NULL;
 		}
 		fs->rw_fd = sfd;
 	}
 	sfd = fs->rw_fd;
 	ev->detached = detached;
+	if (!detached)
+		ev->waiters = 1; /* the caller's reference, for wait_event() */
 	ev->reserved = reserved; /* from here on the event gives it back */
 	if (detached)
 		E.st.readahead++;
@@ -1716,49 +1811,55 @@ static void read_ahead(struct inode *in, struct fstate *fs, const struct range *
 		fs->ra_ahead = pos;
 }
 
-int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
-		      struct fuse_req *req, bool *ret_held)
+/* The page-aligned span of a read of [off, off + len), within the file. */
+static void read_span(const struct fstate *fs, uint64_t off, uint64_t len,
+		      uint64_t *ret_start, uint64_t *ret_end)
 {
-	struct fstate *fs = inode_state(in);
-	uint64_t start, end, reserved = 0;
-	bool waited = false, retried = false;
-	int res = 0;
+	uint64_t end = off + len > fs->size ? fs->size : (off + len + PAGE - 1) & ~(PAGE - 1);
 
-	*ret_held = false;
-	if (!fs)
-		return 0;
-	pthread_mutex_lock(&E.lock);
-	start = off & ~(PAGE - 1);
-	end = off + len > fs->size ? fs->size : (off + len + PAGE - 1) & ~(PAGE - 1);
-	if (end > fs->size)
-		end = fs->size;
+	*ret_start = off & ~(PAGE - 1);
+	*ret_end = end > fs->size ? fs->size : end;
+}
+
+/*
+ * One step of a read's check of [start, end): 0 when all of it is
+ * present, -errno to fail, 1 with a reference on *ret_ev (hold_event or
+ * start_fill's) when the read must wait for that event: one already
+ * fetching some of the bytes, or a new one.  first: the read's first
+ * step (a hit is counted, readahead driven).  On mounts with cache
+ * limits, admission may drop E.lock and wait for room; *reserved is
+ * what it admitted and not yet handed to an event.  E.lock held.
+ */
+static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t end,
+		       struct fuse_req *req, bool first, uint64_t *reserved,
+		       struct event **ret_ev)
+{
 	for (;;) {
 		struct range miss, gap;
 		struct event *ev;
+		int res = 0;
 
-		if (fs->flags & META_F_STALE) {
-			res = -EIO;
-			break;
-		}
+		if (fs->flags & META_F_STALE)
+			return -EIO;
 		if (start >= end || !rs_missing(&fs->present, start, end, &miss, 1)) {
-			if (!waited)
+			if (first)
 				E.st.hits++;
-			break;
+			return 0;
 		}
 		/*
 		 * Wait for an event whose hint covers any of this: its hook is
 		 * most likely fetching those bytes already.  What it does not
-		 * fill is asked for again on the next turn of the loop.
+		 * fill is asked for again on the next step.
 		 */
 		ev = inflight_over(fs, miss.start, miss.end);
-		if (!ev) {
+		if (ev) {
+			hold_event(ev);
+		} else {
 			uint64_t hs, he, hint_start, hint_end, need;
 
 			if ((!have_fill_hook() && E.cfg.nohook_fail) ||
-			    recently_timed_out(fs, miss.start, miss.end, req)) {
-				res = -EIO;
-				break;
-			}
+			    recently_timed_out(fs, miss.start, miss.end, req))
+				return -EIO;
 			/* hint: the chunk-aligned span, within the same gap */
 			hs = miss.start & ~(E.cfg.chunk - 1);
 			he = (miss.end + E.cfg.chunk - 1) & ~(E.cfg.chunk - 1);
@@ -1777,33 +1878,56 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 			}
 			/* admission: room for the fill before it may write */
 			need = ((hint_end + PAGE - 1) & ~(PAGE - 1)) - (hint_start & ~(PAGE - 1));
-			if (E.cfg.cache_limited && reserved < need) {
+			if (E.cfg.cache_limited && *reserved < need) {
 				struct timespec deadline;
 
 				mono_after(&deadline, E.cfg.timeout);
 				pthread_mutex_unlock(&E.lock);
-				if (reserved)
-					cache_unreserve(reserved);
-				reserved = 0;
+				if (*reserved)
+					cache_unreserve(*reserved);
+				*reserved = 0;
 				res = cache_admit(need, &deadline);
 				pthread_mutex_lock(&E.lock);
 				if (res)
-					break;
-				reserved = need;
+					return res;
+				*reserved = need;
 				continue; /* the world may have changed meanwhile */
 			}
 			ev = start_fill(in, fs, miss.start, miss.end, hint_start, hint_end,
-					req, false, reserved, &res);
+					req, false, *reserved, &res);
 			if (!ev)
-				break;
-			reserved = 0;
+				return res;
+			*reserved = 0;
 		}
-		if (!waited) {
+		if (first) {
 			read_ahead(in, fs, &miss, ev, req);
 			/* what an eviction of the open file must leave alone */
 			fs->hot_lo = miss.start & ~(E.cfg.chunk - 1);
 			fs->hot_hi = ev->hint_end > fs->ra_ahead ? ev->hint_end : fs->ra_ahead;
 		}
+		*ret_ev = ev;
+		return 1;
+	}
+}
+
+int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
+		      struct fuse_req *req, bool *ret_held)
+{
+	struct fstate *fs = inode_state(in);
+	uint64_t start, end, reserved = 0;
+	bool waited = false, retried = false;
+	struct event *ev;
+	int res;
+
+	*ret_held = false;
+	if (!fs)
+		return 0;
+	pthread_mutex_lock(&E.lock);
+	read_span(fs, off, len, &start, &end);
+	for (;;) {
+		res = access_step(in, fs, start, end, req, !waited, &reserved, &ev);
+		if (res <= 0)
+			break;
 		waited = true;
 		res = wait_event(ev, req);
 		if (res == -ENOSPC && !retried) {
@@ -1826,7 +1950,135 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 	pthread_mutex_unlock(&E.lock);
 	if (reserved)
 		cache_unreserve(reserved);
+	drain_ready();
 	return caller_errno(res);
+}
+
+int events_read(struct inode *in, uint64_t off, uint64_t len, struct fuse_req *req,
+		int fd, bool *ret_held)
+{
+	struct fstate *fs = inode_state(in);
+	uint64_t start, end, reserved = 0;
+	struct event *ev;
+	struct parked *p;
+	int res;
+
+	*ret_held = false;
+	if (!fs)
+		return 0;
+	/* mounts with cache limits admit and count reads: in the thread */
+	if (E.cfg.cache_limited || !E.cfg.reply)
+		return events_pre_access(in, off, len, req, ret_held);
+	pthread_mutex_lock(&E.lock);
+	read_span(fs, off, len, &start, &end);
+	res = access_step(in, fs, start, end, req, true, &reserved, &ev);
+	if (res <= 0) {
+		pthread_mutex_unlock(&E.lock);
+		return caller_errno(res);
+	}
+	p = E.park_free;
+	if (!p) {
+		/* every parking place taken: wait in this thread, as before */
+		ev->waiters--;
+		put_event(ev);
+		pthread_mutex_unlock(&E.lock);
+		return events_pre_access(in, off, len, req, ret_held);
+	}
+	E.park_free = p->next;
+	p->req = req;
+	p->in = in;
+	inode_ref(in);
+	p->fd = fd;
+	p->off = off;
+	p->len = len;
+	p->retried = false;
+	p->next = ev->parked; /* with the reference access_step took */
+	ev->parked = p;
+	pthread_mutex_unlock(&E.lock);
+	return EVENTS_PARKED;
+}
+
+/*
+ * A parked read's event ended: check it again; park it on the next
+ * event, or answer it.  Called without E.lock.
+ */
+static void resume(struct parked *p)
+{
+	struct fstate *fs = inode_state(p->in);
+	uint64_t start, end, reserved = 0;
+	struct event *ev;
+	int res = p->result;
+
+	if (res == -ENOSPC && !p->retried) {
+		/* the store is full: evict, then try once more */
+		p->retried = true;
+		res = cache_make_room(E.cfg.chunk);
+		if (res)
+			res = -ENOSPC;
+	}
+	pthread_mutex_lock(&E.lock);
+	if (!res) {
+		read_span(fs, p->off, p->len, &start, &end);
+		res = access_step(p->in, fs, start, end, p->req, false, &reserved, &ev);
+		if (res == 1) {
+			p->next = ev->parked;
+			ev->parked = p;
+			pthread_mutex_unlock(&E.lock);
+			return;
+		}
+	}
+	pthread_mutex_unlock(&E.lock);
+	E.cfg.reply(p->req, p->in, p->fd, p->off, p->len, caller_errno(res));
+	pthread_mutex_lock(&E.lock);
+	inode_release(p->in);
+	p->req = NULL;
+	p->in = NULL;
+	p->next = E.park_free;
+	E.park_free = p;
+	pthread_mutex_unlock(&E.lock);
+}
+
+/* Resume every parked read whose event ended.  Called without E.lock. */
+static void drain_ready(void)
+{
+	for (;;) {
+		struct parked *p;
+
+		pthread_mutex_lock(&E.lock);
+		p = E.ready;
+		if (p)
+			E.ready = p->next;
+		pthread_mutex_unlock(&E.lock);
+		if (!p)
+			return;
+		resume(p);
+	}
+}
+
+/*
+ * Parked reads whose caller was interrupted leave their event (the
+ * event is cancelled if nobody else waits).  E.lock held.
+ */
+static void unpark_interrupted(struct event *ev)
+{
+	struct parked **pp = &ev->parked;
+
+	while (*pp) {
+		struct parked *p = *pp;
+
+		if (!fuse_req_interrupted(p->req)) {
+			pp = &p->next;
+			continue;
+		}
+		*pp = p->next;
+		p->result = -EINTR;
+		p->next = E.ready;
+		E.ready = p;
+		ev->waiters--;
+		abandoned(ev); /* the caller holds ev: never released here */
+		if (ev->st == EV_DONE)
+			break; /* the rest went to the ready list with it */
+	}
 }
 
 void events_read_done(struct inode *in)
@@ -1922,6 +2174,7 @@ int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
 		return -EIO;
 	}
 	init_event(ev, HSMFS_EV_PRE_MODIFY, in, req);
+	ev->waiters = 1; /* ours, for wait_event() */
 	ev->fs = NULL;
 	ev->start = start;
 	ev->end = end;
@@ -1936,6 +2189,7 @@ int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
 		complete(ev, 0);
 	res = wait_event(ev, req);
 	pthread_mutex_unlock(&E.lock);
+	drain_ready();
 	return caller_errno(res);
 }
 
@@ -2245,6 +2499,7 @@ void events_hook_left(struct hook *h)
 	h->nquiet = h->quiet_cap = 0;
 	log_info("hook '%s' (pid %d) disconnected", h->name, (int)h->pid);
 	pthread_mutex_unlock(&E.lock);
+	drain_ready();
 }
 
 static bool copying_over(const struct fstate *fs, uint64_t start, uint64_t end)
@@ -2399,7 +2654,7 @@ static int deny_errno(uint32_t e)
 	}
 }
 
-void events_answer(struct hook *h, const struct proto_answer *a)
+static void answer_one(struct hook *h, const struct proto_answer *a)
 {
 	struct event *ev;
 	unsigned i;
@@ -2467,6 +2722,13 @@ not_ours:
 	pthread_mutex_unlock(&E.lock);
 	log_debug("hook '%s': answer to event %llu it was not sent, ignored",
 		  h->name, (unsigned long long)a->id);
+}
+
+void events_answer(struct hook *h, const struct proto_answer *a)
+{
+	answer_one(h, a);
+	/* the reads parked on what it ended are answered from this thread */
+	drain_ready();
 }
 
 void events_progress(struct hook *h, const struct proto_progress *p)

@@ -53,6 +53,13 @@ struct events_config {
 	/* drop the kernel's page cache of in's [off, off + len) (len 0: all) */
 	void (*invalidate)(struct inode *in, uint64_t off, uint64_t len);
 	bool cache_limited;   /* cache_max or cache_min_free: admit fills */
+	/*
+	 * Answer a parked read (events_read()): res < 0 fails it, else the
+	 * reply is [off, off + len) of the store descriptor fd.  Called from
+	 * whichever engine thread ended its wait, without the engine's lock.
+	 */
+	void (*reply)(struct fuse_req *req, struct inode *in, int fd, uint64_t off,
+		      uint64_t len, int res);
 	int state_fd;         /* borrowed: STORE/.hsmfs, where fills stage */
 };
 
@@ -105,6 +112,18 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
  * evictor may take ranges of the open file again.
  */
 void events_read_done(struct inode *in);
+
+/*
+ * A read(2)'s slow path that does not hold the calling FUSE worker while
+ * a hook works: returns 0 (all present: read and reply yourself; with
+ * *ret_held, call events_read_done() after), -errno (reply it), or
+ * EVENTS_PARKED: the engine took the request and answers it through
+ * cfg.reply once its bytes are present or it failed.  Mounts with cache
+ * limits, and a full parking pool, wait in the calling thread instead.
+ */
+#define EVENTS_PARKED 1
+int events_read(struct inode *in, uint64_t off, uint64_t len, struct fuse_req *req,
+		int fd, bool *ret_held);
 int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
 		      struct fuse_req *req);
 

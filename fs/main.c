@@ -369,6 +369,7 @@ int main(int argc, char *argv[])
 			.store_path = store_path,
 			.origin = o.origin,
 			.invalidate = ops_invalidate,
+			.reply = ops_read_reply,
 			.state_fd = store.state_fd,
 			.cache_limited = o.cache_max || o.cache_min_free ||
 					 o.cache_min_free_pct,

@@ -80,6 +80,15 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_SPLICE_WRITE;
 	/* Locks stay in the kernel: correct among users of this mount. */
 	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+	/*
+	 * Readahead and asynchronous direct I/O are background requests,
+	 * of which the kernel sends 12 at a time by default: 12 reads parked
+	 * on a slow hook would stall every other file's.  Parked reads hold
+	 * no thread here, so let many be in flight (the kernel caps it for
+	 * unprivileged mounts at fuse's max_user_bgreq).
+	 */
+	conn->max_background = OPS_MAX_BACKGROUND;
+	conn->congestion_threshold = OPS_MAX_BACKGROUND * 3 / 4;
 	signal_ready();
 }
 
@@ -629,27 +638,35 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 }
 
+void ops_read_reply(struct fuse_req *req, struct inode *in, int fd, uint64_t off,
+		    uint64_t len, int res)
+{
+	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(len);
+
+	if (res) {
+		fuse_reply_err(req, -res);
+		return;
+	}
+	buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	buf.buf[0].fd = fd;
+	buf.buf[0].pos = off;
+	fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
-	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
 	struct inode *in = IN(ino);
-
 	bool held = false;
+	int res = 0;
 
 	if (__builtin_expect(inode_flags(in) & (INODE_NONRESIDENT | INODE_TRACKED), 0)) {
-		int res = events_pre_access(in, off, size, req, &held);
-
-		if (res) {
-			fuse_reply_err(req, -res);
+		/* waiting for a hook parks the request, not this thread */
+		res = events_read(in, off, size, req, fi->fh, &held);
+		if (res == EVENTS_PARKED)
 			return;
-		}
 	}
-
-	buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-	buf.buf[0].fd = fi->fh;
-	buf.buf[0].pos = off;
-	fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+	ops_read_reply(req, in, fi->fh, off, size, res);
 	if (held)
 		events_read_done(in);
 }

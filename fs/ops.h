@@ -30,6 +30,9 @@ struct ops_config {
 	int daemon_fd;           /* written one byte and closed at INIT, or -1 */
 };
 
+/* Background requests (readahead, async direct I/O) the kernel may send at once. */
+#define OPS_MAX_BACKGROUND 256
+
 void ops_init(const struct ops_config *cfg);
 /* The session, for cache invalidations (set before the loop starts). */
 void ops_set_session(struct fuse_session *se);
@@ -39,6 +42,14 @@ void ops_set_session(struct fuse_session *se);
  */
 struct inode;
 void ops_invalidate(struct inode *in, uint64_t off, uint64_t len);
+
+/*
+ * Answer a read the event engine parked (events.h, cfg.reply): an error,
+ * or [off, off + len) of the store descriptor fd.
+ */
+struct fuse_req;
+void ops_read_reply(struct fuse_req *req, struct inode *in, int fd, uint64_t off,
+		    uint64_t len, int res);
 const struct fuse_lowlevel_ops *ops_table(void);
 unsigned long ops_table_size(void);
 

@@ -4,7 +4,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,13 +35,20 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* Spawn the hook with its output on a pipe; returns the read end. */
+/*
+ * Spawn the hook with its output on a pipe; returns the read end.  The
+ * hook dies with the daemon: PR_SET_PDEATHSIG (SIGKILL) is tied to this
+ * thread, which lives as long as the supervision; a daemon killed with
+ * -9 takes its hook along, so an orphan never keeps fetching into the
+ * store (its staging files could not reach a later mount's files
+ * anyway).  Only async-signal-safe calls between fork and exec.
+ */
 static int spawn(pid_t *ret_pid)
 {
-	posix_spawn_file_actions_t fa;
 	char *argv[] = { "/bin/sh", "-c", NULL, "hsmfs-hook", S.mountpoint, NULL };
+	pid_t parent = getpid(), pid;
 	char *script;
-	int p[2], res;
+	int p[2], nul;
 
 	if (asprintf(&script, "exec %s \"$1\"", S.command) < 0)
 		return -ENOMEM;
@@ -50,18 +57,29 @@ static int spawn(pid_t *ret_pid)
 		free(script);
 		return -errno;
 	}
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, p[1], STDOUT_FILENO);
-	posix_spawn_file_actions_adddup2(&fa, p[1], STDERR_FILENO);
-	posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-	res = posix_spawn(ret_pid, "/bin/sh", &fa, NULL, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
+	nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	pid = fork();
+	if (pid == 0) {
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+			_exit(127); /* the daemon is gone already */
+		setpgid(0, 0); /* a group of its own: its children go with it */
+		if (dup2(p[1], STDOUT_FILENO) < 0 || dup2(p[1], STDERR_FILENO) < 0 ||
+		    (nul >= 0 && dup2(nul, STDIN_FILENO) < 0))
+			_exit(127);
+		execve("/bin/sh", argv, environ);
+		_exit(127);
+	}
+	if (nul >= 0)
+		close(nul);
 	close(p[1]);
 	free(script);
-	if (res) {
+	if (pid < 0) {
+		int res = -errno;
+
 		close(p[0]);
-		return -res;
+		return res;
 	}
+	*ret_pid = pid;
 	return p[0];
 }
 
@@ -74,7 +92,7 @@ static void *supervise_main(void *arg)
 		char buf[4096], line[4096];
 		size_t used = 0;
 		double started = now();
-		pid_t pid;
+		pid_t pid = 0;
 		int status, fd;
 
 		pthread_mutex_unlock(&S.lock);
@@ -152,7 +170,7 @@ void supervise_stop(void)
 		pthread_mutex_lock(&S.lock);
 		S.stopping = true;
 		if (S.pid > 0)
-			kill(S.pid, SIGTERM);
+			kill(-S.pid, SIGTERM); /* its group: what it started too */
 		pthread_cond_signal(&S.cond);
 		pthread_mutex_unlock(&S.lock);
 		pthread_join(S.thread, NULL);

@@ -41,6 +41,31 @@ def test():
        open("/proc/%d/stat" % last).read().split()[2] == "Z",
        "the hook is stopped at unmount")
 
+    # kill -9 of the daemon takes the hook along (it would otherwise keep
+    # fetching into a store that another mount may serve next), even one
+    # that does not notice its connection is gone (busy, or never connected)
+    stubborn = "%s -c 'import time; time.sleep(120)'" % sys.executable
+    m = Mount(opts="hook=" + stubborn)
+    m.start()
+    try:
+        pid = wait_for(lambda: started(m), "hook start line in the log")[-1]
+        m.proc.kill()
+        m.proc.wait()
+
+        def gone():
+            try:
+                return open("/proc/%d/stat" % pid).read().split()[2] == "Z"
+            except OSError:
+                return True
+        try:
+            ok(wait_for(gone, "the hook to die with its daemon", deadline=5),
+               "kill -9 of the daemon: its hook dies too")
+        except TimeoutError:
+            ok(False, "kill -9 of the daemon: its hook dies too (pid %d still runs)" % pid)
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        m.cleanup()
+
     mirror_bin = os.path.join(os.path.dirname(HSMFS), "hsmfs-mirror")
     with Mount(opts="hook=%s %s" % (mirror_bin, mirror)) as m:
         eq(import_manifest(m.mnt, [{"path": "c", "size": len(data["c"])}])[0], 0, "import")

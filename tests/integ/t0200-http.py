@@ -190,13 +190,31 @@ def test():
             ok("timed out" not in m.output(), "no event timed out")
 
         # server that ignores ranges
-    with Nginx(root, "max_ranges 0;") as ng:
+    with Nginx(root, "location /sizes/ { max_ranges 0; }") as ng:
         with Mount(opts=hook_opts(ng)) as m:
             sub = {p: d for p, d in files.items() if p.startswith("sizes/")}
-            eq(import_manifest(m.mnt, [{"path": p, "size": len(d)} for p, d in sub.items()])[0],
+            eq(import_manifest(m.mnt, [{"path": p, "size": len(d)} for p, d in sub.items()] +
+                               [{"path": "dir one/sub/x y.dat",
+                                 "size": len(files["dir one/sub/x y.dat"])}])[0],
                0, "import")
             eq(read_tree(m.mnt, sub), [], "max_ranges 0: files still read correctly")
             ok(m.logged("ignores Range"), "the ignoring origin is noticed")
+            with open(m.path("dir one/sub/x y.dat"), "rb") as f:
+                eq(f.read(4096), files["dir one/sub/x y.dat"][:4096], "another file of that host")
+            ok([l for l in ng.log() if l[1].endswith("x%20y.dat") and l[4].startswith("bytes=")
+                and l[2] == 206],
+               "is still asked for a range: ignoring Range is decided per response")
+        # a listing-imported file records Last-Modified: compared with Last-Modified
+        # (not with the ETag), so an unchanged file is not taken as changed
+        lstore = tmpdir("hsmfs-store-")
+        rc, out = run([HSMFSCTL, "import", "-s", lstore, "--listing", ng.url("sizes/")])
+        eq(rc, 0, "import from the listing of the ignoring location")
+        with Mount(store=lstore, opts=hook_opts(ng)) as m:
+            name = "s%d.bin" % (MiB + 1)
+            with open(m.path(name), "rb") as f:
+                eq(f.read(), files["sizes/" + name], "its unchanged file reads (200, same date)")
+            eq(os.getxattr(m.path(name), "user.hsmfs.state"), b"resident", "and is not stale")
+        shutil.rmtree(lstore, ignore_errors=True)
 
     # stopped origin: present ranges stay readable, missing ones fail
     ng = Nginx(root).start()

@@ -258,6 +258,62 @@ def test_timeout_bound():
         ok(took < 4.0, "PROGRESS without new bytes extends nothing (%.1f s, timeout=2)" % took)
 
 
+def test_stalled_hook():
+    """40 reads wait for a fill hook that never answers: each is parked,
+    not a FUSE worker thread, so every event reaches the hook and other
+    requests are served at once."""
+    n = 40
+    with Mount(opts="timeout=5") as m:
+        eq(import_manifest(m.mnt, [{"path": "p%d" % k, "size": P} for k in range(n)])[0], 0,
+           "import")
+        with open(m.path("resident"), "wb") as f:
+            f.write(b"r" * P)
+        s, _ = pyhook.connect(m.mnt, "fill", ["access"], "silent")
+        seen = []
+
+        def drain():
+            s.settimeout(0.5)
+            while True:
+                try:
+                    data_, fds = pyhook.recv_frame(s)
+                except socket.timeout:
+                    continue
+                except OSError:
+                    return
+                if not data_:
+                    return
+                for fd in fds:
+                    os.close(fd)
+                if data_[4] == pyhook.EVENT:
+                    seen.append(1)
+        t = threading.Thread(target=drain)
+        t.start()
+        errs = []
+        readers = [threading.Thread(target=lambda k=k: errs.append(
+            errno_of(lambda: dread(m.path("p%d" % k), 0, P)))) for k in range(n)]
+        for r in readers:
+            r.start()
+        try:
+            wait_for(lambda: len(seen) >= n, "%d events at the hook" % n, deadline=4)
+            got_all = True
+        except TimeoutError:
+            got_all = False
+        ok(got_all, "all %d reads reached the hook at once (%d did)" % (n, len(seen)))
+        t0 = time.monotonic()
+        st = os.stat(m.path("resident"))
+        with open(m.path("resident"), "rb") as f:
+            data_ = f.read()
+        took = time.monotonic() - t0
+        ok(st.st_size == P and data_ == b"r" * P and took < 0.5,
+           "stat and read of a resident file meanwhile: %.3f s" % took)
+        for r in readers:
+            r.join()
+        eq(sorted(set(errs)), [errno.EIO], "the parked reads fail with EIO at the timeout")
+        s.shutdown(socket.SHUT_RDWR)
+        s.close()
+        t.join()
+
+
 def test_small():
     with Mount(opts="timeout=5") as m:
         path = os.getxattr(m.mnt, "user.hsmfs.socket").decode()
@@ -335,6 +391,7 @@ def run():
     test_fill_then_deny()
     test_readahead_timeout()
     test_timeout_bound()
+    test_stalled_hook()
     test_small()
 
 
