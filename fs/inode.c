@@ -528,6 +528,7 @@ struct inode *inode_hold_name(struct inode *parent, const char *name,
 			      bool removing, struct stat *ret_st)
 {
 	struct inode *in;
+	bool keep;
 	int pfd, fd;
 
 	memset(ret_st, 0, sizeof(*ret_st));
@@ -545,18 +546,21 @@ struct inode *inode_hold_name(struct inode *parent, const char *name,
 	in = hash_find(ret_st->st_dev, ret_st->st_ino);
 	if (in)
 		in->refs++;
+	/*
+	 * It outlives this name (another link, an open file, a directory
+	 * that is some process's working directory, anything the kernel
+	 * still holds): keep a descriptor to reach it until it is forgotten.
+	 */
+	keep = in && (ret_st->st_nlink > 1 || in->nopen || in->nlookup);
 	pthread_mutex_unlock(&T.lock);
-	if (!in || !removing || S_ISDIR(ret_st->st_mode))
+	if (!removing || !keep)
 		return in;
-	if (ret_st->st_nlink > 1 || in->nopen) {
-		/* it outlives this name: keep a descriptor to reach it */
-		fd = inode_fd_get(in);
-		if (fd >= 0) {
-			pthread_mutex_lock(&T.lock);
-			in->pinned = true;
-			pthread_mutex_unlock(&T.lock);
-			inode_fd_put(in);
-		}
+	fd = inode_fd_get(in);
+	if (fd >= 0) {
+		pthread_mutex_lock(&T.lock);
+		in->pinned = true;
+		pthread_mutex_unlock(&T.lock);
+		inode_fd_put(in);
 	}
 	return in;
 }

@@ -330,6 +330,7 @@ int main(int argc, char *argv[])
 		.attr_timeout = o.attr_timeout,
 		.negative_timeout = o.negative_timeout,
 		.writeback = o.writeback,
+		.default_perms = o.default_perms,
 		.ready_fd = o.ready_fd,
 		.daemon_fd = -1,
 	};

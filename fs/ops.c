@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/xattr.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cache.h"
@@ -20,7 +21,10 @@
 #include "ops.h"
 #include "store.h"
 
+#define CALLER_GROUPS_MAX 256 /* supplementary groups a creation carries */
+
 static struct ops_config cfg;
+static bool acls; /* the kernel enforces POSIX ACLs (op_init) */
 static bool daemon_is_root;
 static struct fuse_session *session;
 
@@ -78,6 +82,14 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_SPLICE_READ;
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
 		conn->want |= FUSE_CAP_SPLICE_WRITE;
+	/*
+	 * POSIX ACLs: where the kernel checks permissions it enforces them
+	 * too (and keeps the mode in step); elsewhere nothing would, so they
+	 * cannot be set (op_setxattr), rather than be stored and ignored.
+	 */
+	acls = cfg.default_perms && (conn->capable & FUSE_CAP_POSIX_ACL);
+	if (acls)
+		conn->want |= FUSE_CAP_POSIX_ACL;
 	/* Locks stay in the kernel: correct among users of this mount. */
 	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
 	/*
@@ -335,22 +347,52 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 
 /*
  * A daemon running as root serves several users (allow_other): what it
- * creates must belong to the caller, as on a local filesystem.  The
- * group follows the parent's set-group-ID bit, which the store's
- * filesystem already applied at creation.
+ * creates must belong to the caller, as on a local filesystem.  It is
+ * created with the caller's identity, this thread's filesystem uid and
+ * gid and supplementary groups switched to the caller's (raw syscalls:
+ * per thread, where glibc's would change every thread), so the store's
+ * own rules apply as they would to the caller: the set-user-ID and
+ * set-group-ID bits it asked for, the group of a set-group-ID parent.
+ * Creating as root and changing the owner afterwards would clear them.
  */
-static int give_to_caller(fuse_req_t req, int pfd, const char *name)
+struct caller_id {
+	bool switched;
+	int ngroups;                 /* the daemon's own, to restore */
+	gid_t groups[CALLER_GROUPS_MAX];
+};
+
+static int as_caller(fuse_req_t req, struct caller_id *c)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	struct stat pst;
-	gid_t gid = ctx->gid;
+	gid_t groups[CALLER_GROUPS_MAX];
+	int n;
 
+	c->switched = false;
 	if (!daemon_is_root || (ctx->uid == 0 && ctx->gid == 0))
 		return 0;
-	if (fstat(pfd, &pst) == 0 && (pst.st_mode & S_ISGID))
-		gid = (gid_t)-1;
-	return fchownat(pfd, name, ctx->uid, gid, AT_SYMLINK_NOFOLLOW) < 0 ?
-		       -errno : 0;
+	c->ngroups = (int)syscall(SYS_getgroups, CALLER_GROUPS_MAX, c->groups);
+	if (c->ngroups < 0)
+		return -errno;
+	n = fuse_req_getgroups(req, CALLER_GROUPS_MAX, groups);
+	if (n < 0 || n > CALLER_GROUPS_MAX)
+		n = 0; /* not known (or too many): the primary group only */
+	if (syscall(SYS_setgroups, n, groups) < 0)
+		return -errno;
+	syscall(SYS_setfsgid, ctx->gid);
+	syscall(SYS_setfsuid, ctx->uid);
+	c->switched = true;
+	return 0;
+}
+
+static void as_daemon(struct caller_id *c)
+{
+	if (!c->switched)
+		return;
+	syscall(SYS_setfsuid, 0);
+	syscall(SYS_setfsgid, 0);
+	if (syscall(SYS_setgroups, c->ngroups, c->groups) < 0)
+		log_err("cannot restore the daemon's groups: %s", strerror(errno));
+	c->switched = false;
 }
 
 enum mk_kind { MK_NOD, MK_DIR, MK_SYMLINK };
@@ -360,6 +402,7 @@ static int do_make(fuse_req_t req, fuse_ino_t parent, const char *name,
 		   struct fuse_entry_param *e)
 {
 	struct inode *p = IN(parent);
+	struct caller_id id;
 	int pfd, res;
 
 	if (reserved(parent, name))
@@ -367,12 +410,16 @@ static int do_make(fuse_req_t req, fuse_ino_t parent, const char *name,
 	pfd = inode_fd_get(p);
 	if (pfd < 0)
 		return pfd;
-	switch (kind) {
-	case MK_NOD: res = mknodat(pfd, name, mode, rdev); break;
-	case MK_DIR: res = mkdirat(pfd, name, mode); break;
-	default: res = symlinkat(link, pfd, name); break;
+	res = as_caller(req, &id);
+	if (!res) {
+		switch (kind) {
+		case MK_NOD: res = mknodat(pfd, name, mode, rdev); break;
+		case MK_DIR: res = mkdirat(pfd, name, mode); break;
+		default: res = symlinkat(link, pfd, name); break;
+		}
+		res = res < 0 ? -errno : 0;
+		as_daemon(&id);
 	}
-	res = res < 0 ? -errno : give_to_caller(req, pfd, name);
 	inode_fd_put(p);
 	if (res)
 		return res;
@@ -599,16 +646,21 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     struct fuse_entry_param *e)
 {
 	struct inode *p = IN(parent), *in;
-	int pfd, fd, res;
+	struct caller_id id;
+	int pfd, fd = -1, res;
 
 	if (reserved(parent, name))
 		return -EPERM;
 	pfd = inode_fd_get(p);
 	if (pfd < 0)
 		return pfd;
-	fd = openat(pfd, name, open_flags(fi->flags) | O_CREAT | O_NOFOLLOW |
-				       (fi->flags & O_EXCL), mode);
-	res = fd < 0 ? -errno : give_to_caller(req, pfd, name);
+	res = as_caller(req, &id);
+	if (!res) {
+		fd = openat(pfd, name, open_flags(fi->flags) | O_CREAT | O_NOFOLLOW |
+					       (fi->flags & O_EXCL), mode);
+		res = fd < 0 ? -errno : 0;
+		as_daemon(&id);
+	}
 	inode_fd_put(p);
 	if (!res)
 		res = do_lookup(parent, name, e);
@@ -1129,7 +1181,11 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 {
 	ssize_t res;
 
-	if (!strcmp(name, VIRT_PREFIX "reload")) {
+	if (!acls && (!strcmp(name, "system.posix_acl_access") ||
+		      !strcmp(name, "system.posix_acl_default"))) {
+		/* nothing would enforce it: refused, never stored and ignored */
+		res = -EOPNOTSUPP;
+	} else if (!strcmp(name, VIRT_PREFIX "reload")) {
 		/* hsmfsctl import changed this file in the store */
 		res = events_reload(IN(ino));
 		if (!res)

@@ -389,6 +389,7 @@ int opts_parse(int argc, char *const argv[], struct hsmfs_opts *ret, char *err,
 	if (!res && o.allow_other && !o.no_default_perms && !saw_dp &&
 	    append_kopt(&o, "default_permissions"))
 		res = fail(err, errlen, "out of memory");
+	o.default_perms = saw_dp || (o.allow_other && !o.no_default_perms);
 	if (!res && o.no_default_perms && saw_dp)
 		res = fail(err, errlen,
 			   "default_permissions and no_default_permissions contradict each other");

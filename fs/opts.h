@@ -52,6 +52,8 @@ struct hsmfs_opts {
 	bool allow_other;        /* allow_other was given */
 	bool read_only;          /* ro was given (and not undone by rw) */
 	bool no_default_perms;   /* no_default_permissions was given */
+	bool default_perms;      /* the kernel checks permissions (given, or
+				  * implied by allow_other) */
 	bool writeback;          /* writeback cache (default off) */
 	double entry_timeout;    /* seconds, default 1 */
 	double attr_timeout;     /* seconds, default 1 */
