@@ -28,7 +28,8 @@
 #define LAT_BUCKETS 256
 #define RA_MAX (32ULL << 20) /* readahead of sequential misses, at most */
 #define TICK_MS 100           /* the timer's period: expiries, resends */
-#define RETRY_FAIL_MS 1000    /* a timed-out range fails at once this long */
+#define RETRY_FAIL_MS 200     /* a failed range fails at once this long, for
+			       * the same thread (the kernel's retry) */
 
 /*
  * The engine's own result for an event that ran out of time.  Not
@@ -68,10 +69,11 @@ struct fstate {
 				    * file is open or has events (drop_rw_fd) */
 	struct events_change *changes; /* user changes in flight */
 	int sticky_err;            /* a failed data sync, for the next fsync */
-	uint64_t to_lo, to_hi;     /* the hint of the last fill that timed out, */
-	int64_t to_at;             /*   when (monotonic ms), and how many hooks */
-	uint64_t to_joins;         /*   had joined then, and for whom (thread id): */
-	pid_t to_pid;              /*   see recently_timed_out() */
+	uint64_t to_lo, to_hi;     /* the hint of the last fill that failed, */
+	int64_t to_at;             /*   when (monotonic ms), how many hooks had */
+	uint64_t to_joins;         /*   joined then, for whom (thread id), and */
+	pid_t to_pid;              /*   its result: see recently_failed() */
+	int to_err;
 };
 
 enum ev_state { EV_FREE, EV_QUEUED, EV_SENT, EV_DONE };
@@ -266,6 +268,14 @@ static bool mono_passed(const struct timespec *ts)
 	       (now.tv_sec == ts->tv_sec && now.tv_nsec >= ts->tv_nsec);
 }
 
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void *writer_main(void *arg);
 static void *timer_main(void *arg);
 static void drain_ready(void);
@@ -426,6 +436,7 @@ int events_reload(struct inode *in)
 		return -EIO;
 	}
 	/* reset in place: a write-behind batch may still hold fs */
+	fs->to_at = 0; /* a new version: earlier failures say nothing of it */
 	free(fs->origin);
 	free(fs->version);
 	rs_clear(&fs->present);
@@ -1399,6 +1410,16 @@ static void complete(struct event *ev, int result)
 		cache_unreserve(ev->reserved);
 		ev->reserved = 0;
 	}
+	/* a failed fill is remembered for the kernel's retry: recently_failed() */
+	if (ev->fs && ev->type == HSMFS_EV_PRE_ACCESS && !ev->detached &&
+	    (result == EV_TIMEOUT || result == -EIO || result == -ETIMEDOUT)) {
+		ev->fs->to_lo = ev->hint_start;
+		ev->fs->to_hi = ev->hint_end;
+		ev->fs->to_at = mono_ms();
+		ev->fs->to_joins = E.joins;
+		ev->fs->to_pid = ev->pid;
+		ev->fs->to_err = result;
+	}
 	if (result == EV_TIMEOUT)
 		E.st.timeouts++;
 	else if (result == -EINTR)
@@ -1499,20 +1520,7 @@ static void init_event(struct event *ev, uint32_t type, struct inode *in,
 		E.st.pre_modify++;
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/*
- * ev ran out of time: every hook that had it gets a CANCEL, the event
- * fails, and a fill's range is remembered so that the kernel's retry of
- * the same pages (it reads a failed readahead page once more) fails at
- * once instead of waiting a second timeout.  E.lock held.
- */
+/* ev ran out of time: every hook that had it gets a CANCEL, the event fails.  E.lock held. */
 static void expire(struct event *ev)
 {
 	if (ev->hook)
@@ -1523,31 +1531,29 @@ static void expire(struct event *ev)
 	log_warn("event %llu (%s) timed out%s", (unsigned long long)ev->id,
 		 ev->type == HSMFS_EV_PRE_ACCESS ? "PRE_ACCESS" : "PRE_MODIFY",
 		 ev->detached ? " (readahead)" : "");
-	if (ev->fs && !ev->detached) {
-		ev->fs->to_lo = ev->hint_start;
-		ev->fs->to_hi = ev->hint_end;
-		ev->fs->to_at = mono_ms();
-		ev->fs->to_joins = E.joins;
-		ev->fs->to_pid = ev->pid;
-	}
 	complete(ev, EV_TIMEOUT);
 }
 
 /*
- * Did a fill of [start, end) of fs for the same thread time out a
- * moment ago, with no hook joined since?  That is the kernel reading a
- * failed readahead page once more for the same read(2): asking again
- * would make the caller wait the timeout twice.  Another thread's read
- * (a user's retry) asks again.  E.lock held.
+ * Did a fill of [start, end) of fs for the same thread fail a moment
+ * ago (timed out, or the hook failed it with EIO or ETIMEDOUT: the
+ * origin failed; a policy's deny is asked again), with no hook joined
+ * since?
+ * That is the kernel reading a failed readahead page once more for the
+ * same read(2): asking again would wait the timeout twice, or run the
+ * hook's retry policy twice.  It fails at once with the same error.
+ * Another thread's read (a user's retry) asks again.  E.lock held.
  */
-static bool recently_timed_out(const struct fstate *fs, uint64_t start, uint64_t end,
-			       struct fuse_req *req)
+static int recently_failed(const struct fstate *fs, uint64_t start, uint64_t end,
+			   struct fuse_req *req)
 {
 	const struct fuse_ctx *ctx = req ? fuse_req_ctx(req) : NULL;
 
-	return fs->to_at && ctx && ctx->pid == fs->to_pid && start < fs->to_hi &&
-	       fs->to_lo < end && fs->to_joins == E.joins &&
-	       mono_ms() - fs->to_at < RETRY_FAIL_MS;
+	if (fs->to_at && ctx && ctx->pid == fs->to_pid && start < fs->to_hi &&
+	    fs->to_lo < end && fs->to_joins == E.joins &&
+	    mono_ms() - fs->to_at < RETRY_FAIL_MS)
+		return fs->to_err;
+	return 0;
 }
 
 /* Send again what a full socket refused.  E.lock held. */
@@ -1857,9 +1863,11 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 		} else {
 			uint64_t hs, he, hint_start, hint_end, need;
 
-			if ((!have_fill_hook() && E.cfg.nohook_fail) ||
-			    recently_timed_out(fs, miss.start, miss.end, req))
+			if (!have_fill_hook() && E.cfg.nohook_fail)
 				return -EIO;
+			res = recently_failed(fs, miss.start, miss.end, req);
+			if (res)
+				return res;
 			/* hint: the chunk-aligned span, within the same gap */
 			hs = miss.start & ~(E.cfg.chunk - 1);
 			he = (miss.end + E.cfg.chunk - 1) & ~(E.cfg.chunk - 1);

@@ -161,6 +161,16 @@ def test():
             ok(m.logged("retry 2 of 2") and m.output().count("retry") == 2,
                "two retries logged")
             eq(len([l for l in ng.log() if l[1] == "/err/x"]), 3, "three requests reached nginx")
+            # a buffered read: the kernel reads the failed page once more for
+            # the same read(2); that costs no second round of retries
+            res = []  # another thread: a read of its own, not the kernel's retry
+            t = threading.Thread(target=lambda: res.append(
+                errno_of(lambda: read_all(m.path("err/x")))))
+            t.start()
+            t.join()
+            eq(res, [errno.EIO], "buffered read: EIO")
+            eq(len([l for l in ng.log() if l[1] == "/err/x"]), 6,
+               "one retry policy for one failing read (3 more requests, not 6)")
 
     # a slow origin: PROGRESS keeps the event alive past hsmfs's timeout
     with Nginx(root, "location /sizes/ { limit_rate 300k; }") as ng:

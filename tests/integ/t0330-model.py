@@ -151,7 +151,10 @@ def dread(path, off, n):
 def bread(path, off, n):
     with open(path, "rb") as f:
         f.seek(off)
-        return f.read(n)
+        got = f.read(n)
+    if got is None:  # Python's buffered read turns EAGAIN into None
+        raise OSError(errno.EAGAIN, "EAGAIN")
+    return got
 
 
 TRACE = os.environ.get("HSMFS_MODEL_TRACE")
