@@ -68,6 +68,7 @@ struct fstate {
 				    * committed through, or -1; kept while the
 				    * file is open or has events (drop_rw_fd) */
 	struct events_change *changes; /* user changes in flight */
+	uint64_t nchanges;         /* user changes begun so far (times_kept) */
 	int sticky_err;            /* a failed data sync, for the next fsync */
 	uint64_t to_lo, to_hi;     /* the hint of the last fill that failed, */
 	int64_t to_at;             /*   when (monotonic ms), how many hooks had */
@@ -551,6 +552,21 @@ static int copy_stage(int from, int to, uint64_t start, uint64_t end, uint64_t *
 	return res;
 }
 
+/*
+ * Times are final: a fill's copy or an eviction's punch changes the
+ * store file's mtime, which the mount shows.  Put back what it was
+ * (before), unless a user change began meanwhile (then its own time is
+ * the right one).  E.lock held (the change count is read under it).
+ */
+static void times_kept(const struct fstate *fs, int fd, const struct stat *before,
+		       uint64_t nchanges)
+{
+	struct timespec tv[2] = { { 0, UTIME_OMIT }, before->st_mtim };
+
+	if (fs->nchanges == nchanges && !fs->changes)
+		futimens(fd, tv);
+}
+
 /* Is a fill being copied into [start, end) of fs now?  E.lock held. */
 static bool copying_over(const struct fstate *fs, uint64_t start, uint64_t end);
 
@@ -655,12 +671,21 @@ static int evict_locked(struct inode *in, struct fstate *fs, uint64_t start,
 		close(sfd);
 		return res;
 	}
-	/* 3. only now the bytes go */
+	/* 3. only now the bytes go (the file's times stay) */
 	E.st.evictions_started++;
-	if (fallocate(sfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, start, end - start) < 0)
-		res = -errno;
-	else
-		fault_point(FAULT_EVICT_PUNCHED);
+	{
+		struct stat before;
+		bool have_before = fstat(sfd, &before) == 0;
+
+		if (fallocate(sfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, start,
+			      end - start) < 0) {
+			res = -errno;
+		} else {
+			fault_point(FAULT_EVICT_PUNCHED);
+			if (have_before)
+				times_kept(fs, sfd, &before, fs->nchanges);
+		}
+	}
 	E.st.evictions_done++;
 	now = allocated(sfd);
 	close(sfd);
@@ -2561,9 +2586,14 @@ static void commit_fill(struct event *ev)
 	struct timespec now;
 	int64_t b;
 
+	uint64_t nchanges = fs->nchanges;
+	struct stat before;
+	bool have_before;
+
 	res = fill_todo(fs, ev->fill_start, ev->fill_end, &todo);
 	ev->copying = true;
 	pthread_mutex_unlock(&E.lock);
+	have_before = fstat(dst, &before) == 0;
 	for (uint32_t i = 0; !res && i < todo.n; i++) {
 		uint64_t upto;
 
@@ -2575,6 +2605,8 @@ static void commit_fill(struct event *ev)
 		fault_point(FAULT_FILL_COPIED);
 	b = allocated(dst);
 	pthread_mutex_lock(&E.lock);
+	if (have_before && done.n)
+		times_kept(fs, dst, &before, nchanges);
 	ev->copying = false;
 	pthread_cond_broadcast(&E.copied);
 	for (uint32_t i = 0; i < done.n; i++)
@@ -2614,6 +2646,7 @@ void events_change_begin(struct inode *in, struct events_change *c,
 	c->fs = fs;
 	c->next = fs->changes;
 	fs->changes = c;
+	fs->nchanges++;
 	pthread_mutex_unlock(&E.lock);
 }
 

@@ -187,8 +187,43 @@ def test_failed_datasync():
     shutil.rmtree(store, ignore_errors=True)
 
 
+def test_times_stay():
+    """Fills and evictions never change the mtime the mount shows, and
+    stat does not wait for a fill in flight."""
+    store, mirror = tmpdir("hsmfs-store-"), tmpdir("hsmfs-mirror-")
+    data = os.urandom(256 << 10)
+    setup(store, mirror, data)
+    with Mount(store=store, opts="chunk=64k") as m:
+        eq(import_manifest(m.mnt, [{"path": "f", "size": len(data), "mtime": 1000000000}])[0],
+           0, "import with an mtime")
+        eq(os.stat(m.path("f")).st_mtime, 1000000000, "the imported mtime")
+        with Hook(m.mnt, "--mirror", mirror, "--delay", "1.5") as h:
+            t = threading.Thread(target=lambda: open(m.path("f"), "rb").read(4096))
+            t.start()
+            wait_for(lambda: h.events("PRE_ACCESS"), "the fill event")
+            import time
+            t0 = time.monotonic()
+            st = os.stat(m.path("f"))
+            state = os.getxattr(m.path("f"), "user.hsmfs.state")
+            took = time.monotonic() - t0
+            t.join()
+        ok(took < 0.5, "stat and getxattr during a 1.5 s fill return at once (%.3f s)" % took)
+        eq(st.st_mtime, 1000000000, "and show the imported mtime")
+        eq(state, b"placeholder", "and the state before the fill")
+        eq(os.stat(m.path("f")).st_mtime, 1000000000, "a fill leaves the mtime alone")
+        os.setxattr(m.path("f"), "user.hsmfs.evict", b"")
+        eq(os.stat(m.path("f")).st_mtime, 1000000000, "an eviction leaves it alone too")
+        fd = os.open(m.path("f"), os.O_WRONLY)
+        os.pwrite(fd, b"x", 0)
+        os.close(fd)
+        ok(os.stat(m.path("f")).st_mtime > 1000000000, "a user's write changes it")
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
 def run():
     test_write_races_fill()
+    test_times_stay()
     test_failed_datasync()
     test_late_write()
     test_fsync_survives_kill()
