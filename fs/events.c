@@ -1,4 +1,24 @@
-/* events.c - see events.h */
+/*
+ * events.c - see events.h
+ *
+ * The durability order (each step is a fault point of fault.h, so that
+ * tests crash the daemon at each, t0320):
+ *   1. The bytes of a range are in the store file and synced
+ *      (fdatasync, write_batch: "data-synced") before the range is
+ *      committed as present ("ranges-committed").  A fill's copy
+ *      ("fill-copied") is visible to readers at once; it becomes durable
+ *      only through 1.  A file whose store open or data sync fails is not
+ *      committed; the error sticks to it until its next fsync reports it.
+ *   2. An eviction's new state is committed ("evict-recorded") before
+ *      the placeholder mark is set and the bytes are punched
+ *      ("evict-punched"); memory changes only once the database has it.
+ *      Without the mark there is no punch.
+ *   3. Commits are durable when they return (SQLite WAL, synchronous=FULL).
+ *   4. fsync/fdatasync through the mount return once a write-behind batch
+ *      taken after the call committed the file (events_fsync).
+ * So after a crash at any point a range is never present without its
+ * bytes, and an acknowledged write is never lost.
+ */
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -70,6 +90,7 @@ struct fstate {
 	struct events_change *changes; /* user changes in flight */
 	uint64_t nchanges;         /* user changes begun so far (times_kept) */
 	int sticky_err;            /* a failed data sync, for the next fsync */
+	bool evicting;             /* see evict_begin() */
 	uint64_t to_lo, to_hi;     /* the hint of the last fill that failed, */
 	int64_t to_at;             /*   when (monotonic ms), how many hooks had */
 	uint64_t to_joins;         /*   joined then, for whom (thread id), and */
@@ -159,6 +180,7 @@ static struct {
 	uint64_t batch_done;       /* of which finished */
 	uint64_t batch_failed;     /* the last batch that was not committed */
 	pthread_cond_t copied;     /* a fill's commit finished copying */
+	pthread_cond_t evicted;    /* an eviction ended (evict_end) */
 	pthread_t timer;           /* expires events, resends, redispatches */
 	pthread_cond_t tcond;      /* wakes the timer to stop */
 	bool timer_running;
@@ -172,6 +194,31 @@ static struct {
 	struct events_stats st;    /* counters, guarded by E.lock */
 	uint64_t lat[LAT_BUCKETS]; /* fill latency histogram, see lat_bucket() */
 } E = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/*
+ * E.lock.  A function whose comment says "E.lock held" asserts it in
+ * debug builds (ELOCK_HELD); the owner flag is per thread.  Lock order:
+ * E.lock, then the inode table's, the cache's and meta's own locks; no
+ * SQLite statement, open(2) of a file that may block, punch or
+ * invalidation runs with it held but where a comment says why (the
+ * reload's WAL read; the opens of start_fill/dispatch when no
+ * descriptor was opened ahead at open(2)).
+ */
+static __thread bool elock_mine;
+
+static void elock(void)
+{
+	pthread_mutex_lock(&E.lock);
+	elock_mine = true;
+}
+
+static void eunlock(void)
+{
+	elock_mine = false;
+	pthread_mutex_unlock(&E.lock);
+}
+
+#define ELOCK_HELD() assert(elock_mine)
 
 /*
  * Latency histogram: 8 buckets per power of two of microseconds, so a
@@ -312,6 +359,7 @@ int events_init(const struct events_config *cfg)
 	pthread_cond_init(&E.wdone, &ca);
 	pthread_cond_init(&E.reads_done, &ca);
 	pthread_cond_init(&E.copied, &ca);
+	pthread_cond_init(&E.evicted, &ca);
 	pthread_cond_init(&E.tcond, &ca);
 	pthread_condattr_destroy(&ca);
 	inode_set_state_destructor(fstate_free);
@@ -345,46 +393,49 @@ static void fstate_take_row(struct fstate *fs, struct meta_file *f)
 
 int events_load(struct inode *in)
 {
+	char path[HSMFS_MAX_PATH + 1];
 	struct meta_file f;
 	struct fstate *fs;
 	int res;
 
 	if (inode_flags(in) & INODE_LOADED)
 		return 0;
-	pthread_mutex_lock(&E.lock);
-	if (inode_flags(in) & INODE_LOADED) {
-		pthread_mutex_unlock(&E.lock);
-		return 0;
-	}
+	/*
+	 * The database is read without the engine's lock (no SQLite under
+	 * E.lock); two first opens may both read it, one installs.
+	 */
 	res = E.cfg.meta ? meta_get(E.cfg.meta, inode_ino(in), &f) : -ENOENT;
-	if (res == -ENOENT) {
-		inode_flags_set(in, INODE_LOADED);
-		pthread_mutex_unlock(&E.lock);
-		return 0;
-	}
-	if (res) {
-		pthread_mutex_unlock(&E.lock);
+	if (res && res != -ENOENT) {
 		log_err("cannot read the state of inode %llu: %s",
 			(unsigned long long)inode_ino(in), meta_errmsg(E.cfg.meta));
 		return -EIO;
 	}
-	fs = calloc(1, sizeof(*fs));
-	if (!fs) {
-		pthread_mutex_unlock(&E.lock);
+	/* keep the recorded path true: the evictor finds files by it */
+	if (!res && inode_path(in, path, sizeof(path)) > 0 && (!f.path || strcmp(f.path, path)))
+		meta_set_path(E.cfg.meta, f.ino, path);
+	fs = res ? NULL : calloc(1, sizeof(*fs));
+	if (!res && !fs) {
 		meta_file_free(&f);
 		return -ENOMEM;
+	}
+	elock();
+	if (inode_flags(in) & INODE_LOADED) {
+		/* another thread installed it meanwhile */
+		eunlock();
+		if (fs) {
+			meta_file_free(&f);
+			free(fs);
+		}
+		return 0;
+	}
+	if (res == -ENOENT) {
+		inode_flags_set(in, INODE_LOADED);
+		eunlock();
+		return 0;
 	}
 	fs->rw_fd = -1;
 	fs->ino = f.ino;
 	fs->in = in;
-	{
-		/* keep the recorded path true: the evictor finds files by it */
-		char path[HSMFS_MAX_PATH + 1];
-
-		if (inode_path(in, path, sizeof(path)) > 0 &&
-		    (!f.path || strcmp(f.path, path)))
-			meta_set_path(E.cfg.meta, f.ino, path);
-	}
 	fstate_take_row(fs, &f);
 	inode_set_state(in, fs);
 	/* dirty files too: their missing ranges are fetched, never zeros */
@@ -393,7 +444,7 @@ int events_load(struct inode *in)
 	if (tracked(fs))
 		inode_flags_set(in, INODE_TRACKED);
 	inode_flags_set(in, INODE_STATEFUL | INODE_LOADED);
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 	return 0;
 }
 
@@ -407,15 +458,15 @@ int events_reload(struct inode *in)
 	uint64_t old_blocks;
 	int res;
 
-	pthread_mutex_lock(&E.lock);
+	elock();
 	fs = inode_state(in);
 	if (!fs) {
 		inode_flags_clear(in, INODE_LOADED);
-		pthread_mutex_unlock(&E.lock);
+		eunlock();
 		return events_load(in);
 	}
-	if (fs->inflight) {
-		pthread_mutex_unlock(&E.lock);
+	if (fs->inflight || fs->evicting) {
+		eunlock();
 		return -EBUSY;
 	}
 	res = meta_get(E.cfg.meta, fs->ino, &f);
@@ -429,11 +480,11 @@ int events_reload(struct inode *in)
 		fs->state = META_RESIDENT;
 		fs->flags = 0;
 		inode_flags_clear(in, INODE_NONRESIDENT | INODE_TRACKED);
-		pthread_mutex_unlock(&E.lock);
+		eunlock();
 		return res;
 	}
 	if (res) {
-		pthread_mutex_unlock(&E.lock);
+		eunlock();
 		return -EIO;
 	}
 	/* reset in place: a write-behind batch may still hold fs */
@@ -453,7 +504,7 @@ int events_reload(struct inode *in)
 	else
 		inode_flags_clear(in, INODE_TRACKED);
 	inode_flags_clear(in, INODE_QUIET);
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 	return 0;
 }
 
@@ -561,6 +612,7 @@ static int copy_stage(int from, int to, uint64_t start, uint64_t end, uint64_t *
 static void times_kept(const struct fstate *fs, int fd, const struct stat *before,
 		       uint64_t nchanges)
 {
+	ELOCK_HELD();
 	struct timespec tv[2] = { { 0, UTIME_OMIT }, before->st_mtim };
 
 	if (fs->nchanges == nchanges && !fs->changes)
@@ -569,10 +621,12 @@ static void times_kept(const struct fstate *fs, int fd, const struct stat *befor
 
 /* Is a fill being copied into [start, end) of fs now?  E.lock held. */
 static bool copying_over(const struct fstate *fs, uint64_t start, uint64_t end);
+static void evict_wait(const struct fstate *fs);
 
 /* The event of fs whose hint overlaps [start, end), or NULL.  E.lock held. */
 static struct event *inflight_over(const struct fstate *fs, uint64_t start, uint64_t end)
 {
+	ELOCK_HELD();
 	struct event *ev;
 
 	for (ev = fs->inflight; ev; ev = ev->fnext)
@@ -587,34 +641,64 @@ static struct event *inflight_over(const struct fstate *fs, uint64_t start, uint
  */
 static int evictable(const struct fstate *fs)
 {
+	ELOCK_HELD();
 	if (fs->state == META_DIRTY || (fs->flags & META_F_PINNED) || fs->inflight ||
-	    fs->changes)
+	    fs->changes || fs->evicting)
 		return -EBUSY;
 	return 0;
 }
 
 /*
- * Drop [start, end) of fs: the database, the mark, then the bytes.
- * *ret_freed gets the allocated bytes released.  E.lock held.
+ * Eviction holds the file, not the engine.  evict_begin() marks fs
+ * evicting (under E.lock); until evict_end(), reads of its missing
+ * ranges, opens and user changes of it wait (E.evicted), so nothing
+ * reads a range as it is punched and no fill or write lands in it.
+ * The database, the mark and the punch run with E.lock dropped.
  */
-static int evict_locked(struct inode *in, struct fstate *fs, uint64_t start,
-			uint64_t end, uint64_t *ret_freed)
+static void evict_begin(struct fstate *fs)
 {
+	fs->evicting = true;
+}
+
+static void evict_end(struct fstate *fs)
+{
+	fs->evicting = false;
+	pthread_cond_broadcast(&E.evicted);
+}
+
+/* Wait until fs is not being evicted.  E.lock held. */
+static void evict_wait(const struct fstate *fs)
+{
+	ELOCK_HELD();
+	while (fs->evicting)
+		pthread_cond_wait(&E.evicted, &E.lock);
+}
+
+/*
+ * Drop [start, end) of fs, which the caller marked evicting: the
+ * database, the memory, the mark, then the bytes (the durability order,
+ * step 2).  *ret_freed gets the allocated bytes released.  Called with
+ * E.lock held; drops it while it works.
+ */
+static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
+		       uint64_t end, uint64_t *ret_freed)
+{
+	ELOCK_HELD();
+	struct rangeset want = RANGESET_INIT;
 	struct meta_file row;
 	struct range gap;
-	char mark[8300];
+	char *mark = NULL;
+	uint64_t gen;
 	int res, sfd, n;
-	bool none;
+	bool none, got_row;
 	int64_t now;
 
+	assert(fs->evicting);
 	*ret_freed = 0;
 	if (!end || end > fs->size)
 		end = fs->size;
 	if (start >= end)
 		return 0;
-	sfd = open_store(in, O_RDWR);
-	if (sfd < 0)
-		return sfd;
 	/*
 	 * Nothing of it present (evicted before, the database not yet told
 	 * how many blocks are left): no record to change, no mark to set;
@@ -622,58 +706,71 @@ static int evict_locked(struct inode *in, struct fstate *fs, uint64_t start,
 	 */
 	none = rs_missing(&fs->present, start, end, &gap, 1) == 1 &&
 	       gap.start == start && gap.end == end;
-	/*
-	 * 1. forget the range in the database: after a crash it is refetched.
-	 * A new generation, so a write-behind snapshot taken before this
-	 * cannot mark the range present again.
-	 */
-	res = none ? 0 : meta_get(E.cfg.meta, fs->ino, &row);
-	if (!res && !none) {
-		/* the new state, taken in memory only once the database has it */
-		rs_clear(&row.present);
-		res = rs_copy(&row.present, &fs->present);
-		if (!res)
-			res = rs_remove(&row.present, start, end);
-		row.state = row.present.n ? META_PARTIAL : META_PLACEHOLDER;
-		row.gen = fs->gen + 1;
-		if (!res)
-			res = meta_put(E.cfg.meta, &row);
-		if (!res) {
-			struct rangeset old = fs->present;
-
-			fault_point(FAULT_EVICT_RECORDED);
-
-			fs->present = row.present;
-			row.present = old; /* freed with row */
-			fs->state = row.state;
-			fs->gen = row.gen;
-			inode_flags_set(in, INODE_NONRESIDENT);
-		}
-		meta_file_free(&row);
+	res = none ? 0 : rs_copy(&want, &fs->present);
+	if (!res && !none)
+		res = rs_remove(&want, start, end);
+	gen = fs->gen + 1;
+	n = asprintf(&mark, "%s\n%s", fs->origin ? fs->origin : "",
+		     fs->version ? fs->version : "");
+	if (n < 0) {
+		mark = NULL;
+		res = res ? res : -ENOMEM;
 	}
+	eunlock();
+	sfd = res ? res : open_store(in, O_RDWR);
+	/*
+	 * 1. forget the range in the database, durably: after a crash it is
+	 * fetched again.  A new generation, so a write-behind snapshot taken
+	 * before this cannot mark the range present again.
+	 */
+	res = sfd < 0 ? sfd : none ? 0 : meta_get(E.cfg.meta, fs->ino, &row);
+	got_row = sfd >= 0 && !none && !res;
+	if (got_row) {
+		rs_clear(&row.present);
+		row.present = want; /* row takes it */
+		want = (struct rangeset)RANGESET_INIT;
+		row.state = row.present.n ? META_PARTIAL : META_PLACEHOLDER;
+		row.gen = gen;
+		res = meta_put(E.cfg.meta, &row);
+		if (!res)
+			fault_point(FAULT_EVICT_RECORDED);
+	}
+	elock();
+	if (got_row && !res) {
+		/* memory changes only once the database has it */
+		struct rangeset old = fs->present;
+
+		fs->present = row.present;
+		row.present = old; /* freed with row */
+		fs->state = row.state;
+		fs->gen = row.gen;
+		inode_flags_set(in, INODE_NONRESIDENT);
+	}
+	if (got_row)
+		meta_file_free(&row);
+	rs_clear(&want);
 	if (res) {
 		/* a full filesystem is the evictor's to say, once a round */
 		if (res != -ENOSPC)
 			log_err("cannot record the eviction of inode %llu: %s",
-				(unsigned long long)fs->ino, meta_errmsg(E.cfg.meta));
-		close(sfd);
+				(unsigned long long)fs->ino,
+				sfd < 0 ? strerror(-sfd) : meta_errmsg(E.cfg.meta));
+		if (sfd >= 0)
+			close(sfd);
+		free(mark);
 		return res;
 	}
+	E.st.evictions_started++;
+	eunlock();
 	/* 2. the mark, so that a lost database never makes these zeros */
-	n = snprintf(mark, sizeof(mark), "%s\n%s", fs->origin ? fs->origin : "",
-		     fs->version ? fs->version : "");
-	if (!none &&
-	    fsetxattr(sfd, STORE_MARKER_XATTR, mark, n < (int)sizeof(mark) ? n : 0, 0) < 0) {
+	if (!none && fsetxattr(sfd, STORE_MARKER_XATTR, mark, (size_t)n, 0) < 0) {
 		/* without it a lost database would make the holes zeros: keep the bytes */
 		res = -errno;
 		log_warn("cannot mark inode %llu as a placeholder: %s; not evicted",
 			 (unsigned long long)fs->ino, strerror(errno));
-		close(sfd);
-		return res;
 	}
 	/* 3. only now the bytes go (the file's times stay) */
-	E.st.evictions_started++;
-	{
+	if (!res) {
 		struct stat before;
 		bool have_before = fstat(sfd, &before) == 0;
 
@@ -681,14 +778,19 @@ static int evict_locked(struct inode *in, struct fstate *fs, uint64_t start,
 			      end - start) < 0) {
 			res = -errno;
 		} else {
+			struct timespec tv[2] = { { 0, UTIME_OMIT }, before.st_mtim };
+
 			fault_point(FAULT_EVICT_PUNCHED);
+			/* no user change runs while it is evicting: the time is the file's */
 			if (have_before)
-				times_kept(fs, sfd, &before, fs->nchanges);
+				futimens(sfd, tv);
 		}
 	}
-	E.st.evictions_done++;
 	now = allocated(sfd);
 	close(sfd);
+	free(mark);
+	elock();
+	E.st.evictions_done++;
 	if (now >= 0) {
 		if ((uint64_t)now < fs->blocks)
 			*ret_freed = fs->blocks - (uint64_t)now;
@@ -707,15 +809,18 @@ int events_evict(struct inode *in, uint64_t start, uint64_t end, bool is_open)
 
 	if (res)
 		return res;
-	pthread_mutex_lock(&E.lock);
+	elock();
 	fs = inode_state(in);
 	if (!fs || !E.cfg.meta)
 		res = -ENODATA;
 	else
 		res = is_open ? -EBUSY : evictable(fs);
-	if (!res)
-		res = evict_locked(in, fs, start, end, &freed);
-	pthread_mutex_unlock(&E.lock);
+	if (!res) {
+		evict_begin(fs);
+		res = evict_range(in, fs, start, end, &freed);
+		evict_end(fs);
+	}
+	eunlock();
 	return res;
 }
 
@@ -756,7 +861,7 @@ int events_evict_victim(const struct meta_victim *v, bool in_order, uint64_t *re
 	if (!res)
 		res = events_load(cur);
 	if (!res) {
-		pthread_mutex_lock(&E.lock);
+		elock();
 		bool open = inode_is_open(cur);
 
 		fs = inode_state(cur);
@@ -785,12 +890,14 @@ int events_evict_victim(const struct meta_victim *v, bool in_order, uint64_t *re
 			res = -EAGAIN;
 		}
 		if (!res && open) {
-			uint64_t a = 0, b = 0;
+			uint64_t a = 0, b = 0, lo = fs->hot_lo, hi = fs->hot_hi, size = fs->size;
 
-			if (fs->hot_lo)
-				res = evict_locked(cur, fs, 0, fs->hot_lo, &a);
-			if (!res && fs->hot_hi && fs->hot_hi < fs->size)
-				res = evict_locked(cur, fs, fs->hot_hi, fs->size, &b);
+			evict_begin(fs);
+			if (lo)
+				res = evict_range(cur, fs, 0, lo, &a);
+			if (!res && hi && hi < size)
+				res = evict_range(cur, fs, hi, size, &b);
+			evict_end(fs);
 			*ret_freed = a + b;
 			/*
 			 * The kernel's cache of it stays: its pages hold the right
@@ -798,16 +905,21 @@ int events_evict_victim(const struct meta_victim *v, bool in_order, uint64_t *re
 			 * of this open file holds while that read waits for room.
 			 */
 		} else if (!res) {
-			res = evict_locked(cur, fs, 0, 0, ret_freed);
+			evict_begin(fs);
+			res = evict_range(cur, fs, 0, 0, ret_freed);
 			/*
-			 * Still under the lock: the file is not open and cannot be
-			 * opened meanwhile (events_opened waits for us), so no read
+			 * Still evicting: the file is not open and cannot be opened
+			 * meanwhile (events_opened waits for evict_end), so no read
 			 * of it holds a page the invalidation must wait for.
 			 */
-			if (!res && E.cfg.invalidate)
+			if (!res && E.cfg.invalidate) {
+				eunlock();
 				E.cfg.invalidate(cur, 0, 0);
+				elock();
+			}
+			evict_end(fs);
 		}
-		pthread_mutex_unlock(&E.lock);
+		eunlock();
 	}
 	if (cur != inode_root())
 		inode_forget(cur, 1);
@@ -817,6 +929,7 @@ int events_evict_victim(const struct meta_victim *v, bool in_order, uint64_t *re
 /* Record a use of fs for the eviction order.  E.lock held. */
 static void touched(struct fstate *fs)
 {
+	ELOCK_HELD();
 	fs->atime = now_ms();
 	/* lazily: the order needs minutes, not every open (see evict_victim) */
 	if (fs->atime - fs->atime_saved >= 60000) {
@@ -828,25 +941,37 @@ static void touched(struct fstate *fs)
 void events_opened(struct inode *in)
 {
 	struct fstate *fs;
+	int fd = -1;
 
-	pthread_mutex_lock(&E.lock);
+	/* the descriptor fills commit through, opened here, not under E.lock */
+	if (inode_flags(in) & INODE_NONRESIDENT)
+		fd = open_store(in, O_RDWR);
+	elock();
 	fs = inode_state(in);
-	if (fs)
+	if (fs) {
+		evict_wait(fs); /* no read of a file being punched */
 		touched(fs);
-	pthread_mutex_unlock(&E.lock);
+		if (fs->rw_fd < 0 && fd >= 0) {
+			fs->rw_fd = fd;
+			fd = -1;
+		}
+	}
+	eunlock();
+	if (fd >= 0)
+		close(fd);
 }
 
 void events_released(struct inode *in)
 {
 	struct fstate *fs;
 
-	pthread_mutex_lock(&E.lock);
+	elock();
 	fs = inode_state(in);
 	if (fs) {
 		touched(fs);
 		drop_rw_fd(fs);
 	}
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 }
 
 void events_renamed(struct inode *parent, const char *name,
@@ -872,14 +997,14 @@ void events_get_stats(struct events_stats *ret)
 {
 	uint64_t total = 0;
 
-	pthread_mutex_lock(&E.lock);
+	elock();
 	*ret = E.st;
 	for (unsigned b = 0; b < LAT_BUCKETS; b++)
 		total += E.lat[b];
 	ret->fill_p50_us = lat_percentile(E.lat, total, 50);
 	ret->fill_p90_us = lat_percentile(E.lat, total, 90);
 	ret->fill_p99_us = lat_percentile(E.lat, total, 99);
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 }
 
 /* Set or clear flag in in's state and persist it; -ENODATA if unmanaged. */
@@ -890,13 +1015,13 @@ static int set_flag(struct inode *in, uint32_t flag, bool on)
 
 	if (res)
 		return res;
-	pthread_mutex_lock(&E.lock);
+	elock();
 	fs = inode_state(in);
 	if (fs && !!(fs->flags & flag) != on) {
 		fs->flags = on ? fs->flags | flag : fs->flags & ~flag;
 		persist_later(fs);
 	}
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 	return fs ? 0 : -ENODATA;
 }
 
@@ -913,6 +1038,7 @@ int events_mark_stale(struct inode *in)
 /* Queue fs for the writer.  E.lock held. */
 static void persist_later(struct fstate *fs)
 {
+	ELOCK_HELD();
 	if (fs->queued)
 		return;
 	fs->queued = true;
@@ -990,7 +1116,7 @@ static bool write_batch(struct fstate *batch)
 	for (fs = batch; fs; fs = fs->wnext)
 		n++;
 	snaps = calloc(n, sizeof(*snaps));
-	pthread_mutex_lock(&E.lock);
+	elock();
 	if (!snaps) {
 		/* try again with the next batch */
 		for (fs = batch; fs; fs = next) {
@@ -998,7 +1124,7 @@ static bool write_batch(struct fstate *batch)
 			fs->wnext = E.wqueue;
 			E.wqueue = fs;
 		}
-		pthread_mutex_unlock(&E.lock);
+		eunlock();
 		log_err("out of memory writing present ranges, retrying");
 		return false;
 	}
@@ -1017,7 +1143,7 @@ static bool write_batch(struct fstate *batch)
 			snaps[i].ino = 0; /* skipped: retried on the next change */
 		fs->queued = false; /* from here on persist_later may queue it again */
 	}
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 
 	/*
 	 * Durability order, step 1: the data of every range in a snapshot
@@ -1046,9 +1172,9 @@ static bool write_batch(struct fstate *batch)
 			log_err("cannot sync the data of inode %llu: %s; its ranges are not committed",
 				(unsigned long long)snaps[i].ino, strerror(-err));
 			snaps[i].ino = 0;
-			pthread_mutex_lock(&E.lock);
+			elock();
 			snaps[i].fs->sticky_err = -EIO;
-			pthread_mutex_unlock(&E.lock);
+			eunlock();
 		}
 	}
 	fault_point(FAULT_CRASH_BEFORE_COMMIT);
@@ -1064,7 +1190,7 @@ static bool write_batch(struct fstate *batch)
 		 * again, their state then as new as it gets, and retry a second
 		 * later; once stopping, the loss is only of ranges to refetch.
 		 */
-		pthread_mutex_lock(&E.lock);
+		elock();
 		if (failed && (!E.write_failing || E.stopping))
 			log_err("cannot commit present ranges: %s%s", why,
 				E.stopping ? "; their bytes will be fetched again" :
@@ -1075,7 +1201,7 @@ static bool write_batch(struct fstate *batch)
 		for (i = 0; failed && !E.stopping && i < n; i++)
 			if (snaps[i].ino)
 				persist_later(snaps[i].fs);
-		pthread_mutex_unlock(&E.lock);
+		eunlock();
 	}
 	for (i = 0; i < n; i++) {
 		struct snap *sn = &snaps[i];
@@ -1106,7 +1232,7 @@ static void *writer_main(void *arg)
 	uint64_t seq;
 	bool ok;
 
-	pthread_mutex_lock(&E.lock);
+	elock();
 	for (;;) {
 		while (!E.wqueue && !E.stopping)
 			pthread_cond_wait(&E.wcond, &E.lock);
@@ -1122,9 +1248,9 @@ static void *writer_main(void *arg)
 		E.writing = true;
 		E.urgent = false;
 		seq = ++E.batch_taken;
-		pthread_mutex_unlock(&E.lock);
+		eunlock();
 		ok = write_batch(batch);
-		pthread_mutex_lock(&E.lock);
+		elock();
 		E.writing = false;
 		E.batch_done = seq;
 		if (!ok)
@@ -1136,7 +1262,7 @@ static void *writer_main(void *arg)
 				pthread_cond_timedwait(&E.wcond, &E.lock, &ts);
 		}
 	}
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 	return NULL;
 }
 
@@ -1145,12 +1271,12 @@ void events_sync(void)
 	struct timespec deadline;
 
 	mono_after(&deadline, 5);
-	pthread_mutex_lock(&E.lock);
+	elock();
 	while ((E.wqueue || E.writing) && E.writer_running && !E.stopping &&
 	       !E.write_failing &&
 	       pthread_cond_timedwait(&E.wdone, &E.lock, &deadline) != ETIMEDOUT)
 		;
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 }
 
 int events_fsync(struct inode *in)
@@ -1161,7 +1287,7 @@ int events_fsync(struct inode *in)
 
 	if (!fs || !E.cfg.meta)
 		return 0;
-	pthread_mutex_lock(&E.lock);
+	elock();
 	/*
 	 * Durability order, step 4: the batch taken after this point holds
 	 * fs as it is now (persist_later queues it, or it is queued
@@ -1178,13 +1304,13 @@ int events_fsync(struct inode *in)
 		res = fs->sticky_err;
 		fs->sticky_err = 0;
 	}
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 	return res;
 }
 
 void events_shutdown(void)
 {
-	pthread_mutex_lock(&E.lock);
+	elock();
 	/* nobody will answer now: pending events fail, parked reads get EIO */
 	for (unsigned i = 0; E.slots && i < E.cfg.max_pending; i++) {
 		struct event *ev = &E.slots[i];
@@ -1192,13 +1318,13 @@ void events_shutdown(void)
 		if ((ev->st == EV_SENT || ev->st == EV_QUEUED) && !ev->copying)
 			complete(ev, -EIO);
 	}
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 	drain_ready();
-	pthread_mutex_lock(&E.lock);
+	elock();
 	E.stopping = true;
 	pthread_cond_signal(&E.wcond);
 	pthread_cond_signal(&E.tcond);
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 	if (E.timer_running) {
 		pthread_join(E.timer, NULL);
 		E.timer_running = false;
@@ -1275,6 +1401,7 @@ static void fill_proto(const struct event *ev, struct proto_event *pe,
  */
 static void add_target(struct event *ev, struct hook *h, bool sent)
 {
+	ELOCK_HELD();
 	ev->unsent[ev->ntargets] = !sent;
 	ev->targets[ev->ntargets++] = h;
 }
@@ -1292,6 +1419,7 @@ static void remove_target(struct event *ev, unsigned i)
  */
 static void send_to_watchers(struct event *ev)
 {
+	ELOCK_HELD();
 	char path[HSMFS_MAX_PATH + 1];
 	struct proto_event pe;
 	bool built = false;
@@ -1311,6 +1439,7 @@ static void send_to_watchers(struct event *ev)
 /* Try to hand a queued PRE_ACCESS event to a fill hook.  E.lock held. */
 static void dispatch(struct event *ev)
 {
+	ELOCK_HELD();
 	char path[HSMFS_MAX_PATH + 1];
 	struct proto_event pe;
 	struct hook *h, *start;
@@ -1395,6 +1524,7 @@ static void change_unlink(struct events_change *c);
  */
 static void drop_rw_fd(struct fstate *fs)
 {
+	ELOCK_HELD();
 	if (fs->rw_fd >= 0 && !fs->inflight && !inode_is_open(fs->in)) {
 		close(fs->rw_fd);
 		fs->rw_fd = -1;
@@ -1404,6 +1534,7 @@ static void drop_rw_fd(struct fstate *fs)
 /* Finish an event: nobody may send it again, waiters wake.  E.lock held. */
 static void complete(struct event *ev, int result)
 {
+	ELOCK_HELD();
 	if (ev->st == EV_DONE)
 		return;
 	if (ev->st == EV_QUEUED)
@@ -1470,6 +1601,7 @@ static void complete(struct event *ev, int result)
 /* Release ev's slot once it is done and nobody holds it.  E.lock held. */
 static void put_event(struct event *ev)
 {
+	ELOCK_HELD();
 	if (ev->st == EV_DONE && !ev->waiters)
 		release_slot(ev);
 }
@@ -1480,6 +1612,7 @@ static void put_event(struct event *ev)
  */
 static void hold_event(struct event *ev)
 {
+	ELOCK_HELD();
 	if (!ev->waiters++ && ev->detached)
 		mono_after(&ev->deadline, E.cfg.timeout);
 }
@@ -1499,6 +1632,7 @@ static void release_slot(struct event *ev)
 /* Take a free slot, waiting for one until the timeout.  E.lock held. */
 static struct event *get_slot(void)
 {
+	ELOCK_HELD();
 	struct timespec deadline;
 
 	mono_after(&deadline, E.cfg.timeout);
@@ -1548,6 +1682,7 @@ static void init_event(struct event *ev, uint32_t type, struct inode *in,
 /* ev ran out of time: every hook that had it gets a CANCEL, the event fails.  E.lock held. */
 static void expire(struct event *ev)
 {
+	ELOCK_HELD();
 	if (ev->hook)
 		hooks_send_cancel(ev->hook, ev->id, HSMFS_CANCEL_TIMEOUT);
 	for (unsigned i = 0; i < ev->ntargets; i++)
@@ -1572,6 +1707,7 @@ static void expire(struct event *ev)
 static int recently_failed(const struct fstate *fs, uint64_t start, uint64_t end,
 			   struct fuse_req *req)
 {
+	ELOCK_HELD();
 	const struct fuse_ctx *ctx = req ? fuse_req_ctx(req) : NULL;
 
 	if (fs->to_at && ctx && ctx->pid == fs->to_pid && start < fs->to_hi &&
@@ -1584,6 +1720,7 @@ static int recently_failed(const struct fstate *fs, uint64_t start, uint64_t end
 /* Send again what a full socket refused.  E.lock held. */
 static void resend(struct event *ev)
 {
+	ELOCK_HELD();
 	char path[HSMFS_MAX_PATH + 1];
 	struct proto_event pe;
 	bool built = false;
@@ -1609,7 +1746,7 @@ static void *timer_main(void *arg)
 {
 	struct timespec ts;
 
-	pthread_mutex_lock(&E.lock);
+	elock();
 	while (!E.stopping) {
 		mono_after(&ts, TICK_MS / 1000.0);
 		pthread_cond_timedwait(&E.tcond, &E.lock, &ts);
@@ -1635,12 +1772,12 @@ static void *timer_main(void *arg)
 		if (E.queue)
 			redispatch_queue();
 		if (E.ready) {
-			pthread_mutex_unlock(&E.lock);
+			eunlock();
 			drain_ready();
-			pthread_mutex_lock(&E.lock);
+			elock();
 		}
 	}
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 	return NULL;
 }
 
@@ -1651,6 +1788,7 @@ static void *timer_main(void *arg)
  */
 static void abandoned(struct event *ev)
 {
+	ELOCK_HELD();
 	if (ev->waiters || ev->st == EV_DONE || ev->detached || ev->copying)
 		return;
 	if (ev->hook)
@@ -1670,6 +1808,7 @@ static void abandoned(struct event *ev)
  */
 static int wait_event(struct event *ev, struct fuse_req *req)
 {
+	ELOCK_HELD();
 	int res = 0;
 
 	while (ev->st != EV_DONE) {
@@ -1725,6 +1864,7 @@ static struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t st
 				struct fuse_req *req, bool detached, uint64_t reserved,
 				int *res)
 {
+	ELOCK_HELD();
 	struct event *ev;
 	int sfd;
 
@@ -1788,6 +1928,7 @@ static struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t st
 static void read_ahead(struct inode *in, struct fstate *fs, const struct range *miss,
 		       const struct event *cover, struct fuse_req *req)
 {
+	ELOCK_HELD();
 	uint64_t chunk = E.cfg.chunk, pos, limit;
 	unsigned started = 0;
 
@@ -1865,11 +2006,13 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 		       struct fuse_req *req, bool first, uint64_t *reserved,
 		       struct event **ret_ev)
 {
+	ELOCK_HELD();
 	for (;;) {
 		struct range miss, gap;
 		struct event *ev;
 		int res = 0;
 
+		evict_wait(fs); /* its present ranges are being changed */
 		if (fs->flags & META_F_STALE)
 			return -EIO;
 		if (start >= end || !rs_missing(&fs->present, start, end, &miss, 1)) {
@@ -1915,12 +2058,12 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 				struct timespec deadline;
 
 				mono_after(&deadline, E.cfg.timeout);
-				pthread_mutex_unlock(&E.lock);
+				eunlock();
 				if (*reserved)
 					cache_unreserve(*reserved);
 				*reserved = 0;
 				res = cache_admit(need, &deadline);
-				pthread_mutex_lock(&E.lock);
+				elock();
 				if (res)
 					return res;
 				*reserved = need;
@@ -1955,7 +2098,7 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 	*ret_held = false;
 	if (!fs)
 		return 0;
-	pthread_mutex_lock(&E.lock);
+	elock();
 	read_span(fs, off, len, &start, &end);
 	for (;;) {
 		res = access_step(in, fs, start, end, req, !waited, &reserved, &ev);
@@ -1966,9 +2109,9 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 		if (res == -ENOSPC && !retried) {
 			/* the store is full: evict, then try once more */
 			retried = true;
-			pthread_mutex_unlock(&E.lock);
+			eunlock();
 			res = cache_make_room(E.cfg.chunk);
-			pthread_mutex_lock(&E.lock);
+			elock();
 			if (!res)
 				continue;
 			res = -ENOSPC;
@@ -1980,7 +2123,7 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 		fs->nreading++; /* until events_read_done() */
 		*ret_held = true;
 	}
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 	if (reserved)
 		cache_unreserve(reserved);
 	drain_ready();
@@ -2002,11 +2145,11 @@ int events_read(struct inode *in, uint64_t off, uint64_t len, struct fuse_req *r
 	/* mounts with cache limits admit and count reads: in the thread */
 	if (E.cfg.cache_limited || !E.cfg.reply)
 		return events_pre_access(in, off, len, req, ret_held);
-	pthread_mutex_lock(&E.lock);
+	elock();
 	read_span(fs, off, len, &start, &end);
 	res = access_step(in, fs, start, end, req, true, &reserved, &ev);
 	if (res <= 0) {
-		pthread_mutex_unlock(&E.lock);
+		eunlock();
 		return caller_errno(res);
 	}
 	p = E.park_free;
@@ -2014,7 +2157,7 @@ int events_read(struct inode *in, uint64_t off, uint64_t len, struct fuse_req *r
 		/* every parking place taken: wait in this thread, as before */
 		ev->waiters--;
 		put_event(ev);
-		pthread_mutex_unlock(&E.lock);
+		eunlock();
 		return events_pre_access(in, off, len, req, ret_held);
 	}
 	E.park_free = p->next;
@@ -2027,7 +2170,7 @@ int events_read(struct inode *in, uint64_t off, uint64_t len, struct fuse_req *r
 	p->retried = false;
 	p->next = ev->parked; /* with the reference access_step took */
 	ev->parked = p;
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 	return EVENTS_PARKED;
 }
 
@@ -2049,26 +2192,26 @@ static void resume(struct parked *p)
 		if (res)
 			res = -ENOSPC;
 	}
-	pthread_mutex_lock(&E.lock);
+	elock();
 	if (!res) {
 		read_span(fs, p->off, p->len, &start, &end);
 		res = access_step(p->in, fs, start, end, p->req, false, &reserved, &ev);
 		if (res == 1) {
 			p->next = ev->parked;
 			ev->parked = p;
-			pthread_mutex_unlock(&E.lock);
+			eunlock();
 			return;
 		}
 	}
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 	E.cfg.reply(p->req, p->in, p->fd, p->off, p->len, caller_errno(res));
-	pthread_mutex_lock(&E.lock);
+	elock();
 	inode_release(p->in);
 	p->req = NULL;
 	p->in = NULL;
 	p->next = E.park_free;
 	E.park_free = p;
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 }
 
 /* Resume every parked read whose event ended.  Called without E.lock. */
@@ -2077,11 +2220,11 @@ static void drain_ready(void)
 	for (;;) {
 		struct parked *p;
 
-		pthread_mutex_lock(&E.lock);
+		elock();
 		p = E.ready;
 		if (p)
 			E.ready = p->next;
-		pthread_mutex_unlock(&E.lock);
+		eunlock();
 		if (!p)
 			return;
 		resume(p);
@@ -2094,6 +2237,7 @@ static void drain_ready(void)
  */
 static void unpark_interrupted(struct event *ev)
 {
+	ELOCK_HELD();
 	struct parked **pp = &ev->parked;
 
 	while (*pp) {
@@ -2118,10 +2262,10 @@ void events_read_done(struct inode *in)
 {
 	struct fstate *fs = inode_state(in);
 
-	pthread_mutex_lock(&E.lock);
+	elock();
 	if (fs && fs->nreading && !--fs->nreading)
 		pthread_cond_broadcast(&E.reads_done);
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 }
 
 /*
@@ -2132,6 +2276,7 @@ void events_read_done(struct inode *in)
  */
 static bool quiet_has(const struct hook *h, uint64_t ino)
 {
+	ELOCK_HELD();
 	if (!h->quiet || !ino)
 		return false;
 	for (uint32_t i = (uint32_t)(ino * 0x9E3779B97F4A7C15ULL >> 32) & (h->quiet_cap - 1);;
@@ -2176,6 +2321,7 @@ static void quiet_add(struct hook *h, uint64_t ino)
 /* Must h answer PRE_MODIFY of in?  E.lock held. */
 static bool modify_target(const struct hook *h, struct inode *in)
 {
+	ELOCK_HELD();
 	return (h->mask & HSMFS_MASK(HSMFS_EV_PRE_MODIFY)) && in_subtree(h, in) &&
 	       !quiet_has(h, inode_ino(in));
 }
@@ -2191,19 +2337,19 @@ int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
 
 	if (inode_flags(in) & INODE_QUIET)
 		return 0;
-	pthread_mutex_lock(&E.lock);
+	elock();
 	for (h = E.hooks; h; h = h->next)
 		if (modify_target(h, in))
 			break;
 	if (!h) {
 		/* every hook that watches it quieted it: the fast path may skip */
 		inode_flags_set(in, INODE_QUIET);
-		pthread_mutex_unlock(&E.lock);
+		eunlock();
 		return 0;
 	}
 	ev = get_slot();
 	if (!ev) {
-		pthread_mutex_unlock(&E.lock);
+		eunlock();
 		return -EIO;
 	}
 	init_event(ev, HSMFS_EV_PRE_MODIFY, in, req);
@@ -2221,7 +2367,7 @@ int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
 	if (!ev->ntargets)
 		complete(ev, 0);
 	res = wait_event(ev, req);
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 	drain_ready();
 	return caller_errno(res);
 }
@@ -2229,6 +2375,7 @@ int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
 /* Local data now, not cache: it stops counting.  E.lock held. */
 static void becomes_dirty(struct fstate *fs)
 {
+	ELOCK_HELD();
 	if (fs->state != META_DIRTY && fs->blocks) {
 		cache_account(-(int64_t)fs->blocks);
 		fs->blocks = 0;
@@ -2245,6 +2392,7 @@ static void becomes_dirty(struct fstate *fs)
  */
 static void lost_track(struct fstate *fs, int err)
 {
+	ELOCK_HELD();
 	log_err("cannot record a change of inode %llu: %s; its missing ranges will not be filled",
 		(unsigned long long)fs->ino, strerror(-err));
 	fs->flags |= META_F_STALE;
@@ -2258,11 +2406,11 @@ void events_wrote(struct inode *in, struct events_change *c, uint64_t off, uint6
 
 	if (!fs)
 		return;
-	pthread_mutex_lock(&E.lock);
+	elock();
 	if (c->fs)
 		change_unlink(c);
 	if (!len) {
-		pthread_mutex_unlock(&E.lock);
+		eunlock();
 		return;
 	}
 	/*
@@ -2278,7 +2426,7 @@ void events_wrote(struct inode *in, struct events_change *c, uint64_t off, uint6
 	if (rs_contains(&fs->present, 0, fs->size))
 		inode_flags_clear(in, INODE_NONRESIDENT);
 	persist_later(fs);
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 }
 
 void events_truncated(struct inode *in, struct events_change *c, uint64_t old_size,
@@ -2289,7 +2437,7 @@ void events_truncated(struct inode *in, struct events_change *c, uint64_t old_si
 
 	if (!fs)
 		return;
-	pthread_mutex_lock(&E.lock);
+	elock();
 	if (c->fs)
 		change_unlink(c);
 	if (new_size < old_size)
@@ -2303,7 +2451,7 @@ void events_truncated(struct inode *in, struct events_change *c, uint64_t old_si
 	if (rs_contains(&fs->present, 0, fs->size))
 		inode_flags_clear(in, INODE_NONRESIDENT);
 	persist_later(fs);
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 }
 
 void events_unlinked(uint64_t ino)
@@ -2330,7 +2478,7 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 
 		if (!list)
 			return -ENOMEM;
-		pthread_mutex_lock(&E.lock);
+		elock();
 		for (struct hook *h = E.hooks; h && len < cap; h = h->next)
 			len += snprintf(list + len, cap - len, "%s\t%d\t%s\t%s%s\t%u\t%s\n",
 					h->name, (int)h->pid,
@@ -2338,7 +2486,7 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 					h->mask & HSMFS_MASK(HSMFS_EV_PRE_ACCESS) ? "A" : "-",
 					h->mask & HSMFS_MASK(HSMFS_EV_PRE_MODIFY) ? "M" : "-",
 					h->assigned, h->subtree[0] ? h->subtree : "/");
-		pthread_mutex_unlock(&E.lock);
+		eunlock();
 		if (len > cap)
 			len = cap;
 		n = len;
@@ -2401,7 +2549,7 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 	} else {
 		if (events_load(in))
 			return -EIO;
-		pthread_mutex_lock(&E.lock);
+		elock();
 		fs = inode_state(in);
 		if (!strcmp(name, "user.hsmfs.state")) {
 			n = snprintf(val, sizeof(val), "%s%s%s",
@@ -2428,7 +2576,7 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 		} else {
 			n = -ENODATA;
 		}
-		pthread_mutex_unlock(&E.lock);
+		eunlock();
 		if (n < 0)
 			return n;
 	}
@@ -2446,7 +2594,7 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 
 void events_hook_joined(struct hook *h)
 {
-	pthread_mutex_lock(&E.lock);
+	elock();
 	h->next = E.hooks;
 	E.hooks = h;
 	E.joins++;
@@ -2478,7 +2626,7 @@ void events_hook_joined(struct hook *h)
 		}
 	}
 	redispatch_queue();
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 }
 
 void events_hook_left(struct hook *h)
@@ -2486,7 +2634,7 @@ void events_hook_left(struct hook *h)
 	struct hook **pp;
 	unsigned i, j;
 
-	pthread_mutex_lock(&E.lock);
+	elock();
 	for (pp = &E.hooks; *pp; pp = &(*pp)->next)
 		if (*pp == h) {
 			*pp = h->next;
@@ -2531,7 +2679,7 @@ void events_hook_left(struct hook *h)
 	h->quiet = NULL;
 	h->nquiet = h->quiet_cap = 0;
 	log_info("hook '%s' (pid %d) disconnected", h->name, (int)h->pid);
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 	drain_ready();
 }
 
@@ -2551,6 +2699,7 @@ static bool copying_over(const struct fstate *fs, uint64_t start, uint64_t end)
 static int fill_todo(const struct fstate *fs, uint64_t start, uint64_t end,
 		     struct rangeset *todo)
 {
+	ELOCK_HELD();
 	struct range gap[16];
 	size_t n, k;
 	int res = 0;
@@ -2580,6 +2729,7 @@ static int fill_todo(const struct fstate *fs, uint64_t start, uint64_t end,
  */
 static void commit_fill(struct event *ev)
 {
+	ELOCK_HELD();
 	struct rangeset todo = RANGESET_INIT, done = RANGESET_INIT;
 	struct fstate *fs = ev->fs;
 	int stage = ev->stage_fd, dst = fs->rw_fd, res;
@@ -2592,7 +2742,7 @@ static void commit_fill(struct event *ev)
 
 	res = fill_todo(fs, ev->fill_start, ev->fill_end, &todo);
 	ev->copying = true;
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 	have_before = fstat(dst, &before) == 0;
 	for (uint32_t i = 0; !res && i < todo.n; i++) {
 		uint64_t upto;
@@ -2604,7 +2754,7 @@ static void commit_fill(struct event *ev)
 	if (done.n)
 		fault_point(FAULT_FILL_COPIED);
 	b = allocated(dst);
-	pthread_mutex_lock(&E.lock);
+	elock();
 	if (have_before && done.n)
 		times_kept(fs, dst, &before, nchanges);
 	ev->copying = false;
@@ -2640,19 +2790,24 @@ void events_change_begin(struct inode *in, struct events_change *c,
 		return;
 	c->start = start;
 	c->end = end;
-	pthread_mutex_lock(&E.lock);
-	while (copying_over(fs, start, end))
+	elock();
+	for (;;) {
+		evict_wait(fs);
+		if (!copying_over(fs, start, end))
+			break;
 		pthread_cond_wait(&E.copied, &E.lock);
+	}
 	c->fs = fs;
 	c->next = fs->changes;
 	fs->changes = c;
 	fs->nchanges++;
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 }
 
 /* Take c off its file's list.  E.lock held. */
 static void change_unlink(struct events_change *c)
 {
+	ELOCK_HELD();
 	struct events_change **pp;
 
 	for (pp = &c->fs->changes; *pp; pp = &(*pp)->next)
@@ -2667,9 +2822,9 @@ void events_change_end(struct inode *in, struct events_change *c)
 {
 	if (!c->fs)
 		return;
-	pthread_mutex_lock(&E.lock);
+	elock();
 	change_unlink(c);
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 }
 
 static struct event *find_event(uint64_t id)
@@ -2700,11 +2855,11 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 	struct event *ev;
 	unsigned i;
 
-	pthread_mutex_lock(&E.lock);
+	elock();
 	ev = find_event(a->id);
 	if (!ev) {
 		/* late (timed out, cancelled) or repeated: ignored */
-		pthread_mutex_unlock(&E.lock);
+		eunlock();
 		log_debug("hook '%s': answer to unknown event %llu ignored",
 			  h->name, (unsigned long long)a->id);
 		return;
@@ -2737,7 +2892,7 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 		} else {
 			complete(ev, deny_errno(a->error));
 		}
-		pthread_mutex_unlock(&E.lock);
+		eunlock();
 		return;
 	}
 	for (i = 0; i < ev->ntargets && ev->targets[i] != h; i++)
@@ -2757,10 +2912,10 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 		else if (!ev->ntargets && ev->filled)
 			commit_fill(ev);
 	}
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 	return;
 not_ours:
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 	log_debug("hook '%s': answer to event %llu it was not sent, ignored",
 		  h->name, (unsigned long long)a->id);
 }
@@ -2776,12 +2931,12 @@ void events_progress(struct hook *h, const struct proto_progress *p)
 {
 	struct event *ev;
 
-	pthread_mutex_lock(&E.lock);
+	elock();
 	ev = find_event(p->id);
 	/* progress is bytes advancing: a repeated count extends nothing */
 	if (ev && ev->hook == h && p->bytes_done > ev->progress) {
 		ev->progress = p->bytes_done;
 		mono_after(&ev->deadline, E.cfg.timeout);
 	}
-	pthread_mutex_unlock(&E.lock);
+	eunlock();
 }

@@ -1,28 +1,46 @@
 /*
- * events.h - pre-content events: per-file state, the event engine, and
- * the write-behind of present ranges to the metadata database.
+ * events.h - pre-content events: per-file range state, the event engine,
+ * and the write-behind of present ranges to the metadata database.
  *
  * Fast path.  ops.c calls into this module only when a per-inode bit
  * says so (inode_flags(): INODE_NONRESIDENT or INODE_TRACKED for reads,
  * INODE_STATEFUL for writes) or when the watcher mask says a hook wants
- * PRE_MODIFY (events_modify_watched(): one relaxed load).  A resident file with
- * hooks connected costs the same as with none.
+ * PRE_MODIFY (events_modify_watched(): one relaxed load).  A resident file
+ * with hooks connected costs the same as with none.
+ *
+ * Range state.  A file with a metadata row has a struct fstate: its
+ * present ranges, the fills in flight (events), the user changes in
+ * flight (events_change_begin), and whether it is being evicted.  Every
+ * transition goes through this module:
+ *   missing -> filling      access_step() starts a fill event
+ *   filling -> present      commit_fill(): the hook's staging file is
+ *                           copied in, less what users changed meanwhile
+ *   any -> present (user's) events_wrote() / events_truncated() (dirty)
+ *   present -> missing      evict_range(): database, memory, mark, punch
+ * A user's change always wins: a fill is never copied over bytes a
+ * change in flight or done claims, and a change waits only for a copy
+ * in progress over its range (bounded, no hook involved).
  *
  * Engine.  Events live in a fixed array of max_pending slots allocated
  * at start and reused; a caller over the limit waits for a slot within
- * its timeout.  Concurrent reads needing the same missing bytes wait on
- * one event (coalescing).  A reader moving chunk by chunk gets the
- * chunks ahead of it asked for by detached events (readahead): started
- * only when a slot is free, waited for by whoever needs their bytes, and
- * freed by whoever finishes them last.  One mutex guards slots, per-file
- * state and the hook list; no syscall that can block is made with it held (sends
- * are non-blocking).
+ * its timeout.  An event is QUEUED (no fill hook has it yet), SENT,
+ * then DONE; its slot is freed when it is done and no waiter or parked
+ * read holds it.  It is decided when every hook that must answer has
+ * allowed (a hook whose socket was full still must), or by the first
+ * deny, or by the timeout (the timer thread expires every event,
+ * readahead included).  Reads waiting for a hook are parked, not worker
+ * threads (events_read).  Concurrent reads of the same missing bytes
+ * wait on one event; a reader moving chunk by chunk gets the chunks
+ * ahead asked for by detached events (readahead).
  *
- * Durability.  A filled range is visible to readers at once; a writer
- * thread later takes a snapshot of the ranges, fdatasync()s the store
- * file and only then commits the snapshot, in one transaction for many
- * files.  After a crash a range is never marked present unless its
- * bytes are on disk.
+ * Durability (numbered in events.c): data synced before its range is
+ * committed; an eviction committed before its punch; fsync returns
+ * once the file's state is committed; a failed data sync is sticky.
+ *
+ * Locks.  E.lock (private) guards slots, per-file state and the hook
+ * list; functions that need it say so and assert it in debug builds.
+ * SQLite, punches, invalidations and the copy of a fill run without it,
+ * behind per-file busy states (evicting, copying).
  */
 #ifndef HSMFS_EVENTS_H
 #define HSMFS_EVENTS_H
