@@ -32,7 +32,7 @@
  * only its ranges away from the span its reader is at, and only while
  * none of its reads is between its check and its reply: on mounts with
  * limits, reads of clean files that reach the daemon are counted (see
- * tracked() in events.c); the kernel's page cache of it stays.
+ * tracked() in fstate.c); the kernel's page cache of it stays.
  * ENOSPC from the store (a fill's or a user write's) asks for a round of
  * eviction regardless of the limits, then the caller retries once.  An
  * eviction writes to the database before it frees a byte; the database

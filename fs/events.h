@@ -33,7 +33,7 @@
  * wait on one event; a reader moving chunk by chunk gets the chunks
  * ahead asked for by detached events (readahead).
  *
- * Durability (numbered in events.c): data synced before its range is
+ * Durability (numbered in engine.h): data synced before its range is
  * committed; an eviction committed before its punch; fsync returns
  * once the file's state is committed; a failed data sync is sticky.
  *

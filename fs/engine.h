@@ -1,0 +1,262 @@
+/*
+ * engine.h - the event engine's private half: its state, shared by the
+ * files that make it up, one job each.  engine.c is the top: it calls
+ * the others, which call back into it only to finish an event
+ * (complete(), after a fill's commit), to start one (start_fill(), for
+ * readahead) and for the clock:
+ *
+ *   engine.c     events, their slots and states, hooks' answers, the
+ *                timer, parked reads (the entry points of events.h)
+ *   readahead.c  chunks asked ahead of a sequential reader
+ *   fstate.c     per-file range state: loads, user changes, fill commits
+ *   evict.c      dropping ranges: database, memory, mark, punch
+ *   writeback.c  the write-behind of present ranges, fsync
+ *   vattr.c      user.hsmfs.* attributes and statistics
+ *
+ * Everything here is guarded by E.lock unless a field says otherwise;
+ * a function whose comment says "E.lock held" asserts it in debug
+ * builds.  Nothing outside these files includes this header.
+ */
+/*
+ * The durability order (each step is a fault point of fault.h, so that
+ * tests crash the daemon at each, t0320):
+ *   1. The bytes of a range are in the store file and synced
+ *      (fdatasync, write_batch: "data-synced") before the range is
+ *      committed as present ("ranges-committed").  A fill's copy
+ *      ("fill-copied") is visible to readers at once; it becomes durable
+ *      only through 1.  A file whose store open or data sync fails is not
+ *      committed; the error sticks to it until its next fsync reports it.
+ *   2. An eviction's new state is committed ("evict-recorded") before
+ *      the placeholder mark is set and the bytes are punched
+ *      ("evict-punched"); memory changes only once the database has it.
+ *      Without the mark there is no punch.
+ *   3. Commits are durable when they return (SQLite WAL, synchronous=FULL).
+ *   4. fsync/fdatasync through the mount return once a write-behind batch
+ *      taken after the call committed the file (events_fsync).
+ * So after a crash at any point a range is never present without its
+ * bytes, and an acknowledged write is never lost.
+ */
+#ifndef HSMFS_ENGINE_H
+#define HSMFS_ENGINE_H
+
+#include <assert.h>
+#include <pthread.h>
+#include <time.h>
+#include "events.h"
+#include "hooks.h"
+#include "meta.h"
+#include "ranges.h"
+#include <stdbool.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#define PAGE 4096ULL
+#define SLOT_BITS 20 /* event id = sequence << SLOT_BITS | slot */
+#define LAT_BUCKETS 256
+#define RA_MAX (32ULL << 20) /* readahead of sequential misses, at most */
+#define TICK_MS 100           /* the timer's period: expiries, resends */
+#define RETRY_FAIL_MS 200     /* a failed range fails at once this long, for
+			       * the same thread (the kernel's retry) */
+
+/*
+ * The engine's own result for an event that ran out of time.  Not
+ * ETIMEDOUT: a hook may deny with ETIMEDOUT, which reaches the caller
+ * as it is, while the engine's timeout reaches it as EIO.
+ */
+#define EV_TIMEOUT (-ETIME)
+
+
+/* Per-file state of a file that has a metadata row. */
+struct fstate {
+	uint64_t ino;
+	uint64_t size;
+	uint32_t state;            /* enum meta_state */
+	uint32_t flags;            /* META_F_* */
+	char *origin;              /* owned, may be NULL */
+	char *version;             /* owned, may be NULL */
+	struct rangeset present;
+	struct event *inflight;    /* PRE_ACCESS events of this file */
+	bool queued;               /* on the writer's queue */
+	struct inode *in;          /* back pointer (the inode owns us) */
+	struct fstate *wnext;      /* writer queue link */
+	uint64_t gen;              /* the row's generation (see meta.h) */
+	uint64_t blocks;           /* allocated bytes counted in the cache */
+	int64_t atime;             /* last open, close or fill (ms, realtime) */
+	int64_t atime_saved;       /* atime as last queued for the database */
+	uint64_t ra_lo;            /* readahead: where the stream's last miss began */
+	uint64_t ra_ahead;         /* readahead: end of what was asked ahead */
+	uint64_t ra_window;        /* readahead: bytes asked ahead of a miss */
+	unsigned ra_run;           /* readahead: misses in the stream so far */
+	unsigned nreading;         /* tracked reads between check and reply */
+	uint64_t hot_lo, hot_hi;   /* the span the last miss and its readahead
+				    * cover: kept when an open file is evicted */
+	int rw_fd;                 /* O_RDWR store descriptor fills are
+				    * committed through, or -1; kept while the
+				    * file is open or has events (drop_rw_fd) */
+	struct events_change *changes; /* user changes in flight */
+	uint64_t nchanges;         /* user changes begun so far (times_kept) */
+	int sticky_err;            /* a failed data sync, for the next fsync */
+	bool evicting;             /* see evict_begin() */
+	uint64_t to_lo, to_hi;     /* the hint of the last fill that failed, */
+	int64_t to_at;             /*   when (monotonic ms), how many hooks had */
+	uint64_t to_joins;         /*   joined then, for whom (thread id), and */
+	pid_t to_pid;              /*   its result: see recently_failed() */
+	int to_err;
+};
+
+enum ev_state { EV_FREE, EV_QUEUED, EV_SENT, EV_DONE };
+
+/*
+ * A read parked on an event instead of holding a FUSE worker thread
+ * while a hook works (events_read()).  When the event ends, the thread
+ * that ended it checks the read again: another missing range parks it
+ * on the next event, else it is answered from that thread (cfg.reply).
+ * From a fixed pool of max_pending; with none free, a read waits in its
+ * worker thread as before.  Interrupts are seen by the timer.
+ */
+struct parked {
+	struct fuse_req *req;       /* NULL: free */
+	struct inode *in;           /* held with inode_ref */
+	int fd;                     /* the open file's store descriptor */
+	uint64_t off, len;          /* the read */
+	int result;                 /* of the event it waited for */
+	bool retried;               /* ENOSPC: evicted and tried once more */
+	struct parked *next;        /* event's list, ready list, or free list */
+};
+
+struct event {
+	uint64_t id;               /* 0 when free */
+	uint32_t type;             /* HSMFS_EV_* */
+	enum ev_state st;
+	struct inode *in;          /* held with inode_ref */
+	struct fstate *fs;         /* PRE_ACCESS: the file's state */
+	uint64_t start, end;       /* required range */
+	uint64_t hint_start, hint_end;
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	int stage_fd;              /* PRE_ACCESS: the staging file of the
+				    * current delivery (owned), or -1 */
+	struct hook *hook;         /* PRE_ACCESS: the fill hook it went to */
+	struct hook *targets[HOOKS_MAX]; /* hooks yet to answer (all must allow);
+					  * NULL: one that left, see orphans */
+	bool unsent[HOOKS_MAX];    /* targets[i] could not take the event yet:
+				    * it still must answer; the timer resends */
+	unsigned ntargets;
+	char (*orphans)[HSMFS_MAX_NAME + 1]; /* names of targets that left */
+	unsigned norphans;
+	bool filled;               /* PRE_ACCESS: the fill hook allowed
+				    * [fill_start, fill_end); committed once
+				    * every watcher allowed too */
+	bool copying;              /* being committed, E.lock dropped: nobody
+				    * but the committer completes it */
+	uint64_t fill_start, fill_end;
+	bool detached;             /* readahead: nobody started it to wait */
+	int result;                /* 0 or -errno once EV_DONE */
+	uint32_t waiters;          /* references: threads in wait_event() and
+				    * parked reads; released at 0 once done */
+	struct parked *parked;     /* reads parked on it */
+	struct timespec deadline;  /* CLOCK_MONOTONIC */
+	struct timespec born;      /* CLOCK_MONOTONIC, for the fill latency */
+	uint64_t reserved;         /* PRE_ACCESS: cache bytes admitted */
+	uint64_t progress;
+	pthread_cond_t cond;       /* with E.lock */
+	struct event *fnext;       /* fstate->inflight link */
+	struct event *qnext;       /* E.queue link (EV_QUEUED, no hook) */
+	struct event *free_next;
+};
+
+/* The engine's state: one per process (one mount per process). */
+struct engine {
+	pthread_mutex_t lock;
+	struct events_config cfg;
+	struct event *slots;
+	struct event *free_list;
+	pthread_cond_t slot_cond;  /* a slot was freed */
+	uint64_t seq;
+	struct event *queue;       /* PRE_ACCESS events waiting for a fill hook */
+	struct hook *hooks;
+	struct hook *rr;           /* round-robin position among fill hooks */
+	struct fstate *wqueue;     /* writer queue */
+	pthread_cond_t wcond;
+	pthread_cond_t wdone;      /* the writer finished a batch */
+	pthread_cond_t reads_done; /* a file's tracked reads went to 0 */
+	bool writing;              /* the writer holds a batch */
+	bool urgent;               /* an fsync waits: no gathering */
+	uint64_t batch_taken;      /* batches the writer took so far */
+	uint64_t batch_done;       /* of which finished */
+	uint64_t batch_failed;     /* the last batch that was not committed */
+	pthread_cond_t copied;     /* a fill's commit finished copying */
+	pthread_cond_t evicted;    /* an eviction ended (evict_end) */
+	pthread_t timer;           /* expires events, resends, redispatches */
+	pthread_cond_t tcond;      /* wakes the timer to stop */
+	bool timer_running;
+	uint64_t joins;            /* hooks that joined so far */
+	struct parked *park_pool;  /* max_pending entries */
+	struct parked *park_free;
+	struct parked *ready;      /* parked reads whose event ended */
+	bool write_failing;        /* the last batch could not be committed */
+	pthread_t writer;
+	bool writer_running, stopping;
+	struct events_stats st;    /* counters, guarded by E.lock */
+	uint64_t lat[LAT_BUCKETS]; /* fill latency histogram, see lat_bucket() */
+};
+extern struct engine E;
+
+/*
+ * E.lock.  Lock order: E.lock, then the inode table's, the cache's and
+ * meta's own locks.  No SQLite statement, punch, invalidation or fill
+ * copy runs with it held; the exceptions say why where they are (the
+ * reload's WAL read; the open of a fill's descriptor or staging file
+ * when none was opened ahead at open(2)).
+ */
+extern __thread bool elock_mine;
+
+static inline void elock(void)
+{
+	pthread_mutex_lock(&E.lock);
+	elock_mine = true;
+}
+
+static inline void eunlock(void)
+{
+	elock_mine = false;
+	pthread_mutex_unlock(&E.lock);
+}
+
+#define ELOCK_HELD() assert(elock_mine)
+
+/* engine.c */
+int64_t now_ms(void);
+void mono_after(struct timespec *ts, double seconds);
+bool mono_passed(const struct timespec *ts);
+void complete(struct event *ev, int result);
+struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
+				uint64_t end, uint64_t hs, uint64_t he,
+				struct fuse_req *req, bool detached, uint64_t reserved,
+				int *res);
+
+/* readahead.c */
+void read_ahead(struct inode *in, struct fstate *fs, const struct range *miss,
+		       const struct event *cover, struct fuse_req *req);
+
+/* fstate.c */
+int64_t allocated(int fd);
+bool tracked(const struct fstate *fs);
+void fstate_free(void *p);
+int open_store(struct inode *in, int flags);
+int open_stage(uint64_t size);
+struct event *inflight_over(const struct fstate *fs, uint64_t start, uint64_t end);
+void drop_rw_fd(struct fstate *fs);
+void commit_fill(struct event *ev);
+
+/* evict.c */
+void evict_wait(const struct fstate *fs);
+
+/* writeback.c */
+void persist_later(struct fstate *fs);
+void *writer_main(void *arg);
+
+/* vattr.c */
+unsigned lat_bucket(uint64_t us);
+
+#endif

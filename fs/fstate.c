@@ -1,0 +1,691 @@
+/* fstate.c - see engine.h */
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+#include "cache.h"
+#include "events.h"
+#include "store.h"
+#include "hooks.h"
+#include "inode.h"
+#include "log.h"
+#include "meta.h"
+#include "fault.h"
+#include "ranges.h"
+#include "engine.h"
+
+static void fstate_take_row(struct fstate *fs, struct meta_file *f);
+#define COPY_PIECE (256u << 10)
+
+
+static int copy_stage(int from, int to, uint64_t start, uint64_t end, uint64_t *ret_done);
+static void times_kept(const struct fstate *fs, int fd, const struct stat *before,
+		       uint64_t nchanges);
+static void touched(struct fstate *fs);
+static int set_flag(struct inode *in, uint32_t flag, bool on);
+static void present_changed(struct fstate *fs);
+static void becomes_dirty(struct fstate *fs);
+static void lost_track(struct fstate *fs, int err);
+static bool copying_over(const struct fstate *fs, uint64_t start, uint64_t end);
+static int fill_todo(const struct fstate *fs, uint64_t start, uint64_t end,
+		     struct rangeset *todo);
+static void change_unlink(struct events_change *c);
+
+/* Allocated bytes of the store file open at fd, or -1. */
+int64_t allocated(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) < 0 ? -1 : (int64_t)st.st_blocks * 512;
+}
+
+/*
+ * On mounts with cache limits an open file's ranges may be evicted, so
+ * every read of a clean file with state that reaches the daemon goes
+ * through events_pre_access() (INODE_TRACKED) and is counted until its
+ * reply is sent; the evictor leaves a file alone while any such read
+ * runs.  Reads the kernel's page cache serves never come.
+ */
+bool tracked(const struct fstate *fs)
+{
+	return E.cfg.cache_limited && fs->state != META_DIRTY;
+}
+
+void fstate_free(void *p)
+{
+	struct fstate *fs = p;
+
+	if (fs->rw_fd >= 0)
+		close(fs->rw_fd);
+	free(fs->origin);
+	free(fs->version);
+	rs_clear(&fs->present);
+	free(fs);
+}
+
+/* ------------------------------------------------------------ state */
+
+/* Move a row's fields into fs (which takes ownership of its strings). */
+static void fstate_take_row(struct fstate *fs, struct meta_file *f)
+{
+	fs->size = f->size;
+	fs->state = f->state;
+	fs->flags = f->flags;
+	fs->origin = f->origin;
+	fs->version = f->version;
+	fs->present = f->present;
+	fs->gen = f->gen;
+	fs->blocks = f->blocks;
+	fs->atime = fs->atime_saved = f->atime;
+	free(f->sha256);
+	free(f->path);
+	memset(f, 0, sizeof(*f));
+}
+
+int events_load(struct inode *in)
+{
+	char path[HSMFS_MAX_PATH + 1];
+	struct meta_file f;
+	struct fstate *fs;
+	int res;
+
+	if (inode_flags(in) & INODE_LOADED)
+		return 0;
+	/*
+	 * The database is read without the engine's lock (no SQLite under
+	 * E.lock); two first opens may both read it, one installs.
+	 */
+	res = E.cfg.meta ? meta_get(E.cfg.meta, inode_ino(in), &f) : -ENOENT;
+	if (res && res != -ENOENT) {
+		log_err("cannot read the state of inode %llu: %s",
+			(unsigned long long)inode_ino(in), meta_errmsg(E.cfg.meta));
+		return -EIO;
+	}
+	/* keep the recorded path true: the evictor finds files by it */
+	if (!res && inode_path(in, path, sizeof(path)) > 0 && (!f.path || strcmp(f.path, path)))
+		meta_set_path(E.cfg.meta, f.ino, path);
+	fs = res ? NULL : calloc(1, sizeof(*fs));
+	if (!res && !fs) {
+		meta_file_free(&f);
+		return -ENOMEM;
+	}
+	elock();
+	if (inode_flags(in) & INODE_LOADED) {
+		/* another thread installed it meanwhile */
+		eunlock();
+		if (fs) {
+			meta_file_free(&f);
+			free(fs);
+		}
+		return 0;
+	}
+	if (res == -ENOENT) {
+		inode_flags_set(in, INODE_LOADED);
+		eunlock();
+		return 0;
+	}
+	fs->rw_fd = -1;
+	fs->ino = f.ino;
+	fs->in = in;
+	fstate_take_row(fs, &f);
+	inode_set_state(in, fs);
+	/* dirty files too: their missing ranges are fetched, never zeros */
+	if (!rs_contains(&fs->present, 0, fs->size))
+		inode_flags_set(in, INODE_NONRESIDENT);
+	if (tracked(fs))
+		inode_flags_set(in, INODE_TRACKED);
+	inode_flags_set(in, INODE_STATEFUL | INODE_LOADED);
+	eunlock();
+	return 0;
+}
+
+int events_reload(struct inode *in)
+{
+	struct meta_file f;
+	struct fstate *fs;
+	uint64_t old_blocks;
+	int res;
+
+	elock();
+	fs = inode_state(in);
+	if (!fs) {
+		inode_flags_clear(in, INODE_LOADED);
+		eunlock();
+		return events_load(in);
+	}
+	if (fs->inflight || fs->evicting) {
+		eunlock();
+		return -EBUSY;
+	}
+	res = meta_get(E.cfg.meta, fs->ino, &f);
+	old_blocks = fs->state == META_DIRTY ? 0 : fs->blocks;
+	if (res == -ENOENT) {
+		/* no row any more: a plain resident file */
+		cache_account(-(int64_t)old_blocks);
+		fs->blocks = 0;
+		rs_clear(&fs->present);
+		res = rs_add(&fs->present, 0, fs->size);
+		fs->state = META_RESIDENT;
+		fs->flags = 0;
+		inode_flags_clear(in, INODE_NONRESIDENT | INODE_TRACKED);
+		eunlock();
+		return res;
+	}
+	if (res) {
+		eunlock();
+		return -EIO;
+	}
+	/* reset in place: a write-behind batch may still hold fs */
+	fs->to_at = 0; /* a new version: earlier failures say nothing of it */
+	free(fs->origin);
+	free(fs->version);
+	rs_clear(&fs->present);
+	fstate_take_row(fs, &f);
+	cache_account((int64_t)(fs->state == META_DIRTY ? 0 : fs->blocks) -
+		      (int64_t)old_blocks);
+	if (rs_contains(&fs->present, 0, fs->size))
+		inode_flags_clear(in, INODE_NONRESIDENT);
+	else
+		inode_flags_set(in, INODE_NONRESIDENT);
+	if (tracked(fs))
+		inode_flags_set(in, INODE_TRACKED);
+	else
+		inode_flags_clear(in, INODE_TRACKED);
+	inode_flags_clear(in, INODE_QUIET);
+	eunlock();
+	return 0;
+}
+
+/* A new descriptor of in's store file (O_RDWR, O_RDONLY), or -errno. */
+int open_store(struct inode *in, int flags)
+{
+	char path[32];
+	int fd = inode_fd_get(in), sfd;
+
+	if (fd < 0)
+		return fd;
+	inode_proc_path(fd, path);
+	sfd = open(path, flags | O_CLOEXEC);
+	sfd = sfd < 0 ? -errno : sfd;
+	inode_fd_put(in);
+	return sfd;
+}
+
+/*
+ * A staging file for one delivery of a fill event: an unnamed file in
+ * STORE/.hsmfs of the file's size, which the hook writes at the file's
+ * own offsets.  Only what the hook then allows is copied into the store
+ * file (commit_fill), and only where no user change claimed the bytes;
+ * a hook writing after its event ended writes into a file nobody reads,
+ * and a hook of an older mount can never reach this mount's files.
+ * Returns the descriptor or -errno.
+ */
+int open_stage(uint64_t size)
+{
+	static unsigned long seq;
+	int fd = openat(E.cfg.state_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+
+	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+		char name[64];
+
+		/* no O_TMPFILE on this filesystem: a name, removed at once */
+		snprintf(name, sizeof(name), "stage.%d.%lu", (int)getpid(), ++seq);
+		fd = openat(E.cfg.state_fd, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+		if (fd >= 0)
+			unlinkat(E.cfg.state_fd, name, 0);
+	}
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)size) < 0) {
+		int res = -errno;
+
+		close(fd);
+		return res;
+	}
+	return fd;
+}
+
+#define COPY_PIECE (256u << 10)
+
+/*
+ * Copy [start, end) from the staging file to the store file at the same
+ * offsets, freeing the staging blocks as it goes (a full store needs no
+ * more room than the fill itself).  *ret_done gets the end of what was
+ * copied.  0 or -errno.
+ */
+static int copy_stage(int from, int to, uint64_t start, uint64_t end, uint64_t *ret_done)
+{
+	uint64_t pos = start;
+	char *buf = NULL;
+	int res = 0;
+
+	while (pos < end) {
+		size_t want = end - pos > COPY_PIECE ? COPY_PIECE : (size_t)(end - pos);
+		loff_t in = (loff_t)pos, out = (loff_t)pos;
+		ssize_t n = buf ? -1 : copy_file_range(from, &in, to, &out, want, 0);
+
+		if (n < 0 && (buf || errno == EXDEV || errno == EOPNOTSUPP ||
+			      errno == ENOSYS || errno == EINVAL)) {
+			/* no in-kernel copy here: through a buffer */
+			if (!buf && !(buf = malloc(COPY_PIECE))) {
+				res = -ENOMEM;
+				break;
+			}
+			n = pread(from, buf, want, (off_t)pos);
+			if (n > 0)
+				n = pwrite(to, buf, (size_t)n, (off_t)pos);
+		}
+		if (n < 0) {
+			res = -errno;
+			break;
+		}
+		if (n == 0) {
+			res = -EIO; /* the staging file is shorter than the file */
+			break;
+		}
+		fallocate(from, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)pos, n);
+		pos += (uint64_t)n;
+	}
+	free(buf);
+	*ret_done = pos;
+	return res;
+}
+
+/*
+ * Times are final: a fill's copy or an eviction's punch changes the
+ * store file's mtime, which the mount shows.  Put back what it was
+ * (before), unless a user change began meanwhile (then its own time is
+ * the right one).  E.lock held (the change count is read under it).
+ */
+static void times_kept(const struct fstate *fs, int fd, const struct stat *before,
+		       uint64_t nchanges)
+{
+	ELOCK_HELD();
+	struct timespec tv[2] = { { 0, UTIME_OMIT }, before->st_mtim };
+
+	if (fs->nchanges == nchanges && !fs->changes)
+		futimens(fd, tv);
+}
+
+/* The event of fs whose hint overlaps [start, end), or NULL.  E.lock held. */
+struct event *inflight_over(const struct fstate *fs, uint64_t start, uint64_t end)
+{
+	ELOCK_HELD();
+	struct event *ev;
+
+	for (ev = fs->inflight; ev; ev = ev->fnext)
+		if (ev->hint_start < end && start < ev->hint_end)
+			break;
+	return ev;
+}
+
+/* Record a use of fs for the eviction order.  E.lock held. */
+static void touched(struct fstate *fs)
+{
+	ELOCK_HELD();
+	fs->atime = now_ms();
+	/* lazily: the order needs minutes, not every open (see evict_victim) */
+	if (fs->atime - fs->atime_saved >= 60000) {
+		fs->atime_saved = fs->atime;
+		persist_later(fs);
+	}
+}
+
+void events_opened(struct inode *in)
+{
+	struct fstate *fs;
+	int fd = -1;
+
+	/* the descriptor fills commit through, opened here, not under E.lock */
+	if (inode_flags(in) & INODE_NONRESIDENT)
+		fd = open_store(in, O_RDWR);
+	elock();
+	fs = inode_state(in);
+	if (fs) {
+		evict_wait(fs); /* no read of a file being punched */
+		touched(fs);
+		if (fs->rw_fd < 0 && fd >= 0) {
+			fs->rw_fd = fd;
+			fd = -1;
+		}
+	}
+	eunlock();
+	if (fd >= 0)
+		close(fd);
+}
+
+void events_released(struct inode *in)
+{
+	struct fstate *fs;
+
+	elock();
+	fs = inode_state(in);
+	if (fs) {
+		touched(fs);
+		drop_rw_fd(fs);
+	}
+	eunlock();
+}
+
+void events_renamed(struct inode *parent, const char *name,
+		    struct inode *newparent, const char *newname)
+{
+	char from[HSMFS_MAX_PATH + 1], to[HSMFS_MAX_PATH + 1];
+	int a, b;
+
+	if (!E.cfg.meta)
+		return;
+	a = inode_path(parent, from, sizeof(from));
+	b = inode_path(newparent, to, sizeof(to));
+	if (a < 0 || b < 0 ||
+	    snprintf(from + a, sizeof(from) - a, "%s%s", a ? "/" : "", name) >= (int)sizeof(from) - a ||
+	    snprintf(to + b, sizeof(to) - b, "%s%s", b ? "/" : "", newname) >= (int)sizeof(to) - b)
+		return; /* the next open records the path */
+	if (meta_rename(E.cfg.meta, from, to))
+		log_warn("cannot record the rename of '%s': %s", from,
+			 meta_errmsg(E.cfg.meta));
+}
+
+/* Set or clear flag in in's state and persist it; -ENODATA if unmanaged. */
+static int set_flag(struct inode *in, uint32_t flag, bool on)
+{
+	struct fstate *fs;
+	int res = events_load(in);
+
+	if (res)
+		return res;
+	elock();
+	fs = inode_state(in);
+	if (fs && !!(fs->flags & flag) != on) {
+		fs->flags = on ? fs->flags | flag : fs->flags & ~flag;
+		persist_later(fs);
+	}
+	eunlock();
+	return fs ? 0 : -ENODATA;
+}
+
+int events_pin(struct inode *in, bool pin)
+{
+	return set_flag(in, META_F_PINNED, pin);
+}
+
+int events_mark_stale(struct inode *in)
+{
+	return set_flag(in, META_F_STALE, true);
+}
+
+/* After present grew: update the state name and the read-path bit. */
+static void present_changed(struct fstate *fs)
+{
+	bool all = rs_contains(&fs->present, 0, fs->size);
+
+	if (all)
+		inode_flags_clear(fs->in, INODE_NONRESIDENT);
+	if (fs->state == META_DIRTY)
+		return;
+	if (all) {
+		fs->state = META_RESIDENT;
+	} else {
+		fs->state = fs->present.n ? META_PARTIAL : META_PLACEHOLDER;
+	}
+}
+
+/*
+ * Close fs's descriptor once nothing needs it: no event in flight and
+ * the file not open (so a million partly read files hold none).
+ * E.lock held.
+ */
+void drop_rw_fd(struct fstate *fs)
+{
+	ELOCK_HELD();
+	if (fs->rw_fd >= 0 && !fs->inflight && !inode_is_open(fs->in)) {
+		close(fs->rw_fd);
+		fs->rw_fd = -1;
+	}
+}
+
+/* Local data now, not cache: it stops counting.  E.lock held. */
+static void becomes_dirty(struct fstate *fs)
+{
+	ELOCK_HELD();
+	if (fs->state != META_DIRTY && fs->blocks) {
+		cache_account(-(int64_t)fs->blocks);
+		fs->blocks = 0;
+	}
+	fs->state = META_DIRTY;
+	inode_flags_clear(fs->in, INODE_TRACKED); /* never evicted now */
+}
+
+/*
+ * The user's bytes could not be counted present (no memory): a fill
+ * must never be committed over them, so the file refuses fills from
+ * now on (reads of what is missing fail) and its next fsync fails.
+ * E.lock held.
+ */
+static void lost_track(struct fstate *fs, int err)
+{
+	ELOCK_HELD();
+	log_err("cannot record a change of inode %llu: %s; its missing ranges will not be filled",
+		(unsigned long long)fs->ino, strerror(-err));
+	fs->flags |= META_F_STALE;
+	fs->sticky_err = -EIO;
+}
+
+void events_wrote(struct inode *in, struct events_change *c, uint64_t off, uint64_t len)
+{
+	struct fstate *fs = inode_state(in);
+	int res;
+
+	if (!fs)
+		return;
+	elock();
+	if (c->fs)
+		change_unlink(c);
+	if (!len) {
+		eunlock();
+		return;
+	}
+	/*
+	 * Written past the end: the gap the store file grew is zeros of the
+	 * user's, present like the written bytes (never fetched over).
+	 */
+	res = rs_add(&fs->present, off > fs->size ? fs->size : off, off + len);
+	if (res)
+		lost_track(fs, res);
+	if (off + len > fs->size)
+		fs->size = off + len;
+	becomes_dirty(fs);
+	if (rs_contains(&fs->present, 0, fs->size))
+		inode_flags_clear(in, INODE_NONRESIDENT);
+	persist_later(fs);
+	eunlock();
+}
+
+void events_truncated(struct inode *in, struct events_change *c, uint64_t old_size,
+		      uint64_t new_size)
+{
+	struct fstate *fs = inode_state(in);
+	int res;
+
+	if (!fs)
+		return;
+	elock();
+	if (c->fs)
+		change_unlink(c);
+	if (new_size < old_size)
+		res = rs_remove(&fs->present, new_size, UINT64_MAX);
+	else
+		res = rs_add(&fs->present, old_size, new_size); /* zeros of our own */
+	if (res)
+		lost_track(fs, res);
+	fs->size = new_size;
+	becomes_dirty(fs);
+	if (rs_contains(&fs->present, 0, fs->size))
+		inode_flags_clear(in, INODE_NONRESIDENT);
+	persist_later(fs);
+	eunlock();
+}
+
+void events_unlinked(uint64_t ino)
+{
+	uint64_t cached = 0;
+
+	if (E.cfg.meta && meta_delete(E.cfg.meta, ino, &cached))
+		log_err("cannot forget the state of inode %llu: %s",
+			(unsigned long long)ino, meta_errmsg(E.cfg.meta));
+	if (cached)
+		cache_account(-(int64_t)cached);
+}
+
+static bool copying_over(const struct fstate *fs, uint64_t start, uint64_t end)
+{
+	for (const struct event *ev = fs->inflight; ev; ev = ev->fnext)
+		if (ev->copying && ev->fill_start < end && start < ev->fill_end)
+			return true;
+	return false;
+}
+
+/*
+ * What a fill of [start, end) may write: what is missing, within the
+ * file's size, less every user change in flight.  0 or -ENOMEM.
+ * E.lock held.
+ */
+static int fill_todo(const struct fstate *fs, uint64_t start, uint64_t end,
+		     struct rangeset *todo)
+{
+	ELOCK_HELD();
+	struct range gap[16];
+	size_t n, k;
+	int res = 0;
+
+	if (end > fs->size)
+		end = fs->size;
+	while (start < end && !res) {
+		n = rs_missing(&fs->present, start, end, gap, 16);
+		for (k = 0; k < n && k < 16 && !res; k++)
+			res = rs_add(todo, gap[k].start, gap[k].end);
+		if (n <= 16)
+			break;
+		start = gap[15].end;
+	}
+	for (const struct events_change *c = fs->changes; c && !res; c = c->next)
+		res = rs_remove(todo, c->start, c->end);
+	return res;
+}
+
+/*
+ * Commit an allowed fill: copy what it may write (fill_todo) from its
+ * staging file into the store file, mark that present, and complete
+ * the event.  The copy runs with E.lock dropped; meanwhile the event
+ * is marked copying, so user changes of those bytes wait for it
+ * (events_change_begin) and nobody else completes it.  Called with
+ * E.lock held, returns with it held.
+ */
+void commit_fill(struct event *ev)
+{
+	ELOCK_HELD();
+	struct rangeset todo = RANGESET_INIT, done = RANGESET_INIT;
+	struct fstate *fs = ev->fs;
+	int stage = ev->stage_fd, dst = fs->rw_fd, res;
+	struct timespec now;
+	int64_t b;
+
+	uint64_t nchanges = fs->nchanges;
+	struct stat before;
+	bool have_before;
+
+	res = fill_todo(fs, ev->fill_start, ev->fill_end, &todo);
+	ev->copying = true;
+	eunlock();
+	have_before = fstat(dst, &before) == 0;
+	for (uint32_t i = 0; !res && i < todo.n; i++) {
+		uint64_t upto;
+
+		res = copy_stage(stage, dst, todo.v[i].start, todo.v[i].end, &upto);
+		if (upto > todo.v[i].start && rs_add(&done, todo.v[i].start, upto) && !res)
+			res = -ENOMEM;
+	}
+	if (done.n)
+		fault_point(FAULT_FILL_COPIED);
+	b = allocated(dst);
+	elock();
+	if (have_before && done.n)
+		times_kept(fs, dst, &before, nchanges);
+	ev->copying = false;
+	pthread_cond_broadcast(&E.copied);
+	for (uint32_t i = 0; i < done.n; i++)
+		if (rs_add(&fs->present, done.v[i].start, done.v[i].end) && !res)
+			res = -ENOMEM; /* copied but not counted: fetched again */
+	if (done.n) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		E.lat[lat_bucket((uint64_t)((now.tv_sec - ev->born.tv_sec) * 1000000 +
+					    (now.tv_nsec - ev->born.tv_nsec) / 1000))]++;
+		E.st.filled_bytes += rs_total(&done);
+		if (b >= 0 && fs->state != META_DIRTY) {
+			cache_account(b - (int64_t)fs->blocks);
+			fs->blocks = (uint64_t)b;
+		}
+		fs->atime = now_ms();
+		present_changed(fs);
+		persist_later(fs);
+	}
+	rs_clear(&todo);
+	rs_clear(&done);
+	complete(ev, res);
+}
+
+void events_change_begin(struct inode *in, struct events_change *c,
+			 uint64_t start, uint64_t end)
+{
+	struct fstate *fs = inode_state(in);
+
+	c->fs = NULL;
+	if (!fs)
+		return;
+	c->start = start;
+	c->end = end;
+	elock();
+	for (;;) {
+		evict_wait(fs);
+		if (!copying_over(fs, start, end))
+			break;
+		pthread_cond_wait(&E.copied, &E.lock);
+	}
+	c->fs = fs;
+	c->next = fs->changes;
+	fs->changes = c;
+	fs->nchanges++;
+	eunlock();
+}
+
+/* Take c off its file's list.  E.lock held. */
+static void change_unlink(struct events_change *c)
+{
+	ELOCK_HELD();
+	struct events_change **pp;
+
+	for (pp = &c->fs->changes; *pp; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	c->fs = NULL;
+}
+
+void events_change_end(struct inode *in, struct events_change *c)
+{
+	if (!c->fs)
+		return;
+	elock();
+	change_unlink(c);
+	eunlock();
+}

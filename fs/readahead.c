@@ -1,0 +1,94 @@
+/* readahead.c - see engine.h */
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+#include "cache.h"
+#include "events.h"
+#include "store.h"
+#include "hooks.h"
+#include "inode.h"
+#include "log.h"
+#include "meta.h"
+#include "fault.h"
+#include "ranges.h"
+#include "engine.h"
+
+/*
+ * Readahead of sequential misses.  A stream is misses that move forward
+ * chunk by chunk, each into a chunk after the last one's and no further
+ * than what was already asked for; misses in the same chunk (the
+ * kernel's own concurrent readahead requests, or several readers) leave
+ * it as it is, any other miss ends it.  From the third chunk of a stream
+ * on, the window doubles (one chunk up to RA_MAX) and the missing chunks
+ * of it are asked for now, one event each, so that fetches overlap the
+ * reading and a hook with several connections runs them in parallel.
+ * Scattered reads and mmap faults of a few pages raise only the events
+ * they need.  cover is the event the reader waits for.  E.lock held.
+ */
+void read_ahead(struct inode *in, struct fstate *fs, const struct range *miss,
+		       const struct event *cover, struct fuse_req *req)
+{
+	ELOCK_HELD();
+	uint64_t chunk = E.cfg.chunk, pos, limit;
+	unsigned started = 0;
+
+	if (fs->ra_ahead && miss->start / chunk == fs->ra_lo / chunk)
+		return; /* the same chunk again */
+	if (!fs->ra_ahead || miss->start < fs->ra_lo || miss->start > fs->ra_ahead) {
+		fs->ra_lo = miss->start;
+		fs->ra_ahead = cover->hint_end;
+		fs->ra_run = 0;
+		fs->ra_window = 0;
+		return;
+	}
+	fs->ra_lo = miss->start;
+	if (cover->hint_end > fs->ra_ahead)
+		fs->ra_ahead = cover->hint_end;
+	if (++fs->ra_run < 2)
+		return;
+	fs->ra_window = fs->ra_window ? fs->ra_window * 2 : chunk;
+	if (fs->ra_window > RA_MAX)
+		fs->ra_window = RA_MAX;
+	pos = fs->ra_ahead;
+	limit = cover->hint_end + fs->ra_window;
+	if (limit > fs->size)
+		limit = fs->size;
+	for (; pos < limit && started < 16; pos = (pos & ~(chunk - 1)) + chunk) {
+		uint64_t ce = (pos & ~(chunk - 1)) + chunk, need;
+		struct range gap;
+		struct event *ev;
+		int res;
+
+		if (ce > fs->size)
+			ce = fs->size;
+		if (!rs_missing(&fs->present, pos, ce, &gap, 1))
+			continue;
+		if (inflight_over(fs, gap.start, gap.end))
+			continue;
+		/* with limits: only what fits now, never by waiting */
+		need = !E.cfg.cache_limited ? 0 :
+		       ((gap.end + PAGE - 1) & ~(PAGE - 1)) - (gap.start & ~(PAGE - 1));
+		if (need && cache_try_admit(need))
+			break;
+		ev = start_fill(in, fs, gap.start, gap.end, gap.start, gap.end, req, true,
+				need, &res);
+		if (!ev) {
+			if (need)
+				cache_unreserve(need);
+			break;
+		}
+		started++;
+	}
+	if (pos > fs->ra_ahead)
+		fs->ra_ahead = pos;
+}

@@ -1,0 +1,202 @@
+/* vattr.c - see engine.h */
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+#include "cache.h"
+#include "events.h"
+#include "store.h"
+#include "hooks.h"
+#include "inode.h"
+#include "log.h"
+#include "meta.h"
+#include "fault.h"
+#include "ranges.h"
+#include "engine.h"
+
+static uint64_t lat_value(unsigned b);
+static uint64_t lat_percentile(const uint64_t *h, uint64_t total, unsigned pct);
+
+/*
+ * Latency histogram: 8 buckets per power of two of microseconds, so a
+ * percentile is known within 9%; guarded by E.lock like the counters.
+ */
+unsigned lat_bucket(uint64_t us)
+{
+	unsigned top, b;
+
+	if (us < 8)
+		return (unsigned)us;
+	top = 63 - (unsigned)__builtin_clzll(us); /* >= 3 */
+	b = (top - 2) * 8 + (unsigned)((us >> (top - 3)) & 7);
+	return b < LAT_BUCKETS ? b : LAT_BUCKETS - 1;
+}
+
+static uint64_t lat_value(unsigned b)
+{
+	if (b < 8)
+		return b;
+	return (uint64_t)(8 + b % 8) << (b / 8 - 1);
+}
+
+static uint64_t lat_percentile(const uint64_t *h, uint64_t total, unsigned pct)
+{
+	uint64_t want = (total * pct + 99) / 100, seen = 0;
+
+	if (!total)
+		return 0;
+	for (unsigned b = 0; b < LAT_BUCKETS; b++) {
+		seen += h[b];
+		if (seen >= want)
+			return lat_value(b);
+	}
+	return lat_value(LAT_BUCKETS - 1);
+}
+
+void events_get_stats(struct events_stats *ret)
+{
+	uint64_t total = 0;
+
+	elock();
+	*ret = E.st;
+	for (unsigned b = 0; b < LAT_BUCKETS; b++)
+		total += E.lat[b];
+	ret->fill_p50_us = lat_percentile(E.lat, total, 50);
+	ret->fill_p90_us = lat_percentile(E.lat, total, 90);
+	ret->fill_p99_us = lat_percentile(E.lat, total, 99);
+	eunlock();
+}
+
+ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
+		     char *buf, size_t bufsize)
+{
+	char val[HSMFS_MAX_PATH + 64];
+	struct fstate *fs;
+	int n;
+
+	if (!strcmp(name, "user.hsmfs.hooks") && in == inode_root()) {
+		size_t cap = HOOKS_MAX * (HSMFS_MAX_NAME + HSMFS_MAX_PATH + 80), len = 0;
+		char *list = malloc(cap);
+
+		if (!list)
+			return -ENOMEM;
+		elock();
+		for (struct hook *h = E.hooks; h && len < cap; h = h->next)
+			len += snprintf(list + len, cap - len, "%s\t%d\t%s\t%s%s\t%u\t%s\n",
+					h->name, (int)h->pid,
+					h->kind == HSMFS_KIND_FILL ? "fill" : "watch",
+					h->mask & HSMFS_MASK(HSMFS_EV_PRE_ACCESS) ? "A" : "-",
+					h->mask & HSMFS_MASK(HSMFS_EV_PRE_MODIFY) ? "M" : "-",
+					h->assigned, h->subtree[0] ? h->subtree : "/");
+		eunlock();
+		if (len > cap)
+			len = cap;
+		n = len;
+		if (bufsize && (size_t)n > bufsize)
+			n = -ERANGE;
+		else if (bufsize)
+			memcpy(buf, list, n);
+		free(list);
+		return n;
+	}
+	if (!strcmp(name, "user.hsmfs.stats") && in == inode_root()) {
+		struct events_stats es;
+		struct cache_stats cs;
+		uint64_t inodes, fds;
+
+		events_get_stats(&es);
+		cache_stats(&cs);
+		inode_counts(&inodes, &fds);
+		n = snprintf(val, sizeof(val),
+			     "{\"cache_bytes\": %llu, \"cache_reserved\": %llu, "
+			     "\"cache_max\": %llu, \"cache_min_free\": %llu, "
+			     "\"fs_free\": %llu, \"evicted_files\": %llu, "
+			     "\"evicted_bytes\": %llu, \"eviction_rounds\": %llu, "
+			     "\"enospc\": %llu, \"hits\": %llu, \"misses\": %llu, \"readahead\": %llu, "
+			     "\"filled_bytes\": %llu, \"pre_access\": %llu, "
+			     "\"pre_modify\": %llu, \"denied\": %llu, \"timeouts\": %llu, "
+			     "\"interrupted\": %llu, \"fill_p50_us\": %llu, "
+			     "\"fill_p90_us\": %llu, \"fill_p99_us\": %llu, "
+			     "\"evictions_started\": %llu, \"evictions_done\": %llu, "
+			     "\"inodes\": %llu, \"cached_fds\": %llu}\n",
+			     (unsigned long long)cs.used, (unsigned long long)cs.reserved,
+			     (unsigned long long)cs.max, (unsigned long long)cs.min_free,
+			     (unsigned long long)cs.fs_free,
+			     (unsigned long long)cs.evicted_files,
+			     (unsigned long long)cs.evicted_bytes,
+			     (unsigned long long)cs.eviction_rounds,
+			     (unsigned long long)cs.enospc, (unsigned long long)es.hits,
+			     (unsigned long long)es.misses, (unsigned long long)es.readahead,
+			     (unsigned long long)es.filled_bytes,
+			     (unsigned long long)es.pre_access,
+			     (unsigned long long)es.pre_modify,
+			     (unsigned long long)es.denied, (unsigned long long)es.timeouts,
+			     (unsigned long long)es.interrupted,
+			     (unsigned long long)es.fill_p50_us,
+			     (unsigned long long)es.fill_p90_us,
+			     (unsigned long long)es.fill_p99_us,
+			     (unsigned long long)es.evictions_started,
+			     (unsigned long long)es.evictions_done,
+			     (unsigned long long)inodes, (unsigned long long)fds);
+	} else if (!strcmp(name, "user.hsmfs.socket") || !strcmp(name, "user.hsmfs.store")) {
+		if (in != inode_root())
+			return -ENODATA;
+		n = snprintf(val, sizeof(val), "%s",
+			     name[11] == 's' && name[12] == 'o' ? hooks_socket_path() :
+								  E.cfg.store_path);
+	} else if (in == inode_root() && !strcmp(name, "user.hsmfs.origin")) {
+		if (!E.cfg.origin)
+			return -ENODATA;
+		n = snprintf(val, sizeof(val), "%s", E.cfg.origin);
+	} else {
+		if (events_load(in))
+			return -EIO;
+		elock();
+		fs = inode_state(in);
+		if (!strcmp(name, "user.hsmfs.state")) {
+			n = snprintf(val, sizeof(val), "%s%s%s",
+				     fs ? meta_state_name(fs->state) : "resident",
+				     fs && (fs->flags & META_F_PINNED) ? ",pinned" : "",
+				     fs && (fs->flags & META_F_STALE) ? ",stale" : "");
+		} else if (!strcmp(name, "user.hsmfs.present")) {
+			n = snprintf(val, sizeof(val), "%llu",
+				     (unsigned long long)(fs ? rs_total(&fs->present) : size));
+		} else if (!strcmp(name, "user.hsmfs.origin") && fs && fs->origin) {
+			n = snprintf(val, sizeof(val), "%s", fs->origin);
+		} else if (!strcmp(name, "user.hsmfs.filling") && fs && fs->inflight) {
+			/* "DONE BYTES" of the fills under way, DONE from PROGRESS */
+			uint64_t done = 0, bytes = 0;
+
+			for (struct event *ev = fs->inflight; ev; ev = ev->fnext) {
+				uint64_t b = ev->hint_end - ev->hint_start;
+
+				bytes += b;
+				done += ev->progress < b ? ev->progress : b;
+			}
+			n = snprintf(val, sizeof(val), "%llu %llu", (unsigned long long)done,
+				     (unsigned long long)bytes);
+		} else {
+			n = -ENODATA;
+		}
+		eunlock();
+		if (n < 0)
+			return n;
+	}
+	if (n >= (int)sizeof(val))
+		n = sizeof(val) - 1;
+	if (!bufsize)
+		return n;
+	if ((size_t)n > bufsize)
+		return -ERANGE;
+	memcpy(buf, val, n);
+	return n;
+}

@@ -1,0 +1,285 @@
+/* writeback.c - see engine.h */
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+#include "cache.h"
+#include "events.h"
+#include "store.h"
+#include "hooks.h"
+#include "inode.h"
+#include "log.h"
+#include "meta.h"
+#include "fault.h"
+#include "ranges.h"
+#include "engine.h"
+
+struct snap;
+static int commit_snaps(const struct snap *snaps, size_t n, char *why, size_t whysize);
+static bool write_batch(struct fstate *batch);
+
+/* Queue fs for the writer.  E.lock held. */
+void persist_later(struct fstate *fs)
+{
+	ELOCK_HELD();
+	if (fs->queued)
+		return;
+	fs->queued = true;
+	inode_ref(fs->in);
+	fs->wnext = E.wqueue;
+	E.wqueue = fs;
+	pthread_cond_signal(&E.wcond);
+}
+
+/* What the writer commits of one file, taken under E.lock. */
+struct snap {
+	struct fstate *fs;
+	struct inode *in;   /* held since persist_later() */
+	uint64_t ino;       /* 0: not to be committed */
+	uint32_t state, flags;
+	uint64_t size, gen, blocks;
+	int64_t atime;
+	struct rangeset rs;
+};
+
+/* One transaction for snaps[0..n).  0 or -errno, why gets the message. */
+static int commit_snaps(const struct snap *snaps, size_t n, char *why, size_t whysize)
+{
+	int res = meta_begin(E.cfg.meta);
+	size_t i;
+
+	for (i = 0; i < n && !res; i++) {
+		const struct snap *sn = &snaps[i];
+
+		if (sn->ino)
+			res = meta_set_present(E.cfg.meta, sn->ino, &sn->rs, sn->state,
+					       sn->flags, sn->size, sn->gen, sn->atime,
+					       sn->blocks);
+		/* the row went, or a newer generation is there */
+		if (res == -ENOENT)
+			res = 0;
+	}
+	if (!res)
+		res = meta_commit(E.cfg.meta);
+	if (res) {
+		snprintf(why, whysize, "%s", meta_errmsg(E.cfg.meta));
+		meta_rollback(E.cfg.meta);
+	}
+	return res;
+}
+
+/*
+ * The writer: snapshot ranges, make the data durable, then commit the
+ * snapshot.  Taking the snapshot first is what makes it safe: every
+ * range in it was written before the fdatasync() that follows.
+ */
+static bool write_batch(struct fstate *batch)
+{
+	struct snap *snaps;
+	struct fstate *fs, *next;
+	size_t n = 0, i;
+
+	/* still queued: nobody else touches wnext until queued is cleared */
+	for (fs = batch; fs; fs = fs->wnext)
+		n++;
+	snaps = calloc(n, sizeof(*snaps));
+	elock();
+	if (!snaps) {
+		/* try again with the next batch */
+		for (fs = batch; fs; fs = next) {
+			next = fs->wnext;
+			fs->wnext = E.wqueue;
+			E.wqueue = fs;
+		}
+		eunlock();
+		log_err("out of memory writing present ranges, retrying");
+		return false;
+	}
+	for (fs = batch, i = 0; fs; fs = next, i++) {
+		next = fs->wnext;
+		snaps[i].fs = fs;
+		snaps[i].in = fs->in;
+		snaps[i].ino = fs->ino;
+		snaps[i].state = fs->state;
+		snaps[i].flags = fs->flags;
+		snaps[i].size = fs->size;
+		snaps[i].gen = fs->gen;
+		snaps[i].blocks = fs->blocks;
+		snaps[i].atime = fs->atime;
+		if (rs_copy(&snaps[i].rs, &fs->present))
+			snaps[i].ino = 0; /* skipped: retried on the next change */
+		fs->queued = false; /* from here on persist_later may queue it again */
+	}
+	eunlock();
+
+	/*
+	 * Durability order, step 1: the data of every range in a snapshot
+	 * is synced before the snapshot is committed.  A file whose store
+	 * file cannot be opened or synced is not committed at all (its
+	 * ranges would claim bytes that may not be on disk); the error
+	 * sticks to the file until an fsync reports it.
+	 */
+	bool failed = false;
+
+	for (i = 0; i < n; i++) {
+		int dfd, err = 0;
+
+		if (!snaps[i].ino)
+			continue;
+		dfd = open_store(snaps[i].in, O_RDONLY);
+		if (dfd < 0)
+			err = dfd;
+		else if (fault_hit(FAULT_DATASYNC) || fdatasync(dfd) < 0)
+			err = errno ? -errno : -EIO;
+		if (dfd >= 0)
+			close(dfd);
+		if (err == -ENOENT || err == -ESTALE) {
+			snaps[i].ino = 0; /* gone from the store: nothing to record */
+		} else if (err) {
+			log_err("cannot sync the data of inode %llu: %s; its ranges are not committed",
+				(unsigned long long)snaps[i].ino, strerror(-err));
+			snaps[i].ino = 0;
+			elock();
+			snaps[i].fs->sticky_err = -EIO;
+			eunlock();
+		}
+	}
+	fault_point(FAULT_CRASH_BEFORE_COMMIT);
+	if (E.cfg.meta) {
+		char why[256];
+
+		failed = commit_snaps(snaps, n, why, sizeof(why)) != 0;
+		if (!failed)
+			fault_point(FAULT_CRASH_AFTER_COMMIT);
+
+		/*
+		 * Not written (a full filesystem, most likely): queue the files
+		 * again, their state then as new as it gets, and retry a second
+		 * later; once stopping, the loss is only of ranges to refetch.
+		 */
+		elock();
+		if (failed && (!E.write_failing || E.stopping))
+			log_err("cannot commit present ranges: %s%s", why,
+				E.stopping ? "; their bytes will be fetched again" :
+					     "; retrying every second");
+		else if (!failed && E.write_failing)
+			log_info("present ranges committed again");
+		E.write_failing = failed;
+		for (i = 0; failed && !E.stopping && i < n; i++)
+			if (snaps[i].ino)
+				persist_later(snaps[i].fs);
+		eunlock();
+	}
+	for (i = 0; i < n; i++) {
+		struct snap *sn = &snaps[i];
+
+		/* fully present: the store file no longer needs its mark */
+		if (sn->ino && sn->rs.n == 1 && sn->rs.v[0].start == 0 &&
+		    sn->rs.v[0].end >= sn->size) {
+			char path[32];
+			int fd = inode_fd_get(sn->in);
+
+			if (fd >= 0) {
+				inode_proc_path(fd, path);
+				removexattr(path, STORE_MARKER_XATTR);
+				inode_fd_put(sn->in);
+			}
+		}
+		rs_clear(&sn->rs);
+		inode_release(sn->in);
+	}
+	free(snaps);
+	return !failed;
+}
+
+void *writer_main(void *arg)
+{
+	struct fstate *batch;
+	struct timespec ts;
+	uint64_t seq;
+	bool ok;
+
+	elock();
+	for (;;) {
+		while (!E.wqueue && !E.stopping)
+			pthread_cond_wait(&E.wcond, &E.lock);
+		if (!E.wqueue && E.stopping)
+			break;
+		/* gather for a moment: one transaction for many fills */
+		if (!E.stopping && !E.urgent) {
+			mono_after(&ts, 0.05);
+			pthread_cond_timedwait(&E.wcond, &E.lock, &ts);
+		}
+		batch = E.wqueue;
+		E.wqueue = NULL;
+		E.writing = true;
+		E.urgent = false;
+		seq = ++E.batch_taken;
+		eunlock();
+		ok = write_batch(batch);
+		elock();
+		E.writing = false;
+		E.batch_done = seq;
+		if (!ok)
+			E.batch_failed = seq;
+		pthread_cond_broadcast(&E.wdone);
+		if (E.write_failing) {
+			mono_after(&ts, 1);
+			while (!E.stopping && !mono_passed(&ts))
+				pthread_cond_timedwait(&E.wcond, &E.lock, &ts);
+		}
+	}
+	eunlock();
+	return NULL;
+}
+
+void events_sync(void)
+{
+	struct timespec deadline;
+
+	mono_after(&deadline, 5);
+	elock();
+	while ((E.wqueue || E.writing) && E.writer_running && !E.stopping &&
+	       !E.write_failing &&
+	       pthread_cond_timedwait(&E.wdone, &E.lock, &deadline) != ETIMEDOUT)
+		;
+	eunlock();
+}
+
+int events_fsync(struct inode *in)
+{
+	struct fstate *fs = inode_state(in);
+	uint64_t ticket;
+	int res;
+
+	if (!fs || !E.cfg.meta)
+		return 0;
+	elock();
+	/*
+	 * Durability order, step 4: the batch taken after this point holds
+	 * fs as it is now (persist_later queues it, or it is queued
+	 * already); the caller's fsync returns once that batch committed.
+	 */
+	persist_later(fs);
+	ticket = E.batch_taken + 1;
+	E.urgent = true;
+	pthread_cond_signal(&E.wcond);
+	while (E.batch_done < ticket && E.writer_running && !E.stopping)
+		pthread_cond_wait(&E.wdone, &E.lock);
+	res = E.batch_done < ticket || E.batch_failed >= ticket ? -EIO : 0;
+	if (fs->sticky_err) {
+		res = fs->sticky_err;
+		fs->sticky_err = 0;
+	}
+	eunlock();
+	return res;
+}
