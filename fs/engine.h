@@ -96,6 +96,9 @@ struct fstate {
 	uint64_t nchanges;         /* user changes begun so far (times_kept) */
 	int sticky_err;            /* a failed data sync, for the next fsync */
 	bool evicting;             /* see evict_begin() */
+	char *sha256;              /* the manifest's digest (hex, owned), or NULL */
+	bool unverified;           /* all present, the digest not checked yet:
+				    * shown partial until the writer checks */
 	uint64_t to_lo, to_hi;     /* the hint of the last fill that failed, */
 	int64_t to_at;             /*   when (monotonic ms), how many hooks had */
 	uint64_t to_joins;         /*   joined then, for whom (thread id), and */

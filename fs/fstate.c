@@ -68,6 +68,7 @@ void fstate_free(void *p)
 		close(fs->rw_fd);
 	free(fs->origin);
 	free(fs->version);
+	free(fs->sha256);
 	rs_clear(&fs->present);
 	free(fs);
 }
@@ -86,7 +87,8 @@ static void fstate_take_row(struct fstate *fs, struct meta_file *f)
 	fs->gen = f->gen;
 	fs->blocks = f->blocks;
 	fs->atime = fs->atime_saved = f->atime;
-	free(f->sha256);
+	fs->sha256 = f->sha256;
+	fs->unverified = false;
 	free(f->path);
 	memset(f, 0, sizeof(*f));
 }
@@ -188,6 +190,7 @@ int events_reload(struct inode *in)
 	fs->to_at = 0; /* a new version: earlier failures say nothing of it */
 	free(fs->origin);
 	free(fs->version);
+	free(fs->sha256);
 	rs_clear(&fs->present);
 	fstate_take_row(fs, &f);
 	cache_account((int64_t)(fs->state == META_DIRTY ? 0 : fs->blocks) -
@@ -432,7 +435,12 @@ static void present_changed(struct fstate *fs)
 		inode_flags_clear(fs->in, INODE_NONRESIDENT);
 	if (fs->state == META_DIRTY)
 		return;
-	if (all) {
+	if (all && fs->sha256) {
+		/* resident only once the writer checked the digest (writeback.c) */
+		fs->unverified = true;
+		fs->state = META_PARTIAL;
+		persist_later(fs);
+	} else if (all) {
 		fs->state = META_RESIDENT;
 	} else {
 		fs->state = fs->present.n ? META_PARTIAL : META_PLACEHOLDER;

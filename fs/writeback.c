@@ -22,6 +22,7 @@
 #include "fault.h"
 #include "ranges.h"
 #include "engine.h"
+#include "sha256.h"
 
 struct snap;
 static int commit_snaps(const struct snap *snaps, size_t n, char *why, size_t whysize);
@@ -49,7 +50,67 @@ struct snap {
 	uint64_t size, gen, blocks;
 	int64_t atime;
 	struct rangeset rs;
+	bool verify;        /* complete and unverified: check the digest */
+	char sha256[65];    /* the manifest's, when verify */
 };
+
+/*
+ * A file whose last range arrived and whose manifest gave a sha256:
+ * the digest of its store file decides.  Equal: the snapshot commits it
+ * resident.  Different: it never becomes resident; it commits with
+ * nothing present and stale, reads fail with EIO (its bytes served
+ * before the check came from the hook, as every partial read's do) until
+ * it is imported again.  0, or -errno when the file cannot be read.
+ */
+static int verify(struct snap *sn, int fd)
+{
+	static char buf[1 << 20]; /* the writer is one thread */
+	struct sha256 s;
+	char got[65];
+	uint64_t pos = 0;
+	struct fstate *fs = sn->fs;
+
+	sha256_init(&s);
+	while (pos < sn->size) {
+		ssize_t r = pread(fd, buf, sizeof(buf), (off_t)pos);
+
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			break;
+		sha256_update(&s, buf, (size_t)r);
+		pos += (uint64_t)r;
+	}
+	sha256_hex(&s, got);
+	elock();
+	if (!fs->unverified || fs->state == META_DIRTY) {
+		/* changed meanwhile (written, reloaded): this snapshot is old */
+		sn->verify = false;
+		eunlock();
+		return 0;
+	}
+	fs->unverified = false;
+	if (pos == sn->size && !strcmp(got, sn->sha256)) {
+		fs->state = META_RESIDENT;
+		sn->state = META_RESIDENT;
+		eunlock();
+		return 0;
+	}
+	fs->flags |= META_F_STALE;
+	fs->state = META_PLACEHOLDER;
+	rs_clear(&fs->present);
+	inode_flags_set(fs->in, INODE_NONRESIDENT);
+	sn->state = META_PLACEHOLDER;
+	sn->flags = fs->flags;
+	rs_clear(&sn->rs);
+	eunlock();
+	log_err("inode %llu does not match its manifest's sha256 (%s, manifest %s): stale, "
+		"not resident; import it again", (unsigned long long)sn->ino, got, sn->sha256);
+	/* what the kernel cached of it must be read again, and fail */
+	if (E.cfg.invalidate)
+		E.cfg.invalidate(sn->in, 0, 0);
+	return 0;
+}
 
 /* One transaction for snaps[0..n).  0 or -errno, why gets the message. */
 static int commit_snaps(const struct snap *snaps, size_t n, char *why, size_t whysize)
@@ -117,6 +178,10 @@ static bool write_batch(struct fstate *batch)
 		snaps[i].atime = fs->atime;
 		if (rs_copy(&snaps[i].rs, &fs->present))
 			snaps[i].ino = 0; /* skipped: retried on the next change */
+		if (fs->unverified && fs->sha256 && fs->state != META_DIRTY) {
+			snaps[i].verify = true;
+			snprintf(snaps[i].sha256, sizeof(snaps[i].sha256), "%s", fs->sha256);
+		}
 		fs->queued = false; /* from here on persist_later may queue it again */
 	}
 	eunlock();
@@ -140,6 +205,8 @@ static bool write_batch(struct fstate *batch)
 			err = dfd;
 		else if (fault_hit(FAULT_DATASYNC) || fdatasync(dfd) < 0)
 			err = errno ? -errno : -EIO;
+		else if (snaps[i].verify)
+			err = verify(&snaps[i], dfd);
 		if (dfd >= 0)
 			close(dfd);
 		if (err == -ENOENT || err == -ESTALE) {

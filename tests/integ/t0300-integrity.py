@@ -15,8 +15,8 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (Hook, Mount, eq, import_manifest, main, ok, skip, tmpdir,  # noqa: E402
-                     wait_for)
+from harness import (Hook, Mount, eq, errno_of, import_manifest, main, ok, skip,  # noqa: E402
+                     tmpdir, wait_for)
 
 MiB = 1 << 20
 LOCAL = b"LOCAL-DATA"
@@ -221,8 +221,50 @@ def test_times_stay():
     shutil.rmtree(mirror, ignore_errors=True)
 
 
+def test_sha256():
+    """A manifest's sha256 is checked when the file's last range arrives:
+    right, the file becomes resident; wrong, it becomes stale, never
+    resident, and reads fail until it is imported again."""
+    import hashlib
+    store, mirror = tmpdir("hsmfs-store-"), tmpdir("hsmfs-mirror-")
+    good, bad = os.urandom(300000), os.urandom(300000)
+    for n, d in (("good", good), ("bad", bad)):
+        with open(os.path.join(mirror, n), "wb") as f:
+            f.write(d)
+    with Mount(store=store, opts="chunk=64k") as m:
+        eq(import_manifest(m.mnt, [
+            {"path": "good", "size": len(good), "sha256": hashlib.sha256(good).hexdigest()},
+            {"path": "bad", "size": len(bad), "sha256": hashlib.sha256(b"other").hexdigest()},
+        ])[0], 0, "import with sha256")
+        with Hook(m.mnt, "--mirror", mirror):
+            with open(m.path("good"), "rb") as f:
+                eq(f.read(), good, "the right file reads")
+            ok(wait_for(lambda: os.getxattr(m.path("good"), "user.hsmfs.state") == b"resident",
+                        "good to become resident"),
+               "and becomes resident once its digest is checked")
+            with open(m.path("bad"), "rb") as f:
+                f.read()
+            ok(wait_for(lambda: b"stale" in os.getxattr(m.path("bad"), "user.hsmfs.state"),
+                        "bad to become stale"),
+               "a file whose digest differs becomes stale")
+            st = os.getxattr(m.path("bad"), "user.hsmfs.state")
+            ok(not st.startswith(b"resident"), "never resident (%s)" % st.decode())
+            eq(errno_of(lambda: odirect_read(m.path("bad"), 0, 4096)), 5,
+               "and its reads fail with EIO")
+            ok(m.logged("does not match its manifest's sha256"), "the log says why")
+    with Mount(store=store) as m:
+        st = os.getxattr(m.path("bad"), "user.hsmfs.state")
+        ok(b"stale" in st and not st.startswith(b"resident"),
+           "after a remount still stale (%s)" % st.decode())
+        eq(os.getxattr(m.path("good"), "user.hsmfs.state"), b"resident",
+           "and the right one resident")
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
 def run():
     test_write_races_fill()
+    test_sha256()
     test_times_stay()
     test_failed_datasync()
     test_late_write()
