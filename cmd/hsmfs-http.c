@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "hsmfs/hook.h"
+#include "manifest.h"
 
 #define MAX_CONNECTIONS 64
 
@@ -144,6 +145,8 @@ struct xfer {
 	double last_progress;
 	bool is_file;            /* file:// has no validators */
 	long status;             /* of the response being received */
+	char errbody[2048];      /* the start of an error response's body */
+	size_t nerr;
 	uint64_t *received;      /* bytes received for the event, all attempts */
 	uint64_t reported;       /* *received as last sent in PROGRESS */
 };
@@ -168,6 +171,8 @@ static size_t on_header(char *b, size_t sz, size_t n, void *arg)
 		x->range_reply = false;
 		x->checked = false;
 		x->status = 0;
+		x->nerr = 0;
+		x->errbody[0] = '\0';
 		sscanf(b + 5, "%*s %ld", &x->status);
 		x->etag[0] = x->lastmod[0] = '\0';
 	} else if (len > 14 && !strncasecmp(b, "Content-Range:", 14)) {
@@ -221,6 +226,15 @@ static size_t on_body(char *b, size_t sz, size_t n, void *arg)
 	struct xfer *x = arg;
 	size_t len = sz * n;
 
+	if (!x->is_file && (x->status < 200 || x->status > 299)) {
+		/* an error's body explains it (S3's XML); it is never data */
+		size_t room = sizeof(x->errbody) - 1 - x->nerr, take = len < room ? len : room;
+
+		memcpy(x->errbody + x->nerr, b, take);
+		x->nerr += take;
+		x->errbody[x->nerr] = '\0';
+		return len;
+	}
 	if (!x->checked && !check_version(x))
 		return 0; /* aborts the transfer: not one byte of another version */
 	uint64_t off = x->body_start + x->body_pos;
@@ -423,7 +437,10 @@ static int fetch(CURL *c, const struct hsmfs_event *ev, uint64_t *ret_lo,
 			err = EIO;
 			break;
 		} else if (code == 401 || code == 403) {
-			logf_("'%s': origin refused access (HTTP %ld)", ev->path, code);
+			char why[600];
+
+			manifest_s3_error(x.errbody, why, sizeof(why));
+			logf_("'%s': origin refused access (HTTP %ld)%s", ev->path, code, why);
 			err = EACCES;
 			break;
 		} else if (code == 200) {

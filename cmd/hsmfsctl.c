@@ -355,8 +355,19 @@ static int collect_s3(const char *url, const struct s3opts *so, struct item **it
 		curl_easy_getinfo(w.c, CURLINFO_RESPONSE_CODE, &code);
 		free(req);
 		if (rc != CURLE_OK || code != 200) {
-			fprintf(stderr, "hsmfsctl: listing '%s': %s %ld\n", base,
-				rc != CURLE_OK ? curl_easy_strerror(rc) : "HTTP", code);
+			char why[600] = "";
+
+			if (rc == CURLE_OK && b.p) {
+				char *z = realloc(b.p, b.n + 1);
+
+				if (z) {
+					b.p = z;
+					b.p[b.n] = '\0';
+					manifest_s3_error(b.p, why, sizeof(why));
+				}
+			}
+			fprintf(stderr, "hsmfsctl: listing '%s': %s %ld%s\n", base,
+				rc != CURLE_OK ? curl_easy_strerror(rc) : "HTTP", code, why);
 			free(b.p);
 			res = code == 401 || code == 403 ? -EACCES : -EIO;
 			break;

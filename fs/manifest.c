@@ -158,6 +158,8 @@ static int integer(struct p *p, const char *key, int64_t *ret)
 		p->s++;
 	if (p->s < p->end && (*p->s == '.' || *p->s == 'e' || *p->s == 'E'))
 		return fail(p, "'%s' must be a whole number", key);
+	if (p->s == start && p->s >= p->end)
+		return fail(p, "the line ends where '%s' should have its value (truncated?)", key);
 	if (p->s == start || p->s - start >= (long)sizeof(buf) ||
 	    (p->s - start == 1 && *start == '-'))
 		return fail(p, "'%s' must be a number", key);
@@ -511,7 +513,15 @@ int manifest_parse_nginx(const char *json, size_t len, manifest_listing_cb cb,
 		}
 		if (!name[0] || strchr(name, '/') || !strcmp(name, ".") ||
 		    !strcmp(name, "..") || strlen(name) > 255) {
-			fail(&p, "bad name in listing");
+			char shown[64];
+			size_t k;
+
+			/* named, but never with a byte that could forge a line */
+			for (k = 0; name[k] && k < sizeof(shown) - 1; k++)
+				shown[k] = (unsigned char)name[k] < 0x20 || name[k] == 0x7f ?
+						   '?' : name[k];
+			shown[k] = '\0';
+			fail(&p, "bad name in listing: '%s'%s", shown, name[k] ? "..." : "");
 			goto bad;
 		}
 		if (!strcmp(type, "file") || !strcmp(type, "directory"))
@@ -654,4 +664,33 @@ int manifest_parse_s3(const char *xml, size_t len, manifest_s3_cb cb, void *arg,
 		free(t);
 	}
 	return 0;
+}
+
+/*
+ * ": CODE: MESSAGE" from an S3 error body (<Code>, <Message>), printable
+ * bytes only, or "" when there is none.
+ */
+void manifest_s3_error(const char *body, char *out, size_t size)
+{
+	const char *tags[2] = { "Code", "Message" };
+	size_t n = 0;
+
+	out[0] = '\0';
+	for (unsigned t = 0; t < 2 && n + 3 < size; t++) {
+		char open[16], close[16];
+		const char *a, *e;
+
+		snprintf(open, sizeof(open), "<%s>", tags[t]);
+		snprintf(close, sizeof(close), "</%s>", tags[t]);
+		a = strstr(body, open);
+		e = a ? strstr(a, close) : NULL;
+		if (!a || !e)
+			continue;
+		a += strlen(open);
+		out[n++] = ':';
+		out[n++] = ' ';
+		for (; a < e && n + 1 < size; a++)
+			out[n++] = (unsigned char)*a < 0x20 || *a == 0x7f ? '?' : *a;
+		out[n] = '\0';
+	}
 }

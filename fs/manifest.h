@@ -66,4 +66,10 @@ int manifest_parse_s3(const char *xml, size_t len, manifest_s3_cb cb, void *arg,
 		      bool *ret_truncated, char *token, size_t tokensize, char *err,
 		      size_t errlen);
 
+/*
+ * ": CODE: MESSAGE" from an S3 error response's body (<Code>, <Message>),
+ * control bytes replaced, into out (size bytes); "" when it has neither.
+ */
+void manifest_s3_error(const char *body, char *out, size_t size);
+
 #endif

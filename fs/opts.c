@@ -218,11 +218,9 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 		return 0;
 	}
 	if (KEY("cache_max")) {
-		if (!val || opts_parse_size(val, &o->cache_max) ||
-		    o->cache_max < OPTS_CHUNK_MIN)
-			return fail(err, errlen,
-				    "option '%s' needs a size of at least 4k (k, M, G, T)",
-				    opt);
+		/* its minimum, two chunks, is checked once chunk= is known */
+		if (!val || opts_parse_size(val, &o->cache_max) || !o->cache_max)
+			return fail(err, errlen, "option '%s' needs a size (k, M, G, T)", opt);
 		return 0;
 	}
 	if (KEY("cache_min_free")) {
@@ -395,8 +393,9 @@ int opts_parse(int argc, char *const argv[], struct hsmfs_opts *ret, char *err,
 			   "default_permissions and no_default_permissions contradict each other");
 	/* a fill is a chunk: a cache that cannot hold two could never turn over */
 	if (!res && o.cache_max && o.cache_max < 2 * o.chunk)
-		res = fail(err, errlen, "cache_max=%llu is less than two chunks (chunk=%llu)",
-			   o.cache_max, o.chunk);
+		res = fail(err, errlen,
+			   "cache_max=%llu is less than two chunks (chunk=%llu): it needs at least %llu",
+			   o.cache_max, o.chunk, 2 * o.chunk);
 
 	if (res) {
 		opts_free(&o);

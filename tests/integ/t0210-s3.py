@@ -134,8 +134,16 @@ def test():
             eq(errno_of(lambda: open(m.path("small"), "rb").read()), errno.EACCES,
                "a wrong access key gives EACCES")
             ok(m.logged("origin refused access (HTTP 403)"), "and one clear log line")
+            ok(m.logged("InvalidAccessKeyId"), "naming S3's error code and message: %s" %
+               [l for l in m.output().splitlines() if "403" in l][:1])
             ok("NOTAKEY" not in m.output() and "S3RVER\n" not in m.output(),
                "keys never appear in the log")
+        os.mkdir(os.path.join(d, "store2"))
+        rc, out = run([os.environ.get("HSMFSCTL", "hsmfsctl"), "import", "-s",
+                       os.path.join(d, "store2"), "--listing", base, "--s3", "--aws-sigv4", SIG,
+                       "--aws-keys-file", bad])
+        ok(rc != 0 and "HTTP 403: InvalidAccessKeyId" in out,
+           "a refused listing names S3's error too: %s" % out.strip())
     finally:
         srv.kill()
         srv.wait()

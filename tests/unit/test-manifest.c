@@ -11,6 +11,12 @@ static int parse(const char *line, struct manifest_entry *e, char *err)
 	return manifest_parse_line(line, strlen(line), e, err, 200);
 }
 
+static int count_entry(void *arg, const char *name, bool is_dir, const char *mtime,
+		       uint64_t size)
+{
+	return 0;
+}
+
 static void bad(const char *line, const char *needle)
 {
 	struct manifest_entry e;
@@ -59,6 +65,7 @@ int main(void)
 	bad(longline, "longer than 255");
 	bad("{\"path\":\"a\",\"size\":-1}", "negative size");
 	bad("{\"path\":\"a\",\"size\":\"12\"}", "must be a number");
+	bad("{\"path\":\"a\",\"size\":", "truncated");
 	bad("{\"path\":\"a\",\"size\":1.5}", "whole number");
 	bad("{\"path\":\"a\",\"size\":99999999999999999999}", "out of range");
 	bad("{\"path\":\"a\",\"size\":012}", "leading zero");
@@ -74,5 +81,15 @@ int main(void)
 	bad("{\"path\":\"a\\x\",\"size\":1}", "bad escape");
 	bad("{\"path\":\"a\tb\",\"size\":1}", "control character");
 	bad("{\"path\":\"unterminated,\"size\":1}", "expected");
+	{
+		static const char listing[] =
+			"[{\"name\":\"ok\",\"type\":\"file\",\"size\":1},"
+			"{\"name\":\"..\",\"type\":\"file\",\"size\":1}]";
+		int res = manifest_parse_nginx(listing, sizeof(listing) - 1, count_entry, NULL,
+					       err, sizeof(err));
+
+		ok(res == -EINVAL && strstr(err, "bad name in listing: '..'"),
+		   "a bad listing entry is named: %s", err);
+	}
 	return tap_done();
 }

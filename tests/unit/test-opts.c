@@ -105,7 +105,8 @@ int main(void)
 	   "cache_max=2G,cache_min_free=5%%");
 	opts_free(&o);
 	ok(parse(&o, err, 4, "/s", "/m", "-o", "cache_max=1M") == -EINVAL &&
-		   !strcmp(err, "cache_max=1048576 is less than two chunks (chunk=1048576)"),
+		   !strcmp(err, "cache_max=1048576 is less than two chunks (chunk=1048576): "
+				"it needs at least 2097152"),
 	   "cache_max below two chunks refused: %s", err);
 	ok(parse(&o, err, 4, "/s", "/m", "-o", "cache_max=1M,chunk=256k") == 0,
 	   "cache_max=1M with chunk=256k");
@@ -115,7 +116,7 @@ int main(void)
 	   "cache_min_free=SIZE, the last one wins");
 	opts_free(&o);
 	{
-		static const char *const bad[] = { "cache_max", "cache_max=0", "cache_max=1k",
+		static const char *const bad[] = { "cache_max", "cache_max=0",
 						   "cache_max=10X", "cache_min_free=0%",
 						   "cache_min_free=100%", "cache_min_free=%",
 						   "cache_min_free=-1", "cache_min_free" };
@@ -127,6 +128,12 @@ int main(void)
 			opts_free(&o);
 		}
 	}
+	/* one minimum, said one way, whatever the size given */
+	for (const char *const *v = (const char *const[]){ "cache_max=1k", "cache_max=4k", NULL };
+	     *v; v++)
+		ok(parse(&o, err, 4, "/s", "/m", "-o", *v) == -EINVAL &&
+			   strstr(err, "less than two chunks") && strstr(err, "needs at least 2097152"),
+		   "%s refused with the two-chunk minimum: %s", *v, err);
 	ok(parse(&o, err, 4, "/s", "/m", "-o", "entry_timeout=-1") == -EINVAL &&
 		   strstr(err, "entry_timeout=-1"),
 	   "negative timeout rejected: %s", err);
