@@ -4,7 +4,7 @@
     pyhook.py MOUNTPOINT --log FILE [--mode mirror|deny|silent|allow]
               [--mirror DIR] [--errno N] [--delay S] [--progress S]
               [--kind fill|watch] [--mask access,modify] [--quiet]
-              [--name NAME] [--fill required|hint]
+              [--name NAME] [--fill required|hint] [--linger S]
 
 Every frame it receives is appended to --log as one JSON line (flushed at
 once), so a test can wait on the log instead of sleeping.
@@ -130,6 +130,8 @@ def main():
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--name", default="pyhook")
     ap.add_argument("--fill", default="hint")
+    ap.add_argument("--linger", type=float, default=0,
+                    help="after the connection closes, let fills in flight finish")
     a = ap.parse_args()
     log = open(a.log, "a", buffering=1)
     s, welcome = connect(a.mnt, a.kind, a.mask.split(","), a.name)
@@ -198,6 +200,8 @@ def main():
             log.write(json.dumps({"error": struct.unpack_from("<I", data, 8)[0]}) + "\n")
             break
     log.write(json.dumps({"closed": True}) + "\n")
+    if a.linger:
+        time.sleep(a.linger)  # an orphan still writing through its descriptors
 
 
 if __name__ == "__main__":
