@@ -983,6 +983,30 @@ static int fetch_all(struct act *a, const char *p, const struct stat *st)
 	return 0;
 }
 
+/*
+ * A file was read whole: where its manifest gave a sha256 the daemon
+ * checks it before it calls the file resident (until then "partial").
+ * Wait for its word: 0, or -EBADMSG when the file came out stale.
+ */
+static int verified(const char *p)
+{
+	char v[128];
+
+	for (int i = 0; i < 6000; i++) { /* 2 minutes for a large file */
+		ssize_t n = lgetxattr(p, "user.hsmfs.state", v, sizeof(v) - 1);
+
+		if (n < 0)
+			return errno == ENODATA ? 0 : -errno;
+		v[n] = '\0';
+		if (strstr(v, "stale"))
+			return -EBADMSG;
+		if (strncmp(v, "partial", 7))
+			return 0;
+		usleep(20000);
+	}
+	return -ETIMEDOUT;
+}
+
 static int act_file(struct act *a, const char *p, const struct stat *st)
 {
 	int res = 0;
@@ -1003,6 +1027,8 @@ static int act_file(struct act *a, const char *p, const struct stat *st)
 			res = -errno;
 		if (!res)
 			res = fetch_all(a, p, st);
+		if (!res)
+			res = verified(p);
 		if (!res && !a->tty) {
 			pthread_mutex_lock(&a->lock);
 			printf("%s %s (%lld bytes)\n", !strcmp(a->what, "pin") ? "pinned" :
@@ -1017,7 +1043,9 @@ static int act_file(struct act *a, const char *p, const struct stat *st)
 	} else if (res) {
 		a->failed++;
 		fprintf(stderr, "%shsmfsctl: %s '%s': %s\n", a->tty ? "\n" : "", a->what, p,
-			res == -EBUSY ? "dirty, pinned, open or being filled" : strerror(-res));
+			res == -EBUSY ? "dirty, pinned, open or being filled" :
+			res == -EBADMSG ? "its bytes do not match the manifest's sha256: stale" :
+			strerror(-res));
 	}
 	pthread_mutex_unlock(&a->lock);
 	return res;

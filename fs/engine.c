@@ -145,6 +145,7 @@ int events_init(const struct events_config *cfg)
 	if (pthread_create(&E.timer, NULL, timer_main, NULL))
 		return -EAGAIN;
 	E.timer_running = true;
+	stage_refill();
 	return 0;
 }
 
@@ -173,6 +174,8 @@ void events_shutdown(void)
 		pthread_join(E.writer, NULL);
 		E.writer_running = false;
 	}
+	while (E.nstage)
+		close(E.stage[--E.nstage]);
 }
 
 /* ----------------------------------------------------------- engine */
@@ -592,9 +595,10 @@ static void *timer_main(void *arg)
 		}
 		if (E.queue)
 			redispatch_queue();
-		if (E.ready) {
+		if (E.ready || E.nstage < STAGE_POOL / 2) {
 			eunlock();
 			drain_ready();
+			stage_refill();
 			elock();
 		}
 	}

@@ -64,6 +64,8 @@
  */
 #define EV_TIMEOUT (-ETIME)
 
+#define STAGE_POOL 8          /* staging files kept ready (stage_refill) */
+
 
 /* Per-file state of a file that has a metadata row. */
 struct fstate {
@@ -197,6 +199,8 @@ struct engine {
 	struct parked *park_pool;  /* max_pending entries */
 	struct parked *park_free;
 	struct parked *ready;      /* parked reads whose event ended */
+	int stage[STAGE_POOL];     /* fresh staging files (stage_refill) */
+	unsigned nstage;
 	bool write_failing;        /* the last batch could not be committed */
 	pthread_t writer;
 	bool writer_running, stopping;
@@ -248,6 +252,7 @@ bool tracked(const struct fstate *fs);
 void fstate_free(void *p);
 int open_store(struct inode *in, int flags);
 int open_stage(uint64_t size);
+void stage_refill(void);
 struct event *inflight_over(const struct fstate *fs, uint64_t start, uint64_t end);
 void drop_rw_fd(struct fstate *fs);
 void commit_fill(struct event *ev);

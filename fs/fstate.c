@@ -232,9 +232,9 @@ int open_store(struct inode *in, int flags)
  * and a hook of an older mount can never reach this mount's files.
  * Returns the descriptor or -errno.
  */
-int open_stage(uint64_t size)
+static int new_stage(void)
 {
-	static unsigned long seq;
+	static _Atomic unsigned long seq;
 	int fd = openat(E.cfg.state_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 
 	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
@@ -246,8 +246,51 @@ int open_stage(uint64_t size)
 		if (fd >= 0)
 			unlinkat(E.cfg.state_fd, name, 0);
 	}
+	return fd < 0 ? -errno : fd;
+}
+
+/*
+ * Keep STAGE_POOL fresh staging files ready, created without E.lock (the
+ * timer calls this), so that a delivery takes one with no file created
+ * under the lock.  Each is used for one delivery and then closed.
+ */
+void stage_refill(void)
+{
+	for (;;) {
+		int fd;
+
+		elock();
+		if (E.nstage >= STAGE_POOL || E.stopping) {
+			eunlock();
+			return;
+		}
+		eunlock();
+		fd = new_stage();
+		if (fd < 0)
+			return;
+		elock();
+		if (E.nstage < STAGE_POOL) {
+			E.stage[E.nstage++] = fd;
+			fd = -1;
+		}
+		eunlock();
+		if (fd >= 0)
+			close(fd);
+	}
+}
+
+/*
+ * A staging file of size bytes for one delivery: from the pool, else
+ * (the pool ran dry) created here.  E.lock held.
+ */
+int open_stage(uint64_t size)
+{
+	int fd;
+
+	ELOCK_HELD();
+	fd = E.nstage ? E.stage[--E.nstage] : new_stage();
 	if (fd < 0)
-		return -errno;
+		return fd;
 	if (ftruncate(fd, (off_t)size) < 0) {
 		int res = -errno;
 
@@ -295,7 +338,9 @@ static int copy_stage(int from, int to, uint64_t start, uint64_t end, uint64_t *
 			res = -EIO; /* the staging file is shorter than the file */
 			break;
 		}
-		fallocate(from, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)pos, n);
+		/* a fill of one piece frees its staging blocks at close anyway */
+		if (end - start > COPY_PIECE)
+			fallocate(from, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)pos, n);
 		pos += (uint64_t)n;
 	}
 	free(buf);

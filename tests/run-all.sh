@@ -6,7 +6,8 @@
 # As root it installs the Debian packages it needs, builds twice (plain
 # with -Dwerror=true, and with ASan+UBSan), runs the unit and mount tests
 # of both builds as root, then again as an unprivileged user through
-# fusermount3.  It ends with one line "N passed, N failed, N skipped" and
+# fusermount3; a ThreadSanitizer build runs the unit tests and the
+# engine's concurrent tests as root.  It ends with one line "N passed, N failed, N skipped" and
 # exits non-zero if anything failed.  Not as root: it builds and runs
 # the tests once, as you, with the packages already installed.
 set -u

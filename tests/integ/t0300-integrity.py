@@ -15,8 +15,8 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (Hook, Mount, eq, errno_of, import_manifest, main, ok, skip,  # noqa: E402
-                     tmpdir, wait_for)
+from harness import (HSMFSCTL, Hook, Mount, eq, errno_of, import_manifest, main, ok,  # noqa: E402
+                     run, skip, tmpdir, wait_for)
 
 MiB = 1 << 20
 LOCAL = b"LOCAL-DATA"
@@ -235,7 +235,10 @@ def test_sha256():
         eq(import_manifest(m.mnt, [
             {"path": "good", "size": len(good), "sha256": hashlib.sha256(good).hexdigest()},
             {"path": "bad", "size": len(bad), "sha256": hashlib.sha256(b"other").hexdigest()},
+            {"path": "bad2", "size": len(bad), "sha256": hashlib.sha256(b"other").hexdigest()},
         ])[0], 0, "import with sha256")
+        with open(os.path.join(mirror, "bad2"), "wb") as f:
+            f.write(bad)
         with Hook(m.mnt, "--mirror", mirror):
             with open(m.path("good"), "rb") as f:
                 eq(f.read(), good, "the right file reads")
@@ -252,6 +255,11 @@ def test_sha256():
             eq(errno_of(lambda: odirect_read(m.path("bad"), 0, 4096)), 5,
                "and its reads fail with EIO")
             ok(m.logged("does not match its manifest's sha256"), "the log says why")
+            rc, out = run([HSMFSCTL, "prefetch", m.path("bad2")])
+            ok(rc != 0 and "do not match the manifest's sha256" in out,
+               "hsmfsctl prefetch reports the mismatch: %s" % out.strip())
+            rc, out = run([HSMFSCTL, "prefetch", m.path("good")])
+            eq(rc, 0, "and not for the right file")
     with Mount(store=store) as m:
         st = os.getxattr(m.path("bad"), "user.hsmfs.state")
         ok(b"stale" in st and not st.startswith(b"resident"),
@@ -262,7 +270,7 @@ def test_sha256():
     shutil.rmtree(mirror, ignore_errors=True)
 
 
-def run():
+def run_all():
     test_write_races_fill()
     test_sha256()
     test_times_stay()
@@ -271,4 +279,4 @@ def run():
     test_fsync_survives_kill()
 
 
-main(run)
+main(run_all)
