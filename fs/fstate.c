@@ -533,6 +533,23 @@ static void lost_track(struct fstate *fs, int err)
 	fs->sticky_err = -EIO;
 }
 
+/*
+ * After a user's change of fs recorded its ranges (res: how that went):
+ * the new size, dirty, the read-path bit, queued for the writer.
+ * E.lock held.
+ */
+static void user_changed(struct fstate *fs, int res, uint64_t size)
+{
+	ELOCK_HELD();
+	if (res)
+		lost_track(fs, res);
+	fs->size = size;
+	becomes_dirty(fs);
+	if (rs_contains(&fs->present, 0, fs->size))
+		inode_flags_clear(fs->in, INODE_NONRESIDENT);
+	persist_later(fs);
+}
+
 void events_wrote(struct inode *in, struct events_change *c, uint64_t off, uint64_t len)
 {
 	struct fstate *fs = inode_state(in);
@@ -552,14 +569,7 @@ void events_wrote(struct inode *in, struct events_change *c, uint64_t off, uint6
 	 * user's, present like the written bytes (never fetched over).
 	 */
 	res = rs_add(&fs->present, off > fs->size ? fs->size : off, off + len);
-	if (res)
-		lost_track(fs, res);
-	if (off + len > fs->size)
-		fs->size = off + len;
-	becomes_dirty(fs);
-	if (rs_contains(&fs->present, 0, fs->size))
-		inode_flags_clear(in, INODE_NONRESIDENT);
-	persist_later(fs);
+	user_changed(fs, res, off + len > fs->size ? off + len : fs->size);
 	eunlock();
 }
 
@@ -578,13 +588,7 @@ void events_truncated(struct inode *in, struct events_change *c, uint64_t old_si
 		res = rs_remove(&fs->present, new_size, UINT64_MAX);
 	else
 		res = rs_add(&fs->present, old_size, new_size); /* zeros of our own */
-	if (res)
-		lost_track(fs, res);
-	fs->size = new_size;
-	becomes_dirty(fs);
-	if (rs_contains(&fs->present, 0, fs->size))
-		inode_flags_clear(in, INODE_NONRESIDENT);
-	persist_later(fs);
+	user_changed(fs, res, new_size);
 	eunlock();
 }
 
