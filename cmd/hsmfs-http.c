@@ -427,7 +427,8 @@ static int fetch(CURL *c, const struct hsmfs_event *ev, uint64_t *ret_lo,
 			}
 			logf_("'%s': %s (HTTP %ld)", ev->path,
 			      rc != CURLE_OK ? curl_easy_strerror(rc) : "server error", code);
-			err = EIO;
+			/* a stalled origin (the low-speed limit) is a timeout, not data */
+			err = rc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : EIO;
 			break;
 		}
 		if (is_file && code == 0) {

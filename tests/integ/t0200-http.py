@@ -15,6 +15,7 @@ import random
 import shutil
 import sys
 import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFS, HSMFSCTL, Mount, Nginx, diag, eq, import_manifest, main,
@@ -171,6 +172,26 @@ def test():
             eq(res, [errno.EIO], "buffered read: EIO")
             eq(len([l for l in ng.log() if l[1] == "/err/x"]), 6,
                "one retry policy for one failing read (3 more requests, not 6)")
+
+    # a stalled origin (1 byte/s) is a failure, not progress: the low-speed
+    # limit ends each attempt, the retry policy runs once, the read gets
+    # ETIMEDOUT long before hsmfs's own timeout
+    with Nginx(root, "location /sizes/ { limit_rate 1; }") as ng:
+        with Mount(opts="timeout=60," + hook_opts(
+                ng, " --retries 1 --low-speed-limit 1000 --low-speed-time 2")) as m:
+            d = files["sizes/s%d.bin" % (MiB + 1)]
+            eq(import_manifest(m.mnt, [{"path": "s.bin", "size": len(d),
+                                        "url": ng.url("sizes/s%d.bin" % (MiB + 1))}])[0], 0,
+               "import")
+            fd = os.open(m.path("s.bin"), os.O_RDONLY | os.O_DIRECT)
+            t0 = time.monotonic()
+            e = errno_of(lambda: os.pread(fd, 4096, 0))
+            took = time.monotonic() - t0
+            os.close(fd)
+            eq(e, errno.ETIMEDOUT, "a stalled origin: ETIMEDOUT")
+            ok(took < 20, "after the low-speed limit and one retry, not timeout=60 (%.1f s)"
+               % took)
+            ok(m.logged("retry 1 of 1"), "the retry policy ran")
 
     # a slow origin: PROGRESS keeps the event alive past hsmfs's timeout
     with Nginx(root, "location /sizes/ { limit_rate 300k; }") as ng:
