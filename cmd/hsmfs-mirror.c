@@ -5,13 +5,19 @@
  *   hsmfs-mirror MIRROR MOUNTPOINT
  *
  * (the mountpoint last, so that -o hook=hsmfs-mirror\ MIRROR works).
- * For each PRE_ACCESS event it reads the hint range of MIRROR/PATH,
- * writes it through the descriptor that came with the event, and allows
- * the range it filled; a missing mirror file is denied with EIO.
- * It runs until the mount goes away.
+ * For each PRE_ACCESS event it reads the hint range of the file's copy
+ * in MIRROR, writes it through the descriptor that came with the event,
+ * and allows the range it filled; a missing mirror file is denied with
+ * EIO.  It runs until the mount goes away.
+ *
+ * The copy is named by the file's origin (the manifest's url, relative
+ * to MIRROR), and only without one by its path: the path of an event
+ * can name another file by the time the hook reads it (a rename, a
+ * RENAME_EXCHANGE of two placeholders), its origin cannot.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,12 +25,30 @@
 
 #include "hsmfs/hook.h"
 
+/* A name inside the mirror: relative, no "." or ".." component. */
+static bool inside(const char *p)
+{
+	if (!p[0] || p[0] == '/')
+		return false;
+	for (const char *c = p; *c; c += strcspn(c, "/"), c += *c == '/') {
+		size_t n = strcspn(c, "/");
+
+		if ((n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+			return false;
+	}
+	return true;
+}
+
 static int fill(int mirror_dir, const struct hsmfs_event *ev)
 {
 	static char buf[1 << 20];
 	uint64_t pos = ev->hint_start;
-	int src = openat(mirror_dir, ev->path, O_RDONLY | O_CLOEXEC);
+	const char *name = ev->origin[0] ? ev->origin : ev->path;
+	int src;
 
+	if (!inside(name))
+		return -EACCES;
+	src = openat(mirror_dir, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (src < 0)
 		return -errno;
 	while (pos < ev->hint_end) {

@@ -71,6 +71,22 @@ def test():
         eq(import_manifest(m.mnt, [{"path": "c", "size": len(data["c"])}])[0], 0, "import")
         with open(m.path("c"), "rb") as f:
             eq(f.read(), data["c"], "hsmfs-mirror (the C example hook) fills reads")
+        # keyed by origin: two placeholders exchanged between the event
+        # and the fill still get their own bytes
+        import ctypes
+        for n, d in (("x", os.urandom(70000)), ("y", os.urandom(70000))):
+            data[n] = d
+            with open(os.path.join(mirror, n), "wb") as f:
+                f.write(d)
+        eq(import_manifest(m.mnt, [{"path": n, "size": 70000, "url": n} for n in "xy"])[0], 0,
+           "import x and y with their origins")
+        libc = ctypes.CDLL(None, use_errno=True)
+        rc = libc.renameat2(-100, m.path("x").encode(), -100, m.path("y").encode(), 2)
+        eq(rc, 0, "RENAME_EXCHANGE of two placeholders")
+        with open(m.path("x"), "rb") as f:
+            ok(f.read() == data["y"], "the file now named x reads y's bytes (its origin)")
+        with open(m.path("y"), "rb") as f:
+            ok(f.read() == data["x"], "and the one named y, x's")
         from harness import HSMFSCTL, run
         rc, out = run([HSMFSCTL, "hooks", m.mnt])
         ok(rc == 0 and re.search(r"^hsmfs-mirror +\d+ fill +A- +0 +/$", out, re.M),
