@@ -578,6 +578,7 @@ static int cmd_import(int argc, char **argv)
 	ssize_t len;
 	FILE *f;
 	int root = -1, lockfd = -1, rc = X_OK_;
+	bool fresh = false;
 
 	for (int i2 = 1; i2 < argc; i2++) {
 		if (!strcmp(argv[i2], "-s") && i2 + 1 < argc)
@@ -701,6 +702,8 @@ check:
 		}
 	}
 	snprintf(dbpath, sizeof(dbpath), "%s/.hsmfs/meta.db", store);
+	/* a store no daemon served yet: its first mount is not after a crash */
+	fresh = !mnt && access(dbpath, F_OK) < 0 && errno == ENOENT;
 	if (meta_open(dbpath, &m)) {
 		fprintf(stderr, "hsmfsctl: cannot open '%s': %s\n", dbpath, meta_errmsg(m));
 		rc = X_STORE;
@@ -759,6 +762,16 @@ check:
 	}
 	printf("imported %zu file%s: %zu new, %zu changed, %zu unchanged\n", n,
 	       n == 1 ? "" : "s", nnew, nchanged, nsame);
+	if (fresh) {
+		/* the mark a clean unmount leaves (fs/check.h) */
+		snprintf(dbpath, sizeof(dbpath), "%s/.hsmfs/clean", store);
+		int cfd = open(dbpath, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+
+		if (cfd >= 0) {
+			fsync(cfd);
+			close(cfd);
+		}
+	}
 out:
 	for (i = 0; i < n; i++)
 		manifest_entry_free(&items[i].e);
@@ -840,7 +853,7 @@ static int status_file(const char *p, const struct stat *st, bool json,
 	} else {
 		char a[32], b[32];
 
-		printf("%-12s %14llu %14lld %5.1f%%  %s", state, pr, (long long)st->st_size,
+		printf("%-20s %14llu %14lld %5.1f%%  %s", state, pr, (long long)st->st_size,
 		       st->st_size ? 100.0 * pr / st->st_size : 100.0, p);
 		if (fetching) {
 			human(a, sizeof(a), (long long)done);
@@ -904,7 +917,7 @@ static int cmd_status(int argc, char **argv)
 	if (json)
 		printf("{\"files\": [");
 	else
-		printf("%-12s %14s %14s %6s  %s\n", "STATE", "PRESENT", "SIZE", "", "PATH");
+		printf("%-20s %14s %14s %6s  %s\n", "STATE", "PRESENT", "SIZE", "", "PATH");
 	for (i = 1; i < argc; i++)
 		if (strcmp(argv[i], "--json") && status_walk(argv[i], json, &t, &first))
 			res = X_STORE;
@@ -912,7 +925,7 @@ static int cmd_status(int argc, char **argv)
 		printf("\n], \"total\": {\"files\": %llu, \"size\": %llu, \"present\": %llu}}\n",
 		       t.files, t.size, t.present);
 	else
-		printf("%-12s %14llu %14llu %5.1f%%  %llu file%s\n", "total", t.present, t.size,
+		printf("%-20s %14llu %14llu %5.1f%%  %llu file%s\n", "total", t.present, t.size,
 		       t.size ? 100.0 * t.present / t.size : 100.0, t.files,
 		       t.files == 1 ? "" : "s");
 	return res;

@@ -1,5 +1,9 @@
 /* log.c - see log.h */
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <stdio.h>
 #include <string.h>
 #include <syslog.h>
@@ -9,16 +13,46 @@
 
 static enum log_level max_level = LOG_LVL_INFO;
 static bool use_syslog;
+static int file_dir = -1, file_fd = -1; /* no syslog: LOG_FILE in file_dir */
+static pthread_mutex_t file_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void log_set_level(enum log_level max)
 {
 	max_level = max;
 }
 
-void log_to_syslog(const char *ident)
+void log_to_syslog(const char *ident, int state_fd)
 {
+	if (access("/dev/log", W_OK) < 0 && state_fd >= 0) {
+		file_dir = state_fd;
+		file_fd = openat(state_fd, LOG_FILE, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+				 0600);
+		if (file_fd >= 0)
+			return;
+	}
 	openlog(ident, LOG_PID | LOG_NDELAY, LOG_DAEMON);
 	use_syslog = true;
+}
+
+/* One line to LOG_FILE, turned into LOG_FILE.1 once it is too large. */
+static void to_file(const char *line, int n)
+{
+	struct stat st;
+
+	pthread_mutex_lock(&file_lock);
+	if (fstat(file_fd, &st) == 0 && st.st_size + n > (off_t)LOG_FILE_MAX) {
+		int fd;
+
+		renameat(file_dir, LOG_FILE, file_dir, LOG_FILE ".1");
+		fd = openat(file_dir, LOG_FILE, O_WRONLY | O_APPEND | O_CREAT | O_TRUNC |
+						      O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			close(file_fd);
+			file_fd = fd;
+		}
+	}
+	(void)!write(file_fd, line, n);
+	pthread_mutex_unlock(&file_lock);
 }
 
 void log_msg(enum log_level lvl, const char *fmt, ...)
@@ -36,11 +70,22 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 		va_end(ap);
 		return;
 	}
-	n = snprintf(buf, sizeof(buf), "hsmfs: ");
+	if (file_fd >= 0) {
+		time_t t = time(NULL);
+		struct tm tm;
+
+		n = (int)strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S ", localtime_r(&t, &tm));
+		n += snprintf(buf + n, sizeof(buf) - n, "hsmfs[%d]: ", (int)getpid());
+	} else {
+		n = snprintf(buf, sizeof(buf), "hsmfs: ");
+	}
 	n += vsnprintf(buf + n, sizeof(buf) - n - 1, fmt, ap);
 	va_end(ap);
 	if (n > (int)sizeof(buf) - 2)
 		n = sizeof(buf) - 2;
 	buf[n++] = '\n';
-	(void)!write(STDERR_FILENO, buf, n);
+	if (file_fd >= 0)
+		to_file(buf, n);
+	else
+		(void)!write(STDERR_FILENO, buf, n);
 }

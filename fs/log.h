@@ -2,7 +2,10 @@
  * log.h - the daemon's one log sink.
  *
  * Before daemonizing, messages go to stderr prefixed "hsmfs: ".  After
- * log_to_syslog(), they go to syslog(3) with the same text.  Only the
+ * log_to_syslog(), they go to syslog(3) with the same text; on a machine
+ * without a syslog socket (/dev/log), to LOG_FILE in the store's state
+ * directory instead, with a time, kept under LOG_FILE_MAX bytes by
+ * turning it into LOG_FILE.1 (one old file kept).  Only the
  * layer that decides what to do about an error logs it; pure modules
  * never call this.  Thread-safe: each call is one write(2) or one
  * syslog(3) call.
@@ -15,7 +18,11 @@
 enum log_level { LOG_LVL_ERR, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG };
 
 void log_set_level(enum log_level max);
-void log_to_syslog(const char *ident);
+#define LOG_FILE "hsmfs.log"
+#define LOG_FILE_MAX (1u << 20)
+
+/* state_fd: the directory for LOG_FILE when there is no syslog (borrowed). */
+void log_to_syslog(const char *ident, int state_fd);
 void log_msg(enum log_level lvl, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

@@ -179,7 +179,7 @@ static unsigned default_fd_cache(void)
  * and exits 0 only then, so "hsmfs ... && ls MNT" never races.
  * Returns the descriptor the child must write to, in the child only.
  */
-static int daemonize(void)
+static int daemonize(int state_fd)
 {
 	int pfd[2], devnull;
 	pid_t pid;
@@ -218,7 +218,7 @@ static int daemonize(void)
 		if (devnull > STDERR_FILENO)
 			close(devnull);
 	}
-	log_to_syslog("hsmfs");
+	log_to_syslog("hsmfs", state_fd);
 	return pfd[1];
 }
 
@@ -356,7 +356,7 @@ int main(int argc, char *argv[])
 	}
 	mounted = true;
 	if (!o.foreground)
-		ocfg.daemon_fd = daemonize();
+		ocfg.daemon_fd = daemonize(store.state_fd);
 	store_write_pid(&store, getpid());
 	ops_init(&ocfg);
 	ops_set_session(se);

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -25,6 +26,7 @@ static struct {
 	pthread_cond_t cond;
 	bool running, stopping;
 	pid_t pid;
+	char **envp;        /* environ, PATH led by the daemon's own directory */
 } S = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
 static double now(void)
@@ -66,7 +68,7 @@ static int spawn(pid_t *ret_pid)
 		if (dup2(p[1], STDOUT_FILENO) < 0 || dup2(p[1], STDERR_FILENO) < 0 ||
 		    (nul >= 0 && dup2(nul, STDIN_FILENO) < 0))
 			_exit(127);
-		execve("/bin/sh", argv, environ);
+		execve("/bin/sh", argv, S.envp);
 		_exit(127);
 	}
 	if (nul >= 0)
@@ -152,11 +154,47 @@ static void *supervise_main(void *arg)
 	return NULL;
 }
 
+/*
+ * The hook's environment: the daemon's, with the daemon's own directory
+ * first in PATH, so that hook=hsmfs-http finds the hsmfs-http installed
+ * (or built) beside this hsmfs before any other.  NULL: no memory.
+ */
+static char **hook_environ(void)
+{
+	char exe[PATH_MAX], *slash, **envp, *path = NULL;
+	const char *old = getenv("PATH");
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	size_t count = 0, k = 0;
+
+	if (n <= 0)
+		return environ;
+	exe[n] = '\0';
+	slash = strrchr(exe, '/');
+	if (!slash)
+		return environ;
+	*slash = '\0';
+	if (asprintf(&path, "PATH=%s:%s", exe, old ? old : "/usr/local/bin:/usr/bin:/bin") < 0)
+		return NULL;
+	while (environ[count])
+		count++;
+	envp = calloc(count + 2, sizeof(*envp));
+	if (!envp) {
+		free(path);
+		return NULL;
+	}
+	envp[k++] = path;
+	for (size_t i = 0; i < count; i++)
+		if (strncmp(environ[i], "PATH=", 5))
+			envp[k++] = environ[i];
+	return envp;
+}
+
 int supervise_start(const char *command, const char *mountpoint)
 {
 	S.command = strdup(command);
 	S.mountpoint = strdup(mountpoint);
-	if (!S.command || !S.mountpoint)
+	S.envp = hook_environ();
+	if (!S.command || !S.mountpoint || !S.envp)
 		return -ENOMEM;
 	if (pthread_create(&S.thread, NULL, supervise_main, NULL))
 		return -EAGAIN;
@@ -179,4 +217,9 @@ void supervise_stop(void)
 	free(S.command);
 	free(S.mountpoint);
 	S.command = S.mountpoint = NULL;
+	if (S.envp && S.envp != environ) {
+		free(S.envp[0]); /* the PATH= string; the rest are environ's */
+		free(S.envp);
+	}
+	S.envp = NULL;
 }

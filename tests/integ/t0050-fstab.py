@@ -87,6 +87,35 @@ def test():
             eq(f.read(), "hi\n", "read through fstab mount")
         eq(run(["umount", mnt])[0], 0, "umount fstab mount")
         ok(wait_daemon_gone(store), "daemon exits after umount")
+
+        # a hook with options in fstab (\040 for its spaces), found beside
+        # the hsmfs that runs it; the background daemon's log goes to
+        # STORE/.hsmfs/hsmfs.log where there is no syslog socket
+        mirror = os.path.join(d, "mirror")
+        os.mkdir(mirror)
+        data = os.urandom(100000)
+        with open(os.path.join(mirror, "lazy"), "wb") as f:
+            f.write(data)
+        man = os.path.join(d, "m.jsonl")
+        with open(man, "w") as f:
+            f.write('{"path": "lazy", "size": %d}\n' % len(data))
+        eq(run([os.environ.get("HSMFSCTL", "hsmfsctl"), "import", "-s", store, man])[0], 0,
+           "import a placeholder")
+        with open(fstab, "w") as f:
+            f.write("%s %s fuse.hsmfs noauto,hook=hsmfs-mirror\\040%s 0 0\n"
+                    % (store, mnt, mirror))
+        rc, out = run(["mount", "-T", fstab, mnt], env=dict(os.environ, PATH="/usr/bin:/bin"))
+        eq((rc, out), (0, ""), "mount from an fstab line with hook=hsmfs-mirror\\040MIRROR")
+        with open(os.path.join(mnt, "lazy"), "rb") as f:
+            ok(f.read() == data, "the hook found beside hsmfs fills the placeholder")
+        log = os.path.join(store, ".hsmfs", "hsmfs.log")
+        if os.path.exists("/dev/log"):
+            skip("the background daemon's log file", "this machine has a syslog socket")
+        else:
+            ok(os.path.exists(log) and "hsmfs-mirror" in open(log).read(),
+               "no syslog socket: the background daemon logs to STORE/.hsmfs/hsmfs.log")
+        eq(run(["umount", mnt])[0], 0, "umount")
+        ok(wait_daemon_gone(store), "daemon exits after umount")
     finally:
         if is_mounted(mnt):
             run(["umount", "-l", mnt])

@@ -9,7 +9,7 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import HSMFSCTL, eq, main, ok, run, tmpdir, tree_snapshot  # noqa: E402
+from harness import HSMFSCTL, Mount, eq, main, ok, run, tmpdir, tree_snapshot  # noqa: E402
 
 BAD = [
     ({"path": "/etc/passwd", "size": 1}, "absolute path"),
@@ -38,6 +38,9 @@ def test():
     good = {"path": "ok/file", "size": 10}
     rc, out = run([HSMFSCTL, "import", "-s", store, write_manifest(d, [good])])
     eq(rc, 0, "a good manifest imports")
+    with Mount(store=store) as m:
+        ok(m.proc.poll() is None and "unclean" not in m.output(),
+           "the first mount of a store made by import -s is not taken for a crash")
     before = tree_snapshot(store)
     for entry, why in BAD:
         m = write_manifest(d, [good, {"path": "new/one", "size": 3}, entry])
