@@ -91,6 +91,12 @@ def test():
         rc, out = run([HSMFSCTL, "hooks", m.mnt])
         ok(rc == 0 and re.search(r"^hsmfs-mirror +\d+ fill +A- +0 +/$", out, re.M),
            "hsmfsctl hooks lists it: " + out.strip().splitlines()[-1])
+    # a hook named without a path is looked up beside the running hsmfs
+    # first: a build directory's hsmfs finds its own hsmfs-mirror
+    with Mount(opts="hook=hsmfs-mirror %s" % mirror, env={"PATH": "/usr/bin:/bin"}) as m:
+        eq(import_manifest(m.mnt, [{"path": "c", "size": len(data["c"])}])[0], 0, "import")
+        with open(m.path("c"), "rb") as f:
+            eq(f.read(), data["c"], "hook=hsmfs-mirror found beside hsmfs, PATH without it")
     import shutil
     shutil.rmtree(mirror, ignore_errors=True)
 
