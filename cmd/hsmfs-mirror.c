@@ -15,6 +15,9 @@
  * can name another file by the time the hook reads it (a rename, a
  * RENAME_EXCHANGE of two placeholders), its origin cannot.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* O_PATH: built by users too, with pkg-config only */
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>

@@ -19,6 +19,13 @@
 
 struct hsmfs_hook;
 
+/* The library's API: the only symbols libhsmfs-hook exports. */
+#if defined(__GNUC__)
+#define HSMFS_HOOK_API __attribute__((visibility("default")))
+#else
+#define HSMFS_HOOK_API
+#endif
+
 #define HSMFS_EV_CANCEL 0 /* ev->type of a CANCEL: ev->id is cancelled */
 
 struct hsmfs_event {
@@ -39,26 +46,26 @@ struct hsmfs_event {
  * HSMFS_KIND_WATCH; mask: HSMFS_MASK() bits; subtree: NULL or "" for the
  * whole mount.  On success *ret is a connected, welcomed hook.
  */
-int hsmfs_hook_connect(const char *mountpoint, uint32_t kind, uint32_t mask,
+HSMFS_HOOK_API int hsmfs_hook_connect(const char *mountpoint, uint32_t kind, uint32_t mask,
 		       const char *name, const char *subtree,
 		       struct hsmfs_hook **ret);
 
 /* Block for the next event (or cancel).  -ECONNRESET when hsmfs left. */
-int hsmfs_hook_next(struct hsmfs_hook *h, struct hsmfs_event *ev);
+HSMFS_HOOK_API int hsmfs_hook_next(struct hsmfs_hook *h, struct hsmfs_event *ev);
 
-int hsmfs_hook_allow(struct hsmfs_hook *h, uint64_t id, uint64_t filled_start,
+HSMFS_HOOK_API int hsmfs_hook_allow(struct hsmfs_hook *h, uint64_t id, uint64_t filled_start,
 		     uint64_t filled_end, uint16_t flags);
-int hsmfs_hook_deny(struct hsmfs_hook *h, uint64_t id, int err);
-int hsmfs_hook_progress(struct hsmfs_hook *h, uint64_t id, uint64_t bytes_done);
+HSMFS_HOOK_API int hsmfs_hook_deny(struct hsmfs_hook *h, uint64_t id, int err);
+HSMFS_HOOK_API int hsmfs_hook_progress(struct hsmfs_hook *h, uint64_t id, uint64_t bytes_done);
 
 /* The socket, for poll(2). */
-int hsmfs_hook_fd(const struct hsmfs_hook *h);
+HSMFS_HOOK_API int hsmfs_hook_fd(const struct hsmfs_hook *h);
 
 /* Timeout (ms) and chunk size hsmfs announced in WELCOME. */
-uint32_t hsmfs_hook_timeout_ms(const struct hsmfs_hook *h);
-uint32_t hsmfs_hook_chunk(const struct hsmfs_hook *h);
+HSMFS_HOOK_API uint32_t hsmfs_hook_timeout_ms(const struct hsmfs_hook *h);
+HSMFS_HOOK_API uint32_t hsmfs_hook_chunk(const struct hsmfs_hook *h);
 
 /* Close; accepts NULL. */
-void hsmfs_hook_close(struct hsmfs_hook *h);
+HSMFS_HOOK_API void hsmfs_hook_close(struct hsmfs_hook *h);
 
 #endif

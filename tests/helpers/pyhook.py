@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A fill/watch hook in Python, written from hsmfs-hooks(7) alone.
+"""A fill/watch hook in Python, on the hsmfs_hook module (python/).
 
     pyhook.py MOUNTPOINT --log FILE [--mode mirror|deny|silent|allow]
               [--mirror DIR] [--errno N] [--delay S] [--progress S]
@@ -20,100 +20,16 @@ import sys
 import threading
 import time
 
-VERSION = 1
-MAX_FRAME = 65536
-HELLO, WELCOME, EVENT, ANSWER, PROGRESS, CANCEL, ERROR = 1, 2, 3, 4, 5, 6, 7
-KIND = {"fill": 1, "watch": 2}
-EV = {"access": 1, "modify": 2}
-EVNAME = {1: "PRE_ACCESS", 2: "PRE_MODIFY"}
-ALLOW, DENY = 0, 1
-QUIET = 1
-
-
-def frame(mtype, body, flags=0):
-    return struct.pack("<IHH", 8 + len(body), mtype, flags) + body
-
-
-def string(b):
-    return struct.pack("<H", len(b)) + b
-
-
-class Reader:
-    def __init__(self, data):
-        self.d, self.p = data, 0
-
-    def take(self, fmt):
-        n = struct.calcsize(fmt)
-        if self.p + n > len(self.d):
-            raise ValueError("short frame")
-        v = struct.unpack_from(fmt, self.d, self.p)
-        self.p += n
-        return v
-
-    def string(self):
-        (n,) = self.take("<H")
-        if self.p + n > len(self.d):
-            raise ValueError("string past the end")
-        s = self.d[self.p:self.p + n]
-        self.p += n
-        return s
-
-    def done(self):
-        if self.p != len(self.d):
-            raise ValueError("trailing bytes")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "python"))
+from hsmfs_hook import (ALLOW, CANCEL, DENY, ERROR, EV, EVENT, EVNAME, KIND,  # noqa: E402,F401
+                        MAX_FRAME, QUIET, VERSION, WELCOME, HELLO, PROGRESS, ANSWER,
+                        Reader, answer, frame, parse_event, progress, recv_frame, string)
+from hsmfs_hook import connect_socket  # noqa: E402
 
 
 def connect(mnt, kind="fill", mask=("access",), name="pyhook", subtree=""):
-    path = os.getxattr(mnt, "user.hsmfs.socket").decode()
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    if len(path.encode()) < 108:
-        s.connect(path)
-    else:
-        d = os.open(os.path.dirname(path), os.O_PATH | os.O_DIRECTORY)
-        s.connect("/proc/self/fd/%d/%s" % (d, os.path.basename(path)))
-        os.close(d)
-    m = 0
-    for e in mask:
-        m |= 1 << EV[e]
-    s.send(frame(HELLO, struct.pack("<IIII", VERSION, VERSION, KIND[kind], m) +
-                 string(name.encode()) + string(subtree.encode())))
-    data = s.recv(MAX_FRAME + 1)
-    length, mtype, flags = struct.unpack_from("<IHH", data)
-    if mtype != WELCOME or length != len(data):
-        raise ConnectionError("no WELCOME: %r" % data[:64])
-    r = Reader(data[8:])
-    version, max_frame, chunk, timeout_ms = r.take("<IIII")
-    r.done()
-    return s, {"version": version, "chunk": chunk, "timeout_ms": timeout_ms}
-
-
-def recv_frame(s):
-    fds = array.array("i")
-    data, anc, flags, _ = s.recvmsg(MAX_FRAME + 1, socket.CMSG_SPACE(4 * fds.itemsize))
-    for level, ctype, cdata in anc:
-        if level == socket.SOL_SOCKET and ctype == socket.SCM_RIGHTS:
-            fds.frombytes(cdata[:len(cdata) - (len(cdata) % fds.itemsize)])
-    return data, list(fds)
-
-
-def parse_event(body, flags):
-    r = Reader(body)
-    (eid, etype, pid, uid, gid, file_id, size, start, end, hs, he) = r.take("<QIIIIQQQQQQ")
-    path, origin, version = r.string(), r.string(), r.string()
-    r.done()
-    return dict(id=eid, type=EVNAME.get(etype, etype), pid=pid, uid=uid, gid=gid,
-                file_id=file_id, size=size, start=start, end=end, hint_start=hs,
-                hint_end=he, path=path.decode(errors="surrogateescape"),
-                origin=origin.decode(errors="replace"),
-                version=version.decode(errors="replace"), has_fd=bool(flags & 1))
-
-
-def answer(s, eid, verdict=ALLOW, err=0, start=0, end=0, flags=0):
-    s.send(frame(ANSWER, struct.pack("<QIIQQ", eid, verdict, err, start, end), flags))
-
-
-def progress(s, eid, done):
-    s.send(frame(PROGRESS, struct.pack("<QQ", eid, done)))
+    return connect_socket(mnt, kind, mask, name, subtree)
 
 
 def main():

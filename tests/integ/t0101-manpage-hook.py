@@ -17,11 +17,15 @@ MAN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "man"
                    "hsmfs-hooks.7")
 
 
-def example_code():
+PYTHON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
+
+
+def example_code(which=0):
+    """The which-th .RS block of the EXAMPLE section, as printed."""
     text = open(MAN).read()
     sect = text.split(".SH EXAMPLE", 1)[1]
-    body = sect.split(".RS\n", 1)[1].split("\n.RE", 1)[0]
-    return body.replace("\\\\", "\\").replace("\\(->", "->")
+    body = sect.split(".RS\n")[1 + which].split("\n.RE", 1)[0]
+    return body.replace("\\\\", "\\").replace("\\(->", "->").replace("\\-", "-")
 
 
 def test():
@@ -40,6 +44,22 @@ def test():
             with open(m.path("blob"), "rb") as f:
                 got = f.read()
             eq(got == data, True, "a read through the man page's hook returns the origin bytes")
+        finally:
+            hook.kill()
+            hook.wait()
+        # the second example, on the installed module (here: the source's)
+        code2 = example_code(1)
+        ok("import os, hsmfs_hook" in code2, "the module example extracted")
+        rc, out = import_manifest(m.mnt, [{"path": "blob2", "size": len(data),
+                                           "url": "blob"}])
+        eq(rc, 0, "import a placeholder whose origin is blob")
+        code2 = code2.replace('"/mnt/data"', repr(m.mnt)).replace('"/srv/mirror"', repr(mirror))
+        hook = subprocess.Popen([sys.executable, "-c", code2],
+                                env=dict(os.environ, PYTHONPATH=PYTHON))
+        try:
+            with open(m.path("blob2"), "rb") as f:
+                got = f.read()
+            eq(got == data, True, "a read through the module example's hook")
         finally:
             hook.kill()
             hook.wait()
