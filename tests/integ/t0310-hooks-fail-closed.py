@@ -192,13 +192,22 @@ def test_readahead_timeout():
                     continue
                 ev = pyhook.parse_event(data_[8:], flags)
                 if ev["hint_start"] < 6 * chunk:
-                    lo, hi = ev["hint_start"], ev["hint_end"]
-                    os.pwrite(fds[0], data[lo:hi], lo)
-                    pyhook.answer(s, ev["id"], pyhook.ALLOW, 0, lo, hi)
+                    # a moment late, so that the reader always finds the next
+                    # chunk still being fetched: each read then drives readahead
+                    threading.Thread(target=fill_late, args=(ev, fds[0])).start()
                 else:
                     ignored.add(ev["id"])
-                for fd in fds:
-                    os.close(fd)
+                    for fd in fds:
+                        os.close(fd)
+
+        def fill_late(ev, fd):
+            time.sleep(0.05)
+            lo, hi = ev["hint_start"], ev["hint_end"]
+            os.pwrite(fd, data[lo:hi], lo)
+            os.close(fd)
+            with alock:
+                pyhook.answer(s, ev["id"], pyhook.ALLOW, 0, lo, hi)
+        alock = threading.Lock()
         t = threading.Thread(target=serve)
         t.start()
         try:
