@@ -550,16 +550,29 @@ static void user_changed(struct fstate *fs, int res, uint64_t size)
 	persist_later(fs);
 }
 
-void events_wrote(struct inode *in, struct events_change *c, uint64_t off, uint64_t len)
+/*
+ * A change of in ended: its claim c goes.  Returns in's state with E.lock
+ * held, or NULL (no state, no lock).
+ */
+static struct fstate *change_done(struct inode *in, struct events_change *c)
 {
 	struct fstate *fs = inode_state(in);
+
+	if (!fs)
+		return NULL;
+	elock();
+	if (c->fs)
+		change_unlink(c);
+	return fs;
+}
+
+void events_wrote(struct inode *in, struct events_change *c, uint64_t off, uint64_t len)
+{
+	struct fstate *fs = change_done(in, c);
 	int res;
 
 	if (!fs)
 		return;
-	elock();
-	if (c->fs)
-		change_unlink(c);
 	if (!len) {
 		eunlock();
 		return;
@@ -576,14 +589,11 @@ void events_wrote(struct inode *in, struct events_change *c, uint64_t off, uint6
 void events_truncated(struct inode *in, struct events_change *c, uint64_t old_size,
 		      uint64_t new_size)
 {
-	struct fstate *fs = inode_state(in);
+	struct fstate *fs = change_done(in, c);
 	int res;
 
 	if (!fs)
 		return;
-	elock();
-	if (c->fs)
-		change_unlink(c);
 	if (new_size < old_size)
 		res = rs_remove(&fs->present, new_size, UINT64_MAX);
 	else

@@ -103,6 +103,22 @@ def errno_of(fn):
     return 0
 
 
+def errnos_in_threads(fn, n):
+    """Run fn(k) for k in range(n), each in a thread of its own, all at
+    once; returns the errno each failed with (0: it did not), in order."""
+    import threading
+    out = [None] * n
+
+    def one(k):
+        out[k] = errno_of(lambda: fn(k))
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
 def is_mounted(path):
     path = os.path.realpath(path)
     with open("/proc/self/mountinfo") as f:

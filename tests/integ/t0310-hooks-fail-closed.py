@@ -31,8 +31,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
 import pyhook  # noqa: E402
-from harness import (Hook, Mount, diag, eq, errno_of, import_manifest, main, ok,  # noqa: E402
-                     tmpdir, wait_for)
+from harness import (Hook, Mount, diag, eq, errno_of, errnos_in_threads,  # noqa: E402
+                     import_manifest, main, ok, tmpdir, wait_for)
 
 P = 4096
 
@@ -65,25 +65,15 @@ def test_backpressure():
             with open(os.path.join(d, "f%d" % k), "wb") as f:
                 f.write(b"o" * P)
         s, _ = pyhook.connect(m.mnt, "watch", ["modify"], "stuck")  # never reads
-        results = []
-        lock = threading.Lock()
 
         def writer(k):
-            def w():
-                fd = os.open(os.path.join(d, "f%d" % k), os.O_WRONLY)
-                try:
-                    os.pwrite(fd, b"W", 0)
-                finally:
-                    os.close(fd)
-            e = errno_of(w)
-            with lock:
-                results.append(e)
+            fd = os.open(os.path.join(d, "f%d" % k), os.O_WRONLY)
+            try:
+                os.pwrite(fd, b"W", 0)
+            finally:
+                os.close(fd)
         # enough events (and CANCELs) to fill its socket several times over
-        threads = [threading.Thread(target=writer, args=(k,)) for k in range(n)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        results = errnos_in_threads(writer, n)
         eq(sorted(set(results)), [errno.EIO],
            "a watcher that stopped reading: every write fails (%d writes)" % len(results))
         ok(all(open(os.path.join(d, "f%d" % k), "rb").read() == b"o" * P for k in range(n)),
@@ -102,17 +92,7 @@ def test_backpressure():
                                    for k in range(n)])[0], 0, "import")
         with Hook(m.mnt, "--mirror", mirror):
             w, _ = pyhook.connect(m.mnt, "watch", ["access"], "stuck-reader")
-            errs = []
-
-            def reader(k):
-                e = errno_of(lambda: dread(os.path.join(d, "g%d" % k), 0, P))
-                with lock:
-                    errs.append(e)
-            threads = [threading.Thread(target=reader, args=(k,)) for k in range(n)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
+            errs = errnos_in_threads(lambda k: dread(os.path.join(d, "g%d" % k), 0, P), n)
             eq(sorted(set(errs)), [errno.EIO],
                "a watcher of reads that stopped reading: every read fails")
             w.close()
