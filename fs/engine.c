@@ -110,8 +110,12 @@ int events_init(const struct events_config *cfg)
 {
 	pthread_condattr_t ca;
 	unsigned i;
+	uint64_t nctimes = 0;
 
 	E.cfg = *cfg;
+	/* a scan, once: is there a change time to show anywhere? */
+	if (cfg->meta && !meta_count_ctimes(cfg->meta, &nctimes) && nctimes)
+		atomic_store_explicit(&events_any_ctime, true, memory_order_relaxed);
 	E.slots = calloc(cfg->max_pending, sizeof(*E.slots));
 	if (!E.slots)
 		return -ENOMEM;

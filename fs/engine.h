@@ -97,6 +97,7 @@ struct fstate {
 	struct events_change *changes; /* user changes in flight */
 	uint64_t nchanges;         /* user changes begun so far (times_kept) */
 	int sticky_err;            /* a failed data sync, for the next fsync */
+	int64_t ctime_real, ctime_shown; /* see meta_file (ns; 0: none) */
 	bool evicting;             /* see evict_begin() */
 	char *sha256;              /* the manifest's digest (hex, owned), or NULL */
 	bool unverified;           /* all present, the digest not checked yet:
@@ -256,6 +257,14 @@ void stage_refill(void);
 struct event *inflight_over(const struct fstate *fs, uint64_t start, uint64_t end);
 void drop_rw_fd(struct fstate *fs);
 void commit_fill(struct event *ev);
+void times_kept(struct fstate *fs, int fd, const struct stat *before,
+		uint64_t nchanges);
+void ctime_kept(struct fstate *fs, int fd, const struct stat *before);
+
+static inline int64_t ns_of(const struct timespec *ts)
+{
+	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
 
 /* evict.c */
 void evict_wait(const struct fstate *fs);

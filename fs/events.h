@@ -48,6 +48,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "hsmfs/protocol.h"
@@ -117,6 +118,16 @@ void events_sync(void);
 
 /* Look up in's per-file state once (at open).  0 or -errno. */
 int events_load(struct inode *in);
+
+/*
+ * Times are final: st, the store's attributes of in, gets the change
+ * time the mount shows (ctime_shown of meta.h) when the store's is the
+ * one the daemon's own fill or eviction left.  Loads the state of a
+ * file not opened yet only on a store where some file has such a time
+ * (one relaxed load otherwise).  Never waits for a fill.
+ */
+void events_shown_attr(struct inode *in, struct stat *st);
+extern _Atomic bool events_any_ctime;
 
 /*
  * Slow paths.  Return 0 to go on, or -errno for the caller.  req may be

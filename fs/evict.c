@@ -84,7 +84,8 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	char *mark = NULL;
 	uint64_t gen;
 	int res, sfd, n;
-	bool none, got_row;
+	bool none, got_row, have_before = false, punched = false;
+	struct stat before;
 	int64_t now;
 
 	assert(fs->evicting);
@@ -156,6 +157,8 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	}
 	E.st.evictions_started++;
 	eunlock();
+	/* the times before the daemon's own changes (the mark, the punch) */
+	have_before = fstat(sfd, &before) == 0;
 	/* 2. the mark, so that a lost database never makes these zeros */
 	if (!none && fsetxattr(sfd, STORE_MARKER_XATTR, mark, (size_t)n, 0) < 0) {
 		/* without it a lost database would make the holes zeros: keep the bytes */
@@ -165,9 +168,6 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	}
 	/* 3. only now the bytes go (the file's times stay) */
 	if (!res) {
-		struct stat before;
-		bool have_before = fstat(sfd, &before) == 0;
-
 		if (fallocate(sfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, start,
 			      end - start) < 0) {
 			res = -errno;
@@ -176,14 +176,15 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 
 			fault_point(FAULT_EVICT_PUNCHED);
 			/* no user change runs while it is evicting: the time is the file's */
-			if (have_before)
-				futimens(sfd, tv);
+			punched = have_before && futimens(sfd, tv) == 0;
 		}
 	}
 	now = allocated(sfd);
-	close(sfd);
 	free(mark);
 	elock();
+	if (punched)
+		ctime_kept(fs, sfd, &before);
+	close(sfd);
 	E.st.evictions_done++;
 	if (now >= 0) {
 		if ((uint64_t)now < fs->blocks)

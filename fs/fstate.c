@@ -28,8 +28,6 @@ static void fstate_take_row(struct fstate *fs, struct meta_file *f);
 
 
 static int copy_stage(int from, int to, uint64_t start, uint64_t end, uint64_t *ret_done);
-static void times_kept(const struct fstate *fs, int fd, const struct stat *before,
-		       uint64_t nchanges);
 static void touched(struct fstate *fs);
 static int set_flag(struct inode *in, uint32_t flag, bool on);
 static void present_changed(struct fstate *fs);
@@ -89,6 +87,8 @@ static void fstate_take_row(struct fstate *fs, struct meta_file *f)
 	fs->atime = fs->atime_saved = f->atime;
 	fs->sha256 = f->sha256;
 	fs->unverified = false;
+	fs->ctime_real = f->ctime_real;
+	fs->ctime_shown = f->ctime_shown;
 	free(f->path);
 	memset(f, 0, sizeof(*f));
 }
@@ -354,14 +354,56 @@ static int copy_stage(int from, int to, uint64_t start, uint64_t end, uint64_t *
  * (before), unless a user change began meanwhile (then its own time is
  * the right one).  E.lock held (the change count is read under it).
  */
-static void times_kept(const struct fstate *fs, int fd, const struct stat *before,
-		       uint64_t nchanges)
+void times_kept(struct fstate *fs, int fd, const struct stat *before,
+		uint64_t nchanges)
 {
 	ELOCK_HELD();
 	struct timespec tv[2] = { { 0, UTIME_OMIT }, before->st_mtim };
 
-	if (fs->nchanges == nchanges && !fs->changes)
-		futimens(fd, tv);
+	if (fs->nchanges == nchanges && !fs->changes && futimens(fd, tv) == 0)
+		ctime_kept(fs, fd, before);
+}
+
+/*
+ * The ctime cannot be set back: remember the one to show, the one
+ * before the daemon's change (before) unless that was the daemon's own
+ * too.  E.lock held.
+ */
+void ctime_kept(struct fstate *fs, int fd, const struct stat *before)
+{
+	ELOCK_HELD();
+	struct stat after;
+	int64_t was = ns_of(&before->st_ctim);
+
+	if (fstat(fd, &after) < 0)
+		return;
+	if (!fs->ctime_real || was != fs->ctime_real)
+		fs->ctime_shown = was;
+	fs->ctime_real = ns_of(&after.st_ctim);
+	atomic_store_explicit(&events_any_ctime, true, memory_order_relaxed);
+	persist_later(fs);
+}
+
+_Atomic bool events_any_ctime;
+
+void events_shown_attr(struct inode *in, struct stat *st)
+{
+	struct fstate *fs;
+
+	if (!atomic_load_explicit(&events_any_ctime, memory_order_relaxed) ||
+	    !S_ISREG(st->st_mode))
+		return;
+	if (!(inode_flags(in) & INODE_LOADED) && events_load(in))
+		return;
+	if (!(inode_flags(in) & INODE_STATEFUL))
+		return;
+	elock();
+	fs = inode_state(in);
+	if (fs && fs->ctime_real && fs->ctime_real == ns_of(&st->st_ctim)) {
+		st->st_ctim.tv_sec = fs->ctime_shown / 1000000000;
+		st->st_ctim.tv_nsec = fs->ctime_shown % 1000000000;
+	}
+	eunlock();
 }
 
 /* The event of fs whose hint overlaps [start, end), or NULL.  E.lock held. */

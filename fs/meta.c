@@ -21,17 +21,19 @@
 #define STR(x) STR_(x)
 
 enum { Q_GET, Q_PUT, Q_PRESENT, Q_DELETE, Q_COUNT, Q_LIST, Q_DELGEN, Q_LRU,
-       Q_TOTAL, Q_RENAME, Q_SETPATH, Q_N };
+       Q_TOTAL, Q_RENAME, Q_SETPATH, Q_ANYCTIME, Q_N };
 
 static const char *const queries[Q_N] = {
 	[Q_GET] = "SELECT size, mtime, mode, state, flags, origin, version, "
-		  "sha256, present, atime, gen, path, blocks FROM files WHERE ino = ?1",
+		  "sha256, present, atime, gen, path, blocks, ctime_real, ctime_shown "
+		  "FROM files WHERE ino = ?1",
 	[Q_PUT] = "INSERT OR REPLACE INTO files (ino, size, mtime, mode, state, "
 		  "flags, origin, version, sha256, present, atime, gen, path, "
-		  "blocks) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
-		  "?12, ?13, ?14)",
+		  "blocks, ctime_real, ctime_shown) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+		  "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
 	[Q_PRESENT] = "UPDATE files SET present = ?2, state = ?3, flags = ?4, "
-		      "size = ?5, atime = max(atime, ?7), blocks = ?8 "
+		      "size = ?5, atime = max(atime, ?7), blocks = ?8, "
+		      "ctime_real = ?9, ctime_shown = ?10 "
 		      "WHERE ino = ?1 AND gen = ?6",
 	[Q_DELETE] = "DELETE FROM files WHERE ino = ?1 RETURNING state, blocks",
 	[Q_COUNT] = "SELECT count(*) FROM files",
@@ -46,6 +48,7 @@ static const char *const queries[Q_N] = {
 	[Q_RENAME] = "UPDATE files SET path = ?2 || substr(path, length(?1) + 1) "
 		     "WHERE path = ?1 OR (path > ?1 || '/' AND path < ?1 || '0')",
 	[Q_SETPATH] = "UPDATE files SET path = ?2 WHERE ino = ?1",
+	[Q_ANYCTIME] = "SELECT count(*) FROM files WHERE ctime_real <> 0",
 };
 
 /* Each step brings the schema from version i to i + 1. */
@@ -66,6 +69,9 @@ static const char *const migrations[] = {
 	"ALTER TABLE files ADD COLUMN path TEXT;"
 	"ALTER TABLE files ADD COLUMN blocks INTEGER NOT NULL DEFAULT 0;"
 	"CREATE INDEX files_path ON files (path);",
+	/* 2 -> 3: the change time the mount shows (see meta_file.ctime_real) */
+	"ALTER TABLE files ADD COLUMN ctime_real INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE files ADD COLUMN ctime_shown INTEGER NOT NULL DEFAULT 0;",
 };
 
 struct meta {
@@ -271,6 +277,8 @@ int meta_get(struct meta *m, uint64_t ino, struct meta_file *ret)
 		f.gen = sqlite3_column_int64(st, 10);
 		f.path = col_text(st, 11, &oom);
 		f.blocks = sqlite3_column_int64(st, 12);
+		f.ctime_real = sqlite3_column_int64(st, 13);
+		f.ctime_shown = sqlite3_column_int64(st, 14);
 		if (oom)
 			res = -ENOMEM;
 	} else {
@@ -318,6 +326,8 @@ int meta_put(struct meta *m, const struct meta_file *f)
 	sqlite3_bind_int64(st, 12, (sqlite3_int64)f->gen);
 	sqlite3_bind_text(st, 13, f->path, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 14, (sqlite3_int64)f->blocks);
+	sqlite3_bind_int64(st, 15, f->ctime_real);
+	sqlite3_bind_int64(st, 16, f->ctime_shown);
 	if (!res)
 		res = to_errno(m, sqlite3_step(st));
 	sqlite3_reset(st);
@@ -328,7 +338,8 @@ int meta_put(struct meta *m, const struct meta_file *f)
 
 int meta_set_present(struct meta *m, uint64_t ino, const struct rangeset *rs,
 		     uint32_t state, uint32_t flags, uint64_t size, uint64_t gen,
-		     int64_t atime, uint64_t blocks)
+		     int64_t atime, uint64_t blocks, int64_t ctime_real,
+		     int64_t ctime_shown)
 {
 	sqlite3_stmt *st = m->q[Q_PRESENT];
 	int res;
@@ -342,6 +353,8 @@ int meta_set_present(struct meta *m, uint64_t ino, const struct rangeset *rs,
 	sqlite3_bind_int64(st, 6, (sqlite3_int64)gen);
 	sqlite3_bind_int64(st, 7, atime);
 	sqlite3_bind_int64(st, 8, (sqlite3_int64)blocks);
+	sqlite3_bind_int64(st, 9, ctime_real);
+	sqlite3_bind_int64(st, 10, ctime_shown);
 	if (!res)
 		res = to_errno(m, sqlite3_step(st));
 	if (!res && sqlite3_changes(m->db) == 0)
@@ -438,6 +451,11 @@ static int one_number(struct meta *m, int q, uint64_t *ret)
 	sqlite3_reset(st);
 	pthread_mutex_unlock(&m->lock);
 	return res;
+}
+
+int meta_count_ctimes(struct meta *m, uint64_t *ret)
+{
+	return one_number(m, Q_ANYCTIME, ret);
 }
 
 int meta_count(struct meta *m, uint64_t *ret)

@@ -30,7 +30,7 @@
 
 #include "ranges.h"
 
-#define META_SCHEMA_VERSION 2
+#define META_SCHEMA_VERSION 3
 
 enum meta_state {
 	META_PLACEHOLDER = 1, /* nothing present yet */
@@ -58,6 +58,14 @@ struct meta_file {
 	char *path;          /* owned; last known path below the store root,
 			      * a hint checked against ino before use; or NULL */
 	uint64_t blocks;     /* allocated bytes in the store (st_blocks * 512) */
+	/*
+	 * Fills and evictions change the store file's ctime, which no
+	 * system call can set back.  When the store's ctime is still
+	 * ctime_real (ns since the epoch; the one the daemon's own last
+	 * change left), the mount shows ctime_shown instead (the one before
+	 * the daemon's changes).  0: none.
+	 */
+	int64_t ctime_real, ctime_shown;
 };
 
 /* An eviction candidate (see meta_lru). */
@@ -84,7 +92,8 @@ int meta_put(struct meta *m, const struct meta_file *f);
  */
 int meta_set_present(struct meta *m, uint64_t ino, const struct rangeset *rs,
 		     uint32_t state, uint32_t flags, uint64_t size, uint64_t gen,
-		     int64_t atime, uint64_t blocks);
+		     int64_t atime, uint64_t blocks, int64_t ctime_real,
+		     int64_t ctime_shown);
 /*
  * Delete the row of ino; *ret_cached (may be NULL) gets the allocated
  * bytes it counted against the cache (0 for dirty files or no row).
@@ -131,6 +140,8 @@ int meta_delete_gen(struct meta *m, uint64_t ino, uint64_t gen);
 
 /* Count rows (for status and tests). */
 int meta_count(struct meta *m, uint64_t *ret);
+/* Count rows with a ctime_real (a full scan: once, at mount). */
+int meta_count_ctimes(struct meta *m, uint64_t *ret);
 
 void meta_file_free(struct meta_file *f);
 const char *meta_state_name(uint32_t state);

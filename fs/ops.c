@@ -118,6 +118,7 @@ static int do_lookup(fuse_ino_t parent, const char *name,
 	res = inode_lookup(IN(parent), name, &e->attr, &in);
 	if (res)
 		return res;
+	events_shown_attr(in, &e->attr);
 	e->ino = inode_nodeid(in);
 	e->attr_timeout = cfg.attr_timeout;
 	e->entry_timeout = cfg.entry_timeout;
@@ -171,14 +172,18 @@ static int do_getattr(fuse_ino_t ino, struct fuse_file_info *fi,
 	struct inode *in = IN(ino);
 	int fd, res;
 
-	if (fi && !inode_is_dir(in))
-		return fstat(fi->fh, st) < 0 ? -errno : 0;
-	fd = inode_fd_get(in);
-	if (fd < 0)
-		return fd;
-	res = fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ?
-		      -errno : 0;
-	inode_fd_put(in);
+	if (fi && !inode_is_dir(in)) {
+		res = fstat(fi->fh, st) < 0 ? -errno : 0;
+	} else {
+		fd = inode_fd_get(in);
+		if (fd < 0)
+			return fd;
+		res = fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ?
+			      -errno : 0;
+		inode_fd_put(in);
+	}
+	if (!res)
+		events_shown_attr(in, st);
 	return res;
 }
 

@@ -49,6 +49,7 @@ struct snap {
 	uint32_t state, flags;
 	uint64_t size, gen, blocks;
 	int64_t atime;
+	int64_t ctime_real, ctime_shown;
 	struct rangeset rs;
 	bool verify;        /* complete and unverified: check the digest */
 	char sha256[65];    /* the manifest's, when verify */
@@ -124,7 +125,7 @@ static int commit_snaps(const struct snap *snaps, size_t n, char *why, size_t wh
 		if (sn->ino)
 			res = meta_set_present(E.cfg.meta, sn->ino, &sn->rs, sn->state,
 					       sn->flags, sn->size, sn->gen, sn->atime,
-					       sn->blocks);
+					       sn->blocks, sn->ctime_real, sn->ctime_shown);
 		/* the row went, or a newer generation is there */
 		if (res == -ENOENT)
 			res = 0;
@@ -176,6 +177,8 @@ static bool write_batch(struct fstate *batch)
 		snaps[i].gen = fs->gen;
 		snaps[i].blocks = fs->blocks;
 		snaps[i].atime = fs->atime;
+		snaps[i].ctime_real = fs->ctime_real;
+		snaps[i].ctime_shown = fs->ctime_shown;
 		if (rs_copy(&snaps[i].rs, &fs->present))
 			snaps[i].ino = 0; /* skipped: retried on the next change */
 		if (fs->unverified && fs->sha256 && fs->state != META_DIRTY) {
@@ -256,8 +259,16 @@ static bool write_batch(struct fstate *batch)
 			int fd = inode_fd_get(sn->in);
 
 			if (fd >= 0) {
+				struct stat before;
+
 				inode_proc_path(fd, path);
-				removexattr(path, STORE_MARKER_XATTR);
+				/* the daemon's own change: the ctime shown stays */
+				if (fstat(fd, &before) == 0 &&
+				    removexattr(path, STORE_MARKER_XATTR) == 0) {
+					elock();
+					ctime_kept(sn->fs, fd, &before);
+					eunlock();
+				}
 				inode_fd_put(sn->in);
 			}
 		}

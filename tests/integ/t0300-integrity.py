@@ -188,15 +188,17 @@ def test_failed_datasync():
 
 
 def test_times_stay():
-    """Fills and evictions never change the mtime the mount shows, and
-    stat does not wait for a fill in flight."""
+    """Fills and evictions never change the mtime or ctime the mount
+    shows (across a remount too), and stat does not wait for a fill in
+    flight."""
     store, mirror = tmpdir("hsmfs-store-"), tmpdir("hsmfs-mirror-")
     data = os.urandom(256 << 10)
     setup(store, mirror, data)
-    with Mount(store=store, opts="chunk=64k") as m:
+    with Mount(store=store, opts="chunk=64k,attr_timeout=0") as m:
         eq(import_manifest(m.mnt, [{"path": "f", "size": len(data), "mtime": 1000000000}])[0],
            0, "import with an mtime")
         eq(os.stat(m.path("f")).st_mtime, 1000000000, "the imported mtime")
+        ctime0 = os.stat(m.path("f")).st_ctime_ns
         with Hook(m.mnt, "--mirror", mirror, "--delay", "1.5") as h:
             t = threading.Thread(target=lambda: open(m.path("f"), "rb").read(4096))
             t.start()
@@ -211,8 +213,21 @@ def test_times_stay():
         eq(st.st_mtime, 1000000000, "and show the imported mtime")
         eq(state, b"placeholder", "and the state before the fill")
         eq(os.stat(m.path("f")).st_mtime, 1000000000, "a fill leaves the mtime alone")
+        eq(os.stat(m.path("f")).st_ctime_ns, ctime0, "and the ctime")
+        with open(m.path("f"), "rb") as f:
+            eq(os.fstat(f.fileno()).st_ctime_ns, ctime0, "fstat of an open file shows it too")
         os.setxattr(m.path("f"), "user.hsmfs.evict", b"")
         eq(os.stat(m.path("f")).st_mtime, 1000000000, "an eviction leaves it alone too")
+        eq(os.stat(m.path("f")).st_ctime_ns, ctime0, "the ctime as well")
+        with Hook(m.mnt, "--mirror", mirror):
+            eq(open(m.path("f"), "rb").read(), data, "filled again")
+        eq(os.stat(m.path("f")).st_ctime_ns, ctime0, "a second fill keeps the first ctime")
+    with Mount(store=store, opts="chunk=64k,attr_timeout=0") as m:
+        eq(os.stat(m.path("f")).st_ctime_ns, ctime0, "after a remount, before any open")
+        eq([e.stat().st_ctime_ns for e in os.scandir(m.mnt) if e.name == "f"], [ctime0],
+           "and in a directory listing")
+        os.chmod(m.path("f"), 0o640)
+        ok(os.stat(m.path("f")).st_ctime_ns > ctime0, "a user's chmod changes the ctime")
         fd = os.open(m.path("f"), os.O_WRONLY)
         os.pwrite(fd, b"x", 0)
         os.close(fd)

@@ -73,14 +73,15 @@ int main(void)
 	meta_file_free(&g);
 
 	rs_add(&f.present, 4096, 1 << 20);
-	ok(meta_set_present(m, 42, &f.present, META_RESIDENT, 0, f.size, 5, 0, 0) == 0,
+	ok(meta_set_present(m, 42, &f.present, META_RESIDENT, 0, f.size, 5, 0, 0, 7, 3) == 0,
 	   "update present ranges");
-	ok(meta_get(m, 42, &g) == 0 && g.present.n == 1 && g.state == META_RESIDENT,
-	   "updated ranges merged and state changed");
+	ok(meta_get(m, 42, &g) == 0 && g.present.n == 1 && g.state == META_RESIDENT &&
+	   g.ctime_real == 7 && g.ctime_shown == 3,
+	   "updated ranges merged, state and change times changed");
 	meta_file_free(&g);
-	ok(meta_set_present(m, 43, &f.present, META_RESIDENT, 0, f.size, 5, 0, 0) == -ENOENT,
+	ok(meta_set_present(m, 43, &f.present, META_RESIDENT, 0, f.size, 5, 0, 0, 0, 0) == -ENOENT,
 	   "update of a missing row: ENOENT");
-	ok(meta_set_present(m, 42, &f.present, META_PARTIAL, 0, f.size, 6, 0, 0) == -ENOENT,
+	ok(meta_set_present(m, 42, &f.present, META_PARTIAL, 0, f.size, 6, 0, 0, 0, 0) == -ENOENT,
 	   "update for another generation does not apply");
 
 	ok(meta_begin(m) == 0, "begin");
@@ -182,8 +183,13 @@ int main(void)
 		     "PRAGMA user_version = 1;", NULL, NULL, NULL);
 	sqlite3_close(raw);
 	ok(meta_open(db("v1.db"), &m) == 0 && meta_get(m, 5, &g) == 0 && g.size == 10 &&
-		   g.path == NULL && g.blocks == 0,
-	   "version 1 migrates: rows kept, no path, no blocks");
+		   g.path == NULL && g.blocks == 0 && g.ctime_real == 0 && g.ctime_shown == 0,
+	   "version 1 migrates: rows kept, no path, no blocks, no change times");
+	{
+		uint64_t nct = 1;
+
+		ok(meta_count_ctimes(m, &nct) == 0 && nct == 0, "no change time recorded yet");
+	}
 	meta_file_free(&g);
 	meta_close(m);
 
