@@ -1276,6 +1276,8 @@ static int cmd_stats(int argc, char **argv)
 		{ "filled_bytes", "bytes filled" }, { "pre_access", "PRE_ACCESS events" },
 		{ "pre_modify", "PRE_MODIFY events" }, { "denied", "denied" },
 		{ "timeouts", "timed out" }, { "interrupted", "interrupted" },
+		{ "parked", "requests parked on hooks" },
+		{ "over_bound", "refused: user's bound (EAGAIN)" },
 		{ "fill_p50_us", "fill latency p50 (us)" }, { "fill_p90_us", "fill latency p90 (us)" },
 		{ "fill_p99_us", "fill latency p99 (us)" }, { "inodes", "inodes remembered" },
 		{ "cached_fds", "cached descriptors" },

@@ -56,6 +56,12 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 		       struct fuse_req *req, bool first, uint64_t *reserved,
 		       struct event **ret_ev);
 static void resume(struct parked *p);
+static void put_ref(struct event *ev);
+static unsigned share_of(uid_t uid);
+static struct parked *park_take(struct fuse_req *req, int *res);
+static void park_put(struct parked *p);
+static int start_modify(struct inode *in, uint64_t start, uint64_t end,
+			struct fuse_req *req, struct event **ret_ev);
 static void drain_ready(void);
 static void unpark_interrupted(struct event *ev);
 static bool quiet_has(const struct hook *h, uint64_t ino);
@@ -573,6 +579,7 @@ static void resend(struct event *ev)
 static void *timer_main(void *arg)
 {
 	struct timespec ts;
+	bool exiting;
 
 	elock();
 	while (!E.stopping) {
@@ -580,11 +587,17 @@ static void *timer_main(void *arg)
 		pthread_cond_timedwait(&E.tcond, &E.lock, &ts);
 		if (E.stopping)
 			break;
+		/* unmounted: nobody reads the answers; every wait ends now */
+		exiting = E.cfg.exiting && E.cfg.exiting();
 		for (unsigned i = 0; i < E.cfg.max_pending; i++) {
 			struct event *ev = &E.slots[i];
 
 			if (ev->st != EV_SENT && ev->st != EV_QUEUED)
 				continue;
+			if (exiting && !ev->copying) {
+				complete(ev, -EIO);
+				continue;
+			}
 			if (!ev->copying && mono_passed(&ev->deadline)) {
 				expire(ev);
 				continue;
@@ -911,31 +924,96 @@ int events_read(struct inode *in, uint64_t off, uint64_t len, struct fuse_req *r
 		eunlock();
 		return caller_errno(res);
 	}
-	p = E.park_free;
+	p = park_take(req, &res);
 	if (!p) {
-		/* every parking place taken: wait in this thread, as before */
-		ev->waiters--;
-		put_event(ev);
+		put_ref(ev);
 		eunlock();
+		if (res)
+			return res; /* the user's bound; the fill goes on */
+		/* every parking place taken: wait in this thread, as before */
 		return events_pre_access(in, off, len, req, ret_held);
 	}
-	E.park_free = p->next;
-	p->req = req;
 	p->in = in;
 	inode_ref(in);
 	p->fd = fd;
 	p->off = off;
 	p->len = len;
-	p->retried = false;
 	p->next = ev->parked; /* with the reference access_step took */
 	ev->parked = p;
 	eunlock();
 	return EVENTS_PARKED;
 }
 
+/* Drop a reference to ev taken for a wait that will not happen.  E.lock held. */
+static void put_ref(struct event *ev)
+{
+	ELOCK_HELD();
+	ev->waiters--;
+	put_event(ev);
+}
+
+static unsigned share_of(uid_t uid)
+{
+	return (unsigned)(((uint64_t)uid * 0x9E3779B97F4A7C15ULL) >> 58) % USER_SHARES;
+}
+
 /*
- * A parked read's event ended: check it again; park it on the next
- * event, or answer it.  Called without E.lock.
+ * A parking place for req: NULL with *res 0 when the pool is empty (the
+ * caller waits in its thread), NULL with -EAGAIN when req's user is at
+ * its bound (cfg.max_parked_user), logged at most once a minute.
+ * E.lock held.
+ */
+static struct parked *park_take(struct fuse_req *req, int *res)
+{
+	ELOCK_HELD();
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	unsigned share = share_of(ctx ? ctx->uid : 0);
+	struct parked *p;
+
+	*res = 0;
+	if (E.cfg.max_parked_user && E.parked_by[share] >= E.cfg.max_parked_user) {
+		int64_t now = mono_ms();
+
+		E.st.over_bound++;
+		if (!E.share_warned || now - E.share_warned >= 60000) {
+			E.share_warned = now;
+			log_warn("user %u has %u requests waiting for hooks "
+				 "(max_pending_user=%u): failing more with EAGAIN",
+				 ctx ? (unsigned)ctx->uid : 0, E.parked_by[share],
+				 E.cfg.max_parked_user);
+		}
+		*res = -EAGAIN;
+		return NULL;
+	}
+	p = E.park_free;
+	if (!p)
+		return NULL;
+	E.park_free = p->next;
+	memset(p, 0, sizeof(*p));
+	p->req = req;
+	p->share = share;
+	E.parked_by[share]++;
+	E.nparked++;
+	return p;
+}
+
+/* Give p back (its inode released by the caller).  E.lock held. */
+static void park_put(struct parked *p)
+{
+	ELOCK_HELD();
+	E.parked_by[p->share]--;
+	E.nparked--;
+	p->req = NULL;
+	p->in = NULL;
+	p->cont = NULL;
+	p->next = E.park_free;
+	E.park_free = p;
+}
+
+/*
+ * A parked request's event ended.  A change goes on through its
+ * continuation.  A read is checked again: parked on the next event, or
+ * answered.  Called without E.lock.
  */
 static void resume(struct parked *p)
 {
@@ -944,6 +1022,14 @@ static void resume(struct parked *p)
 	struct event *ev;
 	int res = p->result;
 
+	if (p->cont) {
+		p->cont(p->arg, caller_errno(res));
+		inode_release(p->in);
+		elock();
+		park_put(p);
+		eunlock();
+		return;
+	}
 	if (res == -ENOSPC && !p->retried) {
 		/* the store is full: evict, then try once more */
 		p->retried = true;
@@ -964,12 +1050,9 @@ static void resume(struct parked *p)
 	}
 	eunlock();
 	E.cfg.reply(p->req, p->in, p->fd, p->off, p->len, caller_errno(res));
-	elock();
 	inode_release(p->in);
-	p->req = NULL;
-	p->in = NULL;
-	p->next = E.park_free;
-	E.park_free = p;
+	elock();
+	park_put(p);
 	eunlock();
 }
 
@@ -1085,34 +1168,33 @@ static bool modify_target(const struct hook *h, struct inode *in)
 	       !quiet_has(h, inode_ino(in));
 }
 
-int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
-		      struct fuse_req *req)
+/*
+ * Start the PRE_MODIFY event of [start, end) of in: 0 (no hook must
+ * answer), 1 with *ret_ev (one reference, the caller's), or -errno.
+ * E.lock held.
+ */
+static int start_modify(struct inode *in, uint64_t start, uint64_t end,
+			struct fuse_req *req, struct event **ret_ev)
 {
+	ELOCK_HELD();
 	char path[HSMFS_MAX_PATH + 1];
 	struct proto_event pe;
 	struct event *ev;
 	struct hook *h;
-	int res;
 
-	if (inode_flags(in) & INODE_QUIET)
-		return 0;
-	elock();
 	for (h = E.hooks; h; h = h->next)
 		if (modify_target(h, in))
 			break;
 	if (!h) {
 		/* every hook that watches it quieted it: the fast path may skip */
 		inode_flags_set(in, INODE_QUIET);
-		eunlock();
 		return 0;
 	}
 	ev = get_slot();
-	if (!ev) {
-		eunlock();
+	if (!ev)
 		return -EIO;
-	}
 	init_event(ev, HSMFS_EV_PRE_MODIFY, in, req);
-	ev->waiters = 1; /* ours, for wait_event() */
+	ev->waiters = 1; /* the caller's */
 	ev->fs = NULL;
 	ev->start = start;
 	ev->end = end;
@@ -1125,8 +1207,61 @@ int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
 	ev->st = EV_SENT;
 	if (!ev->ntargets)
 		complete(ev, 0);
-	res = wait_event(ev, req);
+	*ret_ev = ev;
+	return 1;
+}
+
+int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
+		      struct fuse_req *req)
+{
+	struct event *ev;
+	int res;
+
+	if (inode_flags(in) & INODE_QUIET)
+		return 0;
+	elock();
+	res = start_modify(in, start, end, req, &ev);
+	if (res == 1)
+		res = wait_event(ev, req);
 	eunlock();
+	drain_ready();
+	return caller_errno(res);
+}
+
+int events_modify(struct inode *in, uint64_t start, uint64_t end, struct fuse_req *req,
+		  void (*cont)(void *arg, int res), void *arg)
+{
+	struct event *ev;
+	struct parked *p;
+	int res;
+
+	if (inode_flags(in) & INODE_QUIET)
+		return 0;
+	elock();
+	res = start_modify(in, start, end, req, &ev);
+	if (res == 1 && ev->st == EV_DONE) {
+		/* decided already (nobody to ask) */
+		res = wait_event(ev, req);
+	} else if (res == 1) {
+		p = park_take(req, &res);
+		if (!p) {
+			if (!res) /* no parking place: wait here, as before */
+				res = wait_event(ev, req);
+			else
+				put_ref(ev);
+		} else {
+			p->in = in;
+			inode_ref(in);
+			p->cont = cont;
+			p->arg = arg;
+			p->next = ev->parked; /* with start_modify's reference */
+			ev->parked = p;
+			res = EVENTS_PARKED;
+		}
+	}
+	eunlock();
+	if (res == EVENTS_PARKED)
+		return res;
 	drain_ready();
 	return caller_errno(res);
 }

@@ -126,8 +126,19 @@ struct parked {
 	uint64_t off, len;          /* the read */
 	int result;                 /* of the event it waited for */
 	bool retried;               /* ENOSPC: evicted and tried once more */
+	void (*cont)(void *arg, int res); /* a parked change (events_modify()):
+					   * called once decided; NULL: a read */
+	void *arg;
+	unsigned share;             /* its user's count in E.parked_by */
 	struct parked *next;        /* event's list, ready list, or free list */
 };
+
+/*
+ * Parked requests are counted per user, in USER_SHARES counters by a
+ * hash of the uid (users whose ids share a counter share its bound):
+ * one user cannot take every parking place of an allow_other mount.
+ */
+#define USER_SHARES 64
 
 struct event {
 	uint64_t id;               /* 0 when free */
@@ -199,7 +210,10 @@ struct engine {
 	uint64_t joins;            /* hooks that joined so far */
 	struct parked *park_pool;  /* max_pending entries */
 	struct parked *park_free;
-	struct parked *ready;      /* parked reads whose event ended */
+	struct parked *ready;      /* parked requests whose event ended */
+	uint32_t parked_by[USER_SHARES]; /* parked requests per user share */
+	uint64_t nparked;          /* parked now, all users */
+	int64_t share_warned;      /* when a user's bound was last logged (ms) */
 	int stage[STAGE_POOL];     /* fresh staging files (stage_refill) */
 	unsigned nstage;
 	bool write_failing;        /* the last batch could not be committed */

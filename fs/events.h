@@ -80,6 +80,13 @@ struct events_config {
 	void (*reply)(struct fuse_req *req, struct inode *in, int fd, uint64_t off,
 		      uint64_t len, int res);
 	int state_fd;         /* borrowed: STORE/.hsmfs, where fills stage */
+	/*
+	 * Requests one user may have parked waiting for hooks; over it, a
+	 * request fails with EAGAIN at once.  0: max_pending.
+	 */
+	unsigned max_parked_user;
+	/* has the FUSE session ended (unmounted)?  Then every wait ends. */
+	bool (*exiting)(void);
 };
 
 /*
@@ -94,6 +101,8 @@ struct events_stats {
 	uint64_t filled_bytes; /* bytes fill hooks reported filled */
 	uint64_t pre_access, pre_modify; /* events by type */
 	uint64_t denied, timeouts, interrupted;
+	uint64_t parked;       /* requests parked now, waiting for hooks */
+	uint64_t over_bound;   /* requests failed with EAGAIN: user's bound */
 	uint64_t evictions_started, evictions_done; /* punches begun, ended */
 	uint64_t fill_p50_us, fill_p90_us, fill_p99_us;
 };
@@ -155,6 +164,18 @@ int events_read(struct inode *in, uint64_t off, uint64_t len, struct fuse_req *r
 		int fd, bool *ret_held);
 int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
 		      struct fuse_req *req);
+/*
+ * PRE_MODIFY of [start, end) of in without holding the calling worker:
+ * 0 (no hook must answer, or all allowed: go on now), -errno (reply
+ * it), or EVENTS_PARKED: the engine keeps the request and calls
+ * cont(arg, res) once every hook answered or the event failed (res 0:
+ * go on with the change; else the -errno to reply), from the engine
+ * thread that decided it, without the engine's lock; in stays
+ * referenced until cont returns.  A full parking pool waits in the
+ * calling thread; a user over max_parked_user gets -EAGAIN.
+ */
+int events_modify(struct inode *in, uint64_t start, uint64_t end, struct fuse_req *req,
+		  void (*cont)(void *arg, int res), void *arg);
 
 /*
  * Re-read in's state from the database (after hsmfsctl import changed

@@ -59,6 +59,8 @@ static void usage(void)
 "  timeout=S          seconds a hook may take per event (default 30)\n"
 "  nohook=wait|fail   with no fill hook: wait up to the timeout, or fail now\n"
 "  max_pending=N      events in flight at once (default 1024)\n"
+"  max_pending_user=N requests one user may have waiting for hooks\n"
+"                     (default: max_pending; a quarter with allow_other)\n"
 "  chunk=SIZE         alignment of fill hints (default 1M)\n"
 "  cache_max=SIZE     evict least recently used files past this many\n"
 "                     allocated bytes of fetched data (default: no limit)\n"
@@ -371,6 +373,10 @@ int main(int argc, char *argv[])
 			.origin = o.origin,
 			.invalidate = ops_invalidate,
 			.reply = ops_read_reply,
+			.exiting = ops_exiting,
+			/* on a shared mount one user gets a quarter of the places */
+			.max_parked_user = o.max_pending_user ? o.max_pending_user :
+					   o.allow_other ? (o.max_pending + 3) / 4 : 0,
 			.state_fd = store.state_fd,
 			.cache_limited = o.cache_max || o.cache_min_free ||
 					 o.cache_min_free_pct,

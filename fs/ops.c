@@ -33,6 +33,11 @@ void ops_set_session(struct fuse_session *se)
 	session = se;
 }
 
+bool ops_exiting(void)
+{
+	return session && fuse_session_exited(session);
+}
+
 void ops_invalidate(struct inode *in, uint64_t off, uint64_t len)
 {
 	if (session)
@@ -164,6 +169,36 @@ static void op_forget_multi(fuse_req_t req, size_t count,
 	fuse_reply_none(req);
 }
 
+/*
+ * A change parked on its PRE_MODIFY event (events_modify()): the
+ * request's arguments, kept until every hook has answered; the change
+ * is then made from the engine thread that decided it.  The kernel
+ * keeps the open file, so its descriptors, until the request is
+ * answered.
+ */
+struct later {
+	fuse_req_t req;
+	fuse_ino_t ino, ino_out;
+	struct fuse_file_info fi, fi_out;
+	bool has_fi, held;
+	struct stat attr;
+	int valid, mode, flags;
+	off_t off, off_out;
+	size_t len;
+	char data[]; /* a write's bytes */
+};
+
+static struct later *later_new(fuse_req_t req, fuse_ino_t ino, size_t datalen)
+{
+	struct later *l = calloc(1, sizeof(*l) + datalen);
+
+	if (l) {
+		l->req = req;
+		l->ino = ino;
+	}
+	return l;
+}
+
 /* ----------------------------------------------------------- attributes */
 
 static int do_getattr(fuse_ino_t ino, struct fuse_file_info *fi,
@@ -232,7 +267,8 @@ static int set_times(struct inode *in, int fd, struct fuse_file_info *fi,
 }
 
 static int do_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
-		      int valid, struct fuse_file_info *fi, struct stat *ret_st)
+		      int valid, struct fuse_file_info *fi, struct stat *ret_st,
+		      bool checked)
 {
 	struct inode *in = IN(ino);
 	bool use_fh = fi && !inode_is_dir(in);
@@ -271,7 +307,7 @@ static int do_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		b = old.st_size < attr->st_size ? attr->st_size : old.st_size;
 		if (!inode_is_dir(in))
 			res = events_load(in);
-		if (!res && events_modify_watched() && a != b)
+		if (!res && !checked && events_modify_watched() && a != b)
 			res = events_pre_modify(in, a, b, req);
 		if (res) {
 			inode_fd_put(in);
@@ -310,12 +346,78 @@ err:
 	return res;
 }
 
+static void setattr_later(void *arg, int res)
+{
+	struct later *l = arg;
+	struct stat st;
+
+	if (!res)
+		res = do_setattr(l->req, l->ino, &l->attr, l->valid,
+				 l->has_fi ? &l->fi : NULL, &st, true);
+	if (res)
+		fuse_reply_err(l->req, -res);
+	else
+		fuse_reply_attr(l->req, &st, cfg.attr_timeout);
+	free(l);
+}
+
+/*
+ * A size change a hook must allow: ask before any attribute changes,
+ * parking the request.  0: go on (checked); EVENTS_PARKED; -errno.
+ */
+static int setattr_ask(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
+		       struct fuse_file_info *fi)
+{
+	struct inode *in = IN(ino);
+	struct later *l;
+	struct stat old;
+	uint64_t a, b;
+	int fd, res;
+
+	fd = inode_fd_get(in);
+	if (fd < 0)
+		return fd;
+	res = fstatat(fd, "", &old, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+	inode_fd_put(in);
+	if (!res)
+		res = events_load(in);
+	if (res)
+		return res;
+	a = (uint64_t)(old.st_size < attr->st_size ? old.st_size : attr->st_size);
+	b = (uint64_t)(old.st_size < attr->st_size ? attr->st_size : old.st_size);
+	if (a == b)
+		return 0;
+	l = later_new(req, ino, 0);
+	if (!l)
+		return -ENOMEM;
+	l->attr = *attr;
+	l->valid = valid;
+	if (fi) {
+		l->fi = *fi;
+		l->has_fi = true;
+	}
+	res = events_modify(in, a, b, req, setattr_later, l);
+	if (res != EVENTS_PARKED)
+		free(l);
+	return res;
+}
+
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		       int valid, struct fuse_file_info *fi)
 {
+	bool checked = false;
 	struct stat st;
-	int res = do_setattr(req, ino, attr, valid, fi, &st);
+	int res = 0;
 
+	if ((valid & FUSE_SET_ATTR_SIZE) && events_modify_watched() &&
+	    !inode_is_dir(IN(ino))) {
+		res = setattr_ask(req, ino, attr, valid, fi);
+		if (res == EVENTS_PARKED)
+			return;
+		checked = true;
+	}
+	if (!res)
+		res = do_setattr(req, ino, attr, valid, fi, &st, checked);
 	if (res)
 		fuse_reply_err(req, -res);
 	else
@@ -728,27 +830,18 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		events_read_done(in);
 }
 
-static void op_write_buf(fuse_req_t req, fuse_ino_t ino,
-			 struct fuse_bufvec *in_buf, off_t off,
-			 struct fuse_file_info *fi)
+static void write_now(fuse_req_t req, struct inode *in, struct fuse_bufvec *in_buf,
+		      off_t off, int fd)
 {
 	size_t size = fuse_buf_size(in_buf);
 	struct fuse_bufvec out = FUSE_BUFVEC_INIT(size);
-	struct inode *in = IN(ino);
 	uint32_t flags = inode_flags(in);
 	struct events_change ch;
 	ssize_t res;
 
-	if (__builtin_expect(events_modify_watched(), 0) && !(flags & INODE_QUIET)) {
-		res = events_pre_modify(in, off, off + size, req);
-		if (res) {
-			fuse_reply_err(req, -res);
-			return;
-		}
-	}
 	/* a short splice into the store goes on: a write is all or an error */
 	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
-	out.buf[0].fd = fi->fh;
+	out.buf[0].fd = fd;
 	out.buf[0].pos = off;
 	/* the user's bytes win: no fill is committed over them */
 	if (__builtin_expect(flags & INODE_STATEFUL, 0))
@@ -765,6 +858,58 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino,
 		return;
 	}
 	fuse_reply_write(req, res);
+}
+
+static void write_later(void *arg, int res)
+{
+	struct later *l = arg;
+	struct fuse_bufvec b = FUSE_BUFVEC_INIT(l->len);
+
+	b.buf[0].mem = l->data;
+	if (res)
+		fuse_reply_err(l->req, -res);
+	else
+		write_now(l->req, IN(l->ino), &b, l->off, l->fi.fh);
+	free(l);
+}
+
+static void op_write_buf(fuse_req_t req, fuse_ino_t ino,
+			 struct fuse_bufvec *in_buf, off_t off,
+			 struct fuse_file_info *fi)
+{
+	struct inode *in = IN(ino);
+
+	if (__builtin_expect(events_modify_watched(), 0) &&
+	    !(inode_flags(in) & INODE_QUIET)) {
+		/* the bytes are kept while a hook decides: the request parks */
+		size_t size = fuse_buf_size(in_buf);
+		struct later *l = later_new(req, ino, size);
+		struct fuse_bufvec b = FUSE_BUFVEC_INIT(size);
+		ssize_t res;
+
+		if (!l) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		l->fi = *fi;
+		l->off = off;
+		l->len = size;
+		b.buf[0].mem = l->data;
+		res = fuse_buf_copy(&b, in_buf, 0);
+		if (res >= 0 && (size_t)res != size)
+			res = -EIO;
+		if (res >= 0)
+			res = events_modify(in, off, off + size, req, write_later, l);
+		if (res == EVENTS_PARKED)
+			return;
+		if (res < 0)
+			fuse_reply_err(req, (int)-res);
+		else
+			write_now(req, in, &b, off, fi->fh);
+		free(l);
+		return;
+	}
+	write_now(req, in, in_buf, off, fi->fh);
 }
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -796,25 +941,18 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	fuse_reply_err(req, -res);
 }
 
-static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
-			 off_t len, struct fuse_file_info *fi)
+static void fallocate_now(fuse_req_t req, struct inode *in, int fd, int mode,
+			  off_t off, off_t len)
 {
-	struct inode *in = IN(ino);
 	struct events_change ch = { 0 };
 	struct stat st;
 	int res = 0;
 
-	if (events_modify_watched())
-		res = events_pre_modify(in, off, off + len, req);
-	if (res) {
-		fuse_reply_err(req, -res);
-		return;
-	}
 	if (inode_flags(in) & INODE_STATEFUL)
 		events_change_begin(in, &ch, off, off + len);
-	if (fallocate(fi->fh, mode, off, len) < 0)
+	if (fallocate(fd, mode, off, len) < 0)
 		res = -errno;
-	if (!res && ch.fs && fstat(fi->fh, &st) == 0 && off < st.st_size)
+	if (!res && ch.fs && fstat(fd, &st) == 0 && off < st.st_size)
 		events_wrote(in, &ch, off,
 			     (off + len > st.st_size ? st.st_size : off + len) - off);
 	else
@@ -822,36 +960,126 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 	fuse_reply_err(req, -res);
 }
 
+static void fallocate_later(void *arg, int res)
+{
+	struct later *l = arg;
+
+	if (res)
+		fuse_reply_err(l->req, -res);
+	else
+		fallocate_now(l->req, IN(l->ino), (int)l->fi.fh, l->mode, l->off,
+			      (off_t)l->len);
+	free(l);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
+			 off_t len, struct fuse_file_info *fi)
+{
+	struct inode *in = IN(ino);
+	int res = 0;
+
+	if (events_modify_watched()) {
+		struct later *l = later_new(req, ino, 0);
+
+		if (!l) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		l->fi = *fi;
+		l->mode = mode;
+		l->off = off;
+		l->len = (size_t)len;
+		res = events_modify(in, off, off + len, req, fallocate_later, l);
+		if (res == EVENTS_PARKED)
+			return;
+		free(l);
+	}
+	if (res) {
+		fuse_reply_err(req, -res);
+		return;
+	}
+	fallocate_now(req, in, fi->fh, mode, off, len);
+}
+
+static void copy_now(fuse_req_t req, struct inode *src, int fd_in, off_t off_in,
+		     struct inode *dst, int fd_out, off_t off_out, size_t len,
+		     int flags, bool held)
+{
+	off_t start_out = off_out;
+	struct events_change ch = { 0 };
+	ssize_t res;
+
+	if (inode_flags(dst) & INODE_STATEFUL)
+		events_change_begin(dst, &ch, off_out, off_out + len);
+	res = copy_file_range(fd_in, &off_in, fd_out, &off_out, len, (unsigned)flags);
+	if (res < 0)
+		res = -errno;
+	events_wrote(dst, &ch, start_out, res > 0 ? res : 0);
+	if (held)
+		events_read_done(src);
+	if (res < 0)
+		fuse_reply_err(req, (int)-res);
+	else
+		fuse_reply_write(req, res);
+}
+
+static void copy_later(void *arg, int res)
+{
+	struct later *l = arg;
+
+	if (res) {
+		if (l->held)
+			events_read_done(IN(l->ino));
+		fuse_reply_err(l->req, -res);
+	} else {
+		copy_now(l->req, IN(l->ino), l->fi.fh, l->off, IN(l->ino_out), l->fi_out.fh,
+			 l->off_out, l->len, l->flags, l->held);
+	}
+	free(l);
+}
+
+/*
+ * The source's missing bytes are waited for in this thread (a copy
+ * within one hsmfs mount); the destination's PRE_MODIFY parks.
+ */
 static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			       struct fuse_file_info *fi_in, fuse_ino_t ino_out,
 			       off_t off_out, struct fuse_file_info *fi_out,
 			       size_t len, int flags)
 {
 	struct inode *src = IN(ino_in), *dst = IN(ino_out);
-	off_t start_out = off_out;
-	struct events_change ch = { 0 };
-	ssize_t res = 0;
 	bool held = false;
+	int res = 0;
 
 	if (inode_flags(src) & (INODE_NONRESIDENT | INODE_TRACKED))
 		res = events_pre_access(src, off_in, len, req, &held);
-	if (!res && events_modify_watched())
-		res = events_pre_modify(dst, off_out, off_out + len, req);
-	if (!res) {
-		if (inode_flags(dst) & INODE_STATEFUL)
-			events_change_begin(dst, &ch, off_out, off_out + len);
-		res = copy_file_range(fi_in->fh, &off_in, fi_out->fh, &off_out, len, flags);
-		if (res < 0)
-			res = -errno;
-		events_wrote(dst, &ch, start_out, res > 0 ? res : 0);
+	if (!res && events_modify_watched()) {
+		struct later *l = later_new(req, ino_in, 0);
+
+		if (!l) {
+			res = -ENOMEM;
+		} else {
+			l->ino_out = ino_out;
+			l->fi = *fi_in;
+			l->fi_out = *fi_out;
+			l->off = off_in;
+			l->off_out = off_out;
+			l->len = len;
+			l->flags = flags;
+			l->held = held;
+			res = events_modify(dst, off_out, off_out + len, req, copy_later, l);
+			if (res == EVENTS_PARKED)
+				return;
+			free(l);
+		}
 	}
-	if (held)
-		events_read_done(src);
-	if (res < 0) {
+	if (res) {
+		if (held)
+			events_read_done(src);
 		fuse_reply_err(req, -res);
 		return;
 	}
-	fuse_reply_write(req, res);
+	copy_now(req, src, fi_in->fh, off_in, dst, fi_out->fh, off_out, len, flags, held);
 }
 
 static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,

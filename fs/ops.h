@@ -44,6 +44,8 @@ void ops_set_session(struct fuse_session *se);
  */
 struct inode;
 void ops_invalidate(struct inode *in, uint64_t off, uint64_t len);
+/* Has the FUSE session ended (unmounted)?  Any thread. */
+bool ops_exiting(void);
 
 /*
  * Answer a read the event engine parked (events.h, cfg.reply): an error,

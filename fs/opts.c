@@ -199,6 +199,13 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 		}
 		return fail(err, errlen, "option '%s' needs 'wait' or 'fail'", opt);
 	}
+	if (KEY("max_pending_user")) {
+		if (!val || parse_uint(val, 1, OPTS_PENDING_MAX, &o->max_pending_user))
+			return fail(err, errlen,
+				    "option '%s' needs a number from 1 to %d", opt,
+				    OPTS_PENDING_MAX);
+		return 0;
+	}
 	if (KEY("max_pending")) {
 		if (!val || parse_uint(val, 1, OPTS_PENDING_MAX, &o->max_pending))
 			return fail(err, errlen,

@@ -63,6 +63,7 @@ struct hsmfs_opts {
 	double timeout;          /* seconds an event may take, default 30 */
 	bool nohook_fail;        /* nohook=fail: no fill hook fails at once */
 	unsigned max_pending;    /* event slots, default 1024 */
+	unsigned max_pending_user; /* requests one user may park; 0: default */
 	unsigned long long chunk; /* hint alignment, default 1 MiB */
 	char *hook;              /* hook=COMMAND to start and supervise, or NULL */
 	char *origin;            /* origin=URL base for files with no url, or NULL */

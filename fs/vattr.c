@@ -68,6 +68,7 @@ void events_get_stats(struct events_stats *ret)
 
 	elock();
 	*ret = E.st;
+	ret->parked = E.nparked;
 	for (unsigned b = 0; b < LAT_BUCKETS; b++)
 		total += E.lat[b];
 	ret->fill_p50_us = lat_percentile(E.lat, total, 50);
@@ -124,7 +125,8 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 			     "\"enospc\": %llu, \"hits\": %llu, \"misses\": %llu, \"readahead\": %llu, "
 			     "\"filled_bytes\": %llu, \"pre_access\": %llu, "
 			     "\"pre_modify\": %llu, \"denied\": %llu, \"timeouts\": %llu, "
-			     "\"interrupted\": %llu, \"fill_p50_us\": %llu, "
+			     "\"interrupted\": %llu, \"parked\": %llu, "
+			     "\"over_bound\": %llu, \"fill_p50_us\": %llu, "
 			     "\"fill_p90_us\": %llu, \"fill_p99_us\": %llu, "
 			     "\"evictions_started\": %llu, \"evictions_done\": %llu, "
 			     "\"inodes\": %llu, \"cached_fds\": %llu}\n",
@@ -141,6 +143,8 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 			     (unsigned long long)es.pre_modify,
 			     (unsigned long long)es.denied, (unsigned long long)es.timeouts,
 			     (unsigned long long)es.interrupted,
+			     (unsigned long long)es.parked,
+			     (unsigned long long)es.over_bound,
 			     (unsigned long long)es.fill_p50_us,
 			     (unsigned long long)es.fill_p90_us,
 			     (unsigned long long)es.fill_p99_us,
