@@ -60,14 +60,16 @@ static void put_ref(struct event *ev);
 static unsigned share_of(uid_t uid);
 static struct parked *park_take(struct fuse_req *req, int *res);
 static void park_put(struct parked *p);
-static int start_modify(struct inode *in, uint64_t start, uint64_t end,
-			struct fuse_req *req, struct event **ret_ev);
+static int start_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t end,
+		      struct fuse_req *req, struct event **ret_ev);
+static int park_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t end,
+		     struct fuse_req *req, void (*cont)(void *arg, int res), void *arg);
 static void drain_ready(void);
 static void unpark_interrupted(struct event *ev);
 static bool quiet_has(const struct hook *h, uint64_t ino);
 static void quiet_put(uint64_t *tab, uint32_t cap, uint64_t ino);
 static void quiet_add(struct hook *h, uint64_t ino);
-static bool modify_target(const struct hook *h, struct inode *in);
+static bool perm_target(const struct hook *h, struct inode *in, uint32_t type);
 static struct event *find_event(uint64_t id);
 static int deny_errno(uint32_t e);
 static void answer_one(struct hook *h, const struct proto_answer *a);
@@ -509,8 +511,10 @@ static void init_event(struct event *ev, uint32_t type, struct inode *in,
 	clock_gettime(CLOCK_MONOTONIC, &ev->born);
 	if (type == HSMFS_EV_PRE_ACCESS)
 		E.st.pre_access++;
-	else
+	else if (type == HSMFS_EV_PRE_MODIFY)
 		E.st.pre_modify++;
+	else
+		E.st.open_perm++;
 }
 
 /* ev ran out of time: every hook that had it gets a CANCEL, the event fails.  E.lock held. */
@@ -523,7 +527,8 @@ static void expire(struct event *ev)
 		if (ev->targets[i] && !ev->unsent[i])
 			hooks_send_cancel(ev->targets[i], ev->id, HSMFS_CANCEL_TIMEOUT);
 	log_warn("event %llu (%s) timed out%s", (unsigned long long)ev->id,
-		 ev->type == HSMFS_EV_PRE_ACCESS ? "PRE_ACCESS" : "PRE_MODIFY",
+		 ev->type == HSMFS_EV_PRE_ACCESS ? "PRE_ACCESS" :
+		 ev->type == HSMFS_EV_PRE_MODIFY ? "PRE_MODIFY" : "OPEN_PERM",
 		 ev->detached ? " (readahead)" : "");
 	complete(ev, EV_TIMEOUT);
 }
@@ -1160,21 +1165,22 @@ static void quiet_add(struct hook *h, uint64_t ino)
 	h->nquiet++;
 }
 
-/* Must h answer PRE_MODIFY of in?  E.lock held. */
-static bool modify_target(const struct hook *h, struct inode *in)
+/* Must h answer an event of type (PRE_MODIFY or OPEN_PERM) of in?  E.lock held. */
+static bool perm_target(const struct hook *h, struct inode *in, uint32_t type)
 {
 	ELOCK_HELD();
-	return (h->mask & HSMFS_MASK(HSMFS_EV_PRE_MODIFY)) && in_subtree(h, in) &&
-	       !quiet_has(h, inode_ino(in));
+	return (h->mask & HSMFS_MASK(type)) && in_subtree(h, in) &&
+	       (type != HSMFS_EV_PRE_MODIFY || !quiet_has(h, inode_ino(in)));
 }
 
 /*
- * Start the PRE_MODIFY event of [start, end) of in: 0 (no hook must
- * answer), 1 with *ret_ev (one reference, the caller's), or -errno.
- * E.lock held.
+ * Start a permission event (PRE_MODIFY of [start, end), or OPEN_PERM
+ * with the open flags in start) of in: 0 (no hook must answer), 1 with
+ * *ret_ev (one reference, the caller's), or -errno.  Every hook
+ * subscribed must answer.  E.lock held.
  */
-static int start_modify(struct inode *in, uint64_t start, uint64_t end,
-			struct fuse_req *req, struct event **ret_ev)
+static int start_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t end,
+		      struct fuse_req *req, struct event **ret_ev)
 {
 	ELOCK_HELD();
 	char path[HSMFS_MAX_PATH + 1];
@@ -1183,17 +1189,18 @@ static int start_modify(struct inode *in, uint64_t start, uint64_t end,
 	struct hook *h;
 
 	for (h = E.hooks; h; h = h->next)
-		if (modify_target(h, in))
+		if (perm_target(h, in, type))
 			break;
 	if (!h) {
 		/* every hook that watches it quieted it: the fast path may skip */
-		inode_flags_set(in, INODE_QUIET);
+		if (type == HSMFS_EV_PRE_MODIFY)
+			inode_flags_set(in, INODE_QUIET);
 		return 0;
 	}
 	ev = get_slot();
 	if (!ev)
 		return -EIO;
-	init_event(ev, HSMFS_EV_PRE_MODIFY, in, req);
+	init_event(ev, type, in, req);
 	ev->waiters = 1; /* the caller's */
 	ev->fs = NULL;
 	ev->start = start;
@@ -1202,7 +1209,7 @@ static int start_modify(struct inode *in, uint64_t start, uint64_t end,
 	ev->hint_end = end;
 	fill_proto(ev, &pe, path, sizeof(path));
 	for (h = E.hooks; h; h = h->next)
-		if (modify_target(h, in))
+		if (perm_target(h, in, type))
 			add_target(ev, h, hooks_send_event(h, &pe, -1) == 0);
 	ev->st = EV_SENT;
 	if (!ev->ntargets)
@@ -1220,7 +1227,7 @@ int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
 	if (inode_flags(in) & INODE_QUIET)
 		return 0;
 	elock();
-	res = start_modify(in, start, end, req, &ev);
+	res = start_perm(in, HSMFS_EV_PRE_MODIFY, start, end, req, &ev);
 	if (res == 1)
 		res = wait_event(ev, req);
 	eunlock();
@@ -1231,14 +1238,27 @@ int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
 int events_modify(struct inode *in, uint64_t start, uint64_t end, struct fuse_req *req,
 		  void (*cont)(void *arg, int res), void *arg)
 {
+	if (inode_flags(in) & INODE_QUIET)
+		return 0;
+	return park_perm(in, HSMFS_EV_PRE_MODIFY, start, end, req, cont, arg);
+}
+
+int events_open_perm(struct inode *in, int flags, struct fuse_req *req,
+		     void (*cont)(void *arg, int res), void *arg)
+{
+	return park_perm(in, HSMFS_EV_OPEN_PERM, (uint64_t)(unsigned)flags, 0, req, cont, arg);
+}
+
+/* A permission event whose request parks: see events_modify(). */
+static int park_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t end,
+		     struct fuse_req *req, void (*cont)(void *arg, int res), void *arg)
+{
 	struct event *ev;
 	struct parked *p;
 	int res;
 
-	if (inode_flags(in) & INODE_QUIET)
-		return 0;
 	elock();
-	res = start_modify(in, start, end, req, &ev);
+	res = start_perm(in, type, start, end, req, &ev);
 	if (res == 1 && ev->st == EV_DONE) {
 		/* decided already (nobody to ask) */
 		res = wait_event(ev, req);
@@ -1439,7 +1459,7 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 		/* QUIET quiets the hook that said it, no other */
 		if (ev->type == HSMFS_EV_PRE_MODIFY && (a->flags & HSMFS_ANSWER_QUIET))
 			quiet_add(h, inode_ino(ev->in));
-		if (!ev->ntargets && ev->type == HSMFS_EV_PRE_MODIFY)
+		if (!ev->ntargets && ev->type != HSMFS_EV_PRE_ACCESS)
 			complete(ev, 0);
 		else if (!ev->ntargets && ev->filled)
 			commit_fill(ev);

@@ -99,7 +99,7 @@ struct events_stats {
 	uint64_t misses;       /* PRE_ACCESS events started (fills asked) */
 	uint64_t readahead;    /* of which asked ahead of a sequential reader */
 	uint64_t filled_bytes; /* bytes fill hooks reported filled */
-	uint64_t pre_access, pre_modify; /* events by type */
+	uint64_t pre_access, pre_modify, open_perm; /* events by type */
 	uint64_t denied, timeouts, interrupted;
 	uint64_t parked;       /* requests parked now, waiting for hooks */
 	uint64_t over_bound;   /* requests failed with EAGAIN: user's bound */
@@ -176,6 +176,15 @@ int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
  */
 int events_modify(struct inode *in, uint64_t start, uint64_t end, struct fuse_req *req,
 		  void (*cont)(void *arg, int res), void *arg);
+/* OPEN_PERM of in, opened with flags: as events_modify(). */
+int events_open_perm(struct inode *in, int flags, struct fuse_req *req,
+		     void (*cont)(void *arg, int res), void *arg);
+
+static inline bool events_open_watched(void)
+{
+	return atomic_load_explicit(&events_mask, memory_order_relaxed) &
+	       HSMFS_MASK(HSMFS_EV_OPEN_PERM);
+}
 
 /*
  * Re-read in's state from the database (after hsmfsctl import changed

@@ -157,6 +157,7 @@ static void *conn_main(void *arg)
 	snprintf(who, sizeof(who), "pid %d", (int)h->pid);
 	while (buf) {
 		struct proto_hello hello;
+		uint32_t version;
 		struct proto_answer ans;
 		struct proto_progress prog;
 		uint16_t type;
@@ -188,8 +189,10 @@ static void *conn_main(void *arg)
 				refuse(h->fd, who, HSMFS_ERR_MALFORMED, "malformed HELLO");
 				break;
 			}
-			if (hello.version_min > HSMFS_PROTO_VERSION ||
-			    hello.version_max < HSMFS_PROTO_VERSION) {
+			/* the highest version both speak; version 1 is the oldest */
+			version = hello.version_max < HSMFS_PROTO_VERSION ?
+					  hello.version_max : HSMFS_PROTO_VERSION;
+			if (hello.version_min > HSMFS_PROTO_VERSION || version < 1) {
 				refuse(h->fd, who, HSMFS_ERR_VERSION, "no common protocol version");
 				break;
 			}
@@ -200,11 +203,11 @@ static void *conn_main(void *arg)
 				break;
 			}
 			h->kind = hello.kind;
-			h->mask = hello.mask & HSMFS_MASK_ALL;
+			h->mask = hello.mask & (version >= 2 ? HSMFS_MASK_V2 : HSMFS_MASK_ALL);
 			copy_str(h->name, sizeof(h->name), hello.name);
 			snprintf(who, sizeof(who), "'%s' (pid %d)", h->name, (int)h->pid);
 
-			struct proto_welcome w = { HSMFS_PROTO_VERSION, HSMFS_MAX_FRAME,
+			struct proto_welcome w = { version, HSMFS_MAX_FRAME,
 						   H.chunk, H.timeout_ms };
 			int wn = proto_enc_welcome(buf, &w);
 

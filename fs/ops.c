@@ -735,10 +735,8 @@ static int do_open(fuse_ino_t ino, struct fuse_file_info *fi)
 	return 0;
 }
 
-static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void open_reply(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int res)
 {
-	int res = do_open(ino, fi);
-
 	if (res)
 		fuse_reply_err(req, -res);
 	else if (fuse_reply_open(req, fi) == -ENOENT) {
@@ -746,6 +744,39 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		close(fi->fh);
 		inode_open_dec(IN(ino));
 	}
+}
+
+static void open_later(void *arg, int res)
+{
+	struct later *l = arg;
+
+	if (!res)
+		res = do_open(l->ino, &l->fi);
+	open_reply(l->req, l->ino, &l->fi, res);
+	free(l);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	int res = 0;
+
+	/* asked before the store file is opened: a denied open does nothing */
+	if (__builtin_expect(events_open_watched(), 0) && !inode_is_dir(IN(ino))) {
+		struct later *l = later_new(req, ino, 0);
+
+		if (!l) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		l->fi = *fi;
+		res = events_open_perm(IN(ino), fi->flags, req, open_later, l);
+		if (res == EVENTS_PARKED)
+			return;
+		free(l);
+	}
+	if (!res)
+		res = do_open(ino, fi);
+	open_reply(req, ino, fi, res);
 }
 
 static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,

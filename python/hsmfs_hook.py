@@ -19,12 +19,12 @@ import os
 import socket
 import struct
 
-VERSION = 1
+VERSION = 2
 MAX_FRAME = 65536
 HELLO, WELCOME, EVENT, ANSWER, PROGRESS, CANCEL, ERROR = 1, 2, 3, 4, 5, 6, 7
 KIND = {"fill": 1, "watch": 2}
-EV = {"access": 1, "modify": 2}
-EVNAME = {1: "PRE_ACCESS", 2: "PRE_MODIFY"}
+EV = {"access": 1, "modify": 2, "open": 3}
+EVNAME = {1: "PRE_ACCESS", 2: "PRE_MODIFY", 3: "OPEN_PERM"}
 ALLOW, DENY = 0, 1
 QUIET = 1  # flag of an allowing answer to PRE_MODIFY
 HAS_FD = 1  # flag of an event frame that carries a descriptor
@@ -81,7 +81,7 @@ def connect_socket(mnt, kind="fill", mask=("access",), name="hook", subtree=""):
     m = 0
     for e in mask:
         m |= 1 << EV[e]
-    s.send(frame(HELLO, struct.pack("<IIII", VERSION, VERSION, KIND[kind], m) +
+    s.send(frame(HELLO, struct.pack("<IIII", 1, VERSION, KIND[kind], m) +
                  string(name.encode()) + string(subtree.encode())))
     data = s.recv(MAX_FRAME + 1)
     if len(data) < 8:

@@ -111,7 +111,7 @@ int hsmfs_hook_connect(const char *mountpoint, uint32_t kind, uint32_t mask,
 	if (res)
 		goto fail;
 	struct proto_hello hello = {
-		HSMFS_PROTO_VERSION, HSMFS_PROTO_VERSION, kind, mask,
+		1, HSMFS_PROTO_VERSION, kind, mask,
 		{ name ? name : "", (uint16_t)(name ? strlen(name) : 0) },
 		{ subtree ? subtree : "", (uint16_t)(subtree ? strlen(subtree) : 0) },
 	};

@@ -29,7 +29,7 @@
 
 #include <stdint.h>
 
-#define HSMFS_PROTO_VERSION 1      /* the version this header describes */
+#define HSMFS_PROTO_VERSION 2      /* the newest version this header describes */
 #define HSMFS_MAX_FRAME 65536      /* largest frame either side sends */
 #define HSMFS_HDR_SIZE 8
 #define HSMFS_MAX_NAME 255         /* hook name in HELLO */
@@ -56,10 +56,16 @@ enum hsmfs_kind {
 enum hsmfs_event_type {
 	HSMFS_EV_PRE_ACCESS = 1, /* bytes about to be read are missing */
 	HSMFS_EV_PRE_MODIFY = 2, /* bytes or size about to change */
+	HSMFS_EV_OPEN_PERM = 3,  /* version 2: a file is about to be opened,
+				  * present or not; start holds the open(2)
+				  * flags, end is 0 */
 };
 #define HSMFS_MASK(ev) (1u << (ev))
+/* the events of version 1 (what "all" meant then, and still means) */
 #define HSMFS_MASK_ALL (HSMFS_MASK(HSMFS_EV_PRE_ACCESS) | \
 			HSMFS_MASK(HSMFS_EV_PRE_MODIFY))
+/* the events a hook that negotiated version 2 may subscribe to */
+#define HSMFS_MASK_V2 (HSMFS_MASK_ALL | HSMFS_MASK(HSMFS_EV_OPEN_PERM))
 
 /* ANSWER verdicts and flags. */
 enum hsmfs_verdict { HSMFS_ALLOW = 0, HSMFS_DENY = 1 };
@@ -84,6 +90,8 @@ enum hsmfs_error {
  * Bodies, in wire order:
  *
  * HELLO:    u32 version_min, u32 version_max, u32 kind, u32 mask,
+ *           (the version used is the highest both sides speak, sent
+ *           back in WELCOME; bits of events newer than it are ignored)
  *           string name, string subtree ("" = whole mount)
  * WELCOME:  u32 version, u32 max_frame, u32 chunk, u32 timeout_ms
  * EVENT:    u64 id, u32 type, u32 pid, u32 uid, u32 gid, u64 file_id,
