@@ -24,6 +24,7 @@
 #include "engine.h"
 
 static void fstate_take_row(struct fstate *fs, struct meta_file *f);
+static int load_state(struct inode *in, bool cache_missing);
 #define COPY_PIECE (256u << 10)
 
 
@@ -95,6 +96,17 @@ static void fstate_take_row(struct fstate *fs, struct meta_file *f)
 
 int events_load(struct inode *in)
 {
+	return load_state(in, true);
+}
+
+/*
+ * Read in's row and install its state.  With no row, the answer is
+ * cached (INODE_LOADED: a plain file) only when cache_missing: a
+ * lookup may come before the import that writes the row, an open
+ * comes after it (hsmfsctl import creates the file, then the row).
+ */
+static int load_state(struct inode *in, bool cache_missing)
+{
 	char path[HSMFS_MAX_PATH + 1];
 	struct meta_file f;
 	struct fstate *fs;
@@ -131,7 +143,8 @@ int events_load(struct inode *in)
 		return 0;
 	}
 	if (res == -ENOENT) {
-		inode_flags_set(in, INODE_LOADED);
+		if (cache_missing)
+			inode_flags_set(in, INODE_LOADED);
 		eunlock();
 		return 0;
 	}
@@ -393,7 +406,7 @@ void events_shown_attr(struct inode *in, struct stat *st)
 	if (!atomic_load_explicit(&events_any_ctime, memory_order_relaxed) ||
 	    !S_ISREG(st->st_mode))
 		return;
-	if (!(inode_flags(in) & INODE_LOADED) && events_load(in))
+	if (!(inode_flags(in) & INODE_LOADED) && load_state(in, false))
 		return;
 	if (!(inode_flags(in) & INODE_STATEFUL))
 		return;

@@ -357,8 +357,25 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 	mounted = true;
-	if (!o.foreground)
+	if (!o.foreground) {
+		/*
+		 * SQLite's locks are POSIX record locks, owned by the process
+		 * that took them: a connection carried across fork() would lose
+		 * them when the parent exits, and hsmfsctl, finding the database
+		 * unlocked, would delete the log under us.  Opened before the
+		 * mount to report errors early; opened again in the child.
+		 */
+		meta_close(meta);
+		meta = NULL;
 		ocfg.daemon_fd = daemonize(store.state_fd);
+		res = open_meta(store_path, store.root_fd, &meta);
+		if (res) {
+			log_err("cannot open the metadata database in '%s/%s': %s", store_path,
+				STORE_STATE_DIR, meta ? meta_errmsg(meta) : strerror(-res));
+			rc = EXIT_STORE;
+			goto out;
+		}
+	}
 	store_write_pid(&store, getpid());
 	ops_init(&ocfg);
 	ops_set_session(se);

@@ -285,7 +285,56 @@ def test_sha256():
     shutil.rmtree(mirror, ignore_errors=True)
 
 
+def test_daemonized():
+    """A daemon that forked into the background keeps its database locks
+    (SQLite's POSIX locks belong to the process that took them): a second
+    import through the mount is seen, and its placeholder is filled, not
+    read as zeros; hsmfsctl never deletes the log under the daemon."""
+    import subprocess
+    import time
+    from harness import HSMFS, unmount
+    store, mirror, mnt = tmpdir("hsmfs-store-"), tmpdir("hsmfs-mirror-"), tmpdir("hsmfs-mnt-")
+    data = {n: os.urandom(100000) for n in ("a", "b")}
+    for n, d in data.items():
+        setup(store, mirror, d, n)
+    rc = subprocess.run([HSMFS, store, mnt, "-o", "chunk=64k"]).returncode
+    eq(rc, 0, "hsmfs forks into the background once mounted")
+    try:
+        with Hook(mnt, "--mirror", mirror):
+            for n in ("a", "b"):
+                eq(import_manifest(mnt, [{"path": n, "size": len(data[n])}])[0], 0,
+                   "import %s in its own hsmfsctl run" % n)
+                eq(os.getxattr(os.path.join(mnt, n), "user.hsmfs.state"), b"placeholder",
+                   "%s is a placeholder to the daemon" % n)
+                ok(open(os.path.join(mnt, n), "rb").read() == data[n],
+                   "%s reads back as the origin's bytes" % n)
+        ok(os.path.exists(os.path.join(store, ".hsmfs", "meta.db-wal")),
+           "the database's log is still there")
+
+        def committed():
+            out = subprocess.run([HSMFSCTL, "status", os.path.join(mnt, "a"),
+                                  os.path.join(mnt, "b")], stdout=subprocess.PIPE).stdout
+            return out.count(b"resident") == 2
+        try:
+            wait_for(committed, "the fills committed", deadline=5)
+            seen = True
+        except TimeoutError:
+            seen = False
+        ok(seen, "another process sees the daemon's commits")
+    finally:
+        with open(os.path.join(store, ".hsmfs", "lock")) as f:
+            pid = int(f.read().split()[0])
+        unmount(mnt)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and os.path.exists("/proc/%d" % pid):
+            time.sleep(0.05)
+        ok(not os.path.exists("/proc/%d" % pid), "the daemon exits after unmount")
+    for d in (store, mirror, mnt):
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def run_all():
+    test_daemonized()
     test_write_races_fill()
     test_sha256()
     test_times_stay()
