@@ -446,8 +446,8 @@ enum outcome { NEW, CHANGED, SAME };
  * Make one placeholder.  *created is set when a new file was made (so a
  * failed batch can remove it again).
  */
-static int import_one(int root, struct meta *m, struct item *it, bool *created,
-		      enum outcome *out, char *err, size_t errlen)
+static int import_one(int root, const char *mnt, struct meta *m, struct item *it,
+		      bool *created, enum outcome *out, char *err, size_t errlen)
 {
 	struct meta_file row, old;
 	struct stat st;
@@ -491,6 +491,24 @@ static int import_one(int root, struct meta *m, struct item *it, bool *created,
 			*out = SAME;
 			close(dfd);
 			return 0;
+		}
+		/*
+		 * A file open in passthrough mode is read by the kernel from the
+		 * store itself: emptied here, it would read as zeros until closed.
+		 */
+		if (mnt) {
+			char mp[PATH_MAX + 4200], state[256];
+			ssize_t sn;
+
+			snprintf(mp, sizeof(mp), "%s/%s", mnt, it->e.path);
+			sn = getxattr(mp, "user.hsmfs.state", state, sizeof(state) - 1);
+			state[sn > 0 ? sn : 0] = 0;
+			if (strstr(state, "passthrough")) {
+				snprintf(err, errlen, "'%s' is open in passthrough mode; close it, "
+					 "then import it again", it->e.path);
+				close(dfd);
+				return -EBUSY;
+			}
 		}
 		fd = openat(dfd, name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
 		*out = CHANGED;
@@ -719,7 +737,7 @@ check:
 		for (j = i; !res && j < end; j++) {
 			enum outcome o;
 
-			res = import_one(root, m, &items[j], &created[j - i], &o, err,
+			res = import_one(root, mnt, m, &items[j], &created[j - i], &o, err,
 					 sizeof(err));
 			if (res) {
 				fprintf(stderr, "%s:%u: %s\n", file, items[j].line, err);
@@ -1278,6 +1296,10 @@ static int cmd_stats(int argc, char **argv)
 		{ "open_perm", "OPEN_PERM events" }, { "denied", "denied" },
 		{ "timeouts", "timed out" }, { "interrupted", "interrupted" },
 		{ "parked", "requests parked on hooks" },
+		{ "passthrough", "kernel passthrough (1: on)" },
+		{ "passthrough_opens", "opens passed through" },
+		{ "passthrough_refused", "passthrough refused by the kernel" },
+		{ "passthrough_direct", "opens direct beside passthrough" },
 		{ "over_bound", "refused: user's bound (EAGAIN)" },
 		{ "fill_p50_us", "fill latency p50 (us)" }, { "fill_p90_us", "fill latency p90 (us)" },
 		{ "fill_p99_us", "fill latency p99 (us)" }, { "inodes", "inodes remembered" },

@@ -259,6 +259,13 @@ void events_wrote(struct inode *in, struct events_change *c, uint64_t off,
 void events_truncated(struct inode *in, struct events_change *c,
 		      uint64_t old_size, uint64_t new_size);
 void events_unlinked(uint64_t ino);
+/*
+ * in is open for writing where the daemon does not see the writes
+ * (kernel passthrough): at open and again at release, its state becomes
+ * dirty (every byte the user's, never fetched or evicted) with size, the
+ * store file's size then.  Files without state: no-op.
+ */
+void events_unseen_writes(struct inode *in, uint64_t size);
 
 /*
  * fsync/fdatasync of a file with state, after the store file's own

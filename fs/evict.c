@@ -36,8 +36,9 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 static int evictable(const struct fstate *fs)
 {
 	ELOCK_HELD();
+	/* the kernel reads a passthrough file's store file itself: never punched */
 	if (fs->state == META_DIRTY || (fs->flags & META_F_PINNED) || fs->inflight ||
-	    fs->changes || fs->evicting)
+	    fs->changes || fs->evicting || (inode_flags(fs->in) & INODE_PASSTHROUGH))
 		return -EBUSY;
 	return 0;
 }

@@ -177,7 +177,8 @@ int events_reload(struct inode *in)
 		eunlock();
 		return events_load(in);
 	}
-	if (fs->inflight || fs->evicting) {
+	/* a passthrough open reads the store itself: it must close first */
+	if (fs->inflight || fs->evicting || (inode_flags(in) & INODE_PASSTHROUGH)) {
 		eunlock();
 		return -EBUSY;
 	}
@@ -638,6 +639,22 @@ void events_wrote(struct inode *in, struct events_change *c, uint64_t off, uint6
 	 */
 	res = rs_add(&fs->present, off > fs->size ? fs->size : off, off + len);
 	user_changed(fs, res, off + len > fs->size ? off + len : fs->size);
+	eunlock();
+}
+
+void events_unseen_writes(struct inode *in, uint64_t size)
+{
+	struct fstate *fs = inode_state(in);
+	int res;
+
+	if (!fs)
+		return;
+	elock();
+	/* every byte is the user's now: present, dirty, never fetched */
+	res = rs_add(&fs->present, 0, size);
+	if (!res && size < fs->size)
+		res = rs_remove(&fs->present, size, UINT64_MAX);
+	user_changed(fs, res, size);
 	eunlock();
 }
 

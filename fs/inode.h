@@ -45,6 +45,12 @@ struct inode; /* opaque outside inode.c but for its head */
  */
 struct inode_head {
 	_Atomic uint32_t flags; /* INODE_* */
+	/* passthrough.c's, under its lock: see passthrough.h */
+	int32_t backing_id;     /* registered backing file, or 0 */
+	uint32_t pt_opens;      /* opens passed through to it */
+	uint32_t cached_opens;  /* opens through the page cache */
+	bool pt_busy;           /* backing being registered or released */
+	bool pt_writable;       /* backing opened for writing */
 };
 
 #define INODE_NONRESIDENT 0x1 /* some bytes missing: reads take the slow path */
@@ -54,6 +60,9 @@ struct inode_head {
 #define INODE_LOADED 0x8      /* per-file state looked up already */
 #define INODE_TRACKED 0x10    /* reads counted while they run (cache limits):
 			       * they take the slow path too */
+#define INODE_PASSTHROUGH 0x20 /* open in passthrough mode (or becoming so):
+				* the kernel reads and writes the store file
+				* itself; never evicted (passthrough.h) */
 
 static inline uint32_t inode_flags(const struct inode *in)
 {

@@ -56,6 +56,8 @@ static void usage(void)
 "  fd_cache=N         idle store descriptors kept open (default RLIMIT_NOFILE/4)\n"
 "  max_threads=N      worker threads (default 10)\n"
 "  writeback          use the kernel's writeback cache\n"
+"  nopassthrough      never let the kernel read and write resident files\n"
+"                     itself (FUSE passthrough, root mounts, Linux 6.9)\n"
 "  timeout=S          seconds a hook may take per event (default 30)\n"
 "  nohook=wait|fail   with no fill hook: wait up to the timeout, or fail now\n"
 "  max_pending=N      events in flight at once (default 1024)\n"
@@ -332,6 +334,8 @@ int main(int argc, char *argv[])
 		.attr_timeout = o.attr_timeout,
 		.negative_timeout = o.negative_timeout,
 		.writeback = o.writeback,
+		/* the kernel caches a passthrough file's pages itself */
+		.passthrough = !o.nopassthrough && !o.writeback,
 		.default_perms = o.default_perms,
 		.ready_fd = o.ready_fd,
 		.daemon_fd = -1,

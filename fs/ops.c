@@ -19,6 +19,7 @@
 #include "inode.h"
 #include "log.h"
 #include "ops.h"
+#include "passthrough.h"
 #include "store.h"
 
 #define CALLER_GROUPS_MAX 256 /* supplementary groups a creation carries */
@@ -106,6 +107,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 */
 	conn->max_background = OPS_MAX_BACKGROUND;
 	conn->congestion_threshold = OPS_MAX_BACKGROUND * 3 / 4;
+	pt_init(conn, cfg.passthrough);
 	signal_ready();
 }
 
@@ -705,7 +707,7 @@ static int open_flags(int flags)
 	return flags | O_CLOEXEC;
 }
 
-static int do_open(fuse_ino_t ino, struct fuse_file_info *fi)
+static int do_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct inode *in = IN(ino);
 	char path[32];
@@ -732,18 +734,27 @@ static int do_open(fuse_ino_t ino, struct fuse_file_info *fi)
 	inode_open_inc(in);
 	if (inode_flags(in) & INODE_STATEFUL)
 		events_opened(in);
+	if (!inode_is_dir(in))
+		pt_opened(req, in, fi); /* the mode, fixed for this open */
 	return 0;
+}
+
+/* An open the kernel will never release (the opener was interrupted). */
+static void open_undo(fuse_req_t req, struct inode *in, struct fuse_file_info *fi)
+{
+	pt_released(req, in, fi);
+	close(fi->fh);
+	inode_open_dec(in);
+	if (inode_flags(in) & INODE_STATEFUL)
+		events_released(in);
 }
 
 static void open_reply(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int res)
 {
 	if (res)
 		fuse_reply_err(req, -res);
-	else if (fuse_reply_open(req, fi) == -ENOENT) {
-		/* the opener was interrupted: nobody will release this */
-		close(fi->fh);
-		inode_open_dec(IN(ino));
-	}
+	else if (fuse_reply_open(req, fi) == -ENOENT)
+		open_undo(req, IN(ino), fi);
 }
 
 static void open_later(void *arg, int res)
@@ -751,7 +762,7 @@ static void open_later(void *arg, int res)
 	struct later *l = arg;
 
 	if (!res)
-		res = do_open(l->ino, &l->fi);
+		res = do_open(l->req, l->ino, &l->fi);
 	open_reply(l->req, l->ino, &l->fi, res);
 	free(l);
 }
@@ -775,7 +786,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		free(l);
 	}
 	if (!res)
-		res = do_open(ino, fi);
+		res = do_open(req, ino, fi);
 	open_reply(req, ino, fi, res);
 }
 
@@ -811,6 +822,7 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	fi->fh = fd;
 	fi->keep_cache = 1;
 	inode_open_inc(in);
+	pt_opened(req, in, fi);
 	return 0;
 }
 
@@ -822,10 +834,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 	if (res)
 		fuse_reply_err(req, -res);
-	else if (fuse_reply_create(req, &e, fi) == -ENOENT) {
-		close(fi->fh);
-		inode_open_dec(IN(e.ino));
-	}
+	else if (fuse_reply_create(req, &e, fi) == -ENOENT)
+		open_undo(req, IN(e.ino), fi);
 }
 
 void ops_read_reply(struct fuse_req *req, struct inode *in, int fd, uint64_t off,
@@ -953,6 +963,7 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	pt_released(req, IN(ino), fi);
 	close(fi->fh);
 	inode_open_dec(IN(ino));
 	if (inode_flags(IN(ino)) & INODE_STATEFUL)

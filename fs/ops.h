@@ -26,6 +26,7 @@ struct ops_config {
 	double attr_timeout;     /* seconds the kernel may cache attributes */
 	double negative_timeout; /* seconds the kernel may cache ENOENT */
 	bool writeback;          /* ask for the kernel writeback cache */
+	bool passthrough;        /* pass resident files through (passthrough.h) */
 	bool default_perms;      /* the kernel checks permissions: it may
 				  * enforce POSIX ACLs too */
 	int ready_fd;            /* written "ready\n" and closed at INIT, or -1 */

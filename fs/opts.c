@@ -251,6 +251,10 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 			    "option '%s' needs a size (k, M, G, T) or a percentage from 1%% to 99%%",
 			    opt);
 	}
+	if (!val && (KEY("passthrough") || KEY("nopassthrough"))) {
+		o->nopassthrough = KEY("nopassthrough");
+		return 0;
+	}
 	if (!val && (KEY("writeback") || KEY("nowriteback"))) {
 		o->writeback = KEY("writeback");
 		return 0;

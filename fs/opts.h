@@ -55,6 +55,7 @@ struct hsmfs_opts {
 	bool default_perms;      /* the kernel checks permissions (given, or
 				  * implied by allow_other) */
 	bool writeback;          /* writeback cache (default off) */
+	bool nopassthrough;      /* never kernel passthrough (default: where allowed) */
 	double entry_timeout;    /* seconds, default 1 */
 	double attr_timeout;     /* seconds, default 1 */
 	double negative_timeout; /* seconds, default 0 */

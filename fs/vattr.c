@@ -22,6 +22,7 @@
 #include "fault.h"
 #include "ranges.h"
 #include "engine.h"
+#include "passthrough.h"
 
 static uint64_t lat_value(unsigned b);
 static uint64_t lat_percentile(const uint64_t *h, uint64_t total, unsigned pct);
@@ -112,9 +113,11 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 	if (!strcmp(name, "user.hsmfs.stats") && in == inode_root()) {
 		struct events_stats es;
 		struct cache_stats cs;
+		struct pt_stats ps;
 		uint64_t inodes, fds;
 
 		events_get_stats(&es);
+		pt_get_stats(&ps);
 		cache_stats(&cs);
 		inode_counts(&inodes, &fds);
 		n = snprintf(val, sizeof(val),
@@ -130,7 +133,9 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 			     "\"over_bound\": %llu, \"fill_p50_us\": %llu, "
 			     "\"fill_p90_us\": %llu, \"fill_p99_us\": %llu, "
 			     "\"evictions_started\": %llu, \"evictions_done\": %llu, "
-			     "\"inodes\": %llu, \"cached_fds\": %llu}\n",
+			     "\"inodes\": %llu, \"cached_fds\": %llu, "
+			     "\"passthrough\": %d, \"passthrough_opens\": %llu, "
+			     "\"passthrough_refused\": %llu, \"passthrough_direct\": %llu}\n",
 			     (unsigned long long)cs.used, (unsigned long long)cs.reserved,
 			     (unsigned long long)cs.max, (unsigned long long)cs.min_free,
 			     (unsigned long long)cs.fs_free,
@@ -152,7 +157,9 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 			     (unsigned long long)es.fill_p99_us,
 			     (unsigned long long)es.evictions_started,
 			     (unsigned long long)es.evictions_done,
-			     (unsigned long long)inodes, (unsigned long long)fds);
+			     (unsigned long long)inodes, (unsigned long long)fds,
+			     ps.enabled, (unsigned long long)ps.opens,
+			     (unsigned long long)ps.refused, (unsigned long long)ps.direct);
 	} else if (!strcmp(name, "user.hsmfs.socket") || !strcmp(name, "user.hsmfs.store")) {
 		if (in != inode_root())
 			return -ENODATA;
@@ -169,10 +176,11 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 		elock();
 		fs = inode_state(in);
 		if (!strcmp(name, "user.hsmfs.state")) {
-			n = snprintf(val, sizeof(val), "%s%s%s",
+			n = snprintf(val, sizeof(val), "%s%s%s%s",
 				     fs ? meta_state_name(fs->state) : "resident",
 				     fs && (fs->flags & META_F_PINNED) ? ",pinned" : "",
-				     fs && (fs->flags & META_F_STALE) ? ",stale" : "");
+				     fs && (fs->flags & META_F_STALE) ? ",stale" : "",
+				     inode_flags(in) & INODE_PASSTHROUGH ? ",passthrough" : "");
 		} else if (!strcmp(name, "user.hsmfs.present")) {
 			n = snprintf(val, sizeof(val), "%llu",
 				     (unsigned long long)(fs ? rs_total(&fs->present) : size));

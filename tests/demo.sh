@@ -15,11 +15,13 @@ if [ "$(id -u)" = 0 ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	apt-get install -y -qq build-essential meson ninja-build pkg-config \
-		python3 fuse3 libfuse3-dev libsqlite3-dev sqlite3 \
+		python3 fuse3 libsqlite3-dev sqlite3 \
 		libcurl4-openssl-dev >/dev/null
+	subprojects/fill-cache.sh >/dev/null # libfuse >= 3.17, linked statically
 	[ -d build ] || meson setup build >/dev/null
 	ninja -C build >/dev/null
-	meson install -C build --quiet
+	# libfuse's headers and library stay out of /usr/local
+	meson install -C build --quiet --skip-subprojects
 	if [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; then
 		exec runuser -u "$SUDO_USER" -- "$0" --as-user
 	fi

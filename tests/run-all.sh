@@ -13,7 +13,7 @@
 set -u
 cd "$(dirname "$0")/.."
 src=$PWD
-DEPS="build-essential meson ninja-build pkg-config python3 fuse3 libfuse3-dev
+DEPS="build-essential meson ninja-build pkg-config python3 fuse3
       libsqlite3-dev sqlite3 libcurl4-openssl-dev nginx-light squid curl openssl attr tar
       findutils util-linux"
 TEST_USER=${HSMFS_TEST_USER:-hsmfs-ci}
@@ -93,6 +93,9 @@ if [ "$(id -u)" = 0 ] && command -v npm >/dev/null 2>&1; then
 	[ -x "$s3dir/node_modules/.bin/s3rver" ] && export HSMFS_S3RVER="$s3dir/node_modules/.bin/s3rver"
 fi
 
+# libfuse >= 3.17: the system's, or the pinned release (subprojects/)
+subprojects/fill-cache.sh || { echo "0 passed, 1 failed"; exit 1; }
+
 san="-Db_sanitize=address,undefined -Db_lundef=false"
 build build-ci --werror && runtests build-ci "plain build, as $(id -un)"
 # shellcheck disable=SC2086
@@ -112,6 +115,7 @@ if [ "$(id -u)" = 0 ]; then
 	work=$(mktemp -d /tmp/hsmfs-user-ci.XXXXXX)
 	chmod 0755 "$work"
 	git -C "$src" ls-files -z | (cd "$src" && xargs -0 cp --parents -t "$work")
+	[ -d subprojects/packagecache ] && cp -r subprojects/packagecache "$work/subprojects/"
 	chown -R "$TEST_USER": "$work"
 	as_user=(runuser -u "$TEST_USER" -- env -C "$work" HOME="/home/$TEST_USER"
 		HSMFS_S3RVER="${HSMFS_S3RVER:-}")

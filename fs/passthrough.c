@@ -1,0 +1,225 @@
+/* passthrough.c - see passthrough.h */
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "events.h"
+#include "inode.h"
+#include "log.h"
+#include "passthrough.h"
+
+/* What an open was made, by its store descriptor (fi->fh) */
+enum { M_NONE, M_CACHED, M_DIRECT, M_PT, M_PT_WRITE };
+
+static struct {
+	pthread_mutex_t lock;
+	bool wanted, enabled;
+	uint8_t *mode;      /* by descriptor number */
+	size_t nmode;
+	struct pt_stats st;
+	bool warned;
+} P = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static struct inode_head *head(struct inode *in)
+{
+	return (struct inode_head *)in;
+}
+
+void pt_init(struct fuse_conn_info *conn, bool wanted)
+{
+	P.wanted = wanted;
+	if (!wanted || !(conn->capable & FUSE_CAP_PASSTHROUGH))
+		return;
+	/*
+	 * The default stacking (FUSE_BACKING_STACKED_UNDER): the store is on
+	 * a plain filesystem, and an overlay may stack on the mount.  A store
+	 * on overlayfs or FUSE is refused per file, and counted.
+	 */
+	conn->want |= FUSE_CAP_PASSTHROUGH;
+	P.enabled = true;
+}
+
+/* Remember the mode of the open whose descriptor is fd.  P.lock held. */
+static void set_mode(int fd, uint8_t mode)
+{
+	if (fd < 0)
+		return;
+	if ((size_t)fd >= P.nmode) {
+		size_t n = P.nmode ? P.nmode : 1024;
+		uint8_t *m;
+
+		while (n <= (size_t)fd)
+			n *= 2;
+		m = realloc(P.mode, n);
+		if (!m)
+			return; /* seen as M_NONE at release: nothing to undo */
+		memset(m + P.nmode, 0, n - P.nmode);
+		P.mode = m;
+		P.nmode = n;
+	}
+	P.mode[fd] = mode;
+}
+
+static uint8_t take_mode(int fd)
+{
+	uint8_t m = M_NONE;
+
+	if (fd >= 0 && (size_t)fd < P.nmode) {
+		m = P.mode[fd];
+		P.mode[fd] = M_NONE;
+	}
+	return m;
+}
+
+/*
+ * Register the store file of fd as in's backing file: opened for
+ * writing when it can be (all passthrough opens of an inode share it),
+ * else as fd is.  Returns the backing id or 0.
+ */
+static int register_backing(struct fuse_req *req, int fd, bool *ret_writable, int *ret_err)
+{
+	char path[64];
+	int bfd, id, acc = fcntl(fd, F_GETFL);
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	bfd = open(path, O_RDWR | O_CLOEXEC);
+	*ret_writable = bfd >= 0 || (acc >= 0 && (acc & O_ACCMODE) != O_RDONLY);
+	errno = 0;
+	id = fuse_passthrough_open(req, bfd >= 0 ? bfd : fd);
+	*ret_err = errno;
+	if (bfd >= 0)
+		close(bfd); /* the kernel keeps its own reference */
+	return id > 0 ? id : 0;
+}
+
+void pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi)
+{
+	struct inode_head *h = head(in);
+	bool write = (fi->flags & O_ACCMODE) != O_RDONLY, writable = false;
+	bool want, reg = false;
+	uint8_t mode;
+	int id = 0;
+
+	want = P.enabled && !(inode_flags(in) & INODE_NONRESIDENT) &&
+	       !(write && events_modify_watched());
+	pthread_mutex_lock(&P.lock);
+	if (want && h->backing_id && !h->pt_busy && (!write || h->pt_writable)) {
+		h->pt_opens++;
+		id = h->backing_id;
+		mode = write ? M_PT_WRITE : M_PT;
+	} else if (want && !h->backing_id && !h->pt_busy && !h->cached_opens) {
+		h->pt_busy = true;
+		inode_flags_set(in, INODE_PASSTHROUGH);
+		reg = true;
+		mode = M_NONE;
+	} else if (h->backing_id || h->pt_busy) {
+		mode = M_DIRECT; /* beside passthrough opens, through the daemon */
+	} else {
+		h->cached_opens++;
+		mode = M_CACHED;
+	}
+	pthread_mutex_unlock(&P.lock);
+
+	if (reg) {
+		int err, stray = 0;
+
+		id = register_backing(req, (int)fi->fh, &writable, &err);
+		if (id && write && !writable) {
+			stray = id; /* cannot happen: an open for writing has a writable fd */
+			id = 0;
+		}
+		pthread_mutex_lock(&P.lock);
+		h->pt_busy = false;
+		if (id) {
+			h->backing_id = id;
+			h->pt_writable = writable;
+			h->pt_opens++;
+			mode = write ? M_PT_WRITE : M_PT;
+		} else {
+			P.st.refused++;
+			if (!h->pt_opens)
+				inode_flags_clear(in, INODE_PASSTHROUGH);
+			h->cached_opens++;
+			mode = M_CACHED;
+			/* not allowed (an unprivileged mount): do not ask again */
+			if (err == EPERM)
+				P.enabled = false;
+			if (!P.warned) {
+				P.warned = true;
+				log_info("the kernel refused a passthrough backing file (%s): %s",
+					 err ? strerror(err) : "no reason given",
+					 err == EPERM ? "files are served through the daemon" :
+							"that file is served through the daemon");
+			}
+		}
+		pthread_mutex_unlock(&P.lock);
+		if (stray)
+			fuse_passthrough_close(req, stray);
+	}
+	if (mode == M_PT || mode == M_PT_WRITE) {
+		fi->backing_id = id;
+		fi->keep_cache = 0; /* the kernel allows no cache flags with it */
+		fi->direct_io = 0;
+	} else if (mode == M_DIRECT) {
+		fi->direct_io = 1;
+		fi->keep_cache = 0;
+	}
+	if (mode == M_PT_WRITE && (inode_flags(in) & INODE_STATEFUL)) {
+		struct stat st;
+
+		if (fstat((int)fi->fh, &st) == 0)
+			events_unseen_writes(in, (uint64_t)st.st_size);
+	}
+	pthread_mutex_lock(&P.lock);
+	set_mode((int)fi->fh, mode);
+	P.st.opens += mode == M_PT || mode == M_PT_WRITE;
+	P.st.direct += mode == M_DIRECT;
+	pthread_mutex_unlock(&P.lock);
+}
+
+void pt_released(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi)
+{
+	struct inode_head *h = head(in);
+	uint8_t mode;
+	int close_id = 0;
+
+	pthread_mutex_lock(&P.lock);
+	mode = take_mode((int)fi->fh);
+	if (mode == M_CACHED && h->cached_opens) {
+		h->cached_opens--;
+	} else if ((mode == M_PT || mode == M_PT_WRITE) && h->pt_opens && !--h->pt_opens) {
+		close_id = h->backing_id;
+		h->backing_id = 0;
+		h->pt_busy = true; /* opens meanwhile go direct */
+	}
+	pthread_mutex_unlock(&P.lock);
+	if (mode == M_PT_WRITE && (inode_flags(in) & INODE_STATEFUL)) {
+		struct stat st;
+
+		/* what the kernel wrote: dirty, with the size it left */
+		if (fstat((int)fi->fh, &st) == 0)
+			events_unseen_writes(in, (uint64_t)st.st_size);
+	}
+	if (close_id) {
+		fuse_passthrough_close(req, close_id);
+		pthread_mutex_lock(&P.lock);
+		h->pt_busy = false;
+		if (!h->pt_opens && !h->backing_id)
+			inode_flags_clear(in, INODE_PASSTHROUGH);
+		pthread_mutex_unlock(&P.lock);
+	}
+}
+
+void pt_get_stats(struct pt_stats *ret)
+{
+	pthread_mutex_lock(&P.lock);
+	*ret = P.st;
+	ret->enabled = P.enabled;
+	pthread_mutex_unlock(&P.lock);
+}

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Kernel FUSE passthrough for resident files, decided at open.
+
+  1. a resident file opened passes through (the kernel reads the store
+     file itself); a placeholder does not until it is filled;
+  2. a PRE_MODIFY watcher still sees every write of files opened for
+     writing after it subscribed (those opens are not passed through);
+  3. eviction skips a file open in passthrough mode;
+  4. what is written through passthrough is marked dirty and survives a
+     remount;
+  5. a re-import of a file open in passthrough mode is refused, never
+     served as zeros;
+  6. where the kernel refuses (unprivileged mounts) opens fall back to
+     the daemon's path, counted in the stats.
+"""
+import errno
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (HSMFSCTL, Hook, Mount, eq, errno_of, import_manifest, main,  # noqa: E402
+                     ok, skip, tmpdir)
+
+P = 4096
+
+
+def stats(m):
+    return json.loads(os.getxattr(m.mnt, "user.hsmfs.stats"))
+
+
+def state(m, name):
+    return os.getxattr(m.path(name), "user.hsmfs.state").decode()
+
+
+def test_unprivileged_fallback():
+    with Mount() as m:
+        with open(m.path("f"), "wb") as f:
+            f.write(b"x" * P)
+        eq(open(m.path("f"), "rb").read(), b"x" * P, "reads right")
+        s = stats(m)
+        ok(s.get("passthrough") == 0 or s.get("passthrough_refused", 0) > 0,
+           "passthrough off or refused, counted (%s)" % {k: v for k, v in s.items()
+                                                         if k.startswith("passthrough")})
+        ok("passthrough" not in state(m, "f"), "the file is served through the daemon")
+
+
+def test_passthrough():
+    store, mirror = tmpdir("hsmfs-store-"), tmpdir("hsmfs-mirror-")
+    data = os.urandom(256 << 10)
+    with open(os.path.join(mirror, "p"), "wb") as f:
+        f.write(data)
+    with Mount(store=store, opts="chunk=64k") as m:
+        with open(m.path("plain"), "wb") as f:
+            f.write(b"r" * P)
+        if not stats(m).get("passthrough"):
+            skip("passthrough", "the kernel did not offer FUSE passthrough")
+            return
+        n0 = stats(m)["passthrough_opens"]
+        with open(m.path("plain"), "rb") as f:
+            ok("passthrough" in state(m, "plain"), "a resident file opens in passthrough mode")
+            eq(f.read(), b"r" * P, "and reads right")
+        ok(stats(m)["passthrough_opens"] > n0, "counted")
+        ok("passthrough" not in state(m, "plain"), "closed: no longer")
+
+        # 1. a placeholder is read through its hook, then passes through
+        eq(import_manifest(m.mnt, [{"path": "p", "size": len(data), "url": "file:///p",
+                                    "version": "v1"}])[0], 0, "import")
+        with Hook(m.mnt, "--mirror", mirror) as h:
+            with open(m.path("p"), "rb") as f:
+                ok("passthrough" not in state(m, "p"), "a placeholder does not pass through")
+                eq(f.read(), data, "its bytes come from the hook")
+            ok(len(h.events("PRE_ACCESS")) > 0, "through PRE_ACCESS events")
+        eq(state(m, "p"), "resident", "filled")
+        with open(m.path("p"), "rb") as f:
+            ok("passthrough" in state(m, "p"), "filled, the next open passes through")
+            eq(f.read(), data, "same bytes")
+
+            # 3. eviction skips it while it is open so
+            e = errno_of(lambda: os.setxattr(m.path("p"), "user.hsmfs.evict", b""))
+            eq(e, errno.EBUSY, "evicting a file open in passthrough mode: EBUSY")
+            f.seek(0)
+            eq(f.read(), data, "its bytes stay")
+
+            # 5. a new version while it is open: refused, never zeros
+            with open(os.path.join(mirror, "p"), "wb") as g:
+                g.write(os.urandom(len(data)))
+            rc, out = import_manifest(m.mnt, [{"path": "p", "size": len(data),
+                                               "url": "file:///p", "version": "v2"}])
+            ok(rc != 0 and "passthrough" in out, "re-import refused while open (%d)" % rc)
+            f.seek(0)
+            eq(f.read(), data, "the open file still reads the old version, whole")
+
+        # 2. a watcher sees writes of files opened after it subscribed
+        with Hook(m.mnt, "--kind", "watch", "--mask", "modify", "--mode", "allow") as h:
+            fd = os.open(m.path("plain"), os.O_WRONLY)
+            try:
+                ok("passthrough" not in state(m, "plain"),
+                   "opened for writing with a watcher: not passed through")
+                os.pwrite(fd, b"w", 0)
+            finally:
+                os.close(fd)
+            ok(len(h.events("PRE_MODIFY")) >= 1, "the watcher saw the write")
+            with open(m.path("plain"), "rb") as f:
+                ok("passthrough" in state(m, "plain"), "a read-only open still passes through")
+
+        # 4. written through passthrough: dirty, and kept
+        fd = os.open(m.path("p"), os.O_WRONLY)
+        try:
+            ok("passthrough" in state(m, "p"), "opened for writing, no watcher: passthrough")
+            os.pwrite(fd, b"USER", 100)
+        finally:
+            os.close(fd)
+        eq(state(m, "p"), "dirty", "what passthrough wrote is recorded dirty")
+        eq(errno_of(lambda: os.setxattr(m.path("p"), "user.hsmfs.evict", b"")), errno.EBUSY,
+           "and never evicted")
+    with Mount(store=store) as m:
+        with open(m.path("p"), "rb") as f:
+            got = f.read()
+        eq(got, data[:100] + b"USER" + data[104:], "after a remount: the user's bytes")
+        eq(state(m, "p"), "dirty", "still dirty")
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
+def run():
+    if os.geteuid() != 0:
+        test_unprivileged_fallback()
+        return
+    test_passthrough()
+
+
+main(run)
