@@ -1299,7 +1299,6 @@ static int cmd_stats(int argc, char **argv)
 		{ "passthrough", "kernel passthrough (1: on)" },
 		{ "passthrough_opens", "opens passed through" },
 		{ "passthrough_refused", "passthrough refused by the kernel" },
-		{ "passthrough_direct", "opens direct beside passthrough" },
 		{ "over_bound", "refused: user's bound (EAGAIN)" },
 		{ "fill_p50_us", "fill latency p50 (us)" }, { "fill_p90_us", "fill latency p90 (us)" },
 		{ "fill_p99_us", "fill latency p99 (us)" }, { "inodes", "inodes remembered" },

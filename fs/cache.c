@@ -363,6 +363,16 @@ void cache_shutdown(void)
 	C.running = false;
 }
 
+bool cache_any(void)
+{
+	bool any;
+
+	pthread_mutex_lock(&C.lock);
+	any = C.used > 0;
+	pthread_mutex_unlock(&C.lock);
+	return any;
+}
+
 void cache_stats(struct cache_stats *ret)
 {
 	uint64_t size;

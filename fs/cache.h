@@ -94,5 +94,7 @@ int cache_make_room(uint64_t need);
 
 /* A snapshot of the counters. */
 void cache_stats(struct cache_stats *ret);
+/* Does the cache hold any evictable bytes (clean files with an origin)? */
+bool cache_any(void);
 
 #endif

@@ -266,6 +266,13 @@ void events_unlinked(uint64_t ino);
  * store file's size then.  Files without state: no-op.
  */
 void events_unseen_writes(struct inode *in, uint64_t size);
+/*
+ * May in be opened in passthrough mode now (every byte present, nothing
+ * filling, changing or being evicted, not stale or awaiting its digest)?
+ * If so INODE_PASSTHROUGH is set, under the engine's lock, so that no
+ * eviction starts on it until passthrough.c clears the flag.
+ */
+bool events_pass_begin(struct inode *in);
 
 /*
  * fsync/fdatasync of a file with state, after the store file's own

@@ -642,6 +642,26 @@ void events_wrote(struct inode *in, struct events_change *c, uint64_t off, uint6
 	eunlock();
 }
 
+bool events_pass_begin(struct inode *in)
+{
+	struct fstate *fs = inode_state(in);
+	bool ok;
+
+	if (!fs) {
+		inode_flags_set(in, INODE_PASSTHROUGH);
+		return true;
+	}
+	/* under E.lock: evictable() and evict_begin() see the flag, or we
+	 * see their eviction */
+	elock();
+	ok = !fs->evicting && !fs->inflight && !fs->changes && !fs->unverified &&
+	     !(fs->flags & META_F_STALE) && rs_contains(&fs->present, 0, fs->size);
+	if (ok)
+		inode_flags_set(in, INODE_PASSTHROUGH);
+	eunlock();
+	return ok;
+}
+
 void events_unseen_writes(struct inode *in, uint64_t size)
 {
 	struct fstate *fs = inode_state(in);

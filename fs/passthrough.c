@@ -9,22 +9,24 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "events.h"
 #include "inode.h"
 #include "log.h"
 #include "passthrough.h"
 
 /* What an open was made, by its store descriptor (fi->fh) */
-enum { M_NONE, M_CACHED, M_DIRECT, M_PT, M_PT_WRITE };
+enum { M_NONE, M_CACHED, M_PT, M_PT_WRITE };
 
 static struct {
 	pthread_mutex_t lock;
+	pthread_cond_t cond;      /* a registration or release ended */
 	bool wanted, enabled;
 	uint8_t *mode;      /* by descriptor number */
 	size_t nmode;
 	struct pt_stats st;
 	bool warned;
-} P = { .lock = PTHREAD_MUTEX_INITIALIZER };
+} P = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
 static struct inode_head *head(struct inode *in)
 {
@@ -103,72 +105,70 @@ void pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi
 	struct inode_head *h = head(in);
 	bool write = (fi->flags & O_ACCMODE) != O_RDONLY, writable = false;
 	bool want, reg = false;
-	uint8_t mode;
+	uint8_t mode = M_CACHED;
 	int id = 0;
 
+	/*
+	 * O_DIRECT: the store's alignment rules would apply; O_APPEND: the
+	 * kernel's passthrough loses RWF_NOAPPEND.  Nothing passes through
+	 * while a watcher of changes is subscribed, and a write only with
+	 * nothing evictable in the store (a write that meets a full store
+	 * evicts and retries, in the daemon only).
+	 */
 	want = P.enabled && !(inode_flags(in) & INODE_NONRESIDENT) &&
-	       !(write && events_modify_watched());
+	       !(fi->flags & (O_DIRECT | O_APPEND)) && !events_modify_watched() &&
+	       !(write && cache_any());
 	pthread_mutex_lock(&P.lock);
-	if (want && h->backing_id && !h->pt_busy && (!write || h->pt_writable)) {
+	while (h->pt_busy)
+		pthread_cond_wait(&P.cond, &P.lock);
+	if (h->backing_id) {
+		/* the kernel wants every open of an inode in passthrough mode so */
 		h->pt_opens++;
 		id = h->backing_id;
 		mode = write ? M_PT_WRITE : M_PT;
-	} else if (want && !h->backing_id && !h->pt_busy && !h->cached_opens) {
+	} else if (want && !h->cached_opens) {
 		h->pt_busy = true;
-		inode_flags_set(in, INODE_PASSTHROUGH);
 		reg = true;
-		mode = M_NONE;
-	} else if (h->backing_id || h->pt_busy) {
-		mode = M_DIRECT; /* beside passthrough opens, through the daemon */
 	} else {
 		h->cached_opens++;
-		mode = M_CACHED;
 	}
 	pthread_mutex_unlock(&P.lock);
 
 	if (reg) {
-		int err, stray = 0;
+		int err = 0;
 
-		id = register_backing(req, (int)fi->fh, &writable, &err);
-		if (id && write && !writable) {
-			stray = id; /* cannot happen: an open for writing has a writable fd */
-			id = 0;
-		}
+		/* the engine's word that it is whole and stays so (no eviction) */
+		if (events_pass_begin(in))
+			id = register_backing(req, (int)fi->fh, &writable, &err);
 		pthread_mutex_lock(&P.lock);
 		h->pt_busy = false;
+		pthread_cond_broadcast(&P.cond);
 		if (id) {
 			h->backing_id = id;
 			h->pt_writable = writable;
 			h->pt_opens++;
 			mode = write ? M_PT_WRITE : M_PT;
 		} else {
-			P.st.refused++;
-			if (!h->pt_opens)
-				inode_flags_clear(in, INODE_PASSTHROUGH);
+			P.st.refused += err != 0;
+			inode_flags_clear(in, INODE_PASSTHROUGH);
 			h->cached_opens++;
-			mode = M_CACHED;
 			/* not allowed (an unprivileged mount): do not ask again */
 			if (err == EPERM)
 				P.enabled = false;
-			if (!P.warned) {
+			if (err && !P.warned) {
 				P.warned = true;
 				log_info("the kernel refused a passthrough backing file (%s): %s",
-					 err ? strerror(err) : "no reason given",
-					 err == EPERM ? "files are served through the daemon" :
-							"that file is served through the daemon");
+					 strerror(err), err == EPERM ?
+					 "files are served through the daemon" :
+					 "that file is served through the daemon");
 			}
 		}
 		pthread_mutex_unlock(&P.lock);
-		if (stray)
-			fuse_passthrough_close(req, stray);
 	}
-	if (mode == M_PT || mode == M_PT_WRITE) {
+	if (mode != M_CACHED) {
 		fi->backing_id = id;
 		fi->keep_cache = 0; /* the kernel allows no cache flags with it */
 		fi->direct_io = 0;
-	} else if (mode == M_DIRECT) {
-		fi->direct_io = 1;
-		fi->keep_cache = 0;
 	}
 	if (mode == M_PT_WRITE && (inode_flags(in) & INODE_STATEFUL)) {
 		struct stat st;
@@ -178,8 +178,7 @@ void pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi
 	}
 	pthread_mutex_lock(&P.lock);
 	set_mode((int)fi->fh, mode);
-	P.st.opens += mode == M_PT || mode == M_PT_WRITE;
-	P.st.direct += mode == M_DIRECT;
+	P.st.opens += mode != M_CACHED;
 	pthread_mutex_unlock(&P.lock);
 }
 
@@ -196,7 +195,7 @@ void pt_released(struct fuse_req *req, struct inode *in, struct fuse_file_info *
 	} else if ((mode == M_PT || mode == M_PT_WRITE) && h->pt_opens && !--h->pt_opens) {
 		close_id = h->backing_id;
 		h->backing_id = 0;
-		h->pt_busy = true; /* opens meanwhile go direct */
+		h->pt_busy = true; /* opens meanwhile wait for the release */
 	}
 	pthread_mutex_unlock(&P.lock);
 	if (mode == M_PT_WRITE && (inode_flags(in) & INODE_STATEFUL)) {
@@ -210,6 +209,7 @@ void pt_released(struct fuse_req *req, struct inode *in, struct fuse_file_info *
 		fuse_passthrough_close(req, close_id);
 		pthread_mutex_lock(&P.lock);
 		h->pt_busy = false;
+		pthread_cond_broadcast(&P.cond);
 		if (!h->pt_opens && !h->backing_id)
 			inode_flags_clear(in, INODE_PASSTHROUGH);
 		pthread_mutex_unlock(&P.lock);

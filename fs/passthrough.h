@@ -6,24 +6,28 @@
  * itself, the daemon sees none of it (native speed).  The mode is
  * decided at open and fixed for that open, the way the kernel decides at
  * open whether a file raises pre-content events:
- *   - only regular files with nothing missing (no INODE_NONRESIDENT);
- *   - not for writing while a PRE_MODIFY watcher is subscribed (it must
- *     see every write; a watcher that subscribes later sees the opens
- *     after it);
+ *   - only regular files with nothing missing, filling, changing or
+ *     being evicted (events_pass_begin()), not O_DIRECT or O_APPEND;
+ *   - not while a PRE_MODIFY watcher is subscribed (it must see every
+ *     write);
+ *   - not for writing while the store holds evictable bytes (a write
+ *     that meets a full store evicts and retries in the daemon);
  *   - a file with state opened for writing becomes dirty at open and
  *     again at release (events_unseen_writes()), with its new size;
  *   - a file in passthrough mode is never evicted (INODE_PASSTHROUGH).
- * The kernel allows one backing file per inode, and an inode is either
- * in passthrough mode or cached mode: an open that cannot pass through
- * while others do is a direct-I/O open (it goes through the daemon and
- * does not conflict), and none passes through while cached opens exist.
+ * The kernel allows one backing file per inode and requires every open
+ * of an inode in passthrough mode to pass through: while one does, so
+ * do all (also for writing, also when a watcher subscribed meanwhile:
+ * it sees the files opened after the inode's passthrough opens ended),
+ * and none does while opens through the page cache exist.
  * Where the kernel or libfuse refuses (unprivileged mounts: registering
  * a backing file needs CAP_SYS_ADMIN; kernels before 6.9), opens take
  * the daemon's path as before and the counters say so.
  *
  * Locks: one mutex of this module guards the inode_head fields it owns;
  * nothing blocking runs under it (the store open and the kernel's
- * registration ioctls run outside, behind pt_busy).
+ * registration ioctls run outside, behind pt_busy, which other opens of
+ * that inode wait out).
  */
 #ifndef HSMFS_PASSTHROUGH_H
 #define HSMFS_PASSTHROUGH_H
@@ -42,8 +46,7 @@ void pt_init(struct fuse_conn_info *conn, bool wanted);
 /*
  * Decide the mode of an open of in whose store descriptor is fi->fh
  * (opened with fi->flags), after its state was loaded: sets
- * fi->backing_id (passthrough) or fi->direct_io (the inode passes through
- * for other opens), or leaves fi as it is (cached).  Call pt_released()
+ * fi->backing_id (passthrough), or leaves fi as it is (cached).  Call pt_released()
  * for every open this was called for, also when the open's reply fails.
  */
 void pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi);
@@ -53,7 +56,6 @@ struct pt_stats {
 	bool enabled;          /* the kernel accepted FUSE_PASSTHROUGH */
 	uint64_t opens;        /* opens passed through */
 	uint64_t refused;      /* backing registrations the kernel refused */
-	uint64_t direct;       /* opens made direct-I/O beside passthrough */
 };
 void pt_get_stats(struct pt_stats *ret);
 

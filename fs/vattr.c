@@ -135,7 +135,7 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 			     "\"evictions_started\": %llu, \"evictions_done\": %llu, "
 			     "\"inodes\": %llu, \"cached_fds\": %llu, "
 			     "\"passthrough\": %d, \"passthrough_opens\": %llu, "
-			     "\"passthrough_refused\": %llu, \"passthrough_direct\": %llu}\n",
+			     "\"passthrough_refused\": %llu}\n",
 			     (unsigned long long)cs.used, (unsigned long long)cs.reserved,
 			     (unsigned long long)cs.max, (unsigned long long)cs.min_free,
 			     (unsigned long long)cs.fs_free,
@@ -159,7 +159,7 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 			     (unsigned long long)es.evictions_done,
 			     (unsigned long long)inodes, (unsigned long long)fds,
 			     ps.enabled, (unsigned long long)ps.opens,
-			     (unsigned long long)ps.refused, (unsigned long long)ps.direct);
+			     (unsigned long long)ps.refused);
 	} else if (!strcmp(name, "user.hsmfs.socket") || !strcmp(name, "user.hsmfs.store")) {
 		if (in != inode_root())
 			return -ENODATA;

@@ -23,6 +23,10 @@ Modes:
   fanotify+ignore  the same with an ignore mark on the resident test file
                (what an HSM does for files it has filled)
   (fanotify modes need root and Linux 6.14; skipped with a note otherwise)
+  passthrough_hp   libfuse's own example daemon (the libfuse hsmfs builds
+               with) over the store, --nopassthrough: the kernel's limit
+               for a FUSE daemon that copies data
+  passthrough_hp+pt  the same with kernel passthrough (root only)
 Lazy fetch from a loopback nginx (--lazy, its own table): curl (the
 baseline: the same file downloaded to /dev/null), hsmfs-http, and where
 installed httpdirfs --cache --no-range-check and rclone mount
@@ -33,6 +37,11 @@ Workloads: seqread (warm page cache), seqread-cold (drop_caches, root
 only), randread (4 KiB, 2 processes), randread-cold (the same after
 drop_caches, root only), seqwrite, create, stat, unlink, tar-x (this
 source tree unpacked, files/s) and find (over what tar-x left, entries/s),
+fio-seqread, fio-randread, fio-seqread-cold, fio-seqwrite (fio, psync, one
+job: 1 MiB sequential reads of the warm file, 4 KiB random reads of it,
+the same sequential read after drop_caches (root), and 1 MiB buffered
+writes of a new file; warm runs pass --invalidate=0, since fio otherwise
+drops the file's page cache before each job and every run is cold),
 event-latency (missing-page reads through the no-op hook, beside the raw
 SOCK_SEQPACKET ping-pong floor between two processes), mount (time to a
 live mount of an empty store and of one with many placeholders), and the
@@ -268,6 +277,9 @@ class Env:
             self.noop = subprocess.Popen([os.environ["HSMFS_NOOP_HOOK"]] + watch +
                                          [self.mount.mnt])
             wait_for(lambda: hook_connected(self.mount.mnt, "noop"), "the noop hook")
+        self.phs = None
+        if mode.startswith("passthrough_hp"):
+            self.phs = start_passthrough_hp(self.store, "+pt" in mode)
         self.fan = None
         if mode.startswith("fanotify"):
             extra = ["--ignore", os.path.join(self.store, "seq.bin")] if "ignore" in mode else []
@@ -275,9 +287,14 @@ class Env:
 
     @property
     def dir(self):
+        if self.phs:
+            return self.phs
         return self.mount.mnt if self.mount else self.store
 
     def close(self):
+        if self.phs:
+            harness.unmount(self.phs)
+            shutil.rmtree(os.path.dirname(self.phs), ignore_errors=True)
         if self.fan:
             self.fan.terminate()
             self.fan.wait()
@@ -288,6 +305,47 @@ class Env:
             self.mount.stop()
             self.mount.cleanup()
         shutil.rmtree(self.store, ignore_errors=True)
+
+
+def start_passthrough_hp(store, passthrough):
+    """libfuse's passthrough_hp over store; returns its mountpoint."""
+    exe = os.environ.get("HSMFS_PASSTHROUGH_HP")
+    if not exe or not os.path.exists(exe):
+        raise Skip("passthrough_hp was not built (the system's libfuse is in use: "
+                   "ninja -C BUILD tests/bench/passthrough_hp where it is not)")
+    if passthrough and not IS_ROOT:
+        raise Skip("kernel passthrough needs root")
+    mnt = os.path.join(tmpdir("hsmfs-bench-phs-"), "mnt")
+    os.mkdir(mnt)
+    args = [exe, store, mnt] + ([] if passthrough else ["--nopassthrough"])
+    if subprocess.run(args).returncode:
+        raise Skip("passthrough_hp did not mount")
+    wait_for(lambda: harness.is_mounted(mnt), "passthrough_hp mounted")
+    return mnt
+
+
+def fio(d, name, rw, bs, size=None, cold=False, runtime=None):
+    """One fio job on d/name; MB/s.  Warm jobs keep the page cache."""
+    if not shutil.which("fio"):
+        raise Skip("fio is not installed (apt-get install fio)")
+    p = os.path.join(d, name)
+    if cold:
+        drop_caches()
+    elif rw in ("read", "randread"):
+        with open(p, "rb") as f:  # warm the page cache
+            while f.read(MiB):
+                pass
+    args = ["fio", "--name=j", "--filename=" + p, "--rw=" + rw, "--bs=" + bs,
+            "--ioengine=psync", "--numjobs=1", "--output-format=json",
+            "--invalidate=%d" % (1 if cold else 0)]
+    if size:
+        args.append("--size=%d" % size)
+    if runtime:
+        args += ["--time_based", "--runtime=%d" % runtime]
+    out = json.loads(subprocess.run(args, stdout=subprocess.PIPE, check=True).stdout)
+    job = out["jobs"][0]
+    side = job["write" if "write" in rw else "read"]
+    return side["bw_bytes"] / MiB, "MB/s"
 
 
 def cold_randread(env, count, size, run):
@@ -584,11 +642,13 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--runs", type=int)
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--modes", default="native,hsmfs,hsmfs+watch,cold,fanotify,fanotify+ignore")
+    ap.add_argument("--modes", default="native,hsmfs,hsmfs+watch,cold,fanotify,fanotify+ignore,"
+                                       "passthrough_hp,passthrough_hp+pt")
     ap.add_argument("--lazy", default="curl,hsmfs-http,httpdirfs,rclone",
                     help="lazy-fetch clients to compare ('' for none)")
     ap.add_argument("--workloads",
-                    default="seqread,seqread-cold,randread,randread-cold,seqwrite,create,"
+                    default="seqread,seqread-cold,randread,randread-cold,seqwrite,"
+                            "fio-seqread,fio-randread,fio-seqread-cold,fio-seqwrite,create,"
                             "stat,unlink,tar-x,find,event-latency,mount")
     a = ap.parse_args()
     runs = a.runs or (3 if a.quick else 5)
@@ -620,6 +680,17 @@ def main():
                             v, u = cold_randread(e, rcount, size, r)
                         else:
                             continue
+                    elif w == "fio-seqread":
+                        v, u = fio(e.dir, "seq.bin", "read", "1M")
+                    elif w == "fio-randread":
+                        v, u = fio(e.dir, "seq.bin", "randread", "4k", runtime=5)
+                    elif w == "fio-seqread-cold":
+                        if not IS_ROOT:
+                            continue
+                        v, u = fio(e.dir, "seq.bin", "read", "1M", cold=True)
+                    elif w == "fio-seqwrite":
+                        v, u = fio(e.dir, "fio-w%d.bin" % r, "write", "1M", size=size)
+                        os.unlink(os.path.join(e.dir, "fio-w%d.bin" % r))
                     elif w == "seqread":
                         v, u = w_seqread(e.dir, size)
                     elif w == "seqread-cold":
