@@ -33,6 +33,7 @@ _failed = 0
 def ok(cond, desc):
     global _n, _failed
     _n += 1
+    desc = " / ".join(str(desc).splitlines())  # one TAP line, whatever it quotes
     print(("ok %d - %s" if cond else "not ok %d - %s") % (_n, desc), flush=True)
     if not cond:
         _failed += 1
