@@ -13,6 +13,7 @@ p < 0.05); '~' means within noise.
 Modes:
   native       the store directory itself
   hsmfs        the mount, no hook connected
+  hsmfs-copy   the same with -o nopassthrough: every byte through the daemon
   hsmfs+watch  the mount with a watch hook subscribed to every event
                (noop-hook --watch, allowing each at once; files resident,
                so reads raise none: must equal hsmfs; writes ask it first)
@@ -269,7 +270,9 @@ class Env:
                 f.write(chunk)
         self.mount = None
         self.noop = None
-        if mode in ("hsmfs", "hsmfs+watch", "cold"):
+        if mode in ("hsmfs", "hsmfs+watch", "cold", "hsmfs-copy"):
+            if mode == "hsmfs-copy":
+                opts = ",".join(o for o in (opts, "nopassthrough") if o)
             self.mount = Mount(store=self.store, opts=opts).start()
         if mode in ("hsmfs+watch", "cold"):
             # a C hook, like the fanotify listener: allows every event at once
@@ -642,8 +645,8 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--runs", type=int)
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--modes", default="native,hsmfs,hsmfs+watch,cold,fanotify,fanotify+ignore,"
-                                       "passthrough_hp,passthrough_hp+pt")
+    ap.add_argument("--modes", default="native,hsmfs,hsmfs-copy,hsmfs+watch,cold,fanotify,"
+                                       "fanotify+ignore,passthrough_hp,passthrough_hp+pt")
     ap.add_argument("--lazy", default="curl,hsmfs-http,httpdirfs,rclone",
                     help="lazy-fetch clients to compare ('' for none)")
     ap.add_argument("--workloads",
