@@ -757,10 +757,45 @@ static void open_reply(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		open_undo(req, IN(ino), fi);
 }
 
+static void open_later(void *arg, int res);
+
+/*
+ * The steps of an open that may wait for hooks, each parked: OPEN_PERM
+ * (step 0), then, for an open for writing of a file open in passthrough
+ * mode while a PRE_MODIFY watcher is subscribed (step 1), one PRE_MODIFY
+ * of the whole file: the kernel passes every open of such a file through,
+ * so the watcher cannot see its writes one by one and is asked at open.
+ * Returns EVENTS_PARKED (l is the engine's), or the result (l is ours).
+ */
+static int open_steps(struct later *l, int step)
+{
+	struct inode *in = IN(l->ino);
+	int res;
+
+	if (step == 0 && events_open_watched()) {
+		l->mode = 1;
+		res = events_open_perm(in, l->fi.flags, l->req, open_later, l);
+		if (res)
+			return res;
+	}
+	if (step <= 1 && (l->fi.flags & O_ACCMODE) != O_RDONLY && events_modify_watched() &&
+	    pt_active(in)) {
+		l->mode = 2;
+		res = events_modify(in, 0, UINT64_MAX, l->req, open_later, l);
+		if (res)
+			return res;
+	}
+	return 0;
+}
+
 static void open_later(void *arg, int res)
 {
 	struct later *l = arg;
 
+	if (!res && l->mode == 1)
+		res = open_steps(l, 1);
+	if (res == EVENTS_PARKED)
+		return;
 	if (!res)
 		res = do_open(l->req, l->ino, &l->fi);
 	open_reply(l->req, l->ino, &l->fi, res);
@@ -772,7 +807,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int res = 0;
 
 	/* asked before the store file is opened: a denied open does nothing */
-	if (__builtin_expect(events_open_watched(), 0) && !inode_is_dir(IN(ino))) {
+	if (__builtin_expect(events_open_watched() || events_modify_watched(), 0) &&
+	    !inode_is_dir(IN(ino))) {
 		struct later *l = later_new(req, ino, 0);
 
 		if (!l) {
@@ -780,7 +816,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			return;
 		}
 		l->fi = *fi;
-		res = events_open_perm(IN(ino), fi->flags, req, open_later, l);
+		res = open_steps(l, 0);
 		if (res == EVENTS_PARKED)
 			return;
 		free(l);

@@ -110,14 +110,14 @@ void pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi
 
 	/*
 	 * O_DIRECT: the store's alignment rules would apply; O_APPEND: the
-	 * kernel's passthrough loses RWF_NOAPPEND.  Nothing passes through
-	 * while a watcher of changes is subscribed, and a write only with
-	 * nothing evictable in the store (a write that meets a full store
-	 * evicts and retries, in the daemon only).
+	 * kernel's passthrough loses RWF_NOAPPEND.  A write passes through
+	 * only with no watcher of changes subscribed and nothing evictable
+	 * in the store (a write that meets a full store evicts and retries,
+	 * in the daemon only), or when the inode passes through already.
 	 */
 	want = P.enabled && !(inode_flags(in) & INODE_NONRESIDENT) &&
-	       !(fi->flags & (O_DIRECT | O_APPEND)) && !events_modify_watched() &&
-	       !(write && cache_any());
+	       !(fi->flags & (O_DIRECT | O_APPEND)) &&
+	       !(write && (events_modify_watched() || cache_any()));
 	pthread_mutex_lock(&P.lock);
 	while (h->pt_busy)
 		pthread_cond_wait(&P.cond, &P.lock);
@@ -214,6 +214,16 @@ void pt_released(struct fuse_req *req, struct inode *in, struct fuse_file_info *
 			inode_flags_clear(in, INODE_PASSTHROUGH);
 		pthread_mutex_unlock(&P.lock);
 	}
+}
+
+bool pt_active(struct inode *in)
+{
+	bool on;
+
+	pthread_mutex_lock(&P.lock);
+	on = head(in)->backing_id || head(in)->pt_busy;
+	pthread_mutex_unlock(&P.lock);
+	return on;
 }
 
 void pt_get_stats(struct pt_stats *ret)

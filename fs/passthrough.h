@@ -8,18 +8,17 @@
  * open whether a file raises pre-content events:
  *   - only regular files with nothing missing, filling, changing or
  *     being evicted (events_pass_begin()), not O_DIRECT or O_APPEND;
- *   - not while a PRE_MODIFY watcher is subscribed (it must see every
- *     write);
- *   - not for writing while the store holds evictable bytes (a write
+ *   - not for writing while a PRE_MODIFY watcher is subscribed (it must
+ *     see every write) or while the store holds evictable bytes (a write
  *     that meets a full store evicts and retries in the daemon);
  *   - a file with state opened for writing becomes dirty at open and
  *     again at release (events_unseen_writes()), with its new size;
  *   - a file in passthrough mode is never evicted (INODE_PASSTHROUGH).
  * The kernel allows one backing file per inode and requires every open
  * of an inode in passthrough mode to pass through: while one does, so
- * do all (also for writing, also when a watcher subscribed meanwhile:
- * it sees the files opened after the inode's passthrough opens ended),
- * and none does while opens through the page cache exist.
+ * do all, also for writing under a watcher (ops.c asks the watcher one
+ * PRE_MODIFY of the whole file at such an open: pt_active()), and none
+ * does while opens through the page cache exist.
  * Where the kernel or libfuse refuses (unprivileged mounts: registering
  * a backing file needs CAP_SYS_ADMIN; kernels before 6.9), opens take
  * the daemon's path as before and the counters say so.
@@ -51,6 +50,9 @@ void pt_init(struct fuse_conn_info *conn, bool wanted);
  */
 void pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi);
 void pt_released(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi);
+
+/* Is in open in passthrough mode (or becoming so)? */
+bool pt_active(struct inode *in);
 
 struct pt_stats {
 	bool enabled;          /* the kernel accepted FUSE_PASSTHROUGH */

@@ -218,9 +218,12 @@ def worker(m, models, rnd, faults, counts):
                         d[off:off + len(data)] = data
                     # into the model first: reads during the write may see it
                     fm.apply(put)
-                    fd = os.open(path, os.O_WRONLY)
+                    fd = None
                     try:
                         try:
+                            # a watcher may be asked at open (a file open in
+                            # passthrough mode): a deny fails the open
+                            fd = os.open(path, os.O_WRONLY)
                             w = os.pwrite(fd, data, off)
                         except OSError as e:
                             w = 0
@@ -238,7 +241,8 @@ def worker(m, models, rnd, faults, counts):
                             fm.dirty = True
                         trace("write f%d" % k, off, len(data), "->", w, "gen", fm.gen)
                     finally:
-                        os.close(fd)
+                        if fd is not None:
+                            os.close(fd)
                         fm.stable = fm.gen
             elif op == "truncate":
                 with fm.lock:

@@ -113,20 +113,26 @@ def test_passthrough():
                 os.close(fd)
             ok(len(h.events("PRE_MODIFY")) >= 1, "the watcher saw the write")
             with open(m.path("p"), "rb") as f:
-                ok("passthrough" not in state(m, "p"),
-                   "with a watcher subscribed nothing passes through")
+                ok("passthrough" in state(m, "p"), "a read-only open still passes through")
         eq(state(m, "p"), "dirty", "written: dirty, nothing evictable left")
-        # an inode open in passthrough mode when a watcher subscribes: the
-        # kernel wants all its opens so, until the last one closes
+        # the kernel passes every open of an inode in passthrough mode
+        # through: a watcher is asked once, at open, for the whole file
         with open(m.path("plain"), "rb") as f:
             ok("passthrough" in state(m, "plain"), "open in passthrough mode")
+            with Hook(m.mnt, "--kind", "watch", "--mask", "modify", "--mode", "deny",
+                      "--errno", str(errno.EPERM)) as h:
+                eq(errno_of(lambda: os.open(m.path("plain"), os.O_WRONLY)), errno.EPERM,
+                   "a write open beside it: the watcher's deny at open holds")
+                ev = h.events("PRE_MODIFY")
+                ok(len(ev) == 1 and ev[0]["start"] == 0 and ev[0]["end"] == 2**64 - 1,
+                   "asked for the whole file: %s" % [(e["start"], e["end"]) for e in ev])
             with Hook(m.mnt, "--kind", "watch", "--mask", "modify", "--mode", "allow") as h:
                 fd = os.open(m.path("plain"), os.O_WRONLY)
                 os.pwrite(fd, b"Z", 0)
+                os.pwrite(fd, b"Z", 1)
                 os.close(fd)
-                eq(h.events("PRE_MODIFY"), [], "a write open beside it passes through too, "
-                   "unseen (hsmfs-hooks(7) says so)")
-                eq(f.read(1), b"Z", "and the reader sees it")
+                eq(len(h.events("PRE_MODIFY")), 1, "allowed once at open, its writes pass through")
+                eq(f.read(2), b"ZZ", "and the reader sees them")
 
         # 4. written through passthrough: recorded, and kept
         fd = os.open(m.path("p"), os.O_WRONLY)
