@@ -338,9 +338,15 @@ def test_small():
             res = {}
 
             def w():
-                fd = os.open(m.path("sub", "f"), os.O_WRONLY)
-                res["e"] = errno_of(lambda: os.pwrite(fd, b"x", 0))
-                os.close(fd)
+                # asked at open or at the write (the file may still be open
+                # in passthrough mode: its release is asynchronous)
+                def write():
+                    fd = os.open(m.path("sub", "f"), os.O_WRONLY)
+                    try:
+                        os.pwrite(fd, b"x", 0)
+                    finally:
+                        os.close(fd)
+                res["e"] = errno_of(write)
             t = threading.Thread(target=w)
             t.start()
             s.settimeout(10)
