@@ -20,12 +20,14 @@
 #include "log.h"
 #include "ops.h"
 #include "passthrough.h"
+#include "privs.h"
 #include "store.h"
 
 #define CALLER_GROUPS_MAX 256 /* supplementary groups a creation carries */
 
 static struct ops_config cfg;
 static bool acls; /* the kernel enforces POSIX ACLs (op_init) */
+static bool killpriv; /* set-ID bits are ours to drop (op_init, privs.h) */
 static bool daemon_is_root;
 static struct fuse_session *session;
 
@@ -107,6 +109,15 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 */
 	conn->max_background = OPS_MAX_BACKGROUND;
 	conn->congestion_threshold = OPS_MAX_BACKGROUND * 3 / 4;
+	/*
+	 * Set-ID bits and capabilities dropped on change by hsmfs (privs_kill())
+	 * rather than by the kernel, which otherwise asks for
+	 * security.capability before every write: one round trip each.
+	 */
+	if (conn->capable & FUSE_CAP_HANDLE_KILLPRIV_V2) {
+		conn->want |= FUSE_CAP_HANDLE_KILLPRIV_V2;
+		killpriv = true;
+	}
 	pt_init(conn, cfg.passthrough);
 	signal_ready();
 }
@@ -330,6 +341,17 @@ static int do_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		}
 		if (inode_flags(in) & INODE_STATEFUL)
 			events_truncated(in, &ch, old.st_size, attr->st_size);
+		/* the kernel marks a truncate whose caller lacks CAP_FSETID */
+		if (killpriv && (valid & FUSE_SET_ATTR_KILL_SUID)) {
+			int kfd = use_fh ? (int)fi->fh :
+					   open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+
+			if (kfd >= 0) {
+				privs_kill(fuse_req_ctx(req), kfd, true);
+				if (!use_fh)
+					close(kfd);
+			}
+		}
 	}
 	if (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
 		res = set_times(in, fd, fi, attr, valid);
@@ -920,6 +942,8 @@ static void write_now(fuse_req_t req, struct inode *in, struct fuse_bufvec *in_b
 	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
 	out.buf[0].fd = fd;
 	out.buf[0].pos = off;
+	if (killpriv)
+		privs_kill(fuse_req_ctx(req), fd, false);
 	/* the user's bytes win: no fill is committed over them */
 	if (__builtin_expect(flags & INODE_STATEFUL, 0))
 		events_change_begin(in, &ch, off, off + size);

@@ -14,6 +14,7 @@
 #include "inode.h"
 #include "log.h"
 #include "passthrough.h"
+#include "privs.h"
 
 /* What an open was made, by its store descriptor (fi->fh) */
 enum { M_NONE, M_CACHED, M_PT, M_PT_WRITE };
@@ -22,6 +23,7 @@ static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;      /* a registration or release ended */
 	bool wanted, enabled;
+	bool killpriv;      /* set-ID bits are the daemon's to drop (privs.h) */
 	uint8_t *mode;      /* by descriptor number */
 	size_t nmode;
 	struct pt_stats st;
@@ -36,6 +38,7 @@ static struct inode_head *head(struct inode *in)
 void pt_init(struct fuse_conn_info *conn, bool wanted)
 {
 	P.wanted = wanted;
+	P.killpriv = conn->want & FUSE_CAP_HANDLE_KILLPRIV_V2;
 	if (!wanted || !(conn->capable & FUSE_CAP_PASSTHROUGH))
 		return;
 	/*
@@ -104,7 +107,7 @@ void pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi
 {
 	struct inode_head *h = head(in);
 	bool write = (fi->flags & O_ACCMODE) != O_RDONLY, writable = false;
-	bool want, reg = false;
+	bool want, reg = false, privileged;
 	uint8_t mode = M_CACHED;
 	int id = 0;
 
@@ -115,9 +118,15 @@ void pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi
 	 * in the store (a write that meets a full store evicts and retries,
 	 * in the daemon only), or when the inode passes through already.
 	 */
+	/*
+	 * With set-ID bits or capabilities to drop on a write, and that job
+	 * ours (killpriv), the daemon must see the writes: the kernel's
+	 * passthrough leaves them to us too.
+	 */
+	privileged = write && P.killpriv && privs_any((int)fi->fh);
 	want = P.enabled && !(inode_flags(in) & INODE_NONRESIDENT) &&
 	       !(fi->flags & (O_DIRECT | O_APPEND)) &&
-	       !(write && (events_modify_watched() || cache_any()));
+	       !(write && (privileged || events_modify_watched() || cache_any()));
 	pthread_mutex_lock(&P.lock);
 	while (h->pt_busy)
 		pthread_cond_wait(&P.cond, &P.lock);
@@ -170,6 +179,13 @@ void pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi
 		fi->keep_cache = 0; /* the kernel allows no cache flags with it */
 		fi->direct_io = 0;
 	}
+	/*
+	 * Passed through though it has privileges to drop (the inode passes
+	 * through already): dropped now, for the writes the daemon will
+	 * not see.
+	 */
+	if (mode == M_PT_WRITE && privileged)
+		privs_kill(fuse_req_ctx(req), (int)fi->fh, false);
 	if (mode == M_PT_WRITE && (inode_flags(in) & INODE_STATEFUL)) {
 		struct stat st;
 

@@ -9,7 +9,9 @@ store filesystem and on the mount, and compared:
   3. POSIX ACLs are obeyed where the kernel checks permissions, and
      refused (EOPNOTSUPP) where nothing would enforce them;
   4. a working directory that was removed still answers stat (nlink 0)
-     and readdir as the native one does, not ESTALE.
+     and readdir as the native one does, not ESTALE;
+  5. a write or truncate by a user without CAP_FSETID clears set-ID
+     bits, root's does not (through the daemon and through passthrough).
 """
 import errno
 import os
@@ -88,6 +90,32 @@ def create_case(d):
     return out
 
 
+def killpriv_case(d):
+    """Set-ID bits of a 06777 file after a write and a truncate by nobody
+    (cleared: it lacks CAP_FSETID), and after root's write (kept)."""
+    out = {}
+    for name, who, how in (("w-nobody", NOBODY, "write"), ("t-nobody", NOBODY, "truncate"),
+                           ("w-root", None, "write")):
+        p = os.path.join(d, name)
+        with open(p, "wb") as f:
+            f.write(b"x" * 8192)
+        os.chmod(p, 0o6777)
+
+        def change(p=p, how=how):
+            if how == "write":
+                fd = os.open(p, os.O_WRONLY)
+                try:
+                    os.pwrite(fd, b"y", 100)
+                finally:
+                    os.close(fd)
+            else:
+                os.truncate(p, 10)
+            return "done"
+        out[name] = (in_child(change, uid=who, gid=NOBODY if who else None),
+                     oct(os.stat(p).st_mode))
+    return out
+
+
 def acl_xattr(entries):
     """The system.posix_acl_access value for [(tag, perm, id)]."""
     return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", t, p, i) for t, p, i in entries)
@@ -147,6 +175,10 @@ def run():
             got = in_child(lambda: create_case(m.mnt), uid=NOBODY, gid=NOBODY)
             want = in_child(lambda: create_case(native), uid=NOBODY, gid=NOBODY)
             eq(got, want, "created by nobody: set-ID bits and inherited group as native")
+            want = killpriv_case(native)
+            eq(killpriv_case(m.mnt), want,
+               "set-ID bits after writes and truncates by nobody and root: as native (%s)"
+               % want)
             got = acl_case(m.mnt, True)
             want = acl_case(native, True)
             ok(got == want or got == ("setxattr", errno.EOPNOTSUPP),
@@ -157,6 +189,16 @@ def run():
             skip("set-ID bits of files a non-root user creates", "needs root")
             eq(acl_case(m.mnt, False), ("setxattr", errno.EOPNOTSUPP),
                "without default_permissions an ACL is refused, not stored and ignored")
+    if is_root():
+        # the same through the daemon (no passthrough): hsmfs drops them itself
+        with Mount(opts="allow_other,nopassthrough") as m:
+            os.chmod(m.dir, 0o755)
+            os.chmod(m.mnt, 0o777)
+            shutil.rmtree(native, ignore_errors=True)
+            os.mkdir(native)
+            want = killpriv_case(native)
+            eq(killpriv_case(m.mnt), want,
+               "set-ID bits through the daemon (nopassthrough): as native")
     shutil.rmtree(native, ignore_errors=True)
 
 
