@@ -43,6 +43,8 @@ job: 1 MiB sequential reads of the warm file, 4 KiB random reads of it,
 the same sequential read after drop_caches (root), and 1 MiB buffered
 writes of a new file; warm runs pass --invalidate=0, since fio otherwise
 drops the file's page cache before each job and every run is cold),
+stalled-hook (stat, open, 4 KiB read and close of a resident file, alone
+and while 100 reads wait for a fill hook that never answers),
 event-latency (missing-page reads through the no-op hook, beside the raw
 SOCK_SEQPACKET ping-pong floor between two processes), mount (time to a
 live mount of an empty store and of one with many placeholders), and the
@@ -412,6 +414,73 @@ print(time.perf_counter() - t)
 """
 
 
+def stalled_hook(readers, count):
+    """p50/p90/p99 (µs) of stat + open + 4 KiB read + close of a resident
+    file, unloaded and while `readers` reads wait for a fill hook that
+    never answers (each parked in the daemon, not a worker thread)."""
+    import socket
+    import threading
+    sys.path.insert(0, os.path.join(HERE, "..", "helpers"))
+    import pyhook
+    m = Mount(opts="timeout=60,max_pending=%d" % (readers + 64)).start()
+    try:
+        rc, out = import_manifest(m.mnt, [{"path": "p%d" % k, "size": 4096}
+                                          for k in range(readers)])
+        if rc:
+            raise RuntimeError(out)
+        res = os.path.join(m.mnt, "resident")
+        with open(res, "wb") as f:
+            f.write(os.urandom(4096))
+
+        def probe():
+            lat = []
+            for _ in range(count):
+                t = time.perf_counter_ns()
+                os.stat(res)
+                with open(res, "rb", buffering=0) as f:
+                    f.read(4096)
+                lat.append((time.perf_counter_ns() - t) / 1000)
+            return percentiles(lat)
+        quiet = probe()
+        s, _ = pyhook.connect(m.mnt, "fill", ["access"], "stalled")
+        seen = []
+
+        def drain():
+            while True:
+                try:
+                    data, fds = pyhook.recv_frame(s)
+                except OSError:
+                    return
+                if not data:
+                    return
+                for fd in fds:
+                    os.close(fd)
+                seen.append(1)
+        threading.Thread(target=drain, daemon=True).start()
+
+        def blocked(k):
+            fd = os.open(os.path.join(m.mnt, "p%d" % k), os.O_RDONLY | os.O_DIRECT)
+            try:
+                os.pread(fd, 4096, 0)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+        ts = [threading.Thread(target=blocked, args=(k,), daemon=True) for k in range(readers)]
+        for t in ts:
+            t.start()
+        wait_for(lambda: len(seen) >= readers, "%d blocked readers at the hook" % readers)
+        loaded = probe()
+        s.shutdown(socket.SHUT_RDWR)
+        s.close()
+        for t in ts:
+            t.join()
+        return quiet, loaded
+    finally:
+        m.stop()
+        m.cleanup()
+
+
 def event_rate(env, readers, count):
     """Events per second: readers processes, each reading count missing pages."""
     names = ["rate%d-%d.bin" % (readers, k) for k in range(readers)]
@@ -652,7 +721,7 @@ def main():
     ap.add_argument("--workloads",
                     default="seqread,seqread-cold,randread,randread-cold,seqwrite,"
                             "fio-seqread,fio-randread,fio-seqread-cold,fio-seqwrite,create,"
-                            "stat,unlink,tar-x,find,event-latency,mount")
+                            "stat,unlink,tar-x,find,event-latency,stalled-hook,mount")
     a = ap.parse_args()
     runs = a.runs or (3 if a.quick else 5)
     size = (256 if a.quick else 1024) * MiB
@@ -720,6 +789,10 @@ def main():
         rss = {m: rss_kib(e.mount.proc.pid) for m, e in envs.items() if e.mount}
         lat = {}
         rates = {}
+        if "stalled-hook" in wls:
+            quiet, loaded = stalled_hook(100, 500 if a.quick else 2000)
+            lat["resident stat+read, unloaded"] = quiet
+            lat["  with 100 reads blocked on a hook"] = loaded
         if "event-latency" in wls:
             e = Env("cold", MiB, opts="chunk=4k") if "cold" in modes else None
             if e:
