@@ -21,14 +21,40 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HSMFSCTL, Hook, Mount, eq, errno_of, import_manifest, main,  # noqa: E402
-                     ok, skip, tmpdir)
+from harness import (Hook, Mount, eq, errno_of, import_manifest, main,  # noqa: E402
+                     ok, skip, tmpdir, wait_for)
 
 P = 4096
 
 
 def stats(m):
     return json.loads(os.getxattr(m.mnt, "user.hsmfs.stats"))
+
+
+def released(m, name):
+    """Wait until the kernel's release of name's last passthrough open
+    (sent after close(2) returns, asynchronously) reached the daemon."""
+    wait_for(lambda: "passthrough" not in state(m, name), "the release of %s" % name)
+
+
+def open_pt(m, name, flags=os.O_RDONLY):
+    """Open name so that it passes through: the releases of earlier opens
+    through the page cache reach the daemon after close(2) returns, and
+    until they have, a new open cannot pass through.  Returns the fd."""
+    fds = []
+
+    def try_open():
+        fd = os.open(m.path(name), flags)
+        if "passthrough" in state(m, name):
+            fds.append(fd)
+            return True
+        os.close(fd)
+        return False
+    try:
+        wait_for(try_open, "an open of %s in passthrough mode" % name)
+    except TimeoutError:
+        return os.open(m.path(name), flags)  # the checks that follow fail
+    return fds[0]
 
 
 def state(m, name):
@@ -59,11 +85,12 @@ def test_passthrough():
             skip("passthrough", "the kernel did not offer FUSE passthrough")
             return
         n0 = stats(m)["passthrough_opens"]
-        with open(m.path("plain"), "rb") as f:
+        with os.fdopen(open_pt(m, "plain"), "rb") as f:
             ok("passthrough" in state(m, "plain"), "a resident file opens in passthrough mode")
             eq(f.read(), b"r" * P, "and reads right")
         ok(stats(m)["passthrough_opens"] > n0, "counted")
-        ok("passthrough" not in state(m, "plain"), "closed: no longer")
+        released(m, "plain")
+        ok(True, "closed: no longer")
 
         # 1. a placeholder is read through its hook, then passes through
         eq(import_manifest(m.mnt, [{"path": "p", "size": len(data), "url": "file:///p",
@@ -74,7 +101,7 @@ def test_passthrough():
                 eq(f.read(), data, "its bytes come from the hook")
             ok(len(h.events("PRE_ACCESS")) > 0, "through PRE_ACCESS events")
         eq(state(m, "p"), "resident", "filled")
-        with open(m.path("p"), "rb") as f:
+        with os.fdopen(open_pt(m, "p"), "rb") as f:
             ok("passthrough" in state(m, "p"), "filled, the next open passes through")
             eq(f.read(), data, "same bytes")
 
@@ -95,6 +122,7 @@ def test_passthrough():
 
         # a write meeting a full store evicts and retries in the daemon
         # only: with evictable bytes in the store, writes do not pass through
+        released(m, "p")
         fd = os.open(m.path("plain"), os.O_WRONLY)
         try:
             ok("passthrough" not in state(m, "plain"),
@@ -112,12 +140,14 @@ def test_passthrough():
             finally:
                 os.close(fd)
             ok(len(h.events("PRE_MODIFY")) >= 1, "the watcher saw the write")
-            with open(m.path("p"), "rb") as f:
+            with os.fdopen(open_pt(m, "p"), "rb") as f:
                 ok("passthrough" in state(m, "p"), "a read-only open still passes through")
+            released(m, "p")
         eq(state(m, "p"), "dirty", "written: dirty, nothing evictable left")
         # the kernel passes every open of an inode in passthrough mode
         # through: a watcher is asked once, at open, for the whole file
-        with open(m.path("plain"), "rb") as f:
+        released(m, "plain")
+        with os.fdopen(open_pt(m, "plain"), "rb") as f:
             ok("passthrough" in state(m, "plain"), "open in passthrough mode")
             with Hook(m.mnt, "--kind", "watch", "--mask", "modify", "--mode", "deny",
                       "--errno", str(errno.EPERM)) as h:
@@ -135,12 +165,13 @@ def test_passthrough():
                 eq(f.read(2), b"ZZ", "and the reader sees them")
 
         # 4. written through passthrough: recorded, and kept
-        fd = os.open(m.path("p"), os.O_WRONLY)
+        fd = open_pt(m, "p", os.O_WRONLY)
         try:
             ok("passthrough" in state(m, "p"), "opened for writing, no watcher: passthrough")
             os.pwrite(fd, b"MORE", len(data) + 10)
         finally:
             os.close(fd)
+        released(m, "p")
         eq(state(m, "p"), "dirty", "what passthrough wrote is recorded dirty")
         eq(int(os.getxattr(m.path("p"), "user.hsmfs.present")), len(data) + 14,
            "with its new size, all present")
