@@ -1288,9 +1288,14 @@ static int park_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t e
 
 /* ------------------------------------------------------------ hooks */
 
-void events_hook_joined(struct hook *h)
+int events_hook_joined(struct hook *h, const uint8_t *welcome, int len)
 {
 	elock();
+	/* every send to a hook runs under E.lock: WELCOME is its first frame */
+	if (hooks_send_welcome(h, welcome, len)) {
+		eunlock();
+		return -EIO;
+	}
 	h->next = E.hooks;
 	E.hooks = h;
 	E.joins++;
@@ -1323,6 +1328,7 @@ void events_hook_joined(struct hook *h)
 	}
 	redispatch_queue();
 	eunlock();
+	return 0;
 }
 
 void events_hook_left(struct hook *h)

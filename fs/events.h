@@ -290,7 +290,8 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 		     char *buf, size_t bufsize);
 
 /* Called by hooks.c from connection threads. */
-void events_hook_joined(struct hook *h);
+/* h said HELLO: send it welcome (len bytes) and add it, atomically.  0 or -errno. */
+int events_hook_joined(struct hook *h, const uint8_t *welcome, int len);
 void events_hook_left(struct hook *h);
 void events_answer(struct hook *h, const struct proto_answer *a);
 void events_progress(struct hook *h, const struct proto_progress *p);

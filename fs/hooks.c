@@ -70,6 +70,11 @@ int hooks_send_event(struct hook *h, const struct proto_event *ev, int fd)
 	return send_frame(h->fd, buf, n, fd);
 }
 
+int hooks_send_welcome(struct hook *h, const uint8_t *frame, int len)
+{
+	return send_frame(h->fd, frame, len, -1);
+}
+
 void hooks_send_cancel(struct hook *h, uint64_t id, uint32_t reason)
 {
 	uint8_t buf[64];
@@ -211,12 +216,16 @@ static void *conn_main(void *arg)
 						   H.chunk, H.timeout_ms };
 			int wn = proto_enc_welcome(buf, &w);
 
-			if (send_frame(h->fd, buf, wn, -1))
-				break;
 			/* joined: it may stay silent as long as it likes */
 			setsockopt(h->fd, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){ 0, 0 },
 				   sizeof(struct timeval));
-			events_hook_joined(h);
+			/*
+			 * WELCOME goes out as the hook joins, under the engine's
+			 * lock: once the hook has it, no change or read goes
+			 * unasked (before, one racing the join could).
+			 */
+			if (events_hook_joined(h, buf, wn))
+				break;
 			joined = true;
 			continue;
 		}

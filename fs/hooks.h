@@ -15,7 +15,9 @@
  * and the connection is closed; the mount keeps running.
  *
  * struct hook objects are created here and handed to the events module
- * (events_hook_joined); they are only freed after events_hook_left()
+ * (events_hook_joined, which sends WELCOME itself, under its lock, so a
+ * hook that has its WELCOME is asked for every event after it, and no
+ * event reaches it before); they are only freed after events_hook_left()
  * returned, so the events module may use them under its own lock.
  */
 #ifndef HSMFS_HOOKS_H
@@ -62,6 +64,8 @@ const char *hooks_socket_path(void);
 
 /* Non-blocking sends; -EAGAIN when the hook's queue is full. */
 int hooks_send_event(struct hook *h, const struct proto_event *ev, int fd);
+/* Send WELCOME (an encoded frame): events_hook_joined() does, under its lock. */
+int hooks_send_welcome(struct hook *h, const uint8_t *frame, int len);
 void hooks_send_cancel(struct hook *h, uint64_t id, uint32_t reason);
 
 #endif

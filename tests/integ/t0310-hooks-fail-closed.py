@@ -380,7 +380,42 @@ def test_small():
            "PRE_MODIFY carries the file's origin and version")
 
 
+def test_join_race(rounds=50):
+    """A watcher that has its WELCOME is asked for the very next change:
+    WELCOME and the join are one step (a write racing the join used to
+    go through unasked)."""
+    with Mount(opts="timeout=5") as m:
+        with open(m.path("f"), "wb") as f:
+            f.write(b"o" * 4096)
+        slipped = 0
+        for i in range(rounds):
+            s, _ = pyhook.connect(m.mnt, "watch", ["modify"], "race%d" % i)
+            res = {}
+
+            def write():
+                fd = os.open(m.path("f"), os.O_WRONLY)
+                try:
+                    os.pwrite(fd, b"x", i)
+                finally:
+                    os.close(fd)
+            t = threading.Thread(target=lambda: res.__setitem__("e", errno_of(write)))
+            t.start()
+            s.settimeout(5)
+            try:
+                data_, fds = pyhook.recv_frame(s)
+                ev = pyhook.parse_event(data_[8:], 0)
+                pyhook.answer(s, ev["id"], pyhook.DENY, errno.EPERM)
+            except OSError:
+                pass
+            t.join()
+            s.close()
+            slipped += res.get("e") != errno.EPERM
+        eq(slipped, 0, "%d writes right after the watcher's WELCOME: every one asked" % rounds)
+        eq(open(m.path("f"), "rb").read(), b"o" * 4096, "and none changed the file")
+
+
 def run():
+    test_join_race()
     test_backpressure()
     test_quiet_scope()
     test_fill_then_deny()
