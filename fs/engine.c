@@ -1291,18 +1291,25 @@ static int park_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t e
 int events_hook_joined(struct hook *h, const uint8_t *welcome, int len)
 {
 	elock();
-	/* every send to a hook runs under E.lock: WELCOME is its first frame */
-	if (hooks_send_welcome(h, welcome, len)) {
-		eunlock();
-		return -EIO;
-	}
+	/*
+	 * In place before WELCOME: the mask the fast paths test and the
+	 * quieted files, so an operation that follows WELCOME sees the hook.
+	 * Every send to a hook runs under E.lock: WELCOME is still its first
+	 * frame.
+	 */
 	h->next = E.hooks;
 	E.hooks = h;
-	E.joins++;
 	recompute_mask();
 	/* a new watcher of changes has quieted nothing yet */
 	if (h->mask & HSMFS_MASK(HSMFS_EV_PRE_MODIFY))
 		inode_flags_clear_all(INODE_QUIET);
+	if (hooks_send_welcome(h, welcome, len)) {
+		E.hooks = h->next;
+		recompute_mask();
+		eunlock();
+		return -EIO;
+	}
+	E.joins++;
 	log_info("hook '%s' (pid %d, %s) connected", h->name, (int)h->pid,
 		 h->kind == HSMFS_KIND_FILL ? "fill" : "watch");
 	for (unsigned i = 0; i < E.cfg.max_pending; i++) {
