@@ -11,6 +11,9 @@ direct I/O meet.  Every read and the whole file after each reopen must
 equal the twin; the first difference stops the run with its seed and the
 operations that led there.
 
+It runs twice: on a local file, and on a placeholder that a mirror hook
+fills as it is read (the twin starts with the origin's bytes), so that
+opens move from the daemon's path to passthrough as the file fills.
 HSMFS_FSX_SEED=N repeats a run, HSMFS_FSX_OPS=N sets its length.
 """
 import mmap
@@ -20,7 +23,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Mount, diag, eq, main, ok, tmpdir  # noqa: E402
+from harness import Hook, Mount, diag, eq, import_manifest, main, ok, tmpdir  # noqa: E402
 
 P = 4096
 MAXLEN = 256 * 1024
@@ -56,11 +59,25 @@ class Twin:
         return out
 
 
-def run_fsx():
-    rnd = random.Random(SEED)
-    diag("seed %d (HSMFS_FSX_SEED=%d repeats it), %d operations" % (SEED, SEED, OPS))
+def run_fsx(lazy):
+    """lazy: the file starts as a placeholder of 200 000 bytes that a
+    mirror hook fills as it is read (the twin starts with those bytes),
+    so opens move from the daemon's path to passthrough as it fills."""
+    seed = SEED + lazy
+    rnd = random.Random(seed)
+    diag("%s file: seed %d (HSMFS_FSX_SEED=%d repeats it), %d operations" %
+         ("a lazy" if lazy else "a local", seed, SEED, OPS))
     native = tmpdir("hsmfs-fsx-native-")
-    with Mount() as m:
+    mirror = tmpdir("hsmfs-fsx-mirror-")
+    hook = None
+    with Mount(opts="chunk=16k") as m:
+        if lazy:
+            init = rnd.randbytes(200000)
+            for d in (mirror, native):
+                with open(os.path.join(d, "fsx"), "wb") as f:
+                    f.write(init)
+            eq(import_manifest(m.mnt, [{"path": "fsx", "size": len(init)}])[0], 0, "import")
+            hook = Hook(m.mnt, "--mirror", mirror)
         t = Twin(m.path("fsx"), os.path.join(native, "fsx"))
         t.open(os.O_RDWR)
         log = []
@@ -137,7 +154,11 @@ def run_fsx():
                 res = t.both(lambda s: os.fsync(fd[s]))
                 log.append("fsync fd%d" % k)
             elif op == "reopen":
-                if rnd.random() < 0.5 or len(t.fds) >= 4:
+                if rnd.random() < 0.2:
+                    while t.fds:  # no open left: the next may pass through
+                        t.close(0)
+                    log.append("close all")
+                elif rnd.random() < 0.5 or len(t.fds) >= 4:
                     t.close(k)
                     log.append("close fd%d" % k)
                 mode = rnd.choice([os.O_RDONLY, os.O_RDWR, os.O_RDWR, os.O_WRONLY | os.O_APPEND])
@@ -161,13 +182,16 @@ def run_fsx():
             diag("operations before it: " + "; ".join(log[-15:]))
             r0, r1 = bad[2]
             ok(False, "operation %d (%s) as native: hsmfs %s, native %s (seed %d)" %
-               (bad[0], bad[1], repr(r0)[:80], repr(r1)[:80], SEED))
+               (bad[0], bad[1], repr(r0)[:80], repr(r1)[:80], seed))
         else:
-            ok(True, "%d operations as native (seed %d)" % (len(log), SEED))
+            ok(True, "%d operations as native (seed %d)" % (len(log), seed))
         eq(open(m.path("fsx"), "rb").read() == open(os.path.join(native, "fsx"), "rb").read(),
            True, "the whole file at the end")
+        if hook:
+            hook.close()
     import shutil
     shutil.rmtree(native, ignore_errors=True)
+    shutil.rmtree(mirror, ignore_errors=True)
 
 
 def fallocate(fd, mode, off, n):
@@ -180,4 +204,4 @@ def fallocate(fd, mode, off, n):
     return 0
 
 
-main(run_fsx)
+main(lambda: (run_fsx(0), run_fsx(1)))
