@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <fuse_lowlevel.h>
 #include <limits.h>
 #include <stdio.h>
@@ -1047,18 +1048,32 @@ static void fallocate_now(fuse_req_t req, struct inode *in, int fd, int mode,
 			  off_t off, off_t len)
 {
 	struct events_change ch = { 0 };
-	struct stat st;
+	struct stat st, before;
 	int res = 0;
 
 	if (inode_flags(in) & INODE_STATEFUL)
 		events_change_begin(in, &ch, off, off + len);
+	if (ch.fs && fstat(fd, &before) < 0)
+		before.st_size = 0;
 	if (fallocate(fd, mode, off, len) < 0)
 		res = -errno;
-	if (!res && ch.fs && fstat(fd, &st) == 0 && off < st.st_size)
+	if (res || !ch.fs || fstat(fd, &st) < 0)
+		st.st_size = before.st_size = 0; /* nothing to record (or known) */
+	if (!res && ch.fs && (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) &&
+	    off < st.st_size) {
+		/* the range is zeros now: the user's */
 		events_wrote(in, &ch, off,
 			     (off + len > st.st_size ? st.st_size : off + len) - off);
-	else
+	} else if (!res && ch.fs && st.st_size > before.st_size) {
+		/*
+		 * Plain allocation changes no byte: what was missing is still
+		 * the origin's, to be fetched.  Only what it added past the
+		 * end is the user's (zeros).
+		 */
+		events_wrote(in, &ch, before.st_size, st.st_size - before.st_size);
+	} else {
 		events_change_end(in, &ch);
+	}
 	fuse_reply_err(req, -res);
 }
 

@@ -333,7 +333,30 @@ def test_daemonized():
         shutil.rmtree(d, ignore_errors=True)
 
 
+def test_fallocate_keeps_missing():
+    """posix_fallocate over missing ranges changes no byte: they are
+    still the origin's (they were recorded present, as zeros, before)."""
+    store, mirror = tmpdir("hsmfs-store-"), tmpdir("hsmfs-mirror-")
+    data = os.urandom(200000)
+    setup(store, mirror, data)
+    with Mount(store=store, opts="chunk=16k") as m:
+        eq(import_manifest(m.mnt, [{"path": "f", "size": len(data)}])[0], 0, "import")
+        fd = os.open(m.path("f"), os.O_RDWR)
+        try:
+            os.posix_fallocate(fd, 131586, 8303)       # inside, nothing present
+            os.posix_fallocate(fd, len(data) - 100, 400)  # across the end: grows it
+        finally:
+            os.close(fd)
+        with Hook(m.mnt, "--mirror", mirror):
+            got = open(m.path("f"), "rb").read()
+        eq(got == data + b"\0" * 300, True,
+           "fallocate over missing ranges: the origin's bytes, zeros only past the old end")
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
 def run_all():
+    test_fallocate_keeps_missing()
     test_daemonized()
     test_write_races_fill()
     test_sha256()
