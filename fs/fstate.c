@@ -143,8 +143,7 @@ static int load_state(struct inode *in, bool cache_missing)
 		return 0;
 	}
 	if (res == -ENOENT) {
-		if (cache_missing)
-			inode_flags_set(in, INODE_LOADED);
+		inode_flags_set(in, cache_missing ? INODE_LOADED : INODE_NOROW);
 		eunlock();
 		return 0;
 	}
@@ -407,7 +406,12 @@ void events_shown_attr(struct inode *in, struct stat *st)
 	if (!atomic_load_explicit(&events_any_ctime, memory_order_relaxed) ||
 	    !S_ISREG(st->st_mode))
 		return;
-	if (!(inode_flags(in) & INODE_LOADED) && load_state(in, false))
+	/*
+	 * One database read per inode: a file with no row cannot gain one
+	 * while it exists (import refuses a file hsmfs does not manage, and
+	 * makes each placeholder a new store file); an open still looks.
+	 */
+	if (!(inode_flags(in) & (INODE_LOADED | INODE_NOROW)) && load_state(in, false))
 		return;
 	if (!(inode_flags(in) & INODE_STATEFUL))
 		return;

@@ -60,6 +60,8 @@ struct inode_head {
 #define INODE_LOADED 0x8      /* per-file state looked up already */
 #define INODE_TRACKED 0x10    /* reads counted while they run (cache limits):
 			       * they take the slow path too */
+#define INODE_NOROW 0x40       /* getattr found no row (events_shown_attr
+				* only: an open looks again) */
 #define INODE_PASSTHROUGH 0x20 /* open in passthrough mode (or becoming so):
 				* the kernel reads and writes the store file
 				* itself; never evicted (passthrough.h) */

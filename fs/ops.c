@@ -830,7 +830,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int res = 0;
 
 	/* asked before the store file is opened: a denied open does nothing */
-	if (__builtin_expect(events_open_watched() || events_modify_watched(), 0) &&
+	if (__builtin_expect(events_open_watched() ||
+			     ((fi->flags & O_ACCMODE) != O_RDONLY && events_modify_watched()), 0) &&
 	    !inode_is_dir(IN(ino))) {
 		struct later *l = later_new(req, ino, 0);
 

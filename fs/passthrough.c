@@ -22,7 +22,7 @@ enum { M_NONE, M_CACHED, M_PT, M_PT_WRITE };
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;      /* a registration or release ended */
-	bool wanted, enabled;
+	bool enabled;
 	bool killpriv;      /* set-ID bits are the daemon's to drop (privs.h) */
 	uint8_t *mode;      /* by descriptor number */
 	size_t nmode;
@@ -37,7 +37,6 @@ static struct inode_head *head(struct inode *in)
 
 void pt_init(struct fuse_conn_info *conn, bool wanted)
 {
-	P.wanted = wanted;
 	P.killpriv = conn->want & FUSE_CAP_HANDLE_KILLPRIV_V2;
 	if (!wanted || !(conn->capable & FUSE_CAP_PASSTHROUGH))
 		return;
