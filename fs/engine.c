@@ -53,9 +53,21 @@ static int caller_errno(int res);
 static void read_span(const struct fstate *fs, uint64_t off, uint64_t len,
 		      uint64_t *ret_start, uint64_t *ret_end);
 static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t end,
-		       struct fuse_req *req, bool first, uint64_t *reserved,
-		       struct event **ret_ev);
+		       struct fuse_req *req, bool first, bool may_block,
+		       uint64_t *reserved, struct event **ret_ev, uint64_t *ret_need);
+static int check_parked(struct parked *p, bool may_block);
+static void finish_read(struct parked *p, int res);
+static void room_queue(struct parked *p);
+static void *roomer_main(void *arg);
+static int read_park(struct inode *in, uint64_t off, uint64_t len, struct fuse_req *req,
+		     int fd, void (*cont)(void *arg, int res), void *arg, bool *ret_held);
 static void resume(struct parked *p);
+/*
+ * Set while a thread of the engine (a hook's connection, the timer, the
+ * room thread) runs parked requests on: such a thread must never wait
+ * for an event itself.
+ */
+static __thread bool engine_thread;
 static void put_ref(struct event *ev);
 static unsigned share_of(uid_t uid);
 static struct parked *park_take(struct fuse_req *req, int *res);
@@ -149,7 +161,9 @@ int events_init(const struct events_config *cfg)
 	pthread_cond_init(&E.copied, &ca);
 	pthread_cond_init(&E.evicted, &ca);
 	pthread_cond_init(&E.tcond, &ca);
+	pthread_cond_init(&E.room_cond, &ca);
 	pthread_condattr_destroy(&ca);
+	E.room_tail = &E.room;
 	inode_set_state_destructor(fstate_free);
 	if (pthread_create(&E.writer, NULL, writer_main, NULL))
 		return -EAGAIN;
@@ -157,6 +171,9 @@ int events_init(const struct events_config *cfg)
 	if (pthread_create(&E.timer, NULL, timer_main, NULL))
 		return -EAGAIN;
 	E.timer_running = true;
+	if (pthread_create(&E.roomer, NULL, roomer_main, NULL))
+		return -EAGAIN;
+	E.roomer_running = true;
 	stage_refill();
 	return 0;
 }
@@ -177,7 +194,12 @@ void events_shutdown(void)
 	E.stopping = true;
 	pthread_cond_signal(&E.wcond);
 	pthread_cond_signal(&E.tcond);
+	pthread_cond_signal(&E.room_cond);
 	eunlock();
+	if (E.roomer_running) {
+		pthread_join(E.roomer, NULL);
+		E.roomer_running = false;
+	}
 	if (E.timer_running) {
 		pthread_join(E.timer, NULL);
 		E.timer_running = false;
@@ -776,12 +798,15 @@ static void read_span(const struct fstate *fs, uint64_t off, uint64_t len,
  * start_fill's) when the read must wait for that event: one already
  * fetching some of the bytes, or a new one.  first: the read's first
  * step (a hit is counted, readahead driven).  On mounts with cache
- * limits, admission may drop E.lock and wait for room; *reserved is
- * what it admitted and not yet handed to an event.  E.lock held.
+ * limits a new fill is admitted first; *reserved is what was admitted
+ * and not yet handed to an event.  With may_block, admission drops
+ * E.lock and waits for room; without, a fill that does not fit now
+ * returns 2 with the bytes it needs in *ret_need (the evictor is asked
+ * to make room).  E.lock held.
  */
 static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t end,
-		       struct fuse_req *req, bool first, uint64_t *reserved,
-		       struct event **ret_ev)
+		       struct fuse_req *req, bool first, bool may_block,
+		       uint64_t *reserved, struct event **ret_ev, uint64_t *ret_need)
 {
 	ELOCK_HELD();
 	for (;;) {
@@ -831,6 +856,16 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 			}
 			/* admission: room for the fill before it may write */
 			need = ((hint_end + PAGE - 1) & ~(PAGE - 1)) - (hint_start & ~(PAGE - 1));
+			if (E.cfg.cache_limited && *reserved < need && !may_block) {
+				/* the cache's lock comes after E.lock */
+				if (cache_try_admit(need)) {
+					*ret_need = need;
+					return 2;
+				}
+				if (*reserved)
+					cache_unreserve(*reserved);
+				*reserved = need;
+			}
 			if (E.cfg.cache_limited && *reserved < need) {
 				struct timespec deadline;
 
@@ -878,7 +913,7 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 	elock();
 	read_span(fs, off, len, &start, &end);
 	for (;;) {
-		res = access_step(in, fs, start, end, req, !waited, &reserved, &ev);
+		res = access_step(in, fs, start, end, req, !waited, true, &reserved, &ev, NULL);
 		if (res <= 0)
 			break;
 		waited = true;
@@ -910,29 +945,54 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 int events_read(struct inode *in, uint64_t off, uint64_t len, struct fuse_req *req,
 		int fd, bool *ret_held)
 {
+	if (!E.cfg.reply)
+		return events_pre_access(in, off, len, req, ret_held);
+	return read_park(in, off, len, req, fd, NULL, NULL, ret_held);
+}
+
+int events_read_check(struct inode *in, uint64_t off, uint64_t len, struct fuse_req *req,
+		      void (*cont)(void *arg, int res), void *arg, bool *ret_held)
+{
+	return read_park(in, off, len, req, -1, cont, arg, ret_held);
+}
+
+/*
+ * The first check of a read (cont NULL) or a check (cont set), from a
+ * FUSE worker: answered now, or parked on the event it waits for or on
+ * the room thread's queue.  With no parking place free it waits here.
+ */
+static int read_park(struct inode *in, uint64_t off, uint64_t len, struct fuse_req *req,
+		     int fd, void (*cont)(void *arg, int res), void *arg, bool *ret_held)
+{
 	struct fstate *fs = inode_state(in);
-	uint64_t start, end, reserved = 0;
-	struct event *ev;
+	uint64_t start, end, reserved = 0, need = 0;
+	struct event *ev = NULL;
 	struct parked *p;
 	int res;
 
 	*ret_held = false;
 	if (!fs)
 		return 0;
-	/* mounts with cache limits admit and count reads: in the thread */
-	if (E.cfg.cache_limited || !E.cfg.reply)
-		return events_pre_access(in, off, len, req, ret_held);
 	elock();
 	read_span(fs, off, len, &start, &end);
-	res = access_step(in, fs, start, end, req, true, &reserved, &ev);
+	res = access_step(in, fs, start, end, req, true, false, &reserved, &ev, &need);
 	if (res <= 0) {
+		if (!res && tracked(fs)) {
+			fs->nreading++; /* until events_read_done() */
+			*ret_held = true;
+		}
 		eunlock();
+		if (reserved)
+			cache_unreserve(reserved);
 		return caller_errno(res);
 	}
 	p = park_take(req, &res);
 	if (!p) {
-		put_ref(ev);
+		if (ev)
+			put_ref(ev);
 		eunlock();
+		if (reserved)
+			cache_unreserve(reserved);
 		if (res)
 			return res; /* the user's bound; the fill goes on */
 		/* every parking place taken: wait in this thread, as before */
@@ -943,10 +1003,128 @@ int events_read(struct inode *in, uint64_t off, uint64_t len, struct fuse_req *r
 	p->fd = fd;
 	p->off = off;
 	p->len = len;
-	p->next = ev->parked; /* with the reference access_step took */
-	ev->parked = p;
+	p->cont = cont;
+	p->arg = arg;
+	p->check = cont != NULL;
+	p->reserved = reserved;
+	if (ev) {
+		p->stepped = true;
+		p->next = ev->parked; /* with the reference access_step took */
+		ev->parked = p;
+	} else {
+		room_queue(p); /* the room thread admits it */
+	}
 	eunlock();
 	return EVENTS_PARKED;
+}
+
+/*
+ * Check a parked read or check again: 1 when it is parked once more (on
+ * an event, or on the room queue), else its result (0: present, with
+ * the read hold taken that finish_read() gives back).  E.lock held;
+ * with may_block (the room thread) it may be dropped meanwhile.
+ */
+static int check_parked(struct parked *p, bool may_block)
+{
+	ELOCK_HELD();
+	struct fstate *fs = inode_state(p->in);
+	uint64_t start, end, need = 0;
+	struct event *ev = NULL;
+	int res;
+
+	read_span(fs, p->off, p->len, &start, &end);
+	res = access_step(p->in, fs, start, end, p->req, !p->stepped, may_block,
+			  &p->reserved, &ev, &need);
+	if (res == 1) {
+		p->stepped = true;
+		p->next = ev->parked;
+		ev->parked = p;
+		return 1;
+	}
+	if (res == 2) {
+		room_queue(p);
+		return 1;
+	}
+	if (!res && (p->check || tracked(fs))) {
+		fs->nreading++; /* given back by finish_read() or the check's cont */
+		p->held = true;
+	}
+	return res;
+}
+
+/* A parked read or check ends with res.  Called without E.lock. */
+static void finish_read(struct parked *p, int res)
+{
+	if (p->reserved) {
+		cache_unreserve(p->reserved);
+		p->reserved = 0;
+	}
+	if (p->check) {
+		p->cont(p->arg, caller_errno(res)); /* res 0: gives the hold back */
+	} else {
+		E.cfg.reply(p->req, p->in, p->fd, p->off, p->len, caller_errno(res));
+		if (p->held)
+			events_read_done(p->in);
+	}
+	inode_release(p->in);
+	elock();
+	park_put(p);
+	eunlock();
+}
+
+/* Hand p to the room thread.  E.lock held. */
+static void room_queue(struct parked *p)
+{
+	ELOCK_HELD();
+	p->next = NULL;
+	*E.room_tail = p;
+	E.room_tail = &p->next;
+	pthread_cond_signal(&E.room_cond);
+}
+
+/*
+ * The room thread: the one place a parked read waits for the evictor
+ * (admission under cache_max/cache_min_free, and a round of eviction
+ * after ENOSPC), one read at a time, each within the mount's timeout.
+ * Hooks' answers and every other request go on meanwhile.
+ */
+static void *roomer_main(void *arg)
+{
+	(void)arg;
+	engine_thread = true;
+	elock();
+	for (;;) {
+		struct parked *p = E.room;
+		int res = 0;
+
+		if (!p) {
+			if (E.stopping)
+				break;
+			pthread_cond_wait(&E.room_cond, &E.lock);
+			continue;
+		}
+		E.room = p->next;
+		if (!E.room)
+			E.room_tail = &E.room;
+		if (E.stopping || (E.cfg.exiting && E.cfg.exiting())) {
+			res = -EIO; /* unmounted: nobody reads the answer */
+		} else if (p->make_room) {
+			p->make_room = false;
+			eunlock();
+			res = cache_make_room(E.cfg.chunk) ? -ENOSPC : 0;
+			elock();
+		}
+		if (!res) {
+			res = check_parked(p, true);
+			if (res == 1)
+				continue;
+		}
+		eunlock();
+		finish_read(p, res);
+		elock();
+	}
+	eunlock();
+	return NULL;
 }
 
 /* Drop a reference to ev taken for a wait that will not happen.  E.lock held. */
@@ -1022,12 +1200,9 @@ static void park_put(struct parked *p)
  */
 static void resume(struct parked *p)
 {
-	struct fstate *fs = inode_state(p->in);
-	uint64_t start, end, reserved = 0;
-	struct event *ev;
 	int res = p->result;
 
-	if (p->cont) {
+	if (p->cont && !p->check) {
 		p->cont(p->arg, caller_errno(res));
 		inode_release(p->in);
 		elock();
@@ -1035,35 +1210,31 @@ static void resume(struct parked *p)
 		eunlock();
 		return;
 	}
-	if (res == -ENOSPC && !p->retried) {
-		/* the store is full: evict, then try once more */
-		p->retried = true;
-		res = cache_make_room(E.cfg.chunk);
-		if (res)
-			res = -ENOSPC;
-	}
 	elock();
+	if (res == -ENOSPC && !p->retried) {
+		/* the store is full: the room thread evicts, then checks again */
+		p->retried = true;
+		p->make_room = true;
+		room_queue(p);
+		eunlock();
+		return;
+	}
 	if (!res) {
-		read_span(fs, p->off, p->len, &start, &end);
-		res = access_step(p->in, fs, start, end, p->req, false, &reserved, &ev);
+		res = check_parked(p, false);
 		if (res == 1) {
-			p->next = ev->parked;
-			ev->parked = p;
 			eunlock();
 			return;
 		}
 	}
 	eunlock();
-	E.cfg.reply(p->req, p->in, p->fd, p->off, p->len, caller_errno(res));
-	inode_release(p->in);
-	elock();
-	park_put(p);
-	eunlock();
+	finish_read(p, res);
 }
 
 /* Resume every parked read whose event ended.  Called without E.lock. */
 static void drain_ready(void)
 {
+	bool was;
+
 	for (;;) {
 		struct parked *p;
 
@@ -1074,7 +1245,10 @@ static void drain_ready(void)
 		eunlock();
 		if (!p)
 			return;
+		was = engine_thread;
+		engine_thread = true;
 		resume(p);
+		engine_thread = was;
 	}
 }
 
@@ -1264,7 +1438,11 @@ static int park_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t e
 		res = wait_event(ev, req);
 	} else if (res == 1) {
 		p = park_take(req, &res);
-		if (!p) {
+		if (!p && !res && engine_thread) {
+			/* an engine thread waiting could hold up the answer */
+			put_ref(ev);
+			res = -EAGAIN;
+		} else if (!p) {
 			if (!res) /* no parking place: wait here, as before */
 				res = wait_event(ev, req);
 			else

@@ -112,12 +112,23 @@ struct fstate {
 enum ev_state { EV_FREE, EV_QUEUED, EV_SENT, EV_DONE };
 
 /*
- * A read parked on an event instead of holding a FUSE worker thread
- * while a hook works (events_read()).  When the event ends, the thread
- * that ended it checks the read again: another missing range parks it
- * on the next event, else it is answered from that thread (cfg.reply).
- * From a fixed pool of max_pending; with none free, a read waits in its
- * worker thread as before.  Interrupts are seen by the timer.
+ * A request parked on an event instead of holding a FUSE worker thread
+ * while a hook works.  Three kinds:
+ *   read   (events_read(), cont NULL): when the event ends, the thread
+ *          that ended it checks the read again: another missing range
+ *          parks it on the next event, else it is answered from that
+ *          thread (cfg.reply);
+ *   check  (events_read_check(), cont set, check): as a read, but once
+ *          its bytes are present cont(arg, 0) is called with a read hold
+ *          taken (the source of a copy);
+ *   change (events_modify(), events_open_perm(): cont set): cont(arg,
+ *          res) once the permission event is decided.
+ * A read or check that must wait for room in the cache (cache_max, or
+ * ENOSPC from the store) goes to the room thread's queue instead of an
+ * event's list: only that thread waits for the evictor.
+ * From a fixed pool of max_pending; with none free, a request from a
+ * FUSE worker waits in it as before (one from an engine thread fails
+ * with EAGAIN).  Interrupts are seen by the timer.
  */
 struct parked {
 	struct fuse_req *req;       /* NULL: free */
@@ -126,8 +137,12 @@ struct parked {
 	uint64_t off, len;          /* the read */
 	int result;                 /* of the event it waited for */
 	bool retried;               /* ENOSPC: evicted and tried once more */
-	void (*cont)(void *arg, int res); /* a parked change (events_modify()):
-					   * called once decided; NULL: a read */
+	bool stepped;               /* its first check ran (hits, readahead) */
+	bool check;                 /* kind check (see above) */
+	bool make_room;             /* room queue: evict (ENOSPC), then check */
+	bool held;                  /* a read hold taken (fs->nreading) */
+	uint64_t reserved;          /* admitted to the cache, not yet used */
+	void (*cont)(void *arg, int res); /* check or change: see above */
 	void *arg;
 	unsigned share;             /* its user's count in E.parked_by */
 	struct parked *next;        /* event's list, ready list, or free list */
@@ -211,6 +226,10 @@ struct engine {
 	struct parked *park_pool;  /* max_pending entries */
 	struct parked *park_free;
 	struct parked *ready;      /* parked requests whose event ended */
+	struct parked *room, **room_tail; /* reads waiting for cache room */
+	pthread_cond_t room_cond;  /* wakes the room thread */
+	pthread_t roomer;          /* admits them, one at a time */
+	bool roomer_running;
 	uint32_t parked_by[USER_SHARES]; /* parked requests per user share */
 	uint64_t nparked;          /* parked now, all users */
 	int64_t share_warned;      /* when a user's bound was last logged (ms) */

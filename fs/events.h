@@ -153,15 +153,24 @@ void events_read_done(struct inode *in);
 
 /*
  * A read(2)'s slow path that does not hold the calling FUSE worker while
- * a hook works: returns 0 (all present: read and reply yourself; with
- * *ret_held, call events_read_done() after), -errno (reply it), or
- * EVENTS_PARKED: the engine took the request and answers it through
- * cfg.reply once its bytes are present or it failed.  Mounts with cache
- * limits, and a full parking pool, wait in the calling thread instead.
+ * a hook works or the cache makes room: returns 0 (all present: read
+ * and reply yourself; with *ret_held, call events_read_done() after),
+ * -errno (reply it), or EVENTS_PARKED: the engine took the request and
+ * answers it through cfg.reply once its bytes are present or it failed.
+ * A full parking pool waits in the calling thread instead.
  */
 #define EVENTS_PARKED 1
 int events_read(struct inode *in, uint64_t off, uint64_t len, struct fuse_req *req,
 		int fd, bool *ret_held);
+/*
+ * The same check for a request that reads the bytes itself (the source
+ * of a copy_file_range): 0 and -errno as events_read(); EVENTS_PARKED:
+ * cont(arg, res) is called once the bytes are present (res 0, with a
+ * read hold taken: call events_read_done() when done with them) or the
+ * check failed (-errno), from an engine thread, without its lock.
+ */
+int events_read_check(struct inode *in, uint64_t off, uint64_t len, struct fuse_req *req,
+		      void (*cont)(void *arg, int res), void *arg, bool *ret_held);
 int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
 		      struct fuse_req *req);
 /*

@@ -1156,9 +1156,37 @@ static void copy_later(void *arg, int res)
 	free(l);
 }
 
+/* The source's bytes are there (l->held set as they were checked): the destination's turn. */
+static void copy_dst(struct later *l)
+{
+	int res = 0;
+
+	if (events_modify_watched()) {
+		res = events_modify(IN(l->ino_out), l->off_out, l->off_out + l->len, l->req,
+				    copy_later, l);
+		if (res == EVENTS_PARKED)
+			return;
+	}
+	copy_later(l, res);
+}
+
+/* The source's check ended (events_read_check: res 0 holds a read). */
+static void copy_src_later(void *arg, int res)
+{
+	struct later *l = arg;
+
+	if (res) {
+		fuse_reply_err(l->req, -res);
+		free(l);
+		return;
+	}
+	l->held = true;
+	copy_dst(l);
+}
+
 /*
- * The source's missing bytes are waited for in this thread (a copy
- * within one hsmfs mount); the destination's PRE_MODIFY parks.
+ * A copy within one hsmfs mount: the source's missing bytes are waited
+ * for, then the destination's PRE_MODIFY, both parked.
  */
 static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			       struct fuse_file_info *fi_in, fuse_ino_t ino_out,
@@ -1166,38 +1194,38 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			       size_t len, int flags)
 {
 	struct inode *src = IN(ino_in), *dst = IN(ino_out);
-	bool held = false;
-	int res = 0;
+	bool check = inode_flags(src) & (INODE_NONRESIDENT | INODE_TRACKED);
+	struct later *l;
+	int res;
 
-	if (inode_flags(src) & (INODE_NONRESIDENT | INODE_TRACKED))
-		res = events_pre_access(src, off_in, len, req, &held);
-	if (!res && events_modify_watched()) {
-		struct later *l = later_new(req, ino_in, 0);
-
-		if (!l) {
-			res = -ENOMEM;
-		} else {
-			l->ino_out = ino_out;
-			l->fi = *fi_in;
-			l->fi_out = *fi_out;
-			l->off = off_in;
-			l->off_out = off_out;
-			l->len = len;
-			l->flags = flags;
-			l->held = held;
-			res = events_modify(dst, off_out, off_out + len, req, copy_later, l);
-			if (res == EVENTS_PARKED)
-				return;
-			free(l);
-		}
-	}
-	if (res) {
-		if (held)
-			events_read_done(src);
-		fuse_reply_err(req, -res);
+	if (!check && !events_modify_watched()) {
+		copy_now(req, src, fi_in->fh, off_in, dst, fi_out->fh, off_out, len, flags,
+			 false);
 		return;
 	}
-	copy_now(req, src, fi_in->fh, off_in, dst, fi_out->fh, off_out, len, flags, held);
+	l = later_new(req, ino_in, 0);
+	if (!l) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	l->ino_out = ino_out;
+	l->fi = *fi_in;
+	l->fi_out = *fi_out;
+	l->off = off_in;
+	l->off_out = off_out;
+	l->len = len;
+	l->flags = flags;
+	if (check) {
+		res = events_read_check(src, off_in, len, req, copy_src_later, l, &l->held);
+		if (res == EVENTS_PARKED)
+			return;
+		if (res) {
+			fuse_reply_err(req, -res);
+			free(l);
+			return;
+		}
+	}
+	copy_dst(l);
 }
 
 static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,

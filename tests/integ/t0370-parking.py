@@ -9,9 +9,13 @@
      (the written bytes are kept while parked), copy_file_range too;
   3. one user cannot take every parking place: past max_pending_user a
      request fails at once with EAGAIN, counted in hsmfsctl stats;
-  4. a daemon whose worker waits in its thread for a fill (a cache
-     limited mount) exits promptly once the kernel ends the session,
-     not at the event's timeout.
+  4. a daemon with a read waiting for a fill on a cache limited mount
+     exits promptly once the kernel ends the session, not at the
+     event's timeout;
+  5. reads on a cache limited mount and the source side of
+     copy_file_range park too: with a fill hook that never answers,
+     more of them than there are worker threads all reach it, and
+     other requests are served meanwhile.
 """
 import errno
 import json
@@ -204,6 +208,53 @@ def test_exit_after_unmount():
         m.cleanup()
 
 
+def test_stalled_fill_limited():
+    """Reads of a cache limited mount and copies from placeholders park."""
+    with Mount(opts="timeout=4,cache_max=64m") as m:
+        eq(import_manifest(m.mnt, [{"path": "p%d" % k, "size": 4 * P} for k in range(N)])[0],
+           0, "import")
+        setup(m)
+        with Hook(m.mnt, "--mode", "silent") as h:
+            errs = [None] * N
+
+            def one(k):
+                fd = os.open(m.path("p%d" % k), os.O_RDONLY)
+                try:
+                    if k % 2:
+                        out = os.open(m.path("f%d" % k), os.O_WRONLY)
+                        try:
+                            errs[k] = errno_of(lambda: os.copy_file_range(fd, out, P, 0, 0))
+                        finally:
+                            os.close(out)
+                    else:
+                        errs[k] = errno_of(lambda: os.pread(fd, P, 0))
+                finally:
+                    os.close(fd)
+            ts = [threading.Thread(target=one, args=(k,)) for k in range(N)]
+            for t in ts:
+                t.start()
+            try:
+                wait_for(lambda: len(h.events("PRE_ACCESS")) >= N, "events", deadline=3)
+                got_all = True
+            except TimeoutError:
+                got_all = False
+            ok(got_all, "all %d reads and copies reached the fill hook at once (%d did)"
+               % (N, len(h.events("PRE_ACCESS"))))
+            t0 = time.monotonic()
+            st = os.stat(m.path("resident"))
+            with open(m.path("resident"), "rb") as f:
+                data = f.read()
+            took = time.monotonic() - t0
+            ok(st.st_size == P and data == b"r" * P and took < 0.5,
+               "stat and read of a resident file meanwhile: %.3f s" % took)
+            for t in ts:
+                t.join()
+        eq(sorted(set(errs)), [errno.EIO], "each fails with EIO at the timeout")
+        ok(all(open(m.path("f%d" % k), "rb").read() == b"o" * P for k in range(N)),
+           "no copy changed its destination")
+        eq(stats(m).get("parked", -1), 0, "nothing left parked")
+
+
 def run():
     only = os.environ.get("HSMFS_ONLY")
     if only:
@@ -213,6 +264,7 @@ def run():
     test_allowed_later()
     test_user_bound()
     test_exit_after_unmount()
+    test_stalled_fill_limited()
 
 
 main(run)
