@@ -1293,7 +1293,7 @@ static int cmd_stats(int argc, char **argv)
 		{ "readahead", "of which ahead of sequential reads" },
 		{ "filled_bytes", "bytes filled" }, { "pre_access", "PRE_ACCESS events" },
 		{ "pre_modify", "PRE_MODIFY events" },
-		{ "open_perm", "OPEN_PERM events" }, { "denied", "denied" },
+		{ "open_perm", "OPEN_PERM events" }, { "access_perm", "ACCESS_PERM events" }, { "denied", "denied" },
 		{ "timeouts", "timed out" }, { "interrupted", "interrupted" },
 		{ "parked", "requests parked on hooks" },
 		{ "passthrough", "kernel passthrough (1: on)" },

@@ -535,8 +535,10 @@ static void init_event(struct event *ev, uint32_t type, struct inode *in,
 		E.st.pre_access++;
 	else if (type == HSMFS_EV_PRE_MODIFY)
 		E.st.pre_modify++;
-	else
+	else if (type == HSMFS_EV_OPEN_PERM)
 		E.st.open_perm++;
+	else
+		E.st.access_perm++;
 }
 
 /* ev ran out of time: every hook that had it gets a CANCEL, the event fails.  E.lock held. */
@@ -550,7 +552,8 @@ static void expire(struct event *ev)
 			hooks_send_cancel(ev->targets[i], ev->id, HSMFS_CANCEL_TIMEOUT);
 	log_warn("event %llu (%s) timed out%s", (unsigned long long)ev->id,
 		 ev->type == HSMFS_EV_PRE_ACCESS ? "PRE_ACCESS" :
-		 ev->type == HSMFS_EV_PRE_MODIFY ? "PRE_MODIFY" : "OPEN_PERM",
+		 ev->type == HSMFS_EV_PRE_MODIFY ? "PRE_MODIFY" :
+		 ev->type == HSMFS_EV_OPEN_PERM ? "OPEN_PERM" : "ACCESS_PERM",
 		 ev->detached ? " (readahead)" : "");
 	complete(ev, EV_TIMEOUT);
 }
@@ -995,6 +998,8 @@ static int read_park(struct inode *in, uint64_t off, uint64_t len, struct fuse_r
 			cache_unreserve(reserved);
 		if (res)
 			return res; /* the user's bound; the fill goes on */
+		if (engine_thread)
+			return -EAGAIN; /* see engine_thread */
 		/* every parking place taken: wait in this thread, as before */
 		return events_pre_access(in, off, len, req, ret_held);
 	}
@@ -1339,7 +1344,7 @@ static void quiet_add(struct hook *h, uint64_t ino)
 	h->nquiet++;
 }
 
-/* Must h answer an event of type (PRE_MODIFY or OPEN_PERM) of in?  E.lock held. */
+/* Must h answer a permission event of type of in?  E.lock held. */
 static bool perm_target(const struct hook *h, struct inode *in, uint32_t type)
 {
 	ELOCK_HELD();
@@ -1421,6 +1426,23 @@ int events_open_perm(struct inode *in, int flags, struct fuse_req *req,
 		     void (*cont)(void *arg, int res), void *arg)
 {
 	return park_perm(in, HSMFS_EV_OPEN_PERM, (uint64_t)(unsigned)flags, 0, req, cont, arg);
+}
+
+int events_access_perm(struct inode *in, uint64_t start, uint64_t end, struct fuse_req *req,
+		       void (*cont)(void *arg, int res), void *arg)
+{
+	return park_perm(in, HSMFS_EV_ACCESS_PERM, start, end, req, cont, arg);
+}
+
+bool events_access_target(struct inode *in)
+{
+	bool yes = false;
+
+	elock();
+	for (struct hook *h = E.hooks; h && !yes; h = h->next)
+		yes = perm_target(h, in, HSMFS_EV_ACCESS_PERM);
+	eunlock();
+	return yes;
 }
 
 /* A permission event whose request parks: see events_modify(). */

@@ -99,7 +99,7 @@ struct events_stats {
 	uint64_t misses;       /* PRE_ACCESS events started (fills asked) */
 	uint64_t readahead;    /* of which asked ahead of a sequential reader */
 	uint64_t filled_bytes; /* bytes fill hooks reported filled */
-	uint64_t pre_access, pre_modify, open_perm; /* events by type */
+	uint64_t pre_access, pre_modify, open_perm, access_perm; /* events by type */
 	uint64_t denied, timeouts, interrupted;
 	uint64_t parked;       /* requests parked now, waiting for hooks */
 	uint64_t over_bound;   /* requests failed with EAGAIN: user's bound */
@@ -193,6 +193,23 @@ static inline bool events_open_watched(void)
 {
 	return atomic_load_explicit(&events_mask, memory_order_relaxed) &
 	       HSMFS_MASK(HSMFS_EV_OPEN_PERM);
+}
+
+/*
+ * ACCESS_PERM of [start, end) of in: as events_modify().  Raised for
+ * each read(2) that reaches the daemon (and a copy's source); opens of
+ * files a subscriber watches bypass the page cache so that each does
+ * (events_access_target() at open).
+ */
+int events_access_perm(struct inode *in, uint64_t start, uint64_t end, struct fuse_req *req,
+		       void (*cont)(void *arg, int res), void *arg);
+/* Is some hook subscribed to ACCESS_PERM of in (its subtree)? */
+bool events_access_target(struct inode *in);
+
+static inline bool events_access_watched(void)
+{
+	return atomic_load_explicit(&events_mask, memory_order_relaxed) &
+	       HSMFS_MASK(HSMFS_EV_ACCESS_PERM);
 }
 
 /*

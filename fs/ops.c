@@ -119,6 +119,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_HANDLE_KILLPRIV_V2;
 		killpriv = true;
 	}
+	/*
+	 * Files opened past the page cache (ACCESS_PERM) may still be mapped
+	 * shared; their mapped pages are not asked about (hsmfs-hooks(7)).
+	 */
+	if (conn->capable & FUSE_CAP_DIRECT_IO_ALLOW_MMAP)
+		conn->want |= FUSE_CAP_DIRECT_IO_ALLOW_MMAP;
 	pt_init(conn, cfg.passthrough);
 	signal_ready();
 }
@@ -730,6 +736,20 @@ static int open_flags(int flags)
 	return flags | O_CLOEXEC;
 }
 
+/*
+ * A file a hook watches the reads of (ACCESS_PERM) is opened past the
+ * page cache, so that every read(2) reaches the daemon and is asked
+ * about; such an open does not pass through (passthrough.c), unless the
+ * inode passes through already (open_steps asks once at open then).
+ */
+static void access_watch(struct inode *in, struct fuse_file_info *fi)
+{
+	if (__builtin_expect(events_access_watched(), 0) && events_access_target(in)) {
+		fi->direct_io = 1;
+		fi->keep_cache = 0;
+	}
+}
+
 static int do_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct inode *in = IN(ino);
@@ -746,6 +766,8 @@ static int do_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return -errno;
 	fi->fh = res;
 	fi->keep_cache = 1;
+	if (!inode_is_dir(in))
+		access_watch(in, fi);
 	if (!inode_is_dir(in)) {
 		int err = events_load(in);
 
@@ -783,11 +805,17 @@ static void open_reply(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void open_later(void *arg, int res);
 
 /*
- * The steps of an open that may wait for hooks, each parked: OPEN_PERM
- * (step 0), then, for an open for writing of a file open in passthrough
- * mode while a PRE_MODIFY watcher is subscribed (step 1), one PRE_MODIFY
- * of the whole file: the kernel passes every open of such a file through,
- * so the watcher cannot see its writes one by one and is asked at open.
+ * The steps of an open, each of which may park on hooks (l->mode says
+ * which one waits; its continuation goes on with the next):
+ *   0  OPEN_PERM;
+ *   1  for an open for writing of a file open in passthrough mode while
+ *      a PRE_MODIFY watcher is subscribed, one PRE_MODIFY of the whole
+ *      file: the kernel passes every open of such a file through, so the
+ *      watcher cannot see its writes one by one and is asked at open;
+ *   2  the store file is opened (l->has_fi);
+ *   3  an open that passes through while an ACCESS_PERM watcher watches
+ *      the file: one ACCESS_PERM of the whole file, for the same reason
+ *      (its deny undoes the open).
  * Returns EVENTS_PARKED (l is the engine's), or the result (l is ours).
  */
 static int open_steps(struct later *l, int step)
@@ -808,32 +836,51 @@ static int open_steps(struct later *l, int step)
 		if (res)
 			return res;
 	}
+	if (step <= 2) {
+		res = do_open(l->req, l->ino, &l->fi);
+		if (res)
+			return res;
+		l->has_fi = true;
+	}
+	if (step <= 3 && l->fi.backing_id && events_access_watched() &&
+	    events_access_target(in)) {
+		l->mode = 4;
+		res = events_access_perm(in, 0, UINT64_MAX, l->req, open_later, l);
+		if (res)
+			return res;
+	}
 	return 0;
+}
+
+static void open_finish(struct later *l, int res)
+{
+	if (res && l->has_fi) {
+		open_undo(l->req, IN(l->ino), &l->fi);
+		fuse_reply_err(l->req, -res);
+	} else {
+		open_reply(l->req, l->ino, &l->fi, res);
+	}
+	free(l);
 }
 
 static void open_later(void *arg, int res)
 {
 	struct later *l = arg;
 
-	if (!res && l->mode == 1)
-		res = open_steps(l, 1);
-	if (res == EVENTS_PARKED)
-		return;
 	if (!res)
-		res = do_open(l->req, l->ino, &l->fi);
-	open_reply(l->req, l->ino, &l->fi, res);
-	free(l);
+		res = open_steps(l, l->mode);
+	if (res != EVENTS_PARKED)
+		open_finish(l, res);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	int res = 0;
-
 	/* asked before the store file is opened: a denied open does nothing */
-	if (__builtin_expect(events_open_watched() ||
+	if (__builtin_expect(events_open_watched() || events_access_watched() ||
 			     ((fi->flags & O_ACCMODE) != O_RDONLY && events_modify_watched()), 0) &&
 	    !inode_is_dir(IN(ino))) {
 		struct later *l = later_new(req, ino, 0);
+		int res;
 
 		if (!l) {
 			fuse_reply_err(req, ENOMEM);
@@ -841,13 +888,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 		l->fi = *fi;
 		res = open_steps(l, 0);
-		if (res == EVENTS_PARKED)
-			return;
-		free(l);
+		if (res != EVENTS_PARKED)
+			open_finish(l, res);
+		return;
 	}
-	if (!res)
-		res = do_open(req, ino, fi);
-	open_reply(req, ino, fi, res);
+	open_reply(req, ino, fi, do_open(req, ino, fi));
 }
 
 static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -881,6 +926,7 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	in = IN(e->ino);
 	fi->fh = fd;
 	fi->keep_cache = 1;
+	access_watch(in, fi);
 	inode_open_inc(in);
 	pt_opened(req, in, fi);
 	return 0;
@@ -913,22 +959,55 @@ void ops_read_reply(struct fuse_req *req, struct inode *in, int fd, uint64_t off
 	fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
 }
 
-static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		    struct fuse_file_info *fi)
+static void read_now(fuse_req_t req, struct inode *in, int fd, size_t size, off_t off)
 {
-	struct inode *in = IN(ino);
 	bool held = false;
 	int res = 0;
 
 	if (__builtin_expect(inode_flags(in) & (INODE_NONRESIDENT | INODE_TRACKED), 0)) {
 		/* waiting for a hook parks the request, not this thread */
-		res = events_read(in, off, size, req, fi->fh, &held);
+		res = events_read(in, off, size, req, fd, &held);
 		if (res == EVENTS_PARKED)
 			return;
 	}
-	ops_read_reply(req, in, fi->fh, off, size, res);
+	ops_read_reply(req, in, fd, off, size, res);
 	if (held)
 		events_read_done(in);
+}
+
+/* A read's ACCESS_PERM was decided. */
+static void read_later(void *arg, int res)
+{
+	struct later *l = arg;
+
+	if (res)
+		fuse_reply_err(l->req, -res);
+	else
+		read_now(l->req, IN(l->ino), (int)l->fi.fh, l->len, l->off);
+	free(l);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	if (__builtin_expect(events_access_watched(), 0)) {
+		struct later *l = later_new(req, ino, 0);
+		int res;
+
+		if (!l) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		l->fi = *fi;
+		l->off = off;
+		l->len = size;
+		res = events_access_perm(IN(ino), (uint64_t)off, (uint64_t)off + size, req,
+					 read_later, l);
+		if (res != EVENTS_PARKED)
+			read_later(l, res);
+		return;
+	}
+	read_now(req, IN(ino), (int)fi->fh, size, off);
 }
 
 static void write_now(fuse_req_t req, struct inode *in, struct fuse_bufvec *in_buf,
@@ -1184,9 +1263,41 @@ static void copy_src_later(void *arg, int res)
 	copy_dst(l);
 }
 
+/* The source's turn: its missing bytes are waited for (parked). */
+static void copy_src(struct later *l)
+{
+	struct inode *src = IN(l->ino);
+	int res;
+
+	if (inode_flags(src) & (INODE_NONRESIDENT | INODE_TRACKED)) {
+		res = events_read_check(src, l->off, l->len, l->req, copy_src_later, l, &l->held);
+		if (res == EVENTS_PARKED)
+			return;
+		if (res) {
+			fuse_reply_err(l->req, -res);
+			free(l);
+			return;
+		}
+	}
+	copy_dst(l);
+}
+
+/* The source's ACCESS_PERM was decided. */
+static void copy_perm_later(void *arg, int res)
+{
+	struct later *l = arg;
+
+	if (res) {
+		fuse_reply_err(l->req, -res);
+		free(l);
+		return;
+	}
+	copy_src(l);
+}
+
 /*
- * A copy within one hsmfs mount: the source's missing bytes are waited
- * for, then the destination's PRE_MODIFY, both parked.
+ * A copy within one hsmfs mount: the source's ACCESS_PERM, its missing
+ * bytes, then the destination's PRE_MODIFY, each parked.
  */
 static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			       struct fuse_file_info *fi_in, fuse_ino_t ino_out,
@@ -1194,11 +1305,11 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			       size_t len, int flags)
 {
 	struct inode *src = IN(ino_in), *dst = IN(ino_out);
-	bool check = inode_flags(src) & (INODE_NONRESIDENT | INODE_TRACKED);
 	struct later *l;
 	int res;
 
-	if (!check && !events_modify_watched()) {
+	if (!(inode_flags(src) & (INODE_NONRESIDENT | INODE_TRACKED)) &&
+	    !events_modify_watched() && !events_access_watched()) {
 		copy_now(req, src, fi_in->fh, off_in, dst, fi_out->fh, off_out, len, flags,
 			 false);
 		return;
@@ -1215,17 +1326,14 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 	l->off_out = off_out;
 	l->len = len;
 	l->flags = flags;
-	if (check) {
-		res = events_read_check(src, off_in, len, req, copy_src_later, l, &l->held);
-		if (res == EVENTS_PARKED)
-			return;
-		if (res) {
-			fuse_reply_err(req, -res);
-			free(l);
-			return;
-		}
+	if (events_access_watched()) {
+		res = events_access_perm(src, (uint64_t)off_in, (uint64_t)off_in + len, req,
+					 copy_perm_later, l);
+		if (res != EVENTS_PARKED)
+			copy_perm_later(l, res);
+		return;
 	}
-	copy_dst(l);
+	copy_src(l);
 }
 
 static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,

@@ -112,7 +112,8 @@ void pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi
 
 	/*
 	 * O_DIRECT: the store's alignment rules would apply; O_APPEND: the
-	 * kernel's passthrough loses RWF_NOAPPEND.  A write passes through
+	 * kernel's passthrough loses RWF_NOAPPEND; fi->direct_io: its reads
+	 * are to be asked about (ACCESS_PERM).  A write passes through
 	 * only with no watcher of changes subscribed and nothing evictable
 	 * in the store (a write that meets a full store evicts and retries,
 	 * in the daemon only), or when the inode passes through already.
@@ -124,7 +125,7 @@ void pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi
 	 */
 	privileged = write && P.killpriv && privs_any((int)fi->fh);
 	want = P.enabled && !(inode_flags(in) & INODE_NONRESIDENT) &&
-	       !(fi->flags & (O_DIRECT | O_APPEND)) &&
+	       !(fi->flags & (O_DIRECT | O_APPEND)) && !fi->direct_io &&
 	       !(write && (privileged || events_modify_watched() || cache_any()));
 	pthread_mutex_lock(&P.lock);
 	while (h->pt_busy)

@@ -127,7 +127,7 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 			     "\"evicted_bytes\": %llu, \"eviction_rounds\": %llu, "
 			     "\"enospc\": %llu, \"hits\": %llu, \"misses\": %llu, \"readahead\": %llu, "
 			     "\"filled_bytes\": %llu, \"pre_access\": %llu, "
-			     "\"pre_modify\": %llu, \"open_perm\": %llu, "
+			     "\"pre_modify\": %llu, \"open_perm\": %llu, \"access_perm\": %llu, "
 			     "\"denied\": %llu, \"timeouts\": %llu, "
 			     "\"interrupted\": %llu, \"parked\": %llu, "
 			     "\"over_bound\": %llu, \"fill_p50_us\": %llu, "
@@ -147,7 +147,7 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 			     (unsigned long long)es.filled_bytes,
 			     (unsigned long long)es.pre_access,
 			     (unsigned long long)es.pre_modify,
-			     (unsigned long long)es.open_perm,
+			     (unsigned long long)es.open_perm, (unsigned long long)es.access_perm,
 			     (unsigned long long)es.denied, (unsigned long long)es.timeouts,
 			     (unsigned long long)es.interrupted,
 			     (unsigned long long)es.parked,

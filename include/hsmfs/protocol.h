@@ -29,7 +29,7 @@
 
 #include <stdint.h>
 
-#define HSMFS_PROTO_VERSION 2      /* the newest version this header describes */
+#define HSMFS_PROTO_VERSION 3      /* the newest version this header describes */
 #define HSMFS_MAX_FRAME 65536      /* largest frame either side sends */
 #define HSMFS_HDR_SIZE 8
 #define HSMFS_MAX_NAME 255         /* hook name in HELLO */
@@ -59,6 +59,8 @@ enum hsmfs_event_type {
 	HSMFS_EV_OPEN_PERM = 3,  /* version 2: a file is about to be opened,
 				  * present or not; start holds the open(2)
 				  * flags, end is 0 */
+	HSMFS_EV_ACCESS_PERM = 4, /* version 3: bytes [start, end) of a file
+				   * are about to be read, present or not */
 };
 #define HSMFS_MASK(ev) (1u << (ev))
 /* the events of version 1 (what "all" meant then, and still means) */
@@ -66,6 +68,8 @@ enum hsmfs_event_type {
 			HSMFS_MASK(HSMFS_EV_PRE_MODIFY))
 /* the events a hook that negotiated version 2 may subscribe to */
 #define HSMFS_MASK_V2 (HSMFS_MASK_ALL | HSMFS_MASK(HSMFS_EV_OPEN_PERM))
+/* ... version 3 */
+#define HSMFS_MASK_V3 (HSMFS_MASK_V2 | HSMFS_MASK(HSMFS_EV_ACCESS_PERM))
 
 /* ANSWER verdicts and flags. */
 enum hsmfs_verdict { HSMFS_ALLOW = 0, HSMFS_DENY = 1 };

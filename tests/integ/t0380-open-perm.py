@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
-"""OPEN_PERM: permission events for every open, resident files too.
+"""OPEN_PERM and ACCESS_PERM: permission events for every open and every
+read, resident files too.
 
 Events used to fire only for missing bytes, so a policy such as "no
 process of user X opens *.secret" could not be built: a resident file
 was readable whatever the hooks said.  A hook that negotiated protocol
 version 2 may subscribe to OPEN_PERM (mask "open"): every open of a
 regular file in its subtree waits (parked, not in a worker thread) for
-every such hook; deny wins; a timeout fails the open with EIO.
+every such hook; deny wins; a timeout fails the open with EIO.  Version
+3 adds ACCESS_PERM (mask "read"), asked for each read(2) and each
+copy_file_range source, as fanotify's FAN_ACCESS_PERM.
 """
 import errno
 import os
+import signal
 import socket
 import struct
 import sys
@@ -46,7 +50,7 @@ def test_deny_resident():
         eq(stats(m).get("open_perm"), 0, "no subscriber: no OPEN_PERM event")
         with Hook(m.mnt, "--kind", "watch", "--mask", "open", "--mode", "deny",
                   "--errno", str(errno.EACCES), "--name", "policy") as h:
-            eq(h.lines()[0]["welcome"]["version"], 2, "WELCOME says version 2")
+            eq(h.lines()[0]["welcome"]["version"], 3, "WELCOME says version 3")
             eq(errno_of(lambda: read(m.path("sec/a.secret"))), errno.EACCES,
                "open of a resident file denied by the hook")
             ev = h.events("OPEN_PERM")
@@ -147,7 +151,118 @@ def test_silent_hook_parks():
         eq(sorted(set(errs)), [errno.EIO], "the opens fail with EIO at the timeout")
 
 
+def test_access_perm():
+    with Mount(opts="timeout=5") as m:
+        os.mkdir(m.path("sec"))
+        for name in ("sec/a", "sec/b", "plain"):
+            with open(m.path(name), "wb") as f:
+                f.write(name[-1].encode() * (3 * P))
+        eq(read(m.path("sec/a")), b"a" * 3 * P, "no subscriber: read")
+        eq(stats(m).get("access_perm"), 0, "and no ACCESS_PERM event")
+        with Hook(m.mnt, "--kind", "watch", "--mask", "read", "--mode", "allow",
+                  "--name", "reads") as h:
+            fd = os.open(m.path("sec/a"), os.O_RDONLY)
+            try:
+                got = [os.pread(fd, P, 0), os.pread(fd, P, 0), os.pread(fd, 100, 2 * P + 5)]
+            finally:
+                os.close(fd)
+            eq(got, [b"a" * P, b"a" * P, b"a" * 100], "allowed reads return the bytes")
+            ev = [(e["start"], e["end"]) for e in h.events("ACCESS_PERM")]
+            eq(ev, [(0, P), (0, P), (2 * P + 5, 2 * P + 105)],
+               "one event per read(2), with its range; a repeated read is asked again")
+            import mmap
+            fd = os.open(m.path("sec/a"), os.O_RDONLY)
+            try:
+                mm = mmap.mmap(fd, 3 * P, prot=mmap.PROT_READ)
+                ok(mm[P:P + 1] == b"a", "a mapping works; its page faults are asked too (%d)"
+                   % (len(h.events("ACCESS_PERM")) - len(ev)))
+                mm.close()
+            finally:
+                os.close(fd)
+        with Hook(m.mnt, "--kind", "watch", "--mask", "read", "--mode", "deny",
+                  "--errno", str(errno.EACCES)) as h:
+            fd = os.open(m.path("sec/b"), os.O_RDONLY)
+            try:
+                eq(errno_of(lambda: os.pread(fd, P, 0)), errno.EACCES,
+                   "a read of a resident file denied by the hook")
+                out = os.open(m.path("plain"), os.O_WRONLY)
+                try:
+                    eq(errno_of(lambda: os.copy_file_range(fd, out, P, 0, 0)),
+                       errno.EACCES, "a copy from it too (its source is read)")
+                finally:
+                    os.close(out)
+                import subprocess
+                r = subprocess.run([sys.executable, "-c", "import mmap, os; "
+                                    "fd = os.open(%r, os.O_RDONLY); "
+                                    "print(mmap.mmap(fd, %d, prot=mmap.PROT_READ)[:1])"
+                                    % (m.path("sec/b"), P)], stderr=subprocess.DEVNULL)
+                eq(r.returncode, -signal.SIGBUS, "a mapped page it denies is SIGBUS")
+            finally:
+                os.close(fd)
+        eq(read(m.path("plain")), b"n" * 3 * P, "the copy changed nothing")
+        ok(stats(m).get("access_perm", 0) >= 5, "counted in stats")
+
+
+def test_access_perm_placeholder():
+    """A denied read fetches nothing: ACCESS_PERM comes before PRE_ACCESS."""
+    with Mount(opts="timeout=5") as m:
+        from harness import import_manifest
+        eq(import_manifest(m.mnt, [{"path": "p", "size": 4 * P}])[0], 0, "import")
+        with Hook(m.mnt, "--mode", "allow") as fill, \
+                Hook(m.mnt, "--kind", "watch", "--mask", "read", "--mode", "deny",
+                     "--errno", str(errno.EPERM)) as w:
+            eq(errno_of(lambda: read(m.path("p"))), errno.EPERM, "read of a placeholder denied")
+            ok(w.events("ACCESS_PERM") and not fill.events("PRE_ACCESS"),
+               "the watcher was asked, the fill hook never")
+
+
+def test_access_perm_passthrough():
+    """An open that must pass through (the file is open in passthrough mode
+    already) is asked once, for the whole file, at open."""
+    with Mount(opts="timeout=5") as m:
+        with open(m.path("f"), "wb") as f:
+            f.write(b"f" * P)
+        keep = os.open(m.path("f"), os.O_RDONLY)  # before the hook: may pass through
+        try:
+            with Hook(m.mnt, "--kind", "watch", "--mask", "read", "--mode", "deny",
+                      "--errno", str(errno.EACCES)) as h:
+                def again():
+                    fd = os.open(m.path("f"), os.O_RDONLY)
+                    try:
+                        return os.pread(fd, P, 0)
+                    finally:
+                        os.close(fd)
+                eq(errno_of(again), errno.EACCES, "a new open of it cannot read unasked")
+                whole = [e for e in h.events("ACCESS_PERM") if e["end"] == 2 ** 64 - 1]
+                pt = os.getxattr(m.path("f"), "user.hsmfs.state").decode().endswith("passthrough")
+                ok(not pt or whole, "passed through: asked at open for the whole file (%s)"
+                   % ("passthrough" if pt else "not passed through here"))
+        finally:
+            os.close(keep)
+
+
+def test_v2_hook_no_reads():
+    """A version-2 hook asking for the ACCESS_PERM bit gets no such events."""
+    with Mount(opts="timeout=5") as m:
+        with open(m.path("f"), "wb") as f:
+            f.write(b"x")
+        path = os.getxattr(m.mnt, "user.hsmfs.socket").decode()
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.connect(path)
+        s.send(pyhook.frame(pyhook.HELLO, struct.pack("<IIII", 1, 2, 2, 1 << 4) +
+                            pyhook.string(b"v2") + pyhook.string(b"")))
+        data = s.recv(pyhook.MAX_FRAME)
+        eq(struct.unpack_from("<I", data, 8)[0], 2, "WELCOME says version 2")
+        eq(read(m.path("f")), b"x", "its ACCESS_PERM bit is ignored")
+        eq(stats(m).get("access_perm"), 0, "no event")
+        s.close()
+
+
 def run():
+    test_access_perm()
+    test_access_perm_placeholder()
+    test_access_perm_passthrough()
+    test_v2_hook_no_reads()
     test_deny_resident()
     test_subtree_and_all_must_allow()
     test_v1_hook()
