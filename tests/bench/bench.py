@@ -33,7 +33,12 @@ baseline: the same file downloaded to /dev/null), hsmfs-http, and where
 installed httpdirfs --cache --no-range-check and rclone mount
 --vfs-cache-mode full; workloads http-cold (first sequential read of a
 fresh file), http-warm (the second), http-rand (4 KiB random reads of a
-fresh file, every one a miss at first).
+fresh file, every one a miss at first), http-small (200 files of 32 KiB
+of a fresh directory read one after another in readdir order, as cp -r
+or tar c do, files/s; curl's row is one kept-alive HTTP client fetching
+them one by one).  --wan DELAY_MS,RATE_MBS puts wanproxy.py (ours, on
+127.0.0.1) between every client and nginx: a link with that delay each
+way and that rate shared by all connections (e.g. --wan 10,120).
 Workloads: seqread (warm page cache), seqread-cold (drop_caches, root
 only), randread (4 KiB, 2 processes), randread-cold (the same after
 drop_caches, root only), seqwrite, create, stat, unlink, tar-x (this
@@ -537,7 +542,7 @@ def read_all(p):
 class Lazy:
     """One lazy-fetch client of the origin, mounted at self.mnt."""
 
-    def __init__(self, kind, url, names, size):
+    def __init__(self, kind, url, names, size, sizes=None):
         self.kind, self.url = kind, url
         self.dir = tmpdir("hsmfs-bench-lazy-")
         self.mnt = os.path.join(self.dir, "mnt")
@@ -548,7 +553,9 @@ class Lazy:
                                opts="hook=%s,origin=%s" % (os.environ["HSMFS_HTTP"], url))
             self.mount.start()
             self.mnt = self.mount.mnt
-            rc, out = import_manifest(self.mnt, [{"path": n, "size": size} for n in names])
+            sizes = sizes or {}
+            rc, out = import_manifest(self.mnt, [{"path": n, "size": sizes.get(n, size)}
+                                                 for n in names])
             if rc:
                 raise RuntimeError(out)
         elif kind == "httpdirfs":
@@ -595,8 +602,58 @@ class Lazy:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def lazy_bench(runs, size, rcount, kinds):
-    """Run the lazy-fetch workloads; returns (results, units, notes)."""
+SMALL_FILES, SMALL_SIZE = 200, 32 * 1024
+
+
+class WanProxy:
+    """wanproxy.py in front of a loopback origin: delay each way, shared rate."""
+
+    def __init__(self, port, delay_ms, rate_mbs):
+        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "wanproxy.py"),
+                                      "--to", str(port), "--delay-ms", str(delay_ms),
+                                      "--rate-mbs", str(rate_mbs)], stdout=subprocess.PIPE)
+        line = self.proc.stdout.readline()  # the readiness signal: its port
+        if not line.strip().isdigit():
+            raise RuntimeError("wanproxy did not start")
+        self.port = int(line)
+
+    def url(self, path):
+        return "http://127.0.0.1:%d/%s" % (self.port, path)
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def keepalive_get_all(port, paths):
+    """One kept-alive HTTP client fetching paths one after another (bytes)."""
+    import http.client
+    c = http.client.HTTPConnection("127.0.0.1", port)
+    n = 0
+    try:
+        for p in paths:
+            c.request("GET", "/" + p)
+            r = c.getresponse()
+            n += len(r.read())
+            if r.status != 200:
+                raise RuntimeError("GET %s: %d" % (p, r.status))
+    finally:
+        c.close()
+    return n
+
+
+def read_dir_files(d):
+    """Read every file of d one after another, in readdir order (cp -r, tar c)."""
+    return sum(read_all(os.path.join(d, n)) for n in os.listdir(d))
+
+
+def lazy_bench(runs, size, rcount, kinds, wan=None):
+    """Run the lazy-fetch workloads; returns (results, units, notes).
+
+    wan: (delay_ms, rate_mbs) puts wanproxy.py between every client
+    (curl too) and nginx: a link with that delay each way and that rate.
+    http-small reads SMALL_FILES files of SMALL_SIZE one after another.
+    """
     root = tmpdir("hsmfs-bench-origin-")
     os.chmod(root, 0o755)
     os.mkdir(os.path.join(root, "html"))
@@ -608,24 +665,38 @@ def lazy_bench(runs, size, rcount, kinds):
             f.write(chunk)
     old = time.time() - 3600  # a strong Last-Modified validator
     os.utime(data, (old, old))
-    names = []
+    small = os.path.join(root, "small.bin")
+    with open(small, "wb") as f:
+        f.write(os.urandom(SMALL_SIZE))
+    os.utime(small, (old, old))
+    names, small_names = [], []
     for k in kinds:
         for r in range(runs):
             for w in ("seq", "rnd"):
                 n = "%s-%s-%d.bin" % (k, w, r)
                 os.link(data, os.path.join(root, "html", n))
                 names.append(n)
+            sd = "small-%s-%d" % (k, r)
+            os.mkdir(os.path.join(root, "html", sd))
+            os.chmod(os.path.join(root, "html", sd), 0o755)
+            for i in range(SMALL_FILES):
+                n = "%s/f%03d.bin" % (sd, i)
+                os.link(small, os.path.join(root, "html", n))
+                small_names.append(n)
     results, units, notes = {}, {}, []
     # the peers list directories from nginx's HTML index
     ng = harness.Nginx(root, extra="location /html/ { autoindex on; "
                                    "autoindex_format html; }").start()
+    proxy = WanProxy(ng.port, *wan) if wan else None
+    origin = proxy or ng
     clients = {}
     try:
         for k in kinds:
             if k == "curl":
                 continue
             try:
-                clients[k] = Lazy(k, ng.url("html/"), names, size)
+                clients[k] = Lazy(k, origin.url("html/"), names + small_names, size,
+                                  {n: SMALL_SIZE for n in small_names})
             except Skip as e:
                 notes.append("%s skipped: %s" % (k, e))
         for r in range(runs):
@@ -633,13 +704,19 @@ def lazy_bench(runs, size, rcount, kinds):
                 if k != "curl" and k not in clients:
                     continue
                 seq, rnd = "%s-seq-%d.bin" % (k, r), "%s-rnd-%d.bin" % (k, r)
+                sd = "small-%s-%d" % (k, r)
                 if k == "curl":
                     t = time.perf_counter()
-                    subprocess.run(["curl", "-s", "-o", "/dev/null", ng.url("html/" + seq)],
+                    subprocess.run(["curl", "-s", "-o", "/dev/null", origin.url("html/" + seq)],
                                    check=True)
                     v = size / MiB / (time.perf_counter() - t)
                     results.setdefault("http-cold", {}).setdefault(k, []).append(v)
                     results.setdefault("http-warm", {}).setdefault(k, []).append(v)
+                    t = time.perf_counter()
+                    keepalive_get_all(origin.port, ["html/%s/f%03d.bin" % (sd, i)
+                                                    for i in range(SMALL_FILES)])
+                    results.setdefault("http-small", {}).setdefault(k, []).append(
+                        SMALL_FILES / (time.perf_counter() - t))
                     continue
                 c = clients[k]
                 os.sync()  # the last run's stores are written back first, not during
@@ -653,10 +730,19 @@ def lazy_bench(runs, size, rcount, kinds):
                     n / MiB / (time.perf_counter() - t))
                 v, u = w_randread(c.mnt, rcount, rnd, seed=r)
                 results.setdefault("http-rand", {}).setdefault(k, []).append(v)
-        units = {"http-cold": "MB/s", "http-warm": "MB/s", "http-rand": "ops/s"}
+                t = time.perf_counter()
+                n = read_dir_files(c.path(sd))
+                if n != SMALL_FILES * SMALL_SIZE:
+                    raise RuntimeError("%s: read %d bytes of the small files" % (k, n))
+                results.setdefault("http-small", {}).setdefault(k, []).append(
+                    SMALL_FILES / (time.perf_counter() - t))
+        units = {"http-cold": "MB/s", "http-warm": "MB/s", "http-rand": "ops/s",
+                 "http-small": "files/s"}
     finally:
         for c in clients.values():
             c.close()
+        if proxy:
+            proxy.stop()
         ng.stop()
         shutil.rmtree(root, ignore_errors=True)
     return results, units, notes
@@ -718,6 +804,9 @@ def main():
                                        "fanotify+ignore,passthrough_hp,passthrough_hp+pt")
     ap.add_argument("--lazy", default="curl,hsmfs-http,httpdirfs,rclone",
                     help="lazy-fetch clients to compare ('' for none)")
+    ap.add_argument("--wan", metavar="DELAY_MS,RATE_MBS",
+                    help="lazy fetch through wanproxy.py: a link with DELAY_MS each way "
+                         "and RATE_MBS MB/s shared (e.g. 10,120); default: plain loopback")
     ap.add_argument("--workloads",
                     default="seqread,seqread-cold,randread,randread-cold,seqwrite,"
                             "fio-seqread,fio-randread,fio-seqread-cold,fio-seqwrite,create,"
@@ -825,8 +914,12 @@ def main():
             e.close()
     lazy_kinds = [k for k in a.lazy.split(",") if k]
     if lazy_kinds:
+        wan = tuple(float(x) for x in a.wan.split(",")) if a.wan else None
         lres, lunits, lnotes = lazy_bench(runs, (64 if a.quick else 256) * MiB,
-                                          300 if a.quick else 1000, lazy_kinds)
+                                          300 if a.quick else 1000, lazy_kinds, wan)
+        if wan:
+            notes.append("lazy fetch through wanproxy.py: %g ms each way, %g MB/s shared"
+                         % wan)
         notes += lnotes
         for w, per in lres.items():
             results[w] = per
