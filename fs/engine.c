@@ -1428,6 +1428,45 @@ int events_open_perm(struct inode *in, int flags, struct fuse_req *req,
 	return park_perm(in, HSMFS_EV_OPEN_PERM, (uint64_t)(unsigned)flags, 0, req, cont, arg);
 }
 
+uint64_t events_prefetch(struct inode *in, uint64_t max_bytes)
+{
+	uint64_t chunk = E.cfg.chunk, asked = 0, limit, pos;
+	struct fstate *fs;
+
+	elock();
+	fs = inode_state(in);
+	if (!fs || !have_fill_hook() || (fs->flags & META_F_STALE)) {
+		eunlock();
+		return 0;
+	}
+	limit = fs->size < max_bytes ? fs->size : max_bytes;
+	for (pos = 0; pos < limit; pos = (pos & ~(chunk - 1)) + chunk) {
+		uint64_t ce = (pos & ~(chunk - 1)) + chunk, need;
+		struct range gap;
+		int res;
+
+		if (ce > limit)
+			ce = limit;
+		if (!rs_missing(&fs->present, pos, ce, &gap, 1))
+			continue;
+		if (inflight_over(fs, gap.start, gap.end))
+			continue;
+		need = !E.cfg.cache_limited ? 0 :
+		       ((gap.end + PAGE - 1) & ~(PAGE - 1)) - (gap.start & ~(PAGE - 1));
+		if (need && cache_try_admit(need))
+			break;
+		if (!start_fill(in, fs, gap.start, gap.end, gap.start, gap.end, NULL, true,
+				need, &res)) {
+			if (need)
+				cache_unreserve(need);
+			break;
+		}
+		asked += gap.end - gap.start;
+	}
+	eunlock();
+	return asked;
+}
+
 int events_access_perm(struct inode *in, uint64_t start, uint64_t end, struct fuse_req *req,
 		       void (*cont)(void *arg, int res), void *arg)
 {

@@ -65,6 +65,8 @@ struct inode_head {
 #define INODE_PASSTHROUGH 0x20 /* open in passthrough mode (or becoming so):
 				* the kernel reads and writes the store file
 				* itself; never evicted (passthrough.h) */
+#define INODE_PREFETCHED 0x80 /* asked ahead of a reader by prefetch.c, not
+			       * opened since: its opens are followed */
 
 static inline uint32_t inode_flags(const struct inode *in)
 {

@@ -29,6 +29,7 @@
 #include "log.h"
 #include "ops.h"
 #include "opts.h"
+#include "prefetch.h"
 #include "store.h"
 #include "supervise.h"
 
@@ -426,6 +427,8 @@ int main(int argc, char *argv[])
 					  (uint32_t)(o.timeout * 1000));
 			hooks_up = !res;
 		}
+		if (!res)
+			res = prefetch_init(o.prefetch);
 		if (res) {
 			log_err("cannot start the event engine: %s", strerror(-res));
 			rc = EXIT_SERVE;
@@ -468,6 +471,7 @@ int main(int argc, char *argv[])
 	}
 
 out:
+	prefetch_shutdown(); /* before the engine: it starts fills */
 	if (hook_up)
 		supervise_stop();
 	if (hooks_up)

@@ -21,6 +21,7 @@
 #include "log.h"
 #include "ops.h"
 #include "passthrough.h"
+#include "prefetch.h"
 #include "privs.h"
 #include "store.h"
 
@@ -781,6 +782,9 @@ static int do_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		events_opened(in);
 	if (!inode_is_dir(in))
 		pt_opened(req, in, fi); /* the mode, fixed for this open */
+	/* a reader walking a directory: its next files may be fetched ahead */
+	if (inode_flags(in) & (INODE_NONRESIDENT | INODE_PREFETCHED))
+		prefetch_opened(in);
 	return 0;
 }
 

@@ -199,6 +199,17 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 		}
 		return fail(err, errlen, "option '%s' needs 'wait' or 'fail'", opt);
 	}
+	if (KEY("noprefetch") && !val) {
+		o->prefetch = 0;
+		return 0;
+	}
+	if (KEY("prefetch")) {
+		if (!val || parse_uint(val, 0, OPTS_PREFETCH_MAX, &o->prefetch))
+			return fail(err, errlen,
+				    "option '%s' needs a number from 0 to %d", opt,
+				    OPTS_PREFETCH_MAX);
+		return 0;
+	}
 	if (KEY("max_pending_user")) {
 		if (!val || parse_uint(val, 1, OPTS_PENDING_MAX, &o->max_pending_user))
 			return fail(err, errlen,
@@ -319,6 +330,7 @@ static void set_defaults(struct hsmfs_opts *o)
 	o->negative_timeout = 0.0;
 	o->timeout = 30.0;
 	o->max_pending = 1024;
+	o->prefetch = OPTS_PREFETCH_DEFAULT;
 	o->chunk = 1ULL << 20;
 }
 

@@ -23,6 +23,7 @@
 #include "ranges.h"
 #include "engine.h"
 #include "passthrough.h"
+#include "prefetch.h"
 
 static uint64_t lat_value(unsigned b);
 static uint64_t lat_percentile(const uint64_t *h, uint64_t total, unsigned pct);
@@ -114,10 +115,12 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 		struct events_stats es;
 		struct cache_stats cs;
 		struct pt_stats ps;
+		struct prefetch_stats pf;
 		uint64_t inodes, fds;
 
 		events_get_stats(&es);
 		pt_get_stats(&ps);
+		prefetch_stats(&pf);
 		cache_stats(&cs);
 		inode_counts(&inodes, &fds);
 		n = snprintf(val, sizeof(val),
@@ -135,7 +138,9 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 			     "\"evictions_started\": %llu, \"evictions_done\": %llu, "
 			     "\"inodes\": %llu, \"cached_fds\": %llu, "
 			     "\"passthrough\": %d, \"passthrough_opens\": %llu, "
-			     "\"passthrough_refused\": %llu}\n",
+			     "\"passthrough_refused\": %llu, \"prefetched_files\": %llu, "
+			     "\"prefetched_bytes\": %llu, \"prefetch_used_bytes\": %llu, "
+			     "\"prefetch_wasted_bytes\": %llu}\n",
 			     (unsigned long long)cs.used, (unsigned long long)cs.reserved,
 			     (unsigned long long)cs.max, (unsigned long long)cs.min_free,
 			     (unsigned long long)cs.fs_free,
@@ -159,7 +164,9 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 			     (unsigned long long)es.evictions_done,
 			     (unsigned long long)inodes, (unsigned long long)fds,
 			     ps.enabled, (unsigned long long)ps.opens,
-			     (unsigned long long)ps.refused);
+			     (unsigned long long)ps.refused, (unsigned long long)pf.files,
+			     (unsigned long long)pf.bytes, (unsigned long long)pf.used_bytes,
+			     (unsigned long long)pf.wasted_bytes);
 	} else if (!strcmp(name, "user.hsmfs.socket") || !strcmp(name, "user.hsmfs.store")) {
 		if (in != inode_root())
 			return -ENODATA;

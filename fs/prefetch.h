@@ -1,0 +1,60 @@
+/*
+ * prefetch.h - sibling prefetch: fetching the next files of a directory
+ * ahead of a reader that walks it.
+ *
+ * The kernel's readahead works within a file; a program that reads the
+ * files of a directory one after another (cp -r, tar c, rsync, a
+ * training epoch) waits one origin round trip per file.  This module
+ * watches the opens of files with missing bytes and of files it fetched
+ * itself, per directory: once two files of one directory were opened in
+ * a row that are next to each other in its readdir order or in name
+ * order (or three in any order), it asks the fill hooks for the next
+ * `window` siblings (their first PREFETCH_FILE_MAX bytes), in the order
+ * the reader follows (readdir's, as cp -r and tar, or sorted, as a shell
+ * glob), so that a hook with several connections fetches them in
+ * parallel while the reader works.  As the reader opens them it asks for
+ * more, keeping `window` files ahead.  When the reader does not come for
+ * them (window opens in that directory, none of a prefetched file), the
+ * directory goes cold: what was fetched and not opened is counted
+ * wasted, and only an ordered walk of three files starts it again.  At most PREFETCH_DIRS directories are followed at
+ * once.  Prefetch only starts fills that fit now: an event slot free,
+ * the cache admitting the bytes without waiting (so cache_max holds,
+ * and what readers use stays: the evictor's rules apply as to any fill).
+ *
+ * Threads.  prefetch_opened() is called from the open path: it tests
+ * one inode flag and queues at most PREFETCH_QUEUE hints (more are
+ * dropped: a hint, not a duty).  One thread takes them, lists
+ * directories, looks siblings up and loads their state (SQLite), and
+ * starts the fills through events_prefetch(); it holds one lookup
+ * reference on each file it prefetched until the file is opened or
+ * given up.  One mutex guards the queue and the counters; it is held
+ * across no call into another module.
+ */
+#ifndef HSMFS_PREFETCH_H
+#define HSMFS_PREFETCH_H
+
+#include <stdint.h>
+
+struct inode;
+
+#define PREFETCH_DIRS 8                 /* directories followed at once */
+#define PREFETCH_QUEUE 256              /* open hints waiting for the thread */
+#define PREFETCH_FILE_MAX (1ULL << 20)  /* bytes asked per file at most */
+#define PREFETCH_LIST_MAX 100000        /* a bigger directory is not listed */
+
+struct prefetch_stats {
+	uint64_t files;        /* files prefetched */
+	uint64_t bytes;        /* bytes asked for */
+	uint64_t used_bytes;   /* of prefetched files a reader opened */
+	uint64_t wasted_bytes; /* of prefetched files given up unopened */
+};
+
+/* Start the thread; window 0: prefetch off (nothing starts). */
+int prefetch_init(unsigned window);
+/* Stop the thread and drop every reference it holds. */
+void prefetch_shutdown(void);
+/* in (a regular file) was opened: a hint, called from the open path. */
+void prefetch_opened(struct inode *in);
+void prefetch_stats(struct prefetch_stats *ret);
+
+#endif
