@@ -8,6 +8,9 @@ one event per missing range however many readers, no event for resident
 data, hooks that die, hang, or report progress.  The fill hook is
 tests/helpers/pyhook.py, written from hsmfs-hooks(7).
 """
+# prefetch=0 on every mount here: these tests count events and cached
+# files exactly; sibling prefetch (t0400) would add its own.
+
 import errno
 import json
 import mmap
@@ -54,7 +57,7 @@ def read_all(path):
 def test():
     mirror = tmpdir("hsmfs-mirror-")
     data = os.urandom(300 * P)
-    with Mount(opts="timeout=3") as m:
+    with Mount(opts="timeout=3,prefetch=0") as m:
         make_files(m, mirror, {"f": data, "g": data, "h": data, "r": data[:10 * P],
                                "deny/eio": data[:P], "deny/eperm": data[:P],
                                "deny/ebusy": data[:P], "deny/odd": data[:P]})
@@ -189,7 +192,7 @@ def test_readahead():
     MiB = 1 << 20
     mirror = tmpdir("hsmfs-mirror-")
     files = {"seq.bin": os.urandom(24 * MiB), "rnd.bin": os.urandom(24 * MiB)}
-    with Mount() as m:
+    with Mount(opts="prefetch=0") as m:
         make_files(m, mirror, files)
         with Hook(m.mnt, "--mirror", mirror) as h:
             with open(m.path("seq.bin"), "rb") as f:
@@ -212,7 +215,7 @@ def test_readahead():
 def test_failures():
     mirror = tmpdir("hsmfs-mirror-")
     data = os.urandom(64 * P)
-    with Mount(opts="timeout=2") as m:
+    with Mount(opts="timeout=2,prefetch=0") as m:
         make_files(m, mirror, {"a": data, "b": data, "c": data, "d": data, "e": data})
 
         # hook killed with an event pending: the reader waits for the next hook
@@ -275,7 +278,7 @@ def test_failures():
         with Hook(m.mnt, "--mirror", mirror) as h:
             eq(dread(m.path("e"), 0, P), data[:P], "after a killed reader the file still reads")
     # max_pending=1: one event slot; other readers wait for it, none fails
-    with Mount(opts="max_pending=1,timeout=10") as m:
+    with Mount(opts="max_pending=1,timeout=10,prefetch=0") as m:
         make_files(m, mirror, {"p%d" % i: data for i in range(4)})
         with Hook(m.mnt, "--mirror", mirror, "--delay", "0.2") as h:
             res = {}
@@ -288,7 +291,7 @@ def test_failures():
             ok(len(res) == 4 and all(v == data[:P] for v in res.values()),
                "max_pending=1: four readers of four files all served in turn")
             eq(len(h.events()), 4, "one event each")
-    with Mount(opts="nohook=fail") as m:
+    with Mount(opts="nohook=fail,prefetch=0") as m:
         make_files(m, mirror, {"x": data})
         eq(errno_of(lambda: dread(m.path("x"), 0, P)), errno.EIO, "nohook=fail: EIO at once")
     shutil.rmtree(mirror, ignore_errors=True)

@@ -5,6 +5,9 @@ Each bad peer gets its documented reaction (an ERROR frame with the
 code, then the connection closes, or the frame is ignored), and after
 each the daemon still serves the next good hook.
 """
+# prefetch=0 on every mount here: these tests count events and cached
+# files exactly; sibling prefetch (t0400) would add its own.
+
 import errno
 import os
 import socket
@@ -65,7 +68,7 @@ def test():
         files["f%d" % i] = os.urandom(2 * P + i)
         with open(os.path.join(mirror, "f%d" % i), "wb") as f:
             f.write(files["f%d" % i])
-    with Mount(opts="timeout=5") as m:
+    with Mount(opts="timeout=5,prefetch=0") as m:
         rc, out = import_manifest(m.mnt, [{"path": k, "size": len(v)} for k, v in files.items()])
         eq(rc, 0, "placeholders imported")
         n = iter(range(14))

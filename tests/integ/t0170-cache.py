@@ -14,6 +14,9 @@ user write evicts and retries, and when nothing is left to evict reads
 and writes fail with ENOSPC, losing nothing, and resume once space is
 freed.  Prefetch progress on a pseudo-terminal and in plain mode.
 """
+# prefetch=0 on every mount here: these tests count events and cached
+# files exactly; sibling prefetch (t0400) would add its own.
+
 import errno
 import json
 import os
@@ -116,7 +119,7 @@ def test_cache_max():
     files["keep/pinned"] = os.urandom(MiB // 2)
     files["keep/held"] = os.urandom(MiB // 2)
     origin = make_origin(files)
-    with Mount("cache_max=4M,chunk=256k") as m:
+    with Mount("cache_max=4M,chunk=256k,prefetch=0") as m:
         eq(import_manifest(m.mnt, [{"path": p, "size": len(d)} for p, d in files.items()])[0],
            0, "import a tree of %d MiB under cache_max=4M" % (sum(map(len, files.values())) // MiB))
         with Hook(m.mnt, "--mirror", origin):
@@ -204,7 +207,7 @@ def test_big_open_file():
     limit, chunk = 4 * MiB, 256 * KiB
     files = {"big.bin": os.urandom(16 * MiB)}
     origin = make_origin(files)
-    with Mount("cache_max=4M,chunk=256k") as m:
+    with Mount("cache_max=4M,chunk=256k,prefetch=0") as m:
         import_manifest(m.mnt, [{"path": "big.bin", "size": 16 * MiB}])
         with Hook(m.mnt, "--mirror", origin):
             sampler = Sampler(m.store, m.mnt)
@@ -259,7 +262,7 @@ def test_full_fs():
     fs = tmpfs("24M")
     try:
         os.mkdir(os.path.join(fs, "store"))
-        with Mount("cache_min_free=2M,chunk=256k", store=os.path.join(fs, "store")) as m:
+        with Mount("cache_min_free=2M,chunk=256k,prefetch=0", store=os.path.join(fs, "store")) as m:
             import_manifest(m.mnt, [{"path": p, "size": len(d)} for p, d in files.items()])
             with Hook(m.mnt, "--mirror", origin):
                 hog(os.path.join(fs, "hog"), leave=8 * MiB)
@@ -301,7 +304,7 @@ def test_full_fs():
         # no limits at all: ENOSPC from the store itself makes room
         shutil.rmtree(os.path.join(fs, "store"))
         os.mkdir(os.path.join(fs, "store"))
-        with Mount("chunk=256k", store=os.path.join(fs, "store")) as m:
+        with Mount("chunk=256k,prefetch=0", store=os.path.join(fs, "store")) as m:
             import_manifest(m.mnt, [{"path": p, "size": len(d)} for p, d in files.items()])
             with Hook(m.mnt, "--mirror", origin):
                 for p in ("f00", "f01", "f02", "f03"):
@@ -337,7 +340,7 @@ def test_full_fs():
                 else:
                     skip("a change in place on a full store", "no file was left whole")
         if whole:
-            with Mount("chunk=256k", store=os.path.join(fs, "store")) as m:
+            with Mount("chunk=256k,prefetch=0", store=os.path.join(fs, "store")) as m:
                 ok(state(m, whole[0]).startswith("dirty") and read(m, whole[0]) == want,
                    "changed on a full store, remounted: still local data, byte for byte")
     finally:
@@ -349,7 +352,7 @@ def test_full_fs():
 def test_prefetch_output():
     files = {"p/a": os.urandom(3 * MiB), "p/b": os.urandom(MiB), "p/c/d": os.urandom(2 * MiB)}
     origin = make_origin(files)
-    with Mount() as m:
+    with Mount(opts="prefetch=0") as m:
         import_manifest(m.mnt, [{"path": p, "size": len(d)} for p, d in files.items()])
         with Hook(m.mnt, "--mirror", origin):
             master, slave = pty.openpty()
@@ -395,7 +398,7 @@ def test_stale_order():
     # two chunks each: no readahead, whose rounds would refresh the order
     files = {"s%d" % i: os.urandom(512 * KiB) for i in range(3)}
     origin = make_origin(files)
-    with Mount("cache_max=1M,chunk=256k") as m:
+    with Mount("cache_max=1M,chunk=256k,prefetch=0") as m:
         import_manifest(m.mnt, [{"path": p, "size": len(d)} for p, d in files.items()])
         with Hook(m.mnt, "--mirror", origin):
             for p in ("s0", "s1"):
