@@ -1,6 +1,7 @@
 /* ops.c - see ops.h */
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <fuse_lowlevel.h>
@@ -26,6 +27,9 @@
 #include "store.h"
 
 #define CALLER_GROUPS_MAX 256 /* supplementary groups a creation carries */
+
+#define OPS_RBUF_SIZE (1U << 20)   /* the kernel's largest read (max_pages 256) */
+#define OPS_SPLICE_MAX 8192        /* smaller replies: libfuse's own way */
 
 static struct ops_config cfg;
 static bool acls; /* the kernel enforces POSIX ACLs (op_init) */
@@ -948,13 +952,56 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		open_undo(req, IN(e.ino), fi);
 }
 
+/*
+ * A read's reply buffer, one per thread, kept.  libfuse would splice a
+ * reply from the store descriptor, but gives splicing up for good after
+ * the first EAGAIN of a non-blocking splice from a file (which a page
+ * being written back gives; strace: 24 splices, then 490 fallbacks for
+ * 64 MiB), and cannot for the kernel's largest reads (its pipe would
+ * have to grow past fs.pipe-max-size); its fallback mallocs a buffer
+ * per reply, which glibc maps and unmaps each time: the page faults and
+ * TLB shootdowns cost more than the copy (perf, cold sequential reads).
+ */
+static pthread_key_t rbuf_key;
+static pthread_once_t rbuf_once = PTHREAD_ONCE_INIT;
+
+static void rbuf_key_init(void)
+{
+	pthread_key_create(&rbuf_key, free);
+}
+
+static char *rbuf_get(void)
+{
+	char *b;
+
+	pthread_once(&rbuf_once, rbuf_key_init);
+	b = pthread_getspecific(rbuf_key);
+	if (!b && !posix_memalign((void **)&b, 4096, OPS_RBUF_SIZE)) {
+		if (pthread_setspecific(rbuf_key, b)) {
+			free(b);
+			b = NULL;
+		}
+	}
+	return b;
+}
+
 void ops_read_reply(struct fuse_req *req, struct inode *in, int fd, uint64_t off,
 		    uint64_t len, int res)
 {
 	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(len);
+	char *b;
 
 	if (res) {
 		fuse_reply_err(req, -res);
+		return;
+	}
+	if (len > OPS_SPLICE_MAX && len <= OPS_RBUF_SIZE && (b = rbuf_get())) {
+		ssize_t n = pread(fd, b, len, (off_t)off);
+
+		if (n < 0)
+			fuse_reply_err(req, errno);
+		else
+			fuse_reply_buf(req, b, (size_t)n);
 		return;
 	}
 	buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;

@@ -7,6 +7,9 @@ every range the database calls present really is on disk, and the rest
 is fetched again.  A corrupt database must not turn placeholders into
 files of zeros.
 """
+# prefetch=0 on every mount here: these tests count events, parked
+# requests and file states exactly; sibling prefetch (t0400) adds its own.
+
 import os
 import random
 import shutil
@@ -47,7 +50,7 @@ def test_remount():
     for n in ("a", "b", "c", "d", "e"):
         with open(os.path.join(mirror, n), "wb") as f:
             f.write(data)
-    with Mount(store=store) as m:
+    with Mount(opts="prefetch=0", store=store) as m:
         rc, out = import_manifest(m.mnt, [{"path": n, "size": len(data)} for n in "abcde"])
         eq(rc, 0, "import")
         with Hook(m.mnt, "--mirror", mirror):
@@ -65,7 +68,7 @@ def test_remount():
             f.write(b"local change")
         rc, out = run([HSMFSCTL, "status", m.mnt])
         st_before = out.replace(m.mnt, "MNT")
-    with Mount(store=store) as m:
+    with Mount(opts="prefetch=0", store=store) as m:
         eq(present(m.path("a")), before["a"], "after remount: exactly the bytes read are present")
         eq(state(m.path("a")), "partial", "after remount: still partial")
         eq(present(m.path("b2")), before["b"], "state followed the rename")
@@ -127,7 +130,7 @@ def test_crash():
     data = os.urandom(16 << 20)
     with open(os.path.join(mirror, "big"), "wb") as f:
         f.write(data)
-    with Mount(store=store) as m:
+    with Mount(opts="prefetch=0", store=store) as m:
         eq(import_manifest(m.mnt, [{"path": "big", "size": len(data)}])[0], 0, "import")
     seed = random.randrange(1 << 30)
     diag("crash seed %d" % seed)
@@ -137,7 +140,7 @@ def test_crash():
         err = crash_round(store, mirror, data, seed + r, what)
         if err:
             bad.append(err)
-        with Mount(store=store) as m:
+        with Mount(opts="prefetch=0", store=store) as m:
             pr = present(m.path("big"))
             with Hook(m.mnt, "--mirror", mirror):
                 with open(m.path("big"), "rb") as f:
@@ -145,7 +148,7 @@ def test_crash():
                         bad.append("round %d (%s killed, %d bytes present): wrong bytes"
                                    % (r, what, pr))
             # back to a placeholder for the next round
-        with Mount(store=store) as m:
+        with Mount(opts="prefetch=0", store=store) as m:
             pass
         eq_r = run([HSMFSCTL, "import", "-s", store, "/dev/null"])
         subprocess.run(["sqlite3", os.path.join(store, ".hsmfs", "meta.db"),
@@ -165,7 +168,7 @@ def test_unclean():
     for n in "abc":
         with open(os.path.join(mirror, n), "wb") as f:
             f.write(data)
-    m = Mount(store=store)
+    m = Mount(opts="prefetch=0", store=store)
     m.start()
     try:
         eq(import_manifest(m.mnt, [{"path": n, "size": len(data)} for n in "abc"])[0], 0, "import")
@@ -184,7 +187,7 @@ def test_unclean():
     os.unlink(os.path.join(store, "a"))
     with open(os.path.join(store, "b"), "ab") as f:
         f.write(b"more")
-    with Mount(store=store) as m:
+    with Mount(opts="prefetch=0", store=store) as m:
         line = wait_for(lambda: [l for l in m.output().splitlines() if "consistency check" in l],
                         "the consistency check's log line")
         eq(line[0].split(": ", 2)[-1], "3 files, 1 gone, 1 changed and fetched again, 0 no longer managed",
@@ -194,7 +197,7 @@ def test_unclean():
         eq((state(m.path("b")), present(m.path("b"))), ("placeholder", 0),
            "the changed placeholder is fetched again, nothing trusted")
         eq(state(m.path("c")), "partial", "the untouched file keeps its state")
-    with Mount(store=store) as m:
+    with Mount(opts="prefetch=0", store=store) as m:
         ok("consistency check" not in m.output(), "after a clean unmount no check runs")
     shutil.rmtree(store, ignore_errors=True)
     shutil.rmtree(mirror, ignore_errors=True)
@@ -206,7 +209,7 @@ def test_corrupt():
         data = os.urandom(1 << 20)
         with open(os.path.join(mirror, "f"), "wb") as f:
             f.write(data)
-        with Mount(store=store) as m:
+        with Mount(opts="prefetch=0", store=store) as m:
             eq(import_manifest(m.mnt, [{"path": "f", "size": len(data), "url": "u1",
                                         "version": "v1"}])[0], 0, "import")
         db = os.path.join(store, ".hsmfs", "meta.db")
@@ -218,7 +221,7 @@ def test_corrupt():
         for sfx in ("-wal", "-shm"):
             if os.path.exists(db + sfx):
                 os.unlink(db + sfx)
-        with Mount(store=store) as m:
+        with Mount(opts="prefetch=0", store=store) as m:
             log = m.output()
             eq(len([l for l in log.splitlines() if "corrupt" in l]), 1,
                "%s database: one log line" % how)

@@ -17,6 +17,9 @@
      more of them than there are worker threads all reach it, and
      other requests are served meanwhile.
 """
+# prefetch=0 on every mount here: these tests count events, parked
+# requests and file states exactly; sibling prefetch (t0400) adds its own.
+
 import errno
 import json
 import os
@@ -73,7 +76,7 @@ def stats(m):
 
 
 def test_stalled_watcher():
-    with Mount(opts="timeout=4") as m:
+    with Mount(opts="timeout=4,prefetch=0") as m:
         setup(m)
         with Hook(m.mnt, "--kind", "watch", "--mask", "modify", "--mode", "silent") as h:
             errs = [None] * N
@@ -107,7 +110,7 @@ def test_stalled_watcher():
 
 
 def test_allowed_later():
-    with Mount(opts="timeout=10") as m:
+    with Mount(opts="timeout=10,prefetch=0") as m:
         setup(m)
         with open(m.path("src"), "wb") as f:
             f.write(b"s" * (3 * P))
@@ -153,7 +156,7 @@ def test_allowed_later():
 
 
 def test_user_bound():
-    with Mount(opts="timeout=3,max_pending_user=3") as m:
+    with Mount(opts="timeout=3,max_pending_user=3,prefetch=0") as m:
         eq(import_manifest(m.mnt, [{"path": "p%d" % k, "size": P} for k in range(6)])[0], 0,
            "import")
         with Hook(m.mnt, "--mode", "silent"):
@@ -182,7 +185,7 @@ def test_user_bound():
 
 
 def test_exit_after_unmount():
-    m = Mount(opts="timeout=60,cache_max=64m")
+    m = Mount(opts="timeout=60,cache_max=64m,prefetch=0")
     m.start()
     try:
         eq(import_manifest(m.mnt, [{"path": "p", "size": 1 << 20}])[0], 0, "import")
@@ -210,7 +213,7 @@ def test_exit_after_unmount():
 
 def test_stalled_fill_limited():
     """Reads of a cache limited mount and copies from placeholders park."""
-    with Mount(opts="timeout=4,cache_max=64m") as m:
+    with Mount(opts="timeout=4,cache_max=64m,prefetch=0") as m:
         eq(import_manifest(m.mnt, [{"path": "p%d" % k, "size": 4 * P} for k in range(N)])[0],
            0, "import")
         setup(m)
