@@ -33,7 +33,9 @@ baseline: the same file downloaded to /dev/null), hsmfs-http, and where
 installed httpdirfs --cache --no-range-check and rclone mount
 --vfs-cache-mode full; workloads http-cold (first sequential read of a
 fresh file), http-warm (the second), http-rand (4 KiB random reads of a
-fresh file, every one a miss at first), http-small (200 files of 32 KiB
+fresh file, every one a miss at first), http-first (ms to the first
+4 KiB read at a random place of a fresh file; curl's row is a kept-alive
+client's range request), http-small (200 files of 32 KiB
 of a fresh directory read one after another in readdir order, as cp -r
 or tar c do, files/s; curl's row is one kept-alive HTTP client fetching
 them one by one).  --wan DELAY_MS,RATE_MBS puts wanproxy.py (ours, on
@@ -712,6 +714,19 @@ def lazy_bench(runs, size, rcount, kinds, wan=None):
                     v = size / MiB / (time.perf_counter() - t)
                     results.setdefault("http-cold", {}).setdefault(k, []).append(v)
                     results.setdefault("http-warm", {}).setdefault(k, []).append(v)
+                    # a kept-alive client's 4 KiB range of a fresh file
+                    import http.client
+                    hc = http.client.HTTPConnection("127.0.0.1", origin.port)
+                    hc.request("HEAD", "/html/" + rnd)
+                    hc.getresponse().read()
+                    off = random.Random(r).randrange(size // 4096) * 4096
+                    t = time.perf_counter()
+                    hc.request("GET", "/html/" + rnd,
+                               headers={"Range": "bytes=%d-%d" % (off, off + 4095)})
+                    hc.getresponse().read()
+                    results.setdefault("http-first", {}).setdefault(k, []).append(
+                        1000 * (time.perf_counter() - t))
+                    hc.close()
                     t = time.perf_counter()
                     keepalive_get_all(origin.port, ["html/%s/f%03d.bin" % (sd, i)
                                                     for i in range(SMALL_FILES)])
@@ -728,6 +743,13 @@ def lazy_bench(runs, size, rcount, kinds, wan=None):
                 n = read_all(c.path(seq))
                 results.setdefault("http-warm", {}).setdefault(k, []).append(
                     n / MiB / (time.perf_counter() - t))
+                # one 4 KiB read at a random place of a file nobody read yet
+                t = time.perf_counter()
+                with open(c.path(rnd), "rb", buffering=0) as f:
+                    f.seek(random.Random(r).randrange(size // 4096) * 4096)
+                    f.read(4096)
+                results.setdefault("http-first", {}).setdefault(k, []).append(
+                    1000 * (time.perf_counter() - t))
                 v, u = w_randread(c.mnt, rcount, rnd, seed=r)
                 results.setdefault("http-rand", {}).setdefault(k, []).append(v)
                 t = time.perf_counter()
@@ -737,7 +759,7 @@ def lazy_bench(runs, size, rcount, kinds, wan=None):
                 results.setdefault("http-small", {}).setdefault(k, []).append(
                     SMALL_FILES / (time.perf_counter() - t))
         units = {"http-cold": "MB/s", "http-warm": "MB/s", "http-rand": "ops/s",
-                 "http-small": "files/s"}
+                 "http-small": "files/s", "http-first": "ms"}
     finally:
         for c in clients.values():
             c.close()
@@ -960,7 +982,8 @@ def main():
     print("%change is against native (http-*: against curl) in the same run; "
           "* = Welch's t-test p < 0.05, ~ = noise")
     for w, wr in report["workloads"].items():
-        print("\n%s (%s, higher is better)" % (w, wr["unit"]))
+        print("\n%s (%s, %s is better)" % (w, wr["unit"],
+                                           "lower" if wr["unit"] == "ms" else "higher"))
         print("  %-16s %12s %9s %11s %14s" % ("mode", "mean", "%stddev", "%change",
                                               "vs hsmfs"))
         for row in wr["rows"]:
