@@ -1,6 +1,7 @@
 /* engine.c - see engine.h */
 #include <assert.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <fuse_lowlevel.h>
@@ -1430,7 +1431,7 @@ int events_open_perm(struct inode *in, int flags, struct fuse_req *req,
 
 uint64_t events_prefetch(struct inode *in, uint64_t max_bytes)
 {
-	uint64_t chunk = E.cfg.chunk, asked = 0, limit, pos;
+	uint64_t asked = 0, limit;
 	struct fstate *fs;
 
 	elock();
@@ -1440,29 +1441,7 @@ uint64_t events_prefetch(struct inode *in, uint64_t max_bytes)
 		return 0;
 	}
 	limit = fs->size < max_bytes ? fs->size : max_bytes;
-	for (pos = 0; pos < limit; pos = (pos & ~(chunk - 1)) + chunk) {
-		uint64_t ce = (pos & ~(chunk - 1)) + chunk, need;
-		struct range gap;
-		int res;
-
-		if (ce > limit)
-			ce = limit;
-		if (!rs_missing(&fs->present, pos, ce, &gap, 1))
-			continue;
-		if (inflight_over(fs, gap.start, gap.end))
-			continue;
-		need = !E.cfg.cache_limited ? 0 :
-		       ((gap.end + PAGE - 1) & ~(PAGE - 1)) - (gap.start & ~(PAGE - 1));
-		if (need && cache_try_admit(need))
-			break;
-		if (!start_fill(in, fs, gap.start, gap.end, gap.start, gap.end, NULL, true,
-				need, &res)) {
-			if (need)
-				cache_unreserve(need);
-			break;
-		}
-		asked += gap.end - gap.start;
-	}
+	fill_ahead(in, fs, 0, limit, NULL, UINT_MAX, &asked);
 	eunlock();
 	return asked;
 }

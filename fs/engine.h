@@ -277,6 +277,14 @@ struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
 				int *res);
 
 /* readahead.c */
+/*
+ * Ask for the missing chunks of [pos, limit) now (whole chunks), at most
+ * max events, detached, only while slots are free and the cache admits
+ * them without waiting.  Returns where it stopped; *ret_asked (may be
+ * NULL) gets the bytes asked for.  E.lock held.
+ */
+uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t limit,
+		    struct fuse_req *req, unsigned max, uint64_t *ret_asked);
 void read_ahead(struct inode *in, struct fstate *fs, const struct range *miss,
 		       const struct event *cover, struct fuse_req *req);
 

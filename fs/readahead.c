@@ -23,6 +23,44 @@
 #include "ranges.h"
 #include "engine.h"
 
+/* See engine.h. */
+uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t limit,
+		    struct fuse_req *req, unsigned max, uint64_t *ret_asked)
+{
+	ELOCK_HELD();
+	uint64_t chunk = E.cfg.chunk, asked = 0;
+	unsigned started = 0;
+
+	for (; pos < limit && started < max; pos = (pos & ~(chunk - 1)) + chunk) {
+		uint64_t ce = (pos & ~(chunk - 1)) + chunk, need;
+		struct range gap;
+		int res;
+
+		if (ce > fs->size)
+			ce = fs->size;
+		if (!rs_missing(&fs->present, pos, ce, &gap, 1))
+			continue;
+		if (inflight_over(fs, gap.start, gap.end))
+			continue;
+		/* with limits: only what fits now, never by waiting */
+		need = !E.cfg.cache_limited ? 0 :
+		       ((gap.end + PAGE - 1) & ~(PAGE - 1)) - (gap.start & ~(PAGE - 1));
+		if (need && cache_try_admit(need))
+			break;
+		if (!start_fill(in, fs, gap.start, gap.end, gap.start, gap.end, req, true,
+				need, &res)) {
+			if (need)
+				cache_unreserve(need);
+			break;
+		}
+		asked += gap.end - gap.start;
+		started++;
+	}
+	if (ret_asked)
+		*ret_asked = asked;
+	return pos;
+}
+
 /*
  * Readahead of sequential misses.  A stream is misses that move forward
  * chunk by chunk, each into a chunk after the last one's and no further
@@ -40,7 +78,6 @@ void read_ahead(struct inode *in, struct fstate *fs, const struct range *miss,
 {
 	ELOCK_HELD();
 	uint64_t chunk = E.cfg.chunk, pos, limit;
-	unsigned started = 0;
 
 	if (fs->ra_ahead && miss->start / chunk == fs->ra_lo / chunk)
 		return; /* the same chunk again */
@@ -59,36 +96,10 @@ void read_ahead(struct inode *in, struct fstate *fs, const struct range *miss,
 	fs->ra_window = fs->ra_window ? fs->ra_window * 2 : chunk;
 	if (fs->ra_window > RA_MAX)
 		fs->ra_window = RA_MAX;
-	pos = fs->ra_ahead;
 	limit = cover->hint_end + fs->ra_window;
 	if (limit > fs->size)
 		limit = fs->size;
-	for (; pos < limit && started < 16; pos = (pos & ~(chunk - 1)) + chunk) {
-		uint64_t ce = (pos & ~(chunk - 1)) + chunk, need;
-		struct range gap;
-		struct event *ev;
-		int res;
-
-		if (ce > fs->size)
-			ce = fs->size;
-		if (!rs_missing(&fs->present, pos, ce, &gap, 1))
-			continue;
-		if (inflight_over(fs, gap.start, gap.end))
-			continue;
-		/* with limits: only what fits now, never by waiting */
-		need = !E.cfg.cache_limited ? 0 :
-		       ((gap.end + PAGE - 1) & ~(PAGE - 1)) - (gap.start & ~(PAGE - 1));
-		if (need && cache_try_admit(need))
-			break;
-		ev = start_fill(in, fs, gap.start, gap.end, gap.start, gap.end, req, true,
-				need, &res);
-		if (!ev) {
-			if (need)
-				cache_unreserve(need);
-			break;
-		}
-		started++;
-	}
+	pos = fill_ahead(in, fs, fs->ra_ahead, limit, req, 16, NULL);
 	if (pos > fs->ra_ahead)
 		fs->ra_ahead = pos;
 }

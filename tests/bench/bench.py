@@ -649,6 +649,31 @@ def read_dir_files(d):
     return sum(read_all(os.path.join(d, n)) for n in os.listdir(d))
 
 
+def lazy_round(c, k, r, seq, rnd, sd, size, rcount):
+    """One run of the lazy-fetch workloads on client c: {workload: value}."""
+    got = {}
+    os.sync()  # the last run's stores are written back first, not during
+    t = time.perf_counter()
+    n = read_all(c.path(seq))
+    got["http-cold"] = n / MiB / (time.perf_counter() - t)
+    t = time.perf_counter()
+    n = read_all(c.path(seq))
+    got["http-warm"] = n / MiB / (time.perf_counter() - t)
+    # one 4 KiB read at a random place of a file nobody read yet
+    t = time.perf_counter()
+    with open(c.path(rnd), "rb", buffering=0) as f:
+        f.seek(random.Random(r).randrange(size // 4096) * 4096)
+        f.read(4096)
+    got["http-first"] = 1000 * (time.perf_counter() - t)
+    got["http-rand"] = w_randread(c.mnt, rcount, rnd, seed=r)[0]
+    t = time.perf_counter()
+    n = read_dir_files(c.path(sd))
+    if n != SMALL_FILES * SMALL_SIZE:
+        raise RuntimeError("%s: read %d bytes of the small files" % (k, n))
+    got["http-small"] = SMALL_FILES / (time.perf_counter() - t)
+    return got
+
+
 def lazy_bench(runs, size, rcount, kinds, wan=None):
     """Run the lazy-fetch workloads; returns (results, units, notes).
 
@@ -734,30 +759,15 @@ def lazy_bench(runs, size, rcount, kinds, wan=None):
                         SMALL_FILES / (time.perf_counter() - t))
                     continue
                 c = clients[k]
-                os.sync()  # the last run's stores are written back first, not during
-                t = time.perf_counter()
-                n = read_all(c.path(seq))
-                results.setdefault("http-cold", {}).setdefault(k, []).append(
-                    n / MiB / (time.perf_counter() - t))
-                t = time.perf_counter()
-                n = read_all(c.path(seq))
-                results.setdefault("http-warm", {}).setdefault(k, []).append(
-                    n / MiB / (time.perf_counter() - t))
-                # one 4 KiB read at a random place of a file nobody read yet
-                t = time.perf_counter()
-                with open(c.path(rnd), "rb", buffering=0) as f:
-                    f.seek(random.Random(r).randrange(size // 4096) * 4096)
-                    f.read(4096)
-                results.setdefault("http-first", {}).setdefault(k, []).append(
-                    1000 * (time.perf_counter() - t))
-                v, u = w_randread(c.mnt, rcount, rnd, seed=r)
-                results.setdefault("http-rand", {}).setdefault(k, []).append(v)
-                t = time.perf_counter()
-                n = read_dir_files(c.path(sd))
-                if n != SMALL_FILES * SMALL_SIZE:
-                    raise RuntimeError("%s: read %d bytes of the small files" % (k, n))
-                results.setdefault("http-small", {}).setdefault(k, []).append(
-                    SMALL_FILES / (time.perf_counter() - t))
+                try:
+                    got = lazy_round(c, k, r, seq, rnd, sd, size, rcount)
+                except (OSError, ValueError, RuntimeError) as e:
+                    notes.append("%s failed in run %d (%s): left out from then on" % (k, r, e))
+                    c.close()
+                    del clients[k]
+                    continue
+                for w, v in got.items():
+                    results.setdefault(w, {}).setdefault(k, []).append(v)
         units = {"http-cold": "MB/s", "http-warm": "MB/s", "http-rand": "ops/s",
                  "http-small": "files/s", "http-first": "ms"}
     finally:
