@@ -206,6 +206,7 @@ struct later {
 	fuse_ino_t ino, ino_out;
 	struct fuse_file_info fi, fi_out;
 	bool has_fi, held;
+	bool opened;               /* open_steps: the store file is open */
 	struct stat attr;
 	int valid, mode, flags;
 	off_t off, off_out;
@@ -213,14 +214,27 @@ struct later {
 	char data[]; /* a write's bytes */
 };
 
-static struct later *later_new(fuse_req_t req, fuse_ino_t ino, size_t datalen)
+/*
+ * The arguments of a request that may park: fi (or NULL), off and len.
+ * NULL when out of memory, the request answered with ENOMEM.
+ */
+static struct later *later_new(fuse_req_t req, fuse_ino_t ino, const struct fuse_file_info *fi,
+			       off_t off, size_t len, size_t datalen)
 {
 	struct later *l = calloc(1, sizeof(*l) + datalen);
 
-	if (l) {
-		l->req = req;
-		l->ino = ino;
+	if (!l) {
+		fuse_reply_err(req, ENOMEM);
+		return NULL;
 	}
+	l->req = req;
+	l->ino = ino;
+	if (fi) {
+		l->fi = *fi;
+		l->has_fi = true;
+	}
+	l->off = off;
+	l->len = len;
 	return l;
 }
 
@@ -423,15 +437,11 @@ static int setattr_ask(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
 	b = (uint64_t)(old.st_size < attr->st_size ? attr->st_size : old.st_size);
 	if (a == b)
 		return 0;
-	l = later_new(req, ino, 0);
+	l = later_new(req, ino, fi, 0, 0, 0);
 	if (!l)
-		return -ENOMEM;
+		return EVENTS_PARKED; /* answered (ENOMEM) */
 	l->attr = *attr;
 	l->valid = valid;
-	if (fi) {
-		l->fi = *fi;
-		l->has_fi = true;
-	}
 	res = events_modify(in, a, b, req, setattr_later, l);
 	if (res != EVENTS_PARKED)
 		free(l);
@@ -820,7 +830,7 @@ static void open_later(void *arg, int res);
  *      a PRE_MODIFY watcher is subscribed, one PRE_MODIFY of the whole
  *      file: the kernel passes every open of such a file through, so the
  *      watcher cannot see its writes one by one and is asked at open;
- *   2  the store file is opened (l->has_fi);
+ *   2  the store file is opened (l->opened);
  *   3  an open that passes through while an ACCESS_PERM watcher watches
  *      the file: one ACCESS_PERM of the whole file, for the same reason
  *      (its deny undoes the open).
@@ -848,7 +858,7 @@ static int open_steps(struct later *l, int step)
 		res = do_open(l->req, l->ino, &l->fi);
 		if (res)
 			return res;
-		l->has_fi = true;
+		l->opened = true;
 	}
 	if (step <= 3 && l->fi.backing_id && events_access_watched() &&
 	    events_access_target(in)) {
@@ -862,7 +872,7 @@ static int open_steps(struct later *l, int step)
 
 static void open_finish(struct later *l, int res)
 {
-	if (res && l->has_fi) {
+	if (res && l->opened) {
 		open_undo(l->req, IN(l->ino), &l->fi);
 		fuse_reply_err(l->req, -res);
 	} else {
@@ -887,14 +897,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (__builtin_expect(events_open_watched() || events_access_watched() ||
 			     ((fi->flags & O_ACCMODE) != O_RDONLY && events_modify_watched()), 0) &&
 	    !inode_is_dir(IN(ino))) {
-		struct later *l = later_new(req, ino, 0);
+		struct later *l = later_new(req, ino, fi, 0, 0, 0);
 		int res;
 
-		if (!l) {
-			fuse_reply_err(req, ENOMEM);
+		if (!l)
 			return;
-		}
-		l->fi = *fi;
 		res = open_steps(l, 0);
 		if (res != EVENTS_PARKED)
 			open_finish(l, res);
@@ -1042,16 +1049,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	if (__builtin_expect(events_access_watched(), 0)) {
-		struct later *l = later_new(req, ino, 0);
+		struct later *l = later_new(req, ino, fi, off, size, 0);
 		int res;
 
-		if (!l) {
-			fuse_reply_err(req, ENOMEM);
+		if (!l)
 			return;
-		}
-		l->fi = *fi;
-		l->off = off;
-		l->len = size;
 		res = events_access_perm(IN(ino), (uint64_t)off, (uint64_t)off + size, req,
 					 read_later, l);
 		if (res != EVENTS_PARKED)
@@ -1116,17 +1118,12 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino,
 	    !(inode_flags(in) & INODE_QUIET)) {
 		/* the bytes are kept while a hook decides: the request parks */
 		size_t size = fuse_buf_size(in_buf);
-		struct later *l = later_new(req, ino, size);
+		struct later *l = later_new(req, ino, fi, off, size, size);
 		struct fuse_bufvec b = FUSE_BUFVEC_INIT(size);
 		ssize_t res;
 
-		if (!l) {
-			fuse_reply_err(req, ENOMEM);
+		if (!l)
 			return;
-		}
-		l->fi = *fi;
-		l->off = off;
-		l->len = size;
 		b.buf[0].mem = l->data;
 		res = fuse_buf_copy(&b, in_buf, 0);
 		if (res >= 0 && (size_t)res != size)
@@ -1227,16 +1224,11 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 	int res = 0;
 
 	if (events_modify_watched()) {
-		struct later *l = later_new(req, ino, 0);
+		struct later *l = later_new(req, ino, fi, off, (size_t)len, 0);
 
-		if (!l) {
-			fuse_reply_err(req, ENOMEM);
+		if (!l)
 			return;
-		}
-		l->fi = *fi;
 		l->mode = mode;
-		l->off = off;
-		l->len = (size_t)len;
 		res = events_modify(in, off, off + len, req, fallocate_later, l);
 		if (res == EVENTS_PARKED)
 			return;
@@ -1365,17 +1357,12 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			 false);
 		return;
 	}
-	l = later_new(req, ino_in, 0);
-	if (!l) {
-		fuse_reply_err(req, ENOMEM);
+	l = later_new(req, ino_in, fi_in, off_in, len, 0);
+	if (!l)
 		return;
-	}
 	l->ino_out = ino_out;
-	l->fi = *fi_in;
 	l->fi_out = *fi_out;
-	l->off = off_in;
 	l->off_out = off_out;
-	l->len = len;
 	l->flags = flags;
 	if (events_access_watched()) {
 		res = events_access_perm(src, (uint64_t)off_in, (uint64_t)off_in + len, req,

@@ -75,6 +75,31 @@ def stats(m):
     return json.loads(out)
 
 
+def stalled(m, h, etype, what, one):
+    """Run one(k) for k < N in threads while h never answers: every request
+    reaches h at once and a resident file is served meanwhile; joins them."""
+    ts = [threading.Thread(target=one, args=(k,)) for k in range(N)]
+    for t in ts:
+        t.start()
+    try:
+        wait_for(lambda: len(h.events(etype)) >= N, "events", deadline=3)
+        got_all = True
+    except TimeoutError:
+        got_all = False
+    ok(got_all, "all %d %s reached the hook at once (%d did)" % (N, what, len(h.events(etype))))
+    parked = stats(m).get("parked", -1)
+    t0 = time.monotonic()
+    st = os.stat(m.path("resident"))
+    with open(m.path("resident"), "rb") as f:
+        data = f.read()
+    took = time.monotonic() - t0
+    ok(st.st_size == P and data == b"r" * P and took < 0.5,
+       "stat and read of a resident file meanwhile: %.3f s" % took)
+    for t in ts:
+        t.join()
+    return parked
+
+
 def test_stalled_watcher():
     with Mount(opts="timeout=4,prefetch=0") as m:
         setup(m)
@@ -83,26 +108,8 @@ def test_stalled_watcher():
 
             def one(k):
                 errs[k] = errno_of(change(m, k))
-            ts = [threading.Thread(target=one, args=(k,)) for k in range(N)]
-            for t in ts:
-                t.start()
-            try:
-                wait_for(lambda: len(h.events("PRE_MODIFY")) >= N, "events", deadline=3)
-                got_all = True
-            except TimeoutError:
-                got_all = False
-            ok(got_all, "all %d changes reached the watcher at once (%d did)"
-               % (N, len(h.events("PRE_MODIFY"))))
-            ok(stats(m).get("parked", -1) >= N - 10, "and are parked (%d)" % stats(m).get("parked", -1))
-            t0 = time.monotonic()
-            st = os.stat(m.path("resident"))
-            with open(m.path("resident"), "rb") as f:
-                data = f.read()
-            took = time.monotonic() - t0
-            ok(st.st_size == P and data == b"r" * P and took < 0.5,
-               "stat and read of a resident file meanwhile: %.3f s" % took)
-            for t in ts:
-                t.join()
+            parked = stalled(m, h, "PRE_MODIFY", "changes", one)
+            ok(parked >= N - 10, "and were parked (%d)" % parked)
         eq(sorted(set(errs)), [errno.EIO], "every parked change fails with EIO at the timeout")
         ok(all(open(m.path("f%d" % k), "rb").read() == b"o" * P for k in range(N)),
            "and no file changed")
@@ -233,25 +240,7 @@ def test_stalled_fill_limited():
                         errs[k] = errno_of(lambda: os.pread(fd, P, 0))
                 finally:
                     os.close(fd)
-            ts = [threading.Thread(target=one, args=(k,)) for k in range(N)]
-            for t in ts:
-                t.start()
-            try:
-                wait_for(lambda: len(h.events("PRE_ACCESS")) >= N, "events", deadline=3)
-                got_all = True
-            except TimeoutError:
-                got_all = False
-            ok(got_all, "all %d reads and copies reached the fill hook at once (%d did)"
-               % (N, len(h.events("PRE_ACCESS"))))
-            t0 = time.monotonic()
-            st = os.stat(m.path("resident"))
-            with open(m.path("resident"), "rb") as f:
-                data = f.read()
-            took = time.monotonic() - t0
-            ok(st.st_size == P and data == b"r" * P and took < 0.5,
-               "stat and read of a resident file meanwhile: %.3f s" % took)
-            for t in ts:
-                t.join()
+            stalled(m, h, "PRE_ACCESS", "reads and copies", one)
         eq(sorted(set(errs)), [errno.EIO], "each fails with EIO at the timeout")
         ok(all(open(m.path("f%d" % k), "rb").read() == b"o" * P for k in range(N)),
            "no copy changed its destination")
