@@ -55,7 +55,7 @@ async def pump(reader, writer, link, delay):
                 await q.put((sent + delay, data))
                 if not data:
                     return
-        except (ConnectionError, OSError):
+        except Exception:  # reset, or anything else: the end of this direction
             await q.put((loop.time(), b""))
 
     async def deliver():
@@ -71,7 +71,7 @@ async def pump(reader, writer, link, delay):
                     return
                 writer.write(data)
                 await writer.drain()
-        except (ConnectionError, OSError):
+        except Exception:
             return
 
     await asyncio.gather(receive(), deliver())
@@ -92,6 +92,8 @@ async def serve(args):
         try:
             await asyncio.gather(pump(creader, swriter, up, delay),
                                  pump(sreader, cwriter, down, delay))
+        except Exception as e:  # one connection's end is not the proxy's
+            sys.stderr.write("wanproxy: connection ended: %r\n" % (e,))
         finally:
             for w in (swriter, cwriter):
                 try:
