@@ -490,6 +490,7 @@ out:
 		fuse_remove_signal_handlers(se);
 	if (se)
 		fuse_session_destroy(se);
+	ops_shutdown();
 	if (table)
 		inode_table_destroy();
 	else if (store.root_fd >= 0)

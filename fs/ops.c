@@ -960,7 +960,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 }
 
 /*
- * A read's reply buffer, one per thread, kept.  libfuse would splice a
+ * Reply buffers for reads, kept in a pool.  libfuse would splice a
  * reply from the store descriptor, but gives splicing up for good after
  * the first EAGAIN of a non-blocking splice from a file (which a page
  * being written back gives; strace: 24 splices, then 490 fallbacks for
@@ -968,28 +968,45 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
  * have to grow past fs.pipe-max-size); its fallback mallocs a buffer
  * per reply, which glibc maps and unmaps each time: the page faults and
  * TLB shootdowns cost more than the copy (perf, cold sequential reads).
+ * A pool, not a buffer per thread: replies also come from the engine's
+ * threads (parked reads), which come and go with hook connections, and
+ * a thread-specific destructor deadlocked ThreadSanitizer's own thread
+ * exit (CI).  The pool holds at most as many buffers as replies ever ran
+ * at once.
  */
-static pthread_key_t rbuf_key;
-static pthread_once_t rbuf_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t rbuf_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *rbuf_free; /* a free buffer's first bytes link the next */
 
-static void rbuf_key_init(void)
+static char *rbuf_take(void)
 {
-	pthread_key_create(&rbuf_key, free);
+	void *b;
+
+	pthread_mutex_lock(&rbuf_lock);
+	b = rbuf_free;
+	if (b)
+		rbuf_free = *(void **)b;
+	pthread_mutex_unlock(&rbuf_lock);
+	if (!b && posix_memalign(&b, 4096, OPS_RBUF_SIZE))
+		b = NULL;
+	return b;
 }
 
-static char *rbuf_get(void)
+static void rbuf_put(char *b)
 {
-	char *b;
+	pthread_mutex_lock(&rbuf_lock);
+	*(void **)b = rbuf_free;
+	rbuf_free = b;
+	pthread_mutex_unlock(&rbuf_lock);
+}
 
-	pthread_once(&rbuf_once, rbuf_key_init);
-	b = pthread_getspecific(rbuf_key);
-	if (!b && !posix_memalign((void **)&b, 4096, OPS_RBUF_SIZE)) {
-		if (pthread_setspecific(rbuf_key, b)) {
-			free(b);
-			b = NULL;
-		}
+void ops_shutdown(void)
+{
+	while (rbuf_free) {
+		void *b = rbuf_free;
+
+		rbuf_free = *(void **)b;
+		free(b);
 	}
-	return b;
 }
 
 void ops_read_reply(struct fuse_req *req, struct inode *in, int fd, uint64_t off,
@@ -1002,13 +1019,14 @@ void ops_read_reply(struct fuse_req *req, struct inode *in, int fd, uint64_t off
 		fuse_reply_err(req, -res);
 		return;
 	}
-	if (len > OPS_SPLICE_MAX && len <= OPS_RBUF_SIZE && (b = rbuf_get())) {
+	if (len > OPS_SPLICE_MAX && len <= OPS_RBUF_SIZE && (b = rbuf_take())) {
 		ssize_t n = pread(fd, b, len, (off_t)off);
 
 		if (n < 0)
 			fuse_reply_err(req, errno);
 		else
 			fuse_reply_buf(req, b, (size_t)n);
+		rbuf_put(b);
 		return;
 	}
 	buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;

@@ -55,6 +55,8 @@ bool ops_exiting(void);
 struct fuse_req;
 void ops_read_reply(struct fuse_req *req, struct inode *in, int fd, uint64_t off,
 		    uint64_t len, int res);
+/* Free what ops keeps between requests (the read reply buffers); at exit. */
+void ops_shutdown(void);
 const struct fuse_lowlevel_ops *ops_table(void);
 unsigned long ops_table_size(void);
 
