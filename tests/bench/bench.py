@@ -552,7 +552,8 @@ class Lazy:
         self.proc = self.mount = None
         if kind == "hsmfs-http":
             self.mount = Mount(store=os.path.join(self.dir, "store"),
-                               opts="hook=%s,origin=%s" % (os.environ["HSMFS_HTTP"], url))
+                               opts="hook=%s,origin=%s,prefetch=8" % (os.environ["HSMFS_HTTP"],
+                                                                      url))
             self.mount.start()
             self.mnt = self.mount.mnt
             sizes = sizes or {}

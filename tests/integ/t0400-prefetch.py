@@ -11,7 +11,7 @@ reader that walks it (fs/prefetch.c).
      it fetched for nothing;
   3. cache_max holds while it prefetches (the cache never grows past the
      limit plus one chunk), and every file the reader reads is right;
-  4. prefetch=0 turns it off.
+  4. it is off unless asked for (prefetch=N).
 """
 import json
 import os
@@ -51,7 +51,7 @@ def read(path):
 
 def test_walks():
     mirror = tmpdir("hsmfs-mirror-")
-    with Mount(opts="timeout=10") as m:
+    with Mount(opts="timeout=10,prefetch=8") as m:
         a = make_dir(m, mirror, "a", 30, 8 * K)
         b = make_dir(m, mirror, "b", 30, 8 * K)
         with Hook(m.mnt, "--mode", "mirror", "--mirror", mirror, "--delay", "0.05") as h:
@@ -81,7 +81,7 @@ def test_random_stops():
     mirror = tmpdir("hsmfs-mirror-")
     seed = int(os.environ.get("HSMFS_SEED", random.randrange(1 << 30)))
     diag("seed %d (HSMFS_SEED=%d to repeat)" % (seed, seed))
-    with Mount(opts="timeout=10") as m:
+    with Mount(opts="timeout=10,prefetch=8") as m:
         c = make_dir(m, mirror, "c", 200, K)
         with Hook(m.mnt, "--mode", "mirror", "--mirror", mirror):
             names = list(c)
@@ -100,7 +100,7 @@ def test_random_stops():
 def test_cache_max():
     mirror = tmpdir("hsmfs-mirror-")
     limit, chunk = 128 * K, 16 * K
-    with Mount(opts="timeout=10,cache_max=%d,chunk=%d" % (limit, chunk)) as m:
+    with Mount(opts="timeout=10,prefetch=8,cache_max=%d,chunk=%d" % (limit, chunk)) as m:
         d = make_dir(m, mirror, "d", 40, 16 * K)
         with Hook(m.mnt, "--mode", "mirror", "--mirror", mirror, "--delay", "0.02"):
             worst, good = 0, True
@@ -115,11 +115,11 @@ def test_cache_max():
 
 def test_off():
     mirror = tmpdir("hsmfs-mirror-")
-    with Mount(opts="timeout=10,prefetch=0") as m:
+    with Mount(opts="timeout=10") as m:  # the default: off
         e = make_dir(m, mirror, "e", 12, 4 * K)
         with Hook(m.mnt, "--mode", "mirror", "--mirror", mirror) as h:
             ok(all(read(m.path("e/" + n)) == e["e/" + n] for n in os.listdir(m.path("e"))),
-               "prefetch=0: the walk reads right")
+               "no prefetch= (off by default): the walk reads right")
             eq(stats(m)["prefetched_files"], 0, "and nothing is asked ahead")
             eq([e for e in h.events("PRE_ACCESS") if e["pid"] == 0], [], "no event without a reader")
 
