@@ -38,7 +38,7 @@
 #define OPTS_THREADS_MAX 256
 #define OPTS_PENDING_MAX 65536
 #define OPTS_PREFETCH_MAX 64     /* sibling files asked ahead at most */
-#define OPTS_PREFETCH_DEFAULT 0   /* off: see hsmfs(8), prefetch= */
+#define OPTS_PREFETCH_DEFAULT 8
 #define OPTS_CHUNK_MIN 4096ULL
 #define OPTS_CHUNK_MAX (1ULL << 30)
 
@@ -67,7 +67,7 @@ struct hsmfs_opts {
 	bool nohook_fail;        /* nohook=fail: no fill hook fails at once */
 	unsigned max_pending;    /* event slots, default 1024 */
 	unsigned max_pending_user; /* requests one user may park; 0: default */
-	unsigned prefetch;       /* sibling files asked ahead, 0: off (the default) */
+	unsigned prefetch;       /* sibling files asked ahead, 0: off (default 8) */
 	unsigned long long chunk; /* hint alignment, default 1 MiB */
 	char *hook;              /* hook=COMMAND to start and supervise, or NULL */
 	char *origin;            /* origin=URL base for files with no url, or NULL */

@@ -11,7 +11,7 @@ reader that walks it (fs/prefetch.c).
      it fetched for nothing;
   3. cache_max holds while it prefetches (the cache never grows past the
      limit plus one chunk), and every file the reader reads is right;
-  4. it is off unless asked for (prefetch=N).
+  4. noprefetch (or prefetch=0) turns it off; without either it is on.
 """
 import json
 import os
@@ -51,7 +51,7 @@ def read(path):
 
 def test_walks():
     mirror = tmpdir("hsmfs-mirror-")
-    with Mount(opts="timeout=10,prefetch=8") as m:
+    with Mount(opts="timeout=10") as m:  # the default: on, 8 files ahead
         a = make_dir(m, mirror, "a", 30, 8 * K)
         b = make_dir(m, mirror, "b", 30, 8 * K)
         with Hook(m.mnt, "--mode", "mirror", "--mirror", mirror, "--delay", "0.05") as h:
@@ -115,11 +115,11 @@ def test_cache_max():
 
 def test_off():
     mirror = tmpdir("hsmfs-mirror-")
-    with Mount(opts="timeout=10") as m:  # the default: off
+    with Mount(opts="timeout=10,noprefetch") as m:
         e = make_dir(m, mirror, "e", 12, 4 * K)
         with Hook(m.mnt, "--mode", "mirror", "--mirror", mirror) as h:
             ok(all(read(m.path("e/" + n)) == e["e/" + n] for n in os.listdir(m.path("e"))),
-               "no prefetch= (off by default): the walk reads right")
+               "noprefetch: the walk reads right")
             eq(stats(m)["prefetched_files"], 0, "and nothing is asked ahead")
             eq([e for e in h.events("PRE_ACCESS") if e["pid"] == 0], [], "no event without a reader")
 

@@ -161,8 +161,9 @@ int main(void)
 	ok(opts_fuse_conf_allows_other("mount_max = 1\n  user_allow_other \n"),
 	   "user_allow_other with blanks counts");
 	ok(!opts_fuse_conf_allows_other("user_allow_otherx\n"), "prefix does not count");
-	ok(parse(&o, err, 2, "/s", "/m") == 0 && o.prefetch == 0,
-	   "sibling prefetch is off by default (%u)", o.prefetch);
+	ok(parse(&o, err, 2, "/s", "/m") == 0 && o.prefetch == OPTS_PREFETCH_DEFAULT &&
+		   o.prefetch > 0,
+	   "sibling prefetch is on by default (%u)", o.prefetch);
 	opts_free(&o);
 	ok(parse(&o, err, 4, "/s", "/m", "-o", "prefetch=16") == 0 && o.prefetch == 16 &&
 		   !strcmp(o.fuse_opts, ""),
