@@ -444,7 +444,7 @@ pid %(d)s/nginx.pid;
 error_log %(d)s/error.log warn;
 events { worker_connections 256; }
 http {
-    log_format hsmfs '$request_method $request_uri $status $body_bytes_sent "$http_range" "$http_if_range"';
+    log_format hsmfs '$request_method $request_uri $status $body_bytes_sent "$http_range" "$http_if_range" $connection';
     access_log %(d)s/access.log hsmfs;
     client_body_temp_path %(d)s/body;
     proxy_temp_path %(d)s/proxy;
@@ -498,6 +498,12 @@ http {
                 p = shlex.split(line)
                 out.append((p[0], p[1], int(p[2]), int(p[3]), p[4], p[5]))
         return out
+
+    def connections(self):
+        """The connection serial numbers of the requests so far, in order."""
+        import shlex
+        with open(os.path.join(self.dir, "access.log")) as f:
+            return [int(shlex.split(line)[6]) for line in f]
 
     def __enter__(self):
         return self.start()

@@ -65,6 +65,43 @@ def hook_opts(ng, extra=""):
     return "hook=%s%s,origin=%s" % (HTTP, extra, ng.url())
 
 
+def test_connections_reused():
+    """hsmfs-http keeps its connections: 64 fetches by 8 workers at once
+    use at most a connection per worker.  (libcurl's shared connection
+    cache keeps 5 idle connections unless told more: past the fifth
+    worker, every request closed one and opened another.)"""
+    SIZE = 256 * 1024
+    root = tmpdir("hsmfs-origin-")
+    os.chmod(root, 0o755)
+    names = ["c%02d" % i for i in range(64)]
+    for n in names:
+        with open(os.path.join(root, n), "wb") as f:
+            f.write(os.urandom(SIZE))
+    # each response takes about 0.1 s: the 8 transfers really overlap
+    with Nginx(root, extra="limit_rate 2m;") as ng:
+        with Mount(opts="prefetch=0," + hook_opts(ng, " --connections 8")) as m:
+            eq(import_manifest(m.mnt, [{"path": n, "size": SIZE} for n in names])[0], 0,
+               "import")
+            errs = []
+
+            def reader(k):
+                for n in names[k::8]:
+                    with open(m.path(n), "rb") as f:
+                        if len(f.read()) != SIZE:
+                            errs.append(n)
+            ts = [threading.Thread(target=reader, args=(k,)) for k in range(8)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            eq(errs, [], "64 files read by 8 readers at once")
+            conns = ng.connections()
+            ok(len(conns) == 64 and len(set(conns)) <= 8,
+               "%d requests over %d connections (at most one per worker)"
+               % (len(conns), len(set(conns))))
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def test():
     root = tmpdir("hsmfs-origin-")
     os.chmod(root, 0o755)
@@ -308,4 +345,4 @@ def test():
 
 
 if __name__ == "__main__":
-    main(test)
+    main(lambda: (test(), test_connections_reused()))
