@@ -55,7 +55,7 @@ static void read_span(const struct fstate *fs, uint64_t off, uint64_t len,
 		      uint64_t *ret_start, uint64_t *ret_end);
 static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t end,
 		       struct fuse_req *req, bool first, bool may_block,
-		       uint64_t *reserved, struct event **ret_ev, uint64_t *ret_need);
+		       uint64_t *reserved, struct event **ret_ev);
 static int check_parked(struct parked *p, bool may_block);
 static void finish_read(struct parked *p, int res);
 static void room_queue(struct parked *p);
@@ -805,12 +805,12 @@ static void read_span(const struct fstate *fs, uint64_t off, uint64_t len,
  * limits a new fill is admitted first; *reserved is what was admitted
  * and not yet handed to an event.  With may_block, admission drops
  * E.lock and waits for room; without, a fill that does not fit now
- * returns 2 with the bytes it needs in *ret_need (the evictor is asked
- * to make room).  E.lock held.
+ * returns 2 (the evictor is asked to make room; the room thread waits
+ * for it).  E.lock held.
  */
 static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t end,
 		       struct fuse_req *req, bool first, bool may_block,
-		       uint64_t *reserved, struct event **ret_ev, uint64_t *ret_need)
+		       uint64_t *reserved, struct event **ret_ev)
 {
 	ELOCK_HELD();
 	for (;;) {
@@ -862,10 +862,8 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 			need = ((hint_end + PAGE - 1) & ~(PAGE - 1)) - (hint_start & ~(PAGE - 1));
 			if (E.cfg.cache_limited && *reserved < need && !may_block) {
 				/* the cache's lock comes after E.lock */
-				if (cache_try_admit(need)) {
-					*ret_need = need;
+				if (cache_try_admit(need))
 					return 2;
-				}
 				if (*reserved)
 					cache_unreserve(*reserved);
 				*reserved = need;
@@ -917,7 +915,7 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 	elock();
 	read_span(fs, off, len, &start, &end);
 	for (;;) {
-		res = access_step(in, fs, start, end, req, !waited, true, &reserved, &ev, NULL);
+		res = access_step(in, fs, start, end, req, !waited, true, &reserved, &ev);
 		if (res <= 0)
 			break;
 		waited = true;
@@ -969,7 +967,7 @@ static int read_park(struct inode *in, uint64_t off, uint64_t len, struct fuse_r
 		     int fd, void (*cont)(void *arg, int res), void *arg, bool *ret_held)
 {
 	struct fstate *fs = inode_state(in);
-	uint64_t start, end, reserved = 0, need = 0;
+	uint64_t start, end, reserved = 0;
 	struct event *ev = NULL;
 	struct parked *p;
 	int res;
@@ -979,7 +977,7 @@ static int read_park(struct inode *in, uint64_t off, uint64_t len, struct fuse_r
 		return 0;
 	elock();
 	read_span(fs, off, len, &start, &end);
-	res = access_step(in, fs, start, end, req, true, false, &reserved, &ev, &need);
+	res = access_step(in, fs, start, end, req, true, false, &reserved, &ev);
 	if (res <= 0) {
 		if (!res && tracked(fs)) {
 			fs->nreading++; /* until events_read_done() */
@@ -1034,13 +1032,13 @@ static int check_parked(struct parked *p, bool may_block)
 {
 	ELOCK_HELD();
 	struct fstate *fs = inode_state(p->in);
-	uint64_t start, end, need = 0;
+	uint64_t start, end;
 	struct event *ev = NULL;
 	int res;
 
 	read_span(fs, p->off, p->len, &start, &end);
 	res = access_step(p->in, fs, start, end, p->req, !p->stepped, may_block,
-			  &p->reserved, &ev, &need);
+			  &p->reserved, &ev);
 	if (res == 1) {
 		p->stepped = true;
 		p->next = ev->parked;

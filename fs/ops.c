@@ -1316,8 +1316,7 @@ static void copy_src_later(void *arg, int res)
 	struct later *l = arg;
 
 	if (res) {
-		fuse_reply_err(l->req, -res);
-		free(l);
+		copy_later(l, res); /* fails it */
 		return;
 	}
 	l->held = true;
@@ -1335,8 +1334,7 @@ static void copy_src(struct later *l)
 		if (res == EVENTS_PARKED)
 			return;
 		if (res) {
-			fuse_reply_err(l->req, -res);
-			free(l);
+			copy_later(l, res); /* fails it */
 			return;
 		}
 	}
@@ -1348,12 +1346,10 @@ static void copy_perm_later(void *arg, int res)
 {
 	struct later *l = arg;
 
-	if (res) {
-		fuse_reply_err(l->req, -res);
-		free(l);
-		return;
-	}
-	copy_src(l);
+	if (res)
+		copy_later(l, res); /* fails it */
+	else
+		copy_src(l);
 }
 
 /*
