@@ -197,13 +197,15 @@ void events_shutdown(void)
 	pthread_cond_signal(&E.tcond);
 	pthread_cond_signal(&E.room_cond);
 	eunlock();
-	if (E.roomer_running) {
-		pthread_join(E.roomer, NULL);
-		E.roomer_running = false;
-	}
+	/* the timer first: what it ends may still go to the room thread */
 	if (E.timer_running) {
 		pthread_join(E.timer, NULL);
 		E.timer_running = false;
+	}
+	drain_ready();
+	if (E.roomer_running) {
+		pthread_join(E.roomer, NULL);
+		E.roomer_running = false;
 	}
 	if (E.writer_running) {
 		pthread_join(E.writer, NULL);
@@ -1215,6 +1217,8 @@ static void resume(struct parked *p)
 		return;
 	}
 	elock();
+	if (!res && E.stopping)
+		res = -EIO; /* shutting down: nobody checks it again */
 	if (res == -ENOSPC && !p->retried) {
 		/* the store is full: the room thread evicts, then checks again */
 		p->retried = true;
