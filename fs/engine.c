@@ -207,6 +207,7 @@ void events_shutdown(void)
 		pthread_join(E.roomer, NULL);
 		E.roomer_running = false;
 	}
+	drain_ready(); /* what the room thread's last checks ended */
 	if (E.writer_running) {
 		pthread_join(E.writer, NULL);
 		E.writer_running = false;
