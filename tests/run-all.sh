@@ -13,7 +13,7 @@
 set -u
 cd "$(dirname "$0")/.."
 src=$PWD
-DEPS="build-essential meson ninja-build pkg-config python3 fuse3
+DEPS="build-essential meson ninja-build pkg-config patch python3 fuse3
       libsqlite3-dev sqlite3 libcurl4-openssl-dev nginx-light squid curl openssl attr tar
       findutils util-linux"
 TEST_USER=${HSMFS_TEST_USER:-hsmfs-ci}
