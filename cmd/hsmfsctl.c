@@ -1291,6 +1291,7 @@ static int cmd_stats(int argc, char **argv)
 		{ "eviction_rounds", "eviction rounds" }, { "enospc", "ENOSPC (nothing to evict)" },
 		{ "hits", "hits (slow path, bytes present)" }, { "misses", "misses (fills asked)" },
 		{ "readahead", "of which ahead of sequential reads" },
+		{ "beside", "of which the rest of a read's chunk" },
 		{ "prefetched_files", "sibling files prefetched" },
 		{ "prefetched_bytes", "bytes prefetched" },
 		{ "prefetch_used_bytes", "of which opened" },

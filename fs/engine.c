@@ -778,8 +778,6 @@ struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
 	if (!detached)
 		ev->waiters = 1; /* the caller's reference, for wait_event() */
 	ev->reserved = reserved; /* from here on the event gives it back */
-	if (detached)
-		E.st.readahead++;
 	ev->fnext = fs->inflight;
 	fs->inflight = ev;
 	send_to_watchers(ev);
@@ -819,6 +817,7 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 	for (;;) {
 		struct range miss, gap;
 		struct event *ev;
+		uint64_t asked_end;
 		int res = 0;
 
 		evict_wait(fs); /* its present ranges are being changed */
@@ -835,10 +834,12 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 		 * fill is asked for again on the next step.
 		 */
 		ev = inflight_over(fs, miss.start, miss.end);
+		asked_end = 0;
 		if (ev) {
 			hold_event(ev);
 		} else {
-			uint64_t hs, he, hint_start, hint_end, need;
+			uint64_t hs, he, hint_start, hint_end, need, gap_end, ff;
+			bool beside;
 
 			if (!have_fill_hook() && E.cfg.nohook_fail)
 				return -EIO;
@@ -860,6 +861,35 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 					hint_end = gap.end;
 					break;
 				}
+			}
+			/* and apart from what other events fetch */
+			inflight_clip(fs, miss.start, miss.end, &hint_start, &hint_end);
+			/*
+			 * A first miss much smaller than its gap, not in a
+			 * stream and not right after bytes there or coming,
+			 * asks the first_fill-aligned span around it only: a
+			 * random read waits a round trip, not also the chunk's
+			 * transfer, and fetches what it touches.  From the
+			 * file's start (cat, cp, tar) the rest of the chunk is
+			 * asked beside it (below), at once.  A reader going on
+			 * has the rest of its gap asked whole.
+			 */
+			gap_end = hint_end;
+			beside = false;
+			ff = E.cfg.first_fill;
+			if (first && ff && hint_end - hint_start > 2 * ff &&
+			    !(fs->ra_ahead && miss.start >= fs->ra_lo &&
+			      miss.start <= fs->ra_ahead) &&
+			    !(miss.start >= PAGE &&
+			      (rs_contains(&fs->present, miss.start - PAGE, miss.start) ||
+			       inflight_over(fs, miss.start - PAGE, miss.start)))) {
+				hs = miss.start & ~(ff - 1);
+				he = (miss.end + ff - 1) & ~(ff - 1);
+				if (hs > hint_start)
+					hint_start = hs;
+				if (he < hint_end)
+					hint_end = he;
+				beside = miss.start == 0;
 			}
 			/* admission: room for the fill before it may write */
 			need = ((hint_end + PAGE - 1) & ~(PAGE - 1)) - (hint_start & ~(PAGE - 1));
@@ -891,12 +921,17 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 			if (!ev)
 				return res;
 			*reserved = 0;
+			if (beside && fill_ahead(in, fs, hint_end, gap_end, req, 1,
+						 &E.st.beside, NULL) > hint_end)
+				asked_end = gap_end;
 		}
 		if (first) {
-			read_ahead(in, fs, &miss, ev, req);
+			if (ev->hint_end > asked_end)
+				asked_end = ev->hint_end;
+			read_ahead(in, fs, &miss, asked_end, req);
 			/* what an eviction of the open file must leave alone */
 			fs->hot_lo = miss.start & ~(E.cfg.chunk - 1);
-			fs->hot_hi = ev->hint_end > fs->ra_ahead ? ev->hint_end : fs->ra_ahead;
+			fs->hot_hi = asked_end > fs->ra_ahead ? asked_end : fs->ra_ahead;
 		}
 		*ret_ev = ev;
 		return 1;
@@ -1444,7 +1479,7 @@ uint64_t events_prefetch(struct inode *in, uint64_t max_bytes)
 		return 0;
 	}
 	limit = fs->size < max_bytes ? fs->size : max_bytes;
-	fill_ahead(in, fs, 0, limit, NULL, UINT_MAX, &asked);
+	fill_ahead(in, fs, 0, limit, NULL, UINT_MAX, &E.st.readahead, &asked);
 	eunlock();
 	return asked;
 }

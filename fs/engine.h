@@ -53,6 +53,7 @@
 #define SLOT_BITS 20 /* event id = sequence << SLOT_BITS | slot */
 #define LAT_BUCKETS 256
 #define RA_MAX (32ULL << 20) /* readahead of sequential misses, at most */
+
 #define TICK_MS 100           /* the timer's period: expiries, resends */
 #define RETRY_FAIL_MS 200     /* a failed range fails at once this long, for
 			       * the same thread (the kernel's retry) */
@@ -278,15 +279,18 @@ struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
 
 /* readahead.c */
 /*
- * Ask for the missing chunks of [pos, limit) now (whole chunks), at most
- * max events, detached, only while slots are free and the cache admits
- * them without waiting.  Returns where it stopped; *ret_asked (may be
+ * Ask for the missing bytes of [pos, limit) now, an event for each chunk's
+ * (none past limit), at most max events, detached, only while slots are
+ * free and the cache admits them without waiting, each counted in
+ * *count (a stats counter).  Returns where it stopped; *ret_asked (may be
  * NULL) gets the bytes asked for.  E.lock held.
  */
 uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t limit,
-		    struct fuse_req *req, unsigned max, uint64_t *ret_asked);
+		    struct fuse_req *req, unsigned max, uint64_t *count,
+		    uint64_t *ret_asked);
+/* A reader's miss, whose fill asks up to asked_end: drives readahead. */
 void read_ahead(struct inode *in, struct fstate *fs, const struct range *miss,
-		       const struct event *cover, struct fuse_req *req);
+		uint64_t asked_end, struct fuse_req *req);
 
 /* fstate.c */
 int64_t allocated(int fd);
@@ -296,6 +300,10 @@ int open_store(struct inode *in, int flags);
 int open_stage(uint64_t size);
 void stage_refill(void);
 struct event *inflight_over(const struct fstate *fs, uint64_t start, uint64_t end);
+/* Shrink [*lo, *hi), around [start, end) that no event covers, to where no
+ * event's hint overlaps it.  E.lock held. */
+void inflight_clip(const struct fstate *fs, uint64_t start, uint64_t end, uint64_t *lo,
+		   uint64_t *hi);
 void drop_rw_fd(struct fstate *fs);
 void commit_fill(struct event *ev);
 void times_kept(struct fstate *fs, int fd, const struct stat *before,

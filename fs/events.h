@@ -66,6 +66,7 @@ struct events_config {
 	double timeout;       /* seconds per event, extended by PROGRESS */
 	bool nohook_fail;     /* no fill hook: fail at once instead of waiting */
 	uint64_t chunk;       /* hint alignment, a power of two >= 4096 */
+	uint64_t first_fill;  /* a miss's own hint at most (0: its chunk's gap) */
 	struct meta *meta;    /* borrowed; outlives the engine */
 	const char *store_path; /* borrowed; for user.hsmfs.store */
 	const char *origin;   /* borrowed or NULL; the root's user.hsmfs.origin */
@@ -97,7 +98,8 @@ struct events_config {
 struct events_stats {
 	uint64_t hits;         /* slow-path reads whose bytes were present */
 	uint64_t misses;       /* PRE_ACCESS events started (fills asked) */
-	uint64_t readahead;    /* of which asked ahead of a sequential reader */
+	uint64_t readahead;    /* of which asked ahead of a reader (or prefetched) */
+	uint64_t beside;       /* of which the rest of a miss's chunk (first_fill) */
 	uint64_t filled_bytes; /* bytes fill hooks reported filled */
 	uint64_t pre_access, pre_modify, open_perm, access_perm; /* events by type */
 	uint64_t denied, timeouts, interrupted;

@@ -436,6 +436,19 @@ struct event *inflight_over(const struct fstate *fs, uint64_t start, uint64_t en
 	return ev;
 }
 
+void inflight_clip(const struct fstate *fs, uint64_t start, uint64_t end, uint64_t *lo,
+		   uint64_t *hi)
+{
+	ELOCK_HELD();
+	for (struct event *ev = fs->inflight; ev; ev = ev->fnext) {
+		assert(ev->hint_end <= start || ev->hint_start >= end);
+		if (ev->hint_end <= start && ev->hint_end > *lo)
+			*lo = ev->hint_end;
+		if (ev->hint_start >= end && ev->hint_start < *hi)
+			*hi = ev->hint_start;
+	}
+}
+
 /* Record a use of fs for the eviction order.  E.lock held. */
 static void touched(struct fstate *fs)
 {

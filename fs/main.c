@@ -65,6 +65,8 @@ static void usage(void)
 "  max_pending_user=N requests one user may have waiting for hooks\n"
 "                     (default: max_pending; a quarter with allow_other)\n"
 "  chunk=SIZE         alignment of fill hints (default 1M)\n"
+"  first_fill=SIZE    a read's miss waits for at most this much (default 128k;\n"
+"                     the rest of its chunk is fetched beside it; 0: the chunk)\n"
 "  cache_max=SIZE     evict least recently used files past this many\n"
 "                     allocated bytes of fetched data (default: no limit)\n"
 "  cache_min_free=SIZE|N%%  keep this much of the store's filesystem free\n"
@@ -390,6 +392,7 @@ int main(int argc, char *argv[])
 			.timeout = o.timeout,
 			.nohook_fail = o.nohook_fail,
 			.chunk = o.chunk,
+			.first_fill = o.first_fill,
 			.meta = meta,
 			.store_path = store_path,
 			.origin = o.origin,

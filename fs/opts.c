@@ -235,6 +235,17 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 		o->chunk = c;
 		return 0;
 	}
+	if (KEY("first_fill")) {
+		unsigned long long c;
+
+		if (!val || opts_parse_size(val, &c) || (c && c < OPTS_CHUNK_MIN) ||
+		    c > OPTS_CHUNK_MAX || (c & (c - 1)))
+			return fail(err, errlen,
+				    "option '%s' needs 0 or a power of two from 4k to 1G",
+				    opt);
+		o->first_fill = c;
+		return 0;
+	}
 	if (KEY("cache_max")) {
 		/* its minimum, two chunks, is checked once chunk= is known */
 		if (!val || opts_parse_size(val, &o->cache_max) || !o->cache_max)
@@ -332,6 +343,7 @@ static void set_defaults(struct hsmfs_opts *o)
 	o->max_pending = 1024;
 	o->prefetch = OPTS_PREFETCH_DEFAULT;
 	o->chunk = 1ULL << 20;
+	o->first_fill = OPTS_FIRST_FILL_DEFAULT;
 }
 
 int opts_parse(int argc, char *const argv[], struct hsmfs_opts *ret, char *err,

@@ -41,6 +41,7 @@
 #define OPTS_PREFETCH_DEFAULT 8
 #define OPTS_CHUNK_MIN 4096ULL
 #define OPTS_CHUNK_MAX (1ULL << 30)
+#define OPTS_FIRST_FILL_DEFAULT (128ULL << 10)
 
 struct hsmfs_opts {
 	char *store;             /* first non-option argument (as given) */
@@ -69,6 +70,7 @@ struct hsmfs_opts {
 	unsigned max_pending_user; /* requests one user may park; 0: default */
 	unsigned prefetch;       /* sibling files asked ahead, 0: off (default 8) */
 	unsigned long long chunk; /* hint alignment, default 1 MiB */
+	unsigned long long first_fill; /* a miss's own fill at most, 0: its chunk */
 	char *hook;              /* hook=COMMAND to start and supervise, or NULL */
 	char *origin;            /* origin=URL base for files with no url, or NULL */
 	unsigned long long cache_max;      /* cache_max=SIZE, 0 = no limit */

@@ -25,7 +25,8 @@
 
 /* See engine.h. */
 uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t limit,
-		    struct fuse_req *req, unsigned max, uint64_t *ret_asked)
+		    struct fuse_req *req, unsigned max, uint64_t *count,
+		    uint64_t *ret_asked)
 {
 	ELOCK_HELD();
 	uint64_t chunk = E.cfg.chunk, asked = 0;
@@ -36,8 +37,8 @@ uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t 
 		struct range gap;
 		int res;
 
-		if (ce > fs->size)
-			ce = fs->size;
+		if (ce > limit)
+			ce = limit;
 		if (!rs_missing(&fs->present, pos, ce, &gap, 1))
 			continue;
 		if (inflight_over(fs, gap.start, gap.end))
@@ -55,6 +56,7 @@ uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t 
 		}
 		asked += gap.end - gap.start;
 		started++;
+		(*count)++;
 	}
 	if (ret_asked)
 		*ret_asked = asked;
@@ -71,35 +73,40 @@ uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t 
  * of it are asked for now, one event each, so that fetches overlap the
  * reading and a hook with several connections runs them in parallel.
  * Scattered reads and mmap faults of a few pages raise only the events
- * they need.  cover is the event the reader waits for.  E.lock held.
+ * they need.  asked_end is where the reader's own fill (and any beside
+ * it) ends.  E.lock held.
  */
 void read_ahead(struct inode *in, struct fstate *fs, const struct range *miss,
-		       const struct event *cover, struct fuse_req *req)
+		uint64_t asked_end, struct fuse_req *req)
 {
 	ELOCK_HELD();
 	uint64_t chunk = E.cfg.chunk, pos, limit;
 
-	if (fs->ra_ahead && miss->start / chunk == fs->ra_lo / chunk)
-		return; /* the same chunk again */
+	if (fs->ra_ahead && miss->start / chunk == fs->ra_lo / chunk) {
+		/* the same chunk again; what was asked may have grown */
+		if (miss->start <= fs->ra_ahead && asked_end > fs->ra_ahead)
+			fs->ra_ahead = asked_end;
+		return;
+	}
 	if (!fs->ra_ahead || miss->start < fs->ra_lo || miss->start > fs->ra_ahead) {
 		fs->ra_lo = miss->start;
-		fs->ra_ahead = cover->hint_end;
+		fs->ra_ahead = asked_end;
 		fs->ra_run = 0;
 		fs->ra_window = 0;
 		return;
 	}
 	fs->ra_lo = miss->start;
-	if (cover->hint_end > fs->ra_ahead)
-		fs->ra_ahead = cover->hint_end;
+	if (asked_end > fs->ra_ahead)
+		fs->ra_ahead = asked_end;
 	if (++fs->ra_run < 2)
 		return;
 	fs->ra_window = fs->ra_window ? fs->ra_window * 2 : chunk;
 	if (fs->ra_window > RA_MAX)
 		fs->ra_window = RA_MAX;
-	limit = cover->hint_end + fs->ra_window;
+	limit = asked_end + fs->ra_window;
 	if (limit > fs->size)
 		limit = fs->size;
-	pos = fill_ahead(in, fs, fs->ra_ahead, limit, req, 16, NULL);
+	pos = fill_ahead(in, fs, fs->ra_ahead, limit, req, 16, &E.st.readahead, NULL);
 	if (pos > fs->ra_ahead)
 		fs->ra_ahead = pos;
 }

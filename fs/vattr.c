@@ -129,7 +129,7 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 			     "\"fs_free\": %llu, \"evicted_files\": %llu, "
 			     "\"evicted_bytes\": %llu, \"eviction_rounds\": %llu, "
 			     "\"enospc\": %llu, \"hits\": %llu, \"misses\": %llu, \"readahead\": %llu, "
-			     "\"filled_bytes\": %llu, \"pre_access\": %llu, "
+			     "\"beside\": %llu, \"filled_bytes\": %llu, \"pre_access\": %llu, "
 			     "\"pre_modify\": %llu, \"open_perm\": %llu, \"access_perm\": %llu, "
 			     "\"denied\": %llu, \"timeouts\": %llu, "
 			     "\"interrupted\": %llu, \"parked\": %llu, "
@@ -149,6 +149,7 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 			     (unsigned long long)cs.eviction_rounds,
 			     (unsigned long long)cs.enospc, (unsigned long long)es.hits,
 			     (unsigned long long)es.misses, (unsigned long long)es.readahead,
+			     (unsigned long long)es.beside,
 			     (unsigned long long)es.filled_bytes,
 			     (unsigned long long)es.pre_access,
 			     (unsigned long long)es.pre_modify,

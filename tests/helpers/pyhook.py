@@ -2,7 +2,8 @@
 """A fill/watch hook in Python, on the hsmfs_hook module (python/).
 
     pyhook.py MOUNTPOINT --log FILE [--mode mirror|deny|silent|allow]
-              [--mirror DIR] [--errno N] [--delay S] [--progress S]
+              [--mirror DIR] [--errno N] [--delay S] [--delay-min BYTES]
+              [--progress S]
               [--kind fill|watch] [--mask access,modify] [--quiet]
               [--name NAME] [--fill required|hint] [--linger S]
 
@@ -40,6 +41,8 @@ def main():
     ap.add_argument("--mirror")
     ap.add_argument("--errno", type=int, default=errno.EIO)
     ap.add_argument("--delay", type=float, default=0)
+    ap.add_argument("--delay-min", type=int, default=0,
+                    help="delay only events whose required range is this long or longer")
     ap.add_argument("--progress", type=float, default=0)
     ap.add_argument("--kind", default="fill")
     ap.add_argument("--mask", default="access")
@@ -56,7 +59,7 @@ def main():
 
     def handle(ev, fd):
         try:
-            if a.delay or a.progress:
+            if (a.delay or a.progress) and ev["end"] - ev["start"] >= a.delay_min:
                 end = time.monotonic() + a.delay
                 done = 0
                 while time.monotonic() < end:

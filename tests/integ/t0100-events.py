@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
@@ -57,7 +58,7 @@ def read_all(path):
 def test():
     mirror = tmpdir("hsmfs-mirror-")
     data = os.urandom(300 * P)
-    with Mount(opts="timeout=3,prefetch=0") as m:
+    with Mount(opts="timeout=3,prefetch=0,first_fill=0") as m:
         make_files(m, mirror, {"f": data, "g": data, "h": data, "r": data[:10 * P],
                                "deny/eio": data[:P], "deny/eperm": data[:P],
                                "deny/ebusy": data[:P], "deny/odd": data[:P]})
@@ -212,6 +213,59 @@ def test_readahead():
     shutil.rmtree(mirror, ignore_errors=True)
 
 
+def test_first_fill():
+    """A read's miss in the middle of a file waits for and fetches the
+    first_fill-aligned span around it (default 128 KiB), not its whole
+    chunk; from the file's start, the rest of the chunk is asked beside it
+    at once, and the read does not wait for that; a reader that goes on
+    from there is a stream, whose chunks are asked whole."""
+    K, MiB = 1024, 1 << 20
+    mirror = tmpdir("hsmfs-mirror-")
+    data = os.urandom(3 * MiB)
+    with Mount(opts="prefetch=0") as m:
+        make_files(m, mirror, {"f": data})
+        # the hook takes 3 s over any event of 200 KiB or more required
+        with Hook(m.mnt, "--mirror", mirror, "--delay", "3", "--delay-min", str(200 * K)) as h:
+            eq(dread(m.path("f"), MiB + 300 * K, P), data[MiB + 300 * K:MiB + 300 * K + P],
+               "a 4 KiB read in the middle of a cold file is right")
+            eq([(e["start"] - MiB, e["end"] - MiB, e["hint_start"] - MiB, e["hint_end"] - MiB)
+                for e in h.events("PRE_ACCESS")], [(300 * K, 304 * K, 256 * K, 384 * K)],
+               "one event, its hint the 128 KiB around it, not the chunk")
+            eq(os.getxattr(m.path("f"), "user.hsmfs.present"), b"%d" % (128 * K),
+               "128 KiB fetched")
+            before = len(h.events())
+            eq(dread(m.path("f"), MiB + 384 * K, 4 * P), data[MiB + 384 * K:MiB + 384 * K + 4 * P],
+               "the reader goes on: right")
+            eq([(e["start"] - MiB, e["hint_start"] - MiB, e["hint_end"] - MiB)
+                for e in h.events("PRE_ACCESS")[before:]], [(384 * K, 384 * K, MiB)],
+               "going on, it asks the rest of the chunk")
+
+            t0 = time.monotonic()
+            with open(m.path("f"), "rb") as f:
+                eq(f.read(64 * K), data[:64 * K], "a read from the start is right")
+            took = time.monotonic() - t0
+            ok(took < 2, "it waited only for its own fill (%.2f s; the rest takes 3 s)" % took)
+            evs = wait_for(lambda: len(h.events("PRE_ACCESS")) >= 4 and h.events("PRE_ACCESS"),
+                           "two more events")
+            eq([(e["start"], e["end"], e["hint_start"], e["hint_end"]) for e in evs[2:]],
+               [(0, 128 * K, 0, 128 * K), (128 * K, MiB, 128 * K, MiB)],
+               "its event asks [0, 128K); the rest of the chunk is asked beside it, after it")
+            wait_for(lambda: json.loads(os.getxattr(m.mnt, "user.hsmfs.stats"))["filled_bytes"]
+                     >= 2 * MiB - 256 * K, "the fill beside it")
+            st = json.loads(os.getxattr(m.mnt, "user.hsmfs.stats"))
+            eq((st["beside"], st["readahead"]), (1, 0), "counted as beside, not readahead")
+            before = len(h.events())
+            eq(dread(m.path("f"), 0, MiB), data[:MiB], "the whole first chunk is right")
+            eq(len(h.events()), before, "and was present: no more events")
+    with Mount(opts="prefetch=0,first_fill=0") as m:
+        make_files(m, mirror, {"f": data})
+        with Hook(m.mnt, "--mirror", mirror) as h:
+            eq(dread(m.path("f"), 300 * K, P), data[300 * K:300 * K + P], "first_fill=0: right")
+            eq([(e["hint_start"], e["hint_end"]) for e in h.events("PRE_ACCESS")], [(0, MiB)],
+               "first_fill=0: one event, its hint the whole chunk")
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
 def test_failures():
     mirror = tmpdir("hsmfs-mirror-")
     data = os.urandom(64 * P)
@@ -298,4 +352,4 @@ def test_failures():
 
 
 if __name__ == "__main__":
-    main(lambda: (test(), test_failures(), test_readahead()))
+    main(lambda: (test(), test_failures(), test_readahead(), test_first_fill()))

@@ -121,8 +121,11 @@ def test():
             twice = []
             for uri, rs in fetched(log).items():
                 rs.sort()
+                if os.environ.get("T0200_RANGES") and len(rs) > 1:
+                    diag("%s: %s" % (uri, [(a >> 10, b >> 10) for a, b in rs][:14]))
                 if any(rs[i][1] > rs[i + 1][0] for i in range(len(rs) - 1)):
                     twice.append(uri)
+                    diag("%s: %s" % (uri, [(a, b) for a, b in rs][:12]))
             eq(twice, [], "no byte fetched twice")
             n = len(ng.log())
             eq(read_tree(m.mnt, files), [], "second full read")
@@ -152,10 +155,12 @@ def test():
             os.close(fd)
             ok(good, "random 4 KiB reads return origin bytes")
             reqs = ng.log()[n:]
-            chunks = {o // MiB for o in offs}
-            diag("%d random reads touched %d of %d chunks" % (len(offs), len(chunks), len(big) // MiB))
-            eq(len(reqs), len(chunks), "one request per touched 1 MiB chunk (%d)" % len(chunks))
-            ok(sum(r[3] for r in reqs) <= len(chunks) * MiB, "bytes fetched: only those chunks")
+            spans = {o // (128 << 10) for o in offs}
+            diag("%d random reads touched %d spans of 128 KiB" % (len(offs), len(spans)))
+            eq(len(reqs), len(spans), "one request per touched 128 KiB span (first_fill)")
+            ok(int(os.getxattr(m.path("big.bin"), "user.hsmfs.present")) <= len(spans) * (128 << 10),
+               "and only those spans fetched")
+            ok(sum(r[3] for r in reqs) <= len(spans) * (128 << 10), "bytes fetched: only those spans")
 
             # origin replaced between two partial reads: never mixed
             with open(m.path("big.bin"), "rb") as f:
@@ -164,7 +169,7 @@ def test():
             with open(os.path.join(root, "big.bin"), "wb") as f:
                 f.write(newbig)
             os.utime(os.path.join(root, "big.bin"), (1, 1))
-            fresh = min(c for c in range(1, 256) if c not in chunks)
+            fresh = min(c for c in range(1, 256) if all(s * (128 << 10) // MiB != c for s in spans))
             fd = os.open(m.path("big.bin"), os.O_RDONLY | os.O_DIRECT)
             eq(errno_of(lambda: os.pread(fd, 4096, fresh * MiB)), errno.EIO,
                "changed origin: EIO, not bytes of another version")
@@ -232,7 +237,7 @@ def test():
 
     # a slow origin: PROGRESS keeps the event alive past hsmfs's timeout
     with Nginx(root, "location /sizes/ { limit_rate 300k; }") as ng:
-        with Mount(opts="timeout=2," + hook_opts(ng)) as m:
+        with Mount(opts="timeout=2,first_fill=0," + hook_opts(ng)) as m:
             d = files["sizes/s%d.bin" % (MiB + 1)]
             eq(import_manifest(m.mnt, [{"path": "slow.bin", "size": len(d),
                                         "url": ng.url("sizes/s%d.bin" % (MiB + 1))}])[0], 0,
@@ -336,8 +341,8 @@ def test():
         eq(os.pread(fd, 4096, 3 * MiB + 8192), big[3 * MiB + 8192:3 * MiB + 12288],
            "file:// origin: a range in the middle")
         os.close(fd)
-        eq(os.getxattr(m.path("local.bin"), "user.hsmfs.present"), b"%d" % MiB,
-           "file:// origin: only that chunk fetched")
+        eq(os.getxattr(m.path("local.bin"), "user.hsmfs.present"), b"%d" % (128 << 10),
+           "file:// origin: only the 128 KiB around it fetched")
         with open(m.path("local.dat"), "rb") as f:
             eq(f.read(), files[p], "file:// origin reads")
     shutil.rmtree(root, ignore_errors=True)

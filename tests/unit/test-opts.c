@@ -177,5 +177,20 @@ int main(void)
 	   "prefetch past its bound refused: %s", err);
 	ok(parse(&o, err, 4, "/s", "/m", "-o", "prefetch") == -EINVAL,
 	   "prefetch needs a number");
+	ok(parse(&o, err, 2, "/s", "/m") == 0 && o.first_fill == 128 * 1024,
+	   "first_fill is 128k by default");
+	opts_free(&o);
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "first_fill=64k") == 0 &&
+		   o.first_fill == 64 * 1024 && !strcmp(o.fuse_opts, ""),
+	   "first_fill=64k, not passed to the kernel");
+	opts_free(&o);
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "first_fill=0") == 0 && o.first_fill == 0,
+	   "first_fill=0 turns it off");
+	opts_free(&o);
+	for (const char *const *v = (const char *const[]){ "first_fill=100k", "first_fill=2k",
+							   "first_fill=2G", "first_fill", NULL };
+	     *v; v++)
+		ok(parse(&o, err, 4, "/s", "/m", "-o", *v) == -EINVAL && strstr(err, "first_fill"),
+		   "%s refused: %s", *v, err);
 	return tap_done();
 }
