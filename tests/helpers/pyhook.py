@@ -59,7 +59,8 @@ def main():
 
     def handle(ev, fd):
         try:
-            if (a.delay or a.progress) and ev["end"] - ev["start"] >= a.delay_min:
+            if (a.delay or a.progress) and (not a.delay_min or
+                                            ev["end"] - ev["start"] >= a.delay_min):
                 end = time.monotonic() + a.delay
                 done = 0
                 while time.monotonic() < end:
