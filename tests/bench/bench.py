@@ -41,6 +41,8 @@ or tar c do, files/s; curl's row is one kept-alive HTTP client fetching
 them one by one).  --wan DELAY_MS,RATE_MBS puts wanproxy.py (ours, on
 127.0.0.1) between every client and nginx: a link with that delay each
 way and that rate shared by all connections (e.g. --wan 10,120).
+HSMFS_BENCH_OPTS adds mount options to hsmfs-http's mount (e.g.
+first_fill=0, to compare).
 Workloads: seqread (warm page cache), seqread-cold (drop_caches, root
 only), randread (4 KiB, 2 processes), randread-cold (the same after
 drop_caches, root only), seqwrite, create, stat, unlink, tar-x (this
@@ -552,8 +554,10 @@ class Lazy:
         self.proc = self.mount = None
         if kind == "hsmfs-http":
             self.mount = Mount(store=os.path.join(self.dir, "store"),
-                               opts="hook=%s,origin=%s,prefetch=8" % (os.environ["HSMFS_HTTP"],
-                                                                      url))
+                               opts="hook=%s,origin=%s,prefetch=8%s" % (
+                                   os.environ["HSMFS_HTTP"], url,
+                                   "," + os.environ["HSMFS_BENCH_OPTS"]
+                                   if os.environ.get("HSMFS_BENCH_OPTS") else ""))
             self.mount.start()
             self.mnt = self.mount.mnt
             sizes = sizes or {}
