@@ -30,6 +30,7 @@
 #include "ops.h"
 #include "opts.h"
 #include "prefetch.h"
+#include "bdi.h"
 #include "store.h"
 #include "supervise.h"
 
@@ -67,6 +68,8 @@ static void usage(void)
 "  chunk=SIZE         alignment of fill hints (default 1M)\n"
 "  first_fill=SIZE    a read's miss waits for at most this much (default 128k;\n"
 "                     the rest of its chunk is fetched beside it; 0: the chunk)\n"
+"  readahead=SIZE     the kernel's readahead window of the mount (root only;\n"
+"                     default: the kernel's, 128k)\n"
 "  cache_max=SIZE     evict least recently used files past this many\n"
 "                     allocated bytes of fetched data (default: no limit)\n"
 "  cache_min_free=SIZE|N%%  keep this much of the store's filesystem free\n"
@@ -454,6 +457,9 @@ int main(int argc, char *argv[])
 		hook_up = true;
 	}
 
+	if (o.readahead && bdi_readahead_start(mnt_path, o.readahead))
+		log_warn("cannot start setting readahead=, ignoring");
+
 	if (o.single_thread) {
 		res = fuse_session_loop(se);
 	} else {
@@ -489,6 +495,7 @@ out:
 	}
 	if (mounted)
 		fuse_session_unmount(se);
+	bdi_readahead_stop(); /* its statfs returns once the mount is gone */
 	if (handlers)
 		fuse_remove_signal_handlers(se);
 	if (se)

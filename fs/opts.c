@@ -246,6 +246,16 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 		o->first_fill = c;
 		return 0;
 	}
+	if (KEY("readahead")) {
+		unsigned long long c;
+
+		if (!val || opts_parse_size(val, &c) || c < 4096 || c > OPTS_CHUNK_MAX ||
+		    (c & 1023))
+			return fail(err, errlen,
+				    "option '%s' needs a size from 4k to 1G, in whole KiB", opt);
+		o->readahead = c;
+		return 0;
+	}
 	if (KEY("cache_max")) {
 		/* its minimum, two chunks, is checked once chunk= is known */
 		if (!val || opts_parse_size(val, &o->cache_max) || !o->cache_max)

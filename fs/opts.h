@@ -71,6 +71,7 @@ struct hsmfs_opts {
 	unsigned prefetch;       /* sibling files asked ahead, 0: off (default 8) */
 	unsigned long long chunk; /* hint alignment, default 1 MiB */
 	unsigned long long first_fill; /* a miss's own fill at most, 0: its chunk */
+	unsigned long long readahead;  /* the bdi's read_ahead (bytes), 0: as it is */
 	char *hook;              /* hook=COMMAND to start and supervise, or NULL */
 	char *origin;            /* origin=URL base for files with no url, or NULL */
 	unsigned long long cache_max;      /* cache_max=SIZE, 0 = no limit */

@@ -187,6 +187,18 @@ int main(void)
 	ok(parse(&o, err, 4, "/s", "/m", "-o", "first_fill=0") == 0 && o.first_fill == 0,
 	   "first_fill=0 turns it off");
 	opts_free(&o);
+	ok(parse(&o, err, 2, "/s", "/m") == 0 && o.readahead == 0,
+	   "readahead: the kernel's by default");
+	opts_free(&o);
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "readahead=4M") == 0 &&
+		   o.readahead == 4 << 20 && !strcmp(o.fuse_opts, ""),
+	   "readahead=4M, not passed to the kernel as a mount option");
+	opts_free(&o);
+	for (const char *const *v = (const char *const[]){ "readahead=0", "readahead=1000",
+							   "readahead=2G", "readahead", NULL };
+	     *v; v++)
+		ok(parse(&o, err, 4, "/s", "/m", "-o", *v) == -EINVAL && strstr(err, "readahead"),
+		   "%s refused: %s", *v, err);
 	for (const char *const *v = (const char *const[]){ "first_fill=100k", "first_fill=2k",
 							   "first_fill=2G", "first_fill", NULL };
 	     *v; v++)
