@@ -865,19 +865,20 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 			/* and apart from what other events fetch */
 			inflight_clip(fs, miss.start, miss.end, &hint_start, &hint_end);
 			/*
-			 * A first miss much smaller than its gap, not in a
-			 * stream and not right after bytes there or coming,
-			 * asks the first_fill-aligned span around it only: a
-			 * random read waits a round trip, not also the chunk's
+			 * The first miss in a chunk nothing of which is there
+			 * or coming, not in a stream, asks the
+			 * first_fill-aligned span around it only: a random
+			 * read waits a round trip, not also the chunk's
 			 * transfer, and fetches what it touches.  From the
 			 * file's start (cat, cp, tar) the rest of the chunk is
-			 * asked beside it (below), at once.  A reader going on
-			 * has the rest of its gap asked whole.
+			 * asked beside it (below), at once.  A reader going on,
+			 * or coming back to a chunk, has its gap asked whole.
 			 */
 			gap_end = hint_end;
 			beside = false;
 			ff = E.cfg.first_fill;
-			if (first && ff && hint_end - hint_start > 2 * ff &&
+			if (first && ff && hint_end - hint_start > 2 * ff && hint_start == hs &&
+			    hint_end == he &&
 			    !(fs->ra_ahead && miss.start >= fs->ra_lo &&
 			      miss.start <= fs->ra_ahead) &&
 			    !(miss.start >= PAGE &&

@@ -216,9 +216,9 @@ def test_readahead():
 def test_first_fill():
     """A read's miss in the middle of a file waits for and fetches the
     first_fill-aligned span around it (default 128 KiB), not its whole
-    chunk; from the file's start, the rest of the chunk is asked beside it
-    at once, and the read does not wait for that; a reader that goes on
-    from there is a stream, whose chunks are asked whole."""
+    chunk, when nothing of the chunk is there yet; a later read in that
+    chunk asks the rest of it; from the file's start, the rest of the chunk
+    is asked beside it at once, and the read does not wait for that."""
     K, MiB = 1024, 1 << 20
     mirror = tmpdir("hsmfs-mirror-")
     data = os.urandom(3 * MiB)
@@ -234,11 +234,11 @@ def test_first_fill():
             eq(os.getxattr(m.path("f"), "user.hsmfs.present"), b"%d" % (128 * K),
                "128 KiB fetched")
             before = len(h.events())
-            eq(dread(m.path("f"), MiB + 384 * K, 4 * P), data[MiB + 384 * K:MiB + 384 * K + 4 * P],
-               "the reader goes on: right")
+            eq(dread(m.path("f"), MiB + 800 * K, P), data[MiB + 800 * K:MiB + 800 * K + P],
+               "a second read in that chunk: right")
             eq([(e["start"] - MiB, e["hint_start"] - MiB, e["hint_end"] - MiB)
-                for e in h.events("PRE_ACCESS")[before:]], [(384 * K, 384 * K, MiB)],
-               "going on, it asks the rest of the chunk")
+                for e in h.events("PRE_ACCESS")[before:]], [(800 * K, 384 * K, MiB)],
+               "coming back to a chunk, it asks the rest of it")
 
             t0 = time.monotonic()
             with open(m.path("f"), "rb") as f:
