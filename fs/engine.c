@@ -838,7 +838,7 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 		if (ev) {
 			hold_event(ev);
 		} else {
-			uint64_t hs, he, hint_start, hint_end, need, gap_end, ff;
+			uint64_t hs, he, hint_start, hint_end, need, gap_start, gap_end, ff;
 			bool beside;
 
 			if (!have_fill_hook() && E.cfg.nohook_fail)
@@ -867,13 +867,15 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 			/*
 			 * The first miss in a chunk nothing of which is there
 			 * or coming, not in a stream, asks the
-			 * first_fill-aligned span around it only: a random
-			 * read waits a round trip, not also the chunk's
-			 * transfer, and fetches what it touches.  From the
-			 * file's start (cat, cp, tar) the rest of the chunk is
-			 * asked beside it (below), at once.  A reader going on,
-			 * or coming back to a chunk, has its gap asked whole.
+			 * first_fill-aligned span around it, and the rest of
+			 * the chunk is asked beside it at once (below), in
+			 * events of its own that it does not wait for: a
+			 * random read waits a round trip, not also the chunk's
+			 * transfer, and the chunk still comes whole for the
+			 * reads that follow.  A reader going on has its gap
+			 * asked whole.
 			 */
+			gap_start = hint_start;
 			gap_end = hint_end;
 			beside = false;
 			ff = E.cfg.first_fill;
@@ -890,7 +892,7 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 					hint_start = hs;
 				if (he < hint_end)
 					hint_end = he;
-				beside = miss.start == 0;
+				beside = true;
 			}
 			/* admission: room for the fill before it may write */
 			need = ((hint_end + PAGE - 1) & ~(PAGE - 1)) - (hint_start & ~(PAGE - 1));
@@ -922,9 +924,13 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 			if (!ev)
 				return res;
 			*reserved = 0;
+			/* after it first: readers go forward */
 			if (beside && fill_ahead(in, fs, hint_end, gap_end, req, 1,
 						 &E.st.beside, NULL) > hint_end)
 				asked_end = gap_end;
+			if (beside && gap_start < hint_start)
+				fill_ahead(in, fs, gap_start, hint_start, req, 1, &E.st.beside,
+					   NULL);
 		}
 		if (first) {
 			if (ev->hint_end > asked_end)
