@@ -405,6 +405,15 @@ void complete(struct event *ev, int result)
 		ev->hook->assigned--;
 		ev->hook = NULL;
 	}
+	/* the rest of its chunk, now that the read that needed it is served
+	 * (before it leaves the file's events: their descriptor stays) */
+	if (!result && ev->side_hi && ev->fs && !E.stopping) {
+		fill_ahead(ev->in, ev->fs, ev->hint_end, ev->side_hi, NULL, 1, &E.st.beside,
+			   NULL);
+		if (ev->side_lo < ev->hint_start)
+			fill_ahead(ev->in, ev->fs, ev->side_lo, ev->hint_start, NULL, 1,
+				   &E.st.beside, NULL);
+	}
 	if (ev->fs) {
 		struct event **pp;
 
@@ -524,6 +533,7 @@ static void init_event(struct event *ev, uint32_t type, struct inode *in,
 	ev->ntargets = 0;
 	ev->filled = false;
 	ev->detached = false;
+	ev->side_lo = ev->side_hi = 0;
 	ev->result = 0;
 	ev->waiters = 0;
 	ev->parked = NULL;
@@ -867,12 +877,15 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 			/*
 			 * The first miss in a chunk nothing of which is there
 			 * or coming, not in a stream, asks the
-			 * first_fill-aligned span around it, and the rest of
-			 * the chunk is asked beside it at once (below), in
-			 * events of its own that it does not wait for: a
-			 * random read waits a round trip, not also the chunk's
-			 * transfer, and the chunk still comes whole for the
-			 * reads that follow.  A reader going on has its gap
+			 * first_fill-aligned span around it; the rest of the
+			 * chunk is asked beside it in events of its own that
+			 * it does not wait for: a random read waits a round
+			 * trip, not also the chunk's transfer, and the chunk
+			 * still comes whole for the reads that follow.  At the
+			 * file's start (cat, cp, tar: the reader goes on at
+			 * once) the rest is asked now; elsewhere once this
+			 * fill is done (complete()), so that it does not share
+			 * the link with it.  A reader going on has its gap
 			 * asked whole.
 			 */
 			gap_start = hint_start;
@@ -924,13 +937,15 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 			if (!ev)
 				return res;
 			*reserved = 0;
-			/* after it first: readers go forward */
-			if (beside && fill_ahead(in, fs, hint_end, gap_end, req, 1,
-						 &E.st.beside, NULL) > hint_end)
+			if (beside && hint_start == 0) {
+				if (fill_ahead(in, fs, hint_end, gap_end, req, 1, &E.st.beside,
+					       NULL) > hint_end)
+					asked_end = gap_end;
+			} else if (beside) {
+				ev->side_lo = gap_start;
+				ev->side_hi = gap_end;
 				asked_end = gap_end;
-			if (beside && gap_start < hint_start)
-				fill_ahead(in, fs, gap_start, hint_start, req, 1, &E.st.beside,
-					   NULL);
+			}
 		}
 		if (first) {
 			if (ev->hint_end > asked_end)

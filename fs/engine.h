@@ -184,6 +184,8 @@ struct event {
 				    * but the committer completes it */
 	uint64_t fill_start, fill_end;
 	bool detached;             /* readahead: nobody started it to wait */
+	uint64_t side_lo, side_hi; /* PRE_ACCESS: the rest of its chunk's gap, asked
+				    * once it is filled (first_fill), or 0, 0 */
 	int result;                /* 0 or -errno once EV_DONE */
 	uint32_t waiters;          /* references: threads in wait_event() and
 				    * parked reads; released at 0 once done */
