@@ -58,6 +58,9 @@ def test_remount():
                 with open(m.path(n), "rb") as f:
                     f.seek(3 << 20)
                     f.read(100)
+            # the rest of each chunk is fetched once its read is served
+            wait_for(lambda: "fetching" not in run([HSMFSCTL, "status", m.mnt])[1],
+                     "the fills beside the reads")
         before = {n: present(m.path(n)) for n in "abcde"}
         ok(all(0 < v < len(data) for v in before.values()), "partial reads: partly present")
         os.rename(m.path("b"), m.path("b2"))
