@@ -127,6 +127,13 @@ def test():
                     twice.append(uri)
                     diag("%s: %s" % (uri, [(a, b) for a, b in rs][:12]))
             eq(twice, [], "no byte fetched twice")
+            # past its first MiB (prefetched, or split by first_fill) a
+            # sequential read is a stream: whole chunks
+            sizes = {"/" + p.replace(" ", "%20"): len(d) for p, d in files.items()}
+            split = [uri for uri, rs in fetched(log).items()
+                     if any(a >= MiB and (a % MiB or (b - a != MiB and b != sizes.get(uri)))
+                            for a, b in rs)]
+            eq(split, [], "sequential reads fetch whole chunks past the first")
             n = len(ng.log())
             eq(read_tree(m.mnt, files), [], "second full read")
             eq(len(ng.log()), n, "second full read makes no request")
