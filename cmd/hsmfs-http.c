@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "hsmfs/hook.h"
+#include "http-list.h"
 #include "manifest.h"
 
 #define MAX_CONNECTIONS 64
@@ -61,6 +62,7 @@ static struct {
 	char *bearer;
 	const char *aws_sigv4;
 	char *aws_userpwd;
+	bool s3;                 /* the origin is a bucket: list with ListObjectsV2 */
 	bool verbose;
 } cfg = { .connections = 8, .retries = 4, .connect_timeout = 10,
 	  .low_speed_limit = 1, .low_speed_time = 30 };
@@ -507,7 +509,20 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&qlock);
 		if (!j)
 			break;
-		err = j->ev.fd >= 0 ? fetch(c, &j->ev, &lo, &hi) : EBADF;
+		if (j->ev.fd >= 0 && j->ev.type == HSMFS_EV_PRE_DIR) {
+			char why[512];
+			CURL *lc = curl_easy_init(); /* its own callbacks; same connections */
+
+			if (lc)
+				setup_handle(lc);
+			err = lc ? http_list(lc, &j->ev, cfg.origin, cfg.s3, why, sizeof(why)) :
+				   ENOMEM;
+			if (err)
+				logf_("listing '/%s': %s", j->ev.path, why[0] ? why : strerror(err));
+			curl_easy_cleanup(lc);
+		} else {
+			err = j->ev.fd >= 0 ? fetch(c, &j->ev, &lo, &hi) : EBADF;
+		}
 		if (j->ev.fd >= 0)
 			close(j->ev.fd);
 		if (err)
@@ -555,6 +570,8 @@ static void usage(FILE *f)
 "  --aws-sigv4 P:R:S     sign requests (S3 SigV4); keys from --aws-keys-file\n"
 "                        (two lines: key id, secret) or AWS_ACCESS_KEY_ID and\n"
 "                        AWS_SECRET_ACCESS_KEY\n"
+"  --s3                  the origin is an S3 bucket's URL: list directories\n"
+"                        with ListObjectsV2 (implied by --aws-sigv4)\n"
 "  --verbose             log every transfer\n"
 "See hsmfs-http(1).\n");
 }
@@ -576,6 +593,7 @@ int main(int argc, char **argv)
 		{ "aws-sigv4", required_argument, NULL, 's' },
 		{ "aws-keys-file", required_argument, NULL, 'K' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "s3", no_argument, NULL, '3' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -603,9 +621,10 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			break;
-		case 's': cfg.aws_sigv4 = optarg; break;
+		case 's': cfg.aws_sigv4 = optarg; cfg.s3 = true; break;
 		case 'K': keys_file = optarg; break;
 		case 'v': cfg.verbose = true; break;
+		case '3': cfg.s3 = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 1;
 		}
@@ -659,7 +678,8 @@ int main(int argc, char **argv)
 	curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
 
 	res = hsmfs_hook_connect(cfg.mountpoint, HSMFS_KIND_FILL,
-				 HSMFS_MASK(HSMFS_EV_PRE_ACCESS), "hsmfs-http", NULL, &hook);
+				 HSMFS_MASK(HSMFS_EV_PRE_ACCESS) | HSMFS_MASK(HSMFS_EV_PRE_DIR),
+				 "hsmfs-http", NULL, &hook);
 	if (res) {
 		logf_("cannot connect to '%s': %s", cfg.mountpoint, strerror(-res));
 		return 1;
@@ -669,7 +689,7 @@ int main(int argc, char **argv)
 	while ((res = hsmfs_hook_next(hook, &ev)) == 0) {
 		struct job *j;
 
-		if (ev.type != HSMFS_EV_PRE_ACCESS) {
+		if (ev.type != HSMFS_EV_PRE_ACCESS && ev.type != HSMFS_EV_PRE_DIR) {
 			if (ev.fd >= 0)
 				close(ev.fd);
 			continue; /* CANCEL: the transfer finishes; its answer is ignored */

@@ -31,6 +31,7 @@
 #include "hsmfs/hook.h"
 #include "manifest.h"
 #include "meta.h"
+#include "place.h"
 #include "store.h"
 
 enum { X_OK_ = 0, X_USAGE = 1, X_INPUT = 2, X_STORE = 3, X_PARTIAL = 4 };
@@ -435,25 +436,38 @@ static int open_parent(int root, char *path, char **ret_name)
 	return dfd;
 }
 
-static bool same_str(const char *a, const char *b)
+/*
+ * A file open in passthrough mode is read by the kernel from the store
+ * itself: emptied now, it would read as zeros until closed.
+ */
+static int not_passthrough(void *arg, const char *relpath, char *err, size_t errlen)
 {
-	return (!a && !b) || (a && b && !strcmp(a, b));
+	const char *mnt = arg;
+	char mp[PATH_MAX + 4200], state[256];
+	ssize_t sn;
+
+	if (!mnt)
+		return 0;
+	snprintf(mp, sizeof(mp), "%s/%s", mnt, relpath);
+	sn = getxattr(mp, "user.hsmfs.state", state, sizeof(state) - 1);
+	state[sn > 0 ? sn : 0] = 0;
+	if (strstr(state, "passthrough")) {
+		snprintf(err, errlen, "'%s' is open in passthrough mode; close it, "
+			 "then import it again", relpath);
+		return -EBUSY;
+	}
+	return 0;
 }
 
-enum outcome { NEW, CHANGED, SAME };
-
 /*
- * Make one placeholder.  *created is set when a new file was made (so a
- * failed batch can remove it again).
+ * Make one placeholder (or unlisted directory).  *created is set when a
+ * new entry was made (so a failed batch can remove it again).
  */
 static int import_one(int root, const char *mnt, struct meta *m, struct item *it,
-		      bool *created, enum outcome *out, char *err, size_t errlen)
+		      bool *created, enum place_outcome *out, char *err, size_t errlen)
 {
-	struct meta_file row, old;
-	struct stat st;
 	char *name, path[4200];
-	int dfd, fd, res;
-	bool exists;
+	int dfd, res;
 
 	*created = false;
 	snprintf(path, sizeof(path), "%s", it->e.path);
@@ -464,111 +478,17 @@ static int import_one(int root, const char *mnt, struct meta *m, struct item *it
 							strerror(-dfd));
 		return dfd;
 	}
-	exists = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
-	if (exists && !S_ISREG(st.st_mode)) {
-		snprintf(err, errlen, "'%s' exists and is not a regular file", it->e.path);
-		close(dfd);
-		return -EEXIST;
-	}
-	if (exists) {
-		res = meta_get(m, st.st_ino, &old);
-		if (res == -ENOENT) {
-			snprintf(err, errlen,
-				 "'%s' exists and is not managed by hsmfs (its data would be lost)",
-				 it->e.path);
-			close(dfd);
-			return -EEXIST;
-		}
-		if (res) {
-			snprintf(err, errlen, "database: %s", meta_errmsg(m));
-			close(dfd);
-			return res;
-		}
-		bool same = old.size == it->e.size && same_str(old.version, it->e.version) &&
-			    same_str(old.origin, it->e.url);
-		meta_file_free(&old);
-		if (same) {
-			*out = SAME;
-			close(dfd);
-			return 0;
-		}
-		/*
-		 * A file open in passthrough mode is read by the kernel from the
-		 * store itself: emptied here, it would read as zeros until closed.
-		 */
-		if (mnt) {
-			char mp[PATH_MAX + 4200], state[256];
-			ssize_t sn;
-
-			snprintf(mp, sizeof(mp), "%s/%s", mnt, it->e.path);
-			sn = getxattr(mp, "user.hsmfs.state", state, sizeof(state) - 1);
-			state[sn > 0 ? sn : 0] = 0;
-			if (strstr(state, "passthrough")) {
-				snprintf(err, errlen, "'%s' is open in passthrough mode; close it, "
-					 "then import it again", it->e.path);
-				close(dfd);
-				return -EBUSY;
-			}
-		}
-		fd = openat(dfd, name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-		*out = CHANGED;
-	} else {
-		fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-			    it->e.mode);
-		*created = fd >= 0;
-		*out = NEW;
-	}
-	close(dfd);
-	if (fd < 0) {
-		res = -errno;
-		snprintf(err, errlen, "cannot create '%s': %s", it->e.path, strerror(-res));
-		return res;
-	}
-	/* a changed file loses every byte it had: a placeholder again */
-	struct timespec tv[2] = { { 0, UTIME_OMIT }, { it->e.mtime, 0 } };
-	if ((*out == CHANGED && ftruncate(fd, 0) < 0) || ftruncate(fd, it->e.size) < 0 ||
-	    fchmod(fd, it->e.mode) < 0 ||
-	    (it->e.has_mtime && futimens(fd, tv) < 0) || fstat(fd, &st) < 0) {
-		res = -errno;
-		snprintf(err, errlen, "cannot size '%s': %s", it->e.path, strerror(-res));
-		close(fd);
-		return res;
-	}
-	if (it->e.size) {
-		char mark[8300];
-		int mn = snprintf(mark, sizeof(mark), "%s\n%s", it->e.url ? it->e.url : "",
-				  it->e.version ? it->e.version : "");
-		static bool warned;
-
-		if (fsetxattr(fd, STORE_MARKER_XATTR, mark,
-			      mn < (int)sizeof(mark) ? mn : (int)sizeof(mark) - 1, 0) < 0 &&
-		    !warned) {
-			warned = true;
-			fprintf(stderr, "hsmfsctl: warning: cannot mark placeholders in the store (%s); "
-				"a lost database could not be rebuilt\n", strerror(errno));
-		}
-	}
-	close(fd);
-	memset(&row, 0, sizeof(row));
-	row.ino = st.st_ino;
-	row.size = it->e.size;
-	row.mtime = st.st_mtim.tv_sec;
-	row.mode = it->e.mode;
-	row.state = it->e.size ? META_PLACEHOLDER : META_RESIDENT;
-	row.origin = it->e.url;
-	row.version = it->e.version;
-	row.sha256 = it->e.sha256;
-	row.path = it->e.path;
-	/* a new generation: a write-behind of the old file must not apply */
-	if (getrandom(&row.gen, sizeof(row.gen), 0) != sizeof(row.gen))
-		row.gen = (uint64_t)time(NULL) << 20 ^ (uint64_t)getpid();
-	res = meta_put(m, &row);
+	res = place_listed(m, dfd);
 	if (res)
 		snprintf(err, errlen, "database: %s", meta_errmsg(m));
+	else
+		res = place_entry(m, dfd, name, it->e.path, &it->e, false, not_passthrough,
+				  (void *)mnt, created, out, err, errlen);
+	close(dfd);
 	return res;
 }
 
-static int remove_path(int root, const char *rel)
+static int remove_path(int root, const char *rel, bool is_dir)
 {
 	char path[4200], *name;
 	int dfd, res;
@@ -577,7 +497,7 @@ static int remove_path(int root, const char *rel)
 	dfd = open_parent(root, path, &name);
 	if (dfd < 0)
 		return dfd;
-	res = unlinkat(dfd, name, 0) < 0 ? -errno : 0;
+	res = unlinkat(dfd, name, is_dir ? AT_REMOVEDIR : 0) < 0 ? -errno : 0;
 	close(dfd);
 	return res;
 }
@@ -689,7 +609,7 @@ check:
 		if (!strcmp(a, b))
 			fprintf(stderr, "%s:%u: duplicate path '%s' (first at line %u)\n",
 				file, sorted[i]->line, b, sorted[i - 1]->line), bad++;
-		else if (!strncmp(a, b, la) && b[la] == '/')
+		else if (!strncmp(a, b, la) && b[la] == '/' && !sorted[i - 1]->e.is_dir)
 			fprintf(stderr, "%s:%u: '%s' is a file in this manifest (line %u), not a directory\n",
 				file, sorted[i]->line, a, sorted[i - 1]->line), bad++;
 	}
@@ -735,7 +655,7 @@ check:
 		int res = meta_begin(m);
 
 		for (j = i; !res && j < end; j++) {
-			enum outcome o;
+			enum place_outcome o;
 
 			res = import_one(root, mnt, m, &items[j], &created[j - i], &o, err,
 					 sizeof(err));
@@ -743,10 +663,10 @@ check:
 				fprintf(stderr, "%s:%u: %s\n", file, items[j].line, err);
 				break;
 			}
-			nnew += o == NEW;
-			nchanged += o == CHANGED;
-			changed[j - i] = o == CHANGED;
-			nsame += o == SAME;
+			nnew += o == PLACE_NEW;
+			nchanged += o == PLACE_CHANGED;
+			changed[j - i] = o == PLACE_CHANGED && !items[j].e.is_dir;
+			nsame += o == PLACE_SAME;
 		}
 		if (!res)
 			res = meta_commit(m);
@@ -754,7 +674,7 @@ check:
 			meta_rollback(m);
 			for (size_t k = i; k < j || (k == j && k < end && created[k - i]); k++)
 				if (created[k - i])
-					remove_path(root, items[k].e.path);
+					remove_path(root, items[k].e.path, items[k].e.is_dir);
 			fprintf(stderr, "hsmfsctl: import stopped; lines %u to %u were not imported\n",
 				items[i].line, items[n - 1].line);
 			rc = i ? X_PARTIAL : X_INPUT;
@@ -778,6 +698,16 @@ check:
 			}
 		}
 	}
+	/* directories imported unlisted: the live mount lists them on first look */
+	for (i = 0; mnt && i < n; i++)
+		if (items[i].e.is_dir) {
+			setxattr(mnt, "user.hsmfs.reload", "1", 1, 0);
+			break;
+		}
+	if (atomic_load(&place_unmarked))
+		fprintf(stderr, "hsmfsctl: warning: cannot mark placeholders in the store (%s); "
+			"a lost database could not be rebuilt\n",
+			strerror(atomic_load(&place_unmarked)));
 	printf("imported %zu file%s: %zu new, %zu changed, %zu unchanged\n", n,
 	       n == 1 ? "" : "s", nnew, nchanged, nsame);
 	if (fresh) {
@@ -1299,6 +1229,7 @@ static int cmd_stats(int argc, char **argv)
 		{ "filled_bytes", "bytes filled" }, { "pre_access", "PRE_ACCESS events" },
 		{ "pre_modify", "PRE_MODIFY events" },
 		{ "open_perm", "OPEN_PERM events" }, { "access_perm", "ACCESS_PERM events" },
+		{ "pre_dir", "PRE_DIR events" }, { "listed", "directories listed" },
 		{ "denied", "denied" },
 		{ "timeouts", "timed out" }, { "interrupted", "interrupted" },
 		{ "parked", "requests parked on hooks" },

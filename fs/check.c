@@ -132,7 +132,12 @@ static void walk(int dfd, int depth, bool is_root)
 		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
 		if (S_ISDIR(st.st_mode)) {
-			int sub = openat(dirfd(d), de->d_name,
+			struct row *r = find(st.st_ino);
+			int sub;
+
+			if (r)
+				r->seen = true; /* a lazy directory's row */
+			sub = openat(dirfd(d), de->d_name,
 					 O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
 			if (sub >= 0) {
@@ -154,6 +159,14 @@ static void *check_main(void *arg)
 		log_err("consistency check after an unclean stop: cannot list the database: %s",
 			meta_errmsg(C.m));
 		return NULL;
+	}
+	{
+		struct stat st;
+		struct row *r;
+
+		/* the root's own row (a lazy root) is not an entry of any walk */
+		if (fstat(C.root_fd, &st) == 0 && (r = find(st.st_ino)))
+			r->seen = true;
 	}
 	walk(C.root_fd, 0, true);
 	if (atomic_load(&C.stop))

@@ -37,7 +37,6 @@ static void queue_add(struct event *ev);
 static void queue_remove(struct event *ev);
 static void redispatch_queue(void);
 static void put_event(struct event *ev);
-static void hold_event(struct event *ev);
 static void release_slot(struct event *ev);
 static struct event *get_slot(void);
 static void init_event(struct event *ev, uint32_t type, struct inode *in,
@@ -77,7 +76,6 @@ static int start_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t 
 		      struct fuse_req *req, struct event **ret_ev);
 static int park_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t end,
 		     struct fuse_req *req, void (*cont)(void *arg, int res), void *arg);
-static void drain_ready(void);
 static void unpark_interrupted(struct event *ev);
 static bool quiet_has(const struct hook *h, uint64_t ino);
 static void quiet_put(uint64_t *tab, uint32_t cap, uint64_t ino);
@@ -176,7 +174,7 @@ int events_init(const struct events_config *cfg)
 		return -EAGAIN;
 	E.roomer_running = true;
 	stage_refill();
-	return 0;
+	return dirs_init();
 }
 
 void events_shutdown(void)
@@ -259,6 +257,13 @@ static void fill_proto(const struct event *ev, struct proto_event *pe,
 	pe->hint_end = ev->hint_end;
 	pe->path.p = path;
 	pe->path.len = n > 0 ? n : 0;
+	if (ev->type == HSMFS_EV_PRE_DIR) {
+		if (ev->dir_origin) {
+			pe->origin.p = ev->dir_origin;
+			pe->origin.len = strlen(ev->dir_origin);
+		}
+		return;
+	}
 	/* PRE_MODIFY events carry the file's origin and version too */
 	fs = ev->fs ? ev->fs : inode_state(ev->in);
 	if (fs) {
@@ -317,7 +322,7 @@ static void send_to_watchers(struct event *ev)
 	}
 }
 
-/* Try to hand a queued PRE_ACCESS event to a fill hook.  E.lock held. */
+/* Try to hand a queued PRE_ACCESS or PRE_DIR event to a fill hook.  E.lock held. */
 static void dispatch(struct event *ev)
 {
 	ELOCK_HELD();
@@ -333,11 +338,11 @@ static void dispatch(struct event *ev)
 	h = start;
 	do {
 		if (h->kind == HSMFS_KIND_FILL &&
-		    (h->mask & HSMFS_MASK(HSMFS_EV_PRE_ACCESS)) &&
+		    (h->mask & HSMFS_MASK(ev->type)) &&
 		    in_subtree(h, ev->in)) {
 			/* every delivery writes into a staging file of its own */
 			if (ev->stage_fd < 0) {
-				int fd = open_stage(ev->fs->size);
+				int fd = open_stage(ev->fs ? ev->fs->size : 0);
 
 				if (fd < 0) {
 					log_err("cannot create a staging file for a fill: %s",
@@ -430,6 +435,8 @@ void complete(struct event *ev, int result)
 		ev->stage_fd = -1;
 	}
 	ev->ntargets = 0;
+	free(ev->dir_origin);
+	ev->dir_origin = NULL;
 	free(ev->orphans);
 	ev->orphans = NULL;
 	ev->norphans = 0;
@@ -481,7 +488,7 @@ static void put_event(struct event *ev)
  * Take a reference on ev for a waiter; a readahead's first waiter gets
  * the whole timeout from now.  E.lock held.
  */
-static void hold_event(struct event *ev)
+void hold_event(struct event *ev)
 {
 	ELOCK_HELD();
 	if (!ev->waiters++ && ev->detached)
@@ -534,6 +541,7 @@ static void init_event(struct event *ev, uint32_t type, struct inode *in,
 	ev->filled = false;
 	ev->detached = false;
 	ev->side_lo = ev->side_hi = 0;
+	ev->dir_origin = NULL;
 	ev->result = 0;
 	ev->waiters = 0;
 	ev->parked = NULL;
@@ -551,6 +559,8 @@ static void init_event(struct event *ev, uint32_t type, struct inode *in,
 		E.st.pre_modify++;
 	else if (type == HSMFS_EV_OPEN_PERM)
 		E.st.open_perm++;
+	else if (type == HSMFS_EV_PRE_DIR)
+		E.st.pre_dir++;
 	else
 		E.st.access_perm++;
 }
@@ -567,7 +577,8 @@ static void expire(struct event *ev)
 	log_warn("event %llu (%s) timed out%s", (unsigned long long)ev->id,
 		 ev->type == HSMFS_EV_PRE_ACCESS ? "PRE_ACCESS" :
 		 ev->type == HSMFS_EV_PRE_MODIFY ? "PRE_MODIFY" :
-		 ev->type == HSMFS_EV_OPEN_PERM ? "OPEN_PERM" : "ACCESS_PERM",
+		 ev->type == HSMFS_EV_OPEN_PERM ? "OPEN_PERM" :
+		 ev->type == HSMFS_EV_PRE_DIR ? "PRE_DIR" : "ACCESS_PERM",
 		 ev->detached ? " (readahead)" : "");
 	complete(ev, EV_TIMEOUT);
 }
@@ -1297,7 +1308,7 @@ static void resume(struct parked *p)
 }
 
 /* Resume every parked read whose event ended.  Called without E.lock. */
-static void drain_ready(void)
+void drain_ready(void)
 {
 	bool was;
 
@@ -1523,45 +1534,96 @@ bool events_access_target(struct inode *in)
 	return yes;
 }
 
+/*
+ * Park req on ev, whose reference the caller holds (it goes to the
+ * parked request): EVENTS_PARKED, or the event's result when it is
+ * decided already or no parking place is free (waited for here, as
+ * before), or -EAGAIN.  cont(arg, res) is called once ev ends.
+ * E.lock held.
+ */
+int park_on(struct event *ev, struct inode *in, struct fuse_req *req,
+	    void (*cont)(void *arg, int res), void *arg)
+{
+	ELOCK_HELD();
+	struct parked *p;
+	int res;
+
+	if (ev->st == EV_DONE)
+		return wait_event(ev, req); /* decided already (nobody to ask) */
+	p = park_take(req, &res);
+	if (!p && !res && engine_thread) {
+		/* an engine thread waiting could hold up the answer */
+		put_ref(ev);
+		return -EAGAIN;
+	}
+	if (!p) {
+		if (!res) /* no parking place: wait here, as before */
+			return wait_event(ev, req);
+		put_ref(ev);
+		return res;
+	}
+	p->in = in;
+	inode_ref(in);
+	p->cont = cont;
+	p->arg = arg;
+	p->next = ev->parked; /* with the caller's reference */
+	ev->parked = p;
+	return EVENTS_PARKED;
+}
+
 /* A permission event whose request parks: see events_modify(). */
 static int park_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t end,
 		     struct fuse_req *req, void (*cont)(void *arg, int res), void *arg)
 {
 	struct event *ev;
-	struct parked *p;
 	int res;
 
 	elock();
 	res = start_perm(in, type, start, end, req, &ev);
-	if (res == 1 && ev->st == EV_DONE) {
-		/* decided already (nobody to ask) */
-		res = wait_event(ev, req);
-	} else if (res == 1) {
-		p = park_take(req, &res);
-		if (!p && !res && engine_thread) {
-			/* an engine thread waiting could hold up the answer */
-			put_ref(ev);
-			res = -EAGAIN;
-		} else if (!p) {
-			if (!res) /* no parking place: wait here, as before */
-				res = wait_event(ev, req);
-			else
-				put_ref(ev);
-		} else {
-			p->in = in;
-			inode_ref(in);
-			p->cont = cont;
-			p->arg = arg;
-			p->next = ev->parked; /* with start_modify's reference */
-			ev->parked = p;
-			res = EVENTS_PARKED;
-		}
-	}
+	if (res == 1)
+		res = park_on(ev, in, req, cont, arg);
 	eunlock();
 	if (res == EVENTS_PARKED)
 		return res;
 	drain_ready();
 	return caller_errno(res);
+}
+
+static bool have_dir_hook(void)
+{
+	for (struct hook *h = E.hooks; h; h = h->next)
+		if (h->kind == HSMFS_KIND_FILL && (h->mask & HSMFS_MASK(HSMFS_EV_PRE_DIR)))
+			return true;
+	return false;
+}
+
+int start_listing(struct inode *dir, char *origin, struct fuse_req *req,
+		  struct event **ret_ev)
+{
+	ELOCK_HELD();
+	struct event *ev;
+
+	if (E.cfg.nohook_fail && !have_dir_hook()) {
+		free(origin);
+		return -EIO;
+	}
+	ev = get_slot();
+	if (!ev) {
+		free(origin);
+		log_warn("no free event slot within the timeout (max_pending=%u)",
+			 E.cfg.max_pending);
+		return -EIO;
+	}
+	init_event(ev, HSMFS_EV_PRE_DIR, dir, req);
+	ev->dir_origin = origin;
+	ev->start = ev->end = ev->hint_start = ev->hint_end = 0;
+	ev->waiters = 1; /* the caller's */
+	send_to_watchers(ev);
+	dispatch(ev);
+	if (ev->st == EV_QUEUED)
+		queue_add(ev);
+	*ret_ev = ev;
+	return 0;
 }
 
 /* ------------------------------------------------------------ hooks */
@@ -1738,6 +1800,20 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 		eunlock();
 		return;
 	}
+	if (ev->type == HSMFS_EV_PRE_DIR && ev->hook == h) {
+		if (a->verdict == HSMFS_ALLOW) {
+			/* committed once every watcher allowed too */
+			ev->filled = true;
+			ev->hook->assigned--;
+			ev->hook = NULL;
+			if (!ev->ntargets)
+				commit_listing(ev);
+		} else {
+			complete(ev, deny_errno(a->error));
+		}
+		eunlock();
+		return;
+	}
 	for (i = 0; i < ev->ntargets && ev->targets[i] != h; i++)
 		;
 	/* a hook that was never sent the event cannot answer it */
@@ -1750,8 +1826,11 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 		/* QUIET quiets the hook that said it, no other */
 		if (ev->type == HSMFS_EV_PRE_MODIFY && (a->flags & HSMFS_ANSWER_QUIET))
 			quiet_add(h, inode_ino(ev->in));
-		if (!ev->ntargets && ev->type != HSMFS_EV_PRE_ACCESS)
+		if (!ev->ntargets && ev->type != HSMFS_EV_PRE_ACCESS &&
+		    ev->type != HSMFS_EV_PRE_DIR)
 			complete(ev, 0);
+		else if (!ev->ntargets && ev->filled && ev->type == HSMFS_EV_PRE_DIR)
+			commit_listing(ev);
 		else if (!ev->ntargets && ev->filled)
 			commit_fill(ev);
 	}

@@ -33,6 +33,11 @@
  *   3. Commits are durable when they return (SQLite WAL, synchronous=FULL).
  *   4. fsync/fdatasync through the mount return once a write-behind batch
  *      taken after the call committed the file (events_fsync).
+ *   5. A directory's listing (dirs.c): every entry is made in the store
+ *      and the store synced (syncfs, "listing-made") before one
+ *      transaction records the entries and the directory as listed
+ *      ("listing-committed"); its unlisted mark goes after.  Memory (and
+ *      so every request) sees the directory listed only after that.
  * So after a crash at any point a range is never present without its
  * bytes, and an acknowledged write is never lost.
  */
@@ -177,13 +182,15 @@ struct event {
 	unsigned ntargets;
 	char (*orphans)[HSMFS_MAX_NAME + 1]; /* names of targets that left */
 	unsigned norphans;
-	bool filled;               /* PRE_ACCESS: the fill hook allowed
+	bool filled;               /* PRE_ACCESS, PRE_DIR: the fill hook allowed
 				    * [fill_start, fill_end); committed once
 				    * every watcher allowed too */
 	bool copying;              /* being committed, E.lock dropped: nobody
 				    * but the committer completes it */
 	uint64_t fill_start, fill_end;
 	bool detached;             /* readahead: nobody started it to wait */
+	char *dir_origin;          /* PRE_DIR: the directory's listing origin
+				    * (owned, may be NULL) */
 	uint64_t side_lo, side_hi; /* PRE_ACCESS: the rest of its chunk's gap, asked
 				    * once it is filled (first_fill), or 0, 0 */
 	int result;                /* 0 or -errno once EV_DONE */
@@ -278,6 +285,24 @@ struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
 				uint64_t end, uint64_t hs, uint64_t he,
 				struct fuse_req *req, bool detached, uint64_t reserved,
 				int *res);
+void hold_event(struct event *ev);
+int park_on(struct event *ev, struct inode *in, struct fuse_req *req,
+	    void (*cont)(void *arg, int res), void *arg);
+void drain_ready(void);
+/*
+ * Start the PRE_DIR event of dir (origin: owned by the event from here
+ * on, may be NULL): 0 with *ret_ev (one reference, the caller's), or
+ * -errno.  E.lock held.
+ */
+int start_listing(struct inode *dir, char *origin, struct fuse_req *req,
+		  struct event **ret_ev);
+
+/* dirs.c */
+/* Set the zero-setup root up and events_lazy_dirs.  Without E.lock. */
+int dirs_init(void);
+/* The hook allowed a listing and every watcher too: commit it and
+ * complete ev (E.lock dropped meanwhile, ev copying).  E.lock held. */
+void commit_listing(struct event *ev);
 
 /* readahead.c */
 /*

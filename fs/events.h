@@ -52,6 +52,7 @@
 #include <sys/types.h>
 
 #include "hsmfs/protocol.h"
+#include "inode.h"
 #include "proto.h"
 
 struct inode;
@@ -101,7 +102,8 @@ struct events_stats {
 	uint64_t readahead;    /* of which asked ahead of a reader (or prefetched) */
 	uint64_t beside;       /* of which the rest of a miss's chunk (first_fill) */
 	uint64_t filled_bytes; /* bytes fill hooks reported filled */
-	uint64_t pre_access, pre_modify, open_perm, access_perm; /* events by type */
+	uint64_t pre_access, pre_modify, open_perm, access_perm, pre_dir; /* events by type */
+	uint64_t listed;       /* directories listed (PRE_DIR committed) */
 	uint64_t denied, timeouts, interrupted;
 	uint64_t parked;       /* requests parked now, waiting for hooks */
 	uint64_t over_bound;   /* requests failed with EAGAIN: user's bound */
@@ -221,6 +223,32 @@ static inline bool events_access_watched(void)
 	return atomic_load_explicit(&events_mask, memory_order_relaxed) &
 	       HSMFS_MASK(HSMFS_EV_ACCESS_PERM);
 }
+
+/*
+ * Lazy directories (dirs.c).  A directory whose names are not known yet
+ * (an unlisted row) is listed by a fill hook (PRE_DIR) before a name in
+ * it is looked up, listed or made: ops.c calls events_dir() first for
+ * the directory it works in, unless events_dir_known() (one relaxed load
+ * while no store has a lazy directory; then one per-inode bit).
+ * Returns 0 (go on), -errno, or EVENTS_PARKED: cont(arg, res) once the
+ * listing is committed (res 0: run the operation again) or failed, from
+ * an engine thread, without the engine's lock.
+ */
+extern _Atomic bool events_lazy_dirs;
+
+static inline bool events_dir_known(const struct inode *dir)
+{
+	return !atomic_load_explicit(&events_lazy_dirs, memory_order_relaxed) ||
+	       (inode_flags(dir) & INODE_LISTED);
+}
+
+int events_dir(struct inode *dir, struct fuse_req *req, void (*cont)(void *arg, int res),
+	       void *arg);
+/* Forget what dir's listing state was: read again at the next look
+ * (user.hsmfs.reload of a directory: import made lazy directories). */
+void events_dir_forget(struct inode *dir);
+/* A directory was removed through the mount: its row goes. */
+void events_dir_removed(uint64_t ino);
 
 /*
  * Re-read in's state from the database (after hsmfsctl import changed

@@ -25,6 +25,8 @@
 #define FAULT_EVICT_RECORDED "evict-recorded"     /* eviction committed, bytes not punched */
 #define FAULT_EVICT_PUNCHED "evict-punched"       /* bytes punched */
 #define FAULT_FILL_COPIED "fill-copied"           /* a fill copied in, not yet present */
+#define FAULT_LIST_MADE "listing-made"            /* a listing's entries made and synced */
+#define FAULT_LIST_COMMITTED "listing-committed"  /* a listing committed */
 #define FAULT_DATASYNC "datasync"                 /* fault_hit: a data sync fails */
 
 #ifndef NDEBUG

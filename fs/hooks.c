@@ -208,7 +208,8 @@ static void *conn_main(void *arg)
 				break;
 			}
 			h->kind = hello.kind;
-			h->mask = hello.mask & (version >= 3 ? HSMFS_MASK_V3 :
+			h->mask = hello.mask & (version >= 4 ? HSMFS_MASK_V4 :
+						version >= 3 ? HSMFS_MASK_V3 :
 						version >= 2 ? HSMFS_MASK_V2 : HSMFS_MASK_ALL);
 			copy_str(h->name, sizeof(h->name), hello.name);
 			snprintf(who, sizeof(who), "'%s' (pid %d)", h->name, (int)h->pid);

@@ -67,6 +67,9 @@ struct inode_head {
 				* itself; never evicted (passthrough.h) */
 #define INODE_PREFETCHED 0x80 /* asked ahead of a reader by prefetch.c, not
 			       * opened since: its opens are followed */
+#define INODE_LISTED 0x100    /* a directory whose names are known (listed,
+			       * or never lazy): see events_dir() */
+#define INODE_UNLISTED 0x200  /* a directory with an unlisted row */
 
 static inline uint32_t inode_flags(const struct inode *in)
 {

@@ -281,7 +281,7 @@ int manifest_parse_line(const char *line, size_t len, struct manifest_entry *ret
 {
 	struct p p = { line, line + len, err, errlen };
 	struct manifest_entry e = { .mode = 0644 };
-	bool has_path = false, has_size = false;
+	bool has_path = false, has_size = false, has_type = false;
 	int res = -EINVAL;
 
 	if (len > MANIFEST_MAX_LINE)
@@ -364,6 +364,26 @@ int manifest_parse_line(const char *line, size_t len, struct manifest_entry *ret
 				e.mtime = v;
 				e.has_mtime = true;
 			}
+		} else if (!strcmp(key, "type")) {
+			if (has_type) {
+				fail(&p, "duplicate key '%s'", key);
+				free(key);
+				goto out;
+			}
+			if (string(&p, &sval, &slen)) {
+				free(key);
+				goto out;
+			}
+			has_type = true;
+			if (!strcmp(sval, "dir") || !strcmp(sval, "directory")) {
+				e.is_dir = true;
+			} else if (strcmp(sval, "file")) {
+				free(sval);
+				fail(&p, "'type' must be \"file\" or \"dir\"");
+				free(key);
+				goto out;
+			}
+			free(sval);
 		} else if (!strcmp(key, "mode")) {
 			if (p.s < p.end && *p.s == '"') {
 				char *end;
@@ -414,7 +434,11 @@ end:
 		fail(&p, "missing 'path'");
 		goto out;
 	}
-	if (!has_size) {
+	if (e.is_dir && e.sha256) {
+		fail(&p, "a directory has no 'sha256'");
+		goto out;
+	}
+	if (!has_size && !e.is_dir) {
 		fail(&p, "missing 'size'");
 		goto out;
 	}
@@ -664,6 +688,28 @@ int manifest_parse_s3(const char *xml, size_t len, manifest_s3_cb cb, void *arg,
 		free(t);
 	}
 	return 0;
+}
+
+int manifest_parse_s3_prefixes(const char *xml, size_t len, manifest_prefix_cb cb,
+			       void *arg)
+{
+	const char *s = xml, *end = xml + len, *c;
+	int res = 0;
+
+	while (!res && (c = memmem(s, end - s, "<CommonPrefixes>", 16))) {
+		const char *ce = memmem(c, end - c, "</CommonPrefixes>", 17);
+		char *prefix;
+
+		if (!ce)
+			return -EINVAL;
+		prefix = xml_text(c, ce, "Prefix");
+		if (!prefix)
+			return -EINVAL;
+		res = cb(arg, prefix);
+		free(prefix);
+		s = ce + 17;
+	}
+	return res;
 }
 
 /*

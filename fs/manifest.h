@@ -4,7 +4,9 @@
  * Pure module: no I/O.  Each line is one JSON object describing a file:
  *   {"path": "dir/name", "size": 123, "mtime": 1700000000, "mode": "0644",
  *    "url": "https://...", "version": "\"etag\"", "sha256": "hex"}
- * path and size are required; unknown keys are ignored (forward
+ * A directory is {"path": "dir/sub", "type": "dir"} (size optional and
+ * ignored; "url" is where its names are listed, for a hook's PRE_DIR).
+ * path and size (of a file) are required; unknown keys are ignored (forward
  * compatible).  Strict JSON otherwise: one object, nothing after it but
  * blanks.  Paths are validated: relative, no empty, "." or ".."
  * components, components of at most 255 bytes, at most 4095 bytes in all,
@@ -31,6 +33,7 @@ struct manifest_entry {
 	char *url;      /* owned, NULL if absent */
 	char *version;  /* owned, NULL if absent */
 	char *sha256;   /* owned, NULL if absent; 64 lowercase hex */
+	bool is_dir;    /* "type": "dir" */
 };
 
 /* Parse line[0..len) into *ret (freed with manifest_entry_free). */
@@ -65,6 +68,14 @@ typedef int (*manifest_s3_cb)(void *arg, const char *key, uint64_t size,
 int manifest_parse_s3(const char *xml, size_t len, manifest_s3_cb cb, void *arg,
 		      bool *ret_truncated, char *token, size_t tokensize, char *err,
 		      size_t errlen);
+
+/*
+ * The <CommonPrefixes> of the same reply (a listing with a delimiter):
+ * cb for each <Prefix>, entities decoded.  0, cb's value, or -EINVAL.
+ */
+typedef int (*manifest_prefix_cb)(void *arg, const char *prefix);
+int manifest_parse_s3_prefixes(const char *xml, size_t len, manifest_prefix_cb cb,
+			       void *arg);
 
 /*
  * ": CODE: MESSAGE" from an S3 error response's body (<Code>, <Message>),

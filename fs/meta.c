@@ -21,7 +21,7 @@
 #define STR(x) STR_(x)
 
 enum { Q_GET, Q_PUT, Q_PRESENT, Q_DELETE, Q_COUNT, Q_LIST, Q_DELGEN, Q_LRU,
-       Q_TOTAL, Q_RENAME, Q_SETPATH, Q_ANYCTIME, Q_N };
+       Q_TOTAL, Q_RENAME, Q_SETPATH, Q_ANYCTIME, Q_ANYDIR, Q_N };
 
 static const char *const queries[Q_N] = {
 	[Q_GET] = "SELECT size, mtime, mode, state, flags, origin, version, "
@@ -49,6 +49,8 @@ static const char *const queries[Q_N] = {
 		     "WHERE path = ?1 OR (path > ?1 || '/' AND path < ?1 || '0')",
 	[Q_SETPATH] = "UPDATE files SET path = ?2 WHERE ino = ?1",
 	[Q_ANYCTIME] = "SELECT count(*) FROM files WHERE ctime_real <> 0",
+	/* directory rows (states 5 and 6): through the partial index */
+	[Q_ANYDIR] = "SELECT count(*) FROM (SELECT 1 FROM files WHERE state >= 5 LIMIT 1)",
 };
 
 /* Each step brings the schema from version i to i + 1. */
@@ -72,6 +74,8 @@ static const char *const migrations[] = {
 	/* 2 -> 3: the change time the mount shows (see meta_file.ctime_real) */
 	"ALTER TABLE files ADD COLUMN ctime_real INTEGER NOT NULL DEFAULT 0;"
 	"ALTER TABLE files ADD COLUMN ctime_shown INTEGER NOT NULL DEFAULT 0;",
+	/* 3 -> 4: directory rows (META_DIR_*), which older versions must not read */
+	"CREATE INDEX files_dirs ON files (state) WHERE state >= 5;",
 };
 
 struct meta {
@@ -458,6 +462,11 @@ int meta_count_ctimes(struct meta *m, uint64_t *ret)
 	return one_number(m, Q_ANYCTIME, ret);
 }
 
+int meta_count_dirs(struct meta *m, uint64_t *ret)
+{
+	return one_number(m, Q_ANYDIR, ret);
+}
+
 int meta_count(struct meta *m, uint64_t *ret)
 {
 	return one_number(m, Q_COUNT, ret);
@@ -614,6 +623,8 @@ const char *meta_state_name(uint32_t state)
 	case META_PARTIAL: return "partial";
 	case META_RESIDENT: return "resident";
 	case META_DIRTY: return "dirty";
+	case META_DIR_UNLISTED: return "unlisted";
+	case META_DIR_LISTED: return "listed";
 	default: return "unknown";
 	}
 }

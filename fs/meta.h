@@ -30,13 +30,16 @@
 
 #include "ranges.h"
 
-#define META_SCHEMA_VERSION 3
+#define META_SCHEMA_VERSION 4
 
 enum meta_state {
 	META_PLACEHOLDER = 1, /* nothing present yet */
 	META_PARTIAL = 2,     /* some ranges present */
 	META_RESIDENT = 3,    /* all present, still has an origin (evictable) */
 	META_DIRTY = 4,       /* changed through the mount: never refetched */
+	/* directories (lazy listing, dirs.c); origin: where names are listed */
+	META_DIR_UNLISTED = 5, /* names not known yet: a hook lists them first */
+	META_DIR_LISTED = 6,   /* listed (atime: when, ms); plain from now on */
 };
 
 #define META_F_PINNED 0x1 /* keep fully present; never evict */
@@ -140,6 +143,8 @@ int meta_delete_gen(struct meta *m, uint64_t ino, uint64_t gen);
 
 /* Count rows (for status and tests). */
 int meta_count(struct meta *m, uint64_t *ret);
+/* 1 if some directory row (META_DIR_*) exists, else 0 (an index lookup). */
+int meta_count_dirs(struct meta *m, uint64_t *ret);
 /* Count rows with a ctime_real (a full scan: once, at mount). */
 int meta_count_ctimes(struct meta *m, uint64_t *ret);
 

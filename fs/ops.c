@@ -164,10 +164,122 @@ static void reply_entry_or_err(fuse_req_t req, int res,
 		fuse_reply_entry(req, e);
 }
 
+/*
+ * Lazy directories (events_dir()): an operation on the names of a
+ * directory not listed yet parks until its listing is committed, then
+ * runs again from the start in the engine thread that ended the wait;
+ * its arguments are kept here meanwhile.
+ */
+enum dl_op { DL_LOOKUP, DL_MKNOD, DL_MKDIR, DL_SYMLINK, DL_LINK, DL_UNLINK, DL_RMDIR,
+	     DL_RENAME, DL_CREATE, DL_OPENDIR };
+
+struct dirlater {
+	fuse_req_t req;
+	enum dl_op op;
+	fuse_ino_t parent, newparent, ino;
+	mode_t mode;
+	dev_t rdev;
+	unsigned int flags;
+	struct fuse_file_info fi;
+	const char *name, *name2; /* owned once parked */
+};
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode, dev_t rdev);
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		       const char *name);
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		    const char *newname);
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname, unsigned int flags);
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, struct fuse_file_info *fi);
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+
+static void dirlater_free(struct dirlater *l)
+{
+	free((char *)l->name);
+	free((char *)l->name2);
+	free(l);
+}
+
+static void dir_listed(void *arg, int res)
+{
+	struct dirlater *l = arg;
+
+	if (res) {
+		fuse_reply_err(l->req, -res);
+		dirlater_free(l);
+		return;
+	}
+	switch (l->op) {
+	case DL_LOOKUP: op_lookup(l->req, l->parent, l->name); break;
+	case DL_MKNOD: op_mknod(l->req, l->parent, l->name, l->mode, l->rdev); break;
+	case DL_MKDIR: op_mkdir(l->req, l->parent, l->name, l->mode); break;
+	case DL_SYMLINK: op_symlink(l->req, l->name2, l->parent, l->name); break;
+	case DL_LINK: op_link(l->req, l->ino, l->newparent, l->name); break;
+	case DL_UNLINK: op_unlink(l->req, l->parent, l->name); break;
+	case DL_RMDIR: op_rmdir(l->req, l->parent, l->name); break;
+	case DL_RENAME:
+		op_rename(l->req, l->parent, l->name, l->newparent, l->name2, l->flags);
+		break;
+	case DL_CREATE: op_create(l->req, l->parent, l->name, l->mode, &l->fi); break;
+	case DL_OPENDIR: op_opendir(l->req, l->ino, &l->fi); break;
+	}
+	dirlater_free(l);
+}
+
+/*
+ * Before an operation on the names of dir: true when the request was
+ * taken (parked until dir is listed, or answered with an error), false
+ * to go on now.  One relaxed load on stores with no lazy directory.
+ */
+static bool dir_wait(fuse_req_t req, fuse_ino_t dir, const struct dirlater *args)
+{
+	struct inode *d = IN(dir);
+	struct dirlater *l;
+	int res;
+
+	if (__builtin_expect(events_dir_known(d), 1))
+		return false;
+	l = malloc(sizeof(*l));
+	if (!l) {
+		fuse_reply_err(req, ENOMEM);
+		return true;
+	}
+	*l = *args;
+	l->req = req;
+	l->name = args->name ? strdup(args->name) : NULL;
+	l->name2 = args->name2 ? strdup(args->name2) : NULL;
+	if ((args->name && !l->name) || (args->name2 && !l->name2)) {
+		dirlater_free(l);
+		fuse_reply_err(req, ENOMEM);
+		return true;
+	}
+	res = events_dir(d, req, dir_listed, l);
+	if (res == EVENTS_PARKED)
+		return true;
+	dirlater_free(l);
+	if (res) {
+		fuse_reply_err(req, -res);
+		return true;
+	}
+	return false;
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fuse_entry_param e;
-	int res = do_lookup(parent, name, &e);
+	int res;
+
+	if (dir_wait(req, parent, &(struct dirlater){ .op = DL_LOOKUP, .parent = parent,
+						      .name = name }))
+		return;
+	res = do_lookup(parent, name, &e);
 
 	if (res == -ENOENT && cfg.negative_timeout > 0) {
 		memset(&e, 0, sizeof(e));
@@ -584,6 +696,9 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct fuse_entry_param e;
 
+	if (dir_wait(req, parent, &(struct dirlater){ .op = DL_MKNOD, .parent = parent,
+						      .name = name, .mode = mode, .rdev = rdev }))
+		return;
 	reply_entry_or_err(req, do_make(req, parent, name, MK_NOD, mode, rdev,
 					NULL, &e), &e);
 }
@@ -593,6 +708,9 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct fuse_entry_param e;
 
+	if (dir_wait(req, parent, &(struct dirlater){ .op = DL_MKDIR, .parent = parent,
+						      .name = name, .mode = mode }))
+		return;
 	reply_entry_or_err(req, do_make(req, parent, name, MK_DIR, mode, 0,
 					NULL, &e), &e);
 }
@@ -602,6 +720,9 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 {
 	struct fuse_entry_param e;
 
+	if (dir_wait(req, parent, &(struct dirlater){ .op = DL_SYMLINK, .parent = parent,
+						      .name = name, .name2 = link }))
+		return;
 	reply_entry_or_err(req, do_make(req, parent, name, MK_SYMLINK, 0, 0,
 					link, &e), &e);
 }
@@ -639,6 +760,10 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 {
 	struct fuse_entry_param e;
 
+	if (dir_wait(req, newparent, &(struct dirlater){ .op = DL_LINK, .ino = ino,
+							 .newparent = newparent,
+							 .name = newname }))
+		return;
 	reply_entry_or_err(req, do_link(ino, newparent, newname, &e), &e);
 }
 
@@ -662,6 +787,8 @@ static int do_remove(fuse_ino_t parent, const char *name, int flags)
 	inode_fd_put(p);
 	if (!res && !flags && st.st_nlink == 1)
 		events_unlinked(st.st_ino);
+	if (!res && flags)
+		events_dir_removed(st.st_ino);
 	if (!res && victim)
 		inode_unaliased(victim);
 	inode_release(victim);
@@ -670,11 +797,17 @@ static int do_remove(fuse_ino_t parent, const char *name, int flags)
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	if (dir_wait(req, parent, &(struct dirlater){ .op = DL_UNLINK, .parent = parent,
+						      .name = name }))
+		return;
 	fuse_reply_err(req, -do_remove(parent, name, 0));
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	if (dir_wait(req, parent, &(struct dirlater){ .op = DL_RMDIR, .parent = parent,
+						      .name = name }))
+		return;
 	fuse_reply_err(req, -do_remove(parent, name, AT_REMOVEDIR));
 }
 
@@ -725,6 +858,11 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      fuse_ino_t newparent, const char *newname,
 		      unsigned int flags)
 {
+	struct dirlater l = { .op = DL_RENAME, .parent = parent, .name = name,
+			      .newparent = newparent, .name2 = newname, .flags = flags };
+
+	if (dir_wait(req, parent, &l) || dir_wait(req, newparent, &l))
+		return;
 	fuse_reply_err(req, -do_rename(parent, name, newparent, newname, flags));
 }
 
@@ -951,7 +1089,12 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      mode_t mode, struct fuse_file_info *fi)
 {
 	struct fuse_entry_param e;
-	int res = do_create(req, parent, name, mode, fi, &e);
+	int res;
+
+	if (dir_wait(req, parent, &(struct dirlater){ .op = DL_CREATE, .parent = parent,
+						      .name = name, .mode = mode, .fi = *fi }))
+		return;
+	res = do_create(req, parent, name, mode, fi, &e);
 
 	if (res)
 		fuse_reply_err(req, -res);
@@ -1442,7 +1585,11 @@ static int do_opendir(fuse_ino_t ino, struct fuse_file_info *fi)
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	int res = do_opendir(ino, fi);
+	int res;
+
+	if (dir_wait(req, ino, &(struct dirlater){ .op = DL_OPENDIR, .ino = ino, .fi = *fi }))
+		return;
+	res = do_opendir(ino, fi);
 
 	if (res)
 		fuse_reply_err(req, -res);
@@ -1726,7 +1873,12 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		res = -EOPNOTSUPP;
 	} else if (!strcmp(name, VIRT_PREFIX "reload")) {
 		/* hsmfsctl import changed this file in the store */
-		res = events_reload(IN(ino));
+		if (inode_is_dir(IN(ino))) {
+			events_dir_forget(IN(ino));
+			res = 0;
+		} else {
+			res = events_reload(IN(ino));
+		}
 		if (!res)
 			ops_invalidate(IN(ino), 0, 0);
 	} else if (!strcmp(name, VIRT_PREFIX "stale")) {

@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -43,6 +44,28 @@ static int mark_one(int dfd, const char *name, struct meta *m, uint64_t *found)
 	return meta_put(m, &f);
 }
 
+/* A directory marked unlisted is unlisted again (not empty and listed). */
+static int mark_dir(int dfd, struct meta *m, uint64_t *found)
+{
+	char val[8300], proc[32];
+	struct meta_file f = { 0 };
+	struct stat st;
+	ssize_t n;
+
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", dfd);
+	n = getxattr(proc, STORE_UNLISTED_XATTR, val, sizeof(val) - 1);
+	if (n < 0 || fstat(dfd, &st) < 0)
+		return 0;
+	val[n] = '\0';
+	f.ino = st.st_ino;
+	f.mtime = st.st_mtim.tv_sec;
+	f.mode = st.st_mode & 07777;
+	f.state = META_DIR_UNLISTED;
+	f.origin = val[0] ? val : NULL;
+	(*found)++;
+	return meta_put(m, &f);
+}
+
 static int walk(int dfd, struct meta *m, uint64_t *found, int depth, int is_root)
 {
 	DIR *d;
@@ -51,6 +74,9 @@ static int walk(int dfd, struct meta *m, uint64_t *found, int depth, int is_root
 
 	if (depth > 4096)
 		return -ELOOP;
+	res = mark_dir(dfd, m, found);
+	if (res)
+		return res;
 	fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 || !(d = fdopendir(fd))) {
 		if (fd >= 0)

@@ -28,6 +28,14 @@
  */
 #define STORE_MARKER_XATTR "user.hsmfs.placeholder"
 
+/*
+ * Every directory whose names are not listed yet carries this xattr in
+ * the store (value: its listing origin), set when it is made and
+ * removed once its listing is committed: a lost database makes it
+ * unlisted again, never an empty directory.
+ */
+#define STORE_UNLISTED_XATTR "user.hsmfs.unlisted"
+
 struct store {
 	int root_fd;  /* O_PATH|O_DIRECTORY descriptor of STORE */
 	int state_fd; /* O_PATH|O_DIRECTORY descriptor of STORE/.hsmfs */

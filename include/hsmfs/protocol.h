@@ -29,7 +29,7 @@
 
 #include <stdint.h>
 
-#define HSMFS_PROTO_VERSION 3      /* the newest version this header describes */
+#define HSMFS_PROTO_VERSION 4      /* the newest version this header describes */
 #define HSMFS_MAX_FRAME 65536      /* largest frame either side sends */
 #define HSMFS_HDR_SIZE 8
 #define HSMFS_MAX_NAME 255         /* hook name in HELLO */
@@ -61,6 +61,13 @@ enum hsmfs_event_type {
 				  * flags, end is 0 */
 	HSMFS_EV_ACCESS_PERM = 4, /* version 3: bytes [start, end) of a file
 				   * are about to be read, present or not */
+	HSMFS_EV_PRE_DIR = 5,    /* version 4: the names of a directory not
+				  * listed yet are about to be looked at.
+				  * A fill hook gets a descriptor of an empty
+				  * file, writes the listing into it (JSON
+				  * Lines, one entry each, hsmfs-hooks(7)) and
+				  * allows; origin is the directory's listing
+				  * origin, start and end are 0 */
 };
 #define HSMFS_MASK(ev) (1u << (ev))
 /* the events of version 1 (what "all" meant then, and still means) */
@@ -70,6 +77,8 @@ enum hsmfs_event_type {
 #define HSMFS_MASK_V2 (HSMFS_MASK_ALL | HSMFS_MASK(HSMFS_EV_OPEN_PERM))
 /* ... version 3 */
 #define HSMFS_MASK_V3 (HSMFS_MASK_V2 | HSMFS_MASK(HSMFS_EV_ACCESS_PERM))
+/* ... version 4 */
+#define HSMFS_MASK_V4 (HSMFS_MASK_V3 | HSMFS_MASK(HSMFS_EV_PRE_DIR))
 
 /* ANSWER verdicts and flags. */
 enum hsmfs_verdict { HSMFS_ALLOW = 0, HSMFS_DENY = 1 };
@@ -103,7 +112,8 @@ enum hsmfs_error {
  *           u64 hint_end, string path, string origin, string version
  *           (flags: HSMFS_EVENT_HAS_FD)
  * ANSWER:   u64 id, u32 verdict, u32 error (an errno, for DENY),
- *           u64 filled_start, u64 filled_end (ALLOW of PRE_ACCESS)
+ *           u64 filled_start, u64 filled_end (ALLOW of PRE_ACCESS;
+ *           0, 0 for other events)
  *           (flags: HSMFS_ANSWER_QUIET)
  * PROGRESS: u64 id, u64 bytes_done
  * CANCEL:   u64 id, u32 reason

@@ -4,7 +4,8 @@
     pyhook.py MOUNTPOINT --log FILE [--mode mirror|deny|silent|allow]
               [--mirror DIR] [--errno N] [--delay S] [--delay-min BYTES]
               [--progress S]
-              [--kind fill|watch] [--mask access,modify] [--quiet]
+              [--kind fill|watch] [--mask access,modify,dir] [--quiet]
+              [--listing TEXT]  (--mode list: what every PRE_DIR gets)
               [--name NAME] [--fill required|hint] [--linger S]
 
 Every frame it receives is appended to --log as one JSON line (flushed at
@@ -33,6 +34,20 @@ def connect(mnt, kind="fill", mask=("access",), name="pyhook", subtree=""):
     return connect_socket(mnt, kind, mask, name, subtree)
 
 
+def list_dir(d):
+    """A PRE_DIR listing of the local directory d: JSON Lines."""
+    out = []
+    for de in sorted(os.scandir(d), key=lambda e: e.name):
+        st = de.stat(follow_symlinks=False)
+        e = {"path": de.name, "mtime": int(st.st_mtime), "mode": st.st_mode & 0o7777}
+        if de.is_dir(follow_symlinks=False):
+            e["type"] = "dir"
+        else:
+            e["size"] = st.st_size
+        out.append(json.dumps(e) + "\n")
+    return "".join(out).encode()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("mnt")
@@ -49,6 +64,8 @@ def main():
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--name", default="pyhook")
     ap.add_argument("--fill", default="hint")
+    ap.add_argument("--listing", default=None,
+                    help="--mode list: the listing PRE_DIR events get, as it is")
     ap.add_argument("--linger", type=float, default=0,
                     help="after the connection closes, let fills in flight finish")
     a = ap.parse_args()
@@ -73,7 +90,15 @@ def main():
                 with lock:
                     answer(s, ev["id"], DENY, a.errno)
                 return
-            if ev["type"] == "PRE_ACCESS" and a.mode == "mirror":
+            if ev["type"] == "PRE_DIR" and a.mode in ("mirror", "list"):
+                data = (a.listing.encode() if a.mode == "list"
+                        else list_dir(os.path.join(a.mirror, ev["path"])))
+                done = 0
+                while done < len(data):
+                    done += os.pwrite(fd, data[done:], done)
+                with lock:
+                    answer(s, ev["id"], ALLOW, 0, 0, 0)
+            elif ev["type"] == "PRE_ACCESS" and a.mode == "mirror":
                 lo, hi = ((ev["hint_start"], ev["hint_end"]) if a.fill == "hint"
                           else (ev["start"], ev["end"]))
                 with open(os.path.join(a.mirror, ev["path"]), "rb") as src:

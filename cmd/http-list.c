@@ -1,0 +1,298 @@
+/*
+ * http-list.c - hsmfs-http's directory listings (PRE_DIR): one directory
+ * of an nginx JSON autoindex or of an S3 bucket (ListObjectsV2 with
+ * delimiter "/", every page), written as JSON Lines into the event's
+ * descriptor (hsmfs-hooks(7)).
+ *
+ * The URL of a directory is its recorded origin (the url its parent's
+ * listing gave it; the mount's origin= for the root), else the mount's
+ * origin joined with its path.  What each entry gets is what
+ * `hsmfsctl import --listing` records: a file's url, its Last-Modified
+ * (nginx) or ETag (S3) as its version, its size and mtime; a
+ * directory's url is where it is listed.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "http-list.h"
+#include "manifest.h"
+
+struct body {
+	char *p;
+	size_t n;
+};
+
+static size_t body_cb(char *b, size_t sz, size_t n, void *arg)
+{
+	struct body *bd = arg;
+	size_t len = sz * n;
+	char *np;
+
+	if (bd->n + len > (64u << 20))
+		return 0; /* a page over 64 MiB is not a listing */
+	np = realloc(bd->p, bd->n + len + 1);
+	if (!np)
+		return 0;
+	memcpy(np + bd->n, b, len);
+	bd->p = np;
+	bd->n += len;
+	np[bd->n] = '\0';
+	return len;
+}
+
+/* s as a JSON string: quotes, backslashes and control bytes escaped */
+static void put_json(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20 || *p == 0x7f)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+/* s with every byte outside the unreserved set %-encoded (keep: kept too) */
+static char *escape(const char *s, const char *keep)
+{
+	char *out = malloc(3 * strlen(s) + 1), *w = out;
+
+	if (!out)
+		return NULL;
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9') || strchr("-._~", *p) || (keep && strchr(keep, *p)))
+			*w++ = *p;
+		else
+			w += sprintf(w, "%%%02X", *p);
+	}
+	*w = '\0';
+	return out;
+}
+
+struct out {
+	FILE *f;
+	const char *base;   /* the directory's URL, ending in '/' */
+	const char *prefix; /* S3: the key prefix of the directory */
+	unsigned n;
+	int err;
+};
+
+static void put_entry(struct out *o, const char *name, bool is_dir, uint64_t size,
+		      int64_t mtime, bool has_mtime, const char *version)
+{
+	char *esc = escape(name, NULL);
+
+	if (!esc) {
+		o->err = ENOMEM;
+		return;
+	}
+	fputs("{\"path\": ", o->f);
+	put_json(o->f, name);
+	if (is_dir) {
+		fputs(", \"type\": \"dir\"", o->f);
+	} else {
+		fprintf(o->f, ", \"size\": %llu", (unsigned long long)size);
+		if (version && version[0]) {
+			fputs(", \"version\": ", o->f);
+			put_json(o->f, version);
+		}
+	}
+	if (has_mtime)
+		fprintf(o->f, ", \"mtime\": %lld", (long long)mtime);
+	fprintf(o->f, ", \"url\": ");
+	{
+		char *url;
+
+		if (asprintf(&url, "%s%s%s", o->base, esc, is_dir ? "/" : "") < 0) {
+			o->err = ENOMEM;
+			free(esc);
+			return;
+		}
+		put_json(o->f, url);
+		free(url);
+	}
+	fputs("}\n", o->f);
+	free(esc);
+	o->n++;
+}
+
+static int nginx_entry(void *arg, const char *name, bool is_dir, const char *mtime,
+		       uint64_t size)
+{
+	struct out *o = arg;
+	time_t t = mtime[0] ? curl_getdate(mtime, NULL) : -1;
+
+	/* Last-Modified: the If-Range validator (as hsmfsctl import --listing) */
+	put_entry(o, name, is_dir, size, t, t >= 0, mtime);
+	return o->err ? -o->err : 0;
+}
+
+static int s3_entry(void *arg, const char *key, uint64_t size, const char *etag,
+		    const char *lm)
+{
+	struct out *o = arg;
+	size_t pl = strlen(o->prefix);
+	struct tm tm = { 0 };
+	bool has = strptime(lm, "%Y-%m-%dT%H:%M:%S", &tm) != NULL;
+
+	if (strncmp(key, o->prefix, pl) || !key[pl] || strchr(key + pl, '/'))
+		return 0; /* the directory's own marker, or not one of its names */
+	put_entry(o, key + pl, false, size, has ? timegm(&tm) : 0, has, etag);
+	return o->err ? -o->err : 0;
+}
+
+static int s3_prefix(void *arg, const char *prefix)
+{
+	struct out *o = arg;
+	size_t pl = strlen(o->prefix), n = strlen(prefix);
+	char name[4096];
+
+	if (strncmp(prefix, o->prefix, pl) || n <= pl + 1 || prefix[n - 1] != '/' ||
+	    n - pl - 1 >= sizeof(name))
+		return 0;
+	memcpy(name, prefix + pl, n - pl - 1);
+	name[n - pl - 1] = '\0';
+	if (strchr(name, '/'))
+		return 0;
+	put_entry(o, name, true, 0, 0, false, NULL);
+	return o->err ? -o->err : 0;
+}
+
+/* GET url into b: 0, or an errno (the reason logged) */
+static int get(CURL *c, const char *url, struct body *b, char *why, size_t whylen)
+{
+	long code = 0;
+	CURLcode rc;
+
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, body_cb);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, NULL);
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 1L);
+	rc = curl_easy_perform(c);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	if (rc == CURLE_OK && (code == 200 || (code == 0 && !strncmp(url, "file:", 5))))
+		return 0;
+	if (rc != CURLE_OK) {
+		snprintf(why, whylen, "%s", curl_easy_strerror(rc));
+		return EIO;
+	}
+	snprintf(why, whylen, "HTTP %ld", code);
+	if (b->p)
+		manifest_s3_error(b->p, why + strlen(why), whylen - strlen(why));
+	return code == 404 ? ENOENT : code == 401 || code == 403 ? EACCES : EIO;
+}
+
+int http_list(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3,
+	      char *why, size_t whylen)
+{
+	struct out o = { 0 };
+	struct body b = { NULL, 0 };
+	char *base = NULL, *bucket = NULL, *prefix = NULL, err[256] = "";
+	int fd = dup(ev->fd), res = 0;
+
+	why[0] = '\0';
+	if (fd < 0 || !(o.f = fdopen(fd, "w"))) {
+		if (fd >= 0)
+			close(fd);
+		return errno;
+	}
+	if (s3) {
+		/* origin: the bucket's URL; the directory: a prefix of its keys */
+		size_t ol = strlen(origin);
+
+		bucket = strndup(origin, ol && origin[ol - 1] == '/' ? ol - 1 : ol);
+		if (!bucket || asprintf(&prefix, "%s%s", ev->path, ev->path[0] ? "/" : "") < 0) {
+			res = ENOMEM;
+			goto out;
+		}
+		char *ep = escape(prefix, "/");
+
+		if (!ep || asprintf(&base, "%s/%s", bucket, ep) < 0) {
+			free(ep);
+			res = ENOMEM;
+			goto out;
+		}
+		free(ep);
+		o.base = base;
+		o.prefix = prefix;
+		char token[1024] = "";
+		bool more = true;
+
+		while (!res && more) {
+			char *url, *tok = token[0] ? escape(token, NULL) : NULL,
+				   *pq = escape(prefix, NULL);
+
+			if (!pq || asprintf(&url, "%s?list-type=2&delimiter=%%2F&prefix=%s%s%s",
+					    bucket, pq, tok ? "&continuation-token=" : "",
+					    tok ? tok : "") < 0) {
+				free(tok);
+				free(pq);
+				res = ENOMEM;
+				break;
+			}
+			free(tok);
+			free(pq);
+			free(b.p);
+			b = (struct body){ NULL, 0 };
+			res = get(c, url, &b, why, whylen);
+			free(url);
+			if (res)
+				break;
+			res = -manifest_parse_s3(b.p ? b.p : "", b.n, s3_entry, &o, &more, token,
+						 sizeof(token), err, sizeof(err));
+			if (!res)
+				res = -manifest_parse_s3_prefixes(b.p ? b.p : "", b.n, s3_prefix,
+								  &o);
+			if (res && err[0])
+				snprintf(why, whylen, "%s", err);
+		}
+	} else {
+		/* a directory's listing URL: its recorded origin, or origin/path/ */
+		if (ev->origin[0]) {
+			size_t n = strlen(ev->origin);
+
+			res = asprintf(&base, "%s%s", ev->origin,
+				       ev->origin[n - 1] == '/' ? "" : "/") < 0 ? ENOMEM : 0;
+		} else {
+			char *ep = escape(ev->path, "/");
+			size_t n = strlen(origin);
+
+			res = !ep || asprintf(&base, "%s%s%s%s", origin,
+					      n && origin[n - 1] == '/' ? "" : "/", ep,
+					      ep[0] ? "/" : "") < 0 ? ENOMEM : 0;
+			free(ep);
+		}
+		if (!res) {
+			o.base = base;
+			res = get(c, base, &b, why, whylen);
+		}
+		if (!res) {
+			res = -manifest_parse_nginx(b.p ? b.p : "", b.n, nginx_entry, &o, err,
+						    sizeof(err));
+			if (res && err[0])
+				snprintf(why, whylen, "not an nginx JSON listing: %s", err);
+		}
+	}
+	if (!res && o.err)
+		res = o.err;
+	if (res < 0)
+		res = EIO;
+out:
+	if (fclose(o.f) && !res)
+		res = EIO;
+	free(b.p);
+	free(base);
+	free(bucket);
+	free(prefix);
+	return res;
+}

@@ -1,0 +1,24 @@
+/*
+ * http-list.h - hsmfs-http's directory listings (PRE_DIR events).
+ *
+ * http_list() lists the directory of ev (an nginx JSON autoindex page,
+ * or with s3 every page of a ListObjectsV2 of its prefix with delimiter
+ * "/") and writes the listing into ev->fd as JSON Lines (hsmfs-hooks(7)).
+ * c: an easy handle set up by the caller, whose write and header
+ * callbacks this call replaces.  origin: the mount's origin (the bucket's
+ * URL with s3).  Returns 0 or an errno for the event's DENY, with a
+ * one-line reason in why.
+ */
+#ifndef HSMFS_HTTP_LIST_H
+#define HSMFS_HTTP_LIST_H
+
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "hsmfs/hook.h"
+
+int http_list(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3,
+	      char *why, size_t whylen);
+
+#endif

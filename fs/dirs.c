@@ -1,0 +1,460 @@
+/*
+ * dirs.c - lazy directories: which directories are listed, their PRE_DIR
+ * events, and the commit of a listing.  Part of the engine (engine.h).
+ *
+ * A directory with a META_DIR_UNLISTED row has names nobody knows yet.
+ * Before a name in it is looked up, listed or made (ops.c asks
+ * events_dir() first), one PRE_DIR event goes to a fill hook subscribed
+ * to it, with an empty staging file; the hook writes the listing there
+ * (JSON Lines, manifest.h: one entry a line, "path" a single name) and
+ * allows.  The listing is then committed (durability step 5, engine.h):
+ * every entry is made in the store (place.h), the store is synced, and
+ * one transaction records the entries and the directory as listed.
+ * Only then does the directory become listed in memory and the requests
+ * parked on the event go on: nothing half-listed is ever shown.  A crash
+ * before the commit leaves the directory unlisted; the next listing
+ * takes over what the crashed one made (nobody else could have made
+ * names in a directory never listed) and removes what it no longer
+ * names.
+ *
+ * Per inode: INODE_LISTED (names known: listed, or never lazy) or
+ * INODE_UNLISTED (a row says so), found with one database lookup the
+ * first time a directory is used after events_lazy_dirs was set.
+ * Concurrent first looks wait on one event (listing_of()).  Locks: as
+ * the engine's; the database, the store and the listing's parse run
+ * without E.lock (the event is marked copying meanwhile).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "fault.h"
+#include "inode.h"
+#include "log.h"
+#include "manifest.h"
+#include "place.h"
+#include "store.h"
+
+_Atomic bool events_lazy_dirs;
+
+#define LISTING_MAX (1ULL << 30) /* a listing's bytes, at most */
+
+/*
+ * The listing state of dir from the database: 0 with *ret_origin (owned,
+ * may be NULL) when unlisted, 1 when its names are known, or -errno.
+ * Sets the inode's bit.  Without E.lock.
+ */
+static int dir_state(struct inode *dir, char **ret_origin)
+{
+	struct meta_file f;
+	int res;
+
+	*ret_origin = NULL;
+	if (!inode_is_dir(dir)) {
+		inode_flags_set(dir, INODE_LISTED);
+		return 1;
+	}
+	res = meta_get(E.cfg.meta, inode_ino(dir), &f);
+	if (res == -ENOENT || (!res && f.state != META_DIR_UNLISTED)) {
+		if (!res)
+			meta_file_free(&f);
+		inode_flags_set(dir, INODE_LISTED);
+		return 1;
+	}
+	if (res) {
+		log_err("cannot read the listing state of a directory: %s",
+			meta_errmsg(E.cfg.meta));
+		return -EIO;
+	}
+	*ret_origin = f.origin;
+	f.origin = NULL;
+	meta_file_free(&f);
+	inode_flags_set(dir, INODE_UNLISTED);
+	return 0;
+}
+
+/* The listing event of dir in flight, or NULL.  E.lock held. */
+static struct event *listing_of(struct inode *dir)
+{
+	ELOCK_HELD();
+	for (unsigned i = 0; i < E.cfg.max_pending; i++) {
+		struct event *ev = &E.slots[i];
+
+		if (ev->type == HSMFS_EV_PRE_DIR && ev->in == dir &&
+		    (ev->st == EV_QUEUED || ev->st == EV_SENT))
+			return ev;
+	}
+	return NULL;
+}
+
+int events_dir(struct inode *dir, struct fuse_req *req, void (*cont)(void *arg, int res),
+	       void *arg)
+{
+	char *origin = NULL;
+	struct event *ev;
+	int res;
+
+	if (inode_flags(dir) & INODE_LISTED)
+		return 0;
+	res = dir_state(dir, &origin);
+	if (res)
+		return res > 0 ? 0 : res;
+	elock();
+	if (inode_flags(dir) & INODE_LISTED) {
+		/* listed while we looked */
+		eunlock();
+		free(origin);
+		return 0;
+	}
+	ev = listing_of(dir);
+	if (ev) {
+		free(origin);
+		hold_event(ev);
+	} else {
+		res = start_listing(dir, origin, req, &ev);
+		if (res) {
+			eunlock();
+			return res;
+		}
+	}
+	res = park_on(ev, dir, req, cont, arg);
+	eunlock();
+	if (res == EVENTS_PARKED)
+		return res;
+	drain_ready();
+	return res == EV_TIMEOUT ? -EIO : res;
+}
+
+void events_dir_forget(struct inode *dir)
+{
+	uint64_t dirs = 0;
+
+	inode_flags_clear(dir, INODE_LISTED | INODE_UNLISTED);
+	if (!meta_count_dirs(E.cfg.meta, &dirs) && dirs)
+		atomic_store(&events_lazy_dirs, true);
+}
+
+void events_dir_removed(uint64_t ino)
+{
+	uint64_t cached;
+
+	if (atomic_load_explicit(&events_lazy_dirs, memory_order_relaxed))
+		meta_delete(E.cfg.meta, ino, &cached);
+}
+
+/* ------------------------------------------------------------ commit */
+
+struct listing {
+	struct manifest_entry *v;
+	size_t n, cap;
+};
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(((const struct manifest_entry *)a)->path,
+		      ((const struct manifest_entry *)b)->path);
+}
+
+static void listing_free(struct listing *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		manifest_entry_free(&l->v[i]);
+	free(l->v);
+}
+
+/* Parse the staging file's JSON Lines into l, sorted by name.  0 or -EIO. */
+static int parse_listing(int fd, const char *dirpath, struct listing *l)
+{
+	struct stat st;
+	const char *p, *end, *nl;
+	char *map = NULL;
+	unsigned lineno = 0;
+	char err[256];
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if ((uint64_t)st.st_size > LISTING_MAX) {
+		log_err("listing of '/%s': %lld bytes, more than %llu", dirpath,
+			(long long)st.st_size, LISTING_MAX);
+		return -EIO;
+	}
+	if (!st.st_size)
+		return 0;
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (map == MAP_FAILED)
+		return -errno;
+	for (p = map, end = map + st.st_size; p < end; p = nl + 1) {
+		size_t len;
+
+		nl = memchr(p, '\n', (size_t)(end - p));
+		if (!nl)
+			nl = end;
+		lineno++;
+		len = (size_t)(nl - p);
+		while (len && (p[len - 1] == '\r' || p[len - 1] == ' ' || p[len - 1] == '\t'))
+			len--;
+		if (!len)
+			continue;
+		if (l->n == l->cap) {
+			size_t cap = l->cap ? 2 * l->cap : 256;
+			void *v = realloc(l->v, cap * sizeof(*l->v));
+
+			if (!v) {
+				munmap(map, (size_t)st.st_size);
+				return -ENOMEM;
+			}
+			l->v = v;
+			l->cap = cap;
+		}
+		if (manifest_parse_line(p, len, &l->v[l->n], err, sizeof(err))) {
+			log_err("listing of '/%s', line %u: %s", dirpath, lineno, err);
+			goto bad;
+		}
+		if (strchr(l->v[l->n].path, '/')) {
+			log_err("listing of '/%s', line %u: '%s' is not one name", dirpath,
+				lineno, l->v[l->n].path);
+			manifest_entry_free(&l->v[l->n]);
+			goto bad;
+		}
+		l->n++;
+	}
+	munmap(map, (size_t)st.st_size);
+	if (l->n)
+		qsort(l->v, l->n, sizeof(*l->v), cmp_names);
+	for (size_t i = 1; i < l->n; i++)
+		if (!strcmp(l->v[i - 1].path, l->v[i].path)) {
+			log_err("listing of '/%s': '%s' twice", dirpath, l->v[i].path);
+			return -EIO;
+		}
+	return 0;
+bad:
+	munmap(map, (size_t)st.st_size);
+	return -EIO;
+}
+
+static bool listed(const struct listing *l, const char *name)
+{
+	struct manifest_entry key = { .path = (char *)name };
+
+	return l->n && bsearch(&key, l->v, l->n, sizeof(*l->v), cmp_names);
+}
+
+/*
+ * What a crashed listing made that this one does not name: entries with
+ * no row that carry a mark, or are empty.  Nobody else could have made
+ * them (the directory was never listed).
+ */
+static void remove_leftovers(int dfd, const struct listing *l, bool is_root)
+{
+	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct dirent *de;
+	DIR *d;
+
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((de = readdir(d))) {
+		struct meta_file f;
+		struct stat st;
+		bool dir, ours;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    (is_root && !strcmp(de->d_name, STORE_STATE_DIR)) || listed(l, de->d_name))
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (!meta_get(E.cfg.meta, st.st_ino, &f)) {
+			meta_file_free(&f); /* imported: kept */
+			continue;
+		}
+		dir = S_ISDIR(st.st_mode);
+		ours = (S_ISREG(st.st_mode) && !st.st_size) || dir;
+		if (!ours && S_ISREG(st.st_mode)) {
+			int ffd = openat(dirfd(d), de->d_name,
+					 O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+
+			ours = ffd >= 0 && fgetxattr(ffd, STORE_MARKER_XATTR, NULL, 0) >= 0;
+			if (ffd >= 0)
+				close(ffd);
+		}
+		/* a directory goes only if empty (rmdir fails otherwise) */
+		if (ours && unlinkat(dirfd(d), de->d_name, dir ? AT_REMOVEDIR : 0) == 0)
+			log_info("listing: removed '%s', left by an earlier listing", de->d_name);
+	}
+	closedir(d);
+}
+
+/*
+ * Make what the listing in stage names below dir, and record dir as
+ * listed (durability step 5).  Without E.lock.  0 or -errno.
+ */
+static int apply_listing(struct inode *dir, int stage)
+{
+	struct listing l = { 0 };
+	char dirpath[HSMFS_MAX_PATH + 1], rel[2 * HSMFS_MAX_PATH + 2], err[512], proc[32];
+	struct meta_file row;
+	int pfd, dfd = -1, res, n;
+	size_t i;
+
+	n = inode_path(dir, dirpath, sizeof(dirpath));
+	if (n < 0)
+		return n;
+	res = parse_listing(stage, dirpath, &l);
+	if (res) {
+		listing_free(&l);
+		return res;
+	}
+	pfd = inode_fd_get(dir);
+	if (pfd < 0) {
+		listing_free(&l);
+		return pfd;
+	}
+	inode_proc_path(pfd, proc);
+	dfd = open(proc, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		res = -errno;
+		goto out;
+	}
+	remove_leftovers(dfd, &l, dir == inode_root());
+	res = meta_begin(E.cfg.meta);
+	for (i = 0; !res && i < l.n; i++) {
+		enum place_outcome o;
+		bool created;
+
+		snprintf(rel, sizeof(rel), "%s%s%s", dirpath, n ? "/" : "", l.v[i].path);
+		res = place_entry(E.cfg.meta, dfd, l.v[i].path, rel, &l.v[i], true, NULL, NULL,
+				  &created, &o, err, sizeof(err));
+		if (res)
+			log_err("listing of '/%s': %s", dirpath, err);
+	}
+	/* the entries reach the disk before the database says they are there */
+	if (!res && syncfs(dfd) < 0) {
+		res = -errno;
+		log_err("listing of '/%s': cannot sync the store: %s", dirpath, strerror(-res));
+	}
+	if (!res)
+		fault_point(FAULT_LIST_MADE);
+	if (!res && !(res = meta_get(E.cfg.meta, inode_ino(dir), &row))) {
+		row.state = META_DIR_LISTED;
+		row.atime = now_ms();
+		res = meta_put(E.cfg.meta, &row);
+		meta_file_free(&row);
+	}
+	if (!res)
+		res = meta_commit(E.cfg.meta);
+	if (res) {
+		meta_rollback(E.cfg.meta);
+		if (res == -ENOENT)
+			res = -ESTALE; /* the directory's row went: removed meanwhile */
+		else if (res != -EIO && res != -ENOSPC && res != -EDQUOT)
+			res = -EIO;
+		goto out;
+	}
+	fault_point(FAULT_LIST_COMMITTED);
+	fremovexattr(dfd, STORE_UNLISTED_XATTR);
+	if (atomic_load(&place_unmarked))
+		log_warn("cannot mark placeholders in the store (%s); a lost database could not be rebuilt",
+			 strerror(atomic_exchange(&place_unmarked, 0)));
+	log_debug("listed '/%s': %zu names", dirpath, l.n);
+out:
+	if (dfd >= 0)
+		close(dfd);
+	inode_fd_put(dir);
+	listing_free(&l);
+	return res;
+}
+
+void commit_listing(struct event *ev)
+{
+	ELOCK_HELD();
+	struct inode *dir = ev->in;
+	int stage = ev->stage_fd, res;
+
+	ev->copying = true;
+	eunlock();
+	res = apply_listing(dir, stage);
+	elock();
+	ev->copying = false;
+	pthread_cond_broadcast(&E.copied);
+	if (!res) {
+		inode_flags_clear(dir, INODE_UNLISTED);
+		inode_flags_set(dir, INODE_LISTED);
+		E.st.listed++;
+	}
+	complete(ev, res);
+}
+
+/* ------------------------------------------------------------- setup */
+
+/* Is the store directory dfd empty, but for the state directory? */
+static bool store_empty(int pfd)
+{
+	char proc[32];
+	struct dirent *de;
+	bool empty = true;
+	DIR *d;
+
+	inode_proc_path(pfd, proc);
+	d = opendir(proc);
+	if (!d)
+		return false;
+	while (empty && (de = readdir(d)))
+		empty = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+			!strcmp(de->d_name, STORE_STATE_DIR);
+	closedir(d);
+	return empty;
+}
+
+int dirs_init(void)
+{
+	struct inode *root = inode_root();
+	uint64_t rows = 1, dirs = 0;
+	int pfd, res = 0;
+
+	/* zero setup: an empty store mounted with an origin is listed from it */
+	if (E.cfg.origin && !meta_count(E.cfg.meta, &rows) && !rows) {
+		pfd = inode_fd_get(root);
+		if (pfd < 0)
+			return pfd;
+		if (store_empty(pfd)) {
+			struct meta_file row;
+			struct stat st;
+			char proc[32];
+
+			inode_proc_path(pfd, proc);
+			res = stat(proc, &st) < 0 ? -errno : 0;
+			if (!res) {
+				memset(&row, 0, sizeof(row));
+				row.ino = st.st_ino;
+				row.mtime = st.st_mtim.tv_sec;
+				row.mode = st.st_mode & 07777;
+				row.state = META_DIR_UNLISTED;
+				row.origin = (char *)E.cfg.origin;
+				row.path = "";
+				setxattr(proc, STORE_UNLISTED_XATTR, E.cfg.origin,
+					 strlen(E.cfg.origin), 0);
+				res = meta_put(E.cfg.meta, &row);
+			}
+			if (res)
+				log_err("cannot make the root an unlisted directory: %s",
+					strerror(-res));
+			else
+				log_info("empty store: its names are listed from '%s' on first look",
+					 E.cfg.origin);
+		}
+		inode_fd_put(root);
+	}
+	if (!res && !meta_count_dirs(E.cfg.meta, &dirs) && dirs)
+		atomic_store(&events_lazy_dirs, true);
+	return res;
+}

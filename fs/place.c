@@ -1,0 +1,219 @@
+/* place.c - see place.h */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "place.h"
+#include "store.h"
+
+_Atomic int place_unmarked;
+
+static bool same_str(const char *a, const char *b)
+{
+	return (!a && !b) || (a && b && !strcmp(a, b));
+}
+
+/* A new generation: a write-behind of an older file must not apply. */
+static uint64_t new_gen(void)
+{
+	uint64_t g;
+
+	if (getrandom(&g, sizeof(g), 0) != sizeof(g))
+		g = (uint64_t)time(NULL) << 20 ^ (uint64_t)getpid();
+	return g;
+}
+
+static int place_dir(struct meta *m, int dfd, const char *name, const char *relpath,
+		     const struct manifest_entry *e, bool adopt, bool *created,
+		     enum place_outcome *out, char *err, size_t errlen)
+{
+	struct meta_file row, old;
+	struct stat st;
+	int fd, res;
+
+	if (mkdirat(dfd, name, e->mode == 0644 ? 0755 : e->mode) == 0) {
+		*created = true;
+		*out = PLACE_NEW;
+	} else if (errno != EEXIST) {
+		res = -errno;
+		snprintf(err, errlen, "cannot make directory '%s': %s", relpath, strerror(-res));
+		return res;
+	}
+	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		res = errno == ENOTDIR || errno == ELOOP ? -EEXIST : -errno;
+		snprintf(err, errlen, "'%s' exists and is not a directory", relpath);
+		if (fd >= 0)
+			close(fd);
+		return res;
+	}
+	if (!*created) {
+		res = meta_get(m, st.st_ino, &old);
+		if (!res) {
+			meta_file_free(&old);
+			close(fd);
+			*out = PLACE_SAME;
+			return 0;
+		}
+		if (res != -ENOENT) {
+			close(fd);
+			snprintf(err, errlen, "database: %s", meta_errmsg(m));
+			return res;
+		}
+		if (!adopt) {
+			/* a plain directory the user made: its names are known */
+			close(fd);
+			*out = PLACE_SAME;
+			return 0;
+		}
+		*out = PLACE_NEW;
+	}
+	if (fsetxattr(fd, STORE_UNLISTED_XATTR, e->url ? e->url : "",
+		      e->url ? strlen(e->url) : 0, 0) < 0)
+		atomic_store_explicit(&place_unmarked, errno, memory_order_relaxed);
+	close(fd);
+	memset(&row, 0, sizeof(row));
+	row.ino = st.st_ino;
+	row.mtime = e->has_mtime ? e->mtime : st.st_mtim.tv_sec;
+	row.mode = st.st_mode & 07777;
+	row.state = META_DIR_UNLISTED;
+	row.origin = e->url;
+	row.path = (char *)relpath;
+	row.gen = new_gen();
+	res = meta_put(m, &row);
+	if (res)
+		snprintf(err, errlen, "database: %s", meta_errmsg(m));
+	return res;
+}
+
+static int place_file(struct meta *m, int dfd, const char *name, const char *relpath,
+		      const struct manifest_entry *e, bool adopt, place_check_fn check,
+		      void *arg, bool *created, enum place_outcome *out, char *err,
+		      size_t errlen)
+{
+	struct meta_file row, old;
+	struct stat st;
+	bool exists;
+	int fd, res;
+
+	exists = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	if (exists && !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "'%s' exists and is not a regular file", relpath);
+		return -EEXIST;
+	}
+	if (exists) {
+		res = meta_get(m, st.st_ino, &old);
+		if (res == -ENOENT && !adopt) {
+			snprintf(err, errlen,
+				 "'%s' exists and is not managed by hsmfs (its data would be lost)",
+				 relpath);
+			return -EEXIST;
+		}
+		if (res && res != -ENOENT) {
+			snprintf(err, errlen, "database: %s", meta_errmsg(m));
+			return res;
+		}
+		if (!res) {
+			bool same = old.size == e->size && same_str(old.version, e->version) &&
+				    same_str(old.origin, e->url);
+
+			meta_file_free(&old);
+			if (same) {
+				*out = PLACE_SAME;
+				return 0;
+			}
+			if (check && (res = check(arg, relpath, err, errlen)))
+				return res;
+		}
+		fd = openat(dfd, name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+		*out = PLACE_CHANGED;
+	} else {
+		fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			    e->mode);
+		*created = fd >= 0;
+		*out = PLACE_NEW;
+	}
+	if (fd < 0) {
+		res = -errno;
+		snprintf(err, errlen, "cannot create '%s': %s", relpath, strerror(-res));
+		return res;
+	}
+	/* a changed file loses every byte it had: a placeholder again */
+	struct timespec tv[2] = { { 0, UTIME_OMIT }, { e->mtime, 0 } };
+	if ((*out == PLACE_CHANGED && ftruncate(fd, 0) < 0) || ftruncate(fd, e->size) < 0 ||
+	    fchmod(fd, e->mode) < 0 || (e->has_mtime && futimens(fd, tv) < 0) ||
+	    fstat(fd, &st) < 0) {
+		res = -errno;
+		snprintf(err, errlen, "cannot size '%s': %s", relpath, strerror(-res));
+		close(fd);
+		return res;
+	}
+	if (e->size) {
+		char mark[8300];
+		int mn = snprintf(mark, sizeof(mark), "%s\n%s", e->url ? e->url : "",
+				  e->version ? e->version : "");
+
+		if (fsetxattr(fd, STORE_MARKER_XATTR, mark,
+			      mn < (int)sizeof(mark) ? mn : (int)sizeof(mark) - 1, 0) < 0)
+			atomic_store_explicit(&place_unmarked, errno, memory_order_relaxed);
+	}
+	close(fd);
+	memset(&row, 0, sizeof(row));
+	row.ino = st.st_ino;
+	row.size = e->size;
+	row.mtime = st.st_mtim.tv_sec;
+	row.mode = e->mode;
+	row.state = e->size ? META_PLACEHOLDER : META_RESIDENT;
+	row.origin = e->url;
+	row.version = e->version;
+	row.sha256 = e->sha256;
+	row.path = (char *)relpath;
+	row.gen = new_gen();
+	res = meta_put(m, &row);
+	if (res)
+		snprintf(err, errlen, "database: %s", meta_errmsg(m));
+	return res;
+}
+
+int place_listed(struct meta *m, int dfd)
+{
+	struct meta_file row;
+	struct stat st;
+	char proc[32];
+	int res;
+
+	if (fstat(dfd, &st) < 0)
+		return -errno;
+	res = meta_get(m, st.st_ino, &row);
+	if (res)
+		return res == -ENOENT ? 0 : res;
+	if (row.state == META_DIR_UNLISTED) {
+		row.state = META_DIR_LISTED;
+		row.atime = (int64_t)time(NULL) * 1000;
+		res = meta_put(m, &row);
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", dfd);
+		if (!res)
+			removexattr(proc, STORE_UNLISTED_XATTR);
+	}
+	meta_file_free(&row);
+	return res;
+}
+
+int place_entry(struct meta *m, int dfd, const char *name, const char *relpath,
+		const struct manifest_entry *e, bool adopt, place_check_fn check,
+		void *arg, bool *created, enum place_outcome *out, char *err,
+		size_t errlen)
+{
+	*created = false;
+	if (e->is_dir)
+		return place_dir(m, dfd, name, relpath, e, adopt, created, out, err, errlen);
+	return place_file(m, dfd, name, relpath, e, adopt, check, arg, created, out, err,
+			  errlen);
+}

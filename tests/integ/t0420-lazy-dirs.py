@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""Lazy directories (PRE_DIR): a mount of an origin with nothing imported.
+
+An empty store mounted with hook=hsmfs-http,origin=URL lists each
+directory from the origin the first time one of its names is looked at:
+the first ls lists the root only, a stat of a deep file lists just its
+ancestors, a find lists every directory exactly once, and every byte read
+is the origin's.  Concurrent first looks wait for one listing; a hook that
+denies or writes a bad listing fails the look (EIO/its errno) and leaves
+the directory unlisted, never empty; a crash between the listing's entries
+and its commit leaves it unlisted and the next mount lists it again.
+"""
+import errno
+import json
+import os
+import shutil
+import sys
+import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (HSMFSCTL, Hook, Mount, Nginx, eq, errno_of, main, ok, run,  # noqa: E402
+                     skip, tmpdir, wait_for, write_tree)
+
+HTTP = os.environ.get("HSMFS_HTTP") or os.path.join(
+    os.path.dirname(os.environ.get("HSMFS", "")), "hsmfs-http")
+
+
+def make_origin():
+    root = tmpdir("hsmfs-origin-")
+    os.chmod(root, 0o755)
+    files = {
+        "top.txt": b"top\n",
+        "a/one.bin": os.urandom(70000),
+        "a/b/c/deep.txt": b"deep\n" * 1000,
+        "a/b/sibling": b"s",
+        "with space/caf\u00e9 #1.txt": b"x" * 5,
+        "z/empty-file": b"",
+    }
+    write_tree(root, files)
+    os.mkdir(os.path.join(root, "empty"))
+    for d, _, _ in os.walk(root):
+        os.chmod(d, 0o755)
+    return root, files
+
+
+def listings(ng):
+    """The directory listings nginx served (URIs ending in '/'), in order."""
+    return [u for (m, u, st, *_rest) in ng.log() if u.endswith("/") and st == 200]
+
+
+def tree(mnt):
+    out = {}
+    for d, dirs, fs in os.walk(mnt):
+        for n in fs:
+            p = os.path.join(d, n)
+            with open(p, "rb") as f:
+                out[os.path.relpath(p, mnt)] = f.read()
+    return out
+
+
+def test_zero_setup():
+    """An empty store, hook=hsmfs-http,origin=URL: listed on first look."""
+    root, files = make_origin()
+    store = tmpdir("hsmfs-store-")
+    with Nginx(root) as ng, Mount(store=store,
+                                  opts="hook=%s,origin=%s" % (HTTP, ng.url())) as m:
+        wait_for(lambda: m.logged("hook 'hsmfs-http'"), "hsmfs-http connected")
+        eq(listings(ng), [], "nothing listed at mount")
+        eq(sorted(os.listdir(m.mnt)), ["a", "empty", "top.txt", "with space", "z"],
+           "ls of the root: the origin's names")
+        eq(listings(ng), ["/"], "the first ls lists the root only")
+        st = os.stat(m.path("a/b/c/deep.txt"))
+        eq(st.st_size, len(files["a/b/c/deep.txt"]), "stat of a deep file: its size")
+        eq(listings(ng), ["/", "/a/", "/a/b/", "/a/b/c/"],
+           "the stat listed its ancestors only")
+        eq(os.stat(m.path("a")).st_mode & 0o777, 0o755, "a directory is 0755")
+        got = tree(m.mnt)
+        eq(sorted(got), sorted(files), "find: every file of the origin")
+        ok(all(got[k] == v for k, v in files.items()), "every byte is the origin's")
+        ls = listings(ng)
+        eq(sorted(ls), sorted(set(ls)), "every directory listed exactly once (%d)" % len(ls))
+        eq(len(ls), 7, "all seven directories listed")
+        stats = run([HSMFSCTL, "stats", m.mnt])[1]
+        ok("directories listed" in stats and " 7" in stats.split("directories listed")[1][:40],
+           "hsmfsctl stats counts the seven listings")
+        # made through the mount in a listed directory: plain, as ever
+        with open(m.path("a/new"), "wb") as f:
+            f.write(b"mine")
+        os.mkdir(m.path("a/newdir"))
+        eq(sorted(os.listdir(m.path("a"))), ["b", "new", "newdir", "one.bin"],
+           "names made through the mount join the listed ones")
+        os.rmdir(m.path("a/newdir"))
+    # the listing survives a remount: nothing is listed again
+    with Nginx(root) as ng, Mount(store=store,
+                                  opts="hook=%s,origin=%s" % (HTTP, ng.url())) as m2:
+        got = tree(m2.mnt)
+        eq(got.get("a/b/c/deep.txt"), files["a/b/c/deep.txt"], "remounted: the bytes")
+        eq(listings(ng), [], "remounted: no directory listed again")
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(store, ignore_errors=True)
+
+
+def test_concurrent_first_look():
+    """Twenty first looks of one directory at once wait for one listing."""
+    store = lazy_store()
+    listing = '{"path": "f", "size": 7}\n{"path": "sub", "type": "dir"}\n'
+    with Mount(store=store) as m, \
+            Hook(m.mnt, "--mode", "list", "--listing", listing, "--mask", "dir",
+                 "--delay", "1") as h:
+        res, errs = [], []
+
+        def look(i):
+            try:
+                if i % 2:
+                    res.append(sorted(os.listdir(m.path("d"))))
+                else:
+                    res.append(os.stat(m.path("d/f")).st_size)
+            except OSError as e:
+                errs.append(e.errno)
+        ts = [threading.Thread(target=look, args=(i,)) for i in range(20)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        eq(errs, [], "no look failed")
+        ok(res.count(["f", "sub"]) == 10 and res.count(7) == 10,
+           "each saw the listed directory")
+        eq(len(h.events("PRE_DIR")), 1, "one PRE_DIR for twenty first looks")
+    shutil.rmtree(store, ignore_errors=True)
+
+
+def lazy_store(origin=""):
+    """A store with an unlisted directory d, made by hsmfsctl import."""
+    store = tmpdir("hsmfs-store-")
+    d = tmpdir("hsmfs-man-")
+    p = os.path.join(d, "m.jsonl")
+    with open(p, "w") as f:
+        f.write(json.dumps({"path": "d", "type": "dir", "url": origin}) + "\n")
+    rc, out = run([HSMFSCTL, "import", "-s", store, p])
+    shutil.rmtree(d, ignore_errors=True)
+    eq(rc, 0, "import of an unlisted directory: " + out.strip())
+    return store
+
+
+def test_hostile_listings():
+    """A deny, a bad listing, no hook: the look fails, the directory stays
+    unlisted (never shown empty) and the next look asks again."""
+    store = lazy_store()
+    with Mount(store=store, opts="timeout=2") as m:
+        with Hook(m.mnt, "--mode", "deny", "--errno", str(errno.EACCES), "--mask", "dir"):
+            eq(errno_of(lambda: os.listdir(m.path("d"))), errno.EACCES,
+               "a denied listing: the hook's errno")
+        # a hook that writes a listing of its own (pyhook --mode list)
+        for bad, why in ((b'{"path": "a/b", "size": 1}\n', "a name with a slash"),
+                         (b'{"path": "x", "size": 1}\n{"path": "x", "size": 2}\n', "a name twice"),
+                         (b'{"path": "x"\n', "a line that is not JSON")):
+            with Hook(m.mnt, "--mode", "list", "--listing", bad.decode(), "--mask", "dir"):
+                eq(errno_of(lambda: os.listdir(m.path("d"))), errno.EIO,
+                   "a bad listing (%s): EIO" % why)
+        eq(errno_of(lambda: os.listdir(m.path("d"))), errno.EIO,
+           "no hook lists it: EIO at the timeout")
+        good = b'{"path": "f", "size": 3}\n{"path": "sub", "type": "dir"}\n'
+        with Hook(m.mnt, "--mode", "list", "--listing", good.decode(), "--mask", "dir") as h:
+            eq(sorted(os.listdir(m.path("d"))), ["f", "sub"], "then a good listing: its names")
+            eq(os.stat(m.path("d/f")).st_size, 3, "a listed file: a placeholder of its size")
+            eq(sorted(os.listdir(m.path("d/sub"))), ["f", "sub"],
+               "a listed directory is unlisted: listed on its own first look")
+            evs = h.events("PRE_DIR")
+            eq([e["path"] for e in evs], ["d", "d/sub"], "PRE_DIR events with their paths")
+        st = run([HSMFSCTL, "status", m.mnt + "/d/f"])[1]
+        ok("placeholder" in st, "hsmfsctl status: the listed file is a placeholder: " +
+           st.strip())
+
+
+def test_crash_mid_listing():
+    """kill -9 between a listing's entries and its commit (the daemon's
+    crash point listing-made): the directory is unlisted after the crash,
+    the next look lists it again, and what the crashed listing made but the
+    new one does not name is gone."""
+    store = lazy_store()
+    first = b'{"path": "old", "size": 3}\n{"path": "both", "size": 5}\n{"path": "od", "type": "dir"}\n'
+    logdir = tmpdir("hsmfs-steps-")
+    log = os.path.join(logdir, "steps")
+    m = Mount(store=store, env={"HSMFS_CRASH_AT": "1", "HSMFS_CRASH_LOG": log})
+    m.start()
+    try:
+        with Hook(m.mnt, "--mode", "list", "--listing", first.decode(), "--mask", "dir"):
+            e = errno_of(lambda: os.listdir(m.path("d")))
+            try:
+                wait_for(lambda: m.proc.poll() is not None, "the crash", deadline=3)
+            except TimeoutError:
+                pass
+            status = m.proc.poll()
+            if status is None:
+                skip("kill -9 mid-listing", "a release build has no crash points")
+                return
+            eq(status, 99, "the daemon died at the crash point (the look: errno %s)" % e)
+            with open(log) as f:
+                eq(f.read().split(), ["1", "listing-made"], "the step was listing-made")
+    finally:
+        m.cleanup()
+        shutil.rmtree(logdir, ignore_errors=True)
+    made = sorted(os.listdir(os.path.join(store, "d")))
+    eq(made, ["both", "od", "old"], "the crashed listing's entries are in the store")
+    second = b'{"path": "both", "size": 5}\n{"path": "new", "size": 1}\n'
+    with Mount(store=store) as m2:
+        with Hook(m2.mnt, "--mode", "list", "--listing", second.decode(), "--mask", "dir") as h:
+            eq(sorted(os.listdir(m2.path("d"))), ["both", "new"],
+               "after the crash: listed again, only the new listing's names")
+            eq(len(h.events("PRE_DIR")), 1, "one PRE_DIR after the crash")
+            eq(os.stat(m2.path("d/both")).st_size, 5, "the entry both listings name")
+
+
+def run_all():
+    test_zero_setup()
+    test_concurrent_first_look()
+    test_hostile_listings()
+    test_crash_mid_listing()
+
+
+if __name__ == "__main__":
+    main(run_all)
