@@ -197,14 +197,20 @@ int http_list(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3
 {
 	struct out o = { 0 };
 	struct body b = { NULL, 0 };
+	/* S3 wants the payload hash signed; a GET has an empty one */
+	struct curl_slist *hdrs = s3 ? curl_slist_append(NULL, "x-amz-content-sha256: "
+		"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855") : NULL;
 	char *base = NULL, *bucket = NULL, *prefix = NULL, err[256] = "";
 	int fd = dup(ev->fd), res = 0;
 
 	why[0] = '\0';
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
 	if (fd < 0 || !(o.f = fdopen(fd, "w"))) {
+		res = errno;
 		if (fd >= 0)
 			close(fd);
-		return errno;
+		curl_slist_free_all(hdrs);
+		return res;
 	}
 	if (s3) {
 		/* origin: the bucket's URL; the directory: a prefix of its keys */
@@ -290,6 +296,8 @@ int http_list(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3
 out:
 	if (fclose(o.f) && !res)
 		res = EIO;
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+	curl_slist_free_all(hdrs);
 	free(b.p);
 	free(base);
 	free(bucket);

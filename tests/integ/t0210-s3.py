@@ -81,6 +81,22 @@ def test():
                     eq(f.read() == v, True, "listed object %s reads back" % k)
             eq(os.getxattr(m.path("small"), "user.hsmfs.state"), b"resident",
                "and is resident once read")
+        # zero setup: an empty store mounted with the bucket as origin lists
+        # each prefix on first look (ListObjectsV2, delimiter "/")
+        store = os.path.join(d, "lazy")
+        os.mkdir(store)
+        with Mount(store=store, opts=hook + ",origin=" + base) as m:
+            def listed():
+                out = run([os.environ.get("HSMFSCTL", "hsmfsctl"), "stats", m.mnt])[1]
+                return int(out.split("directories listed")[1].split()[0])
+            eq(sorted(os.listdir(m.mnt)), ["dir", "small"],
+               "zero setup: ls of the root shows the bucket's keys and prefixes")
+            eq(listed(), 1, "the first ls listed the root only")
+            with open(m.path("dir/a b.bin"), "rb") as f:
+                ok(f.read() == objs["dir/a b.bin"], "a key below a prefix reads back")
+            eq(listed(), 2, "and its prefix was listed once")
+            eq(os.getxattr(m.path("small"), "user.hsmfs.state"), b"placeholder",
+               "a listed object is a placeholder until read")
         # mixed versions: s3rver answers If-Range with 206 and the new
         # object's bytes (as some S3-compatible stores do); its ETag differs
         # from the recorded one, so not one byte of it may be used

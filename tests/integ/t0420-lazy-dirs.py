@@ -18,8 +18,8 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HSMFSCTL, Hook, Mount, Nginx, eq, errno_of, main, ok, run,  # noqa: E402
-                     skip, tmpdir, wait_for, write_tree)
+from harness import (HSMFSCTL, Hook, Mount, Nginx, eq, errno_of, import_manifest,  # noqa: E402
+                     main, ok, run, skip, tmpdir, wait_for, write_tree)
 
 HTTP = os.environ.get("HSMFS_HTTP") or os.path.join(
     os.path.dirname(os.environ.get("HSMFS", "")), "hsmfs-http")
@@ -98,6 +98,20 @@ def test_zero_setup():
         eq(listings(ng), [], "remounted: no directory listed again")
     shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(store, ignore_errors=True)
+
+
+def test_import_lists():
+    """hsmfsctl import into a zero-setup mount: the manifest says what the
+    root holds, so the root is listed by it, not by the origin."""
+    root, files = make_origin()
+    with Nginx(root) as ng, Mount(opts="hook=%s,origin=%s" % (HTTP, ng.url())) as m:
+        wait_for(lambda: m.logged("hook 'hsmfs-http'"), "hsmfs-http connected")
+        eq(import_manifest(m.mnt, [{"path": "top.txt", "size": 4}])[0], 0, "import")
+        eq(os.listdir(m.mnt), ["top.txt"], "ls: the manifest's names only")
+        with open(m.path("top.txt"), "rb") as f:
+            eq(f.read(), files["top.txt"], "and their bytes")
+        eq(listings(ng), [], "the origin was not listed")
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def test_concurrent_first_look():
@@ -213,6 +227,7 @@ def test_crash_mid_listing():
 
 def run_all():
     test_zero_setup()
+    test_import_lists()
     test_concurrent_first_look()
     test_hostile_listings()
     test_crash_mid_listing()

@@ -17,6 +17,15 @@ static int count_entry(void *arg, const char *name, bool is_dir, const char *mti
 	return 0;
 }
 
+static int prefix_entry(void *arg, const char *prefix)
+{
+	char *seen = arg;
+
+	strcat(seen, prefix);
+	strcat(seen, "|");
+	return 0;
+}
+
 static void bad(const char *line, const char *needle)
 {
 	struct manifest_entry e;
@@ -90,6 +99,34 @@ int main(void)
 
 		ok(res == -EINVAL && strstr(err, "bad name in listing: '..'"),
 		   "a bad listing entry is named: %s", err);
+	}
+	/* directories (PRE_DIR listings, import of unlisted directories) */
+	ok(parse("{\"path\":\"sub\",\"type\":\"dir\",\"url\":\"http://o/sub/\"}", &e, err) == 0 &&
+		   e.is_dir && !strcmp(e.url, "http://o/sub/"),
+	   "a directory needs no size (%s)", err);
+	manifest_entry_free(&e);
+	ok(parse("{\"path\":\"f\",\"type\":\"file\",\"size\":2}", &e, err) == 0 && !e.is_dir,
+	   "type file");
+	manifest_entry_free(&e);
+	bad("{\"path\":\"f\",\"type\":\"fifo\",\"size\":2}", "'type' must be");
+	bad("{\"path\":\"f\",\"type\":\"dir\",\"type\":\"dir\"}", "duplicate key");
+	bad("{\"path\":\"f\",\"type\":\"file\"}", "missing 'size'");
+	bad("{\"path\":\"f\",\"type\":\"dir\",\"sha256\":\""
+	    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"}",
+	    "a directory has no 'sha256'");
+	{
+		static const char xml[] =
+			"<ListBucketResult><Contents><Key>p/a</Key><Size>1</Size></Contents>"
+			"<CommonPrefixes><Prefix>p/q&amp;r/</Prefix></CommonPrefixes>"
+			"<CommonPrefixes><Prefix>p/s/</Prefix></CommonPrefixes></ListBucketResult>";
+		char seen[200] = "";
+
+		ok(manifest_parse_s3_prefixes(xml, sizeof(xml) - 1, prefix_entry, seen) == 0 &&
+			   !strcmp(seen, "p/q&r/|p/s/|"),
+		   "CommonPrefixes of a delimited listing, entities decoded: %s", seen);
+		ok(manifest_parse_s3_prefixes("<CommonPrefixes><Prefix>x", 25, prefix_entry,
+					      seen) == -EINVAL,
+		   "an unterminated CommonPrefixes is refused");
 	}
 	return tap_done();
 }
