@@ -63,6 +63,36 @@ def test():
         finally:
             hook.kill()
             hook.wait()
+    # the third: a lazy mount of a local tree, directories listed on first look
+    code3 = example_code(2)
+    ok('"PRE_DIR"' in code3, "the listing example extracted")
+    files = {"top": os.urandom(1000), "d/e/deep": os.urandom(200000), "d/x y": b"",
+             "empty-dir/": None}
+    for p, d in files.items():
+        full = os.path.join(mirror, "tree", p)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        if d is not None:
+            with open(full, "wb") as f:
+                f.write(d)
+    with Mount(opts="origin=local") as m:
+        code3 = code3.replace('"/mnt/data"', repr(m.mnt)).replace(
+            '"/srv/tree"', repr(os.path.join(mirror, "tree")))
+        hook = subprocess.Popen([sys.executable, "-c", code3],
+                                env=dict(os.environ, PYTHONPATH=PYTHON))
+        try:
+            got = {}
+            for d, dirs, fs in os.walk(m.mnt):
+                for n in dirs:
+                    if not os.listdir(os.path.join(d, n)):
+                        got[os.path.relpath(os.path.join(d, n), m.mnt) + "/"] = None
+                for n in fs:
+                    with open(os.path.join(d, n), "rb") as f:
+                        got[os.path.relpath(os.path.join(d, n), m.mnt)] = f.read()
+            eq(sorted(got), sorted(files), "the mount shows the tree, listed on first look")
+            ok(all(got[k] == v for k, v in files.items()), "with the tree's bytes")
+        finally:
+            hook.kill()
+            hook.wait()
     import shutil
     shutil.rmtree(mirror, ignore_errors=True)
 
