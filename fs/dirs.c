@@ -304,12 +304,14 @@ static int apply_listing(struct inode *dir, int stage)
 	char dirpath[HSMFS_MAX_PATH + 1], rel[2 * HSMFS_MAX_PATH + 2], err[512], proc[32];
 	struct meta_file row;
 	int pfd, dfd = -1, res, n;
+	int64_t t0 = now_ms(), t_parsed, t_made, t_synced;
 	size_t i;
 
 	n = inode_path(dir, dirpath, sizeof(dirpath));
 	if (n < 0)
 		return n;
 	res = parse_listing(stage, dirpath, &l);
+	t_parsed = now_ms();
 	if (res) {
 		listing_free(&l);
 		return res;
@@ -337,11 +339,13 @@ static int apply_listing(struct inode *dir, int stage)
 		if (res)
 			log_err("listing of '/%s': %s", dirpath, err);
 	}
+	t_made = now_ms();
 	/* the entries reach the disk before the database says they are there */
 	if (!res && syncfs(dfd) < 0) {
 		res = -errno;
 		log_err("listing of '/%s': cannot sync the store: %s", dirpath, strerror(-res));
 	}
+	t_synced = now_ms();
 	if (!res)
 		fault_point(FAULT_LIST_MADE);
 	if (!res && !(res = meta_get(E.cfg.meta, inode_ino(dir), &row))) {
@@ -365,7 +369,10 @@ static int apply_listing(struct inode *dir, int stage)
 	if (atomic_load(&place_unmarked))
 		log_warn("cannot mark placeholders in the store (%s); a lost database could not be rebuilt",
 			 strerror(atomic_exchange(&place_unmarked, 0)));
-	log_debug("listed '/%s': %zu names", dirpath, l.n);
+	log_debug("listed '/%s': %zu names in %lld ms (parse %lld, make %lld, sync %lld, commit %lld)",
+		  dirpath, l.n, (long long)(now_ms() - t0), (long long)(t_parsed - t0),
+		  (long long)(t_made - t_parsed), (long long)(t_synced - t_made),
+		  (long long)(now_ms() - t_synced));
 out:
 	if (dfd >= 0)
 		close(dfd);

@@ -258,6 +258,8 @@ int main(int argc, char *argv[])
 			       fuse_pkgversion());
 		goto out;
 	}
+	if (o.debug)
+		log_set_level(LOG_LVL_DEBUG); /* -d: the daemon's own debug lines too */
 
 	store_path = realpath(o.store, NULL);
 	if (!store_path) {

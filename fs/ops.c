@@ -805,9 +805,20 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	if (dir_wait(req, parent, &(struct dirlater){ .op = DL_RMDIR, .parent = parent,
-						      .name = name }))
+	struct dirlater l = { .op = DL_RMDIR, .parent = parent, .name = name };
+
+	if (dir_wait(req, parent, &l))
 		return;
+	/* a directory not listed yet is empty only once its listing says so */
+	if (atomic_load_explicit(&events_lazy_dirs, memory_order_relaxed)) {
+		struct stat st;
+		struct inode *victim = inode_hold_name(IN(parent), name, false, &st);
+		bool taken = victim && dir_wait(req, inode_nodeid(victim), &l);
+
+		inode_release(victim);
+		if (taken)
+			return;
+	}
 	fuse_reply_err(req, -do_remove(parent, name, AT_REMOVEDIR));
 }
 

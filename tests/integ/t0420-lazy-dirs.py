@@ -181,6 +181,9 @@ def test_hostile_listings():
                "a listed directory is unlisted: listed on its own first look")
             evs = h.events("PRE_DIR")
             eq([e["path"] for e in evs], ["d", "d/sub"], "PRE_DIR events with their paths")
+            eq(errno_of(lambda: os.rmdir(m.path("d/sub/sub"))), errno.ENOTEMPTY,
+               "rmdir of a directory not listed yet lists it first (ENOTEMPTY)")
+            eq(len(h.events("PRE_DIR")), 3, "its PRE_DIR came first")
         st = run([HSMFSCTL, "status", m.mnt + "/d/f"])[1]
         ok("placeholder" in st, "hsmfsctl status: the listed file is a placeholder: " +
            st.strip())
