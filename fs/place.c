@@ -147,9 +147,11 @@ static int place_file(struct meta *m, int dfd, const char *name, const char *rel
 	}
 	/* a changed file loses every byte it had: a placeholder again */
 	struct timespec tv[2] = { { 0, UTIME_OMIT }, { e->mtime, 0 } };
+	/* a new file has its mode already (the daemon's umask is 0; hsmfsctl's
+	 * is checked below, by fstat) */
 	if ((*out == PLACE_CHANGED && ftruncate(fd, 0) < 0) || ftruncate(fd, e->size) < 0 ||
-	    fchmod(fd, e->mode) < 0 || (e->has_mtime && futimens(fd, tv) < 0) ||
-	    fstat(fd, &st) < 0) {
+	    (e->has_mtime && futimens(fd, tv) < 0) || fstat(fd, &st) < 0 ||
+	    ((st.st_mode & 07777) != e->mode && (fchmod(fd, e->mode) < 0 || fstat(fd, &st) < 0))) {
 		res = -errno;
 		snprintf(err, errlen, "cannot size '%s': %s", relpath, strerror(-res));
 		close(fd);
