@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""Lazy directories: time to the first ls and to a full find of a big tree.
+
+    tests/bench/dirs.py [--dirs D] [--files F] [--runs N] [--wan DELAY_MS,RATE_MBS]
+                        [--clients hsmfs,hsmfs-import,rclone,httpdirfs]
+
+An origin tree of D directories of F files each (default 1000 x 100:
+100 000 files, 8 bytes each) under one root, served by a loopback nginx
+(JSON autoindex for hsmfs-http, HTML for the peers), optionally through
+wanproxy.py (a link with that delay each way and rate).  For each client,
+each run on a fresh mount and a fresh cache:
+  first-ls   seconds from starting the mount to the first ls of the root
+             returning (hsmfs: an empty store mounted with origin=, the
+             root listed on that ls; hsmfs-import: hsmfsctl import
+             --listing of the whole tree, then the mount; rclone mount
+             :http: --vfs-cache-mode full; httpdirfs --cache)
+  find       seconds for a find of the whole tree after that (every
+             directory listed, every entry stat'ed)
+  listings   directory listings the origin served during the run (from
+             nginx's access log): hsmfs lists each directory once
+Medians and spread (min-max) over the runs; the clients alternate run
+by run.  Needs: nginx; rclone and httpdirfs where installed (skipped
+with a note otherwise).  HSMFS, HSMFSCTL, HSMFS_HTTP as for bench.py.
+"""
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integ"))
+sys.path.insert(0, HERE)
+import harness  # noqa: E402
+from harness import Mount, tmpdir  # noqa: E402
+from bench import WanProxy  # noqa: E402
+
+
+def make_tree(dirs, files):
+    root = tmpdir("hsmfs-bench-dirs-")
+    os.chmod(root, 0o755)
+    t = os.path.join(root, "tree")
+    os.mkdir(t)
+    for d in range(dirs):
+        p = os.path.join(t, "d%04d" % d)
+        os.mkdir(p)
+        for f in range(files):
+            with open(os.path.join(p, "f%03d" % f), "wb") as fh:
+                fh.write(b"12345678")
+    for d, _, _ in os.walk(root):
+        os.chmod(d, 0o755)
+    return root
+
+
+def find(mnt):
+    n = 0
+    for d, dirs, fs in os.walk(mnt):
+        for x in dirs + fs:
+            os.lstat(os.path.join(d, x))
+            n += 1
+    return n
+
+
+class Client:
+    def __init__(self, kind, json_url, html_url):
+        self.kind = kind
+        self.dir = tmpdir("hsmfs-bench-dc-")
+        self.mnt = os.path.join(self.dir, "mnt")
+        os.mkdir(self.mnt)
+        self.proc = self.mount = None
+        http = os.environ["HSMFS_HTTP"]
+        if kind in ("hsmfs", "hsmfs-import"):
+            store = os.path.join(self.dir, "store")
+            os.mkdir(store)
+            if kind == "hsmfs-import":
+                subprocess.run([os.environ["HSMFSCTL"], "import", "-s", store,
+                                "--listing", json_url], check=True,
+                               stdout=subprocess.DEVNULL)
+            self.mount = Mount(store=store, opts="hook=%s,origin=%s" % (http, json_url))
+            self.mount.start()
+            self.mnt = self.mount.mnt
+        elif kind == "rclone":
+            exe = shutil.which("rclone")
+            if not exe:
+                raise RuntimeError("rclone is not installed")
+            self.proc = subprocess.Popen([exe, "mount", ":http:", self.mnt, "--http-url",
+                                          html_url, "--vfs-cache-mode", "full", "--cache-dir",
+                                          os.path.join(self.dir, "cache"), "--read-only",
+                                          "--config", "/dev/null"],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        elif kind == "httpdirfs":
+            exe = shutil.which("httpdirfs")
+            if not exe:
+                raise RuntimeError("httpdirfs is not installed")
+            os.mkdir(os.path.join(self.dir, "cache"))
+            self.proc = subprocess.Popen([exe, "-f", "--cache", "--cache-location",
+                                          os.path.join(self.dir, "cache"), "--no-range-check",
+                                          html_url, self.mnt],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        else:
+            raise RuntimeError("unknown client %s" % kind)
+        if self.proc:
+            harness.wait_for(lambda: harness.is_mounted(self.mnt) or self.proc.poll() is not None,
+                             "%s mounted" % kind)
+            if self.proc.poll() is not None:
+                raise RuntimeError("%s exited %s" % (kind, self.proc.returncode))
+
+    def close(self):
+        if self.mount:
+            self.mount.stop()
+            self.mount.cleanup()
+        if self.proc:
+            harness.unmount(self.mnt)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def listings(ng):
+    return sum(1 for (m, u, st, *_r) in ng.log() if u.endswith("/") and st == 200)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dirs", type=int, default=1000)
+    ap.add_argument("--files", type=int, default=100)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--wan")
+    ap.add_argument("--clients", default="hsmfs,hsmfs-import,rclone,httpdirfs")
+    a = ap.parse_args()
+    t = time.perf_counter()
+    root = make_tree(a.dirs, a.files)
+    print("origin: %d directories of %d files (%.1f s to make)" %
+          (a.dirs, a.files, time.perf_counter() - t), flush=True)
+    ng = harness.Nginx(root, extra="location /j/ { alias %s/tree/; autoindex on; "
+                                   "autoindex_format json; } "
+                                   "location /h/ { alias %s/tree/; autoindex on; "
+                                   "autoindex_format html; }" % (root, root)).start()
+    proxy = WanProxy(ng.port, *[float(x) for x in a.wan.split(",")]) if a.wan else None
+    origin = proxy or ng
+    res, notes = {}, []
+    kinds = a.clients.split(",")
+    try:
+        for r in range(a.runs):
+            for k in kinds:
+                if k in notes:
+                    continue
+                before = listings(ng)
+                t0 = time.perf_counter()
+                try:
+                    c = Client(k, origin.url("j/"), origin.url("h/"))
+                except RuntimeError as e:
+                    notes.append(k)
+                    print("note: %s skipped: %s" % (k, e), flush=True)
+                    continue
+                try:
+                    names = os.listdir(c.mnt)
+                    t1 = time.perf_counter()
+                    n = find(c.mnt)
+                    t2 = time.perf_counter()
+                finally:
+                    c.close()
+                if len(names) != a.dirs or n != a.dirs * (a.files + 1):
+                    print("note: %s saw %d names in the root, %d in all" % (k, len(names), n))
+                res.setdefault(k, {}).setdefault("first-ls", []).append(t1 - t0)
+                res.setdefault(k, {}).setdefault("find", []).append(t2 - t1)
+                res.setdefault(k, {}).setdefault("listings", []).append(listings(ng) - before)
+                print("run %d %-13s first-ls %7.3f s  find %7.3f s  listings %d" %
+                      (r, k, t1 - t0, t2 - t1, listings(ng) - before), flush=True)
+    finally:
+        if proxy:
+            proxy.stop()
+        ng.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    print("\n%-13s %22s %22s %9s" % ("client", "first ls, s (min-max)", "find, s (min-max)",
+                                    "listings"))
+    for k, v in res.items():
+        print("%-13s %8.3f (%.3f-%.3f) %8.3f (%.3f-%.3f) %9d" % (
+            k, statistics.median(v["first-ls"]), min(v["first-ls"]), max(v["first-ls"]),
+            statistics.median(v["find"]), min(v["find"]), max(v["find"]),
+            statistics.median(v["listings"])))
+
+
+if __name__ == "__main__":
+    main()
