@@ -49,6 +49,7 @@ static void usage(FILE *f)
 "       hsmfsctl evict [--range START-END] PATH...\n"
 "       hsmfsctl pin|prefetch [--jobs N] PATH...\n"
 "       hsmfsctl unpin PATH...\n"
+"       hsmfsctl refresh [--recursive] DIR...\n"
 "       hsmfsctl --help | --version\n"
 "\n"
 "import  create placeholders from a JSON Lines manifest (one object per\n"
@@ -61,6 +62,8 @@ static void usage(FILE *f)
 "evict   drop fetched bytes of clean files (they are fetched again on access)\n"
 "pin     fetch files completely and keep them (never evicted); unpin undoes\n"
 "prefetch  fetch files or trees now, N files at a time (default 4), with progress\n"
+"refresh list directories again from their origin: new names appear, removed\n"
+"        ones go, changed files become placeholders of the new version\n"
 "See hsmfsctl(1).\n");
 }
 
@@ -1230,6 +1233,7 @@ static int cmd_stats(int argc, char **argv)
 		{ "pre_modify", "PRE_MODIFY events" },
 		{ "open_perm", "OPEN_PERM events" }, { "access_perm", "ACCESS_PERM events" },
 		{ "pre_dir", "PRE_DIR events" }, { "listed", "directories listed" },
+		{ "refreshed", "directories listed again (refresh)" },
 		{ "denied", "denied" },
 		{ "timeouts", "timed out" }, { "interrupted", "interrupted" },
 		{ "parked", "requests parked on hooks" },
@@ -1291,6 +1295,75 @@ static int cmd_stats(int argc, char **argv)
 }
 
 /* -------------------------------------------------------------- watch */
+
+/* ------------------------------------------------------------ refresh */
+
+/*
+ * One directory: 1 listed again (descend), 0 not listed yet (its first
+ * look lists it: nothing below it to refresh), -1 failed (said why).
+ */
+static int refresh_one(const char *path)
+{
+	char val[64];
+	ssize_t n = getxattr(path, "user.hsmfs.refresh", val, sizeof(val) - 1);
+
+	if (n < 0 && errno == ENODATA)
+		return 1; /* not from an origin (made through the mount): below it may be */
+	if (n < 0) {
+		fprintf(stderr, "hsmfsctl: refresh '%s': %s\n", path,
+			errno == EOPNOTSUPP || errno == ENOTSUP ? "not an hsmfs mount" :
+								 strerror(errno));
+		return -1;
+	}
+	val[n] = '\0';
+	return strcmp(val, "unlisted") ? 1 : 0;
+}
+
+static int refresh_tree(const char *path, bool recursive, int depth)
+{
+	int res = refresh_one(path), bad = res < 0;
+	struct dirent *de;
+	DIR *d;
+
+	if (res <= 0 || !recursive)
+		return bad;
+	if (depth > 4096 || !(d = opendir(path))) {
+		fprintf(stderr, "hsmfsctl: refresh '%s': %s\n", path, strerror(errno));
+		return 1;
+	}
+	while ((de = readdir(d))) {
+		char sub[PATH_MAX];
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name) >= (int)sizeof(sub))
+			continue;
+		if (de->d_type == DT_DIR ||
+		    (de->d_type == DT_UNKNOWN && !lstat(sub, &st) && S_ISDIR(st.st_mode)))
+			bad |= refresh_tree(sub, true, depth + 1);
+	}
+	closedir(d);
+	return bad;
+}
+
+static int cmd_refresh(int argc, char **argv)
+{
+	bool recursive = false;
+	int i = 1, bad = 0;
+
+	if (i < argc && (!strcmp(argv[i], "--recursive") || !strcmp(argv[i], "-r"))) {
+		recursive = true;
+		i++;
+	}
+	if (i == argc) {
+		fprintf(stderr, "hsmfsctl: refresh needs a directory\n");
+		return X_USAGE;
+	}
+	for (; i < argc; i++)
+		bad |= refresh_tree(argv[i], recursive, 0);
+	return bad ? X_PARTIAL : X_OK_;
+}
 
 static int cmd_watch(int argc, char **argv)
 {
@@ -1360,6 +1433,8 @@ int main(int argc, char **argv)
 		return cmd_watch(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "hooks"))
 		return cmd_hooks(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "refresh"))
+		return cmd_refresh(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "stats"))
 		return cmd_stats(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "evict") || !strcmp(argv[1], "pin") ||

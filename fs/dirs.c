@@ -133,6 +133,54 @@ int events_dir(struct inode *dir, struct fuse_req *req, void (*cont)(void *arg, 
 	return res == EV_TIMEOUT ? -EIO : res;
 }
 
+int events_dir_refresh(struct inode *dir, struct fuse_req *req,
+		       void (*cont)(void *arg, int res), void *arg)
+{
+	struct meta_file f;
+	struct event *ev;
+	char *origin;
+	int res;
+
+	if (!inode_is_dir(dir))
+		return -ENOTDIR;
+	res = meta_get(E.cfg.meta, inode_ino(dir), &f);
+	if (res == -ENOENT || (!res && f.state != META_DIR_LISTED &&
+			       f.state != META_DIR_UNLISTED)) {
+		if (!res)
+			meta_file_free(&f);
+		return -ENODATA; /* not listed from anywhere */
+	}
+	if (res)
+		return -EIO;
+	origin = f.origin;
+	f.origin = NULL;
+	res = f.state == META_DIR_UNLISTED;
+	meta_file_free(&f);
+	if (res) {
+		free(origin);
+		return EVENTS_UNLISTED; /* listed afresh on its first look anyway */
+	}
+	elock();
+	ev = listing_of(dir);
+	if (ev) {
+		free(origin);
+		hold_event(ev);
+	} else {
+		res = start_listing(dir, origin, req, &ev);
+		if (res) {
+			eunlock();
+			return res;
+		}
+		ev->refresh = true;
+	}
+	res = park_on(ev, dir, req, cont, arg);
+	eunlock();
+	if (res == EVENTS_PARKED)
+		return res;
+	drain_ready();
+	return res == EV_TIMEOUT ? -EIO : res;
+}
+
 void events_dir_forget(struct inode *dir)
 {
 	uint64_t dirs = 0;
@@ -294,11 +342,214 @@ static void remove_leftovers(int dfd, const struct listing *l, bool is_root)
 	closedir(d);
 }
 
+/* ------------------------------------------------------------ refresh */
+
+enum plan { P_SAME, P_NEW, P_REPLACE, P_KEEP };
+
+/* Open, or changed through the mount (perhaps not in the database yet)? */
+static bool in_use(struct inode *in)
+{
+	struct fstate *fs;
+	bool dirty;
+
+	if (!in)
+		return false;
+	if (inode_is_open(in))
+		return true;
+	elock();
+	fs = inode_state(in);
+	dirty = fs && (fs->state == META_DIRTY || fs->changes);
+	eunlock();
+	return dirty;
+}
+
+/*
+ * A listed directory listed again (durability as a first listing's, by
+ * another road: nothing appears under a name before its row is
+ * committed).  New and changed entries are made in the state directory
+ * first, under names of their own, with their rows, synced and committed
+ * ("listing-made", "listing-committed"); then each is renamed into place
+ * (a changed file replaces the old one, whose row goes: a reader that has
+ * it open keeps the whole old version, never a mix); then names the
+ * origin no longer has go.  Dirty, open and unmanaged entries stay.
+ * A crash leaves rows of files nobody reaches (the check after an unclean
+ * stop drops them) or the old entry where it was.  Without E.lock.
+ */
+static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
+			 const char *dirpath, int n)
+{
+	char rel[2 * HSMFS_MAX_PATH + 2], tmp[64], err[512];
+	enum plan *plan = calloc(l->n ? l->n : 1, sizeof(*plan));
+	unsigned added = 0, changed = 0, removed = 0, kept = 0;
+	uint64_t dino = inode_ino(dir);
+	struct meta_file row;
+	int res = 0;
+	size_t i;
+
+	if (!plan)
+		return -ENOMEM;
+	res = meta_begin(E.cfg.meta);
+	for (i = 0; !res && i < l->n; i++) {
+		const struct manifest_entry *e = &l->v[i];
+		enum place_outcome o;
+		struct stat st;
+		bool created;
+
+		if (fstatat(dfd, e->path, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			plan[i] = P_NEW;
+		} else if (meta_get(E.cfg.meta, st.st_ino, &row)) {
+			plan[i] = P_KEEP; /* made through the mount: the user's */
+		} else {
+			bool is_dir = row.state == META_DIR_UNLISTED || row.state == META_DIR_LISTED;
+			bool same = is_dir == e->is_dir &&
+				    (is_dir || (row.size == e->size &&
+						!strcmp(row.version ? row.version : "",
+							e->version ? e->version : "") &&
+						!strcmp(row.origin ? row.origin : "",
+							e->url ? e->url : "")));
+
+			plan[i] = same ? P_SAME :
+				  is_dir || e->is_dir || row.state == META_DIRTY ? P_KEEP :
+										 P_REPLACE;
+			meta_file_free(&row);
+		}
+		if (plan[i] == P_KEEP)
+			kept++;
+		if (plan[i] != P_NEW && plan[i] != P_REPLACE)
+			continue;
+		snprintf(rel, sizeof(rel), "%s%s%s", dirpath, n ? "/" : "", e->path);
+		snprintf(tmp, sizeof(tmp), "refresh-%llu-%zu", (unsigned long long)dino, i);
+		unlinkat(E.cfg.state_fd, tmp, 0); /* left by a crash */
+		unlinkat(E.cfg.state_fd, tmp, AT_REMOVEDIR);
+		res = place_entry(E.cfg.meta, E.cfg.state_fd, tmp, rel, e, false, NULL, NULL,
+				  &created, &o, err, sizeof(err));
+		if (res)
+			log_err("refresh of '/%s': %s", dirpath, err);
+	}
+	if (!res && syncfs(dfd) < 0)
+		res = -errno;
+	if (!res)
+		fault_point(FAULT_LIST_MADE);
+	if (!res)
+		res = meta_commit(E.cfg.meta);
+	if (res) {
+		meta_rollback(E.cfg.meta);
+		for (i = 0; i < l->n; i++)
+			if (plan[i] == P_NEW || plan[i] == P_REPLACE) {
+				snprintf(tmp, sizeof(tmp), "refresh-%llu-%zu",
+					 (unsigned long long)dino, i);
+				unlinkat(E.cfg.state_fd, tmp, l->v[i].is_dir ? AT_REMOVEDIR : 0);
+			}
+		free(plan);
+		return res == -EIO || res == -ENOSPC || res == -EDQUOT ? res : -EIO;
+	}
+	fault_point(FAULT_LIST_COMMITTED);
+	/* into place: a new name only if nobody made it meanwhile */
+	for (i = 0; i < l->n; i++) {
+		const char *name = l->v[i].path;
+		struct inode *victim = NULL;
+		struct stat old, made;
+		int r;
+
+		if (plan[i] != P_NEW && plan[i] != P_REPLACE)
+			continue;
+		snprintf(tmp, sizeof(tmp), "refresh-%llu-%zu", (unsigned long long)dino, i);
+		fstatat(E.cfg.state_fd, tmp, &made, AT_SYMLINK_NOFOLLOW);
+		if (plan[i] == P_REPLACE) {
+			victim = inode_hold_name(dir, name, true, &old);
+			if (in_use(victim)) {
+				/* in use (open or changed): kept, asked again next refresh */
+				r = -EBUSY;
+				goto undo;
+			}
+			r = renameat(E.cfg.state_fd, tmp, dfd, name) < 0 ? -errno : 0;
+		} else {
+			r = renameat2(E.cfg.state_fd, tmp, dfd, name, RENAME_NOREPLACE) < 0 ?
+				    -errno : 0;
+		}
+undo:
+		if (r) {
+			/* made meanwhile through the mount, or in use: theirs wins */
+			unlinkat(E.cfg.state_fd, tmp, l->v[i].is_dir ? AT_REMOVEDIR : 0);
+			events_unlinked(made.st_ino);
+			kept++;
+		} else if (plan[i] == P_REPLACE) {
+			if (old.st_nlink == 1)
+				events_unlinked(old.st_ino);
+			if (victim)
+				inode_unaliased(victim);
+			changed++;
+		} else {
+			added++;
+		}
+		inode_release(victim);
+		if (!r && E.cfg.invalidate_entry)
+			E.cfg.invalidate_entry(dir, name);
+	}
+	/* names the origin no longer has: clean files and empty directories go */
+	{
+		int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		struct dirent *de;
+		DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+
+		if (!d && fd >= 0)
+			close(fd);
+		while (d && (de = readdir(d))) {
+			struct inode *victim;
+			struct stat st;
+			bool dirent_dir, gone = false;
+
+			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+			    (dir == inode_root() && !strcmp(de->d_name, STORE_STATE_DIR)) ||
+			    listed(l, de->d_name))
+				continue;
+			if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+			    meta_get(E.cfg.meta, st.st_ino, &row))
+				continue; /* the user's own */
+			dirent_dir = S_ISDIR(st.st_mode);
+			if (row.state == META_DIRTY) {
+				meta_file_free(&row);
+				kept++;
+				continue;
+			}
+			meta_file_free(&row);
+			victim = inode_hold_name(dir, de->d_name, true, &st);
+			if (!in_use(victim))
+				gone = unlinkat(dirfd(d), de->d_name,
+						dirent_dir ? AT_REMOVEDIR : 0) == 0;
+			if (gone) {
+				if (dirent_dir || st.st_nlink == 1)
+					events_unlinked(st.st_ino);
+				if (victim)
+					inode_unaliased(victim);
+				removed++;
+				if (E.cfg.invalidate_entry)
+					E.cfg.invalidate_entry(dir, de->d_name);
+			} else {
+				kept++;
+			}
+			inode_release(victim);
+		}
+		if (d)
+			closedir(d);
+	}
+	/* when it was listed, for hsmfsctl status */
+	if (!meta_get(E.cfg.meta, dino, &row)) {
+		row.atime = now_ms();
+		meta_put(E.cfg.meta, &row);
+		meta_file_free(&row);
+	}
+	log_info("refreshed '/%s': %u new, %u changed, %u gone, %u kept as they are", dirpath,
+		 added, changed, removed, kept);
+	free(plan);
+	return 0;
+}
+
 /*
  * Make what the listing in stage names below dir, and record dir as
  * listed (durability step 5).  Without E.lock.  0 or -errno.
  */
-static int apply_listing(struct inode *dir, int stage)
+static int apply_listing(struct inode *dir, int stage, bool refresh)
 {
 	struct listing l = { 0 };
 	char dirpath[HSMFS_MAX_PATH + 1], rel[2 * HSMFS_MAX_PATH + 2], err[512], proc[32];
@@ -325,6 +576,10 @@ static int apply_listing(struct inode *dir, int stage)
 	dfd = open(proc, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0) {
 		res = -errno;
+		goto out;
+	}
+	if (refresh) {
+		res = apply_refresh(dir, dfd, &l, dirpath, n);
 		goto out;
 	}
 	remove_leftovers(dfd, &l, dir == inode_root());
@@ -389,11 +644,13 @@ void commit_listing(struct event *ev)
 
 	ev->copying = true;
 	eunlock();
-	res = apply_listing(dir, stage);
+	res = apply_listing(dir, stage, ev->refresh);
 	elock();
 	ev->copying = false;
 	pthread_cond_broadcast(&E.copied);
-	if (!res) {
+	if (!res && ev->refresh) {
+		E.st.refreshed++;
+	} else if (!res) {
 		inode_flags_clear(dir, INODE_UNLISTED);
 		inode_flags_set(dir, INODE_LISTED);
 		E.st.listed++;

@@ -542,6 +542,7 @@ static void init_event(struct event *ev, uint32_t type, struct inode *in,
 	ev->detached = false;
 	ev->side_lo = ev->side_hi = 0;
 	ev->dir_origin = NULL;
+	ev->refresh = false;
 	ev->result = 0;
 	ev->waiters = 0;
 	ev->parked = NULL;

@@ -191,6 +191,8 @@ struct event {
 	bool detached;             /* readahead: nobody started it to wait */
 	char *dir_origin;          /* PRE_DIR: the directory's listing origin
 				    * (owned, may be NULL) */
+	bool refresh;              /* PRE_DIR: of a listed directory (hsmfsctl
+				    * refresh): its difference is applied */
 	uint64_t side_lo, side_hi; /* PRE_ACCESS: the rest of its chunk's gap, asked
 				    * once it is filled (first_fill), or 0, 0 */
 	int result;                /* 0 or -errno once EV_DONE */

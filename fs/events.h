@@ -73,6 +73,8 @@ struct events_config {
 	const char *origin;   /* borrowed or NULL; the root's user.hsmfs.origin */
 	/* drop the kernel's page cache of in's [off, off + len) (len 0: all) */
 	void (*invalidate)(struct inode *in, uint64_t off, uint64_t len);
+	/* drop the kernel's cached entry of name in dir (refresh) */
+	void (*invalidate_entry)(struct inode *dir, const char *name);
 	bool cache_limited;   /* cache_max or cache_min_free: admit fills */
 	/*
 	 * Answer a parked read (events_read()): res < 0 fails it, else the
@@ -104,6 +106,7 @@ struct events_stats {
 	uint64_t filled_bytes; /* bytes fill hooks reported filled */
 	uint64_t pre_access, pre_modify, open_perm, access_perm, pre_dir; /* events by type */
 	uint64_t listed;       /* directories listed (PRE_DIR committed) */
+	uint64_t refreshed;    /* of listed ones listed again (hsmfsctl refresh) */
 	uint64_t denied, timeouts, interrupted;
 	uint64_t parked;       /* requests parked now, waiting for hooks */
 	uint64_t over_bound;   /* requests failed with EAGAIN: user's bound */
@@ -244,6 +247,19 @@ static inline bool events_dir_known(const struct inode *dir)
 
 int events_dir(struct inode *dir, struct fuse_req *req, void (*cont)(void *arg, int res),
 	       void *arg);
+/*
+ * hsmfsctl refresh: list the listed directory dir again from its origin
+ * and apply the difference (new names appear, names gone at the origin
+ * go unless dirty or open, changed files are replaced by placeholders of
+ * the new version).  0, EVENTS_UNLISTED (not listed yet: listed on
+ * its first look anyway), -ENODATA (not a lazy directory), -errno, or EVENTS_PARKED as
+ * events_dir().  The kernel's names are invalidated through
+ * cfg.invalidate_entry, so the request must not hold dir's lock (a
+ * getxattr, not a setxattr).
+ */
+#define EVENTS_UNLISTED 2
+int events_dir_refresh(struct inode *dir, struct fuse_req *req,
+		       void (*cont)(void *arg, int res), void *arg);
 /* Forget what dir's listing state was: read again at the next look
  * (user.hsmfs.reload of a directory: import made lazy directories). */
 void events_dir_forget(struct inode *dir);

@@ -402,6 +402,7 @@ int main(int argc, char *argv[])
 			.store_path = store_path,
 			.origin = o.origin,
 			.invalidate = ops_invalidate,
+			.invalidate_entry = ops_invalidate_entry,
 			.reply = ops_read_reply,
 			.exiting = ops_exiting,
 			/* on a shared mount one user gets a quarter of the places */

@@ -54,6 +54,12 @@ void ops_invalidate(struct inode *in, uint64_t off, uint64_t len)
 						 (off_t)len);
 }
 
+void ops_invalidate_entry(struct inode *dir, const char *name)
+{
+	if (session)
+		fuse_lowlevel_notify_inval_entry(session, inode_nodeid(dir), name, strlen(name));
+}
+
 void ops_init(const struct ops_config *c)
 {
 	cfg = *c;
@@ -1845,9 +1851,55 @@ static void reply_xattr_data(fuse_req_t req, struct inode *in, enum xop op,
 
 #define VIRT_PREFIX "user.hsmfs."
 
+/*
+ * hsmfsctl refresh: a getxattr of user.hsmfs.refresh on the directory
+ * (a getxattr holds no lock of the directory, whose names the refresh
+ * invalidates).  Its value is "ok" once the refresh is applied
+ * ("unlisted": not listed yet, so nothing to refresh); asked
+ * for its size first (size 0), it says 16 and refreshes nothing.
+ */
+struct refresh_req {
+	fuse_req_t req;
+	size_t size;
+};
+
+static void refresh_done(void *arg, int res)
+{
+	struct refresh_req *r = arg;
+
+	if (res == EVENTS_UNLISTED)
+		fuse_reply_buf(r->req, "unlisted", r->size < 8 ? 0 : 8);
+	else if (res)
+		fuse_reply_err(r->req, -res);
+	else if (r->size < 2)
+		fuse_reply_err(r->req, ERANGE);
+	else
+		fuse_reply_buf(r->req, "ok", 2);
+	free(r);
+}
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			size_t size)
 {
+	if (!strcmp(name, VIRT_PREFIX "refresh")) {
+		struct refresh_req *r;
+		int res;
+
+		if (!size) {
+			fuse_reply_xattr(req, 16);
+			return;
+		}
+		r = malloc(sizeof(*r));
+		if (!r) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		*r = (struct refresh_req){ req, size };
+		res = events_dir_refresh(IN(ino), req, refresh_done, r);
+		if (res != EVENTS_PARKED)
+			refresh_done(r, res);
+		return;
+	}
 	if (!strncmp(name, VIRT_PREFIX, sizeof(VIRT_PREFIX) - 1)) {
 		struct inode *in = IN(ino);
 		struct stat st = { 0 };

@@ -45,6 +45,8 @@ void ops_set_session(struct fuse_session *se);
  */
 struct inode;
 void ops_invalidate(struct inode *in, uint64_t off, uint64_t len);
+/* Drop the kernel's entry of name in dir; never from a request that holds dir's lock. */
+void ops_invalidate_entry(struct inode *dir, const char *name);
 /* Has the FUSE session ended (unmounted)?  Any thread. */
 bool ops_exiting(void);
 

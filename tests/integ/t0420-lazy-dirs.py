@@ -100,6 +100,63 @@ def test_zero_setup():
     shutil.rmtree(store, ignore_errors=True)
 
 
+def test_refresh():
+    """hsmfsctl refresh --recursive: names new at the origin appear, removed
+    ones go (unless open or dirty), changed files become placeholders of
+    the new version (an open one keeps its whole old version until the next
+    refresh), directories not listed yet are left to their first look."""
+    root, files = make_origin()
+    store = tmpdir("hsmfs-store-")
+    with Nginx(root) as ng, Mount(store=store,
+                                  opts="hook=%s,origin=%s" % (HTTP, ng.url())) as m:
+        wait_for(lambda: m.logged("hook 'hsmfs-http'"), "hsmfs-http connected")
+        eq(sorted(os.listdir(m.path("a"))), ["b", "one.bin"], "a listed")
+        with open(m.path("top.txt"), "rb") as f:
+            eq(f.read(), files["top.txt"], "top.txt read (resident)")
+        with open(m.path("a/b/sibling"), "r+b") as f:
+            f.write(b"M")  # dirty: changed through the mount
+        keep_open = open(m.path("a/one.bin"), "rb")
+        old_one = keep_open.read(10)
+        # the origin changes
+        with open(os.path.join(root, "top.txt"), "wb") as f:
+            f.write(b"top, version 2\n")
+        os.utime(os.path.join(root, "top.txt"), (1, 1))  # another Last-Modified
+        with open(os.path.join(root, "a/b/sibling"), "wb") as f:
+            f.write(b"origin's new sibling")
+        os.unlink(os.path.join(root, "a/one.bin"))
+        os.unlink(os.path.join(root, "z/empty-file"))
+        with open(os.path.join(root, "new.txt"), "wb") as f:
+            f.write(b"new")
+        os.mkdir(os.path.join(root, "newdir"))
+        os.chmod(os.path.join(root, "newdir"), 0o755)
+        with open(os.path.join(root, "newdir/x"), "wb") as f:
+            f.write(b"x")
+        before = len(listings(ng))
+        rc, out = run([HSMFSCTL, "refresh", "--recursive", m.mnt])
+        eq(rc, 0, "hsmfsctl refresh --recursive: " + out.strip())
+        relisted = listings(ng)[before:]
+        ok("/" in relisted and "/a/" in relisted and "/a/b/c/" not in relisted,
+           "listed again: the listed directories only (%s)" % relisted)
+        eq(sorted(os.listdir(m.mnt)), ["a", "empty", "new.txt", "newdir", "top.txt",
+                                        "with space", "z"], "a new file and directory appear")
+        with open(m.path("top.txt"), "rb") as f:
+            eq(f.read(), b"top, version 2\n", "a changed file reads the new version")
+        with open(m.path("a/b/sibling"), "rb") as f:
+            eq(f.read(), b"M", "a dirty file is kept as the user made it")
+        eq(os.listdir(m.path("z")), [], "a removed file goes")
+        ok("one.bin" in os.listdir(m.path("a")), "a removed file that is open stays")
+        eq(keep_open.read(10), files["a/one.bin"][10:20], "and reads on")
+        keep_open.close()
+        with open(m.path("newdir/x"), "rb") as f:
+            eq(f.read(), b"x", "the new directory lists and reads")
+        eq(run([HSMFSCTL, "refresh", m.path("a")])[0], 0, "refresh of a again")
+        ok("one.bin" not in os.listdir(m.path("a")), "closed now: it goes")
+        rc, out = run([HSMFSCTL, "refresh", m.path("a/b/c/deep.txt")])
+        ok(rc != 0 and "Not a directory" in out, "refresh of a file: " + out.strip())
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(store, ignore_errors=True)
+
+
 def test_import_lists():
     """hsmfsctl import into a zero-setup mount: the manifest says what the
     root holds, so the root is listed by it, not by the origin."""
@@ -231,6 +288,7 @@ def test_crash_mid_listing():
 def run_all():
     test_zero_setup()
     test_import_lists()
+    test_refresh()
     test_concurrent_first_look()
     test_hostile_listings()
     test_crash_mid_listing()
