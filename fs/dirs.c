@@ -25,6 +25,7 @@
  * without E.lock (the event is marked copying meanwhile).
  */
 #include <dirent.h>
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -47,6 +48,107 @@ _Atomic bool events_lazy_dirs;
 
 #define LISTING_MAX (1ULL << 30) /* a listing's bytes, at most */
 
+static struct event *listing_of(struct inode *dir);
+
+/* a directory's names are known: listed (or plain), or listed and aging */
+#define KNOWN (INODE_LISTED | INODE_DIR_TTL)
+
+/*
+ * dir_ttl: when each listed directory the daemon has seen was listed
+ * (ms), by store inode number; open addressing, 0 = empty.  Only with
+ * dir_ttl set; its own lock, held for a lookup or an insert, nothing else.
+ */
+static struct {
+	pthread_mutex_t lock;
+	uint64_t *ino;
+	int64_t *at;
+	size_t cap, n;
+} T = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* The slot of ino (inserted if missing), or NULL.  T.lock held. */
+static int64_t *ttl_slot(uint64_t ino)
+{
+	size_t i;
+
+	if (!ino)
+		ino = UINT64_MAX;
+	if (2 * (T.n + 1) > T.cap) {
+		size_t cap = T.cap ? 2 * T.cap : 256;
+		uint64_t *ni = calloc(cap, sizeof(*ni));
+		int64_t *na = calloc(cap, sizeof(*na));
+
+		if (!ni || !na) {
+			free(ni);
+			free(na);
+			return NULL;
+		}
+		for (size_t k = 0; k < T.cap; k++) {
+			if (!T.ino[k])
+				continue;
+			for (i = T.ino[k] * 0x9E3779B97F4A7C15ULL % cap; ni[i]; i = (i + 1) % cap)
+				;
+			ni[i] = T.ino[k];
+			na[i] = T.at[k];
+		}
+		free(T.ino);
+		free(T.at);
+		T.ino = ni;
+		T.at = na;
+		T.cap = cap;
+	}
+	for (i = ino * 0x9E3779B97F4A7C15ULL % T.cap; T.ino[i] && T.ino[i] != ino;
+	     i = (i + 1) % T.cap)
+		;
+	if (!T.ino[i]) {
+		T.ino[i] = ino;
+		T.n++;
+	}
+	return &T.at[i];
+}
+
+static void ttl_set(uint64_t ino, int64_t at)
+{
+	int64_t *t;
+
+	pthread_mutex_lock(&T.lock);
+	t = ttl_slot(ino);
+	if (t)
+		*t = at;
+	pthread_mutex_unlock(&T.lock);
+}
+
+/*
+ * A look at dir, listed and aging (dir_ttl): once its listing is older
+ * than dir_ttl, a refresh starts in the background (nobody waits for it:
+ * the look goes on with the names as they are).  Without E.lock.
+ */
+static void aged_check(struct inode *dir)
+{
+	int64_t now = now_ms(), *t;
+	struct meta_file f;
+	struct event *ev;
+	bool stale;
+
+	pthread_mutex_lock(&T.lock);
+	t = ttl_slot(inode_ino(dir));
+	stale = t && now - *t >= (int64_t)(E.cfg.dir_ttl * 1000);
+	if (stale)
+		*t = now; /* one refresh an age, failed or not */
+	pthread_mutex_unlock(&T.lock);
+	if (!stale || meta_get(E.cfg.meta, inode_ino(dir), &f))
+		return;
+	elock();
+	if (f.state == META_DIR_LISTED && !listing_of(dir) && !E.stopping &&
+	    !start_listing(dir, f.origin, NULL, &ev)) {
+		f.origin = NULL; /* the event's */
+		ev->refresh = true;
+		ev->detached = true;
+		put_ref(ev);
+	}
+	eunlock();
+	meta_file_free(&f);
+}
+
 /*
  * The listing state of dir from the database: 0 with *ret_origin (owned,
  * may be NULL) when unlisted, 1 when its names are known, or -errno.
@@ -63,6 +165,12 @@ static int dir_state(struct inode *dir, char **ret_origin)
 		return 1;
 	}
 	res = meta_get(E.cfg.meta, inode_ino(dir), &f);
+	if (!res && f.state == META_DIR_LISTED && E.cfg.dir_ttl > 0) {
+		ttl_set(f.ino, f.atime);
+		meta_file_free(&f);
+		inode_flags_set(dir, INODE_DIR_TTL);
+		return 1;
+	}
 	if (res == -ENOENT || (!res && f.state != META_DIR_UNLISTED)) {
 		if (!res)
 			meta_file_free(&f);
@@ -104,11 +212,20 @@ int events_dir(struct inode *dir, struct fuse_req *req, void (*cont)(void *arg, 
 
 	if (inode_flags(dir) & INODE_LISTED)
 		return 0;
-	res = dir_state(dir, &origin);
-	if (res)
-		return res > 0 ? 0 : res;
+	if (!(inode_flags(dir) & INODE_DIR_TTL)) {
+		res = dir_state(dir, &origin);
+		if (res < 0)
+			return res;
+	} else {
+		res = 1;
+	}
+	if (res) {
+		if (inode_flags(dir) & INODE_DIR_TTL)
+			aged_check(dir);
+		return 0;
+	}
 	elock();
-	if (inode_flags(dir) & INODE_LISTED) {
+	if (inode_flags(dir) & KNOWN) {
 		/* listed while we looked */
 		eunlock();
 		free(origin);
@@ -185,7 +302,7 @@ void events_dir_forget(struct inode *dir)
 {
 	uint64_t dirs = 0;
 
-	inode_flags_clear(dir, INODE_LISTED | INODE_UNLISTED);
+	inode_flags_clear(dir, INODE_LISTED | INODE_UNLISTED | INODE_DIR_TTL);
 	if (!meta_count_dirs(E.cfg.meta, &dirs) && dirs)
 		atomic_store(&events_lazy_dirs, true);
 }
@@ -649,10 +766,14 @@ void commit_listing(struct event *ev)
 	ev->copying = false;
 	pthread_cond_broadcast(&E.copied);
 	if (!res && ev->refresh) {
+		if (E.cfg.dir_ttl > 0)
+			ttl_set(inode_ino(dir), now_ms());
 		E.st.refreshed++;
 	} else if (!res) {
+		if (E.cfg.dir_ttl > 0)
+			ttl_set(inode_ino(dir), now_ms());
 		inode_flags_clear(dir, INODE_UNLISTED);
-		inode_flags_set(dir, INODE_LISTED);
+		inode_flags_set(dir, E.cfg.dir_ttl > 0 ? INODE_DIR_TTL : INODE_LISTED);
 		E.st.listed++;
 	}
 	complete(ev, res);

@@ -68,7 +68,6 @@ static void resume(struct parked *p);
  * for an event itself.
  */
 static __thread bool engine_thread;
-static void put_ref(struct event *ev);
 static unsigned share_of(uid_t uid);
 static struct parked *park_take(struct fuse_req *req, int *res);
 static void park_put(struct parked *p);
@@ -1204,7 +1203,7 @@ static void *roomer_main(void *arg)
 }
 
 /* Drop a reference to ev taken for a wait that will not happen.  E.lock held. */
-static void put_ref(struct event *ev)
+void put_ref(struct event *ev)
 {
 	ELOCK_HELD();
 	ev->waiters--;

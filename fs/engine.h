@@ -288,6 +288,7 @@ struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
 				struct fuse_req *req, bool detached, uint64_t reserved,
 				int *res);
 void hold_event(struct event *ev);
+void put_ref(struct event *ev);
 int park_on(struct event *ev, struct inode *in, struct fuse_req *req,
 	    void (*cont)(void *arg, int res), void *arg);
 void drain_ready(void);

@@ -66,6 +66,8 @@ struct events_config {
 	unsigned max_pending; /* event slots */
 	double timeout;       /* seconds per event, extended by PROGRESS */
 	bool nohook_fail;     /* no fill hook: fail at once instead of waiting */
+	double dir_ttl;       /* seconds: a listed directory is listed again
+			       * (in the background) on a look after this, 0: never */
 	uint64_t chunk;       /* hint alignment, a power of two >= 4096 */
 	uint64_t first_fill;  /* a miss's own hint at most (0: its chunk's gap) */
 	struct meta *meta;    /* borrowed; outlives the engine */
@@ -242,7 +244,7 @@ extern _Atomic bool events_lazy_dirs;
 static inline bool events_dir_known(const struct inode *dir)
 {
 	return !atomic_load_explicit(&events_lazy_dirs, memory_order_relaxed) ||
-	       (inode_flags(dir) & INODE_LISTED);
+	       (inode_flags(dir) & INODE_LISTED); /* not INODE_DIR_TTL: its age is checked */
 }
 
 int events_dir(struct inode *dir, struct fuse_req *req, void (*cont)(void *arg, int res),

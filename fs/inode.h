@@ -70,6 +70,8 @@ struct inode_head {
 #define INODE_LISTED 0x100    /* a directory whose names are known (listed,
 			       * or never lazy): see events_dir() */
 #define INODE_UNLISTED 0x200  /* a directory with an unlisted row */
+#define INODE_DIR_TTL 0x400   /* a listed directory whose listing ages
+			       * (dir_ttl): each look checks its age */
 
 static inline uint32_t inode_flags(const struct inode *in)
 {

@@ -66,6 +66,7 @@ static void usage(void)
 "  max_pending_user=N requests one user may have waiting for hooks\n"
 "                     (default: max_pending; a quarter with allow_other)\n"
 "  chunk=SIZE         alignment of fill hints (default 1M)\n"
+"  dir_ttl=SECONDS    list a listed directory again on a look after this (0: never)\n"
 "  first_fill=SIZE    a read's miss waits for at most this much (default 128k;\n"
 "                     the rest of its chunk is fetched beside it; 0: the chunk)\n"
 "  readahead=SIZE     the kernel's readahead window of the mount (root only;\n"
@@ -398,6 +399,7 @@ int main(int argc, char *argv[])
 			.nohook_fail = o.nohook_fail,
 			.chunk = o.chunk,
 			.first_fill = o.first_fill,
+			.dir_ttl = o.dir_ttl,
 			.meta = meta,
 			.store_path = store_path,
 			.origin = o.origin,

@@ -178,6 +178,13 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 				    opt, OPTS_TIMEOUT_MAX);
 		return 0;
 	}
+	if (KEY("dir_ttl")) {
+		if (!val || parse_seconds(val, &o->dir_ttl))
+			return fail(err, errlen,
+				    "option '%s' needs seconds from 0 to %.0f (0: never)",
+				    opt, OPTS_TIMEOUT_MAX);
+		return 0;
+	}
 	if (KEY("hook")) {
 		if (!val || !*val)
 			return fail(err, errlen, "option 'hook=' needs a command");

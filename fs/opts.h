@@ -65,6 +65,8 @@ struct hsmfs_opts {
 	unsigned fd_cache;       /* max cached O_PATH fds, 0 = auto */
 	unsigned max_threads;    /* FUSE worker threads, 0 = libfuse default */
 	double timeout;          /* seconds an event may take, default 30 */
+	double dir_ttl;          /* a listed directory is listed again on a look
+				  * this long after its listing, 0: never */
 	bool nohook_fail;        /* nohook=fail: no fill hook fails at once */
 	unsigned max_pending;    /* event slots, default 1024 */
 	unsigned max_pending_user; /* requests one user may park; 0: default */

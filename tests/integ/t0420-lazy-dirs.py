@@ -157,6 +157,25 @@ def test_refresh():
     shutil.rmtree(store, ignore_errors=True)
 
 
+def test_dir_ttl():
+    """dir_ttl=1: a listed directory looked at after a second is listed
+    again in the background; the look goes on with the names it has."""
+    root, files = make_origin()
+    with Nginx(root) as ng, Mount(opts="hook=%s,origin=%s,dir_ttl=1" % (HTTP, ng.url())) as m:
+        wait_for(lambda: m.logged("hook 'hsmfs-http'"), "hsmfs-http connected")
+        first = sorted(os.listdir(m.mnt))
+        with open(os.path.join(root, "late.txt"), "wb") as f:
+            f.write(b"late")
+        eq(sorted(os.listdir(m.mnt)), first, "within the ttl: the names as listed")
+        ok(wait_for(lambda: "late.txt" in os.listdir(m.mnt), "the name made at the origin",
+                    deadline=15), "after the ttl a look lists it again: the new name appears")
+        with open(m.path("late.txt"), "rb") as f:
+            eq(f.read(), b"late", "and reads")
+        n = listings(ng).count("/")
+        ok(2 <= n <= 15, "the root listed again once an age, not on every look (%d)" % n)
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def test_import_lists():
     """hsmfsctl import into a zero-setup mount: the manifest says what the
     root holds, so the root is listed by it, not by the origin."""
@@ -289,6 +308,7 @@ def run_all():
     test_zero_setup()
     test_import_lists()
     test_refresh()
+    test_dir_ttl()
     test_concurrent_first_look()
     test_hostile_listings()
     test_crash_mid_listing()

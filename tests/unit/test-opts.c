@@ -177,6 +177,13 @@ int main(void)
 	   "prefetch past its bound refused: %s", err);
 	ok(parse(&o, err, 4, "/s", "/m", "-o", "prefetch") == -EINVAL,
 	   "prefetch needs a number");
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "dir_ttl=2.5") == 0 && o.dir_ttl == 2.5 &&
+		   !strcmp(o.fuse_opts, ""),
+	   "dir_ttl=2.5, not passed to the kernel");
+	opts_free(&o);
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "dir_ttl=soon") == -EINVAL &&
+		   strstr(err, "dir_ttl"), "dir_ttl=soon is refused: %s", err);
+	opts_free(&o);
 	ok(parse(&o, err, 2, "/s", "/m") == 0 && o.first_fill == 128 * 1024,
 	   "first_fill is 128k by default");
 	opts_free(&o);
