@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "hsmfs/hook.h"
+#include "http-list.h"
 #include "manifest.h"
 #include "meta.h"
 #include "place.h"
@@ -84,28 +85,8 @@ static int cmp_items(const void *a, const void *b)
 
 /* ------------------------------------------------------ origin listing */
 
-struct body {
-	char *p;
-	size_t n;
-};
-
-static size_t body_cb(char *b, size_t sz, size_t n, void *arg)
-{
-	struct body *bd = arg;
-	size_t len = sz * n;
-	char *np;
-
-	if (bd->n + len > (256u << 20))
-		return 0; /* a listing over 256 MiB is not a listing */
-	np = realloc(bd->p, bd->n + len + 1);
-	if (!np)
-		return 0;
-	memcpy(np + bd->n, b, len);
-	bd->p = np;
-	bd->n += len;
-	np[bd->n] = '\0';
-	return len;
-}
+/* a listing over 256 MiB is not a listing */
+#define LISTING_BODY_MAX (256u << 20)
 
 struct walk {
 	CURL *c;
@@ -190,13 +171,13 @@ static int listing_entry(void *arg, const char *name, bool is_dir, const char *m
 
 static int listing_dir(struct walk *w)
 {
-	struct body b = { NULL, 0 };
+	struct http_body b = { .max = LISTING_BODY_MAX };
 	long code = 0;
 	CURLcode rc;
 	int res;
 
 	curl_easy_setopt(w->c, CURLOPT_URL, w->base);
-	curl_easy_setopt(w->c, CURLOPT_WRITEFUNCTION, body_cb);
+	curl_easy_setopt(w->c, CURLOPT_WRITEFUNCTION, http_body_cb);
 	curl_easy_setopt(w->c, CURLOPT_WRITEDATA, &b);
 	rc = curl_easy_perform(w->c);
 	curl_easy_getinfo(w->c, CURLINFO_RESPONSE_CODE, &code);
@@ -313,7 +294,7 @@ static int collect_s3(const char *url, const struct s3opts *so, struct item **it
 
 	if (res)
 		return res;
-	curl_easy_setopt(w.c, CURLOPT_WRITEFUNCTION, body_cb);
+	curl_easy_setopt(w.c, CURLOPT_WRITEFUNCTION, http_body_cb);
 	if (so->sigv4) {
 		char buf[4096], *nl;
 		FILE *f = so->keys_file ? fopen(so->keys_file, "r") : NULL;
@@ -341,7 +322,7 @@ static int collect_s3(const char *url, const struct s3opts *so, struct item **it
 		curl_easy_setopt(w.c, CURLOPT_HTTPHEADER, hdrs);
 	}
 	while (!res && more) {
-		struct body b = { NULL, 0 };
+		struct http_body b = { .max = LISTING_BODY_MAX };
 		char *req, *tok = token[0] ? curl_easy_escape(w.c, token, 0) : NULL;
 		long code = 0;
 		CURLcode rc;

@@ -22,19 +22,16 @@
 #include "http-list.h"
 #include "manifest.h"
 
-struct body {
-	char *p;
-	size_t n;
-};
+#define PAGE_MAX (64u << 20) /* a page over 64 MiB is not a listing */
 
-static size_t body_cb(char *b, size_t sz, size_t n, void *arg)
+size_t http_body_cb(char *b, size_t sz, size_t n, void *arg)
 {
-	struct body *bd = arg;
+	struct http_body *bd = arg;
 	size_t len = sz * n;
 	char *np;
 
-	if (bd->n + len > (64u << 20))
-		return 0; /* a page over 64 MiB is not a listing */
+	if (bd->n + len > bd->max)
+		return 0;
 	np = realloc(bd->p, bd->n + len + 1);
 	if (!np)
 		return 0;
@@ -168,13 +165,13 @@ static int s3_prefix(void *arg, const char *prefix)
 }
 
 /* GET url into b: 0, or an errno (the reason logged) */
-static int get(CURL *c, const char *url, struct body *b, char *why, size_t whylen)
+static int get(CURL *c, const char *url, struct http_body *b, char *why, size_t whylen)
 {
 	long code = 0;
 	CURLcode rc;
 
 	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, body_cb);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, http_body_cb);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
 	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, NULL);
 	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 1L);
@@ -196,7 +193,7 @@ int http_list(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3
 	      char *why, size_t whylen)
 {
 	struct out o = { 0 };
-	struct body b = { NULL, 0 };
+	struct http_body b = { .max = PAGE_MAX };
 	/* S3 wants the payload hash signed; a GET has an empty one */
 	struct curl_slist *hdrs = s3 ? curl_slist_append(NULL, "x-amz-content-sha256: "
 		"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855") : NULL;
@@ -249,7 +246,7 @@ int http_list(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3
 			free(tok);
 			free(pq);
 			free(b.p);
-			b = (struct body){ NULL, 0 };
+			b = (struct http_body){ .max = PAGE_MAX };
 			res = get(c, url, &b, why, whylen);
 			free(url);
 			if (res)

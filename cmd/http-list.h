@@ -18,6 +18,17 @@
 
 #include "hsmfs/hook.h"
 
+/*
+ * A response body kept in memory (CURLOPT_WRITEFUNCTION with
+ * CURLOPT_WRITEDATA a struct http_body): NUL-terminated, at most max
+ * bytes (more fails the transfer).  The caller frees p.
+ */
+struct http_body {
+	char *p;
+	size_t n, max;
+};
+size_t http_body_cb(char *b, size_t sz, size_t n, void *arg);
+
 int http_list(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3,
 	      char *why, size_t whylen);
 

@@ -203,11 +203,41 @@ static struct event *listing_of(struct inode *dir)
 	return NULL;
 }
 
+/*
+ * Join the listing of dir in flight, or start one (origin: owned, given
+ * to it), and park req on it: as events_dir().  Called with E.lock held,
+ * returns without it.
+ */
+static int wait_listing(struct inode *dir, char *origin, bool refresh, struct fuse_req *req,
+			void (*cont)(void *arg, int res), void *arg)
+{
+	ELOCK_HELD();
+	struct event *ev = listing_of(dir);
+	int res;
+
+	if (ev) {
+		free(origin);
+		hold_event(ev);
+	} else {
+		res = start_listing(dir, origin, req, &ev);
+		if (res) {
+			eunlock();
+			return res;
+		}
+		ev->refresh = refresh;
+	}
+	res = park_on(ev, dir, req, cont, arg);
+	eunlock();
+	if (res == EVENTS_PARKED)
+		return res;
+	drain_ready();
+	return res == EV_TIMEOUT ? -EIO : res;
+}
+
 int events_dir(struct inode *dir, struct fuse_req *req, void (*cont)(void *arg, int res),
 	       void *arg)
 {
 	char *origin = NULL;
-	struct event *ev;
 	int res;
 
 	if (inode_flags(dir) & INODE_LISTED)
@@ -231,30 +261,13 @@ int events_dir(struct inode *dir, struct fuse_req *req, void (*cont)(void *arg, 
 		free(origin);
 		return 0;
 	}
-	ev = listing_of(dir);
-	if (ev) {
-		free(origin);
-		hold_event(ev);
-	} else {
-		res = start_listing(dir, origin, req, &ev);
-		if (res) {
-			eunlock();
-			return res;
-		}
-	}
-	res = park_on(ev, dir, req, cont, arg);
-	eunlock();
-	if (res == EVENTS_PARKED)
-		return res;
-	drain_ready();
-	return res == EV_TIMEOUT ? -EIO : res;
+	return wait_listing(dir, origin, false, req, cont, arg);
 }
 
 int events_dir_refresh(struct inode *dir, struct fuse_req *req,
 		       void (*cont)(void *arg, int res), void *arg)
 {
 	struct meta_file f;
-	struct event *ev;
 	char *origin;
 	int res;
 
@@ -278,24 +291,7 @@ int events_dir_refresh(struct inode *dir, struct fuse_req *req,
 		return EVENTS_UNLISTED; /* listed afresh on its first look anyway */
 	}
 	elock();
-	ev = listing_of(dir);
-	if (ev) {
-		free(origin);
-		hold_event(ev);
-	} else {
-		res = start_listing(dir, origin, req, &ev);
-		if (res) {
-			eunlock();
-			return res;
-		}
-		ev->refresh = true;
-	}
-	res = park_on(ev, dir, req, cont, arg);
-	eunlock();
-	if (res == EVENTS_PARKED)
-		return res;
-	drain_ready();
-	return res == EV_TIMEOUT ? -EIO : res;
+	return wait_listing(dir, origin, true, req, cont, arg);
 }
 
 void events_dir_forget(struct inode *dir)

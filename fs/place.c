@@ -30,6 +30,18 @@ static uint64_t new_gen(void)
 	return g;
 }
 
+/* The row of a new entry, with a new generation. */
+static int put_row(struct meta *m, struct meta_file *row, char *err, size_t errlen)
+{
+	int res;
+
+	row->gen = new_gen();
+	res = meta_put(m, row);
+	if (res)
+		snprintf(err, errlen, "database: %s", meta_errmsg(m));
+	return res;
+}
+
 static int place_dir(struct meta *m, int dfd, const char *name, const char *relpath,
 		     const struct manifest_entry *e, bool adopt, bool *created,
 		     enum place_outcome *out, char *err, size_t errlen)
@@ -86,11 +98,7 @@ static int place_dir(struct meta *m, int dfd, const char *name, const char *relp
 	row.state = META_DIR_UNLISTED;
 	row.origin = e->url;
 	row.path = (char *)relpath;
-	row.gen = new_gen();
-	res = meta_put(m, &row);
-	if (res)
-		snprintf(err, errlen, "database: %s", meta_errmsg(m));
-	return res;
+	return put_row(m, &row, err, errlen);
 }
 
 static int place_file(struct meta *m, int dfd, const char *name, const char *relpath,
@@ -177,11 +185,7 @@ static int place_file(struct meta *m, int dfd, const char *name, const char *rel
 	row.version = e->version;
 	row.sha256 = e->sha256;
 	row.path = (char *)relpath;
-	row.gen = new_gen();
-	res = meta_put(m, &row);
-	if (res)
-		snprintf(err, errlen, "database: %s", meta_errmsg(m));
-	return res;
+	return put_row(m, &row, err, errlen);
 }
 
 int place_listed(struct meta *m, int dfd)
