@@ -127,9 +127,10 @@ def main():
     root = make_tree(a.dirs, a.files)
     print("origin: %d directories of %d files (%.1f s to make)" %
           (a.dirs, a.files, time.perf_counter() - t), flush=True)
-    ng = harness.Nginx(root, extra="location /j/ { alias %s/tree/; autoindex on; "
+    # (no slash after the location: httpdirfs asks for /h first)
+    ng = harness.Nginx(root, extra="location /j { alias %s/tree; autoindex on; "
                                    "autoindex_format json; } "
-                                   "location /h/ { alias %s/tree/; autoindex on; "
+                                   "location /h { alias %s/tree; autoindex on; "
                                    "autoindex_format html; }" % (root, root)).start()
     proxy = WanProxy(ng.port, *[float(x) for x in a.wan.split(",")]) if a.wan else None
     origin = proxy or ng
