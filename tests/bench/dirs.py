@@ -2,7 +2,7 @@
 """Lazy directories: time to the first ls and to a full find of a big tree.
 
     tests/bench/dirs.py [--dirs D] [--files F] [--runs N] [--wan DELAY_MS,RATE_MBS]
-                        [--clients hsmfs,hsmfs-import,rclone,httpdirfs]
+                        [--clients hsmfs,hsmfs-import,rclone,httpdirfs] [--s3]
 
 An origin tree of D directories of F files each (default 1000 x 100:
 100 000 files, 8 bytes each) under one root, served by a loopback nginx
@@ -18,6 +18,11 @@ each run on a fresh mount and a fresh cache:
              directory listed, every entry stat'ed)
   listings   directory listings the origin served during the run (from
              nginx's access log): hsmfs lists each directory once
+With --s3 the same tree is a bucket of an s3rver on 127.0.0.1
+(HSMFS_S3RVER; its store written directly, one object a file), listed
+with ListObjectsV2 (hsmfs-http --aws-sigv4, hsmfsctl import --s3, rclone
+mount :s3:); httpdirfs has no S3 and s3rver keeps no access log, so the
+listings column is left out there.
 Medians and spread (min-max) over the runs; the clients alternate run
 by run.  Needs: nginx; rclone and httpdirfs where installed (skipped
 with a note otherwise).  HSMFS, HSMFSCTL, HSMFS_HTTP as for bench.py.
@@ -63,10 +68,53 @@ def find(mnt):
     return n
 
 
+SIG = "aws:amz:us-east-1:s3"
+
+
+class S3rver:
+    """s3rver on 127.0.0.1 with bucket bkt holding the tree (D x F objects)."""
+
+    def __init__(self, dirs, files):
+        import socket
+        self.dir = tmpdir("hsmfs-bench-s3-")
+        b = os.path.join(self.dir, "data", "bkt")
+        for d in range(dirs):
+            os.makedirs(os.path.join(b, "d%04d" % d))
+            for f in range(files):
+                with open(os.path.join(b, "d%04d" % d, "f%03d._S3rver_object" % f), "wb") as fh:
+                    fh.write(b"12345678")
+        self.keys = os.path.join(self.dir, "keys")
+        with open(self.keys, "w") as fh:
+            fh.write("S3RVER\nS3RVER\n")
+        os.chmod(self.keys, 0o600)
+        self.port = harness.free_port()
+        self.proc = subprocess.Popen([os.environ["HSMFS_S3RVER"], "-d",
+                                      os.path.join(self.dir, "data"), "-a", "127.0.0.1",
+                                      "-p", str(self.port), "--configure-bucket", "bkt",
+                                      "--silent"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     env=dict(os.environ,
+                                              NODE_OPTIONS="--openssl-legacy-provider"))
+
+        def up():
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return True
+            except OSError:
+                return self.proc.poll() is not None
+        harness.wait_for(up, "s3rver listening")
+        self.bucket = "http://127.0.0.1:%d/bkt" % self.port
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
 class Client(Lazy):
     """A client mounted of the whole tree (close() as bench.py's Lazy)."""
 
-    def __init__(self, kind, json_url, html_url):
+    def __init__(self, kind, json_url, html_url, s3=None):
         self.kind = kind
         self.dir = tmpdir("hsmfs-bench-dc-")
         self.mnt = os.path.join(self.dir, "mnt")
@@ -76,22 +124,33 @@ class Client(Lazy):
         if kind in ("hsmfs", "hsmfs-import"):
             store = os.path.join(self.dir, "store")
             os.mkdir(store)
+            sig = ["--s3", "--aws-sigv4", SIG, "--aws-keys-file", s3.keys] if s3 else []
             if kind == "hsmfs-import":
-                subprocess.run([os.environ["HSMFSCTL"], "import", "-s", store,
-                                "--listing", json_url], check=True,
+                subprocess.run([os.environ["HSMFSCTL"], "import", "-s", store, "--listing",
+                                s3.bucket + "/" if s3 else json_url] + sig, check=True,
                                stdout=subprocess.DEVNULL)
-            self.mount = Mount(store=store, opts="hook=%s,origin=%s" % (http, json_url))
+            hook = http + (" --aws-sigv4 %s --aws-keys-file %s" % (SIG, s3.keys) if s3 else "")
+            self.mount = Mount(store=store, opts="hook=%s,origin=%s" % (
+                hook, s3.bucket if s3 else json_url))
             self.mount.start()
             self.mnt = self.mount.mnt
         elif kind == "rclone":
             exe = shutil.which("rclone")
             if not exe:
                 raise RuntimeError("rclone is not installed")
-            self.proc = subprocess.Popen([exe, "mount", ":http:", self.mnt, "--http-url",
-                                          html_url, "--vfs-cache-mode", "full", "--cache-dir",
+            where = ([":s3:bkt", self.mnt, "--s3-provider", "Other", "--s3-endpoint",
+                      "http://127.0.0.1:%d" % s3.port, "--s3-access-key-id", "S3RVER",
+                      "--s3-secret-access-key", "S3RVER"] if s3 else
+                     [":http:", self.mnt, "--http-url", html_url])
+            self.proc = subprocess.Popen([exe, "mount"] + where + [ "--vfs-cache-mode", "full", "--cache-dir",
                                           os.path.join(self.dir, "cache"), "--read-only",
                                           "--config", "/dev/null"],
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                         # rclone 1.60 refuses any AWS_CA_BUNDLE
+                                         env={k: v for k, v in os.environ.items()
+                                              if k != "AWS_CA_BUNDLE"})
+        elif kind == "httpdirfs" and s3:
+            raise RuntimeError("httpdirfs has no S3")
         elif kind == "httpdirfs":
             exe = shutil.which("httpdirfs")
             if not exe:
@@ -122,6 +181,7 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--wan")
     ap.add_argument("--clients", default="hsmfs,hsmfs-import,rclone,httpdirfs")
+    ap.add_argument("--s3", action="store_true")
     a = ap.parse_args()
     t = time.perf_counter()
     root = make_tree(a.dirs, a.files)
@@ -132,7 +192,11 @@ def main():
                                    "autoindex_format json; } "
                                    "location /h { alias %s/tree; autoindex on; "
                                    "autoindex_format html; }" % (root, root)).start()
-    proxy = WanProxy(ng.port, *[float(x) for x in a.wan.split(",")]) if a.wan else None
+    s3 = S3rver(a.dirs, a.files) if a.s3 else None
+    proxy = WanProxy(s3.port if s3 else ng.port,
+                     *[float(x) for x in a.wan.split(",")]) if a.wan else None
+    if s3 and proxy:
+        s3.bucket, s3.port = "http://127.0.0.1:%d/bkt" % proxy.port, proxy.port
     origin = proxy or ng
     res, notes = {}, []
     kinds = a.clients.split(",")
@@ -144,7 +208,7 @@ def main():
                 before = listings(ng)
                 t0 = time.perf_counter()
                 try:
-                    c = Client(k, origin.url("j/"), origin.url("h/"))
+                    c = Client(k, origin.url("j/"), origin.url("h/"), s3)
                 except RuntimeError as e:
                     notes.append(k)
                     print("note: %s skipped: %s" % (k, e), flush=True)
@@ -166,6 +230,8 @@ def main():
     finally:
         if proxy:
             proxy.stop()
+        if s3:
+            s3.stop()
         ng.stop()
         shutil.rmtree(root, ignore_errors=True)
     print("\n%-13s %22s %22s %9s" % ("client", "first ls, s (min-max)", "find, s (min-max)",
@@ -174,7 +240,10 @@ def main():
         print("%-13s %8.3f (%.3f-%.3f) %8.3f (%.3f-%.3f) %9d" % (
             k, statistics.median(v["first-ls"]), min(v["first-ls"]), max(v["first-ls"]),
             statistics.median(v["find"]), min(v["find"]), max(v["find"]),
-            statistics.median(v["listings"])))
+            statistics.median(v["listings"])) if not a.s3 else
+              "%-13s %8.3f (%.3f-%.3f) %8.3f (%.3f-%.3f) %9s" % (
+            k, statistics.median(v["first-ls"]), min(v["first-ls"]), max(v["first-ls"]),
+            statistics.median(v["find"]), min(v["find"]), max(v["find"]), "-"))
 
 
 if __name__ == "__main__":
