@@ -63,6 +63,7 @@ static struct {
 	const char *aws_sigv4;
 	char *aws_userpwd;
 	bool s3;                 /* the origin is a bucket: list with ListObjectsV2 */
+	unsigned list_page;      /* ListObjectsV2 max-keys, 0: the server's */
 	bool verbose;
 } cfg = { .connections = 8, .retries = 4, .connect_timeout = 10,
 	  .low_speed_limit = 1, .low_speed_time = 30 };
@@ -515,7 +516,8 @@ static void *worker(void *arg)
 
 			if (lc)
 				setup_handle(lc);
-			err = lc ? http_list(lc, &j->ev, cfg.origin, cfg.s3, why, sizeof(why)) :
+			err = lc ? http_list(lc, &j->ev, cfg.origin, cfg.s3, cfg.list_page, why,
+					     sizeof(why)) :
 				   ENOMEM;
 			if (err)
 				logf_("listing '/%s': %s", j->ev.path, why[0] ? why : strerror(err));
@@ -572,6 +574,8 @@ static void usage(FILE *f)
 "                        AWS_SECRET_ACCESS_KEY\n"
 "  --s3                  the origin is an S3 bucket's URL: list directories\n"
 "                        with ListObjectsV2 (implied by --aws-sigv4)\n"
+"  --page-size N         keys a ListObjectsV2 page asks for (default: the\n"
+"                        server's, 1000 on S3)\n"
 "  --verbose             log every transfer\n"
 "See hsmfs-http(1).\n");
 }
@@ -594,6 +598,7 @@ int main(int argc, char **argv)
 		{ "aws-keys-file", required_argument, NULL, 'K' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "s3", no_argument, NULL, '3' },
+		{ "page-size", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -625,6 +630,7 @@ int main(int argc, char **argv)
 		case 'K': keys_file = optarg; break;
 		case 'v': cfg.verbose = true; break;
 		case '3': cfg.s3 = true; break;
+		case 'P': cfg.list_page = atoi(optarg) > 0 ? atoi(optarg) : 0; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 1;
 		}

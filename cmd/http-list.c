@@ -190,7 +190,7 @@ static int get(CURL *c, const char *url, struct http_body *b, char *why, size_t 
 }
 
 int http_list(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3,
-	      char *why, size_t whylen)
+	      unsigned page, char *why, size_t whylen)
 {
 	struct out o = { 0 };
 	struct http_body b = { .max = PAGE_MAX };
@@ -235,8 +235,12 @@ int http_list(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3
 			char *url, *tok = token[0] ? escape(token, NULL) : NULL,
 				   *pq = escape(prefix, NULL);
 
-			if (!pq || asprintf(&url, "%s?list-type=2&delimiter=%%2F&prefix=%s%s%s",
-					    bucket, pq, tok ? "&continuation-token=" : "",
+			char mk[32] = "";
+
+			if (page)
+				snprintf(mk, sizeof(mk), "&max-keys=%u", page);
+			if (!pq || asprintf(&url, "%s?list-type=2&delimiter=%%2F&prefix=%s%s%s%s",
+					    bucket, pq, mk, tok ? "&continuation-token=" : "",
 					    tok ? tok : "") < 0) {
 				free(tok);
 				free(pq);

@@ -6,7 +6,7 @@
  * "/") and writes the listing into ev->fd as JSON Lines (hsmfs-hooks(7)).
  * c: an easy handle set up by the caller, whose write and header
  * callbacks this call replaces.  origin: the mount's origin (the bucket's
- * URL with s3).  Returns 0 or an errno for the event's DENY, with a
+ * URL with s3); page: keys a ListObjectsV2 page, 0: the server's default.  Returns 0 or an errno for the event's DENY, with a
  * one-line reason in why.
  */
 #ifndef HSMFS_HTTP_LIST_H
@@ -30,6 +30,6 @@ struct http_body {
 size_t http_body_cb(char *b, size_t sz, size_t n, void *arg);
 
 int http_list(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3,
-	      char *why, size_t whylen);
+	      unsigned page, char *why, size_t whylen);
 
 #endif

@@ -85,16 +85,29 @@ def test():
         # each prefix on first look (ListObjectsV2, delimiter "/")
         store = os.path.join(d, "lazy")
         os.mkdir(store)
-        with Mount(store=store, opts=hook + ",origin=" + base) as m:
+        paged = {"paged/k%d" % i: os.urandom(10 + i) for i in range(3)}
+        for key, data in paged.items():
+            p = os.path.join(d, "upload")
+            with open(p, "wb") as f:
+                f.write(data)
+            eq(run(["curl", "-s", "-f", "-H", SHA_HDR, "--aws-sigv4", SIG, "--user",
+                    "S3RVER:S3RVER", "-T", p, base + key])[0], 0, "upload %s" % key)
+        # one key a page: every page of a prefix is listed
+        with Mount(store=store, opts=hook + " --page-size 1,origin=" + base) as m:
             def listed():
                 out = run([os.environ.get("HSMFSCTL", "hsmfsctl"), "stats", m.mnt])[1]
                 return int(out.split("directories listed")[1].split()[0])
-            eq(sorted(os.listdir(m.mnt)), ["dir", "small"],
+            eq(sorted(os.listdir(m.mnt)), ["dir", "paged", "small"],
                "zero setup: ls of the root shows the bucket's keys and prefixes")
             eq(listed(), 1, "the first ls listed the root only")
             with open(m.path("dir/a b.bin"), "rb") as f:
                 ok(f.read() == objs["dir/a b.bin"], "a key below a prefix reads back")
             eq(listed(), 2, "and its prefix was listed once")
+            eq(sorted(os.listdir(m.path("paged"))), sorted(k[6:] for k in paged),
+               "a prefix of three keys listed a key a page: all three")
+            for key, data in paged.items():
+                with open(m.path(key), "rb") as f:
+                    eq(f.read(), data, "%s reads back" % key)
             eq(os.getxattr(m.path("small"), "user.hsmfs.state"), b"placeholder",
                "a listed object is a placeholder until read")
         # mixed versions: s3rver answers If-Range with 206 and the new
