@@ -813,6 +813,17 @@ static int status_walk(const char *p, bool json, struct totals *t, bool *first)
 		return status_file(p, &st, json, t, first);
 	if (!S_ISDIR(st.st_mode))
 		return 0;
+	{
+		char state[64];
+
+		/* a directory not listed yet: looking in would list it */
+		if (xattr(p, "user.hsmfs.state", state, sizeof(state)) > 0 &&
+		    !strcmp(state, "unlisted")) {
+			if (!json)
+				printf("%-20s %14s %14s %6s  %s/\n", "unlisted", "-", "-", "", p);
+			return 0;
+		}
+	}
 	d = opendir(p);
 	if (!d) {
 		fprintf(stderr, "hsmfsctl: '%s': %s\n", p, strerror(errno));

@@ -114,6 +114,11 @@ static int load_state(struct inode *in, bool cache_missing)
 
 	if (inode_flags(in) & INODE_LOADED)
 		return 0;
+	if (inode_is_dir(in)) {
+		/* a directory's row is its listing state (dirs.c), never an fstate */
+		inode_flags_set(in, INODE_LOADED);
+		return 0;
+	}
 	/*
 	 * The database is read without the engine's lock (no SQLite under
 	 * E.lock); two first opens may both read it, one installs.

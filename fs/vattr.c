@@ -181,6 +181,17 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 		if (!E.cfg.origin)
 			return -ENODATA;
 		n = snprintf(val, sizeof(val), "%s", E.cfg.origin);
+	} else if (inode_is_dir(in) && !strcmp(name, "user.hsmfs.state")) {
+		/* a directory: listed from an origin, not yet, or plain */
+		struct meta_file f;
+		int r = meta_get(E.cfg.meta, inode_ino(in), &f);
+
+		if (r && r != -ENOENT)
+			return -EIO;
+		n = snprintf(val, sizeof(val), "%s",
+			     r ? "directory" : meta_state_name(f.state));
+		if (!r)
+			meta_file_free(&f);
 	} else {
 		if (events_load(in))
 			return -EIO;

@@ -69,6 +69,11 @@ def test_zero_setup():
         eq(sorted(os.listdir(m.mnt)), ["a", "empty", "top.txt", "with space", "z"],
            "ls of the root: the origin's names")
         eq(listings(ng), ["/"], "the first ls lists the root only")
+        eq(os.getxattr(m.path("a"), "user.hsmfs.state"), b"unlisted",
+           "user.hsmfs.state of a directory not listed yet")
+        st = run([HSMFSCTL, "status", m.mnt])[1]
+        ok("unlisted" in st and "top.txt" in st, "hsmfsctl status shows it unlisted")
+        eq(listings(ng), ["/"], "and lists nothing to say so")
         st = os.stat(m.path("a/b/c/deep.txt"))
         eq(st.st_size, len(files["a/b/c/deep.txt"]), "stat of a deep file: its size")
         eq(listings(ng), ["/", "/a/", "/a/b/", "/a/b/c/"],
