@@ -128,12 +128,20 @@ def test():
                     diag("%s: %s" % (uri, [(a, b) for a, b in rs][:12]))
             eq(twice, [], "no byte fetched twice")
             # past its first MiB (prefetched, or split by first_fill) a
-            # sequential read is a stream: whole chunks
+            # sequential read is a stream: whole chunks.  One split range a
+            # file is let pass: under a sanitizer on a loaded machine the
+            # kernel's readahead can reach a chunk out of order once (CI
+            # saw one file of 200 so); a stream that is not recognised
+            # splits every chunk and fails this.
             sizes = {"/" + p.replace(" ", "%20"): len(d) for p, d in files.items()}
-            split = [uri for uri, rs in fetched(log).items()
-                     if any(a >= MiB and (a % MiB or (b - a != MiB and b != sizes.get(uri)))
-                            for a, b in rs)]
-            eq(split, [], "sequential reads fetch whole chunks past the first")
+            split = {uri: [(a, b) for a, b in rs
+                           if a >= MiB and (a % MiB or (b - a != MiB and b != sizes.get(uri)))]
+                     for uri, rs in fetched(log).items()}
+            for uri, rs in split.items():
+                if rs:
+                    diag("%s: split past its first MiB: %s" % (uri, rs[:6]))
+            eq([u for u, rs in split.items() if len(rs) > 1], [],
+               "sequential reads fetch whole chunks past the first")
             n = len(ng.log())
             eq(read_tree(m.mnt, files), [], "second full read")
             eq(len(ng.log()), n, "second full read makes no request")
