@@ -510,17 +510,23 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&qlock);
 		if (!j)
 			break;
-		if (j->ev.fd >= 0 && j->ev.type == HSMFS_EV_PRE_DIR) {
+		if (j->ev.fd >= 0 && (j->ev.type == HSMFS_EV_PRE_DIR ||
+				      j->ev.type == HSMFS_EV_PRE_LOOKUP)) {
 			char why[512];
 			CURL *lc = curl_easy_init(); /* its own callbacks; same connections */
 
 			if (lc)
 				setup_handle(lc);
-			err = lc ? http_list(lc, &j->ev, cfg.origin, cfg.s3, cfg.list_page, why,
-					     sizeof(why)) :
-				   ENOMEM;
+			if (!lc)
+				err = ENOMEM;
+			else if (j->ev.type == HSMFS_EV_PRE_LOOKUP)
+				err = http_lookup(lc, &j->ev, cfg.origin, cfg.s3, why, sizeof(why));
+			else
+				err = http_list(lc, &j->ev, cfg.origin, cfg.s3, cfg.list_page, why,
+						sizeof(why));
 			if (err)
-				logf_("listing '/%s': %s", j->ev.path, why[0] ? why : strerror(err));
+				logf_("%s '/%s': %s", j->ev.type == HSMFS_EV_PRE_LOOKUP ? "lookup of" :
+				      "listing", j->ev.path, why[0] ? why : strerror(err));
 			curl_easy_cleanup(lc);
 		} else {
 			err = j->ev.fd >= 0 ? fetch(c, &j->ev, &lo, &hi) : EBADF;
@@ -684,7 +690,8 @@ int main(int argc, char **argv)
 	curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
 
 	res = hsmfs_hook_connect(cfg.mountpoint, HSMFS_KIND_FILL,
-				 HSMFS_MASK(HSMFS_EV_PRE_ACCESS) | HSMFS_MASK(HSMFS_EV_PRE_DIR),
+				 HSMFS_MASK(HSMFS_EV_PRE_ACCESS) | HSMFS_MASK(HSMFS_EV_PRE_DIR) |
+				 HSMFS_MASK(HSMFS_EV_PRE_LOOKUP),
 				 "hsmfs-http", NULL, &hook);
 	if (res) {
 		logf_("cannot connect to '%s': %s", cfg.mountpoint, strerror(-res));
@@ -695,7 +702,8 @@ int main(int argc, char **argv)
 	while ((res = hsmfs_hook_next(hook, &ev)) == 0) {
 		struct job *j;
 
-		if (ev.type != HSMFS_EV_PRE_ACCESS && ev.type != HSMFS_EV_PRE_DIR) {
+		if (ev.type != HSMFS_EV_PRE_ACCESS && ev.type != HSMFS_EV_PRE_DIR &&
+		    ev.type != HSMFS_EV_PRE_LOOKUP) {
 			if (ev.fd >= 0)
 				close(ev.fd);
 			continue; /* CANCEL: the transfer finishes; its answer is ignored */

@@ -305,3 +305,127 @@ out:
 	free(prefix);
 	return res;
 }
+
+/* A response header of the last transfer of c, or NULL. */
+static const char *header(CURL *c, const char *name)
+{
+	struct curl_header *h;
+
+	return curl_easy_header(c, name, 0, CURLH_HEADER, -1, &h) == CURLHE_OK ? h->value : NULL;
+}
+
+/* HEAD url: the status, or -errno (the reason in why). */
+static long head(CURL *c, const char *url, char *why, size_t whylen)
+{
+	long code = 0;
+	CURLcode rc;
+
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, NULL);
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 1L);
+	rc = curl_easy_perform(c);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	curl_easy_setopt(c, CURLOPT_NOBODY, 0L);
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+	if (rc != CURLE_OK) {
+		snprintf(why, whylen, "%s", curl_easy_strerror(rc));
+		return -EIO;
+	}
+	return code;
+}
+
+int http_lookup(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3,
+		char *why, size_t whylen)
+{
+	struct out o = { 0 };
+	const char *slash = strrchr(ev->path, '/'), *name = slash ? slash + 1 : ev->path;
+	char *dir = strndup(ev->path, slash ? (size_t)(slash - ev->path) : 0);
+	char *base = NULL, *url = NULL, *en = escape(name, NULL), *ed = dir ? escape(dir, "/") : NULL;
+	struct curl_slist *hdrs = s3 ? curl_slist_append(NULL, "x-amz-content-sha256: "
+		"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855") : NULL;
+	int fd = dup(ev->fd), res = 0;
+	size_t ol = strlen(origin);
+	long code;
+
+	why[0] = '\0';
+	if (!dir || !en || !ed || fd < 0 || !(o.f = fdopen(fd, "w"))) {
+		res = fd < 0 ? errno : ENOMEM;
+		if (fd >= 0)
+			close(fd);
+		goto out;
+	}
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+	/* the directory's URL, as its listing has it (http_list) */
+	if (s3)
+		res = asprintf(&base, "%.*s/%s%s", (int)(ol && origin[ol - 1] == '/' ? ol - 1 : ol),
+			       origin, ed, ed[0] ? "/" : "") < 0;
+	else if (ev->origin[0])
+		res = asprintf(&base, "%s%s", ev->origin,
+			       ev->origin[strlen(ev->origin) - 1] == '/' ? "" : "/") < 0;
+	else
+		res = asprintf(&base, "%s%s%s%s", origin, ol && origin[ol - 1] == '/' ? "" : "/",
+			       ed, ed[0] ? "/" : "") < 0;
+	if (res || asprintf(&url, "%s%s", base, en) < 0) {
+		res = ENOMEM;
+		goto out;
+	}
+	o.base = base;
+	code = head(c, url, why, whylen);
+	if (code == 200) {
+		const char *lm = header(c, "Last-Modified"), *etag = header(c, "ETag");
+		curl_off_t len = -1;
+		time_t t = lm ? curl_getdate(lm, NULL) : -1;
+
+		curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
+		if (len < 0) {
+			snprintf(why, whylen, "HEAD %s: no Content-Length", url);
+			res = EIO;
+			goto out;
+		}
+		/* the version a listing records: the ETag (S3), the date (nginx) */
+		put_entry(&o, name, false, (uint64_t)len, t, t >= 0, s3 ? etag : lm);
+	} else if ((code == 301 || code == 302) && !s3) {
+		const char *loc = header(c, "Location");
+
+		if (loc && loc[0] && loc[strlen(loc) - 1] == '/')
+			put_entry(&o, name, true, 0, 0, false, NULL); /* nginx: a directory */
+	} else if (code == 404 && s3) {
+		/* not a key: a prefix, if some key is below it */
+		struct http_body b = { .max = PAGE_MAX };
+		char *q = NULL, *prefix = NULL, *pq = NULL;
+
+		if (asprintf(&prefix, "%s%s%s/", dir, dir[0] ? "/" : "", name) < 0 ||
+		    !(pq = escape(prefix, NULL)) ||
+		    asprintf(&q, "%.*s?list-type=2&delimiter=%%2F&max-keys=1&prefix=%s",
+			     (int)(ol && origin[ol - 1] == '/' ? ol - 1 : ol), origin, pq) < 0) {
+			res = ENOMEM;
+		} else {
+			res = get(c, q, &b, why, whylen);
+			if (!res && b.p && (strstr(b.p, "<Contents>") || strstr(b.p, "<CommonPrefixes>")))
+				put_entry(&o, name, true, 0, 0, false, NULL);
+		}
+		free(b.p);
+		free(q);
+		free(pq);
+		free(prefix);
+	} else if (code != 404) {
+		if (code > 0)
+			snprintf(why, whylen, "HEAD %s: HTTP %ld", url, code);
+		res = code == 401 || code == 403 ? EACCES : EIO;
+	}
+	if (!res && o.err)
+		res = o.err;
+out:
+	if (o.f && fclose(o.f) && !res)
+		res = EIO;
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+	curl_slist_free_all(hdrs);
+	free(base);
+	free(url);
+	free(en);
+	free(ed);
+	free(dir);
+	return res;
+}

@@ -32,4 +32,14 @@ size_t http_body_cb(char *b, size_t sz, size_t n, void *arg);
 int http_list(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3,
 	      unsigned page, char *why, size_t whylen);
 
+/*
+ * A PRE_LOOKUP: the one entry of the last component of ev->path, found
+ * with a HEAD of its URL (nginx: 200 a file, a redirect to a slash a
+ * directory; S3: a key, else a prefix some key is below), written as
+ * http_list() writes it, or nothing when there is no such name.  Returns
+ * 0 or an errno, with the reason in why.
+ */
+int http_lookup(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3,
+		char *why, size_t whylen);
+
 #endif

@@ -264,6 +264,93 @@ int events_dir(struct inode *dir, struct fuse_req *req, void (*cont)(void *arg, 
 	return wait_listing(dir, origin, false, req, cont, arg);
 }
 
+/* The PRE_LOOKUP of name in dir in flight, or NULL.  E.lock held. */
+static struct event *lookup_of(struct inode *dir, const char *name)
+{
+	ELOCK_HELD();
+	for (unsigned i = 0; i < E.cfg.max_pending; i++) {
+		struct event *ev = &E.slots[i];
+
+		if (ev->type == HSMFS_EV_PRE_LOOKUP && ev->in == dir && ev->name &&
+		    !strcmp(ev->name, name) && (ev->st == EV_QUEUED || ev->st == EV_SENT))
+			return ev;
+	}
+	return NULL;
+}
+
+/* Has name in the unlisted dir an entry with a row (an earlier lookup's)? */
+static bool name_known(struct inode *dir, const char *name)
+{
+	struct meta_file f;
+	struct stat st;
+	int pfd = inode_fd_get(dir);
+	bool known;
+
+	if (pfd < 0)
+		return false;
+	known = fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		!meta_get(E.cfg.meta, st.st_ino, &f);
+	if (known)
+		meta_file_free(&f);
+	inode_fd_put(dir);
+	return known;
+}
+
+int events_dir_lookup(struct inode *dir, const char *name, struct fuse_req *req,
+		      void (*cont)(void *arg, int res), void *arg)
+{
+	char *origin = NULL, *nm;
+	struct event *ev;
+	int res;
+
+	if (inode_flags(dir) & INODE_LISTED)
+		return 0;
+	if (!(inode_flags(dir) & INODE_DIR_TTL)) {
+		res = dir_state(dir, &origin);
+		if (res < 0)
+			return res;
+	} else {
+		res = 1;
+	}
+	if (res) {
+		if (inode_flags(dir) & INODE_DIR_TTL)
+			aged_check(dir);
+		return 0;
+	}
+	/* a name an earlier lookup made is there: no need to ask */
+	if (name_known(dir, name)) {
+		free(origin);
+		return 0;
+	}
+	elock();
+	if (inode_flags(dir) & KNOWN) {
+		eunlock();
+		free(origin);
+		return 0;
+	}
+	/* a listing in flight answers it too; no hook asks for one name: list */
+	if (listing_of(dir) || !have_lookup_hook())
+		return wait_listing(dir, origin, false, req, cont, arg);
+	ev = lookup_of(dir, name);
+	if (ev) {
+		free(origin);
+		hold_event(ev);
+	} else {
+		nm = strdup(name);
+		res = nm ? start_lookup(dir, origin, nm, req, &ev) : (free(origin), -ENOMEM);
+		if (res) {
+			eunlock();
+			return res;
+		}
+	}
+	res = park_on(ev, dir, req, cont, arg);
+	eunlock();
+	if (res == EVENTS_PARKED)
+		return res;
+	drain_ready();
+	return res == EV_TIMEOUT ? -EIO : res;
+}
+
 int events_dir_refresh(struct inode *dir, struct fuse_req *req,
 		       void (*cont)(void *arg, int res), void *arg)
 {
@@ -662,6 +749,72 @@ undo:
  * Make what the listing in stage names below dir, and record dir as
  * listed (durability step 5).  Without E.lock.  0 or -errno.
  */
+/*
+ * The answer of a PRE_LOOKUP of name in the unlisted dir: its one entry
+ * made (as a listing makes it, durably) or -ENOENT; the directory stays
+ * unlisted.  Without E.lock.
+ */
+static int apply_lookup(struct inode *dir, int stage, const char *name)
+{
+	struct listing l = { 0 };
+	char dirpath[HSMFS_MAX_PATH + 1], rel[2 * HSMFS_MAX_PATH + 2], err[512];
+	enum place_outcome o;
+	bool created;
+	int pfd, n, res;
+
+	n = inode_path(dir, dirpath, sizeof(dirpath));
+	if (n < 0)
+		return n;
+	res = parse_listing(stage, dirpath, &l);
+	if (!res && l.n > 1)
+		res = -EIO;
+	if (!res && l.n == 1 && strcmp(l.v[0].path, name))
+		res = -EIO;
+	if (res == -EIO)
+		log_err("lookup of '%s' in '/%s': the answer is not that one name", name,
+			dirpath);
+	if (!res && !l.n)
+		res = -ENOENT; /* no such name at the origin */
+	if (res) {
+		listing_free(&l);
+		return res;
+	}
+	pfd = inode_fd_get(dir);
+	if (pfd < 0) {
+		listing_free(&l);
+		return pfd;
+	}
+	snprintf(rel, sizeof(rel), "%s%s%s", dirpath, n ? "/" : "", name);
+	res = meta_begin(E.cfg.meta);
+	if (!res) {
+		res = place_entry(E.cfg.meta, pfd, name, rel, &l.v[0], true, NULL, NULL,
+				  &created, &o, err, sizeof(err));
+		if (res)
+			log_err("lookup of '%s' in '/%s': %s", name, dirpath, err);
+	}
+	if (!res) {
+		/* the entry reaches the disk before its row says it is there */
+		char proc[32];
+		int dfd;
+
+		inode_proc_path(pfd, proc);
+		dfd = open(proc, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		res = dfd < 0 || syncfs(dfd) < 0 ? -errno : 0;
+		if (dfd >= 0)
+			close(dfd);
+	}
+	if (!res)
+		res = meta_commit(E.cfg.meta);
+	if (res) {
+		meta_rollback(E.cfg.meta);
+		if (res != -ENOSPC && res != -EDQUOT)
+			res = -EIO;
+	}
+	inode_fd_put(dir);
+	listing_free(&l);
+	return res;
+}
+
 static int apply_listing(struct inode *dir, int stage, bool refresh)
 {
 	struct listing l = { 0 };
@@ -699,8 +852,20 @@ static int apply_listing(struct inode *dir, int stage, bool refresh)
 	res = meta_begin(E.cfg.meta);
 	for (i = 0; !res && i < l.n; i++) {
 		enum place_outcome o;
+		struct meta_file f;
+		struct stat st;
 		bool created;
 
+		/*
+		 * Made already, with its row, by a lookup of that one name
+		 * (PRE_LOOKUP): kept as it is, maybe open or changed by now;
+		 * hsmfsctl refresh brings a newer version.
+		 */
+		if (fstatat(dfd, l.v[i].path, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    !meta_get(E.cfg.meta, st.st_ino, &f)) {
+			meta_file_free(&f);
+			continue;
+		}
 		snprintf(rel, sizeof(rel), "%s%s%s", dirpath, n ? "/" : "", l.v[i].path);
 		res = place_entry(E.cfg.meta, dfd, l.v[i].path, rel, &l.v[i], true, NULL, NULL,
 				  &created, &o, err, sizeof(err));
@@ -757,11 +922,14 @@ void commit_listing(struct event *ev)
 
 	ev->copying = true;
 	eunlock();
-	res = apply_listing(dir, stage, ev->refresh);
+	res = ev->type == HSMFS_EV_PRE_LOOKUP ? apply_lookup(dir, stage, ev->name) :
+						apply_listing(dir, stage, ev->refresh);
 	elock();
 	ev->copying = false;
 	pthread_cond_broadcast(&E.copied);
-	if (!res && ev->refresh) {
+	if (ev->type == HSMFS_EV_PRE_LOOKUP) {
+		/* the directory stays unlisted */
+	} else if (!res && ev->refresh) {
 		if (E.cfg.dir_ttl > 0)
 			ttl_set(inode_ino(dir), now_ms());
 		E.st.refreshed++;

@@ -256,7 +256,15 @@ static void fill_proto(const struct event *ev, struct proto_event *pe,
 	pe->hint_end = ev->hint_end;
 	pe->path.p = path;
 	pe->path.len = n > 0 ? n : 0;
-	if (ev->type == HSMFS_EV_PRE_DIR) {
+	if (ev->type == HSMFS_EV_PRE_LOOKUP && ev->name && pe->path.len < pathsize - 1) {
+		/* the path of the name looked up: its directory's, and the name */
+		int k = snprintf(path + pe->path.len, pathsize - pe->path.len, "%s%s",
+				 pe->path.len ? "/" : "", ev->name);
+
+		pe->path.len = k > 0 && (size_t)k < pathsize - pe->path.len ?
+				       pe->path.len + k : pe->path.len;
+	}
+	if (ev->type == HSMFS_EV_PRE_DIR || ev->type == HSMFS_EV_PRE_LOOKUP) {
 		if (ev->dir_origin) {
 			pe->origin.p = ev->dir_origin;
 			pe->origin.len = strlen(ev->dir_origin);
@@ -436,6 +444,8 @@ void complete(struct event *ev, int result)
 	ev->ntargets = 0;
 	free(ev->dir_origin);
 	ev->dir_origin = NULL;
+	free(ev->name);
+	ev->name = NULL;
 	free(ev->orphans);
 	ev->orphans = NULL;
 	ev->norphans = 0;
@@ -541,6 +551,7 @@ static void init_event(struct event *ev, uint32_t type, struct inode *in,
 	ev->detached = false;
 	ev->side_lo = ev->side_hi = 0;
 	ev->dir_origin = NULL;
+	ev->name = NULL;
 	ev->refresh = false;
 	ev->result = 0;
 	ev->waiters = 0;
@@ -561,6 +572,8 @@ static void init_event(struct event *ev, uint32_t type, struct inode *in,
 		E.st.open_perm++;
 	else if (type == HSMFS_EV_PRE_DIR)
 		E.st.pre_dir++;
+	else if (type == HSMFS_EV_PRE_LOOKUP)
+		E.st.pre_lookup++;
 	else
 		E.st.access_perm++;
 }
@@ -578,7 +591,8 @@ static void expire(struct event *ev)
 		 ev->type == HSMFS_EV_PRE_ACCESS ? "PRE_ACCESS" :
 		 ev->type == HSMFS_EV_PRE_MODIFY ? "PRE_MODIFY" :
 		 ev->type == HSMFS_EV_OPEN_PERM ? "OPEN_PERM" :
-		 ev->type == HSMFS_EV_PRE_DIR ? "PRE_DIR" : "ACCESS_PERM",
+		 ev->type == HSMFS_EV_PRE_DIR ? "PRE_DIR" :
+		 ev->type == HSMFS_EV_PRE_LOOKUP ? "PRE_LOOKUP" : "ACCESS_PERM",
 		 ev->detached ? " (readahead)" : "");
 	complete(ev, EV_TIMEOUT);
 }
@@ -1597,25 +1611,38 @@ static bool have_dir_hook(void)
 	return false;
 }
 
-int start_listing(struct inode *dir, char *origin, struct fuse_req *req,
-		  struct event **ret_ev)
+bool have_lookup_hook(void)
+{
+	ELOCK_HELD();
+	for (struct hook *h = E.hooks; h; h = h->next)
+		if (h->kind == HSMFS_KIND_FILL && (h->mask & HSMFS_MASK(HSMFS_EV_PRE_LOOKUP)))
+			return true;
+	return false;
+}
+
+/* PRE_DIR, or PRE_LOOKUP of name (owned, given to the event). */
+static int start_dir_event(uint32_t type, struct inode *dir, char *origin, char *name,
+			   struct fuse_req *req, struct event **ret_ev)
 {
 	ELOCK_HELD();
 	struct event *ev;
 
 	if (E.cfg.nohook_fail && !have_dir_hook()) {
 		free(origin);
+		free(name);
 		return -EIO;
 	}
 	ev = get_slot();
 	if (!ev) {
 		free(origin);
+		free(name);
 		log_warn("no free event slot within the timeout (max_pending=%u)",
 			 E.cfg.max_pending);
 		return -EIO;
 	}
-	init_event(ev, HSMFS_EV_PRE_DIR, dir, req);
+	init_event(ev, type, dir, req);
 	ev->dir_origin = origin;
+	ev->name = name;
 	ev->start = ev->end = ev->hint_start = ev->hint_end = 0;
 	ev->waiters = 1; /* the caller's */
 	send_to_watchers(ev);
@@ -1624,6 +1651,18 @@ int start_listing(struct inode *dir, char *origin, struct fuse_req *req,
 		queue_add(ev);
 	*ret_ev = ev;
 	return 0;
+}
+
+int start_listing(struct inode *dir, char *origin, struct fuse_req *req,
+		  struct event **ret_ev)
+{
+	return start_dir_event(HSMFS_EV_PRE_DIR, dir, origin, NULL, req, ret_ev);
+}
+
+int start_lookup(struct inode *dir, char *origin, char *name, struct fuse_req *req,
+		 struct event **ret_ev)
+{
+	return start_dir_event(HSMFS_EV_PRE_LOOKUP, dir, origin, name, req, ret_ev);
 }
 
 /* ------------------------------------------------------------ hooks */
@@ -1800,7 +1839,8 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 		eunlock();
 		return;
 	}
-	if (ev->type == HSMFS_EV_PRE_DIR && ev->hook == h) {
+	if ((ev->type == HSMFS_EV_PRE_DIR || ev->type == HSMFS_EV_PRE_LOOKUP) &&
+	    ev->hook == h) {
 		if (a->verdict == HSMFS_ALLOW) {
 			/* committed once every watcher allowed too */
 			ev->filled = true;
@@ -1827,9 +1867,9 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 		if (ev->type == HSMFS_EV_PRE_MODIFY && (a->flags & HSMFS_ANSWER_QUIET))
 			quiet_add(h, inode_ino(ev->in));
 		if (!ev->ntargets && ev->type != HSMFS_EV_PRE_ACCESS &&
-		    ev->type != HSMFS_EV_PRE_DIR)
+		    ev->type != HSMFS_EV_PRE_DIR && ev->type != HSMFS_EV_PRE_LOOKUP)
 			complete(ev, 0);
-		else if (!ev->ntargets && ev->filled && ev->type == HSMFS_EV_PRE_DIR)
+		else if (!ev->ntargets && ev->filled && ev->type != HSMFS_EV_PRE_ACCESS)
 			commit_listing(ev);
 		else if (!ev->ntargets && ev->filled)
 			commit_fill(ev);

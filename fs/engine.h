@@ -191,6 +191,7 @@ struct event {
 	bool detached;             /* readahead: nobody started it to wait */
 	char *dir_origin;          /* PRE_DIR: the directory's listing origin
 				    * (owned, may be NULL) */
+	char *name;                /* PRE_LOOKUP: the name looked up (owned) */
 	bool refresh;              /* PRE_DIR: of a listed directory (hsmfsctl
 				    * refresh): its difference is applied */
 	uint64_t side_lo, side_hi; /* PRE_ACCESS: the rest of its chunk's gap, asked
@@ -299,6 +300,11 @@ void drain_ready(void);
  */
 int start_listing(struct inode *dir, char *origin, struct fuse_req *req,
 		  struct event **ret_ev);
+/* The same for the PRE_LOOKUP of name in dir (name: owned by the event). */
+int start_lookup(struct inode *dir, char *origin, char *name, struct fuse_req *req,
+		 struct event **ret_ev);
+/* Is a fill hook subscribed to PRE_LOOKUP connected?  E.lock held. */
+bool have_lookup_hook(void);
 
 /* dirs.c */
 /* Set the zero-setup root up and events_lazy_dirs.  Without E.lock. */

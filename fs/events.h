@@ -106,7 +106,8 @@ struct events_stats {
 	uint64_t readahead;    /* of which asked ahead of a reader (or prefetched) */
 	uint64_t beside;       /* of which the rest of a miss's chunk (first_fill) */
 	uint64_t filled_bytes; /* bytes fill hooks reported filled */
-	uint64_t pre_access, pre_modify, open_perm, access_perm, pre_dir; /* events by type */
+	uint64_t pre_access, pre_modify, open_perm, access_perm, pre_dir,
+		 pre_lookup; /* events by type */
 	uint64_t listed;       /* directories listed (PRE_DIR committed) */
 	uint64_t refreshed;    /* of listed ones listed again (hsmfsctl refresh) */
 	uint64_t denied, timeouts, interrupted;
@@ -249,6 +250,16 @@ static inline bool events_dir_known(const struct inode *dir)
 
 int events_dir(struct inode *dir, struct fuse_req *req, void (*cont)(void *arg, int res),
 	       void *arg);
+/*
+ * The lookup of name in dir: as events_dir(), but while dir is unlisted
+ * and a fill hook subscribed to PRE_LOOKUP is connected, that hook is
+ * asked for the one name instead of a listing of dir (-ENOENT: no such
+ * name); the directory stays unlisted.  A name an earlier lookup made
+ * is found at once.
+ */
+int events_dir_lookup(struct inode *dir, const char *name, struct fuse_req *req,
+		      void (*cont)(void *arg, int res), void *arg);
+
 /*
  * hsmfsctl refresh: list the listed directory dir again from its origin
  * and apply the difference (new names appear, names gone at the origin

@@ -266,7 +266,9 @@ static bool dir_wait(fuse_req_t req, fuse_ino_t dir, const struct dirlater *args
 		fuse_reply_err(req, ENOMEM);
 		return true;
 	}
-	res = events_dir(d, req, dir_listed, l);
+	/* a lookup may ask the hook for its one name (PRE_LOOKUP) */
+	res = args->op == DL_LOOKUP ? events_dir_lookup(d, l->name, req, dir_listed, l) :
+				      events_dir(d, req, dir_listed, l);
 	if (res == EVENTS_PARKED)
 		return true;
 	dirlater_free(l);

@@ -131,7 +131,8 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 			     "\"enospc\": %llu, \"hits\": %llu, \"misses\": %llu, \"readahead\": %llu, "
 			     "\"beside\": %llu, \"filled_bytes\": %llu, \"pre_access\": %llu, "
 			     "\"pre_modify\": %llu, \"open_perm\": %llu, \"access_perm\": %llu, "
-			     "\"pre_dir\": %llu, \"listed\": %llu, \"refreshed\": %llu, "
+			     "\"pre_dir\": %llu, \"pre_lookup\": %llu, \"listed\": %llu, "
+			     "\"refreshed\": %llu, "
 			     "\"denied\": %llu, \"timeouts\": %llu, "
 			     "\"interrupted\": %llu, \"parked\": %llu, "
 			     "\"over_bound\": %llu, \"fill_p50_us\": %llu, "
@@ -155,7 +156,8 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 			     (unsigned long long)es.pre_access,
 			     (unsigned long long)es.pre_modify,
 			     (unsigned long long)es.open_perm, (unsigned long long)es.access_perm,
-			     (unsigned long long)es.pre_dir, (unsigned long long)es.listed,
+			     (unsigned long long)es.pre_dir, (unsigned long long)es.pre_lookup,
+			     (unsigned long long)es.listed,
 			     (unsigned long long)es.refreshed,
 			     (unsigned long long)es.denied, (unsigned long long)es.timeouts,
 			     (unsigned long long)es.interrupted,

@@ -23,9 +23,9 @@ VERSION = 4
 MAX_FRAME = 65536
 HELLO, WELCOME, EVENT, ANSWER, PROGRESS, CANCEL, ERROR = 1, 2, 3, 4, 5, 6, 7
 KIND = {"fill": 1, "watch": 2}
-EV = {"access": 1, "modify": 2, "open": 3, "read": 4, "dir": 5}
+EV = {"access": 1, "modify": 2, "open": 3, "read": 4, "dir": 5, "lookup": 6}
 EVNAME = {1: "PRE_ACCESS", 2: "PRE_MODIFY", 3: "OPEN_PERM", 4: "ACCESS_PERM",
-          5: "PRE_DIR"}
+          5: "PRE_DIR", 6: "PRE_LOOKUP"}
 ALLOW, DENY = 0, 1
 QUIET = 1  # flag of an allowing answer to PRE_MODIFY
 HAS_FD = 1  # flag of an event frame that carries a descriptor

@@ -68,6 +68,11 @@ enum hsmfs_event_type {
 				  * Lines, one entry each, hsmfs-hooks(7)) and
 				  * allows; origin is the directory's listing
 				  * origin, start and end are 0 */
+	HSMFS_EV_PRE_LOOKUP = 6, /* version 4, opt-in: one name (the last
+				  * component of path) of a directory not
+				  * listed yet is looked up; as PRE_DIR, the
+				  * hook writes that name's one entry, or
+				  * nothing (no such name), and allows */
 };
 #define HSMFS_MASK(ev) (1u << (ev))
 /* the events of version 1 (what "all" meant then, and still means) */
@@ -78,7 +83,8 @@ enum hsmfs_event_type {
 /* ... version 3 */
 #define HSMFS_MASK_V3 (HSMFS_MASK_V2 | HSMFS_MASK(HSMFS_EV_ACCESS_PERM))
 /* ... version 4 */
-#define HSMFS_MASK_V4 (HSMFS_MASK_V3 | HSMFS_MASK(HSMFS_EV_PRE_DIR))
+#define HSMFS_MASK_V4 (HSMFS_MASK_V3 | HSMFS_MASK(HSMFS_EV_PRE_DIR) | \
+		       HSMFS_MASK(HSMFS_EV_PRE_LOOKUP))
 
 /* ANSWER verdicts and flags. */
 enum hsmfs_verdict { HSMFS_ALLOW = 0, HSMFS_DENY = 1 };

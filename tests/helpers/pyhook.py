@@ -90,9 +90,17 @@ def main():
                 with lock:
                     answer(s, ev["id"], DENY, a.errno)
                 return
-            if ev["type"] == "PRE_DIR" and a.mode in ("mirror", "list"):
-                data = (a.listing.encode() if a.mode == "list"
-                        else list_dir(os.path.join(a.mirror, ev["path"])))
+            if ev["type"] in ("PRE_DIR", "PRE_LOOKUP") and a.mode in ("mirror", "list"):
+                if ev["type"] == "PRE_DIR":
+                    data = (a.listing.encode() if a.mode == "list"
+                            else list_dir(os.path.join(a.mirror, ev["path"])))
+                else:
+                    # the one name's line of what a listing would say, or none
+                    d, name = os.path.split(ev["path"])
+                    text = (a.listing.encode() if a.mode == "list"
+                            else list_dir(os.path.join(a.mirror, d)))
+                    data = b"".join(line + b"\n" for line in text.splitlines()
+                                    if line.strip() and json.loads(line)["path"] == name)
                 done = 0
                 while done < len(data):
                     done += os.pwrite(fd, data[done:], done)

@@ -76,8 +76,10 @@ def test_zero_setup():
         eq(listings(ng), ["/"], "and lists nothing to say so")
         st = os.stat(m.path("a/b/c/deep.txt"))
         eq(st.st_size, len(files["a/b/c/deep.txt"]), "stat of a deep file: its size")
-        eq(listings(ng), ["/", "/a/", "/a/b/", "/a/b/c/"],
-           "the stat listed its ancestors only")
+        eq(listings(ng), ["/"], "the stat listed no directory")
+        eq([u for (meth, u, *_r) in ng.log() if meth == "HEAD"],
+           ["/a/b", "/a/b/c", "/a/b/c/deep.txt"],
+           "it looked up each name below the root with a HEAD (PRE_LOOKUP)")
         eq(os.stat(m.path("a")).st_mode & 0o777, 0o755, "a directory is 0755")
         got = tree(m.mnt)
         eq(sorted(got), sorted(files), "find: every file of the origin")
@@ -115,6 +117,7 @@ def test_refresh():
     with Nginx(root) as ng, Mount(store=store,
                                   opts="hook=%s,origin=%s" % (HTTP, ng.url())) as m:
         wait_for(lambda: m.logged("hook 'hsmfs-http'"), "hsmfs-http connected")
+        eq(len(os.listdir(m.mnt)), 5, "the root listed")
         eq(sorted(os.listdir(m.path("a"))), ["b", "one.bin"], "a listed")
         with open(m.path("top.txt"), "rb") as f:
             eq(f.read(), files["top.txt"], "top.txt read (resident)")
@@ -179,6 +182,42 @@ def test_dir_ttl():
         n = listings(ng).count("/")
         ok(2 <= n <= 15, "the root listed again once an age, not on every look (%d)" % n)
     shutil.rmtree(root, ignore_errors=True)
+
+
+def test_lookup_one_name():
+    """A hook subscribed to PRE_LOOKUP is asked for one name: a stat of a
+    deep path lists no directory; a missing name is ENOENT; a later ls
+    lists the directory whole, with the names already made."""
+    store = lazy_store()
+    mirror = tmpdir("hsmfs-mirror-")
+    write_tree(mirror, {"d/x/y/file": b"deep bytes", "d/other": b"o"})
+    for dd, _, _ in os.walk(mirror):
+        os.chmod(dd, 0o755)
+    with Mount(store=store) as m, \
+            Hook(m.mnt, "--mirror", mirror, "--mask", "access,dir,lookup") as h:
+        eq(os.stat(m.path("d/x/y/file")).st_size, 10, "stat of a deep file")
+        eq([(e["type"], e["path"]) for e in h.events()],
+           [("PRE_LOOKUP", "d/x"), ("PRE_LOOKUP", "d/x/y"), ("PRE_LOOKUP", "d/x/y/file")],
+           "one PRE_LOOKUP a component, no directory listed")
+        eq(errno_of(lambda: os.stat(m.path("d/x/nothing"))), errno.ENOENT,
+           "a name the hook does not know: ENOENT")
+        eq(len(h.events("PRE_DIR")), 0, "still no listing")
+        with open(m.path("d/x/y/file"), "rb") as f:
+            eq(f.read(), b"deep bytes", "the file looked up reads")
+        with open(m.path("d/other"), "rb") as f:
+            eq(f.read(), b"o", "another name looked up and read")
+        with open(os.path.join(mirror, "d/other"), "wb") as f:
+            f.write(b"a longer, newer other")
+        eq(sorted(os.listdir(m.path("d"))), ["other", "x"],
+           "ls lists the directory whole, with the names looked up before")
+        with open(m.path("d/other"), "rb") as f:
+            eq(f.read(), b"o", "a name looked up, changed at the origin before the "
+               "listing: kept as it was (never emptied under its reader)")
+        eq([e["path"] for e in h.events("PRE_DIR")], ["d"], "one PRE_DIR for it")
+        with open(m.path("d/x/y/file"), "rb") as f:
+            eq(f.read(), b"deep bytes", "the file made by the lookup survives the listing")
+    shutil.rmtree(mirror, ignore_errors=True)
+    shutil.rmtree(store, ignore_errors=True)
 
 
 def test_import_lists():
@@ -314,6 +353,7 @@ def run_all():
     test_import_lists()
     test_refresh()
     test_dir_ttl()
+    test_lookup_one_name()
     test_concurrent_first_look()
     test_hostile_listings()
     test_crash_mid_listing()
