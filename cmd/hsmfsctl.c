@@ -390,11 +390,52 @@ static int collect_listing(const char *url, struct item **items, size_t *n, size
 	return res;
 }
 
-/* Open (creating) the directory of path below root, never following a symlink. */
-static int open_parent(int root, char *path, char **ret_name)
+/*
+ * An import puts entries below these directories: each, if unlisted, is
+ * listed from now on (place_listed), once an import (the inode numbers
+ * seen so far are remembered).
+ */
+static struct {
+	uint64_t *ino;
+	size_t n, cap;
+} seen_dirs;
+
+static int listed_once(struct meta *m, int dfd)
+{
+	struct stat st;
+
+	if (!m || fstat(dfd, &st) < 0)
+		return 0;
+	for (size_t i = seen_dirs.n; i-- > 0 && seen_dirs.n - i <= 64;)
+		if (seen_dirs.ino[i] == st.st_ino)
+			return 0; /* the last few: an import goes directory by directory */
+	if (seen_dirs.n == seen_dirs.cap) {
+		size_t cap = seen_dirs.cap ? 2 * seen_dirs.cap : 256;
+		uint64_t *v = realloc(seen_dirs.ino, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		seen_dirs.ino = v;
+		seen_dirs.cap = cap;
+	}
+	seen_dirs.ino[seen_dirs.n++] = st.st_ino;
+	return place_listed(m, dfd);
+}
+
+/*
+ * Open (creating) the directory of path below root, never following a
+ * symlink; with m, each directory on the way that is unlisted becomes
+ * listed (the manifest says what is in it).
+ */
+static int open_parent(int root, char *path, char **ret_name, struct meta *m)
 {
 	char *slash, *comp = path;
 	int dfd = dup(root);
+
+	if (dfd >= 0 && listed_once(m, dfd) < 0) {
+		close(dfd);
+		return -EIO;
+	}
 
 	while (dfd >= 0 && (slash = strchr(comp, '/'))) {
 		int nfd;
@@ -415,6 +456,10 @@ static int open_parent(int root, char *path, char **ret_name)
 			return errno == ELOOP || errno == ENOTDIR ? -ENOTDIR : -errno;
 		dfd = nfd;
 		comp = slash + 1;
+		if (listed_once(m, dfd) < 0) {
+			close(dfd);
+			return -EIO;
+		}
 	}
 	*ret_name = comp;
 	return dfd;
@@ -455,19 +500,19 @@ static int import_one(int root, const char *mnt, struct meta *m, struct item *it
 
 	*created = false;
 	snprintf(path, sizeof(path), "%s", it->e.path);
-	dfd = open_parent(root, path, &name);
+	dfd = open_parent(root, path, &name, m);
+	if (dfd == -EIO) {
+		snprintf(err, errlen, "database: %s", meta_errmsg(m));
+		return dfd;
+	}
 	if (dfd < 0) {
 		snprintf(err, errlen, "cannot make the directories of '%s': %s",
 			 it->e.path, dfd == -ENOTDIR ? "a component is not a directory (or is a symlink)" :
 							strerror(-dfd));
 		return dfd;
 	}
-	res = place_listed(m, dfd);
-	if (res)
-		snprintf(err, errlen, "database: %s", meta_errmsg(m));
-	else
-		res = place_entry(m, dfd, name, it->e.path, &it->e, false, not_passthrough,
-				  (void *)mnt, created, out, err, errlen);
+	res = place_entry(m, dfd, name, it->e.path, &it->e, false, not_passthrough,
+			  (void *)mnt, created, out, err, errlen);
 	close(dfd);
 	return res;
 }
@@ -478,7 +523,7 @@ static int remove_path(int root, const char *rel, bool is_dir)
 	int dfd, res;
 
 	snprintf(path, sizeof(path), "%s", rel);
-	dfd = open_parent(root, path, &name);
+	dfd = open_parent(root, path, &name, NULL);
 	if (dfd < 0)
 		return dfd;
 	res = unlinkat(dfd, name, is_dir ? AT_REMOVEDIR : 0) < 0 ? -errno : 0;

@@ -226,11 +226,24 @@ def test_import_lists():
     root, files = make_origin()
     with Nginx(root) as ng, Mount(opts="hook=%s,origin=%s" % (HTTP, ng.url())) as m:
         wait_for(lambda: m.logged("hook 'hsmfs-http'"), "hsmfs-http connected")
-        eq(import_manifest(m.mnt, [{"path": "top.txt", "size": 4}])[0], 0, "import")
-        eq(os.listdir(m.mnt), ["top.txt"], "ls: the manifest's names only")
+        eq(import_manifest(m.mnt, [{"path": "top.txt", "size": 4},
+                                   {"path": "a/b/sibling", "size": 1}])[0], 0, "import")
+        eq(sorted(os.listdir(m.mnt)), ["a", "top.txt"], "ls: the manifest's names only")
+        eq(os.listdir(m.path("a/b")), ["sibling"],
+           "the directories on the way of an imported path are the manifest's too")
         with open(m.path("top.txt"), "rb") as f:
             eq(f.read(), files["top.txt"], "and their bytes")
-        eq(listings(ng), [], "the origin was not listed")
+        eq(ng.log(), [(l[0], l[1], *l[2:]) for l in ng.log() if l[0] == "GET" and
+                       not l[1].endswith("/")], "the origin was not listed nor asked for a name")
+    # only a path below the root imported: the root is the manifest's all the same
+    with Nginx(root) as ng, Mount(opts="hook=%s,origin=%s" % (HTTP, ng.url())) as m:
+        wait_for(lambda: m.logged("hook 'hsmfs-http'"), "hsmfs-http connected")
+        eq(import_manifest(m.mnt, [{"path": "a/b/sibling", "size": 1}])[0], 0, "import")
+        eq(os.listdir(m.mnt), ["a"], "ls of the root: the manifest's one name")
+        with open(m.path("a/b/sibling"), "rb") as f:
+            eq(f.read(), files["a/b/sibling"], "which reads")
+        eq([l[:2] for l in ng.log()], [("GET", "/a/b/sibling")],
+           "the origin was asked for its bytes only")
     shutil.rmtree(root, ignore_errors=True)
 
 
