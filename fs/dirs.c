@@ -203,6 +203,39 @@ static struct event *listing_of(struct inode *dir)
 	return NULL;
 }
 
+/* Park req on ev (E.lock held; returns without it): as events_dir(). */
+static int park_wait(struct event *ev, struct inode *dir, struct fuse_req *req,
+		     void (*cont)(void *arg, int res), void *arg)
+{
+	ELOCK_HELD();
+	int res = park_on(ev, dir, req, cont, arg);
+
+	eunlock();
+	if (res == EVENTS_PARKED)
+		return res;
+	drain_ready();
+	return res == EV_TIMEOUT ? -EIO : res;
+}
+
+/*
+ * Is dir unlisted?  0 with *ret_origin (owned) when it is; 1 when its
+ * names are known (a listing that aged is started in the background,
+ * dir_ttl); -errno.  Without E.lock.
+ */
+static int unlisted(struct inode *dir, char **ret_origin)
+{
+	int res = 1;
+
+	*ret_origin = NULL;
+	if (inode_flags(dir) & INODE_LISTED)
+		return 1;
+	if (!(inode_flags(dir) & INODE_DIR_TTL))
+		res = dir_state(dir, ret_origin);
+	if (res > 0 && (inode_flags(dir) & INODE_DIR_TTL))
+		aged_check(dir);
+	return res;
+}
+
 /*
  * Join the listing of dir in flight, or start one (origin: owned, given
  * to it), and park req on it: as events_dir().  Called with E.lock held,
@@ -226,12 +259,7 @@ static int wait_listing(struct inode *dir, char *origin, bool refresh, struct fu
 		}
 		ev->refresh = refresh;
 	}
-	res = park_on(ev, dir, req, cont, arg);
-	eunlock();
-	if (res == EVENTS_PARKED)
-		return res;
-	drain_ready();
-	return res == EV_TIMEOUT ? -EIO : res;
+	return park_wait(ev, dir, req, cont, arg);
 }
 
 int events_dir(struct inode *dir, struct fuse_req *req, void (*cont)(void *arg, int res),
@@ -240,20 +268,9 @@ int events_dir(struct inode *dir, struct fuse_req *req, void (*cont)(void *arg, 
 	char *origin = NULL;
 	int res;
 
-	if (inode_flags(dir) & INODE_LISTED)
-		return 0;
-	if (!(inode_flags(dir) & INODE_DIR_TTL)) {
-		res = dir_state(dir, &origin);
-		if (res < 0)
-			return res;
-	} else {
-		res = 1;
-	}
-	if (res) {
-		if (inode_flags(dir) & INODE_DIR_TTL)
-			aged_check(dir);
-		return 0;
-	}
+	res = unlisted(dir, &origin);
+	if (res)
+		return res > 0 ? 0 : res;
 	elock();
 	if (inode_flags(dir) & KNOWN) {
 		/* listed while we looked */
@@ -303,20 +320,9 @@ int events_dir_lookup(struct inode *dir, const char *name, struct fuse_req *req,
 	struct event *ev;
 	int res;
 
-	if (inode_flags(dir) & INODE_LISTED)
-		return 0;
-	if (!(inode_flags(dir) & INODE_DIR_TTL)) {
-		res = dir_state(dir, &origin);
-		if (res < 0)
-			return res;
-	} else {
-		res = 1;
-	}
-	if (res) {
-		if (inode_flags(dir) & INODE_DIR_TTL)
-			aged_check(dir);
-		return 0;
-	}
+	res = unlisted(dir, &origin);
+	if (res)
+		return res > 0 ? 0 : res;
 	/* a name an earlier lookup made is there: no need to ask */
 	if (name_known(dir, name)) {
 		free(origin);
@@ -343,12 +349,7 @@ int events_dir_lookup(struct inode *dir, const char *name, struct fuse_req *req,
 			return res;
 		}
 	}
-	res = park_on(ev, dir, req, cont, arg);
-	eunlock();
-	if (res == EVENTS_PARKED)
-		return res;
-	drain_ready();
-	return res == EV_TIMEOUT ? -EIO : res;
+	return park_wait(ev, dir, req, cont, arg);
 }
 
 int events_dir_refresh(struct inode *dir, struct fuse_req *req,
