@@ -45,7 +45,7 @@ static void usage(void)
 "Mount STORE at MOUNTPOINT, passing every operation through to STORE.\n"
 "\n"
 "  -f                 stay in the foreground\n"
-"  -d                 print FUSE requests (implies -f)\n"
+"  -d                 print FUSE requests and debug lines (implies -f)\n"
 "  -s                 serve with a single thread\n"
 "  --ready-fd N       write \"ready\\n\" to descriptor N once the mount is live\n"
 "  -h, --help         this text\n"
