@@ -107,27 +107,12 @@ static void share_unlock(CURL *c, curl_lock_data d, void *u)
 /* base + "/" + path, each byte outside the unreserved set %-encoded */
 static char *join_url(const char *base, const char *path)
 {
-	static const char hex[] = "0123456789ABCDEF";
 	size_t bl = strlen(base);
-	char *u = malloc(bl + 3 * strlen(path) + 2), *w;
+	char *esc = http_escape(path, "/"), *u = NULL;
 
-	if (!u)
-		return NULL;
-	memcpy(u, base, bl);
-	w = u + bl;
-	if (bl && base[bl - 1] != '/')
-		*w++ = '/';
-	for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
-		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-		    (*p >= '0' && *p <= '9') || strchr("-._~/", *p)) {
-			*w++ = *p;
-		} else {
-			*w++ = '%';
-			*w++ = hex[*p >> 4];
-			*w++ = hex[*p & 15];
-		}
-	}
-	*w = '\0';
+	if (esc && asprintf(&u, "%s%s%s", base, bl && base[bl - 1] != '/' ? "/" : "", esc) < 0)
+		u = NULL;
+	free(esc);
 	return u;
 }
 
@@ -393,9 +378,7 @@ static int fetch(CURL *c, const struct hsmfs_event *ev, uint64_t *ret_lo,
 			hdrs = curl_slist_append(hdrs, ifrange);
 		}
 		if (cfg.aws_sigv4 && !is_file)
-			/* S3 wants the payload hash signed; a GET has an empty one */
-			hdrs = curl_slist_append(hdrs, "x-amz-content-sha256: "
-					   "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+			hdrs = curl_slist_append(hdrs, HTTP_S3_EMPTY_PAYLOAD);
 		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
 		rc = curl_easy_perform(c);
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);

@@ -254,19 +254,12 @@ static int s3_entry(void *arg, const char *key, uint64_t size, const char *etag,
 	if (manifest_check_path(key, klen, w->err, sizeof(w->err)))
 		return -EINVAL;
 	/* escape each segment, keep the slashes */
-	url = malloc(strlen(w->base) + 3 * klen + 1);
-	if (!url)
+	p = http_escape(key, "/");
+	if (!p || asprintf(&url, "%s%s", w->base, p) < 0) {
+		free(p);
 		return -ENOMEM;
-	strcpy(url, w->base);
-	p = url + strlen(url);
-	for (const unsigned char *k = (const unsigned char *)key; *k; k++) {
-		if ((*k >= 'a' && *k <= 'z') || (*k >= 'A' && *k <= 'Z') ||
-		    (*k >= '0' && *k <= '9') || strchr("-._~/", *k))
-			*p++ = *k;
-		else
-			p += sprintf(p, "%%%02X", *k);
 	}
-	*p = '\0';
+	free(p);
 	it = new_item(w);
 	if (!it) {
 		free(url);
@@ -317,8 +310,7 @@ static int collect_s3(const char *url, const struct s3opts *so, struct item **it
 		}
 		curl_easy_setopt(w.c, CURLOPT_AWS_SIGV4, so->sigv4);
 		curl_easy_setopt(w.c, CURLOPT_USERPWD, userpwd);
-		hdrs = curl_slist_append(NULL, "x-amz-content-sha256: "
-				"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+		hdrs = curl_slist_append(NULL, HTTP_S3_EMPTY_PAYLOAD);
 		curl_easy_setopt(w.c, CURLOPT_HTTPHEADER, hdrs);
 	}
 	while (!res && more) {

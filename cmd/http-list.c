@@ -57,8 +57,7 @@ static void put_json(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-/* s with every byte outside the unreserved set %-encoded (keep: kept too) */
-static char *escape(const char *s, const char *keep)
+char *http_escape(const char *s, const char *keep)
 {
 	char *out = malloc(3 * strlen(s) + 1), *w = out;
 
@@ -86,7 +85,7 @@ struct out {
 static void put_entry(struct out *o, const char *name, bool is_dir, uint64_t size,
 		      int64_t mtime, bool has_mtime, const char *version)
 {
-	char *esc = escape(name, NULL);
+	char *esc = http_escape(name, NULL);
 
 	if (!esc) {
 		o->err = ENOMEM;
@@ -194,9 +193,7 @@ int http_list(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3
 {
 	struct out o = { 0 };
 	struct http_body b = { .max = PAGE_MAX };
-	/* S3 wants the payload hash signed; a GET has an empty one */
-	struct curl_slist *hdrs = s3 ? curl_slist_append(NULL, "x-amz-content-sha256: "
-		"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855") : NULL;
+	struct curl_slist *hdrs = s3 ? curl_slist_append(NULL, HTTP_S3_EMPTY_PAYLOAD) : NULL;
 	char *base = NULL, *bucket = NULL, *prefix = NULL, err[256] = "";
 	int fd = dup(ev->fd), res = 0;
 
@@ -218,7 +215,7 @@ int http_list(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3
 			res = ENOMEM;
 			goto out;
 		}
-		char *ep = escape(prefix, "/");
+		char *ep = http_escape(prefix, "/");
 
 		if (!ep || asprintf(&base, "%s/%s", bucket, ep) < 0) {
 			free(ep);
@@ -232,8 +229,8 @@ int http_list(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3
 		bool more = true;
 
 		while (!res && more) {
-			char *url, *tok = token[0] ? escape(token, NULL) : NULL,
-				   *pq = escape(prefix, NULL);
+			char *url, *tok = token[0] ? http_escape(token, NULL) : NULL,
+				   *pq = http_escape(prefix, NULL);
 
 			char mk[32] = "";
 
@@ -271,7 +268,7 @@ int http_list(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3
 			res = asprintf(&base, "%s%s", ev->origin,
 				       ev->origin[n - 1] == '/' ? "" : "/") < 0 ? ENOMEM : 0;
 		} else {
-			char *ep = escape(ev->path, "/");
+			char *ep = http_escape(ev->path, "/");
 			size_t n = strlen(origin);
 
 			res = !ep || asprintf(&base, "%s%s%s%s", origin,
@@ -342,9 +339,8 @@ int http_lookup(CURL *c, const struct hsmfs_event *ev, const char *origin, bool 
 	struct out o = { 0 };
 	const char *slash = strrchr(ev->path, '/'), *name = slash ? slash + 1 : ev->path;
 	char *dir = strndup(ev->path, slash ? (size_t)(slash - ev->path) : 0);
-	char *base = NULL, *url = NULL, *en = escape(name, NULL), *ed = dir ? escape(dir, "/") : NULL;
-	struct curl_slist *hdrs = s3 ? curl_slist_append(NULL, "x-amz-content-sha256: "
-		"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855") : NULL;
+	char *base = NULL, *url = NULL, *en = http_escape(name, NULL), *ed = dir ? http_escape(dir, "/") : NULL;
+	struct curl_slist *hdrs = s3 ? curl_slist_append(NULL, HTTP_S3_EMPTY_PAYLOAD) : NULL;
 	int fd = dup(ev->fd), res = 0;
 	size_t ol = strlen(origin);
 	long code;
@@ -397,7 +393,7 @@ int http_lookup(CURL *c, const struct hsmfs_event *ev, const char *origin, bool 
 		char *q = NULL, *prefix = NULL, *pq = NULL;
 
 		if (asprintf(&prefix, "%s%s%s/", dir, dir[0] ? "/" : "", name) < 0 ||
-		    !(pq = escape(prefix, NULL)) ||
+		    !(pq = http_escape(prefix, NULL)) ||
 		    asprintf(&q, "%.*s?list-type=2&delimiter=%%2F&max-keys=1&prefix=%s",
 			     (int)(ol && origin[ol - 1] == '/' ? ol - 1 : ol), origin, pq) < 0) {
 			res = ENOMEM;

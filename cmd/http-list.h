@@ -23,6 +23,16 @@
  * CURLOPT_WRITEDATA a struct http_body): NUL-terminated, at most max
  * bytes (more fails the transfer).  The caller frees p.
  */
+/*
+ * s with every byte outside the unreserved set %-encoded (those in keep
+ * kept too, e.g. "/" for a path); malloc'ed, NULL when out of memory.
+ */
+char *http_escape(const char *s, const char *keep);
+
+/* S3 wants the payload hash signed; a GET or HEAD has an empty one. */
+#define HTTP_S3_EMPTY_PAYLOAD \
+	"x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
 struct http_body {
 	char *p;
 	size_t n, max;

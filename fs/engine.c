@@ -329,7 +329,7 @@ static void send_to_watchers(struct event *ev)
 	}
 }
 
-/* Try to hand a queued PRE_ACCESS or PRE_DIR event to a fill hook.  E.lock held. */
+/* Try to hand a queued fill (PRE_ACCESS, PRE_DIR, PRE_LOOKUP) to a fill hook.  E.lock held. */
 static void dispatch(struct event *ev)
 {
 	ELOCK_HELD();
