@@ -747,63 +747,36 @@ undo:
 }
 
 /*
- * Make what the listing in stage names below dir, and record dir as
- * listed (durability step 5).  Without E.lock.  0 or -errno.
+ * The answer l of a PRE_LOOKUP of name in the unlisted directory dfd: its
+ * one entry made (as a listing makes it, durably) or -ENOENT; the
+ * directory stays unlisted.  Without E.lock.
  */
-/*
- * The answer of a PRE_LOOKUP of name in the unlisted dir: its one entry
- * made (as a listing makes it, durably) or -ENOENT; the directory stays
- * unlisted.  Without E.lock.
- */
-static int apply_lookup(struct inode *dir, int stage, const char *name)
+static int apply_lookup(int dfd, const struct listing *l, const char *dirpath, int n,
+			const char *name)
 {
-	struct listing l = { 0 };
-	char dirpath[HSMFS_MAX_PATH + 1], rel[2 * HSMFS_MAX_PATH + 2], err[512];
+	char rel[2 * HSMFS_MAX_PATH + 2], err[512];
 	enum place_outcome o;
 	bool created;
-	int pfd, n, res;
+	int res;
 
-	n = inode_path(dir, dirpath, sizeof(dirpath));
-	if (n < 0)
-		return n;
-	res = parse_listing(stage, dirpath, &l);
-	if (!res && l.n > 1)
-		res = -EIO;
-	if (!res && l.n == 1 && strcmp(l.v[0].path, name))
-		res = -EIO;
-	if (res == -EIO)
+	if (!l->n)
+		return -ENOENT; /* no such name at the origin */
+	if (l->n > 1 || strcmp(l->v[0].path, name)) {
 		log_err("lookup of '%s' in '/%s': the answer is not that one name", name,
 			dirpath);
-	if (!res && !l.n)
-		res = -ENOENT; /* no such name at the origin */
-	if (res) {
-		listing_free(&l);
-		return res;
-	}
-	pfd = inode_fd_get(dir);
-	if (pfd < 0) {
-		listing_free(&l);
-		return pfd;
+		return -EIO;
 	}
 	snprintf(rel, sizeof(rel), "%s%s%s", dirpath, n ? "/" : "", name);
 	res = meta_begin(E.cfg.meta);
 	if (!res) {
-		res = place_entry(E.cfg.meta, pfd, name, rel, &l.v[0], true, NULL, NULL,
+		res = place_entry(E.cfg.meta, dfd, name, rel, &l->v[0], true, NULL, NULL,
 				  &created, &o, err, sizeof(err));
 		if (res)
 			log_err("lookup of '%s' in '/%s': %s", name, dirpath, err);
 	}
-	if (!res) {
-		/* the entry reaches the disk before its row says it is there */
-		char proc[32];
-		int dfd;
-
-		inode_proc_path(pfd, proc);
-		dfd = open(proc, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		res = dfd < 0 || syncfs(dfd) < 0 ? -errno : 0;
-		if (dfd >= 0)
-			close(dfd);
-	}
+	/* the entry reaches the disk before its row says it is there */
+	if (!res && syncfs(dfd) < 0)
+		res = -errno;
 	if (!res)
 		res = meta_commit(E.cfg.meta);
 	if (res) {
@@ -811,12 +784,16 @@ static int apply_lookup(struct inode *dir, int stage, const char *name)
 		if (res != -ENOSPC && res != -EDQUOT)
 			res = -EIO;
 	}
-	inode_fd_put(dir);
-	listing_free(&l);
 	return res;
 }
 
-static int apply_listing(struct inode *dir, int stage, bool refresh)
+/*
+ * Commit the listing (or, with name, the lookup answer) in stage below
+ * dir: parsed, then applied by apply_lookup(), apply_refresh() or, as a
+ * first listing, here: every entry made, dir recorded as listed
+ * (durability step 5).  Without E.lock.  0 or -errno.
+ */
+static int apply_listing(struct inode *dir, int stage, const char *name, bool refresh)
 {
 	struct listing l = { 0 };
 	char dirpath[HSMFS_MAX_PATH + 1], rel[2 * HSMFS_MAX_PATH + 2], err[512], proc[32];
@@ -845,8 +822,9 @@ static int apply_listing(struct inode *dir, int stage, bool refresh)
 		res = -errno;
 		goto out;
 	}
-	if (refresh) {
-		res = apply_refresh(dir, dfd, &l, dirpath, n);
+	if (name || refresh) {
+		res = name ? apply_lookup(dfd, &l, dirpath, n, name) :
+			     apply_refresh(dir, dfd, &l, dirpath, n);
 		goto out;
 	}
 	remove_leftovers(dfd, &l, dir == inode_root());
@@ -923,8 +901,8 @@ void commit_listing(struct event *ev)
 
 	ev->copying = true;
 	eunlock();
-	res = ev->type == HSMFS_EV_PRE_LOOKUP ? apply_lookup(dir, stage, ev->name) :
-						apply_listing(dir, stage, ev->refresh);
+	res = apply_listing(dir, stage, ev->type == HSMFS_EV_PRE_LOOKUP ? ev->name : NULL,
+			    ev->refresh);
 	elock();
 	ev->copying = false;
 	pthread_cond_broadcast(&E.copied);
