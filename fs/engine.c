@@ -919,8 +919,7 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 			ff = E.cfg.first_fill;
 			if (first && ff && hint_end - hint_start > 2 * ff && hint_start == hs &&
 			    hint_end == he &&
-			    !(fs->ra_ahead && miss.start >= fs->ra_lo &&
-			      miss.start <= fs->ra_ahead) &&
+			    !in_stream(fs, miss.start) &&
 			    !(miss.start >= PAGE &&
 			      (rs_contains(&fs->present, miss.start - PAGE, miss.start) ||
 			       inflight_over(fs, miss.start - PAGE, miss.start)))) {

@@ -324,6 +324,13 @@ void commit_listing(struct event *ev);
 uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t limit,
 		    struct fuse_req *req, unsigned max, uint64_t *count,
 		    uint64_t *ret_asked);
+/*
+ * Does a miss at off go on the stream of fs?  From where its last miss
+ * began to one kernel readahead window past what was asked: the
+ * requests of one window of the kernel's run on several workers, and
+ * the later ones can come first.  E.lock held.
+ */
+bool in_stream(const struct fstate *fs, uint64_t off);
 /* A reader's miss, whose fill asks up to asked_end: drives readahead. */
 void read_ahead(struct inode *in, struct fstate *fs, const struct range *miss,
 		uint64_t asked_end, struct fuse_req *req);

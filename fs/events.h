@@ -70,6 +70,7 @@ struct events_config {
 			       * (in the background) on a look after this, 0: never */
 	uint64_t chunk;       /* hint alignment, a power of two >= 4096 */
 	uint64_t first_fill;  /* a miss's own hint at most (0: its chunk's gap) */
+	uint64_t kernel_ra;   /* the kernel's readahead window of the mount */
 	struct meta *meta;    /* borrowed; outlives the engine */
 	const char *store_path; /* borrowed; for user.hsmfs.store */
 	const char *origin;   /* borrowed or NULL; the root's user.hsmfs.origin */

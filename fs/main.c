@@ -399,6 +399,8 @@ int main(int argc, char *argv[])
 			.nohook_fail = o.nohook_fail,
 			.chunk = o.chunk,
 			.first_fill = o.first_fill,
+			/* the window the kernel reads ahead in (bdi.h) */
+			.kernel_ra = o.readahead ? o.readahead : 128 << 10,
 			.dir_ttl = o.dir_ttl,
 			.meta = meta,
 			.store_path = store_path,

@@ -63,16 +63,23 @@ uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t 
 	return pos;
 }
 
+/* See engine.h. */
+bool in_stream(const struct fstate *fs, uint64_t off)
+{
+	ELOCK_HELD();
+	return fs->ra_ahead && off >= fs->ra_lo && off <= fs->ra_ahead + E.cfg.kernel_ra;
+}
+
 /*
  * Readahead of sequential misses.  A stream is misses that move forward
  * chunk by chunk, each into a chunk after the last one's and no further
- * than what was already asked for; misses in the same chunk (the
- * kernel's own concurrent readahead requests, or several readers) leave
- * it as it is, any other miss ends it.  From the third chunk of a stream
- * on, the window doubles (one chunk up to RA_MAX) and the missing chunks
- * of it are asked for now, one event each, so that fetches overlap the
- * reading and a hook with several connections runs them in parallel.
- * Scattered reads and mmap faults of a few pages raise only the events
+ * than one kernel window past what was already asked for (in_stream());
+ * misses in the same chunk (the kernel's own concurrent readahead
+ * requests, or several readers) leave it as it is, any other miss ends
+ * it.  From the third chunk of a stream on, the window doubles (one
+ * chunk up to RA_MAX) and the missing chunks of it are asked for now,
+ * one event each, so that fetches overlap the reading and a hook with
+ * several connections runs them in parallel.  Scattered reads and mmap faults of a few pages raise only the events
  * they need.  asked_end is where the reader's own fill (and any beside
  * it) ends.  E.lock held.
  */
@@ -88,7 +95,7 @@ void read_ahead(struct inode *in, struct fstate *fs, const struct range *miss,
 			fs->ra_ahead = asked_end;
 		return;
 	}
-	if (!fs->ra_ahead || miss->start < fs->ra_lo || miss->start > fs->ra_ahead) {
+	if (!in_stream(fs, miss->start)) {
 		fs->ra_lo = miss->start;
 		fs->ra_ahead = asked_end;
 		fs->ra_run = 0;

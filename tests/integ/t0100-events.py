@@ -266,6 +266,30 @@ def test_first_fill():
     shutil.rmtree(mirror, ignore_errors=True)
 
 
+def test_out_of_order():
+    """The kernel's readahead of one window runs on several workers, and a
+    later request of it can come first: a miss a little past what a
+    stream asked for goes on the stream (its chunk asked whole), and does
+    not restart it (a first_fill split and the rest beside)."""
+    K, MiB = 1024, 1 << 20
+    mirror = tmpdir("hsmfs-mirror-")
+    data = os.urandom(3 * MiB)
+    with Mount(opts="prefetch=0") as m:
+        make_files(m, mirror, {"f": data})
+        with Hook(m.mnt, "--mirror", mirror) as h:
+            eq(dread(m.path("f"), 0, P), data[:P], "a read at the start")
+            wait_for(lambda: json.loads(os.getxattr(m.mnt, "user.hsmfs.stats"))["filled_bytes"]
+                     >= MiB, "its chunk filled")
+            # the window's second request first, then its first
+            eq(dread(m.path("f"), MiB + 64 * K, P), data[MiB + 64 * K:MiB + 64 * K + P],
+               "the next chunk, 64 KiB in, first")
+            eq(dread(m.path("f"), MiB, P), data[MiB:MiB + P], "then its start")
+            evs = [(e["hint_start"] - MiB, e["hint_end"] - MiB) for e in h.events("PRE_ACCESS")
+                   if e["start"] >= MiB]
+            eq(evs, [(0, MiB)], "the second chunk asked whole, in one event")
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
 def test_failures():
     mirror = tmpdir("hsmfs-mirror-")
     data = os.urandom(64 * P)
@@ -352,4 +376,5 @@ def test_failures():
 
 
 if __name__ == "__main__":
-    main(lambda: (test(), test_failures(), test_readahead(), test_first_fill()))
+    main(lambda: (test(), test_failures(), test_readahead(), test_first_fill(),
+                  test_out_of_order()))
