@@ -4,11 +4,19 @@
  *
  *   hsmfs-http [OPTIONS] MOUNTPOINT
  *
- * The main thread receives events; --connections worker threads, each
- * with its own easy handle and one shared connection and DNS cache,
- * fetch the event's hint range with a Range request, write it through
- * the event's descriptor and answer.  The URL of a file is its manifest
- * url, else the mount's origin= (or --origin) joined with its path.
+ * Threads.  The main thread receives events and queues them.  One
+ * fetcher thread runs every fill through one libcurl multi handle: at
+ * most --connections transfers at once, each with the event's hint
+ * range as a Range request, written through the event's descriptor as
+ * it arrives, then answered.  The multi handle keeps the connections:
+ * an origin that speaks HTTP/2 (https, by ALPN) carries all of them as
+ * streams of one connection, others get up to --connections kept-alive
+ * HTTP/1.1 connections.  A retry waits in its slot without holding the
+ * thread.  Listings and lookups (PRE_DIR, PRE_LOOKUP: several requests
+ * each, in http-list.c) run on --connections lister threads of their own,
+ * with blocking easy handles and a connection cache shared among them.
+ * The URL of a file is its manifest url, else the mount's origin= (or
+ * --origin) joined with its path.
  *
  * Consistency: with a recorded version (an ETag, or a Last-Modified
  * date) the request carries If-Range, so a changed object comes back as
@@ -72,14 +80,19 @@ static struct hsmfs_hook *hook;
 static CURLSH *share;
 static pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
 
-/* the queue of events waiting for a worker */
-static struct job {
+/* events waiting: fills for the fetcher, listings for the listers */
+struct job {
 	struct hsmfs_event ev;
 	struct job *next;
-} *queue_head, *queue_tail;
+};
+struct jobq {
+	struct job *head, *tail;
+};
+static struct jobq fills, lists;  /* under qlock */
 static pthread_mutex_t qlock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t qcond = PTHREAD_COND_INITIALIZER;
-static bool done;
+static pthread_cond_t qcond = PTHREAD_COND_INITIALIZER; /* lists grew, or done */
+static bool done;                 /* no more events: finish what is queued */
+static CURLM *multi;              /* the fetcher's; curl_multi_wakeup() from main */
 
 
 static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -270,16 +283,23 @@ static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow,
 	return 0;
 }
 
-static void setup_handle(CURL *c)
+/* A lister's handle (shared: the listers' connection cache) or a fill's. */
+static void setup_handle(CURL *c, bool shared)
 {
-	curl_easy_setopt(c, CURLOPT_SHARE, share);
-	/*
-	 * The shared connection cache keeps as many idle connections as a
-	 * handle's MAXCONNECTS (5 by default): with more workers than that,
-	 * every request past the fifth closed a connection and the next
-	 * opened one (a round trip more each: measured through wanproxy.py).
-	 */
-	curl_easy_setopt(c, CURLOPT_MAXCONNECTS, (long)cfg.connections * 2);
+	if (shared) {
+		curl_easy_setopt(c, CURLOPT_SHARE, share);
+		/*
+		 * The shared connection cache keeps as many idle connections
+		 * as a handle's MAXCONNECTS (5 by default): with more threads
+		 * than that, every request past the fifth closed a connection
+		 * and the next opened one (a round trip more each: measured
+		 * through wanproxy.py).
+		 */
+		curl_easy_setopt(c, CURLOPT_MAXCONNECTS, (long)cfg.connections * 2);
+	} else {
+		/* a new transfer waits for a connection that may multiplex it */
+		curl_easy_setopt(c, CURLOPT_PIPEWAIT, 1L);
+	}
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
 	curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
@@ -337,192 +357,319 @@ static bool transient(CURLcode rc)
 	}
 }
 
-/* Fetch one event's range; returns 0 (allowed) or an errno to deny. */
-static int fetch(CURL *c, const struct hsmfs_event *ev, uint64_t *ret_lo,
-		 uint64_t *ret_hi)
-{
-	char range[64], ifrange[1100], *url;
-	struct curl_slist *hdrs = NULL;
+/*
+ * One fill in the fetcher: its transfer (or the wait before a retry).
+ * Only the fetcher thread touches a slot.
+ */
+struct slot {
+	CURL *c;
+	struct job *j;             /* NULL: free */
+	char *url;
 	bool is_file;
-	int err = EIO;
+	unsigned attempt;
+	uint64_t received;         /* bytes received for the event, all attempts */
+	uint64_t reported;         /* received as last sent in PROGRESS */
+	uint64_t retry_at;         /* monotonic ms of the next attempt, 0: none */
+	struct curl_slist *hdrs;
+	char range[64], ifrange[1100];
+	struct xfer x;
+};
 
-	url = ev->origin[0] ? strdup(ev->origin) :
-	      cfg.origin[0] ? join_url(cfg.origin, ev->path) : NULL;
-	if (!url) {
-		logf_("'%s': no url and no origin to fetch it from", ev->path);
-		return EIO;
-	}
-	is_file = !strncmp(url, "file:", 5);
-	uint64_t received = 0, reported = 0;
+static struct slot slots[MAX_CONNECTIONS];
 
-	for (unsigned attempt = 0;; attempt++) {
-		/* file:// sends the range with no Content-Range: it starts at lo */
-		struct xfer x = { .ev = ev, .lo = ev->hint_start, .hi = ev->hint_end,
-				  .body_start = is_file ? ev->hint_start : 0, .is_file = is_file,
-				  .received = &received, .reported = reported };
-		long code = 0;
-		CURLcode rc;
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
 
-		curl_easy_setopt(c, CURLOPT_URL, url);
-		curl_easy_setopt(c, CURLOPT_HEADERDATA, &x);
-		curl_easy_setopt(c, CURLOPT_WRITEDATA, &x);
-		curl_easy_setopt(c, CURLOPT_XFERINFODATA, &x);
-		/* every request asks its range: a server's 200 is per response */
-		snprintf(range, sizeof(range), "%llu-%llu",
-			 (unsigned long long)x.lo, (unsigned long long)x.hi - 1);
-		curl_easy_setopt(c, CURLOPT_RANGE, range);
-		curl_slist_free_all(hdrs);
-		hdrs = NULL;
-		if (ev->version[0] && !is_file) {
-			snprintf(ifrange, sizeof(ifrange), "If-Range: %s", ev->version);
-			hdrs = curl_slist_append(hdrs, ifrange);
-		}
-		if (cfg.aws_sigv4 && !is_file)
-			hdrs = curl_slist_append(hdrs, HTTP_S3_EMPTY_PAYLOAD);
-		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-		rc = curl_easy_perform(c);
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-		if (x.io_error) {
-			logf_("'%s': writing the store: %s", ev->path, strerror(x.io_error));
-			err = x.io_error == ENOSPC ? ENOSPC : EIO;
-			break;
-		}
-		if (x.changed) {
-			char p[8300];
-
-			logf_("'%s': origin changed (HTTP %ld with %s %s, recorded %s); refusing to mix versions",
-			      ev->path, code, version_is_date(ev->version) ? "Last-Modified" : "ETag",
-			      version_is_date(ev->version) ? x.lastmod : x.etag, ev->version);
-			/* status shows it stale until it is imported again */
-			snprintf(p, sizeof(p), "%s/%s", cfg.mountpoint, ev->path);
-			setxattr(p, "user.hsmfs.stale", "1", 1, 0);
-			err = EIO;
-			break;
-		}
-		if (x.version_error) {
-			logf_("'%s': HTTP %ld has no %s to check the recorded version %s against; refused",
-			      ev->path, code, version_is_date(ev->version) ? "Last-Modified" : "ETag",
-			      ev->version);
-			err = EIO;
-			break;
-		}
-		if (rc != CURLE_OK || code >= 500 || code == 429) {
-			if ((transient(rc) || code >= 500 || code == 429) &&
-			    attempt < cfg.retries) {
-				unsigned ms = 200u << (attempt < 6 ? attempt : 6);
-
-				logf_("'%s': %s, retry %u of %u in %u ms", ev->path,
-				      rc != CURLE_OK ? curl_easy_strerror(rc) : "server error",
-				      attempt + 1, cfg.retries, ms);
-				reported = x.reported;
-				usleep(ms * 1000);
-				continue;
-			}
-			logf_("'%s': %s (HTTP %ld)", ev->path,
-			      rc != CURLE_OK ? curl_easy_strerror(rc) : "server error", code);
-			/* a stalled origin (the low-speed limit) is a timeout, not data */
-			err = rc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : EIO;
-			break;
-		}
-		if (is_file && code == 0) {
-			/* file:// honours ranges: the body was exactly the range */
-		} else if (code == 404 || code == 410) {
-			logf_("'%s': missing at origin (HTTP %ld)", ev->path, code);
-			err = EIO;
-			break;
-		} else if (code == 401 || code == 403) {
-			char why[600];
-
-			manifest_s3_error(x.errbody, why, sizeof(why));
-			logf_("'%s': origin refused access (HTTP %ld)%s", ev->path, code, why);
-			err = EACCES;
-			break;
-		} else if (code == 200) {
-			/* the server ignored Range (its validator was checked): cut */
-			static atomic_bool said;
-
-			if (!atomic_exchange(&said, true)) {
-				logf_("origin of '%s' ignores Range requests (HTTP 200): the range is cut "
-				      "out of the whole body; every request still asks for its range",
-				      ev->path);
-			}
-		} else if (code != 206) {
-			logf_("'%s': unexpected HTTP %ld", ev->path, code);
-			err = EIO;
-			break;
-		}
-		if (x.overflow || x.filled != x.hi - x.lo) {
-			logf_("'%s': body of %llu bytes does not fill [%llu, %llu)", ev->path,
-			      (unsigned long long)x.body_pos, (unsigned long long)x.lo,
-			      (unsigned long long)x.hi);
-			err = EIO;
-			break;
-		}
-		*ret_lo = x.lo;
-		*ret_hi = x.hi;
-		err = 0;
-		break;
-	}
-	curl_slist_free_all(hdrs);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
-	free(url);
-	return err;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void *worker(void *arg)
+/* Start an attempt at s's range. */
+static void attempt(struct slot *s)
 {
-	CURL *c = curl_easy_init();
+	const struct hsmfs_event *ev = &s->j->ev;
+	CURL *c = s->c;
 
-	if (!c)
-		return NULL;
-	setup_handle(c);
+	/* file:// sends the range with no Content-Range: it starts at lo */
+	memset(&s->x, 0, sizeof(s->x));
+	s->x.ev = ev;
+	s->x.lo = ev->hint_start;
+	s->x.hi = ev->hint_end;
+	s->x.body_start = s->is_file ? ev->hint_start : 0;
+	s->x.is_file = s->is_file;
+	s->x.received = &s->received;
+	s->x.reported = s->reported;
+	curl_easy_setopt(c, CURLOPT_URL, s->url);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, &s->x);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &s->x);
+	curl_easy_setopt(c, CURLOPT_XFERINFODATA, &s->x);
+	/* every request asks its range: a server's 200 is per response */
+	snprintf(s->range, sizeof(s->range), "%llu-%llu",
+		 (unsigned long long)s->x.lo, (unsigned long long)s->x.hi - 1);
+	curl_easy_setopt(c, CURLOPT_RANGE, s->range);
+	curl_slist_free_all(s->hdrs);
+	s->hdrs = NULL;
+	if (ev->version[0] && !s->is_file) {
+		snprintf(s->ifrange, sizeof(s->ifrange), "If-Range: %s", ev->version);
+		s->hdrs = curl_slist_append(s->hdrs, s->ifrange);
+	}
+	if (cfg.aws_sigv4 && !s->is_file)
+		s->hdrs = curl_slist_append(s->hdrs, HTTP_S3_EMPTY_PAYLOAD);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, s->hdrs);
+	curl_multi_add_handle(multi, c);
+}
+
+/*
+ * An attempt ended with rc: 0 (allowed: [x.lo, x.hi) filled) or an errno
+ * to deny, or -1 when a retry is due at s->retry_at.
+ */
+static int attempt_done(struct slot *s, CURLcode rc)
+{
+	const struct hsmfs_event *ev = &s->j->ev;
+	struct xfer *x = &s->x;
+	long code = 0;
+
+	curl_easy_getinfo(s->c, CURLINFO_RESPONSE_CODE, &code);
+	if (x->io_error) {
+		logf_("'%s': writing the store: %s", ev->path, strerror(x->io_error));
+		return x->io_error == ENOSPC ? ENOSPC : EIO;
+	}
+	if (x->changed) {
+		char p[8300];
+
+		logf_("'%s': origin changed (HTTP %ld with %s %s, recorded %s); refusing to mix versions",
+		      ev->path, code, version_is_date(ev->version) ? "Last-Modified" : "ETag",
+		      version_is_date(ev->version) ? x->lastmod : x->etag, ev->version);
+		/* status shows it stale until it is imported again */
+		snprintf(p, sizeof(p), "%s/%s", cfg.mountpoint, ev->path);
+		setxattr(p, "user.hsmfs.stale", "1", 1, 0);
+		return EIO;
+	}
+	if (x->version_error) {
+		logf_("'%s': HTTP %ld has no %s to check the recorded version %s against; refused",
+		      ev->path, code, version_is_date(ev->version) ? "Last-Modified" : "ETag",
+		      ev->version);
+		return EIO;
+	}
+	if (rc != CURLE_OK || code >= 500 || code == 429) {
+		if ((transient(rc) || code >= 500 || code == 429) && s->attempt < cfg.retries) {
+			unsigned ms = 200u << (s->attempt < 6 ? s->attempt : 6);
+
+			logf_("'%s': %s, retry %u of %u in %u ms", ev->path,
+			      rc != CURLE_OK ? curl_easy_strerror(rc) : "server error",
+			      s->attempt + 1, cfg.retries, ms);
+			s->reported = x->reported;
+			s->retry_at = now_ms() + ms;
+			return -1;
+		}
+		logf_("'%s': %s (HTTP %ld)", ev->path,
+		      rc != CURLE_OK ? curl_easy_strerror(rc) : "server error", code);
+		/* a stalled origin (the low-speed limit) is a timeout, not data */
+		return rc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : EIO;
+	}
+	if (s->is_file && code == 0) {
+		/* file:// honours ranges: the body was exactly the range */
+	} else if (code == 404 || code == 410) {
+		logf_("'%s': missing at origin (HTTP %ld)", ev->path, code);
+		return EIO;
+	} else if (code == 401 || code == 403) {
+		char why[600];
+
+		manifest_s3_error(x->errbody, why, sizeof(why));
+		logf_("'%s': origin refused access (HTTP %ld)%s", ev->path, code, why);
+		return EACCES;
+	} else if (code == 200) {
+		/* the server ignored Range (its validator was checked): cut */
+		static bool said;
+
+		if (!said) {
+			said = true;
+			logf_("origin of '%s' ignores Range requests (HTTP 200): the range is cut "
+			      "out of the whole body; every request still asks for its range",
+			      ev->path);
+		}
+	} else if (code != 206) {
+		logf_("'%s': unexpected HTTP %ld", ev->path, code);
+		return EIO;
+	}
+	if (x->overflow || x->filled != x->hi - x->lo) {
+		logf_("'%s': body of %llu bytes does not fill [%llu, %llu)", ev->path,
+		      (unsigned long long)x->body_pos, (unsigned long long)x->lo,
+		      (unsigned long long)x->hi);
+		return EIO;
+	}
+	return 0;
+}
+
+/* Answer s's event (its bytes written: the descriptor is closed first). */
+static void slot_end(struct slot *s, int err)
+{
+	struct job *j = s->j;
+
+	if (j->ev.fd >= 0)
+		close(j->ev.fd);
+	if (err)
+		hsmfs_hook_deny(hook, j->ev.id, err);
+	else
+		hsmfs_hook_allow(hook, j->ev.id, s->x.lo, s->x.hi, 0);
+	curl_slist_free_all(s->hdrs);
+	s->hdrs = NULL;
+	curl_easy_setopt(s->c, CURLOPT_HTTPHEADER, NULL);
+	free(s->url);
+	s->url = NULL;
+	free(j);
+	s->j = NULL;
+}
+
+/* Take j into the free slot s and start its first attempt. */
+static void slot_begin(struct slot *s, struct job *j)
+{
+	const struct hsmfs_event *ev = &j->ev;
+
+	s->j = j;
+	s->attempt = 0;
+	s->received = s->reported = 0;
+	s->retry_at = 0;
+	if (ev->fd < 0) {
+		slot_end(s, EBADF);
+		return;
+	}
+	s->url = ev->origin[0] ? strdup(ev->origin) :
+		 cfg.origin[0] ? join_url(cfg.origin, ev->path) : NULL;
+	if (!s->url) {
+		logf_("'%s': no url and no origin to fetch it from", ev->path);
+		slot_end(s, EIO);
+		return;
+	}
+	s->is_file = !strncmp(s->url, "file:", 5);
+	attempt(s);
+}
+
+static struct job *jobq_take(struct jobq *q)
+{
+	struct job *j = q->head;
+
+	if (j) {
+		q->head = j->next;
+		if (!q->head)
+			q->tail = NULL;
+	}
+	return j;
+}
+
+/*
+ * The fetcher: fills free slots from the queue, starts retries that are
+ * due, drives the transfers and ends those done; sleeps in
+ * curl_multi_poll() until a socket is ready, a retry is due or main
+ * wakes it.  Once main is done it finishes what was queued and returns.
+ */
+static void *fetcher(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		uint64_t now = now_ms(), next = 0;
+		bool busy = false, again = false, quit;
+		struct CURLMsg *m;
+		int running, left;
+
+		for (unsigned i = 0; i < cfg.connections; i++) {
+			struct slot *s = &slots[i];
+
+			if (!s->j) {
+				struct job *j;
+
+				pthread_mutex_lock(&qlock);
+				j = jobq_take(&fills);
+				pthread_mutex_unlock(&qlock);
+				if (j)
+					slot_begin(s, j);
+			} else if (s->retry_at && s->retry_at <= now) {
+				s->retry_at = 0;
+				s->attempt++;
+				attempt(s);
+			}
+			if (s->retry_at && (!next || s->retry_at < next))
+				next = s->retry_at;
+			busy |= s->j != NULL;
+		}
+		curl_multi_perform(multi, &running);
+		while ((m = curl_multi_info_read(multi, &left))) {
+			struct slot *s = NULL;
+			CURL *c = m->easy_handle;
+			CURLcode rc = m->data.result;
+			int err;
+
+			if (m->msg != CURLMSG_DONE)
+				continue;
+			curl_easy_getinfo(c, CURLINFO_PRIVATE, (char **)&s);
+			curl_multi_remove_handle(multi, c); /* m is gone from here */
+			err = attempt_done(s, rc);
+			if (err >= 0) {
+				slot_end(s, err);
+				again = true; /* a slot is free: the queue may fill it */
+			} else if (!next || s->retry_at < next) {
+				next = s->retry_at;
+			}
+		}
+		pthread_mutex_lock(&qlock);
+		quit = done && !fills.head;
+		pthread_mutex_unlock(&qlock);
+		if (quit && !busy && !again)
+			break;
+		if (again)
+			continue;
+		now = now_ms();
+		curl_multi_poll(multi, NULL, 0,
+				!next ? 1000 : next <= now ? 0 : next - now < 1000 ? (int)(next - now) : 1000,
+				NULL);
+	}
+	return NULL;
+}
+
+/* A lister: PRE_DIR and PRE_LOOKUP events, one at a time. */
+static void *lister(void *arg)
+{
+	(void)arg;
 	for (;;) {
 		struct job *j;
-		uint64_t lo = 0, hi = 0;
+		char why[512];
+		CURL *lc;
 		int err;
 
 		pthread_mutex_lock(&qlock);
-		while (!queue_head && !done)
+		while (!lists.head && !done)
 			pthread_cond_wait(&qcond, &qlock);
-		j = queue_head;
-		if (j) {
-			queue_head = j->next;
-			if (!queue_head)
-				queue_tail = NULL;
-		}
+		j = jobq_take(&lists);
 		pthread_mutex_unlock(&qlock);
 		if (!j)
 			break;
-		if (j->ev.fd >= 0 && (j->ev.type == HSMFS_EV_PRE_DIR ||
-				      j->ev.type == HSMFS_EV_PRE_LOOKUP)) {
-			char why[512];
-			CURL *lc = curl_easy_init(); /* its own callbacks; same connections */
-
-			if (lc)
-				setup_handle(lc);
-			if (!lc)
-				err = ENOMEM;
-			else if (j->ev.type == HSMFS_EV_PRE_LOOKUP)
-				err = http_lookup(lc, &j->ev, cfg.origin, cfg.s3, why, sizeof(why));
-			else
-				err = http_list(lc, &j->ev, cfg.origin, cfg.s3, cfg.list_page, why,
-						sizeof(why));
-			if (err)
-				logf_("%s '/%s': %s", j->ev.type == HSMFS_EV_PRE_LOOKUP ? "lookup of" :
-				      "listing", j->ev.path, why[0] ? why : strerror(err));
+		why[0] = '\0';
+		lc = curl_easy_init(); /* its own callbacks; the listers' connections */
+		if (lc)
+			setup_handle(lc, true);
+		if (!lc)
+			err = ENOMEM;
+		else if (j->ev.fd < 0)
+			err = EBADF;
+		else if (j->ev.type == HSMFS_EV_PRE_LOOKUP)
+			err = http_lookup(lc, &j->ev, cfg.origin, cfg.s3, why, sizeof(why));
+		else
+			err = http_list(lc, &j->ev, cfg.origin, cfg.s3, cfg.list_page, why,
+					sizeof(why));
+		if (err && err != EBADF)
+			logf_("%s '/%s': %s", j->ev.type == HSMFS_EV_PRE_LOOKUP ? "lookup of" :
+			      "listing", j->ev.path, why[0] ? why : strerror(err));
+		if (lc)
 			curl_easy_cleanup(lc);
-		} else {
-			err = j->ev.fd >= 0 ? fetch(c, &j->ev, &lo, &hi) : EBADF;
-		}
 		if (j->ev.fd >= 0)
 			close(j->ev.fd);
 		if (err)
 			hsmfs_hook_deny(hook, j->ev.id, err);
 		else
-			hsmfs_hook_allow(hook, j->ev.id, lo, hi, 0);
+			hsmfs_hook_allow(hook, j->ev.id, 0, 0, 0);
 		free(j);
 	}
-	curl_easy_cleanup(c);
 	return NULL;
 }
 
@@ -592,7 +739,7 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *keys_file = NULL;
-	pthread_t threads[MAX_CONNECTIONS];
+	pthread_t threads[MAX_CONNECTIONS], fetch_thread;
 	struct hsmfs_event ev;
 	int opt, res;
 
@@ -680,10 +827,30 @@ int main(int argc, char **argv)
 		logf_("cannot connect to '%s': %s", cfg.mountpoint, strerror(-res));
 		return 1;
 	}
+	multi = curl_multi_init();
+	if (!multi) {
+		logf_("cannot initialise libcurl");
+		return 1;
+	}
+	/* HTTP/1.1: a connection a transfer; HTTP/2: streams of one */
+	curl_multi_setopt(multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+	curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)cfg.connections);
+	curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long)cfg.connections * 2);
+	for (unsigned i = 0; i < cfg.connections; i++) {
+		slots[i].c = curl_easy_init();
+		if (!slots[i].c) {
+			logf_("cannot initialise libcurl");
+			return 1;
+		}
+		setup_handle(slots[i].c, false);
+		curl_easy_setopt(slots[i].c, CURLOPT_PRIVATE, (char *)&slots[i]);
+	}
+	pthread_create(&fetch_thread, NULL, fetcher, NULL);
 	for (unsigned i = 0; i < cfg.connections; i++)
-		pthread_create(&threads[i], NULL, worker, NULL);
+		pthread_create(&threads[i], NULL, lister, NULL);
 	while ((res = hsmfs_hook_next(hook, &ev)) == 0) {
 		struct job *j;
+		struct jobq *q;
 
 		if (ev.type != HSMFS_EV_PRE_ACCESS && ev.type != HSMFS_EV_PRE_DIR &&
 		    ev.type != HSMFS_EV_PRE_LOOKUP) {
@@ -700,21 +867,30 @@ int main(int argc, char **argv)
 		}
 		j->ev = ev;
 		j->next = NULL;
+		q = ev.type == HSMFS_EV_PRE_ACCESS ? &fills : &lists;
 		pthread_mutex_lock(&qlock);
-		if (queue_tail)
-			queue_tail->next = j;
+		if (q->tail)
+			q->tail->next = j;
 		else
-			queue_head = j;
-		queue_tail = j;
-		pthread_cond_signal(&qcond);
+			q->head = j;
+		q->tail = j;
+		if (q == &lists)
+			pthread_cond_signal(&qcond);
 		pthread_mutex_unlock(&qlock);
+		if (q == &fills)
+			curl_multi_wakeup(multi);
 	}
 	pthread_mutex_lock(&qlock);
 	done = true;
 	pthread_cond_broadcast(&qcond);
 	pthread_mutex_unlock(&qlock);
+	curl_multi_wakeup(multi);
+	pthread_join(fetch_thread, NULL);
 	for (unsigned i = 0; i < cfg.connections; i++)
 		pthread_join(threads[i], NULL);
+	for (unsigned i = 0; i < cfg.connections; i++)
+		curl_easy_cleanup(slots[i].c);
+	curl_multi_cleanup(multi);
 	hsmfs_hook_close(hook);
 	curl_share_cleanup(share);
 	curl_global_cleanup();

@@ -412,13 +412,14 @@ class Nginx:
     every path under its own directory.  extra goes into the server block.
     """
 
-    def __init__(self, root, extra="", tls=None):
+    def __init__(self, root, extra="", tls=None, http2=False):
         import shutil as _sh
         self.exe = _sh.which("nginx") or "/usr/sbin/nginx"
         self.dir = tmpdir("hsmfs-nginx-")
         self.root = root
         self.extra = extra
         self.tls = tls  # (cert, key) paths: serve https
+        self.http2 = http2  # and offer HTTP/2 by ALPN
         self.port = None
         self.proc = None
 
@@ -444,7 +445,7 @@ pid %(d)s/nginx.pid;
 error_log %(d)s/error.log warn;
 events { worker_connections 256; }
 http {
-    log_format hsmfs '$request_method $request_uri $status $body_bytes_sent "$http_range" "$http_if_range" $connection';
+    log_format hsmfs '$request_method $request_uri $status $body_bytes_sent "$http_range" "$http_if_range" $connection $server_protocol';
     access_log %(d)s/access.log hsmfs;
     client_body_temp_path %(d)s/body;
     proxy_temp_path %(d)s/proxy;
@@ -463,7 +464,7 @@ http {
     }
 }
 """ % {"d": d, "port": self.port, "root": self.root, "extra": self.extra,
-       "ssl": " ssl" if self.tls else "",
+       "ssl": (" ssl http2" if self.http2 else " ssl") if self.tls else "",
        "certs": ("ssl_certificate %s; ssl_certificate_key %s;" % self.tls) if self.tls else ""})
         open(os.path.join(d, "access.log"), "w").close()
         self.proc = subprocess.Popen([self.exe, "-e", os.path.join(d, "error.log"),
@@ -498,6 +499,12 @@ http {
                 p = shlex.split(line)
                 out.append((p[0], p[1], int(p[2]), int(p[3]), p[4], p[5]))
         return out
+
+    def protocols(self):
+        """The protocol of each request so far, in order ("HTTP/1.1", "HTTP/2.0")."""
+        import shlex
+        with open(os.path.join(self.dir, "access.log")) as f:
+            return [shlex.split(line)[7] for line in f]
 
     def connections(self):
         """The connection serial numbers of the requests so far, in order."""

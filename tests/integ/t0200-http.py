@@ -102,6 +102,58 @@ def test_connections_reused():
     shutil.rmtree(root, ignore_errors=True)
 
 
+def make_cert(d):
+    cert, key = os.path.join(d, "c.pem"), os.path.join(d, "k.pem")
+    rc, out = run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                   "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                   "-keyout", key, "-out", cert])
+    eq(rc, 0, "self-signed certificate made")
+    return cert, key
+
+
+def test_http2():
+    """An origin that speaks HTTP/2 carries the fills as streams of one
+    connection: 64 fetches by 8 readers at once over one connection (each
+    of 8 threads with its own easy handle took a connection each)."""
+    SIZE = 256 * 1024
+    root = tmpdir("hsmfs-origin-")
+    os.chmod(root, 0o755)
+    names = ["h%02d" % i for i in range(64)]
+    data = {n: os.urandom(SIZE) for n in names}
+    for n in names:
+        with open(os.path.join(root, n), "wb") as f:
+            f.write(data[n])
+    certdir = tmpdir("hsmfs-tls-")
+    cert, key = make_cert(certdir)
+    # each response takes about 0.1 s: the 8 transfers really overlap
+    with Nginx(root, extra="limit_rate 2m;", tls=(cert, key), http2=True) as ng:
+        with Mount(opts="prefetch=0," + hook_opts(ng, " --connections 8 --cacert " + cert)) as m:
+            eq(import_manifest(m.mnt, [{"path": n, "size": SIZE} for n in names])[0], 0,
+               "import")
+            errs = []
+
+            def reader(k):
+                for n in names[k::8]:
+                    with open(m.path(n), "rb") as f:
+                        if f.read() != data[n]:
+                            errs.append(n)
+            ts = [threading.Thread(target=reader, args=(k,)) for k in range(8)]
+            t0 = time.monotonic()
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            took = time.monotonic() - t0
+            eq(errs, [], "64 files read by 8 readers at once over HTTP/2")
+            eq(sorted(set(ng.protocols())), ["HTTP/2.0"], "every request HTTP/2")
+            conns = ng.connections()
+            eq((len(conns), len(set(conns))), (64, 1), "64 requests as streams of one connection")
+            # 64 x 0.125 s one at a time would take 8 s
+            ok(took < 5, "and in parallel (%.1f s)" % took)
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(certdir, ignore_errors=True)
+
+
 def test():
     root = tmpdir("hsmfs-origin-")
     os.chmod(root, 0o755)
@@ -330,11 +382,7 @@ def test():
 
     # HTTPS with a self-signed certificate: refused by default, --cacert works
     certdir = tmpdir("hsmfs-tls-")
-    cert, key = os.path.join(certdir, "c.pem"), os.path.join(certdir, "k.pem")
-    rc, out = run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                   "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-                   "-keyout", key, "-out", cert])
-    eq(rc, 0, "self-signed certificate made")
+    cert, key = make_cert(certdir)
     d = files["sizes/s65536.bin"]
     with Nginx(root, tls=(cert, key)) as ng:
         with Mount(opts=hook_opts(ng, " --retries 0")) as m:
@@ -373,4 +421,4 @@ def test():
 
 
 if __name__ == "__main__":
-    main(lambda: (test(), test_connections_reused()))
+    main(lambda: (test(), test_connections_reused(), test_http2()))
