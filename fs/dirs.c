@@ -22,7 +22,10 @@
  * first time a directory is used after events_lazy_dirs was set.
  * Concurrent first looks wait on one event (listing_of()).  Locks: as
  * the engine's; the database, the store and the listing's parse run
- * without E.lock (the event is marked copying meanwhile).
+ * without E.lock (the event is marked copying meanwhile).  Threads: the
+ * commits run on one lister thread of this module's, in the order the
+ * answers came, never on the hook's connection (its next answers would
+ * wait behind a sync of the store).
  */
 #include <dirent.h>
 #include <pthread.h>
@@ -564,6 +567,24 @@ static bool in_use(struct inode *in)
 	return dirty;
 }
 
+/* Write the rows place_entry_deferred() handed back.  In a transaction. */
+static int put_rows(const struct meta_file *rows, size_t n)
+{
+	int res = 0;
+
+	for (size_t i = 0; !res && i < n; i++)
+		if (rows[i].ino)
+			res = meta_put(E.cfg.meta, &rows[i]);
+	return res;
+}
+
+static void free_rows(struct meta_file *rows, size_t n)
+{
+	for (size_t i = 0; rows && i < n; i++)
+		free(rows[i].path);
+	free(rows);
+}
+
 /*
  * A listed directory listed again (durability as a first listing's, by
  * another road: nothing appears under a name before its row is
@@ -581,15 +602,19 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 {
 	char rel[2 * HSMFS_MAX_PATH + 2], tmp[64], err[512];
 	enum plan *plan = calloc(l->n ? l->n : 1, sizeof(*plan));
+	struct meta_file *rows = calloc(l->n ? l->n : 1, sizeof(*rows));
 	unsigned added = 0, changed = 0, removed = 0, kept = 0;
 	uint64_t dino = inode_ino(dir);
 	struct meta_file row;
 	int res = 0;
 	size_t i;
 
-	if (!plan)
+	if (!plan || !rows) {
+		free(plan);
+		free(rows);
 		return -ENOMEM;
-	res = meta_begin(E.cfg.meta);
+	}
+	/* the entries first, their rows after the sync (see apply_listing) */
 	for (i = 0; !res && i < l->n; i++) {
 		const struct manifest_entry *e = &l->v[i];
 		enum place_outcome o;
@@ -622,8 +647,8 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 		snprintf(tmp, sizeof(tmp), "refresh-%llu-%zu", (unsigned long long)dino, i);
 		unlinkat(E.cfg.state_fd, tmp, 0); /* left by a crash */
 		unlinkat(E.cfg.state_fd, tmp, AT_REMOVEDIR);
-		res = place_entry(E.cfg.meta, E.cfg.state_fd, tmp, rel, e, false, NULL, NULL,
-				  &created, &o, err, sizeof(err));
+		res = place_entry_deferred(E.cfg.meta, E.cfg.state_fd, tmp, rel, e, false,
+					   &rows[i], &created, &o, err, sizeof(err));
 		if (res)
 			log_err("refresh of '/%s': %s", dirpath, err);
 	}
@@ -631,8 +656,9 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 		res = -errno;
 	if (!res)
 		fault_point(FAULT_LIST_MADE);
-	if (!res)
+	if (!res && !(res = meta_begin(E.cfg.meta)) && !(res = put_rows(rows, l->n)))
 		res = meta_commit(E.cfg.meta);
+	free_rows(rows, l->n);
 	if (res) {
 		meta_rollback(E.cfg.meta);
 		for (i = 0; i < l->n; i++)
@@ -755,6 +781,7 @@ static int apply_lookup(int dfd, const struct listing *l, const char *dirpath, i
 			const char *name)
 {
 	char rel[2 * HSMFS_MAX_PATH + 2], err[512];
+	struct meta_file row = { 0 };
 	enum place_outcome o;
 	bool created;
 	int res;
@@ -767,23 +794,23 @@ static int apply_lookup(int dfd, const struct listing *l, const char *dirpath, i
 		return -EIO;
 	}
 	snprintf(rel, sizeof(rel), "%s%s%s", dirpath, n ? "/" : "", name);
-	res = meta_begin(E.cfg.meta);
-	if (!res) {
-		res = place_entry(E.cfg.meta, dfd, name, rel, &l->v[0], true, NULL, NULL,
-				  &created, &o, err, sizeof(err));
-		if (res)
-			log_err("lookup of '%s' in '/%s': %s", name, dirpath, err);
-	}
+	res = place_entry_deferred(E.cfg.meta, dfd, name, rel, &l->v[0], true, &row, &created,
+				   &o, err, sizeof(err));
+	if (res)
+		log_err("lookup of '%s' in '/%s': %s", name, dirpath, err);
 	/* the entry reaches the disk before its row says it is there */
 	if (!res && syncfs(dfd) < 0)
 		res = -errno;
-	if (!res)
-		res = meta_commit(E.cfg.meta);
-	if (res) {
-		meta_rollback(E.cfg.meta);
-		if (res != -ENOSPC && res != -EDQUOT)
-			res = -EIO;
+	if (!res && row.ino && !(res = meta_begin(E.cfg.meta))) {
+		res = put_rows(&row, 1);
+		if (!res)
+			res = meta_commit(E.cfg.meta);
+		if (res)
+			meta_rollback(E.cfg.meta);
 	}
+	free(row.path);
+	if (res && res != -ENOSPC && res != -EDQUOT)
+		res = -EIO;
 	return res;
 }
 
@@ -797,7 +824,7 @@ static int apply_listing(struct inode *dir, int stage, const char *name, bool re
 {
 	struct listing l = { 0 };
 	char dirpath[HSMFS_MAX_PATH + 1], rel[2 * HSMFS_MAX_PATH + 2], err[512], proc[32];
-	struct meta_file row;
+	struct meta_file row, *rows = NULL;
 	int pfd, dfd = -1, res, n;
 	int64_t t0 = now_ms(), t_parsed, t_made, t_synced;
 	size_t i;
@@ -828,7 +855,13 @@ static int apply_listing(struct inode *dir, int stage, const char *name, bool re
 		goto out;
 	}
 	remove_leftovers(dfd, &l, dir == inode_root());
-	res = meta_begin(E.cfg.meta);
+	/* the entries first, their rows after the sync: the database is
+	 * held for the writes alone */
+	rows = calloc(l.n ? l.n : 1, sizeof(*rows));
+	if (!rows) {
+		res = -ENOMEM;
+		goto out;
+	}
 	for (i = 0; !res && i < l.n; i++) {
 		enum place_outcome o;
 		struct meta_file f;
@@ -846,8 +879,8 @@ static int apply_listing(struct inode *dir, int stage, const char *name, bool re
 			continue;
 		}
 		snprintf(rel, sizeof(rel), "%s%s%s", dirpath, n ? "/" : "", l.v[i].path);
-		res = place_entry(E.cfg.meta, dfd, l.v[i].path, rel, &l.v[i], true, NULL, NULL,
-				  &created, &o, err, sizeof(err));
+		res = place_entry_deferred(E.cfg.meta, dfd, l.v[i].path, rel, &l.v[i], true,
+					   &rows[i], &created, &o, err, sizeof(err));
 		if (res)
 			log_err("listing of '/%s': %s", dirpath, err);
 	}
@@ -860,7 +893,8 @@ static int apply_listing(struct inode *dir, int stage, const char *name, bool re
 	t_synced = now_ms();
 	if (!res)
 		fault_point(FAULT_LIST_MADE);
-	if (!res && !(res = meta_get(E.cfg.meta, inode_ino(dir), &row))) {
+	if (!res && !(res = meta_begin(E.cfg.meta)) && !(res = put_rows(rows, l.n)) &&
+	    !(res = meta_get(E.cfg.meta, inode_ino(dir), &row))) {
 		row.state = META_DIR_LISTED;
 		row.atime = now_ms();
 		res = meta_put(E.cfg.meta, &row);
@@ -886,6 +920,7 @@ static int apply_listing(struct inode *dir, int stage, const char *name, bool re
 		  (long long)(t_made - t_parsed), (long long)(t_synced - t_made),
 		  (long long)(now_ms() - t_synced));
 out:
+	free_rows(rows, l.n);
 	if (dfd >= 0)
 		close(dfd);
 	inode_fd_put(dir);
@@ -893,13 +928,13 @@ out:
 	return res;
 }
 
-void commit_listing(struct event *ev)
+/* Commit ev, marked copying (E.lock dropped meanwhile).  E.lock held. */
+static void commit_now(struct event *ev)
 {
 	ELOCK_HELD();
 	struct inode *dir = ev->in;
 	int stage = ev->stage_fd, res;
 
-	ev->copying = true;
 	eunlock();
 	res = apply_listing(dir, stage, ev->type == HSMFS_EV_PRE_LOOKUP ? ev->name : NULL,
 			    ev->refresh);
@@ -920,6 +955,65 @@ void commit_listing(struct event *ev)
 		E.st.listed++;
 	}
 	complete(ev, res);
+}
+
+void commit_listing(struct event *ev)
+{
+	ELOCK_HELD();
+	ev->copying = true; /* no timeout, no cancel: it was answered */
+	if (!E.lister_running || E.stopping) {
+		commit_now(ev);
+		return;
+	}
+	ev->cnext = NULL;
+	*E.commits_tail = ev;
+	E.commits_tail = &ev->cnext;
+	pthread_cond_signal(&E.commit_cond);
+}
+
+/*
+ * The lister: commits the listings the hooks allowed, in order.  A
+ * listing's commit syncs the store, which can take long on a busy one;
+ * the hook's connection, which read the answer, reads the next meanwhile.
+ */
+static void *lister_main(void *arg)
+{
+	(void)arg;
+	elock();
+	for (;;) {
+		struct event *ev = E.commits;
+
+		if (!ev) {
+			if (E.stopping)
+				break;
+			pthread_cond_wait(&E.commit_cond, &E.lock);
+			continue;
+		}
+		E.commits = ev->cnext;
+		if (!E.commits)
+			E.commits_tail = &E.commits;
+		commit_now(ev);
+		/* the requests parked on it go on from here */
+		eunlock();
+		drain_ready();
+		elock();
+	}
+	eunlock();
+	return NULL;
+}
+
+void dirs_shutdown(void)
+{
+	elock();
+	pthread_cond_signal(&E.commit_cond);
+	eunlock();
+	if (E.lister_running) {
+		/* from E.stopping on, commit_listing() commits in place */
+		pthread_join(E.lister, NULL);
+		elock();
+		E.lister_running = false;
+		eunlock();
+	}
 }
 
 /* ------------------------------------------------------------- setup */
@@ -984,5 +1078,12 @@ int dirs_init(void)
 	}
 	if (!res && !meta_count_dirs(E.cfg.meta, &dirs) && dirs)
 		atomic_store(&events_lazy_dirs, true);
+	if (!res) {
+		if (pthread_create(&E.lister, NULL, lister_main, NULL))
+			return -EAGAIN;
+		elock();
+		E.lister_running = true;
+		eunlock();
+	}
 	return res;
 }

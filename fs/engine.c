@@ -160,8 +160,10 @@ int events_init(const struct events_config *cfg)
 	pthread_cond_init(&E.evicted, &ca);
 	pthread_cond_init(&E.tcond, &ca);
 	pthread_cond_init(&E.room_cond, &ca);
+	pthread_cond_init(&E.commit_cond, &ca);
 	pthread_condattr_destroy(&ca);
 	E.room_tail = &E.room;
+	E.commits_tail = &E.commits;
 	inode_set_state_destructor(fstate_free);
 	if (pthread_create(&E.writer, NULL, writer_main, NULL))
 		return -EAGAIN;
@@ -205,6 +207,8 @@ void events_shutdown(void)
 		E.roomer_running = false;
 	}
 	drain_ready(); /* what the room thread's last checks ended */
+	dirs_shutdown(); /* the listings allowed are committed first */
+	drain_ready();
 	if (E.writer_running) {
 		pthread_join(E.writer, NULL);
 		E.writer_running = false;

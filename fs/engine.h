@@ -36,7 +36,10 @@
  *   5. A directory's listing (dirs.c): every entry is made in the store
  *      and the store synced (syncfs, "listing-made") before one
  *      transaction records the entries and the directory as listed
- *      ("listing-committed"); its unlisted mark goes after.  Memory (and
+ *      ("listing-committed"; the database is held for that transaction
+ *      alone, not while the entries are made and synced, and the commit
+ *      runs on dirs.c's lister thread, not on the hook's connection);
+ *      its unlisted mark goes after.  Memory (and
  *      so every request) sees the directory listed only after that.
  * So after a crash at any point a range is never present without its
  * bytes, and an acknowledged write is never lost.
@@ -185,6 +188,7 @@ struct event {
 	bool filled;               /* PRE_ACCESS, PRE_DIR: the fill hook allowed
 				    * [fill_start, fill_end); committed once
 				    * every watcher allowed too */
+	struct event *cnext;       /* in E.commits */
 	bool copying;              /* being committed, E.lock dropped: nobody
 				    * but the committer completes it */
 	uint64_t fill_start, fill_end;
@@ -243,6 +247,10 @@ struct engine {
 	pthread_cond_t room_cond;  /* wakes the room thread */
 	pthread_t roomer;          /* admits them, one at a time */
 	bool roomer_running;
+	struct event *commits, **commits_tail; /* listings allowed, to commit */
+	pthread_cond_t commit_cond; /* wakes the lister */
+	pthread_t lister;          /* commits them, one at a time (dirs.c) */
+	bool lister_running;
 	uint32_t parked_by[USER_SHARES]; /* parked requests per user share */
 	uint64_t nparked;          /* parked now, all users */
 	int64_t share_warned;      /* when a user's bound was last logged (ms) */
@@ -307,10 +315,19 @@ int start_lookup(struct inode *dir, char *origin, char *name, struct fuse_req *r
 bool have_lookup_hook(void);
 
 /* dirs.c */
-/* Set the zero-setup root up and events_lazy_dirs.  Without E.lock. */
+/* Set the zero-setup root up and events_lazy_dirs, start the lister.
+ * Without E.lock. */
 int dirs_init(void);
-/* The hook allowed a listing and every watcher too: commit it and
- * complete ev (E.lock dropped meanwhile, ev copying).  E.lock held. */
+/* Stop the lister once the listings queued are committed.  Without
+ * E.lock, after E.stopping is set. */
+void dirs_shutdown(void);
+/*
+ * The hook allowed a listing and every watcher too: ev (marked copying)
+ * goes to the lister thread, which commits it and completes it, so that
+ * the hook's connection goes on reading answers meanwhile.  Without a
+ * lister (stopping) it is committed here, E.lock dropped meanwhile.
+ * E.lock held.
+ */
 void commit_listing(struct event *ev);
 
 /* readahead.c */

@@ -16,8 +16,13 @@ static unsigned long steps;
 void fault_point(const char *name)
 {
 	const char *at = getenv("HSMFS_CRASH_AT"), *logp = getenv("HSMFS_CRASH_LOG");
+	const char *delay = getenv("HSMFS_DELAY"), *colon;
 	unsigned long n;
 
+	colon = delay ? strchr(delay, ':') : NULL;
+	if (colon && (size_t)(colon - delay) == strlen(name) &&
+	    !strncmp(delay, name, colon - delay))
+		usleep(strtoul(colon + 1, NULL, 10) * 1000);
 	if (!at && !logp)
 		return;
 	pthread_mutex_lock(&lock);

@@ -10,7 +10,9 @@
  * name"), so a test learns how many steps a workload has and walks N
  * over all of them.  HSMFS_FAIL=NAME makes fault_hit(NAME) true once,
  * the first time it is asked (errno EIO): a failure injected where the
- * real one is hard to make (a data sync).
+ * real one is hard to make (a data sync).  HSMFS_DELAY=NAME:MS makes
+ * every step NAME sleep MS milliseconds before it goes on: a slow disk
+ * there, for tests of what must not wait behind it.
  *
  * Release builds compile every call to nothing.  Not on any read or
  * write path: steps are taken by the write-behind, eviction and fsync.

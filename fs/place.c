@@ -30,12 +30,26 @@ static uint64_t new_gen(void)
 	return g;
 }
 
-/* The row of a new entry, with a new generation. */
-static int put_row(struct meta *m, struct meta_file *row, char *err, size_t errlen)
+/*
+ * The row of a new entry, with a new generation: written, or with defer
+ * handed back (its path a copy) for the caller to write.
+ */
+static int put_row(struct meta *m, struct meta_file *row, struct meta_file *defer,
+		   char *err, size_t errlen)
 {
 	int res;
 
 	row->gen = new_gen();
+	if (defer) {
+		*defer = *row;
+		defer->path = strdup(row->path);
+		if (!defer->path) {
+			defer->ino = 0;
+			snprintf(err, errlen, "out of memory");
+			return -ENOMEM;
+		}
+		return 0;
+	}
 	res = meta_put(m, row);
 	if (res)
 		snprintf(err, errlen, "database: %s", meta_errmsg(m));
@@ -43,8 +57,8 @@ static int put_row(struct meta *m, struct meta_file *row, char *err, size_t errl
 }
 
 static int place_dir(struct meta *m, int dfd, const char *name, const char *relpath,
-		     const struct manifest_entry *e, bool adopt, bool *created,
-		     enum place_outcome *out, char *err, size_t errlen)
+		     const struct manifest_entry *e, bool adopt, struct meta_file *defer,
+		     bool *created, enum place_outcome *out, char *err, size_t errlen)
 {
 	struct meta_file row, old;
 	struct stat st;
@@ -98,13 +112,13 @@ static int place_dir(struct meta *m, int dfd, const char *name, const char *relp
 	row.state = META_DIR_UNLISTED;
 	row.origin = e->url;
 	row.path = (char *)relpath;
-	return put_row(m, &row, err, errlen);
+	return put_row(m, &row, defer, err, errlen);
 }
 
 static int place_file(struct meta *m, int dfd, const char *name, const char *relpath,
 		      const struct manifest_entry *e, bool adopt, place_check_fn check,
-		      void *arg, bool *created, enum place_outcome *out, char *err,
-		      size_t errlen)
+		      void *arg, struct meta_file *defer, bool *created,
+		      enum place_outcome *out, char *err, size_t errlen)
 {
 	struct meta_file row, old;
 	struct stat st;
@@ -185,7 +199,7 @@ static int place_file(struct meta *m, int dfd, const char *name, const char *rel
 	row.version = e->version;
 	row.sha256 = e->sha256;
 	row.path = (char *)relpath;
-	return put_row(m, &row, err, errlen);
+	return put_row(m, &row, defer, err, errlen);
 }
 
 int place_listed(struct meta *m, int dfd)
@@ -219,7 +233,21 @@ int place_entry(struct meta *m, int dfd, const char *name, const char *relpath,
 {
 	*created = false;
 	if (e->is_dir)
-		return place_dir(m, dfd, name, relpath, e, adopt, created, out, err, errlen);
-	return place_file(m, dfd, name, relpath, e, adopt, check, arg, created, out, err,
-			  errlen);
+		return place_dir(m, dfd, name, relpath, e, adopt, NULL, created, out, err,
+				 errlen);
+	return place_file(m, dfd, name, relpath, e, adopt, check, arg, NULL, created, out,
+			  err, errlen);
+}
+
+int place_entry_deferred(struct meta *m, int dfd, const char *name, const char *relpath,
+			 const struct manifest_entry *e, bool adopt, struct meta_file *row,
+			 bool *created, enum place_outcome *out, char *err, size_t errlen)
+{
+	memset(row, 0, sizeof(*row));
+	*created = false;
+	if (e->is_dir)
+		return place_dir(m, dfd, name, relpath, e, adopt, row, created, out, err,
+				 errlen);
+	return place_file(m, dfd, name, relpath, e, adopt, NULL, NULL, row, created, out,
+			  err, errlen);
 }

@@ -25,7 +25,9 @@
  * of such a failure, for the caller to report once.  Prints nothing.
  *
  * The caller groups calls in a meta transaction and syncs the store
- * before committing it (durability: engine.h).  No locks of its own;
+ * before committing it, or makes the entries first, syncs, and writes
+ * their rows in one transaction (place_entry_deferred(); durability:
+ * engine.h).  No locks of its own;
  * 0 or -errno with a one-line reason in err.
  */
 #ifndef HSMFS_PLACE_H
@@ -58,6 +60,17 @@ int place_entry(struct meta *m, int dfd, const char *name, const char *relpath,
 		const struct manifest_entry *e, bool adopt, place_check_fn check,
 		void *arg, bool *created, enum place_outcome *out, char *err,
 		size_t errlen);
+
+/*
+ * The same, but the row is not written: it is handed back in *row
+ * (row->ino 0: nothing to write; row->path is allocated, row's other
+ * strings are e's) for the caller to write later, in a transaction
+ * after the store is synced, so that the database is held for the
+ * writes alone, not across making the entries and syncing them.
+ */
+int place_entry_deferred(struct meta *m, int dfd, const char *name, const char *relpath,
+			 const struct manifest_entry *e, bool adopt, struct meta_file *row,
+			 bool *created, enum place_outcome *out, char *err, size_t errlen);
 
 /*
  * An import put an entry into the directory dfd: if it was unlisted, it
