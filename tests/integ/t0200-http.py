@@ -65,39 +65,44 @@ def hook_opts(ng, extra=""):
     return "hook=%s%s,origin=%s" % (HTTP, extra, ng.url())
 
 
+def read_at_once(m, data, readers=8):
+    """Read the files of data ({name: bytes}) below m by readers threads at
+    once: (the names read wrong, seconds taken)."""
+    names, errs = sorted(data), []
+
+    def reader(k):
+        for n in names[k::readers]:
+            with open(m.path(n), "rb") as f:
+                if f.read() != data[n]:
+                    errs.append(n)
+    ts = [threading.Thread(target=reader, args=(k,)) for k in range(readers)]
+    t0 = time.monotonic()
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return errs, time.monotonic() - t0
+
+
 def test_connections_reused():
-    """hsmfs-http keeps its connections: 64 fetches by 8 workers at once
+    """hsmfs-http keeps its connections: 64 fetches, 8 transfers at once,
     use at most a connection per worker.  (libcurl's shared connection
     cache keeps 5 idle connections unless told more: past the fifth
     worker, every request closed one and opened another.)"""
     SIZE = 256 * 1024
     root = tmpdir("hsmfs-origin-")
     os.chmod(root, 0o755)
-    names = ["c%02d" % i for i in range(64)]
-    for n in names:
-        with open(os.path.join(root, n), "wb") as f:
-            f.write(os.urandom(SIZE))
+    data = {"c%02d" % i: os.urandom(SIZE) for i in range(64)}
+    write_tree(root, data)
     # each response takes about 0.1 s: the 8 transfers really overlap
     with Nginx(root, extra="limit_rate 2m;") as ng:
         with Mount(opts="prefetch=0," + hook_opts(ng, " --connections 8")) as m:
-            eq(import_manifest(m.mnt, [{"path": n, "size": SIZE} for n in names])[0], 0,
+            eq(import_manifest(m.mnt, [{"path": n, "size": SIZE} for n in data])[0], 0,
                "import")
-            errs = []
-
-            def reader(k):
-                for n in names[k::8]:
-                    with open(m.path(n), "rb") as f:
-                        if len(f.read()) != SIZE:
-                            errs.append(n)
-            ts = [threading.Thread(target=reader, args=(k,)) for k in range(8)]
-            for t in ts:
-                t.start()
-            for t in ts:
-                t.join()
-            eq(errs, [], "64 files read by 8 readers at once")
+            eq(read_at_once(m, data)[0], [], "64 files read by 8 readers at once")
             conns = ng.connections()
             ok(len(conns) == 64 and len(set(conns)) <= 8,
-               "%d requests over %d connections (at most one per worker)"
+               "%d requests over %d connections (at most one per transfer)"
                % (len(conns), len(set(conns))))
     shutil.rmtree(root, ignore_errors=True)
 
@@ -118,32 +123,16 @@ def test_http2():
     SIZE = 256 * 1024
     root = tmpdir("hsmfs-origin-")
     os.chmod(root, 0o755)
-    names = ["h%02d" % i for i in range(64)]
-    data = {n: os.urandom(SIZE) for n in names}
-    for n in names:
-        with open(os.path.join(root, n), "wb") as f:
-            f.write(data[n])
+    data = {"h%02d" % i: os.urandom(SIZE) for i in range(64)}
+    write_tree(root, data)
     certdir = tmpdir("hsmfs-tls-")
     cert, key = make_cert(certdir)
     # each response takes about 0.1 s: the 8 transfers really overlap
     with Nginx(root, extra="limit_rate 2m;", tls=(cert, key), http2=True) as ng:
         with Mount(opts="prefetch=0," + hook_opts(ng, " --connections 8 --cacert " + cert)) as m:
-            eq(import_manifest(m.mnt, [{"path": n, "size": SIZE} for n in names])[0], 0,
+            eq(import_manifest(m.mnt, [{"path": n, "size": SIZE} for n in data])[0], 0,
                "import")
-            errs = []
-
-            def reader(k):
-                for n in names[k::8]:
-                    with open(m.path(n), "rb") as f:
-                        if f.read() != data[n]:
-                            errs.append(n)
-            ts = [threading.Thread(target=reader, args=(k,)) for k in range(8)]
-            t0 = time.monotonic()
-            for t in ts:
-                t.start()
-            for t in ts:
-                t.join()
-            took = time.monotonic() - t0
+            errs, took = read_at_once(m, data)
             eq(errs, [], "64 files read by 8 readers at once over HTTP/2")
             eq(sorted(set(ng.protocols())), ["HTTP/2.0"], "every request HTTP/2")
             conns = ng.connections()
