@@ -86,9 +86,9 @@ def read_at_once(m, data, readers=8):
 
 def test_connections_reused():
     """hsmfs-http keeps its connections: 64 fetches, 8 transfers at once,
-    use at most a connection per worker.  (libcurl's shared connection
-    cache keeps 5 idle connections unless told more: past the fifth
-    worker, every request closed one and opened another.)"""
+    use at most a connection per transfer.  (A libcurl connection cache
+    keeps 5 idle connections unless told more: past the fifth transfer,
+    every request closed one and opened another.)"""
     SIZE = 256 * 1024
     root = tmpdir("hsmfs-origin-")
     os.chmod(root, 0o755)
