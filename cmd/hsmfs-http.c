@@ -578,13 +578,19 @@ static void *fetcher(void *arg)
 			struct slot *s = &slots[i];
 
 			if (!s->j) {
-				struct job *j;
+				/* a job that ends at once (no URL) leaves it free */
+				for (;;) {
+					struct job *j;
 
-				pthread_mutex_lock(&qlock);
-				j = jobq_take(&fills);
-				pthread_mutex_unlock(&qlock);
-				if (j)
+					pthread_mutex_lock(&qlock);
+					j = jobq_take(&fills);
+					pthread_mutex_unlock(&qlock);
+					if (!j)
+						break;
 					slot_begin(s, j);
+					if (s->j)
+						break;
+				}
 			} else if (s->retry_at && s->retry_at <= now) {
 				s->retry_at = 0;
 				s->attempt++;
