@@ -79,9 +79,9 @@ bool in_stream(const struct fstate *fs, uint64_t off)
  * it.  From the third chunk of a stream on, the window doubles (one
  * chunk up to RA_MAX) and the missing chunks of it are asked for now,
  * one event each, so that fetches overlap the reading and a hook with
- * several connections runs them in parallel.  Scattered reads and mmap faults of a few pages raise only the events
- * they need.  asked_end is where the reader's own fill (and any beside
- * it) ends.  E.lock held.
+ * several connections runs them in parallel.  Scattered reads and mmap
+ * faults of a few pages raise only the events they need.  asked_end is
+ * where the reader's own fill (and any beside it) ends.  E.lock held.
  */
 void read_ahead(struct inode *in, struct fstate *fs, const struct range *miss,
 		uint64_t asked_end, struct fuse_req *req)
