@@ -863,8 +863,10 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 		if (fs->flags & META_F_STALE)
 			return -EIO;
 		if (start >= end || !rs_missing(&fs->present, start, end, &miss, 1)) {
-			if (first)
+			if (first) {
 				E.st.hits++;
+				fs->ra_seen = end;
+			}
 			return 0;
 		}
 		/*
@@ -979,6 +981,7 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 			if (ev->hint_end > asked_end)
 				asked_end = ev->hint_end;
 			read_ahead(in, fs, &miss, asked_end, req);
+			fs->ra_seen = end;
 			/* what an eviction of the open file must leave alone */
 			fs->hot_lo = miss.start & ~(E.cfg.chunk - 1);
 			fs->hot_hi = asked_end > fs->ra_ahead ? asked_end : fs->ra_ahead;

@@ -97,6 +97,7 @@ struct fstate {
 	uint64_t ra_ahead;         /* readahead: end of what was asked ahead */
 	uint64_t ra_window;        /* readahead: bytes asked ahead of a miss */
 	unsigned ra_run;           /* readahead: misses in the stream so far */
+	uint64_t ra_seen;          /* readahead: end of the last read checked */
 	unsigned nreading;         /* tracked reads between check and reply */
 	uint64_t hot_lo, hot_hi;   /* the span the last miss and its readahead
 				    * cover: kept when an open file is evicted */
@@ -343,9 +344,11 @@ uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t 
 		    uint64_t *ret_asked);
 /*
  * Does a miss at off go on the stream of fs?  From where its last miss
- * began to one kernel readahead window past what was asked: the
- * requests of one window of the kernel's run on several workers, and
- * the later ones can come first.  E.lock held.
+ * began to one kernel readahead window past what was asked, or up to
+ * two windows past where the last read checked ended (a reader that
+ * read present bytes up to here goes on; the kernel keeps a window and
+ * the next one in flight): the requests of the kernel's windows run on
+ * several workers, and the later ones can come first.  E.lock held.
  */
 bool in_stream(const struct fstate *fs, uint64_t off);
 /* A reader's miss, whose fill asks up to asked_end: drives readahead. */

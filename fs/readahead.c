@@ -67,7 +67,8 @@ uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t 
 bool in_stream(const struct fstate *fs, uint64_t off)
 {
 	ELOCK_HELD();
-	return fs->ra_ahead && off >= fs->ra_lo && off <= fs->ra_ahead + E.cfg.kernel_ra;
+	return (fs->ra_ahead && off >= fs->ra_lo && off <= fs->ra_ahead + E.cfg.kernel_ra) ||
+	       (fs->ra_seen && off >= fs->ra_seen && off <= fs->ra_seen + 2 * E.cfg.kernel_ra);
 }
 
 /*
