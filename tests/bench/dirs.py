@@ -17,17 +17,25 @@ each run on a fresh mount and a fresh cache:
   find       seconds for a find of the whole tree after that (every
              directory listed, every entry stat'ed)
   listings   directory listings the origin served during the run (from
-             nginx's access log): hsmfs lists each directory once
+             nginx's access log): hsmfs lists each directory once; for
+             hsmfs, also the listings after the first ls (ls-listed) and
+             in all (listed) by its own count (user.hsmfs.stats), which
+             is there for S3 too
+  deep-stat  (hsmfs, zero setup) another fresh mount whose first request
+             is a stat of one file two levels down: its time, and the
+             directories listed and names looked up for it (PRE_LOOKUP:
+             none listed)
 With --s3 the same tree is a bucket of an s3rver on 127.0.0.1
 (HSMFS_S3RVER; its store written directly, one object a file), listed
 with ListObjectsV2 (hsmfs-http --aws-sigv4, hsmfsctl import --s3, rclone
 mount :s3:); httpdirfs has no S3 and s3rver keeps no access log, so the
-listings column is left out there.
+nginx listings column is left out there.
 Medians and spread (min-max) over the runs; the clients alternate run
 by run.  Needs: nginx; rclone and httpdirfs where installed (skipped
 with a note otherwise).  HSMFS, HSMFSCTL, HSMFS_HTTP as for bench.py.
 """
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -57,6 +65,13 @@ def make_tree(dirs, files):
     for d, _, _ in os.walk(root):
         os.chmod(d, 0o755)
     return root
+
+
+def hsmfs_stats(c):
+    """hsmfs's own counters of client c's mount (None for the peers)."""
+    if not c.kind.startswith("hsmfs"):
+        return None
+    return json.loads(os.getxattr(c.mnt, "user.hsmfs.stats"))
 
 
 def find(mnt):
@@ -216,8 +231,10 @@ def main():
                 try:
                     names = os.listdir(c.mnt)
                     t1 = time.perf_counter()
+                    st1 = hsmfs_stats(c)
                     n = find(c.mnt)
                     t2 = time.perf_counter()
+                    st2 = hsmfs_stats(c)
                 finally:
                     c.close()
                 if len(names) != a.dirs or n != a.dirs * (a.files + 1):
@@ -225,8 +242,28 @@ def main():
                 res.setdefault(k, {}).setdefault("first-ls", []).append(t1 - t0)
                 res.setdefault(k, {}).setdefault("find", []).append(t2 - t1)
                 res.setdefault(k, {}).setdefault("listings", []).append(listings(ng) - before)
-                print("run %d %-13s first-ls %7.3f s  find %7.3f s  listings %d" %
-                      (r, k, t1 - t0, t2 - t1, listings(ng) - before), flush=True)
+                own = ""
+                if st1:
+                    res[k].setdefault("ls-listed", []).append(st1["listed"])
+                    res[k].setdefault("listed", []).append(st2["listed"])
+                    own = "  hsmfs listed %d after the ls, %d in all" % (st1["listed"],
+                                                                        st2["listed"])
+                print("run %d %-13s first-ls %7.3f s  find %7.3f s  listings %d%s" %
+                      (r, k, t1 - t0, t2 - t1, listings(ng) - before, own), flush=True)
+                if k == "hsmfs":
+                    c = Client(k, origin.url("j/"), origin.url("h/"), s3)
+                    try:
+                        deep = os.path.join(c.mnt, "d%04d" % (a.dirs // 2),
+                                            "f%03d" % (a.files // 2))
+                        t3 = time.perf_counter()
+                        os.stat(deep)
+                        t4 = time.perf_counter()
+                        st3 = hsmfs_stats(c)
+                    finally:
+                        c.close()
+                    res[k].setdefault("deep-stat", []).append(t4 - t3)
+                    print("run %d %-13s deep stat %.3f s: %d listed, %d looked up" %
+                          (r, k, t4 - t3, st3["listed"], st3["pre_lookup"]), flush=True)
     finally:
         if proxy:
             proxy.stop()
@@ -244,6 +281,14 @@ def main():
               "%-13s %8.3f (%.3f-%.3f) %8.3f (%.3f-%.3f) %9s" % (
             k, statistics.median(v["first-ls"]), min(v["first-ls"]), max(v["first-ls"]),
             statistics.median(v["find"]), min(v["find"]), max(v["find"]), "-"))
+    for k, v in res.items():
+        if "listed" in v:
+            print("%s: listed by its own count: %s after the first ls, %s in all (per run)" %
+                  (k, v["ls-listed"], v["listed"]))
+        if "deep-stat" in v:
+            print("%s: a stat two levels down on a fresh mount: %.3f s median (%.3f-%.3f)" %
+                  (k, statistics.median(v["deep-stat"]), min(v["deep-stat"]),
+                   max(v["deep-stat"])))
 
 
 if __name__ == "__main__":
