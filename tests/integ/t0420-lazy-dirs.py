@@ -324,42 +324,60 @@ def test_hostile_listings():
 
 
 def test_crash_mid_listing():
-    """kill -9 between a listing's entries and its commit (the daemon's
-    crash point listing-made): the directory is unlisted after the crash,
-    the next look lists it again, and what the crashed listing made but the
-    new one does not name is gone."""
-    store = lazy_store()
+    """kill -9 at every step of a listing's durability order (engine.h
+    step 5): after listing-made (entries made and synced, nothing
+    committed) the directory is unlisted, the next look lists it again,
+    and what the crashed listing made but the new one does not name is
+    gone; after listing-committed it is listed: its names are shown and
+    the next mount asks no hook."""
     first = b'{"path": "old", "size": 3}\n{"path": "both", "size": 5}\n{"path": "od", "type": "dir"}\n'
-    logdir = tmpdir("hsmfs-steps-")
-    log = os.path.join(logdir, "steps")
-    m = Mount(store=store, env={"HSMFS_CRASH_AT": "1", "HSMFS_CRASH_LOG": log})
-    m.start()
-    try:
-        with Hook(m.mnt, "--mode", "list", "--listing", first.decode(), "--mask", "dir"):
-            e = errno_of(lambda: os.listdir(m.path("d")))
-            try:
-                wait_for(lambda: m.proc.poll() is not None, "the crash", deadline=3)
-            except TimeoutError:
-                pass
-            status = m.proc.poll()
-            if status is None:
-                skip("kill -9 mid-listing", "a release build has no crash points")
-                return
-            eq(status, 99, "the daemon died at the crash point (the look: errno %s)" % e)
-            with open(log) as f:
-                eq(f.read().split(), ["1", "listing-made"], "the step was listing-made")
-    finally:
-        m.cleanup()
-        shutil.rmtree(logdir, ignore_errors=True)
-    made = sorted(os.listdir(os.path.join(store, "d")))
-    eq(made, ["both", "od", "old"], "the crashed listing's entries are in the store")
     second = b'{"path": "both", "size": 5}\n{"path": "new", "size": 1}\n'
-    with Mount(store=store) as m2:
-        with Hook(m2.mnt, "--mode", "list", "--listing", second.decode(), "--mask", "dir") as h:
-            eq(sorted(os.listdir(m2.path("d"))), ["both", "new"],
-               "after the crash: listed again, only the new listing's names")
-            eq(len(h.events("PRE_DIR")), 1, "one PRE_DIR after the crash")
-            eq(os.stat(m2.path("d/both")).st_size, 5, "the entry both listings name")
+    steps = []
+    for n in (1, 2):
+        store = lazy_store()
+        logdir = tmpdir("hsmfs-steps-")
+        log = os.path.join(logdir, "steps")
+        m = Mount(store=store, env={"HSMFS_CRASH_AT": str(n), "HSMFS_CRASH_LOG": log})
+        m.start()
+        try:
+            with Hook(m.mnt, "--mode", "list", "--listing", first.decode(), "--mask", "dir"):
+                e = errno_of(lambda: os.listdir(m.path("d")))
+                try:
+                    wait_for(lambda: m.proc.poll() is not None, "the crash", deadline=3)
+                except TimeoutError:
+                    pass
+                status = m.proc.poll()
+                if status is None:
+                    skip("kill -9 mid-listing", "a release build has no crash points")
+                    return
+                eq(status, 99, "step %d: the daemon died at the crash point (the look: errno %s)"
+                   % (n, e))
+                with open(log) as f:
+                    got = f.read().split()  # "1 name 2 name ...", one a step
+                eq(got[-2], str(n), "step %d reached" % n)
+                steps.append(got[-1])
+        finally:
+            m.cleanup()
+            shutil.rmtree(logdir, ignore_errors=True)
+        made = sorted(os.listdir(os.path.join(store, "d")))
+        eq(made, ["both", "od", "old"], "%s: the crashed listing's entries are in the store"
+           % steps[-1])
+        with Mount(store=store) as m2:
+            with Hook(m2.mnt, "--mode", "list", "--listing", second.decode(),
+                      "--mask", "dir") as h:
+                if steps[-1] == "listing-made":
+                    eq(sorted(os.listdir(m2.path("d"))), ["both", "new"],
+                       "after listing-made: listed again, only the new listing's names")
+                    eq(len(h.events("PRE_DIR")), 1, "one PRE_DIR after the crash")
+                else:
+                    eq(sorted(os.listdir(m2.path("d"))), ["both", "od", "old"],
+                       "after %s: listed, the committed listing's names" % steps[-1])
+                    eq(len(h.events("PRE_DIR")), 0, "no PRE_DIR after the crash")
+                    eq(os.getxattr(m2.path("d"), "user.hsmfs.state"), b"listed",
+                       "and its state says listed")
+                eq(os.stat(m2.path("d/both")).st_size, 5, "the entry both listings name")
+        shutil.rmtree(store, ignore_errors=True)
+    eq(steps, ["listing-made", "listing-committed"], "a listing's steps, each crashed at")
 
 
 def test_slow_commit():
