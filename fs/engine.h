@@ -96,7 +96,6 @@ struct fstate {
 	uint64_t ra_lo;            /* readahead: where the stream's last miss began */
 	uint64_t ra_ahead;         /* readahead: end of what was asked ahead */
 	uint64_t ra_window;        /* readahead: bytes asked ahead of a miss */
-	unsigned ra_run;           /* readahead: misses in the stream so far */
 	uint64_t ra_seen;          /* readahead: end of the last read checked */
 	unsigned nreading;         /* tracked reads between check and reply */
 	uint64_t hot_lo, hot_hi;   /* the span the last miss and its readahead

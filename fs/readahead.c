@@ -77,8 +77,8 @@ bool in_stream(const struct fstate *fs, uint64_t off)
  * than one kernel window past what was already asked for (in_stream());
  * misses in the same chunk (the kernel's own concurrent readahead
  * requests, or several readers) leave it as it is, any other miss ends
- * it.  From the third chunk of a stream on, the window doubles (one
- * chunk up to RA_MAX) and the missing chunks of it are asked for now,
+ * it.  From the second chunk of a stream on, the window doubles (two
+ * chunks up to RA_MAX) and the missing chunks of it are asked for now,
  * one event each, so that fetches overlap the reading and a hook with
  * several connections runs them in parallel.  Scattered reads and mmap
  * faults of a few pages raise only the events they need.  asked_end is
@@ -99,16 +99,18 @@ void read_ahead(struct inode *in, struct fstate *fs, const struct range *miss,
 	if (!in_stream(fs, miss->start)) {
 		fs->ra_lo = miss->start;
 		fs->ra_ahead = asked_end;
-		fs->ra_run = 0;
 		fs->ra_window = 0;
 		return;
 	}
 	fs->ra_lo = miss->start;
 	if (asked_end > fs->ra_ahead)
 		fs->ra_ahead = asked_end;
-	if (++fs->ra_run < 2)
-		return;
-	fs->ra_window = fs->ra_window ? fs->ra_window * 2 : chunk;
+	/*
+	 * A window of two chunks at the second: through a 20 ms link at
+	 * 120 MB/s (a window of 2.4 MB in flight) a cold 256 MiB read went
+	 * from 108.7 MiB/s (one chunk, at the third) to 110.4.
+	 */
+	fs->ra_window = fs->ra_window ? fs->ra_window * 2 : 2 * chunk;
 	if (fs->ra_window > RA_MAX)
 		fs->ra_window = RA_MAX;
 	limit = asked_end + fs->ra_window;
