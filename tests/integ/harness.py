@@ -222,6 +222,16 @@ class Mount:
         except TimeoutError:
             return False
 
+    def exited(self, deadline):
+        """The daemon's exit status if it exits within deadline seconds
+        (a crash the test set up), else None: it still runs."""
+        try:
+            wait_for(lambda: self.proc.poll() is not None, "the daemon's exit",
+                     deadline=deadline)
+        except TimeoutError:
+            pass
+        return self.proc.poll()
+
     def stop(self):
         """Unmount, reap, and check the exit status; returns it."""
         rc = unmount(self.mnt)

@@ -19,7 +19,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Hook, Mount, diag, eq, import_manifest, main, ok, skip,  # noqa: E402
-                     tmpdir, wait_for)
+                     tmpdir)
 
 K64 = 64 << 10
 SIZE_A, SIZE_B = 4 * K64, K64
@@ -132,11 +132,7 @@ def one_run(origin, mirror, crash_at=None, log=None):
                 if not crash_at or e.errno not in (errno.ENOTCONN, errno.ECONNABORTED,
                                                    errno.EIO):
                     raise
-        try:
-            wait_for(lambda: m.proc.poll() is not None, "the crash", deadline=2)
-        except TimeoutError:
-            pass
-        status = m.proc.poll()
+        status = m.exited(2)
         if status is None:
             status = m.stop()
     finally:
