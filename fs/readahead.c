@@ -74,11 +74,13 @@ bool in_stream(const struct fstate *fs, uint64_t off)
 /*
  * Readahead of sequential misses.  A stream is misses that move forward
  * chunk by chunk, each into a chunk after the last one's and no further
- * than one kernel window past what was already asked for (in_stream());
- * misses in the same chunk (the kernel's own concurrent readahead
- * requests, or several readers) leave it as it is, any other miss ends
- * it.  From the second chunk of a stream on, the window doubles (two
- * chunks up to RA_MAX) and the missing chunks of it are asked for now,
+ * than in_stream() allows (a kernel window past what was asked, or two
+ * past where the last read ended, so a reader going on from present
+ * bytes is one too); misses in the same chunk (the kernel's own
+ * concurrent readahead requests, or several readers) leave it as it
+ * is, any other miss ends it.  Each miss that goes on a stream doubles
+ * its window (two chunks at first, up to RA_MAX), and the missing
+ * chunks of it are asked for now,
  * one event each, so that fetches overlap the reading and a hook with
  * several connections runs them in parallel.  Scattered reads and mmap
  * faults of a few pages raise only the events they need.  asked_end is
