@@ -19,12 +19,22 @@ def bdi_ra(mnt):
 
 
 def test():
-    with Mount(opts="prefetch=0") as m:
-        os.statvfs(m.mnt)  # the session is up: a window set would be set by now
+    m = Mount(opts="prefetch=0")
+    m.start()
+    try:
         plain = bdi_ra(m.mnt)
         # a FUSE mount starts with the kernel's default, VM_READAHEAD_PAGES
         eq(plain, 128, "without readahead= the window is the kernel's default (KiB)")
+        with open(m.path("g"), "wb") as f:
+            f.write(b"y" * 300000)
+        with open(m.path("g"), "rb") as f:
+            f.read()
+        eq(bdi_ra(m.mnt), 128, "and after the mount served requests, still")
+        eq(m.stop(), 0, "daemon exited 0 after unmount")
+        # the whole log, the daemon gone: a window set would be in it
         ok("kernel readahead of the mount" not in m.output(), "and nothing set it")
+    finally:
+        m.cleanup()
     with Mount(opts="prefetch=0,readahead=2M") as m:
         if os.geteuid() == 0:
             ok(wait_for(lambda: bdi_ra(m.mnt) == 2048 or None, "the window set"),
