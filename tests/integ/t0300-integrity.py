@@ -9,6 +9,7 @@
 - pwrite + fsync into a placeholder, then kill -9 of the daemon: after a
   remount the file is dirty, the written bytes are present and local.
 """
+import errno
 import json
 import os
 import shutil
@@ -229,7 +230,18 @@ def test_times_stay():
         eq(os.stat(m.path("f")).st_ctime_ns, ctime0, "and the ctime")
         with open(m.path("f"), "rb") as f:
             eq(os.fstat(f.fileno()).st_ctime_ns, ctime0, "fstat of an open file shows it too")
-        os.setxattr(m.path("f"), "user.hsmfs.evict", b"")
+        # the kernel sends RELEASE after close(2) returns: until it
+        # arrives the file is open, and an eviction of an open file here
+        # is EBUSY; retried until it is closed to the daemon too
+        def evicted():
+            try:
+                os.setxattr(m.path("f"), "user.hsmfs.evict", b"")
+                return True
+            except OSError as e:
+                if e.errno != errno.EBUSY:
+                    raise
+                return False
+        wait_for(evicted, "the eviction, once the file is closed", deadline=10)
         eq(os.stat(m.path("f")).st_mtime, 1000000000, "an eviction leaves it alone too")
         eq(os.stat(m.path("f")).st_ctime_ns, ctime0, "the ctime as well")
         with Hook(m.mnt, "--mirror", mirror):
