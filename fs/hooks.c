@@ -14,6 +14,7 @@
 #include "events.h"
 #include "hooks.h"
 #include "log.h"
+#include "ready.h"
 
 #define SOCKET_NAME "hook.sock"
 
@@ -229,6 +230,7 @@ static void *conn_main(void *arg)
 			if (events_hook_joined(h, buf, wn))
 				break;
 			joined = true;
+			ready_hook_joined(h->pid);
 			continue;
 		}
 		switch (type) {

@@ -32,6 +32,7 @@
 #include "prefetch.h"
 #include "bdi.h"
 #include "store.h"
+#include "ready.h"
 #include "supervise.h"
 
 enum { EXIT_USAGE = 1, EXIT_STORE = 2, EXIT_MNT = 3, EXIT_MOUNT = 4,
@@ -48,6 +49,7 @@ static void usage(void)
 "  -d                 print FUSE requests and debug lines (implies -f)\n"
 "  -s                 serve with a single thread\n"
 "  --ready-fd N       write \"ready\\n\" to descriptor N once the mount is live\n"
+"                     (with hook=, once the hook has joined too)\n"
 "  -h, --help         this text\n"
 "  -V, --version      print the version\n"
 "\n"
@@ -245,7 +247,7 @@ int main(int argc, char *argv[])
 	bool cache_up = false, events_up = false, hooks_up = false, hook_up = false, was_clean = true;
 	char err[512], *store_path = NULL, *mnt_path = NULL, *esc, *fsname = NULL;
 	bool mounted = false, handlers = false, table = false;
-	int res, rc = 0;
+	int res, rc = 0, daemon_fd = -1;
 
 	if (opts_parse(argc, argv, &o, err, sizeof(err))) {
 		log_err("%s", err);
@@ -346,8 +348,6 @@ int main(int argc, char *argv[])
 		/* the kernel caches a passthrough file's pages itself */
 		.passthrough = !o.nopassthrough && !o.writeback,
 		.default_perms = o.default_perms,
-		.ready_fd = o.ready_fd,
-		.daemon_fd = -1,
 	};
 
 	se = fuse_session_new(&args, ops_table(), ops_table_size(), NULL);
@@ -380,7 +380,7 @@ int main(int argc, char *argv[])
 		 */
 		meta_close(meta);
 		meta = NULL;
-		ocfg.daemon_fd = daemonize(store.state_fd);
+		daemon_fd = daemonize(store.state_fd);
 		res = open_meta(store_path, store.root_fd, &meta);
 		if (res) {
 			log_err("cannot open the metadata database in '%s/%s': %s", store_path,
@@ -390,6 +390,8 @@ int main(int argc, char *argv[])
 		}
 	}
 	store_write_pid(&store, getpid());
+	/* with hook=, ready once the hook joined too (ready.h) */
+	ready_init(o.ready_fd, daemon_fd, o.hook != NULL, o.timeout);
 	ops_init(&ocfg);
 	ops_set_session(se);
 	{
@@ -490,6 +492,7 @@ out:
 	prefetch_shutdown(); /* before the engine: it starts fills */
 	if (hook_up)
 		supervise_stop();
+	ready_shutdown(); /* after the hook's last word: it may join late */
 	if (hooks_up)
 		hooks_stop();
 	check_stop();

@@ -24,6 +24,7 @@
 #include "passthrough.h"
 #include "prefetch.h"
 #include "privs.h"
+#include "ready.h"
 #include "store.h"
 
 #define CALLER_GROUPS_MAX 256 /* supplementary groups a creation carries */
@@ -77,20 +78,6 @@ static bool reserved(fuse_ino_t parent, const char *name)
 	return IN(parent) == inode_root() && !strcmp(name, STORE_STATE_DIR);
 }
 
-static void signal_ready(void)
-{
-	if (cfg.ready_fd >= 0) {
-		(void)!write(cfg.ready_fd, "ready\n", 6);
-		close(cfg.ready_fd);
-		cfg.ready_fd = -1;
-	}
-	if (cfg.daemon_fd >= 0) {
-		(void)!write(cfg.daemon_fd, "R", 1);
-		close(cfg.daemon_fd);
-		cfg.daemon_fd = -1;
-	}
-}
-
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	/* Truncation always arrives as setattr(size): one place to see it. */
@@ -137,7 +124,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_DIRECT_IO_ALLOW_MMAP)
 		conn->want |= FUSE_CAP_DIRECT_IO_ALLOW_MMAP;
 	pt_init(conn, cfg.passthrough);
-	signal_ready();
+	ready_live();
 }
 
 /* ---------------------------------------------------------------- names */

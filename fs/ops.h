@@ -29,8 +29,6 @@ struct ops_config {
 	bool passthrough;        /* pass resident files through (passthrough.h) */
 	bool default_perms;      /* the kernel checks permissions: it may
 				  * enforce POSIX ACLs too */
-	int ready_fd;            /* written "ready\n" and closed at INIT, or -1 */
-	int daemon_fd;           /* written one byte and closed at INIT, or -1 */
 };
 
 /* Background requests (readahead, async direct I/O) the kernel may send at once. */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "ready.h"
 #include "supervise.h"
 
 extern char **environ;
@@ -102,9 +103,11 @@ static void *supervise_main(void *arg)
 		pthread_mutex_lock(&S.lock);
 		if (fd < 0) {
 			log_err("hook '%s' cannot start: %s", S.command, strerror(-fd));
+			ready_hook_exited();
 		} else {
 			S.pid = pid;
 			log_info("hook '%s' started (pid %d)", S.command, (int)pid);
+			ready_hook_started(pid);
 			pthread_mutex_unlock(&S.lock);
 			for (;;) {
 				ssize_t n = read(fd, buf, sizeof(buf));
@@ -123,6 +126,7 @@ static void *supervise_main(void *arg)
 			}
 			close(fd);
 			waitpid(pid, &status, 0);
+			ready_hook_exited();
 			pthread_mutex_lock(&S.lock);
 			S.pid = 0;
 			if (S.stopping)

@@ -7,7 +7,8 @@
  * and error go to hsmfs's log, a line at a time.  When it exits it is
  * started again after a backoff that doubles from 0.1 s up to 30 s and
  * starts over once a run lasted a minute.  At unmount it gets SIGTERM.
- * One thread does all of this; nothing here touches FUSE.
+ * One thread does all of this; nothing here touches FUSE.  Each spawn
+ * and exit is told to ready.h: the mount is ready once the hook joined.
  */
 #ifndef HSMFS_SUPERVISE_H
 #define HSMFS_SUPERVISE_H

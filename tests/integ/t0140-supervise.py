@@ -5,8 +5,11 @@ Also runs the C example hook, hsmfs-mirror, the way a user would.
 """
 import os
 import re
+import shutil
 import signal
+import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFS, PYHOOK, Mount, eq, import_manifest, main, ok, tmpdir,
@@ -45,7 +48,7 @@ def test():
     # fetching into a store that another mount may serve next), even one
     # that does not notice its connection is gone (busy, or never connected)
     stubborn = "%s -c 'import time; time.sleep(120)'" % sys.executable
-    m = Mount(opts="hook=" + stubborn)
+    m = Mount(opts="timeout=1,hook=" + stubborn)
     m.start()
     try:
         pid = wait_for(lambda: started(m), "hook start line in the log")[-1]
@@ -101,5 +104,56 @@ def test():
     shutil.rmtree(mirror, ignore_errors=True)
 
 
+def hooks_listed(mnt):
+    """The names hsmfsctl hooks lists as connected now."""
+    from harness import HSMFSCTL, run
+    rc, out = run([HSMFSCTL, "hooks", mnt])
+    return [line.split()[0] for line in out.strip().splitlines()[1:]] if rc == 0 else None
+
+
+def test_ready():
+    """With hook=, the mount is ready (--ready-fd, mount(8) returning)
+    once the hook has joined, or exited, or timeout= passed."""
+    mirror = tmpdir("hsmfs-mirror-")
+    log = os.path.join(mirror, "hook.log")
+    hook = "%s %s --log %s --mirror %s --name early" % (sys.executable, PYHOOK, log, mirror)
+    for what, cmd in (("the hook", hook),
+                      ("a wrapper's child", "sh -c '%s \\\"$0\\\"; :'" % hook)):
+        with Mount(opts="hook=" + cmd.replace(",", "\\,")) as m:
+            eq(hooks_listed(m.mnt), ["early"], "ready: %s has joined already" % what)
+    # a hook that never joins: ready after timeout=, and said so
+    t = time.monotonic()
+    stubborn = "%s -c 'import time; time.sleep(60)'" % sys.executable
+    with Mount(opts="timeout=1,hook=" + stubborn) as m:
+        took = time.monotonic() - t
+        ok(1 <= took < 10, "a hook that never joins: ready after timeout=1 (%.2f s)" % took)
+        ok(m.logged("has not joined within 1 s"), "and the log says why")
+    # a hook that exits at once: ready then, not after the timeout
+    t = time.monotonic()
+    with Mount(opts="timeout=30,hook=false") as m:
+        took = time.monotonic() - t
+        ok(took < 10, "a hook that exits at once: ready at once (%.2f s)" % took)
+    # daemonized (as mount(8) runs it): hsmfs returns once the hook joined
+    store, mnt = tmpdir("hsmfs-store-"), tmpdir("hsmfs-mnt-")
+    rc = subprocess.run([HSMFS, store, mnt, "-o", "hook=" + hook.replace(",", "\\,")]).returncode
+    eq(rc, 0, "hsmfs without -f returns 0")
+    try:
+        if rc == 0:
+            eq(hooks_listed(mnt), ["early"], "and its hook has joined when it does")
+    finally:
+        if rc == 0:
+            pid = int(open(os.path.join(store, ".hsmfs", "lock")).read().split()[0])
+            subprocess.run(["fusermount3", "-u", mnt])
+            wait_for(lambda: not os.path.exists("/proc/%d" % pid), "the daemon to exit")
+        shutil.rmtree(store, ignore_errors=True)
+        os.rmdir(mnt)
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
+def run_all():
+    test()
+    test_ready()
+
+
 if __name__ == "__main__":
-    main(test)
+    main(run_all)

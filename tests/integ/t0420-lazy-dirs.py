@@ -108,6 +108,33 @@ def test_zero_setup():
     shutil.rmtree(store, ignore_errors=True)
 
 
+def test_first_look_at_mount():
+    """The first look at a fresh zero-setup mount, made the moment the
+    mount is ready, asks the names on its path (PRE_LOOKUP), not a
+    listing of the root: with hook=, the mount is ready once its hook has
+    joined (before, it was ready at FUSE INIT and the first lookup found
+    no hook connected, so it listed the root)."""
+    root, files = make_origin()
+    for i in range(3):
+        store = tmpdir("hsmfs-store-")
+        with Nginx(root) as ng, Mount(store=store,
+                                      opts="hook=%s,origin=%s" % (HTTP, ng.url())) as m:
+            st = os.stat(m.path("a/b/c/deep.txt"))
+            eq(st.st_size, len(files["a/b/c/deep.txt"]),
+               "mount %d: a stat at once of a deep file: its size" % i)
+
+            def heads():
+                return [u for (meth, u, *_r) in ng.log() if meth == "HEAD"]
+            try:  # nginx logs a request once it is done
+                wait_for(lambda: len(heads()) >= 4, "the lookups logged", deadline=5)
+            except TimeoutError:
+                pass
+            eq((listings(ng), heads()), ([], ["/a", "/a/b", "/a/b/c", "/a/b/c/deep.txt"]),
+               "mount %d: no directory listed, each name looked up (PRE_LOOKUP)" % i)
+        shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def test_refresh():
     """hsmfsctl refresh --recursive: names new at the origin appear, removed
     ones go (unless open or dirty), changed files become placeholders of
@@ -426,6 +453,7 @@ def test_slow_commit():
 
 def run_all():
     test_zero_setup()
+    test_first_look_at_mount()
     test_import_lists()
     test_refresh()
     test_dir_ttl()

@@ -1,0 +1,181 @@
+/*
+ * ready.c - when the mount is ready (ready.h).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "ready.h"
+
+#define READY_JOINERS 8 /* process groups of hooks that joined, kept */
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;     /* on the monotonic clock */
+	int ready_fd, daemon_fd;
+	bool wait_hook;          /* hook= given and not joined/exited yet */
+	bool live;               /* INIT answered */
+	bool done;               /* signalled */
+	bool stopping;
+	bool timer_up;
+	double bound;
+	pid_t hook_pid;          /* the supervised hook's group, 0: none yet */
+	pid_t joined[READY_JOINERS];
+	unsigned njoined;
+	pthread_t timer;
+} R = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.ready_fd = -1,
+	.daemon_fd = -1,
+};
+
+static void signal_locked(void)
+{
+	if (R.done)
+		return;
+	R.done = true;
+	if (R.ready_fd >= 0) {
+		(void)!write(R.ready_fd, "ready\n", 6);
+		close(R.ready_fd);
+		R.ready_fd = -1;
+	}
+	if (R.daemon_fd >= 0) {
+		(void)!write(R.daemon_fd, "R", 1);
+		close(R.daemon_fd);
+		R.daemon_fd = -1;
+	}
+	pthread_cond_broadcast(&R.cond);
+}
+
+static void check_locked(void)
+{
+	if (R.live && !R.wait_hook)
+		signal_locked();
+}
+
+void ready_init(int ready_fd, int daemon_fd, bool wait_hook, double bound)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&R.cond, &ca);
+	pthread_condattr_destroy(&ca);
+	R.ready_fd = ready_fd;
+	R.daemon_fd = daemon_fd;
+	R.wait_hook = wait_hook;
+	R.bound = bound;
+}
+
+/* The bound: INIT plus R.bound, then ready whatever the hook does. */
+static void *timer_main(void *arg)
+{
+	struct timespec until;
+
+	(void)arg;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += (time_t)R.bound;
+	until.tv_nsec += (long)((R.bound - (double)(time_t)R.bound) * 1e9);
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&R.lock);
+	while (!R.done && !R.stopping &&
+	       pthread_cond_timedwait(&R.cond, &R.lock, &until) != ETIMEDOUT)
+		;
+	if (!R.done && !R.stopping) {
+		log_warn("the hook has not joined within %.3g s; the mount is ready without it",
+			 R.bound);
+		R.wait_hook = false;
+		signal_locked();
+	}
+	pthread_mutex_unlock(&R.lock);
+	return NULL;
+}
+
+void ready_live(void)
+{
+	pthread_mutex_lock(&R.lock);
+	R.live = true;
+	check_locked();
+	if (!R.done && !R.timer_up && !R.stopping) {
+		if (pthread_create(&R.timer, NULL, timer_main, NULL) == 0) {
+			R.timer_up = true;
+		} else {
+			log_warn("cannot wait for the hook to join; the mount is ready without it");
+			R.wait_hook = false;
+			signal_locked();
+		}
+	}
+	pthread_mutex_unlock(&R.lock);
+}
+
+void ready_hook_started(pid_t pid)
+{
+	pthread_mutex_lock(&R.lock);
+	R.hook_pid = pid;
+	for (unsigned i = 0; i < READY_JOINERS && i < R.njoined; i++)
+		if (R.joined[i] == pid)
+			R.wait_hook = false;
+	check_locked();
+	pthread_mutex_unlock(&R.lock);
+}
+
+void ready_hook_joined(pid_t pid)
+{
+	/* the hook's own pid, or a process of its group (a wrapper's child) */
+	pid_t group = getpgid(pid);
+
+	pthread_mutex_lock(&R.lock);
+	if (R.wait_hook) {
+		if (R.hook_pid && (pid == R.hook_pid || group == R.hook_pid))
+			R.wait_hook = false;
+		else if (group > 0)
+			R.joined[R.njoined++ % READY_JOINERS] = group;
+		check_locked();
+	}
+	pthread_mutex_unlock(&R.lock);
+}
+
+void ready_hook_exited(void)
+{
+	pthread_mutex_lock(&R.lock);
+	R.wait_hook = false;
+	check_locked();
+	pthread_mutex_unlock(&R.lock);
+}
+
+void ready_shutdown(void)
+{
+	bool join;
+
+	pthread_mutex_lock(&R.lock);
+	R.stopping = true;
+	join = R.timer_up;
+	R.timer_up = false;
+	pthread_cond_broadcast(&R.cond);
+	pthread_mutex_unlock(&R.lock);
+	if (join)
+		pthread_join(R.timer, NULL);
+	pthread_mutex_lock(&R.lock);
+	if (R.ready_fd >= 0)
+		close(R.ready_fd);
+	if (R.daemon_fd >= 0)
+		close(R.daemon_fd);
+	R.ready_fd = R.daemon_fd = -1;
+	pthread_mutex_unlock(&R.lock);
+}
+
+bool ready_done(void)
+{
+	bool d;
+
+	pthread_mutex_lock(&R.lock);
+	d = R.done;
+	pthread_mutex_unlock(&R.lock);
+	return d;
+}

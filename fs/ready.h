@@ -1,0 +1,50 @@
+/*
+ * ready.h - when the mount is ready: the parent of a daemonized hsmfs
+ * exits 0 (so mount(8) returns) and --ready-fd gets "ready\n".
+ *
+ * The mount is ready once FUSE INIT is answered (ready_live()) and, with
+ * hook=, once the supervised hook has joined: a HELLO answered from a
+ * process in the hook's process group (ready_hook_joined()), or the hook
+ * exited before that (ready_hook_exited()), or the bound given at
+ * ready_init() (the mount's timeout=) passed since INIT, whichever comes
+ * first.  A first look at a fresh zero-setup mount so finds its hook
+ * there and asks PRE_LOOKUP for one name, rather than listing the
+ * directory because no hook was connected yet (dirs.c); a first read
+ * does not wait for the hook to start.
+ *
+ * A hook may join before its spawn is recorded (the child runs first):
+ * the process groups of the last few joiners are kept and looked at when
+ * the spawn is.
+ *
+ * Locks: one mutex of its own, a leaf: taken with no other lock of this
+ * module held, released before returning; callers may hold theirs.  It
+ * writes to the two descriptors (a pipe, never blocking on 6 bytes)
+ * under it, so that they are written exactly once.
+ */
+#ifndef HSMFS_READY_H
+#define HSMFS_READY_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+/*
+ * ready_fd: --ready-fd, or -1; daemon_fd: the daemonizing parent's pipe,
+ * or -1; wait_hook: hook= was given; bound: seconds to wait for it after
+ * INIT.  Owns the descriptors from here on.
+ */
+void ready_init(int ready_fd, int daemon_fd, bool wait_hook, double bound);
+/* FUSE INIT is answered (ops.c). */
+void ready_live(void);
+/* The supervised hook was spawned as pid, leader of its process group. */
+void ready_hook_started(pid_t pid);
+/* A hook connection from pid got its WELCOME (hooks.c). */
+void ready_hook_joined(pid_t pid);
+/* The supervised hook exited or could not start (supervise.c). */
+void ready_hook_exited(void);
+/* Stops the bound's timer; the descriptors are closed unwritten if the
+ * mount never became ready. */
+void ready_shutdown(void);
+/* True once ready was signalled (tests and asserts). */
+bool ready_done(void);
+
+#endif
