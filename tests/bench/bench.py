@@ -42,7 +42,11 @@ them one by one).  --wan DELAY_MS,RATE_MBS puts wanproxy.py (ours, on
 127.0.0.1) between every client and nginx: a link with that delay each
 way and that rate shared by all connections (e.g. --wan 10,120).
 HSMFS_BENCH_OPTS adds mount options to hsmfs-http's mount (e.g.
-first_fill=0, to compare).
+first_fill=0, to compare).  Before each client's run the machine is
+synced, (as root) its caches are dropped and the origin's files read back
+in, and it is left to go idle, so that no client's leftovers slow the
+next one's run.  httpdirfs closes a file it read at random only after
+2 s, untimed (it exits on a close during its background download).
 Workloads: seqread (warm page cache), seqread-cold (drop_caches, root
 only), randread (4 KiB, 2 processes), randread-cold (the same after
 drop_caches, root only), seqwrite, create, stat, unlink, tar-x (this
