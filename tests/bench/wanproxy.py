@@ -81,7 +81,21 @@ async def serve(args):
     up, down = Link(args.rate_mbs * 1e6), Link(args.rate_mbs * 1e6)
     delay = args.delay_ms / 1000.0
 
+    # asyncio holds a connection's task only weakly (through its
+    # transport's protocol): once a client resets, the task and its two
+    # pumps were collected while pending ("Task was destroyed but it is
+    # pending!"), leaving the origin's side of the connection open
+    live = set()
+
     async def handle(creader, cwriter):
+        task = asyncio.current_task()
+        live.add(task)
+        try:
+            await relay(creader, cwriter)
+        finally:
+            live.discard(task)
+
+    async def relay(creader, cwriter):
         # the handshake: SYN there, SYN-ACK back
         await asyncio.sleep(2 * delay)
         try:
