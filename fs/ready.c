@@ -127,14 +127,23 @@ void ready_hook_started(pid_t pid)
 
 void ready_hook_joined(pid_t pid)
 {
-	/* the hook's own pid, or a process of its group (a wrapper's child) */
-	pid_t group = getpgid(pid);
+	/*
+	 * The hook's own pid, or a process of its group (a wrapper's child).
+	 * A peer gone already has no group: its pid stands for it (the
+	 * supervised hook leads its group, so its pid is the group's id).
+	 */
+	pid_t group = pid > 0 ? getpgid(pid) : -1;
+
+	if (pid <= 0) /* a peer in another pid namespace: not ours */
+		return;
+	if (group <= 0)
+		group = pid;
 
 	pthread_mutex_lock(&R.lock);
 	if (R.wait_hook) {
 		if (R.hook_pid && (pid == R.hook_pid || group == R.hook_pid))
 			R.wait_hook = false;
-		else if (group > 0)
+		else
 			R.joined[R.njoined++ % READY_JOINERS] = group;
 		check_locked();
 	}
