@@ -217,8 +217,11 @@ static int shutdown_unready(void)
 
 static void run(const char *what, int (*fn)(void))
 {
-	pid_t pid = fork();
+	pid_t pid;
 	int status = 0;
+
+	fflush(stdout); /* a child must not print the parent's buffered lines */
+	pid = fork();
 
 	if (pid == 0) {
 		log_set_level(LOG_LVL_ERR);
