@@ -9,7 +9,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -57,12 +56,9 @@ static pid_t spawn_group(pid_t *member)
 	if (leader == 0) {
 		pid_t m;
 
-		/* the group dies with the case's process, however it ends */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		setpgid(0, 0);
 		m = fork();
 		if (m == 0) {
-			prctl(PR_SET_PDEATHSIG, SIGKILL);
 			pause();
 			_exit(0);
 		}
@@ -76,6 +72,13 @@ static pid_t spawn_group(pid_t *member)
 	close(sync[0]);
 	close(sync[1]);
 	return leader;
+}
+
+static void kill_group(pid_t leader)
+{
+	kill(-leader, SIGKILL);
+	while (waitpid(leader, NULL, 0) < 0 && errno == EINTR)
+		;
 }
 
 #define STEP(n, cond)                \
@@ -97,59 +100,78 @@ static int no_hook(void)
 
 static int hook_joins(void)
 {
-	pid_t member, leader = spawn_group(&member);
+	pid_t member, leader = spawn_group(&member), other = getpid();
+	int res = 0;
 
 	setup(true, 30);
 	ready_hook_started(leader);
 	ready_live();
-	STEP(1, state(50) == 0);
-	ready_hook_joined(getpid()); /* some other hook: not ours */
-	STEP(2, state(50) == 0);
+	if (state(50) != 0)
+		res = 1;
+	ready_hook_joined(other); /* some other hook: not ours */
+	if (!res && state(50) != 0)
+		res = 2;
 	ready_hook_joined(leader);
-	STEP(3, state(1000) == 1);
+	if (!res && state(1000) != 1)
+		res = 3;
 	ready_shutdown();
-	return 0;
+	kill_group(leader);
+	return res;
 }
 
 static int member_joins(void)
 {
 	pid_t member, leader = spawn_group(&member);
+	int res = 0;
 
 	setup(true, 30);
 	ready_hook_started(leader);
 	ready_live();
-	ready_hook_joined(member); /* a wrapper's child */
-	STEP(1, state(1000) == 1);
+	if (!member)
+		res = 1;
+	if (!res)
+		ready_hook_joined(member); /* a wrapper's child */
+	if (!res && state(1000) != 1)
+		res = 2;
 	ready_shutdown();
-	return 0;
+	kill_group(leader);
+	return res;
 }
 
 static int joins_before_spawn_is_recorded(void)
 {
 	pid_t member, leader = spawn_group(&member);
+	int res = 0;
 
 	setup(true, 30);
 	ready_live();
 	ready_hook_joined(leader);
-	STEP(1, state(50) == 0);
+	if (state(50) != 0)
+		res = 1;
 	ready_hook_started(leader);
-	STEP(2, state(1000) == 1);
+	if (!res && state(1000) != 1)
+		res = 2;
 	ready_shutdown();
-	return 0;
+	kill_group(leader);
+	return res;
 }
 
 static int joins_before_init(void)
 {
 	pid_t member, leader = spawn_group(&member);
+	int res = 0;
 
 	setup(true, 30);
 	ready_hook_started(leader);
 	ready_hook_joined(leader);
-	STEP(1, state(50) == 0); /* not live yet */
+	if (state(50) != 0) /* not live yet */
+		res = 1;
 	ready_live();
-	STEP(2, state(1000) == 1);
+	if (!res && state(1000) != 1)
+		res = 2;
 	ready_shutdown();
-	return 0;
+	kill_group(leader);
+	return res;
 }
 
 static int hook_exits(void)
