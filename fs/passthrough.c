@@ -116,7 +116,8 @@ void pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi
 	 * are to be asked about (ACCESS_PERM).  A write passes through
 	 * only with no watcher of changes subscribed and nothing evictable
 	 * in the store (a write that meets a full store evicts and retries,
-	 * in the daemon only), or when the inode passes through already.
+	 * in the daemon only), or when the inode passes through already
+	 * (then every open must: O_DIRECT and O_APPEND ones in part).
 	 */
 	/*
 	 * With set-ID bits or capabilities to drop on a write, and that job
@@ -177,7 +178,13 @@ void pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi
 	if (mode != M_CACHED) {
 		fi->backing_id = id;
 		fi->keep_cache = 0; /* the kernel allows no cache flags with it */
-		fi->direct_io = 0;
+		/*
+		 * An O_DIRECT or O_APPEND open of an inode that passes through
+		 * already (above): its reads and writes come to the daemon
+		 * (FOPEN_DIRECT_IO beside FOPEN_PASSTHROUGH), only its mappings
+		 * go to the backing file.
+		 */
+		fi->direct_io = !!(fi->flags & (O_DIRECT | O_APPEND));
 	}
 	/*
 	 * Passed through though it has privileges to drop (the inode passes

@@ -18,7 +18,9 @@
  * of an inode in passthrough mode to pass through: while one does, so
  * do all, also for writing under a watcher (ops.c asks the watcher one
  * PRE_MODIFY of the whole file at such an open: pt_active()), and none
- * does while opens through the page cache exist.
+ * does while opens through the page cache exist.  An O_DIRECT or
+ * O_APPEND open then passes through its mappings only: its reads and
+ * writes come to the daemon (direct I/O), which writes where they say.
  * Where the kernel or libfuse refuses (unprivileged mounts: registering
  * a backing file needs CAP_SYS_ADMIN; kernels before 6.9), opens take
  * the daemon's path as before and the counters say so.

@@ -60,16 +60,24 @@ def in_child(fn, uid=None, gid=None):
     return ast.literal_eval(data.decode())
 
 
-def append_case(d):
-    p = os.path.join(d, "app")
+def append_case(d, name="app", hold=False):
+    """With hold, a reader keeps the file open meanwhile: on the mount
+    the inode passes through the kernel then (when it can), and the
+    O_APPEND open comes while it does."""
+    p = os.path.join(d, name)
     with open(p, "wb") as f:
         f.write(b"0123456789abcdef")
-    fd = os.open(p, os.O_WRONLY | os.O_APPEND)
+    rfd = os.open(p, os.O_RDONLY) if hold else -1
     try:
-        os.pwritev(fd, [b"XY"], 10, RWF_NOAPPEND)
-        os.write(fd, b"!")  # a plain write still appends
+        fd = os.open(p, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.pwritev(fd, [b"XY"], 10, RWF_NOAPPEND)
+            os.write(fd, b"!")  # a plain write still appends
+        finally:
+            os.close(fd)
     finally:
-        os.close(fd)
+        if rfd >= 0:
+            os.close(rfd)
     with open(p, "rb") as f:
         return f.read()
 
@@ -163,6 +171,8 @@ def run():
         want = append_case(native)
         eq(append_case(m.mnt), want,
            "pwritev2 RWF_NOAPPEND on an O_APPEND descriptor: as native (%r)" % want)
+        eq(append_case(m.mnt, "app-held", True), append_case(native, "app-held", True),
+           "the same while another open of the file passes through")
         eq(cwd_case(m.mnt), cwd_case(native),
            "a removed working directory: stat and readdir as native")
         if is_root():
