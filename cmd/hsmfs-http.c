@@ -150,7 +150,36 @@ struct xfer {
 	size_t nerr;
 	uint64_t *received;      /* bytes received for the event, all attempts */
 	uint64_t reported;       /* *received as last sent in PROGRESS */
+	/*
+	 * Body bytes gathered for one pwrite: libcurl hands the body over
+	 * in pieces of at most 16 KiB, and each write(2) to the staging
+	 * file has its own cost (the file's times, a journal handle).
+	 */
+	char *wbuf;              /* WBUF bytes, the slot's */
+	size_t wlen;             /* gathered, for [woff, woff + wlen) */
+	uint64_t woff;
 };
+
+#define WBUF (256u << 10)
+
+/* Write what x gathered.  false (x->io_error set) on a failed write. */
+static bool flush_body(struct xfer *x)
+{
+	for (size_t p = 0; p < x->wlen;) {
+		/* a short write goes on; its error (ENOSPC) ends the fill */
+		ssize_t w = pwrite(x->ev->fd, x->wbuf + p, x->wlen - p, (off_t)(x->woff + p));
+
+		if (w <= 0) {
+			x->io_error = w < 0 ? errno : EIO;
+			x->wlen = 0;
+			return false;
+		}
+		p += (size_t)w;
+	}
+	x->woff += x->wlen;
+	x->wlen = 0;
+	return true;
+}
 
 static void trim_copy(char *dst, size_t size, const char *v, size_t n)
 {
@@ -247,15 +276,18 @@ static size_t on_body(char *b, size_t sz, size_t n, void *arg)
 	if (x->range_reply && off + len > x->hi)
 		x->overflow = true;
 	if (s < e) {
+		if (x->wlen && x->woff + x->wlen != s && !flush_body(x))
+			return 0; /* aborts the transfer */
+		if (!x->wlen)
+			x->woff = s;
 		for (uint64_t p = s; p < e;) {
-			/* a short write goes on; its error (ENOSPC) ends the fill */
-			ssize_t w = pwrite(x->ev->fd, b + (p - off), e - p, p);
+			size_t take = WBUF - x->wlen < e - p ? WBUF - x->wlen : (size_t)(e - p);
 
-			if (w <= 0) {
-				x->io_error = w < 0 ? errno : EIO;
-				return 0; /* aborts the transfer */
-			}
-			p += w;
+			memcpy(x->wbuf + x->wlen, b + (p - off), take);
+			x->wlen += take;
+			p += take;
+			if (x->wlen == WBUF && !flush_body(x))
+				return 0;
 		}
 		x->filled += e - s;
 	}
@@ -373,6 +405,7 @@ struct slot {
 	struct curl_slist *hdrs;
 	char range[64], ifrange[1100];
 	struct xfer x;
+	char *wbuf;                /* x.wbuf */
 };
 
 static struct slot slots[MAX_CONNECTIONS];
@@ -393,6 +426,7 @@ static void attempt(struct slot *s)
 
 	/* file:// sends the range with no Content-Range: it starts at lo */
 	memset(&s->x, 0, sizeof(s->x));
+	s->x.wbuf = s->wbuf;
 	s->x.ev = ev;
 	s->x.lo = ev->hint_start;
 	s->x.hi = ev->hint_end;
@@ -431,6 +465,7 @@ static int attempt_done(struct slot *s, CURLcode rc)
 	long code = 0;
 
 	curl_easy_getinfo(s->c, CURLINFO_RESPONSE_CODE, &code);
+	flush_body(x); /* of this attempt: a retry writes its bytes again */
 	if (x->io_error) {
 		logf_("'%s': writing the store: %s", ev->path, strerror(x->io_error));
 		return x->io_error == ENOSPC ? ENOSPC : EIO;
@@ -853,7 +888,8 @@ int main(int argc, char **argv)
 	curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long)cfg.connections * 2);
 	for (unsigned i = 0; i < cfg.connections; i++) {
 		slots[i].c = curl_easy_init();
-		if (!slots[i].c) {
+		slots[i].wbuf = malloc(WBUF);
+		if (!slots[i].c || !slots[i].wbuf) {
 			logf_("cannot initialise libcurl");
 			return 1;
 		}
@@ -903,8 +939,10 @@ int main(int argc, char **argv)
 	pthread_join(fetch_thread, NULL);
 	for (unsigned i = 0; i < cfg.connections; i++)
 		pthread_join(threads[i], NULL);
-	for (unsigned i = 0; i < cfg.connections; i++)
+	for (unsigned i = 0; i < cfg.connections; i++) {
 		curl_easy_cleanup(slots[i].c);
+		free(slots[i].wbuf);
+	}
 	curl_multi_cleanup(multi);
 	hsmfs_hook_close(hook);
 	curl_share_cleanup(share);
