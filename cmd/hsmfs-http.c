@@ -8,7 +8,7 @@
  * fetcher thread runs every fill through one libcurl multi handle: at
  * most --connections transfers at once, each with the event's hint
  * range as a Range request, written through the event's descriptor as
- * it arrives, then answered.  The multi handle keeps the connections:
+ * it arrives (gathered into writes of up to 256 KiB), then answered.  The multi handle keeps the connections:
  * an origin that speaks HTTP/2 (https, by ALPN) carries all of them as
  * streams of one connection, others get up to --connections kept-alive
  * HTTP/1.1 connections.  A retry waits in its slot without holding the
