@@ -226,6 +226,7 @@ struct engine {
 	struct hook *hooks;
 	struct hook *rr;           /* round-robin position among fill hooks */
 	struct fstate *wqueue;     /* writer queue */
+	size_t nqueued;            /* files on it */
 	pthread_cond_t wcond;
 	pthread_cond_t wdone;      /* the writer finished a batch */
 	pthread_cond_t reads_done; /* a file's tracked reads went to 0 */

@@ -13,35 +13,68 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned long steps;
 
+/* HSMFS_DELAY=NAME:MS: MS for name, else 0 */
+static unsigned long delay_of(const char *name)
+{
+	const char *delay = getenv("HSMFS_DELAY"), *colon;
+
+	colon = delay ? strchr(delay, ':') : NULL;
+	if (!colon || (size_t)(colon - delay) != strlen(name) ||
+	    strncmp(delay, name, colon - delay))
+		return 0;
+	return strtoul(colon + 1, NULL, 10);
+}
+
+/* Append "tag name" to HSMFS_CRASH_LOG.  lock held. */
+static void log_line(const char *logp, const char *tag, const char *name)
+{
+	int fd = open(logp, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	char line[128];
+	int len = snprintf(line, sizeof(line), "%s %s\n", tag, name);
+
+	if (fd >= 0) {
+		if (write(fd, line, len) < 0) {
+			/* the test sees the step missing */
+		}
+		close(fd);
+	}
+}
+
 void fault_point(const char *name)
 {
 	const char *at = getenv("HSMFS_CRASH_AT"), *logp = getenv("HSMFS_CRASH_LOG");
-	const char *delay = getenv("HSMFS_DELAY"), *colon;
-	unsigned long n;
+	unsigned long n, ms = delay_of(name);
 
-	colon = delay ? strchr(delay, ':') : NULL;
-	if (colon && (size_t)(colon - delay) == strlen(name) &&
-	    !strncmp(delay, name, colon - delay))
-		usleep(strtoul(colon + 1, NULL, 10) * 1000);
-	if (!at && !logp)
-		return;
-	pthread_mutex_lock(&lock);
-	n = ++steps;
-	if (logp) {
-		int fd = open(logp, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-		char line[128];
-		int len = snprintf(line, sizeof(line), "%lu %s\n", n, name);
+	if (at || logp) {
+		char tag[32];
 
-		if (fd >= 0) {
-			if (write(fd, line, len) < 0) {
-				/* the test sees the step missing */
-			}
-			close(fd);
-		}
+		pthread_mutex_lock(&lock);
+		n = ++steps;
+		snprintf(tag, sizeof(tag), "%lu", n);
+		if (logp)
+			log_line(logp, tag, name);
+		if (at && strtoul(at, NULL, 10) == n)
+			_exit(99);
+		pthread_mutex_unlock(&lock);
 	}
-	if (at && strtoul(at, NULL, 10) == n)
-		_exit(99);
-	pthread_mutex_unlock(&lock);
+	/* after the log line: a test waiting for it acts during the delay */
+	if (ms)
+		usleep(ms * 1000);
+}
+
+void fault_delay(const char *name)
+{
+	const char *logp = getenv("HSMFS_CRASH_LOG");
+	unsigned long ms = delay_of(name);
+
+	if (!ms)
+		return;
+	if (logp) {
+		pthread_mutex_lock(&lock);
+		log_line(logp, "-", name);
+		pthread_mutex_unlock(&lock);
+	}
+	usleep(ms * 1000);
 }
 
 bool fault_hit(const char *name)

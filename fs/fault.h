@@ -11,8 +11,11 @@
  * over all of them.  HSMFS_FAIL=NAME makes fault_hit(NAME) true once,
  * the first time it is asked (errno EIO): a failure injected where the
  * real one is hard to make (a data sync).  HSMFS_DELAY=NAME:MS makes
- * every step NAME sleep MS milliseconds before it goes on: a slow disk
- * there, for tests of what must not wait behind it.
+ * every step NAME sleep MS milliseconds before it goes on (after its
+ * log line, so a test that waits for the line acts during the sleep):
+ * a slow disk there, for tests of what must not wait behind it.
+ * fault_delay(NAME) is a place that only sleeps so (and logs "- NAME"
+ * first): not a step, nothing durable happens there.
  *
  * Release builds compile every call to nothing.  Not on any read or
  * write path: steps are taken by the write-behind, eviction and fsync.
@@ -30,12 +33,15 @@
 #define FAULT_LIST_MADE "listing-made"            /* a listing's entries made and synced */
 #define FAULT_LIST_COMMITTED "listing-committed"  /* a listing committed */
 #define FAULT_DATASYNC "datasync"                 /* fault_hit: a data sync fails */
+#define FAULT_BATCH_TAKEN "batch-taken"           /* fault_delay: the writer took its batch */
 
 #ifndef NDEBUG
 void fault_point(const char *name);
+void fault_delay(const char *name);
 bool fault_hit(const char *name);
 #else
 static inline void fault_point(const char *name) { (void)name; }
+static inline void fault_delay(const char *name) { (void)name; }
 static inline bool fault_hit(const char *name) { (void)name; return false; }
 #endif
 

@@ -26,7 +26,7 @@
 
 struct snap;
 static int commit_snaps(const struct snap *snaps, size_t n, char *why, size_t whysize);
-static bool write_batch(struct fstate *batch);
+static bool write_batch(struct snap *snaps, size_t cap);
 
 /* Queue fs for the writer.  E.lock held. */
 void persist_later(struct fstate *fs)
@@ -38,6 +38,7 @@ void persist_later(struct fstate *fs)
 	inode_ref(fs->in);
 	fs->wnext = E.wqueue;
 	E.wqueue = fs;
+	E.nqueued++;
 	pthread_cond_signal(&E.wcond);
 }
 
@@ -142,33 +143,25 @@ static int commit_snaps(const struct snap *snaps, size_t n, char *why, size_t wh
 /*
  * The writer: snapshot ranges, make the data durable, then commit the
  * snapshot.  Taking the snapshot first is what makes it safe: every
- * range in it was written before the fdatasync() that follows.
+ * range in it was written before the fdatasync() that follows.  The
+ * queue is taken and its snapshot made in one hold of E.lock: a file
+ * stays queued until its snapshot is made, so an fsync that finds it
+ * queued (events_fsync) knows the batch that will hold it is the next
+ * one taken.  snaps has room for cap files (E.nqueued at most).  Called
+ * with E.lock held, returns without it.
  */
-static bool write_batch(struct fstate *batch)
+static bool write_batch(struct snap *snaps, size_t cap)
 {
-	struct snap *snaps;
-	struct fstate *fs, *next;
+	ELOCK_HELD();
+	struct fstate *fs, *next, *batch = E.wqueue;
 	size_t n = 0, i;
 
-	/* still queued: nobody else touches wnext until queued is cleared */
-	for (fs = batch; fs; fs = fs->wnext)
-		n++;
-	snaps = calloc(n, sizeof(*snaps));
-	elock();
-	if (!snaps) {
-		/* try again with the next batch */
-		for (fs = batch; fs; fs = next) {
-			next = fs->wnext;
-			fs->wnext = E.wqueue;
-			E.wqueue = fs;
-		}
-		eunlock();
-		log_err("out of memory writing present ranges, retrying");
-		return false;
-	}
+	assert(E.nqueued <= cap);
+	E.wqueue = NULL;
+	E.nqueued = 0;
 	for (fs = batch, i = 0; fs; fs = next, i++) {
 		next = fs->wnext;
-		snaps[i].fs = fs;
+		snaps[i] = (struct snap){ .fs = fs };
 		snaps[i].in = fs->in;
 		snaps[i].ino = fs->ino;
 		snaps[i].state = fs->state;
@@ -187,7 +180,9 @@ static bool write_batch(struct fstate *batch)
 		}
 		fs->queued = false; /* from here on persist_later may queue it again */
 	}
+	n = i;
 	eunlock();
+	fault_delay(FAULT_BATCH_TAKEN);
 
 	/*
 	 * Durability order, step 1: the data of every range in a snapshot
@@ -275,13 +270,13 @@ static bool write_batch(struct fstate *batch)
 		rs_clear(&sn->rs);
 		inode_release(sn->in);
 	}
-	free(snaps);
 	return !failed;
 }
 
 void *writer_main(void *arg)
 {
-	struct fstate *batch;
+	struct snap *snaps = NULL;
+	size_t cap = 0;
 	struct timespec ts;
 	uint64_t seq;
 	bool ok;
@@ -297,13 +292,34 @@ void *writer_main(void *arg)
 			mono_after(&ts, 0.05);
 			pthread_cond_timedwait(&E.wcond, &E.lock, &ts);
 		}
-		batch = E.wqueue;
-		E.wqueue = NULL;
+		/* room for the snapshot, allocated without E.lock */
+		while (cap < E.nqueued) {
+			size_t want = E.nqueued + E.nqueued / 4;
+			struct snap *p;
+
+			eunlock();
+			p = realloc(snaps, want * sizeof(*p));
+			elock();
+			if (!p)
+				break;
+			snaps = p;
+			cap = want;
+		}
+		if (cap < E.nqueued) {
+			eunlock();
+			log_err("out of memory writing present ranges, retrying in a second");
+			elock();
+			mono_after(&ts, 1);
+			while (!E.stopping && !mono_passed(&ts))
+				pthread_cond_timedwait(&E.wcond, &E.lock, &ts);
+			if (!E.stopping)
+				continue;
+			break; /* their ranges are fetched again */
+		}
 		E.writing = true;
 		E.urgent = false;
 		seq = ++E.batch_taken;
-		eunlock();
-		ok = write_batch(batch);
+		ok = write_batch(snaps, cap);
 		elock();
 		E.writing = false;
 		E.batch_done = seq;
@@ -317,6 +333,7 @@ void *writer_main(void *arg)
 		}
 	}
 	eunlock();
+	free(snaps);
 	return NULL;
 }
 

@@ -16,10 +16,11 @@ import mmap
 import os
 import shutil
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Hook, Mount, diag, eq, import_manifest, main, ok, skip,  # noqa: E402
-                     tmpdir)
+                     tmpdir, wait_for)
 
 K64 = 64 << 10
 SIZE_A, SIZE_B = 4 * K64, K64
@@ -193,4 +194,70 @@ def run():
     shutil.rmtree(mirror, ignore_errors=True)
 
 
-main(run)
+def test_fsync_during_batch():
+    """An fsync that comes while the write-behind holds a batch with its
+    file returns: the file goes into the next batch.  The writer's delay
+    at the step after it took its batch (HSMFS_DELAY) holds the batch
+    open; the step's log line says when.  The batch is one the writer
+    took by itself (its gathering ended), as in the workload above, where
+    an fsync of b that came just then hung."""
+    logdir, store = tmpdir("hsmfs-steps-"), tmpdir("hsmfs-store-")
+    log = os.path.join(logdir, "log")
+    hung = True
+    with Mount(store=store, opts="timeout=10",
+               env={"HSMFS_CRASH_LOG": log, "HSMFS_DELAY": "batch-taken:1500"}) as m:
+        rc, out = import_manifest(m.mnt, [{"path": "f", "size": K64}])
+        if rc != 0:
+            raise RuntimeError("import failed: %s" % out)
+        # whole pages of a placeholder: no fill, and the file stays
+        # partial (a file that becomes whole is queued again for its mark)
+        fd = os.open(m.path("f"), os.O_WRONLY)
+        try:
+            os.pwrite(fd, b"x" * 4096, 0)
+            taken = steps_of(log).count("batch-taken")
+            os.pwrite(fd, b"y" * 4096, 4096)
+            try:
+                wait_for(lambda: steps_of(log).count("batch-taken") > taken,
+                         "the writer took a batch", deadline=10)
+            except TimeoutError:
+                skip("an fsync while a batch is written", "a release build has no delay points")
+                return
+            done = {}
+
+            def fsync():
+                try:
+                    os.fsync(fd)
+                    done["fsync"] = 0
+                except OSError as e:
+                    done["fsync"] = e.errno
+
+            t = threading.Thread(target=fsync)
+            t.start()
+            t.join(15)
+            hung = t.is_alive()
+            if hung:
+                m.proc.kill()  # the fsync fails then, and the test ends
+                t.join(15)
+            ok(not hung, "an fsync while the writer holds a batch returns (%r)" % done)
+            eq(done, {"fsync": 0}, "and is acknowledged")
+        finally:
+            try:
+                os.close(fd)
+            except OSError:
+                pass  # the daemon was killed: its connection is gone
+    if not hung:
+        with Mount(store=store) as m2:
+            buf = mmap.mmap(-1, 8192)
+            fd = os.open(m2.path("f"), os.O_RDONLY | os.O_DIRECT)
+            try:
+                os.preadv(fd, [buf], 0)
+            finally:
+                os.close(fd)
+            eq(bytes(buf), b"x" * 4096 + b"y" * 4096, "after a remount: both writes")
+            st = os.getxattr(m2.path("f"), "user.hsmfs.state").decode()
+            ok(st.startswith("dirty"), "and the file dirty (%s)" % st)
+    shutil.rmtree(logdir, ignore_errors=True)
+    shutil.rmtree(store, ignore_errors=True)
+
+
+main(lambda: (run(), test_fsync_during_batch()))
