@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,19 @@ static void log_line(const char *logp, const char *tag, const char *name)
 	}
 }
 
+/* HSMFS_CRASH_AT is "N" (the Nth step) or "NAME:K" (the Kth step NAME) */
+static bool crash_here(const char *at, const char *name, unsigned long n)
+{
+	static unsigned long named; /* steps NAME passed; lock held */
+	const char *colon = strchr(at, ':');
+
+	if (!colon)
+		return strtoul(at, NULL, 10) == n;
+	if ((size_t)(colon - at) != strlen(name) || strncmp(at, name, colon - at))
+		return false;
+	return ++named == strtoul(colon + 1, NULL, 10);
+}
+
 void fault_point(const char *name)
 {
 	const char *at = getenv("HSMFS_CRASH_AT"), *logp = getenv("HSMFS_CRASH_LOG");
@@ -53,7 +67,7 @@ void fault_point(const char *name)
 		snprintf(tag, sizeof(tag), "%lu", n);
 		if (logp)
 			log_line(logp, tag, name);
-		if (at && strtoul(at, NULL, 10) == n)
+		if (at && crash_here(at, name, n))
 			_exit(99);
 		pthread_mutex_unlock(&lock);
 	}

@@ -6,7 +6,9 @@
  * name.  HSMFS_CRASH_AT=N in the daemon's environment makes the Nth
  * step passed, counting every step of every kind, _exit(99) the daemon
  * at once: no buffer is flushed, no state is saved, as a kill -9 there
- * would.  HSMFS_CRASH_LOG=PATH appends one line per step passed ("N
+ * would; HSMFS_CRASH_AT=NAME:K does so at the Kth step NAME (a sweep
+ * that reaches every kind of step however the write-behind's batches
+ * fall).  HSMFS_CRASH_LOG=PATH appends one line per step passed ("N
  * name"), so a test learns how many steps a workload has and walks N
  * over all of them.  HSMFS_FAIL=NAME makes fault_hit(NAME) true once,
  * the first time it is asked (errno EIO): a failure injected where the

@@ -3,10 +3,12 @@
 
 A debug build's daemon counts the steps of its durability order (fs/fault.h:
 data synced, ranges committed, fill copied, eviction recorded, bytes
-punched) and, with HSMFS_CRASH_AT=N, _exits at the Nth.  This test runs a
-mixed workload once to count its steps, then once per step N, crashing
-there; after each crash it remounts and checks every byte and every state
-against an oracle:
+punched) and, with HSMFS_CRASH_AT=NAME:K, _exits at the Kth step NAME.
+This test runs a mixed workload once to count its steps, then once per
+step, crashing there (each kind's Kth, so that a run whose write-behind
+batches fell otherwise still crashes at the kind it is for); after each
+crash it remounts and checks every byte and every state against an
+oracle:
   - an acknowledged write (its fsync returned) is there, and its file dirty;
   - an unacknowledged one is either there or not, byte for byte;
   - every other byte is the origin's: nothing present is wrong.
@@ -174,19 +176,22 @@ def run():
     eq(acked, {"b-write", "b-truncate", "a-write"}, "every fsync acknowledged")
     diag("durability steps of the workload: %d (%s)" % (len(steps), " ".join(steps)))
     kinds = set()
-    # one more than counted: the step order of the write-behind may vary by one
-    for n in range(1, len(steps) + 2):
-        log_n = os.path.join(logdir, "run%d" % n)
-        status, acked, faults = one_run(origin, mirror, crash_at=n, log=log_n)
-        seen = steps_of(log_n)
-        if status == 0:
-            eq(faults, [], "step %d: the workload ended before it (%d steps); every byte right"
-               % (n, len(seen)))
-            break
-        at = seen[n - 1] if len(seen) >= n else "?"
-        kinds.add(at)
-        eq(faults, [], "crash at step %d (%s), acked %s: every byte and state right"
-           % (n, at, sorted(acked)))
+    for kind in sorted(set(steps)):
+        # one more of each: the write-behind may batch differently
+        for k in range(1, steps.count(kind) + 2):
+            log_n = os.path.join(logdir, "%s-%d" % (kind, k))
+            status, acked, faults = one_run(origin, mirror, crash_at="%s:%d" % (kind, k),
+                                            log=log_n)
+            seen = steps_of(log_n)
+            if status == 0:
+                eq(faults, [], "%s %d: the workload ended before it (%d of them); every byte "
+                   "right" % (kind, k, seen.count(kind)))
+                break
+            ok(seen.count(kind) == k and seen[-1] == kind,
+               "crashed at %s %d (the run's step %d)" % (kind, k, len(seen)))
+            kinds.add(kind)
+            eq(faults, [], "crash at %s %d, acked %s: every byte and state right"
+               % (kind, k, sorted(acked)))
     for k in ("data-synced", "ranges-committed", "fill-copied", "evict-recorded",
               "evict-punched"):
         ok(k in kinds, "a crash at a '%s' step was tested" % k)
