@@ -320,6 +320,12 @@ void *writer_main(void *arg)
 		E.urgent = false;
 		seq = ++E.batch_taken;
 		ok = write_batch(snaps, cap);
+		if (cap > 4096) {
+			/* a burst's room (a listing's thousands of files) is not kept */
+			free(snaps);
+			snaps = NULL;
+			cap = 0;
+		}
 		elock();
 		E.writing = false;
 		E.batch_done = seq;
