@@ -898,8 +898,10 @@ static int open_flags(int flags)
 /*
  * A file a hook watches the reads of (ACCESS_PERM) is opened past the
  * page cache, so that every read(2) reaches the daemon and is asked
- * about; such an open does not pass through (passthrough.c), unless the
- * inode passes through already (open_steps asks once at open then).
+ * about; such an open does not start passthrough (passthrough.c).  If
+ * the inode passes through already, the open must too: its reads still
+ * come here, and its mappings, which go to the backing file, are asked
+ * about once at open (open_steps).
  */
 static void access_watch(struct inode *in, struct fuse_file_info *fi)
 {

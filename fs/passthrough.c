@@ -180,11 +180,12 @@ void pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi
 		fi->keep_cache = 0; /* the kernel allows no cache flags with it */
 		/*
 		 * An O_DIRECT or O_APPEND open of an inode that passes through
-		 * already (above): its reads and writes come to the daemon
-		 * (FOPEN_DIRECT_IO beside FOPEN_PASSTHROUGH), only its mappings
-		 * go to the backing file.
+		 * already (above), or one whose reads a hook watches
+		 * (access_watch() in ops.c): its reads and writes come to the
+		 * daemon (FOPEN_DIRECT_IO beside FOPEN_PASSTHROUGH), only its
+		 * mappings go to the backing file (asked about at open).
 		 */
-		fi->direct_io = !!(fi->flags & (O_DIRECT | O_APPEND));
+		fi->direct_io = fi->direct_io || (fi->flags & (O_DIRECT | O_APPEND));
 	}
 	/*
 	 * Passed through though it has privileges to drop (the inode passes

@@ -19,8 +19,10 @@
  * do all, also for writing under a watcher (ops.c asks the watcher one
  * PRE_MODIFY of the whole file at such an open: pt_active()), and none
  * does while opens through the page cache exist.  An O_DIRECT or
- * O_APPEND open then passes through its mappings only: its reads and
- * writes come to the daemon (direct I/O), which writes where they say.
+ * O_APPEND open, or one whose reads a hook watches (ACCESS_PERM), then
+ * passes through its mappings only: its reads and writes come to the
+ * daemon (direct I/O), which writes where they say and asks about each
+ * read.
  * Where the kernel or libfuse refuses (unprivileged mounts: registering
  * a backing file needs CAP_SYS_ADMIN; kernels before 6.9), opens take
  * the daemon's path as before and the counters say so.

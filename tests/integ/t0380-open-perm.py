@@ -23,7 +23,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
 import pyhook  # noqa: E402
-from harness import (Hook, Mount, eq, errno_of, main, ok, wait_for)  # noqa: E402
+from harness import (Hook, Mount, eq, errno_of, main, ok, skip, wait_for)  # noqa: E402
 
 P = 4096
 
@@ -247,6 +247,34 @@ def test_access_perm_passthrough():
             os.close(keep)
 
 
+def test_access_perm_passthrough_reads():
+    """Reads through an open that had to pass through are asked each, as
+    other reads are: such an open takes its reads to the daemon beside
+    its backing file (only its mappings rely on the ask at open)."""
+    with Mount(opts="timeout=5") as m:
+        with open(m.path("f"), "wb") as f:
+            f.write(b"f" * 4 * P)
+        keep = os.open(m.path("f"), os.O_RDONLY)  # before the hook: may pass through
+        try:
+            pt = os.getxattr(m.path("f"), "user.hsmfs.state").decode().endswith("passthrough")
+            with Hook(m.mnt, "--kind", "watch", "--mask", "read") as h:
+                fd = os.open(m.path("f"), os.O_RDONLY)
+                try:
+                    eq(os.pread(fd, P, 2 * P), b"f" * P, "the read is allowed")
+                finally:
+                    os.close(fd)
+                asked = [(e["start"], e["end"]) for e in h.events("ACCESS_PERM")
+                         if e["end"] != 2 ** 64 - 1]
+                if pt:
+                    ok((2 * P, 3 * P) in asked,
+                       "a read of a file open in passthrough mode is asked (%r)" % asked)
+                else:
+                    skip("a read of a file open in passthrough mode is asked",
+                         "the kernel did not pass the file through here")
+        finally:
+            os.close(keep)
+
+
 def test_v2_hook_no_reads():
     older_hook(2, 4, "ACCESS_PERM")
 
@@ -255,6 +283,7 @@ def run():
     test_access_perm()
     test_access_perm_placeholder()
     test_access_perm_passthrough()
+    test_access_perm_passthrough_reads()
     test_v2_hook_no_reads()
     test_deny_resident()
     test_subtree_and_all_must_allow()
