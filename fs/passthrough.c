@@ -106,7 +106,7 @@ void pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi
 {
 	struct inode_head *h = head(in);
 	bool write = (fi->flags & O_ACCMODE) != O_RDONLY, writable = false;
-	bool want, reg = false, privileged;
+	bool want, reg = false, privileged, direct;
 	uint8_t mode = M_CACHED;
 	int id = 0;
 
@@ -116,8 +116,9 @@ void pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi
 	 * are to be asked about (ACCESS_PERM).  A write passes through
 	 * only with no watcher of changes subscribed and nothing evictable
 	 * in the store (a write that meets a full store evicts and retries,
-	 * in the daemon only), or when the inode passes through already
-	 * (then every open must: O_DIRECT and O_APPEND ones in part).
+	 * in the daemon only).  When the inode passes through already every
+	 * open must too; those that could not start it pass their mappings
+	 * through and nothing else (below).
 	 */
 	/*
 	 * With set-ID bits or capabilities to drop on a write, and that job
@@ -125,9 +126,10 @@ void pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi
 	 * passthrough leaves them to us too.
 	 */
 	privileged = write && P.killpriv && privs_any((int)fi->fh);
-	want = P.enabled && !(inode_flags(in) & INODE_NONRESIDENT) &&
-	       !(fi->flags & (O_DIRECT | O_APPEND)) && !fi->direct_io &&
-	       !(write && (privileged || events_modify_watched() || cache_any()));
+	/* what the daemon must serve itself */
+	direct = (fi->flags & (O_DIRECT | O_APPEND)) || fi->direct_io ||
+		 (write && (privileged || events_modify_watched() || cache_any()));
+	want = P.enabled && !(inode_flags(in) & INODE_NONRESIDENT) && !direct;
 	pthread_mutex_lock(&P.lock);
 	while (h->pt_busy)
 		pthread_cond_wait(&P.cond, &P.lock);
@@ -179,13 +181,13 @@ void pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi
 		fi->backing_id = id;
 		fi->keep_cache = 0; /* the kernel allows no cache flags with it */
 		/*
-		 * An O_DIRECT or O_APPEND open of an inode that passes through
-		 * already (above), or one whose reads a hook watches
-		 * (access_watch() in ops.c): its reads and writes come to the
-		 * daemon (FOPEN_DIRECT_IO beside FOPEN_PASSTHROUGH), only its
-		 * mappings go to the backing file (asked about at open).
+		 * An open the daemon must serve (direct) of an inode that
+		 * passes through already (above): its reads and writes come to
+		 * the daemon (FOPEN_DIRECT_IO beside FOPEN_PASSTHROUGH), only
+		 * its mappings go to the backing file (a watcher asked about
+		 * them at open, ops.c).
 		 */
-		fi->direct_io = fi->direct_io || (fi->flags & (O_DIRECT | O_APPEND));
+		fi->direct_io = direct;
 	}
 	/*
 	 * Passed through though it has privileges to drop (the inode passes

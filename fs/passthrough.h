@@ -18,11 +18,11 @@
  * of an inode in passthrough mode to pass through: while one does, so
  * do all, also for writing under a watcher (ops.c asks the watcher one
  * PRE_MODIFY of the whole file at such an open: pt_active()), and none
- * does while opens through the page cache exist.  An O_DIRECT or
- * O_APPEND open, or one whose reads a hook watches (ACCESS_PERM), then
- * passes through its mappings only: its reads and writes come to the
- * daemon (direct I/O), which writes where they say and asks about each
- * read.
+ * does while opens through the page cache exist.  An open that could
+ * not have started passthrough (O_DIRECT, O_APPEND, its reads watched,
+ * its writes watched or to be seen by the daemon) then passes through
+ * its mappings only: its reads and writes come to the daemon (direct
+ * I/O), which writes where they say and asks the hooks about each.
  * Where the kernel or libfuse refuses (unprivileged mounts: registering
  * a backing file needs CAP_SYS_ADMIN; kernels before 6.9), opens take
  * the daemon's path as before and the counters say so.
