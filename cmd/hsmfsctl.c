@@ -951,7 +951,8 @@ static void progress(struct act *a, const char *p, bool end)
 
 static int fetch_all(struct act *a, const char *p, const struct stat *st)
 {
-	static char buf[1 << 20];
+	/* one a job: the jobs read at once, each into its own */
+	static _Thread_local char buf[1 << 20];
 	off_t off = 0;
 	int fd = open(p, O_RDONLY | O_CLOEXEC);
 
