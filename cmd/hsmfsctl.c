@@ -951,19 +951,25 @@ static void progress(struct act *a, const char *p, bool end)
 
 static int fetch_all(struct act *a, const char *p, const struct stat *st)
 {
-	/* one a job: the jobs read at once, each into its own */
-	static _Thread_local char buf[1 << 20];
+	enum { BUF = 1 << 20 };
 	off_t off = 0;
+	char *buf; /* the call's own: jobs read at once (the bytes are thrown away) */
 	int fd = open(p, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0)
 		return -errno;
+	buf = malloc(BUF);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
 	while (off < st->st_size) {
-		ssize_t n = pread(fd, buf, sizeof(buf), off);
+		ssize_t n = pread(fd, buf, BUF, off);
 
 		if (n <= 0) {
 			int e = n < 0 ? errno : EIO;
 
+			free(buf);
 			close(fd);
 			return -e;
 		}
@@ -973,6 +979,7 @@ static int fetch_all(struct act *a, const char *p, const struct stat *st)
 		progress(a, p, false);
 		pthread_mutex_unlock(&a->lock);
 	}
+	free(buf);
 	close(fd);
 	return 0;
 }
