@@ -191,8 +191,8 @@ void pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi
 	}
 	/*
 	 * Passed through though it has privileges to drop (the inode passes
-	 * through already): dropped now, for the writes the daemon will
-	 * not see.
+	 * through already): dropped now, for what the daemon will not see
+	 * (its writes come to the daemon, a shared mapping's do not).
 	 */
 	if (mode == M_PT_WRITE && privileged)
 		privs_kill(fuse_req_ctx(req), (int)fi->fh, false);

@@ -31,12 +31,14 @@ OFF_A, OFF_B, TRUNC_B = 70000, 1000, 3000
 
 
 def dread(path, off, n):
+    """n bytes at off, read past the page cache (each page asked for)."""
     buf = mmap.mmap(-1, n)
     fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
     try:
         os.preadv(fd, [buf], off)
     finally:
         os.close(fd)
+    return bytes(buf)
 
 
 def fsync_path(path, flags=os.O_RDONLY):
@@ -207,62 +209,59 @@ def test_fsync_during_batch():
     took by itself (its gathering ended), as in the workload above, where
     an fsync of b that came just then hung."""
     logdir, store = tmpdir("hsmfs-steps-"), tmpdir("hsmfs-store-")
-    log = os.path.join(logdir, "log")
-    hung = True
-    with Mount(store=store, opts="timeout=10",
-               env={"HSMFS_CRASH_LOG": log, "HSMFS_DELAY": "batch-taken:1500"}) as m:
-        rc, out = import_manifest(m.mnt, [{"path": "f", "size": K64}])
-        if rc != 0:
-            raise RuntimeError("import failed: %s" % out)
-        # whole pages of a placeholder: no fill, and the file stays
-        # partial (a file that becomes whole is queued again for its mark)
-        fd = os.open(m.path("f"), os.O_WRONLY)
-        try:
-            os.pwrite(fd, b"x" * 4096, 0)
-            taken = steps_of(log).count("batch-taken")
-            os.pwrite(fd, b"y" * 4096, 4096)
+    try:
+        log = os.path.join(logdir, "log")
+        hung = True
+        with Mount(store=store, opts="timeout=10",
+                   env={"HSMFS_CRASH_LOG": log, "HSMFS_DELAY": "batch-taken:1500"}) as m:
+            rc, out = import_manifest(m.mnt, [{"path": "f", "size": K64}])
+            if rc != 0:
+                raise RuntimeError("import failed: %s" % out)
+            # whole pages of a placeholder: no fill, and the file stays
+            # partial (a file that becomes whole is queued again for its mark)
+            fd = os.open(m.path("f"), os.O_WRONLY)
             try:
-                wait_for(lambda: steps_of(log).count("batch-taken") > taken,
-                         "the writer took a batch", deadline=10)
-            except TimeoutError:
-                skip("an fsync while a batch is written", "a release build has no delay points")
-                return
-            done = {}
-
-            def fsync():
+                os.pwrite(fd, b"x" * 4096, 0)
+                taken = steps_of(log).count("batch-taken")
+                os.pwrite(fd, b"y" * 4096, 4096)
                 try:
-                    os.fsync(fd)
-                    done["fsync"] = 0
-                except OSError as e:
-                    done["fsync"] = e.errno
+                    wait_for(lambda: steps_of(log).count("batch-taken") > taken,
+                             "the writer took a batch", deadline=10)
+                except TimeoutError:
+                    skip("an fsync while a batch is written", "a release build has no delay points")
+                    return
+                done = {}
 
-            t = threading.Thread(target=fsync)
-            t.start()
-            t.join(15)
-            hung = t.is_alive()
-            if hung:
-                m.proc.kill()  # the fsync fails then, and the test ends
+                def fsync():
+                    try:
+                        os.fsync(fd)
+                        done["fsync"] = 0
+                    except OSError as e:
+                        done["fsync"] = e.errno
+
+                t = threading.Thread(target=fsync)
+                t.start()
                 t.join(15)
-            ok(not hung, "an fsync while the writer holds a batch returns (%r)" % done)
-            eq(done, {"fsync": 0}, "and is acknowledged")
-        finally:
-            try:
-                os.close(fd)
-            except OSError:
-                pass  # the daemon was killed: its connection is gone
-    if not hung:
-        with Mount(store=store) as m2:
-            buf = mmap.mmap(-1, 8192)
-            fd = os.open(m2.path("f"), os.O_RDONLY | os.O_DIRECT)
-            try:
-                os.preadv(fd, [buf], 0)
+                hung = t.is_alive()
+                if hung:
+                    m.proc.kill()  # the fsync fails then, and the test ends
+                    t.join(15)
+                ok(not hung, "an fsync while the writer holds a batch returns (%r)" % done)
+                eq(done, {"fsync": 0}, "and is acknowledged")
             finally:
-                os.close(fd)
-            eq(bytes(buf), b"x" * 4096 + b"y" * 4096, "after a remount: both writes")
-            st = os.getxattr(m2.path("f"), "user.hsmfs.state").decode()
-            ok(st.startswith("dirty"), "and the file dirty (%s)" % st)
-    shutil.rmtree(logdir, ignore_errors=True)
-    shutil.rmtree(store, ignore_errors=True)
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass  # the daemon was killed: its connection is gone
+        if not hung:
+            with Mount(store=store) as m2:
+                eq(dread(m2.path("f"), 0, 8192), b"x" * 4096 + b"y" * 4096,
+                   "after a remount: both writes")
+                st = os.getxattr(m2.path("f"), "user.hsmfs.state").decode()
+                ok(st.startswith("dirty"), "and the file dirty (%s)" % st)
+    finally:
+        shutil.rmtree(logdir, ignore_errors=True)
+        shutil.rmtree(store, ignore_errors=True)
 
 
 main(lambda: (run(), test_fsync_during_batch()))
