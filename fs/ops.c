@@ -927,6 +927,13 @@ static int do_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return -errno;
 	fi->fh = res;
 	fi->keep_cache = 1;
+	/*
+	 * A read-only descriptor has nothing for op_flush to report: its
+	 * close(2) sends no FLUSH (the kernel's own locks need none; under
+	 * writeback_cache the kernel sends it anyway, for its dirty pages)
+	 */
+	if ((fi->flags & O_ACCMODE) == O_RDONLY)
+		fi->noflush = 1;
 	if (!inode_is_dir(in))
 		access_watch(in, fi);
 	if (!inode_is_dir(in)) {
