@@ -85,6 +85,31 @@ def tmpdir(prefix="hsmfs-test-"):
     return tempfile.mkdtemp(prefix=prefix, dir=base)
 
 
+def tmpfs(size):
+    """A fresh tmpfs of size (mount(8)'s words: 24M) on a new directory."""
+    d = tmpdir("hsmfs-tmpfs-")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s" % size, "tmpfs", d], check=True)
+    return d
+
+
+def hog(path, leave=0):
+    """Write to path until ENOSPC, or until only `leave` bytes are free."""
+    buf = b"\xa5" * (64 << 10)
+    with open(path, "ab") as f:
+        while True:
+            sv = os.statvfs(os.path.dirname(path))
+            free = sv.f_bavail * sv.f_frsize
+            if free <= leave:
+                break
+            try:
+                f.write(buf[:max(4096, min(len(buf), free - leave))])
+                f.flush()
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    raise
+                break
+
+
 def write_tree(root, files):
     """Write files ({relative path: bytes}) below root; returns root."""
     for p, data in files.items():

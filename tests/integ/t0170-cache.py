@@ -29,8 +29,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HSMFSCTL, Hook, Mount, diag, eq, import_manifest, is_root,  # noqa: E402
-                     errno_of, main, ok, run, skip, tmpdir, write_tree)
+from harness import (HSMFSCTL, Hook, Mount, diag, eq, hog, import_manifest, is_root,  # noqa: E402
+                     errno_of, main, ok, run, skip, tmpdir, tmpfs, write_tree)
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -230,30 +230,6 @@ def test_big_open_file():
             ok(st["evicted_bytes"] >= 8 * MiB, "its ranges were evicted while open")
             ok(st["readahead"] > 0, "readahead ran within the limit (%d fills)" % st["readahead"])
     shutil.rmtree(origin, ignore_errors=True)
-
-
-def tmpfs(size):
-    d = tmpdir("hsmfs-tmpfs-")
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s" % size, "tmpfs", d], check=True)
-    return d
-
-
-def hog(path, leave=0):
-    """Write to path until ENOSPC, or until only `leave` bytes are free."""
-    buf = b"\xa5" * (64 * KiB)
-    with open(path, "ab") as f:
-        while True:
-            sv = os.statvfs(os.path.dirname(path))
-            free = sv.f_bavail * sv.f_frsize
-            if free <= leave:
-                break
-            try:
-                f.write(buf[:max(4096, min(len(buf), free - leave))])
-                f.flush()
-            except OSError as e:
-                if e.errno != errno.ENOSPC:
-                    raise
-                break
 
 
 def test_full_fs():
