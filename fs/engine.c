@@ -52,9 +52,6 @@ static bool have_fill_hook(void);
 static int caller_errno(int res);
 static void read_span(const struct fstate *fs, uint64_t off, uint64_t len,
 		      uint64_t *ret_start, uint64_t *ret_end);
-static void beside_now(struct inode *in, struct fstate *fs, struct event *ev,
-		       uint64_t ff_lo, uint64_t ff_hi, uint64_t gap_lo, uint64_t gap_hi,
-		       struct fuse_req *req);
 static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t end,
 		       struct fuse_req *req, bool first, bool may_block,
 		       uint64_t *reserved, struct event **ret_ev);
@@ -829,49 +826,6 @@ struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
 	return ev;
 }
 
-/*
- * A random read's fill ev asks its own pages; ask the rest of its
- * first_fill span [ff_lo, ff_hi) now, in an event each side, and the
- * rest of its chunk's gap [gap_lo, gap_hi) once those are filled
- * (complete(): side_lo, side_hi), not to share the link with them.
- * Whichever side's event could not start, ev asks its part of the gap.
- * E.lock held.
- */
-static void beside_now(struct inode *in, struct fstate *fs, struct event *ev,
-		       uint64_t ff_lo, uint64_t ff_hi, uint64_t gap_lo, uint64_t gap_hi,
-		       struct fuse_req *req)
-{
-	ELOCK_HELD();
-	struct event *l = NULL, *r = NULL;
-
-	/* a side's event may have ended at once: then ev asks that side */
-	if (ev->hint_end < ff_hi) {
-		r = fill_one(in, fs, ev->hint_end, ff_hi, req, &E.st.beside);
-		if (r && r->st != EV_QUEUED && r->st != EV_SENT)
-			r = NULL;
-	}
-	if (ff_lo < ev->hint_start) {
-		l = fill_one(in, fs, ff_lo, ev->hint_start, req, &E.st.beside);
-		if (l && l->st != EV_QUEUED && l->st != EV_SENT)
-			l = NULL;
-	}
-	/* side_hi nonzero says "ask"; side_hi == hint_end asks nothing above */
-	ev->side_hi = ev->hint_end;
-	ev->side_lo = ev->hint_start;
-	if (r) {
-		r->side_lo = r->hint_start;
-		r->side_hi = gap_hi;
-	} else {
-		ev->side_hi = gap_hi;
-	}
-	if (l) {
-		l->side_lo = gap_lo;
-		l->side_hi = l->hint_end;
-	} else {
-		ev->side_lo = gap_lo;
-	}
-}
-
 /* The page-aligned span of a read of [off, off + len), within the file. */
 static void read_span(const struct fstate *fs, uint64_t off, uint64_t len,
 		      uint64_t *ret_start, uint64_t *ret_end)
@@ -926,7 +880,6 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 			hold_event(ev);
 		} else {
 			uint64_t hs, he, hint_start, hint_end, need, gap_start, gap_end, ff;
-			uint64_t ff_lo, ff_hi;
 			bool beside;
 
 			if (!have_fill_hook() && E.cfg.nohook_fail)
@@ -954,26 +907,22 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 			inflight_clip(fs, miss.start, miss.end, &hint_start, &hint_end);
 			/*
 			 * The first miss in a chunk nothing of which is there
-			 * or coming, not in a stream, waits for less than the
-			 * chunk; the rest is asked beside it in events of its
-			 * own that it does not wait for: a random read waits a
-			 * round trip, not also the chunk's transfer, and the
-			 * chunk still comes whole for the reads that follow.
-			 * At the file's start (cat, cp, tar: the reader goes
-			 * on at once) it waits for the first_fill span and the
-			 * rest is asked now.  Elsewhere it waits for its own
-			 * pages; the rest of their first_fill span is asked at
-			 * once, the rest of the chunk once those are done
-			 * (beside_now()), so that a reader going on from there
-			 * finds its next pages soon and the chunk's transfer
-			 * does not share the link with the read's own.  A
-			 * reader going on has its gap asked whole.
+			 * or coming, not in a stream, asks the
+			 * first_fill-aligned span around it; the rest of the
+			 * chunk is asked beside it in events of its own that
+			 * it does not wait for: a random read waits a round
+			 * trip, not also the chunk's transfer, and the chunk
+			 * still comes whole for the reads that follow.  At the
+			 * file's start (cat, cp, tar: the reader goes on at
+			 * once) the rest is asked now; elsewhere once this
+			 * fill is done (complete()), so that it does not share
+			 * the link with it.  A reader going on has its gap
+			 * asked whole.
 			 */
 			gap_start = hint_start;
 			gap_end = hint_end;
 			beside = false;
 			ff = E.cfg.first_fill;
-			ff_lo = ff_hi = 0;
 			if (first && ff && hint_end - hint_start > 2 * ff && hint_start == hs &&
 			    hint_end == he &&
 			    !in_stream(fs, miss.start) &&
@@ -987,21 +936,6 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 				if (he < hint_end)
 					hint_end = he;
 				beside = true;
-				/*
-				 * Away from the file's start the read waits for
-				 * its own pages alone; the rest of the
-				 * first_fill span is asked beside it at once.
-				 */
-				if (hint_start) {
-					ff_lo = hint_start;
-					ff_hi = hint_end;
-					hint_start = miss.start & ~(PAGE - 1);
-					hint_end = (miss.end + PAGE - 1) & ~(PAGE - 1);
-					if (hint_start < ff_lo)
-						hint_start = ff_lo;
-					if (hint_end > ff_hi)
-						hint_end = ff_hi;
-				}
 			}
 			/* admission: room for the fill before it may write */
 			need = ((hint_end + PAGE - 1) & ~(PAGE - 1)) - (hint_start & ~(PAGE - 1));
@@ -1038,7 +972,8 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 					       NULL) > hint_end)
 					asked_end = gap_end;
 			} else if (beside) {
-				beside_now(in, fs, ev, ff_lo, ff_hi, gap_start, gap_end, req);
+				ev->side_lo = gap_start;
+				ev->side_hi = gap_end;
 				asked_end = gap_end;
 			}
 		}

@@ -333,13 +333,6 @@ void commit_listing(struct event *ev);
 
 /* readahead.c */
 /*
- * Ask for [start, end) now in one detached event, if a slot is free and
- * the cache admits it without waiting; counted in *count.  Returns the
- * event (alive until E.lock is next dropped) or NULL.  E.lock held.
- */
-struct event *fill_one(struct inode *in, struct fstate *fs, uint64_t start, uint64_t end,
-		       struct fuse_req *req, uint64_t *count);
-/*
  * Ask for the missing bytes of [pos, limit) now, an event for each chunk's
  * (none past limit), at most max events, detached, only while slots are
  * free and the cache admits them without waiting, each counted in

@@ -24,30 +24,6 @@
 #include "engine.h"
 
 /* See engine.h. */
-struct event *fill_one(struct inode *in, struct fstate *fs, uint64_t start, uint64_t end,
-		       struct fuse_req *req, uint64_t *count)
-{
-	ELOCK_HELD();
-	struct event *ev;
-	uint64_t need;
-	int res;
-
-	/* with limits: only what fits now, never by waiting */
-	need = !E.cfg.cache_limited ? 0 :
-	       ((end + PAGE - 1) & ~(PAGE - 1)) - (start & ~(PAGE - 1));
-	if (need && cache_try_admit(need))
-		return NULL;
-	ev = start_fill(in, fs, start, end, start, end, req, true, need, &res);
-	if (!ev) {
-		if (need)
-			cache_unreserve(need);
-		return NULL;
-	}
-	(*count)++;
-	return ev;
-}
-
-/* See engine.h. */
 uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t limit,
 		    struct fuse_req *req, unsigned max, uint64_t *count,
 		    uint64_t *ret_asked)
@@ -57,8 +33,9 @@ uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t 
 	unsigned started = 0;
 
 	for (; pos < limit && started < max; pos = (pos & ~(chunk - 1)) + chunk) {
-		uint64_t ce = (pos & ~(chunk - 1)) + chunk;
+		uint64_t ce = (pos & ~(chunk - 1)) + chunk, need;
 		struct range gap;
+		int res;
 
 		if (ce > limit)
 			ce = limit;
@@ -66,10 +43,20 @@ uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t 
 			continue;
 		if (inflight_over(fs, gap.start, gap.end))
 			continue;
-		if (!fill_one(in, fs, gap.start, gap.end, req, count))
+		/* with limits: only what fits now, never by waiting */
+		need = !E.cfg.cache_limited ? 0 :
+		       ((gap.end + PAGE - 1) & ~(PAGE - 1)) - (gap.start & ~(PAGE - 1));
+		if (need && cache_try_admit(need))
 			break;
+		if (!start_fill(in, fs, gap.start, gap.end, gap.start, gap.end, req, true,
+				need, &res)) {
+			if (need)
+				cache_unreserve(need);
+			break;
+		}
 		asked += gap.end - gap.start;
 		started++;
+		(*count)++;
 	}
 	if (ret_asked)
 		*ret_asked = asked;
