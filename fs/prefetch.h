@@ -9,7 +9,11 @@
  * itself, per directory: once two files of one directory were opened in
  * a row that are next to each other in its readdir order or in name
  * order (or three in any order), it asks the fill hooks for the next
- * `window` siblings (their first PREFETCH_FILE_MAX bytes), in the order
+ * `window` siblings (whole up to PREFETCH_FILE_MAX, else their first
+ * PREFETCH_HEAD bytes: what a reader's first read waits for, where a
+ * reader going on then has the rest of the chunk asked whole, one round
+ * trip as after a prefetched first MiB, and a reader that does not come
+ * leaves an eighth of that on the link), in the order
  * the reader follows (readdir's, as cp -r and tar, or sorted, as a shell
  * glob), so that a hook with several connections fetches them in
  * parallel while the reader works.  As the reader opens them it asks for
@@ -39,7 +43,8 @@ struct inode;
 
 #define PREFETCH_DIRS 8                 /* directories followed at once */
 #define PREFETCH_QUEUE 256              /* open hints waiting for the thread */
-#define PREFETCH_FILE_MAX (1ULL << 20)  /* bytes asked per file at most */
+#define PREFETCH_FILE_MAX (1ULL << 20)  /* a file up to this size is asked whole */
+#define PREFETCH_HEAD (128ULL << 10)    /* of a larger one, its first bytes */
 #define PREFETCH_LIST_MAX 100000        /* a bigger directory is not listed */
 
 struct prefetch_stats {

@@ -77,6 +77,25 @@ def test_walks():
             eq(s["prefetch_used_bytes"], s["prefetched_bytes"], "all of it used")
 
 
+def test_big_files():
+    """Of a file larger than 1 MiB a walk prefetches the first 128 KiB, not
+    its first MiB (a reader going on from there has the rest of the chunk
+    asked at once; one that does not come leaves less on the link)."""
+    mirror = tmpdir("hsmfs-mirror-")
+    with Mount(opts="timeout=10") as m:
+        g = make_dir(m, mirror, "g", 12, 3 * 512 * K)
+        with Hook(m.mnt, "--mode", "mirror", "--mirror", mirror) as h:
+            order = os.listdir(m.path("g"))
+            ok(all(read(m.path("g/" + n)) == g["g/" + n] for n in order),
+               "a walk of 1.5 MiB files in readdir order reads every byte right")
+            ahead = [(e["hint_start"], e["hint_end"]) for e in h.events("PRE_ACCESS")
+                     if e["pid"] == 0]
+            ok(len(ahead) >= 6, "files ahead were asked for by the mount (%d)" % len(ahead))
+            eq(sorted(set(ahead)), [(0, 128 * K)], "each its first 128 KiB")
+            s = stats(m)
+            eq(s["prefetched_bytes"], 128 * K * s["prefetched_files"], "and counted so")
+
+
 def test_random_stops():
     mirror = tmpdir("hsmfs-mirror-")
     seed = int(os.environ.get("HSMFS_SEED", random.randrange(1 << 30)))
@@ -126,6 +145,7 @@ def test_off():
 
 def run():
     test_walks()
+    test_big_files()
     test_random_stops()
     test_cache_max()
     test_off()
