@@ -81,7 +81,13 @@ static struct hsmfs_hook *hook;
 static CURLSH *share;
 static pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
 
-/* events waiting: fills for the fetcher, listings for the listers */
+/*
+ * Events waiting: fills for the fetcher, listings for the listers.  A
+ * fill no process caused (pid 0: the mount's sibling prefetch, the rest
+ * of a chunk after a reader's part) waits in later: the fetcher takes
+ * a reader's fill first, and keeps a slot that only a reader's fill may
+ * take, so that one never waits for the mount's guesses to finish.
+ */
 struct job {
 	struct hsmfs_event ev;
 	struct job *next;
@@ -89,7 +95,7 @@ struct job {
 struct jobq {
 	struct job *head, *tail;
 };
-static struct jobq fills, lists;  /* under qlock */
+static struct jobq fills, later, lists;  /* under qlock */
 static pthread_mutex_t qlock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t qcond = PTHREAD_COND_INITIALIZER; /* lists grew, or done */
 static bool done;                 /* no more events: finish what is queued */
@@ -405,6 +411,7 @@ struct slot {
 	uint64_t retry_at;         /* monotonic ms of the next attempt, 0: none */
 	struct curl_slist *hdrs;
 	char range[64], ifrange[1100];
+	bool later;                /* its job came from later */
 	struct xfer x;
 	char *wbuf;                /* x.wbuf */
 };
@@ -606,9 +613,12 @@ static void *fetcher(void *arg)
 	for (;;) {
 		uint64_t now = now_ms(), next = 0;
 		bool busy = false, again = false, quit;
+		unsigned nlater = 0;
 		struct CURLMsg *m;
 		int running, left;
 
+		for (unsigned i = 0; i < cfg.connections; i++)
+			nlater += slots[i].j && slots[i].later;
 		for (unsigned i = 0; i < cfg.connections; i++) {
 			struct slot *s = &slots[i];
 
@@ -616,15 +626,23 @@ static void *fetcher(void *arg)
 				/* a job that ends at once (no URL) leaves it free */
 				for (;;) {
 					struct job *j;
+					bool l = false;
 
 					pthread_mutex_lock(&qlock);
 					j = jobq_take(&fills);
+					if (!j && (cfg.connections == 1 || nlater + 1 < cfg.connections)) {
+						j = jobq_take(&later);
+						l = j != NULL;
+					}
 					pthread_mutex_unlock(&qlock);
 					if (!j)
 						break;
+					s->later = l;
 					slot_begin(s, j);
-					if (s->j)
+					if (s->j) {
+						nlater += l;
 						break;
+					}
 				}
 			} else if (s->retry_at && s->retry_at <= now) {
 				s->retry_at = 0;
@@ -655,7 +673,7 @@ static void *fetcher(void *arg)
 			}
 		}
 		pthread_mutex_lock(&qlock);
-		quit = done && !fills.head;
+		quit = done && !fills.head && !later.head;
 		pthread_mutex_unlock(&qlock);
 		if (quit && !busy && !again)
 			break;
@@ -919,7 +937,7 @@ int main(int argc, char **argv)
 		}
 		j->ev = ev;
 		j->next = NULL;
-		q = ev.type == HSMFS_EV_PRE_ACCESS ? &fills : &lists;
+		q = ev.type != HSMFS_EV_PRE_ACCESS ? &lists : ev.pid ? &fills : &later;
 		pthread_mutex_lock(&qlock);
 		if (q->tail)
 			q->tail->next = j;
@@ -929,7 +947,7 @@ int main(int argc, char **argv)
 		if (q == &lists)
 			pthread_cond_signal(&qcond);
 		pthread_mutex_unlock(&qlock);
-		if (q == &fills)
+		if (q != &lists)
 			curl_multi_wakeup(multi);
 	}
 	pthread_mutex_lock(&qlock);

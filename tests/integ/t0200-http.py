@@ -142,6 +142,40 @@ def test_full_store():
         shutil.rmtree(root, ignore_errors=True)
 
 
+def test_reader_first():
+    """A reader's fill does not wait behind the mount's own guesses: with
+    two connections, both busy with slow sibling prefetches (1 MiB files
+    at 256 KiB/s, 4 s each, eight of them asked), a reader's 4 KiB read
+    of another file is fetched at once on the connection hsmfs-http keeps
+    for readers (before: behind the queued prefetches, 8 s or more)."""
+    K = 1024
+    root = tmpdir("hsmfs-origin-")
+    os.chmod(root, 0o755)
+    files = {"walk/a0": os.urandom(4 * K), "walk/a1": os.urandom(4 * K)}
+    files.update({"walk/b%d" % i: os.urandom(MiB) for i in range(8)})
+    files["other/x"] = os.urandom(MiB)
+    write_tree(root, files)
+    with Nginx(root, extra="limit_rate 256k;") as ng:
+        with Mount(opts="timeout=60," + hook_opts(ng, " --connections 2")) as m:
+            eq(import_manifest(m.mnt, [{"path": p, "size": len(d)}
+                                       for p, d in files.items()])[0], 0, "import")
+            eq([read_all(m.path(p)) == files[p] for p in ("walk/a0", "walk/a1")],
+               [True, True], "a walk's first two files")
+
+            def prefetched():
+                st = json.loads(os.getxattr(m.mnt, "user.hsmfs.stats"))
+                return st.get("prefetched_files", 0) >= 2
+            wait_for(prefetched, "the walk's next files asked ahead")
+            t0 = time.monotonic()
+            fd = os.open(m.path("other/x"), os.O_RDONLY)
+            got = os.pread(fd, 4096, 0)
+            os.close(fd)
+            took = time.monotonic() - t0
+            eq(got, files["other/x"][:4096], "a reader's read meanwhile is right")
+            ok(took < 3, "and did not wait for the prefetches (%.2f s)" % took)
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def make_cert(d):
     cert, key = os.path.join(d, "c.pem"), os.path.join(d, "k.pem")
     rc, out = run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
@@ -451,4 +485,5 @@ def test():
 
 
 if __name__ == "__main__":
-    main(lambda: (test(), test_connections_reused(), test_http2(), test_full_store()))
+    main(lambda: (test(), test_connections_reused(), test_http2(), test_full_store(),
+                  test_reader_first()))
