@@ -92,6 +92,12 @@ def tmpfs(size):
     return d
 
 
+def tmpfs_drop(d):
+    """Unmount a tmpfs() (lazily: a daemon may still hold it) and remove it."""
+    subprocess.run(["umount", "-l", d])
+    shutil.rmtree(d, ignore_errors=True)
+
+
 def hog(path, leave=0):
     """Write to path until ENOSPC, or until only `leave` bytes are free."""
     buf = b"\xa5" * (64 << 10)

@@ -30,7 +30,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFSCTL, Hook, Mount, diag, eq, hog, import_manifest, is_root,  # noqa: E402
-                     errno_of, main, ok, run, skip, tmpdir, tmpfs, write_tree)
+                     errno_of, main, ok, run, skip, tmpdir, tmpfs, tmpfs_drop, write_tree)
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -320,8 +320,7 @@ def test_full_fs():
                 ok(state(m, whole[0]).startswith("dirty") and read(m, whole[0]) == want,
                    "changed on a full store, remounted: still local data, byte for byte")
     finally:
-        subprocess.run(["umount", "-l", fs])
-        shutil.rmtree(fs, ignore_errors=True)
+        tmpfs_drop(fs)
         shutil.rmtree(origin, ignore_errors=True)
 
 

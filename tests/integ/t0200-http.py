@@ -13,15 +13,14 @@ import json
 import os
 import random
 import shutil
-import subprocess
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFS, HSMFSCTL, Mount, Nginx, diag, eq, hog, import_manifest,  # noqa: E402
-                     is_root, main, errno_of, ok, run, skip, tmpdir, tmpfs, wait_for,
-                     write_tree)
+                     is_root, main, errno_of, ok, run, skip, tmpdir, tmpfs, tmpfs_drop,
+                     wait_for, write_tree)
 
 HTTP = os.path.join(os.path.dirname(os.path.abspath(HSMFS)), "hsmfs-http")
 MiB = 1 << 20
@@ -137,8 +136,7 @@ def test_full_store():
                 eq(os.getxattr(m.path("f0"), "user.hsmfs.state"), b"placeholder",
                    "the least recently used file went")
     finally:
-        subprocess.run(["umount", "-l", fs])
-        shutil.rmtree(fs, ignore_errors=True)
+        tmpfs_drop(fs)
         shutil.rmtree(root, ignore_errors=True)
 
 
