@@ -1531,7 +1531,11 @@ uint64_t events_prefetch(struct inode *in, uint64_t max_bytes)
 		eunlock();
 		return 0;
 	}
-	limit = fs->size < max_bytes ? fs->size : max_bytes;
+	/* a larger file: what its reader's first read waits for (first_fill) */
+	limit = fs->size;
+	if (limit > max_bytes)
+		limit = E.cfg.first_fill && E.cfg.first_fill < max_bytes ? E.cfg.first_fill :
+									 max_bytes;
 	fill_ahead(in, fs, 0, limit, NULL, UINT_MAX, &E.st.readahead, &asked);
 	eunlock();
 	return asked;

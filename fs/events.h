@@ -215,9 +215,12 @@ static inline bool events_open_watched(void)
 int events_access_perm(struct inode *in, uint64_t start, uint64_t end, struct fuse_req *req,
 		       void (*cont)(void *arg, int res), void *arg);
 /*
- * Ask the fill hooks now for what is missing of in's first max_bytes
- * (a sibling prefetch, prefetch.c): detached events, started only
- * while slots are free and the cache admits them without waiting.
+ * Ask the fill hooks now for what is missing of in, whole if it is no
+ * larger than max_bytes, else of its first first_fill bytes (what its
+ * reader's first read from the start waits for; max_bytes with
+ * first_fill=0): a sibling prefetch, prefetch.c.  Detached events,
+ * started only while slots are free and the cache admits them without
+ * waiting.
  * The state must be loaded (events_load).  Returns the bytes asked for.
  */
 uint64_t events_prefetch(struct inode *in, uint64_t max_bytes);

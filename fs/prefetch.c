@@ -270,8 +270,7 @@ static void fill_window(struct stream *s, struct inode *opened)
 			continue;
 		if (!S_ISREG(st.st_mode) || in == opened || holds(s, in) ||
 		    events_load(in) || !(inode_flags(in) & INODE_NONRESIDENT) ||
-		    !(bytes = events_prefetch(in, (uint64_t)st.st_size <= PREFETCH_FILE_MAX ?
-						  PREFETCH_FILE_MAX : PREFETCH_HEAD))) {
+		    !(bytes = events_prefetch(in, PREFETCH_FILE_MAX))) {
 			inode_forget(in, 1);
 			continue;
 		}

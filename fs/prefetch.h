@@ -10,10 +10,10 @@
  * a row that are next to each other in its readdir order or in name
  * order (or three in any order), it asks the fill hooks for the next
  * `window` siblings (whole up to PREFETCH_FILE_MAX, else their first
- * PREFETCH_HEAD bytes: what a reader's first read waits for, where a
- * reader going on then has the rest of the chunk asked whole, one round
- * trip as after a prefetched first MiB, and a reader that does not come
- * leaves an eighth of that on the link), in the order
+ * first_fill bytes, events_prefetch(): what a reader's first read
+ * waits for, where a reader going on then has the rest of the chunk
+ * asked whole, one round trip as after a prefetched first MiB, and a
+ * reader that does not come leaves less on the link), in the order
  * the reader follows (readdir's, as cp -r and tar, or sorted, as a shell
  * glob), so that a hook with several connections fetches them in
  * parallel while the reader works.  As the reader opens them it asks for
@@ -44,7 +44,6 @@ struct inode;
 #define PREFETCH_DIRS 8                 /* directories followed at once */
 #define PREFETCH_QUEUE 256              /* open hints waiting for the thread */
 #define PREFETCH_FILE_MAX (1ULL << 20)  /* a file up to this size is asked whole */
-#define PREFETCH_HEAD (128ULL << 10)    /* of a larger one, its first bytes */
 #define PREFETCH_LIST_MAX 100000        /* a bigger directory is not listed */
 
 struct prefetch_stats {

@@ -16,6 +16,7 @@ reader that walks it (fs/prefetch.c).
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 
@@ -78,22 +79,25 @@ def test_walks():
 
 
 def test_big_files():
-    """Of a file larger than 1 MiB a walk prefetches the first 128 KiB, not
+    """Of a file larger than 1 MiB a walk prefetches what its reader's first
+    read from the start waits for (first_fill: 128 KiB by default), not
     its first MiB (a reader going on from there has the rest of the chunk
     asked at once; one that does not come leaves less on the link)."""
     mirror = tmpdir("hsmfs-mirror-")
-    with Mount(opts="timeout=10") as m:
-        g = make_dir(m, mirror, "g", 12, 3 * 512 * K)
-        with Hook(m.mnt, "--mode", "mirror", "--mirror", mirror) as h:
-            order = os.listdir(m.path("g"))
-            ok(all(read(m.path("g/" + n)) == g["g/" + n] for n in order),
-               "a walk of 1.5 MiB files in readdir order reads every byte right")
-            ahead = [(e["hint_start"], e["hint_end"]) for e in h.events("PRE_ACCESS")
-                     if e["pid"] == 0]
-            ok(len(ahead) >= 6, "files ahead were asked for by the mount (%d)" % len(ahead))
-            eq(sorted(set(ahead)), [(0, 128 * K)], "each its first 128 KiB")
-            s = stats(m)
-            eq(s["prefetched_bytes"], 128 * K * s["prefetched_files"], "and counted so")
+    for opts, head in (("", 128 * K), (",first_fill=64k", 64 * K)):
+        with Mount(opts="timeout=10" + opts) as m:
+            g = make_dir(m, mirror, "g", 12, 3 * 512 * K)
+            with Hook(m.mnt, "--mode", "mirror", "--mirror", mirror) as h:
+                order = os.listdir(m.path("g"))
+                ok(all(read(m.path("g/" + n)) == g["g/" + n] for n in order),
+                   "a walk of 1.5 MiB files reads every byte right (%s)" % (opts[1:] or "default"))
+                ahead = [(e["hint_start"], e["hint_end"]) for e in h.events("PRE_ACCESS")
+                         if e["pid"] == 0]
+                ok(len(ahead) >= 6, "files ahead were asked for by the mount (%d)" % len(ahead))
+                eq(sorted(set(ahead)), [(0, head)], "each its first %d KiB" % (head // K))
+                s = stats(m)
+                eq(s["prefetched_bytes"], head * s["prefetched_files"], "and counted so")
+    shutil.rmtree(mirror, ignore_errors=True)
 
 
 def test_random_stops():
