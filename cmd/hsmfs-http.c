@@ -9,9 +9,11 @@
  * most --connections transfers at once, each with the event's hint
  * range as a Range request, written through the event's descriptor as
  * it arrives (gathered into writes of up to 256 KiB), then answered.
- * The multi handle keeps the connections: an origin that speaks HTTP/2 (https, by ALPN) carries all of them as
- * streams of one connection, others get up to --connections kept-alive
- * HTTP/1.1 connections.  A retry waits in its slot without holding the
+ * A reader's fill goes first; the mount's own (pid 0) take at most
+ * --connections - 1 transfers (see struct jobq).  The multi handle keeps
+ * the connections: an origin that speaks HTTP/2 (https, by ALPN) carries
+ * all of them as streams of one connection, others get up to
+ * --connections kept-alive HTTP/1.1 connections.  A retry waits in its slot without holding the
  * thread.  Listings and lookups (PRE_DIR, PRE_LOOKUP: several requests
  * each, in http-list.c) run on --connections lister threads of their own,
  * with blocking easy handles and a connection cache shared among them.

@@ -952,19 +952,21 @@ static void progress(struct act *a, const char *p, bool end)
 static int fetch_all(struct act *a, const char *p, const struct stat *st)
 {
 	enum { BUF = 1 << 20 };
+	/* the call's own, no larger than the file: jobs read at once (the bytes are thrown away) */
+	size_t len = st->st_size < BUF ? (size_t)st->st_size : BUF;
 	off_t off = 0;
-	char *buf; /* the call's own: jobs read at once (the bytes are thrown away) */
+	char *buf;
 	int fd = open(p, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0)
 		return -errno;
-	buf = malloc(BUF);
+	buf = malloc(len ? len : 1);
 	if (!buf) {
 		close(fd);
 		return -ENOMEM;
 	}
 	while (off < st->st_size) {
-		ssize_t n = pread(fd, buf, BUF, off);
+		ssize_t n = pread(fd, buf, len, off);
 
 		if (n <= 0) {
 			int e = n < 0 ? errno : EIO;
