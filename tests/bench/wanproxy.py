@@ -68,9 +68,11 @@ def pump(src, dst, link, delay):
     Returns when src ended (dst then sees the end) or either side failed."""
     q = collections.deque()
     cv = threading.Condition()
-    lead = [0.0]  # how early to wake (seconds), learnt
+    lead = 0.0    # how early to wake (seconds), learnt
+    dead = False  # dst failed: nothing more is delivered
 
     def deliver():
+        nonlocal lead, dead
         while True:
             with cv:
                 while not q:
@@ -78,11 +80,11 @@ def pump(src, dst, link, delay):
                 at, data = q.popleft()
                 cv.notify()
             wait = at - time.monotonic()
-            if wait > lead[0]:
-                time.sleep(wait - lead[0])
+            if wait > lead:
+                time.sleep(wait - lead)
                 late = time.monotonic() - at
                 # wake early by the sleep's usual lateness: its mean
-                lead[0] = max(0.0, min(0.002, lead[0] + late / 8))
+                lead = max(0.0, min(0.002, lead + late / 8))
             try:
                 if not data:
                     dst.shutdown(socket.SHUT_WR)
@@ -90,6 +92,9 @@ def pump(src, dst, link, delay):
                 dst.sendall(data)
             except OSError:
                 cut(src, dst)
+                with cv:
+                    dead = True  # a receiver waiting for room must not wait on
+                    cv.notify()
                 return
 
     t = threading.Thread(target=deliver, daemon=True)
@@ -103,8 +108,10 @@ def pump(src, dst, link, delay):
         now = time.monotonic()
         at = (link.send(len(data), now) if data else now) + delay
         with cv:
-            while len(q) >= QUEUE:
+            while len(q) >= QUEUE and not dead:
                 cv.wait()
+            if dead:
+                break
             q.append((at, data))
             cv.notify()
         if not data:
