@@ -157,6 +157,7 @@ struct xfer {
 	long status;             /* of the response being received */
 	char errbody[2048];      /* the start of an error response's body */
 	size_t nerr;
+	bool told;               /* FILLED sent for this attempt */
 	uint64_t *received;      /* bytes received for the event, all attempts */
 	uint64_t reported;       /* *received as last sent in PROGRESS */
 	/*
@@ -260,6 +261,25 @@ static bool check_version(struct xfer *x)
 	return true;
 }
 
+/*
+ * Once the bytes a reader waits for are in, and more of the range is to
+ * come, write them and say so (FILLED): the reader goes on now, not
+ * when the whole range is in.  Kept bytes run on from lo, so [lo, woff)
+ * is written.  A mount older than protocol version 5 refuses nothing:
+ * the call sends nothing there.
+ */
+static void tell_filled(struct xfer *x)
+{
+	const struct hsmfs_event *ev = x->ev;
+	uint64_t upto = x->woff + x->wlen;
+
+	if (x->told || !ev->pid || x->lo > ev->start || upto < ev->end || upto >= x->hi)
+		return;
+	x->told = true;
+	if (flush_body(x))
+		hsmfs_hook_filled(hook, ev->id, x->lo, x->woff);
+}
+
 static size_t on_body(char *b, size_t sz, size_t n, void *arg)
 {
 	struct xfer *x = arg;
@@ -299,6 +319,7 @@ static size_t on_body(char *b, size_t sz, size_t n, void *arg)
 				return 0;
 		}
 		x->filled += e - s;
+		tell_filled(x);
 	}
 	return len;
 }

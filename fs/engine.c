@@ -366,6 +366,8 @@ static void dispatch(struct event *ev)
 				goto next;
 			ev->hook = h;
 			ev->st = EV_SENT;
+			if (ev->fs)
+				ev->changes_at = ev->fs->nchanges; /* events_filled() */
 			h->assigned++;
 			E.rr = h;
 			return;
@@ -907,9 +909,11 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 			inflight_clip(fs, miss.start, miss.end, &hint_start, &hint_end);
 			/*
 			 * The first miss in a chunk nothing of which is there
-			 * or coming, not in a stream, asks the
-			 * first_fill-aligned span around it; the rest of the
-			 * chunk is asked beside it in events of its own that
+			 * or coming, not in a stream, asks first_fill bytes
+			 * from its own start (its bytes come first, and a
+			 * hook's FILLED lets it go before the rest are in);
+			 * the rest of the chunk is asked beside it in events
+			 * of its own that
 			 * it does not wait for: a random read waits a round
 			 * trip, not also the chunk's transfer, and the chunk
 			 * still comes whole for the reads that follow.  At the
@@ -929,8 +933,8 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 			    !(miss.start >= PAGE &&
 			      (rs_contains(&fs->present, miss.start - PAGE, miss.start) ||
 			       inflight_over(fs, miss.start - PAGE, miss.start)))) {
-				hs = miss.start & ~(ff - 1);
-				he = (miss.end + ff - 1) & ~(ff - 1);
+				hs = miss.start;
+				he = miss.start + ((miss.end - miss.start + ff - 1) & ~(ff - 1));
 				if (hs > hint_start)
 					hint_start = hs;
 				if (he < hint_end)
@@ -1911,4 +1915,77 @@ void events_progress(struct hook *h, const struct proto_progress *p)
 		mono_after(&ev->deadline, E.cfg.timeout);
 	}
 	eunlock();
+}
+
+/*
+ * FILLED: before its answer, the fill hook says [filled_start,
+ * filled_end) of its staging file is written and final.  The reads
+ * parked on the event whose bytes all lie inside it are answered now,
+ * from the staging file, when those bytes are exactly what the commit
+ * would copy: every watcher has allowed, no user change began on the
+ * file since the delivery and none is in flight, and the bytes are
+ * still missing.  Nothing is committed and the timeout is not
+ * restarted: the answer still decides the event, and a deny or a
+ * timeout fails only the reads still waiting.  Other reads (a wider
+ * read, a check, one that comes later) wait for the answer as before.
+ */
+void events_filled(struct hook *h, const struct proto_filled *f)
+{
+	struct parked *out = NULL, **pp;
+	struct fstate *fs;
+	struct event *ev;
+	uint64_t s, e;
+	int fd = -1;
+
+	elock();
+	ev = find_event(f->id);
+	if (!ev || ev->type != HSMFS_EV_PRE_ACCESS || ev->hook != h || ev->st != EV_SENT ||
+	    ev->stage_fd < 0 || ev->copying || !ev->parked || ev->ntargets)
+		goto out;
+	fs = ev->fs;
+	if (fs->changes || fs->nchanges != ev->changes_at || fs->evicting ||
+	    (fs->flags & META_F_STALE))
+		goto out;
+	s = f->filled_start > ev->hint_start ? f->filled_start : ev->hint_start;
+	e = f->filled_end < ev->hint_end ? f->filled_end : ev->hint_end;
+	if (e > fs->size)
+		e = fs->size;
+	for (pp = &ev->parked; *pp && s < e;) {
+		struct parked *p = *pp;
+		uint64_t rs = p->off, re = p->off + p->len;
+		struct range miss;
+
+		if (re > fs->size)
+			re = fs->size;
+		if (p->cont || rs >= re || rs < s || re > e ||
+		    rs_missing(&fs->present, rs, re, &miss, 1) != 1 || miss.start != rs ||
+		    miss.end != re) {
+			pp = &p->next;
+			continue;
+		}
+		/* the staging file outlives the event for these replies */
+		if (fd < 0 && (fd = fcntl(ev->stage_fd, F_DUPFD_CLOEXEC, 0)) < 0)
+			break;
+		*pp = p->next;
+		p->fd = fd;
+		p->len = re - rs;
+		p->next = out;
+		out = p;
+		ev->waiters--; /* a parked read's reference; the event is not done */
+		E.st.early_reads++;
+	}
+	/* nobody waits any more: it goes on as a readahead (its timeout
+	 * is nobody's, and a new waiter gets one of its own) */
+	if (out && !ev->waiters)
+		ev->detached = true;
+out:
+	eunlock();
+	while (out) {
+		struct parked *p = out;
+
+		out = p->next;
+		finish_read(p, 0);
+	}
+	if (fd >= 0)
+		close(fd);
 }

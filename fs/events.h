@@ -107,6 +107,7 @@ struct events_stats {
 	uint64_t readahead;    /* of which asked ahead of a reader (or prefetched) */
 	uint64_t beside;       /* of which the rest of a miss's chunk (first_fill) */
 	uint64_t filled_bytes; /* bytes fill hooks reported filled */
+	uint64_t early_reads;  /* reads answered from a fill's FILLED, before its answer */
 	uint64_t pre_access, pre_modify, open_perm, access_perm, pre_dir,
 		 pre_lookup; /* events by type */
 	uint64_t listed;       /* directories listed (PRE_DIR committed) */
@@ -392,5 +393,6 @@ int events_hook_joined(struct hook *h, const uint8_t *welcome, int len);
 void events_hook_left(struct hook *h);
 void events_answer(struct hook *h, const struct proto_answer *a);
 void events_progress(struct hook *h, const struct proto_progress *p);
+void events_filled(struct hook *h, const struct proto_filled *f);
 
 #endif

@@ -166,6 +166,7 @@ static void *conn_main(void *arg)
 		uint32_t version;
 		struct proto_answer ans;
 		struct proto_progress prog;
+		struct proto_filled filled;
 		uint16_t type;
 		ssize_t n = recv(h->fd, buf, HSMFS_MAX_FRAME + 1, MSG_TRUNC);
 
@@ -209,6 +210,7 @@ static void *conn_main(void *arg)
 				break;
 			}
 			h->kind = hello.kind;
+			h->version = version;
 			h->mask = hello.mask & (version >= 4 ? HSMFS_MASK_V4 :
 						version >= 3 ? HSMFS_MASK_V3 :
 						version >= 2 ? HSMFS_MASK_V2 : HSMFS_MASK_ALL);
@@ -248,10 +250,20 @@ static void *conn_main(void *arg)
 			}
 			events_progress(h, &prog);
 			break;
+		case HSMFS_MSG_FILLED:
+			if (h->version < 5)
+				goto unknown; /* as it was to a hook of an older version */
+			if (proto_dec_filled(buf, n, &filled)) {
+				refuse(h->fd, who, HSMFS_ERR_MALFORMED, "malformed FILLED");
+				goto out;
+			}
+			events_filled(h, &filled);
+			break;
 		case HSMFS_MSG_HELLO:
 			refuse(h->fd, who, HSMFS_ERR_STATE, "HELLO sent twice");
 			goto out;
 		default:
+unknown:
 			refuse(h->fd, who, HSMFS_ERR_UNKNOWN, "unknown or unexpected message type");
 			goto out;
 		}

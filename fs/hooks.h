@@ -37,6 +37,7 @@ struct hook {
 	int fd;                            /* the connection */
 	uint32_t kind;                     /* HSMFS_KIND_* */
 	uint32_t mask;                     /* subscribed events */
+	uint32_t version;                  /* the protocol version spoken */
 	char name[HSMFS_MAX_NAME + 1];     /* from HELLO */
 	char subtree[HSMFS_MAX_PATH + 1];  /* "" = the whole mount */
 	pid_t pid;                         /* SO_PEERCRED */

@@ -282,6 +282,33 @@ int proto_dec_progress(const uint8_t *pkt, size_t len, struct proto_progress *re
 	return 0;
 }
 
+int proto_enc_filled(uint8_t *buf, const struct proto_filled *m)
+{
+	struct cur c = enc_begin(buf, HSMFS_MSG_FILLED, 0);
+
+	put(&c, m->id, 8);
+	put(&c, m->filled_start, 8);
+	put(&c, m->filled_end, 8);
+	return enc_end(&c);
+}
+
+int proto_dec_filled(const uint8_t *pkt, size_t len, struct proto_filled *ret)
+{
+	struct proto_filled m;
+	struct cur c;
+	uint16_t flags;
+
+	if (dec_begin(&c, pkt, len, HSMFS_MSG_FILLED, &flags))
+		return -EBADMSG;
+	m.id = get(&c, 8);
+	m.filled_start = get(&c, 8);
+	m.filled_end = get(&c, 8);
+	if (dec_end(&c))
+		return -EBADMSG;
+	*ret = m;
+	return 0;
+}
+
 int proto_enc_cancel(uint8_t *buf, const struct proto_cancel *m)
 {
 	struct cur c = enc_begin(buf, HSMFS_MSG_CANCEL, 0);

@@ -129,7 +129,8 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 			     "\"fs_free\": %llu, \"evicted_files\": %llu, "
 			     "\"evicted_bytes\": %llu, \"eviction_rounds\": %llu, "
 			     "\"enospc\": %llu, \"hits\": %llu, \"misses\": %llu, \"readahead\": %llu, "
-			     "\"beside\": %llu, \"filled_bytes\": %llu, \"pre_access\": %llu, "
+			     "\"beside\": %llu, \"filled_bytes\": %llu, \"early_reads\": %llu, "
+			     "\"pre_access\": %llu, "
 			     "\"pre_modify\": %llu, \"open_perm\": %llu, \"access_perm\": %llu, "
 			     "\"pre_dir\": %llu, \"pre_lookup\": %llu, \"listed\": %llu, "
 			     "\"refreshed\": %llu, "
@@ -153,6 +154,7 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 			     (unsigned long long)es.misses, (unsigned long long)es.readahead,
 			     (unsigned long long)es.beside,
 			     (unsigned long long)es.filled_bytes,
+			     (unsigned long long)es.early_reads,
 			     (unsigned long long)es.pre_access,
 			     (unsigned long long)es.pre_modify,
 			     (unsigned long long)es.open_perm, (unsigned long long)es.access_perm,

@@ -12,16 +12,17 @@ file to write the bytes into), answer them.
         h.allow(ev["id"], ev["hint_start"], ev["hint_end"])
 
 The lower-level functions (frame, connect_socket, recv_frame,
-parse_event, answer, progress) are the same protocol piece by piece.
+parse_event, answer, progress, filled) are the same protocol piece by
+piece.
 """
 import array
 import os
 import socket
 import struct
 
-VERSION = 4
+VERSION = 5
 MAX_FRAME = 65536
-HELLO, WELCOME, EVENT, ANSWER, PROGRESS, CANCEL, ERROR = 1, 2, 3, 4, 5, 6, 7
+HELLO, WELCOME, EVENT, ANSWER, PROGRESS, CANCEL, ERROR, FILLED = 1, 2, 3, 4, 5, 6, 7, 8
 KIND = {"fill": 1, "watch": 2}
 EV = {"access": 1, "modify": 2, "open": 3, "read": 4, "dir": 5, "lookup": 6}
 EVNAME = {1: "PRE_ACCESS", 2: "PRE_MODIFY", 3: "OPEN_PERM", 4: "ACCESS_PERM",
@@ -67,8 +68,10 @@ class Reader:
             raise ValueError("trailing bytes")
 
 
-def connect_socket(mnt, kind="fill", mask=("access",), name="hook", subtree=""):
-    """Connect and say HELLO; returns (socket, WELCOME as a dict)."""
+def connect_socket(mnt, kind="fill", mask=("access",), name="hook", subtree="",
+                   version=VERSION):
+    """Connect and say HELLO (speaking versions 1 to version); returns
+    (socket, WELCOME as a dict)."""
     path = os.getxattr(mnt, "user.hsmfs.socket").decode()
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     if len(path.encode()) < 108:
@@ -82,7 +85,7 @@ def connect_socket(mnt, kind="fill", mask=("access",), name="hook", subtree=""):
     m = 0
     for e in mask:
         m |= 1 << EV[e]
-    s.send(frame(HELLO, struct.pack("<IIII", 1, VERSION, KIND[kind], m) +
+    s.send(frame(HELLO, struct.pack("<IIII", 1, version, KIND[kind], m) +
                  string(name.encode()) + string(subtree.encode())))
     data = s.recv(MAX_FRAME + 1)
     if len(data) < 8:
@@ -128,8 +131,14 @@ def progress(s, eid, done):
     s.send(frame(PROGRESS, struct.pack("<QQ", eid, done)))
 
 
+def filled(s, eid, start, end):
+    """Version 5, before the answer of a PRE_ACCESS event: [start, end) of
+    its descriptor is written and final; reads waiting inside it may go."""
+    s.send(frame(FILLED, struct.pack("<QQQ", eid, start, end)))
+
+
 class Hook:
-    """One connection: events() yields events, allow()/deny()/progress() answer."""
+    """One connection: events() yields events, allow()/deny()/progress()/filled() answer."""
 
     def __init__(self, mnt, kind="fill", mask=("access",), name="hook", subtree=""):
         self.sock, self.welcome = connect_socket(mnt, kind, mask, name, subtree)
@@ -166,6 +175,10 @@ class Hook:
 
     def progress(self, eid, done):
         progress(self.sock, eid, done)
+
+    def filled(self, eid, start, end):
+        if self.welcome.get("version", 0) >= 5:
+            filled(self.sock, eid, start, end)
 
     def close(self):
         self.sock.close()

@@ -220,6 +220,17 @@ int hsmfs_hook_progress(struct hsmfs_hook *h, uint64_t id, uint64_t bytes_done)
 	return send_buf(h, buf, proto_enc_progress(buf, &p));
 }
 
+int hsmfs_hook_filled(struct hsmfs_hook *h, uint64_t id, uint64_t filled_start,
+		      uint64_t filled_end)
+{
+	struct proto_filled f = { id, filled_start, filled_end };
+	uint8_t buf[64];
+
+	if (h->welcome.version < 5)
+		return -EOPNOTSUPP; /* the mount would close the connection */
+	return send_buf(h, buf, proto_enc_filled(buf, &f));
+}
+
 int hsmfs_hook_fd(const struct hsmfs_hook *h)
 {
 	return h->fd;

@@ -3,9 +3,9 @@
  *
  * Connect, receive events, answer them.  One struct hsmfs_hook is one
  * connection.  hsmfs_hook_next() must be called from one thread at a
- * time; hsmfs_hook_allow(), _deny() and _progress() may be called from
- * any thread at any time, also while another thread waits in _next()
- * (each is one send(2) of its own frame).
+ * time; hsmfs_hook_allow(), _deny(), _progress() and _filled() may be
+ * called from any thread at any time, also while another thread waits
+ * in _next() (each is one send(2) of its own frame).
  * Every function returns 0 or -errno.  The descriptor of a fill event
  * (ev->fd) belongs to the caller, who must close it.  The protocol
  * itself is specified in hsmfs-hooks(7) and <hsmfs/protocol.h>.
@@ -57,6 +57,14 @@ HSMFS_HOOK_API int hsmfs_hook_allow(struct hsmfs_hook *h, uint64_t id, uint64_t 
 		     uint64_t filled_end, uint16_t flags);
 HSMFS_HOOK_API int hsmfs_hook_deny(struct hsmfs_hook *h, uint64_t id, int err);
 HSMFS_HOOK_API int hsmfs_hook_progress(struct hsmfs_hook *h, uint64_t id, uint64_t bytes_done);
+/*
+ * Before the answer of a PRE_ACCESS event: [filled_start, filled_end) of
+ * ev->fd is written and final, and the reads waiting for bytes inside it
+ * may be answered now.  -EOPNOTSUPP from a mount older than protocol
+ * version 5 (nothing sent: just answer as before).
+ */
+HSMFS_HOOK_API int hsmfs_hook_filled(struct hsmfs_hook *h, uint64_t id, uint64_t filled_start,
+				     uint64_t filled_end);
 
 /* The socket, for poll(2). */
 HSMFS_HOOK_API int hsmfs_hook_fd(const struct hsmfs_hook *h);

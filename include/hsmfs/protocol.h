@@ -21,7 +21,7 @@
  * Conversation:
  *   hook  -> HELLO    (first frame, always)
  *   hsmfs -> WELCOME  (or ERROR and close)
- *   hsmfs -> EVENT ...   hook -> ANSWER / PROGRESS ...
+ *   hsmfs -> EVENT ...   hook -> ANSWER / PROGRESS / FILLED ...
  *   hsmfs -> CANCEL   (the event timed out or nobody waits any more)
  */
 #ifndef HSMFS_PROTOCOL_H
@@ -29,7 +29,7 @@
 
 #include <stdint.h>
 
-#define HSMFS_PROTO_VERSION 4      /* the newest version this header describes */
+#define HSMFS_PROTO_VERSION 5      /* the newest version this header describes */
 #define HSMFS_MAX_FRAME 65536      /* largest frame either side sends */
 #define HSMFS_HDR_SIZE 8
 #define HSMFS_MAX_NAME 255         /* hook name in HELLO */
@@ -44,6 +44,8 @@ enum hsmfs_msg {
 	HSMFS_MSG_PROGRESS = 5, /* hook -> hsmfs */
 	HSMFS_MSG_CANCEL = 6,   /* hsmfs -> hook */
 	HSMFS_MSG_ERROR = 7,    /* hsmfs -> hook, then the socket closes */
+	HSMFS_MSG_FILLED = 8,   /* hook -> hsmfs, version 5: part of a fill
+				 * is written, final, and may be read now */
 };
 
 /* Hook kinds (HELLO). */
@@ -122,6 +124,8 @@ enum hsmfs_error {
  *           0, 0 for other events)
  *           (flags: HSMFS_ANSWER_QUIET)
  * PROGRESS: u64 id, u64 bytes_done
+ * FILLED:   u64 id, u64 filled_start, u64 filled_end (version 5; a
+ *           PRE_ACCESS event's fill hook, before its ANSWER)
  * CANCEL:   u64 id, u32 reason
  * ERROR:    u32 code, string message
  */

@@ -29,6 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct proto_event e;
 		struct proto_answer a;
 		struct proto_progress p;
+		struct proto_filled f;
 		struct proto_cancel c;
 		struct proto_error er;
 	} m;
@@ -58,6 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case HSMFS_MSG_ANSWER: proto_dec_answer(data, size, &m.a); break;
 	case HSMFS_MSG_PROGRESS: proto_dec_progress(data, size, &m.p); break;
+	case HSMFS_MSG_FILLED: proto_dec_filled(data, size, &m.f); break;
 	case HSMFS_MSG_CANCEL: proto_dec_cancel(data, size, &m.c); break;
 	case HSMFS_MSG_ERROR:
 		if (!proto_dec_error(data, size, &m.er))

@@ -7,6 +7,7 @@
               [--kind fill|watch] [--mask access,modify,dir] [--quiet]
               [--listing TEXT]  (--mode list: what every PRE_DIR gets)
               [--name NAME] [--fill required|hint] [--linger S]
+              [--filled S [--then allow|deny]]  (mirror: FILLED, S s, answer)
 
 Every frame it receives is appended to --log as one JSON line (flushed at
 once), so a test can wait on the log instead of sleeping.
@@ -26,7 +27,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "python"))
 from hsmfs_hook import (ALLOW, CANCEL, DENY, ERROR, EV, EVENT, EVNAME, KIND,  # noqa: E402,F401
                         MAX_FRAME, QUIET, VERSION, WELCOME, HELLO, PROGRESS, ANSWER,
-                        Reader, answer, frame, parse_event, progress, recv_frame, string)
+                        Reader, answer, filled, frame, parse_event, progress, recv_frame,
+                        string)
 from hsmfs_hook import connect_socket  # noqa: E402
 
 
@@ -68,6 +70,10 @@ def main():
                     help="--mode list: the listing PRE_DIR events get, as it is")
     ap.add_argument("--linger", type=float, default=0,
                     help="after the connection closes, let fills in flight finish")
+    ap.add_argument("--filled", type=float, default=None,
+                    help="mirror: say FILLED for what it wrote, wait this long, then answer")
+    ap.add_argument("--then", default="allow",
+                    help="--filled: then allow, or deny with --errno")
     a = ap.parse_args()
     log = open(a.log, "a", buffering=1)
     s, welcome = connect(a.mnt, a.kind, a.mask.split(","), a.name)
@@ -115,6 +121,15 @@ def main():
                 done = 0
                 while done < len(data):  # a short write is not a fill
                     done += os.pwrite(fd, data[done:], lo + done)
+                if a.filled is not None:
+                    with lock:
+                        filled(s, ev["id"], lo, lo + len(data))
+                    log.write(json.dumps({"filled": ev["id"]}) + "\n")
+                    time.sleep(a.filled)
+                    if a.then == "deny":
+                        with lock:
+                            answer(s, ev["id"], DENY, a.errno)
+                        return
                 with lock:
                     answer(s, ev["id"], ALLOW, 0, lo, lo + len(data))
             else:

@@ -239,8 +239,8 @@ def test_readahead():
 
 
 def test_first_fill():
-    """The first read in a cold chunk waits for the first_fill-aligned span
-    around it (default 128 KiB), not for its whole chunk: the rest of the
+    """The first read in a cold chunk waits for first_fill bytes from its
+    start (default 128 KiB), not for its whole chunk: the rest of the
     chunk is asked in events of its own beside it at once, after it first,
     which the read does not wait for; a reader going on has its gap asked
     whole."""
@@ -260,10 +260,10 @@ def test_first_fill():
                            "three events")
             eq([(e["start"] - MiB, e["end"] - MiB, e["hint_start"] - MiB, e["hint_end"] - MiB)
                 for e in evs],
-               [(300 * K, 304 * K, 256 * K, 384 * K), (384 * K, MiB, 384 * K, MiB),
-                (0, 256 * K, 0, 256 * K)],
-               "its event asks the 128 KiB around it, then one the rest of the chunk after "
-               "it, then one before it")
+               [(300 * K, 304 * K, 300 * K, 428 * K), (428 * K, MiB, 428 * K, MiB),
+                (0, 300 * K, 0, 300 * K)],
+               "its event asks 128 KiB from its start, then one the rest of the chunk "
+               "after it, then one before it")
             wait_for(lambda: json.loads(os.getxattr(m.mnt, "user.hsmfs.stats"))["filled_bytes"]
                      >= MiB, "the fills beside it")
             st = json.loads(os.getxattr(m.mnt, "user.hsmfs.stats"))

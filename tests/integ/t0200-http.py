@@ -174,6 +174,34 @@ def test_reader_first():
     shutil.rmtree(root, ignore_errors=True)
 
 
+def test_filled_early():
+    """A random read through a slow link waits for its own bytes, not for
+    the 128 KiB its fill asks (first_fill): hsmfs-http says FILLED once
+    they are written.  At 32 KiB/s after nginx's first second, the rest
+    of the span takes 3 s more; the read is back well before (before:
+    3 s or more)."""
+    K = 1024
+    root = tmpdir("hsmfs-origin-")
+    os.chmod(root, 0o755)
+    data = os.urandom(MiB)
+    write_tree(root, {"f": data})
+    with Nginx(root, extra="limit_rate 32k;") as ng:
+        with Mount(opts="prefetch=0,timeout=60," + hook_opts(ng)) as m:
+            eq(import_manifest(m.mnt, [{"path": "f", "size": MiB}])[0], 0, "import")
+            t0 = time.monotonic()
+            fd = os.open(m.path("f"), os.O_RDONLY | os.O_DIRECT)
+            got = os.pread(fd, 4096, 300 * K)
+            os.close(fd)
+            took = time.monotonic() - t0
+            eq(got, data[300 * K:304 * K], "a 4 KiB read through a slow link is right")
+            ok(took < 1.5, "and back before its fill's 128 KiB are in (%.2f s)" % took)
+            eq(json.loads(os.getxattr(m.mnt, "user.hsmfs.stats"))["early_reads"], 1,
+               "answered from hsmfs-http's FILLED")
+            wait_for(lambda: int(os.getxattr(m.path("f"), "user.hsmfs.present")) >= 128 * K,
+                     "the fill committed")
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def make_cert(d):
     cert, key = os.path.join(d, "c.pem"), os.path.join(d, "k.pem")
     rc, out = run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
@@ -278,7 +306,7 @@ def test():
             os.close(fd)
             ok(good, "random 4 KiB reads return origin bytes")
             reqs = ng.log()[n:]
-            # a chunk's first read fetches the 128 KiB around it (first_fill)
+            # a chunk's first read fetches 128 KiB from where it reads (first_fill)
             # and the rest of the chunk beside it: whole chunks, as before
             chunks = {o // MiB for o in offs}
             diag("%d random reads touched %d chunks" % (len(offs), len(chunks)))
@@ -384,9 +412,12 @@ def test():
             ok(0 < f["done"] < f["bytes"] == MiB,
                "status shows the fill under way from its PROGRESS: %s" % f)
             reader.join()
-            eq(got, [d[:4096]],
-               "a 1 MiB chunk at 300 KiB/s (3+ s) outlives timeout=2 through PROGRESS")
+            eq(got, [d[:4096]], "the read is right (back at hsmfs-http's FILLED)")
             os.close(fd)
+            wait_for(lambda: int(os.getxattr(m.path("slow.bin"), "user.hsmfs.present")) >= MiB,
+                     "the 1 MiB fill committed")
+            eq(json.loads(os.getxattr(m.mnt, "user.hsmfs.stats"))["timeouts"], 0,
+               "a 1 MiB chunk at 300 KiB/s (3+ s) outlives timeout=2 through PROGRESS")
             rc, out = run([HSMFSCTL, "status", m.path("slow.bin")])
             ok(rc == 0 and "fetching" not in out, "and not once it is done")
             ok("timed out" not in m.output(), "no event timed out")
@@ -484,4 +515,4 @@ def test():
 
 if __name__ == "__main__":
     main(lambda: (test(), test_connections_reused(), test_http2(), test_full_store(),
-                  test_reader_first()))
+                  test_reader_first(), test_filled_early()))

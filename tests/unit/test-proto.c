@@ -112,6 +112,14 @@ int main(void)
 	   "progress round trip");
 	hostile("progress", (decoder)proto_dec_progress, &p2, n);
 
+	struct proto_filled f = { 7, 4096, 131072 }, f2;
+	n = proto_enc_filled(buf, &f);
+	ok(n == 8 + 24, "filled is 32 bytes");
+	ok(proto_dec_filled(buf, n, &f2) == 0 && f2.id == 7 && f2.filled_start == 4096 &&
+		   f2.filled_end == 131072,
+	   "filled round trip");
+	hostile("filled", (decoder)proto_dec_filled, &f2, n);
+
 	struct proto_cancel c = { 6, HSMFS_CANCEL_TIMEOUT }, c2;
 	n = proto_enc_cancel(buf, &c);
 	ok(proto_dec_cancel(buf, n, &c2) == 0 && c2.id == 6 && c2.reason == 1,

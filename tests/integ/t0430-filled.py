@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""FILLED (protocol version 5): a fill hook says part of its fill is in
+before it answers, and the reads waiting inside that part go on.
+
+Only bytes the commit would copy are served early: every hook that must
+answer has allowed, no user change began on the file since the fill was
+delivered, the bytes are still missing.  Nothing is committed before the
+answer, a deny after FILLED fails the reads still waiting, and a hook of
+an older version that sends FILLED is refused as before.  The fill hook
+is tests/helpers/pyhook.py; a raw client checks the protocol's edges.
+"""
+# prefetch=0: these tests count events exactly.
+
+import errno
+import json
+import os
+import shutil
+import struct
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "python"))
+import hsmfs_hook  # noqa: E402
+from harness import (Hook, Mount, eq, errno_of, import_manifest, main, ok, tmpdir,  # noqa: E402
+                     wait_for, write_tree)
+
+K, MiB, P = 1024, 1 << 20, 4096
+
+
+def make_files(m, mirror, files):
+    write_tree(mirror, files)
+    entries = [{"path": name, "size": len(data), "url": "file://" + os.path.join(mirror, name)}
+               for name, data in files.items()]
+    rc, out = import_manifest(m.mnt, entries)
+    if rc != 0:
+        raise RuntimeError("import failed: " + out)
+
+
+def dread(path, off, n):
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    try:
+        return os.pread(fd, n, off)
+    finally:
+        os.close(fd)
+
+
+def stats(m):
+    return json.loads(os.getxattr(m.mnt, "user.hsmfs.stats"))
+
+
+def present(m, name):
+    return int(os.getxattr(m.path(name), "user.hsmfs.present"))
+
+
+def in_thread(fn):
+    """Run fn in a thread; returns a function that joins it and gives
+    (result or exception, seconds it took)."""
+    box = {}
+
+    def run():
+        t0 = time.monotonic()
+        try:
+            box["r"] = fn()
+        except OSError as e:
+            box["r"] = e
+        box["t"] = time.monotonic() - t0
+    t = threading.Thread(target=run)
+    t.start()
+
+    def join():
+        t.join(30)
+        return box.get("r"), box.get("t")
+    return join
+
+
+def test_early():
+    """A read waits for its own bytes, not for the rest of the fill: the
+    hook says FILLED and answers 3 s later; the read is back at once,
+    right, and nothing is present until the answer commits it."""
+    mirror = tmpdir("hsmfs-mirror-")
+    data = os.urandom(MiB)
+    with Mount(opts="prefetch=0") as m:
+        make_files(m, mirror, {"f": data})
+        with Hook(m.mnt, "--mirror", mirror, "--filled", "3") as h:
+            t0 = time.monotonic()
+            eq(dread(m.path("f"), 300 * K, P), data[300 * K:300 * K + P],
+               "a 4 KiB read of a cold chunk is right")
+            took = time.monotonic() - t0
+            ok(took < 2, "and came back before the answer (%.2f s; the answer takes 3 s)" %
+               took)
+            eq(stats(m)["early_reads"], 1, "counted as an early read")
+            eq(present(m, "f"), 0, "nothing committed before the answer")
+            wait_for(lambda: present(m, "f") == MiB, "the answers commit the chunk")
+            eq(dread(m.path("f"), 0, MiB), data, "and the whole chunk is right")
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
+def test_deny_after():
+    """FILLED is not an allow of the rest: the hook fills only the bytes
+    the read needs, says so, then denies.  The first read has its bytes;
+    a second read parked on the same fill for bytes nobody said are in
+    fails with the deny's errno, never zeros; nothing is committed."""
+    mirror = tmpdir("hsmfs-mirror-")
+    data = os.urandom(MiB)
+    with Mount(opts="prefetch=0,timeout=20") as m:
+        make_files(m, mirror, {"f": data})
+        with Hook(m.mnt, "--mirror", mirror, "--fill", "required", "--filled", "2",
+                  "--then", "deny", "--errno", str(errno.EIO)) as h:
+            eq(dread(m.path("f"), 300 * K, P), data[300 * K:300 * K + P],
+               "the read whose bytes were said FILLED is right")
+            evs = h.events("PRE_ACCESS")
+            eq([(e["start"], e["hint_start"], e["hint_end"]) for e in evs],
+               [(300 * K, 300 * K, 428 * K)], "one event: 128 KiB from the read")
+            second = in_thread(lambda: dread(m.path("f"), 400 * K, P))
+            r, took = second()
+            ok(isinstance(r, OSError) and r.errno == errno.EIO,
+               "a read of the same fill's other bytes fails with the deny (%r)" % (r,))
+            eq(present(m, "f"), 0, "nothing committed")
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
+def test_watcher_decides():
+    """FILLED goes nowhere while another hook still must answer: a
+    watcher that denies after 1 s fails the read with its errno, though
+    the fill hook said FILLED at once; one that allows after 1 s lets it
+    go then, not before."""
+    mirror = tmpdir("hsmfs-mirror-")
+    data = os.urandom(MiB)
+    with Mount(opts="prefetch=0") as m:
+        make_files(m, mirror, {"f": data, "g": data})
+        with Hook(m.mnt, "--mirror", mirror, "--filled", "3") as h, \
+                Hook(m.mnt, "--kind", "watch", "--mask", "access", "--mode", "deny",
+                     "--errno", str(errno.EACCES), "--delay", "1", "--name", "policy") as w:
+            eq(errno_of(lambda: dread(m.path("f"), 300 * K, P)), errno.EACCES,
+               "a watcher's deny after the fill hook's FILLED fails the read")
+            ok(any("filled" in l for l in h.lines()), "the fill hook did say FILLED")
+            eq(stats(m)["early_reads"], 0, "no early read")
+        with Hook(m.mnt, "--mirror", mirror, "--filled", "3") as h, \
+                Hook(m.mnt, "--kind", "watch", "--mask", "access", "--mode", "allow",
+                     "--delay", "1", "--name", "policy") as w:
+            t0 = time.monotonic()
+            eq(dread(m.path("g"), 300 * K, P), data[300 * K:300 * K + P],
+               "with a watcher that allows: right")
+            took = time.monotonic() - t0
+            ok(took >= 0.9, "not before the watcher allowed (%.2f s)" % took)
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
+def test_user_write_wins():
+    """A user's write during the fill wins over FILLED: the hook waits
+    1.5 s, writes the origin's bytes, says FILLED, answers 1 s later.
+    The user writes the read's page meanwhile; the read waiting for it
+    gets the user's bytes (before the fix: the origin's, from the
+    staging file), and so does every read after."""
+    mirror = tmpdir("hsmfs-mirror-")
+    data = os.urandom(MiB)
+    mine = b"u" * P
+    with Mount(opts="prefetch=0") as m:
+        make_files(m, mirror, {"f": data})
+        with Hook(m.mnt, "--mirror", mirror, "--delay", "1.5", "--filled", "1") as h:
+            reader = in_thread(lambda: dread(m.path("f"), 300 * K, P))
+            wait_for(lambda: h.events("PRE_ACCESS"), "the fill under way")
+            fd = os.open(m.path("f"), os.O_WRONLY | os.O_DIRECT)
+            try:
+                eq(os.pwrite(fd, mine, 300 * K), P, "the user writes the read's page")
+            finally:
+                os.close(fd)
+            r, took = reader()
+            eq(r, mine, "the waiting read gets the user's bytes")
+            wait_for(lambda: any("filled" in l for l in h.lines()), "FILLED said")
+            eq(stats(m)["early_reads"], 0, "no early read after a user's change")
+            wait_for(lambda: present(m, "f") >= 128 * K, "the fill committed")
+            eq(dread(m.path("f"), 300 * K, P), mine, "and reads after it too")
+            eq(dread(m.path("f"), 304 * K, P), data[304 * K:308 * K],
+               "the fill's other bytes are the origin's")
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
+def test_protocol():
+    """A hook that spoke version 4 and sends FILLED is refused (UNKNOWN),
+    as it always was; at version 5, FILLED of an unknown event, or of a
+    range the read is not inside, changes nothing."""
+    mirror = tmpdir("hsmfs-mirror-")
+    data = os.urandom(MiB)
+    with Mount(opts="prefetch=0,timeout=10") as m:
+        make_files(m, mirror, {"f": data})
+        s, welcome = hsmfs_hook.connect_socket(m.mnt, "fill", ["access"], "old", version=4)
+        eq(welcome["version"], 4, "an old hook speaks version 4")
+        hsmfs_hook.filled(s, 1, 0, P)
+        frame, fds = hsmfs_hook.recv_frame(s)
+        length, mtype, flags = struct.unpack_from("<IHH", frame)
+        eq((mtype, struct.unpack_from("<I", frame, 8)[0]),
+           (hsmfs_hook.ERROR, 3), "FILLED from it: ERROR UNKNOWN")
+        s.close()
+
+        h = hsmfs_hook.connect(m.mnt, "fill", ["access"], "raw")
+        eq(h.welcome["version"], 5, "a new hook speaks version 5")
+        h.filled(999999, 0, P)  # no such event: ignored
+        reader = in_thread(lambda: dread(m.path("f"), 300 * K, P))
+        ev = next(e for e in h.events() if e.get("type") == "PRE_ACCESS")
+        os.pwrite(ev["fd"], data[ev["hint_start"]:ev["hint_end"]], ev["hint_start"])
+        # a part the read is not inside, and one outside the hint: nothing
+        h.filled(ev["id"], ev["start"] + P, ev["hint_end"])
+        h.filled(ev["id"], 0, ev["hint_start"])
+        time.sleep(0.3)  # what the read would need to come back, had they let it
+        eq(stats(m)["early_reads"], 0, "FILLED that does not cover the read: it still waits")
+        h.filled(ev["id"], ev["start"], ev["start"] + P)
+        r, took = reader()
+        eq(r, data[300 * K:300 * K + P], "FILLED covering it: the read is back, right")
+        eq(stats(m)["early_reads"], 1, "counted")
+        h.filled(ev["id"], ev["start"], ev["start"] + P)  # again: nothing waits
+        h.allow(ev["id"], ev["hint_start"], ev["hint_end"])
+        os.close(ev["fd"])
+        wait_for(lambda: present(m, "f") == ev["hint_end"] - ev["hint_start"],
+                 "the answer commits the fill")
+        h.close()
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main(lambda: (test_early(), test_deny_after(), test_watcher_decides(),
+                  test_user_write_wins(), test_protocol()))
