@@ -360,6 +360,9 @@ def test():
             os.close(fd)
             ok(m.logged("retry 2 of 2") and m.output().count("retry") == 2,
                "two retries logged")
+            # nginx logs a request after its response: the log may lag the EIO
+            wait_for(lambda: len([l for l in ng.log() if l[1] == "/err/x"]) >= 3,
+                     "nginx's log of the third request", 5)
             eq(len([l for l in ng.log() if l[1] == "/err/x"]), 3, "three requests reached nginx")
             # a buffered read: the kernel reads the failed page once more for
             # the same read(2); that costs no second round of retries
