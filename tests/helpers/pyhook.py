@@ -26,7 +26,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "python"))
 from hsmfs_hook import (ALLOW, CANCEL, DENY, ERROR, EV, EVENT, EVNAME, KIND,  # noqa: E402,F401
-                        MAX_FRAME, QUIET, VERSION, WELCOME, HELLO, PROGRESS, ANSWER,
+                        FILLED, MAX_FRAME, QUIET, VERSION, WELCOME, HELLO, PROGRESS, ANSWER,
                         Reader, answer, filled, frame, parse_event, progress, recv_frame,
                         string)
 from hsmfs_hook import connect_socket  # noqa: E402

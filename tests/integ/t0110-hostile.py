@@ -97,10 +97,12 @@ def test():
             ("malformed ANSWER", pyhook.frame(pyhook.ANSWER, b"\1\2\3"), E_MALFORMED),
             ("malformed PROGRESS", pyhook.frame(pyhook.PROGRESS, b"\1" * 17), E_MALFORMED),
             ("header only", b"\x08\x00\x00\x00\x04\x00\x00\x00", E_MALFORMED),
+            ("FILLED at version 4", pyhook.frame(pyhook.FILLED, b"\1" * 24), E_UNKNOWN, 4),
+            ("malformed FILLED", pyhook.frame(pyhook.FILLED, b"\1" * 16), E_MALFORMED, 5),
         ]
-        for desc, payload, code in after_hello:
+        for desc, payload, code, *vmax in after_hello:
             s = raw(m.mnt)
-            s.send(pyhook.frame(pyhook.HELLO, hello_body()))
+            s.send(pyhook.frame(pyhook.HELLO, hello_body(vmax=vmax[0] if vmax else 1)))
             ok(welcomed(s), "%s: welcomed first" % desc)
             s.send(payload)
             eq(reaction(s), (code, True), "%s: ERROR %d and closed" % (desc, code))
@@ -108,11 +110,12 @@ def test():
 
         # answers to unknown ids, and twice to the same id: ignored
         s = raw(m.mnt)
-        s.send(pyhook.frame(pyhook.HELLO, hello_body()))
+        s.send(pyhook.frame(pyhook.HELLO, hello_body(vmax=5)))
         welcomed(s)
         pyhook.answer(s, 123456789, pyhook.ALLOW, 0, 0, 1 << 40)
         pyhook.answer(s, 0, pyhook.DENY, errno.EPERM)
         pyhook.progress(s, 42, 1)
+        pyhook.filled(s, 42, 0, 1 << 40)
         i = next(n)
         out = {}
         t = threading.Thread(target=lambda: out.update(r=open(m.path("f%d" % i), "rb").read()))
@@ -125,7 +128,7 @@ def test():
         pyhook.answer(s, ev["id"], pyhook.ALLOW, 0, ev["hint_start"], ev["hint_end"])
         pyhook.answer(s, ev["id"], pyhook.DENY, errno.EPERM)  # twice: ignored
         t.join()
-        eq(out.get("r"), d, "unknown ids ignored; a repeated answer ignored")
+        eq(out.get("r"), d, "unknown ids ignored (FILLED too); a repeated answer ignored")
         s.settimeout(0.2)
         eq(reaction(s), (None, False), "the connection stays open after ignored answers")
         s.close()
