@@ -437,6 +437,30 @@ def import_manifest(mnt, entries):
     return r
 
 
+def mirror_files(m, mirror, files):
+    """files: {name: bytes}.  Written below mirror and imported into the
+    mount m as placeholders whose url is their file:// in mirror."""
+    write_tree(mirror, files)
+    entries = [{"path": name, "size": len(data), "url": "file://" + os.path.join(mirror, name)}
+               for name, data in files.items()]
+    rc, out = import_manifest(m.mnt, entries)
+    if rc != 0:
+        raise RuntimeError("import failed: " + out)
+
+
+def dread(path, off, n):
+    """Up to n bytes at off, read with O_DIRECT into a page-aligned buffer:
+    past the page cache, each page asked of the daemon."""
+    import mmap
+    buf = mmap.mmap(-1, max(4096, (n + 4095) // 4096 * 4096))
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    try:
+        got = os.preadv(fd, [buf], off)
+    finally:
+        os.close(fd)
+    return bytes(buf[:min(got, n)])
+
+
 def free_port():
     import socket
     s = socket.socket()

@@ -26,28 +26,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
 import pyhook  # noqa: E402
-from harness import (Hook, Mount, diag, eq, errno_of, import_manifest, main, ok, run,
-                     tmpdir, wait_for, write_tree, DEADLINE)
+from harness import (Hook, Mount, diag, dread, eq, errno_of, main, mirror_files, ok, run,
+                     tmpdir, wait_for, DEADLINE)
 
 P = 4096
-
-
-def make_files(m, mirror, files):
-    """files: {name: bytes}.  Mirror them and import placeholders."""
-    write_tree(mirror, files)
-    entries = [{"path": name, "size": len(data), "url": "file://" + os.path.join(mirror, name)}
-               for name, data in files.items()]
-    rc, out = import_manifest(m.mnt, entries)
-    if rc != 0:
-        raise RuntimeError("import failed: " + out)
-
-
-def dread(path, off, n):
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-    try:
-        return os.pread(fd, n, off)
-    finally:
-        os.close(fd)
 
 
 def read_all(path):
@@ -59,7 +41,7 @@ def test():
     mirror = tmpdir("hsmfs-mirror-")
     data = os.urandom(300 * P)
     with Mount(opts="timeout=3,prefetch=0,first_fill=0") as m:
-        make_files(m, mirror, {"f": data, "g": data, "h": data, "r": data[:10 * P],
+        mirror_files(m, mirror, {"f": data, "g": data, "h": data, "r": data[:10 * P],
                                "deny/eio": data[:P], "deny/eperm": data[:P],
                                "deny/ebusy": data[:P], "deny/odd": data[:P]})
         with Hook(m.mnt, "--mirror", mirror, "--fill", "required") as h:
@@ -132,7 +114,7 @@ def test():
                 eq(len(h.events()), 1, "exactly one event for the denied read")
 
         # watch hooks see PRE_ACCESS too, and may veto it
-        make_files(m, mirror, {"wa": data, "wb": data})
+        mirror_files(m, mirror, {"wa": data, "wb": data})
         with Hook(m.mnt, "--mirror", mirror) as fill, \
                 Hook(m.mnt, "--kind", "watch", "--mask", "access", "--mode", "allow") as w:
             eq(dread(m.path("wa"), 20 * P, P), data[20 * P:21 * P], "read with a watcher allowing")
@@ -162,7 +144,7 @@ def test():
 
         # 1000 files read in parallel: no event lost or duplicated
         files = {"many/%04d" % i: os.urandom(5000 + i) for i in range(1000)}
-        make_files(m, mirror, files)
+        mirror_files(m, mirror, files)
         with Hook(m.mnt, "--mirror", mirror) as h:
             errors = []
             names = sorted(files)
@@ -194,7 +176,7 @@ def test_readahead():
     mirror = tmpdir("hsmfs-mirror-")
     files = {"seq.bin": os.urandom(24 * MiB), "rnd.bin": os.urandom(24 * MiB)}
     with Mount(opts="prefetch=0") as m:
-        make_files(m, mirror, files)
+        mirror_files(m, mirror, files)
         with Hook(m.mnt, "--mirror", mirror) as h:
             with open(m.path("seq.bin"), "rb") as f:
                 eq(f.read() == files["seq.bin"], True, "a sequential read of 24 MiB is right")
@@ -213,7 +195,7 @@ def test_readahead():
     # the window opens at a stream's second chunk, two chunks wide: a
     # fetch through a slow link has a round trip's worth in flight early
     with Mount(opts="prefetch=0") as m:
-        make_files(m, mirror, {"two.bin": files["seq.bin"]})
+        mirror_files(m, mirror, {"two.bin": files["seq.bin"]})
         with Hook(m.mnt, "--mirror", mirror) as h:
             # 128 KiB at a time, one request each: a 1 MiB O_DIRECT read
             # may reach the daemon as several requests in any order
@@ -248,7 +230,7 @@ def test_first_fill():
     mirror = tmpdir("hsmfs-mirror-")
     data = os.urandom(3 * MiB)
     with Mount(opts="prefetch=0") as m:
-        make_files(m, mirror, {"f": data})
+        mirror_files(m, mirror, {"f": data})
         # the hook takes 3 s over any event of 200 KiB or more required
         with Hook(m.mnt, "--mirror", mirror, "--delay", "3", "--delay-min", str(200 * K)) as h:
             t0 = time.monotonic()
@@ -283,7 +265,7 @@ def test_first_fill():
                [(0, 128 * K, 0, 128 * K), (128 * K, MiB, 128 * K, MiB)],
                "from the start: [0, 128K) and the rest of the chunk beside it")
     with Mount(opts="prefetch=0,first_fill=0") as m:
-        make_files(m, mirror, {"f": data})
+        mirror_files(m, mirror, {"f": data})
         with Hook(m.mnt, "--mirror", mirror) as h:
             eq(dread(m.path("f"), 300 * K, P), data[300 * K:300 * K + P], "first_fill=0: right")
             eq([(e["hint_start"], e["hint_end"]) for e in h.events("PRE_ACCESS")], [(0, MiB)],
@@ -300,7 +282,7 @@ def test_out_of_order():
     mirror = tmpdir("hsmfs-mirror-")
     data = os.urandom(3 * MiB)
     with Mount(opts="prefetch=0") as m:
-        make_files(m, mirror, {"f": data})
+        mirror_files(m, mirror, {"f": data})
         with Hook(m.mnt, "--mirror", mirror) as h:
             eq(dread(m.path("f"), 0, P), data[:P], "a read at the start")
             wait_for(lambda: json.loads(os.getxattr(m.mnt, "user.hsmfs.stats"))["filled_bytes"]
@@ -320,7 +302,7 @@ def test_out_of_order():
     # came first.
     store = tmpdir("hsmfs-store-")
     with Mount(store=store, opts="prefetch=0") as m:
-        make_files(m, mirror, {"g": data})
+        mirror_files(m, mirror, {"g": data})
         with Hook(m.mnt, "--mirror", mirror) as h:
             eq(dread(m.path("g"), 0, P), data[:P], "another file's first chunk fetched")
             wait_for(lambda: os.getxattr(m.path("g"), "user.hsmfs.present") == b"%d" % MiB,
@@ -342,7 +324,7 @@ def test_failures():
     mirror = tmpdir("hsmfs-mirror-")
     data = os.urandom(64 * P)
     with Mount(opts="timeout=2,prefetch=0") as m:
-        make_files(m, mirror, {"a": data, "b": data, "c": data, "d": data, "e": data})
+        mirror_files(m, mirror, {"a": data, "b": data, "c": data, "d": data, "e": data})
 
         # hook killed with an event pending: the reader waits for the next hook
         with Hook(m.mnt, "--mode", "silent") as h:
@@ -405,7 +387,7 @@ def test_failures():
             eq(dread(m.path("e"), 0, P), data[:P], "after a killed reader the file still reads")
     # max_pending=1: one event slot; other readers wait for it, none fails
     with Mount(opts="max_pending=1,timeout=10,prefetch=0") as m:
-        make_files(m, mirror, {"p%d" % i: data for i in range(4)})
+        mirror_files(m, mirror, {"p%d" % i: data for i in range(4)})
         with Hook(m.mnt, "--mirror", mirror, "--delay", "0.2") as h:
             res = {}
             ts = [threading.Thread(target=lambda i=i: res.update({i: dread(m.path("p%d" % i), 0, P)}))
@@ -418,7 +400,7 @@ def test_failures():
                "max_pending=1: four readers of four files all served in turn")
             eq(len(h.events()), 4, "one event each")
     with Mount(opts="nohook=fail,prefetch=0") as m:
-        make_files(m, mirror, {"x": data})
+        mirror_files(m, mirror, {"x": data})
         eq(errno_of(lambda: dread(m.path("x"), 0, P)), errno.EIO, "nohook=fail: EIO at once")
     shutil.rmtree(mirror, ignore_errors=True)
 

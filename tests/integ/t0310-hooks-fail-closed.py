@@ -19,7 +19,6 @@ timeout, driven by raw protocol clients (tests/helpers/pyhook.py):
      PRE_MODIFY events carry the file's origin and version.
 """
 import errno
-import mmap
 import os
 import shutil
 import socket
@@ -31,20 +30,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
 import pyhook  # noqa: E402
-from harness import (Hook, Mount, diag, eq, errno_of, errnos_in_threads,  # noqa: E402
+from harness import (Hook, Mount, diag, dread, eq, errno_of, errnos_in_threads,  # noqa: E402
                      import_manifest, main, ok, tmpdir, wait_for)
 
 P = 4096
-
-
-def dread(path, off, n):
-    buf = mmap.mmap(-1, (n + P - 1) // P * P)
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-    try:
-        got = os.preadv(fd, [buf], off)
-    finally:
-        os.close(fd)
-    return bytes(buf[:min(got, n)])
 
 
 def deep_name(m):

@@ -14,31 +14,19 @@ oracle:
   - every other byte is the origin's: nothing present is wrong.
 """
 import errno
-import mmap
 import os
 import shutil
 import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (Hook, Mount, diag, eq, import_manifest, main, ok, skip,  # noqa: E402
+from harness import (Hook, Mount, diag, dread, eq, import_manifest, main, ok, skip,  # noqa: E402
                      tmpdir, wait_for)
 
 K64 = 64 << 10
 SIZE_A, SIZE_B = 4 * K64, K64
 UA, UB = b"USER-A", b"USER-B"
 OFF_A, OFF_B, TRUNC_B = 70000, 1000, 3000
-
-
-def dread(path, off, n):
-    """n bytes at off, read past the page cache (each page asked for)."""
-    buf = mmap.mmap(-1, n)
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-    try:
-        os.preadv(fd, [buf], off)
-    finally:
-        os.close(fd)
-    return bytes(buf)
 
 
 def fsync_path(path, flags=os.O_RDONLY):

@@ -16,7 +16,6 @@ HSMFS_MODEL_SEED=N repeats a run; HSMFS_MODEL_OPS=N sets the operations
 per thread (the default is CI's; a soak uses more).
 """
 import errno
-import mmap
 import os
 import random
 import shutil
@@ -29,7 +28,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
 import pyhook  # noqa: E402
-from harness import Mount, diag, eq, import_manifest, main, ok, tmpdir  # noqa: E402
+from harness import Mount, diag, dread, eq, import_manifest, main, ok, tmpdir  # noqa: E402
 
 P = 4096
 FILES = 4
@@ -136,16 +135,6 @@ class Hooks:
             s.close()
         for t in self.threads:
             t.join()
-
-
-def dread(path, off, n):
-    buf = mmap.mmap(-1, n)
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-    try:
-        got = os.preadv(fd, [buf], off)
-    finally:
-        os.close(fd)
-    return bytes(buf[:got])
 
 
 def bread(path, off, n):

@@ -24,27 +24,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "python"))
 import hsmfs_hook  # noqa: E402
-from harness import (Hook, Mount, eq, errno_of, import_manifest, main, ok, tmpdir,  # noqa: E402
-                     wait_for, write_tree)
+from harness import (Hook, Mount, dread, eq, errno_of, main, mirror_files, ok,  # noqa: E402
+                     tmpdir, wait_for)
 
 K, MiB, P = 1024, 1 << 20, 4096
-
-
-def make_files(m, mirror, files):
-    write_tree(mirror, files)
-    entries = [{"path": name, "size": len(data), "url": "file://" + os.path.join(mirror, name)}
-               for name, data in files.items()]
-    rc, out = import_manifest(m.mnt, entries)
-    if rc != 0:
-        raise RuntimeError("import failed: " + out)
-
-
-def dread(path, off, n):
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-    try:
-        return os.pread(fd, n, off)
-    finally:
-        os.close(fd)
 
 
 def stats(m):
@@ -83,7 +66,7 @@ def test_early():
     mirror = tmpdir("hsmfs-mirror-")
     data = os.urandom(MiB)
     with Mount(opts="prefetch=0") as m:
-        make_files(m, mirror, {"f": data})
+        mirror_files(m, mirror, {"f": data})
         with Hook(m.mnt, "--mirror", mirror, "--filled", "3") as h:
             t0 = time.monotonic()
             eq(dread(m.path("f"), 300 * K, P), data[300 * K:300 * K + P],
@@ -106,7 +89,7 @@ def test_deny_after():
     mirror = tmpdir("hsmfs-mirror-")
     data = os.urandom(MiB)
     with Mount(opts="prefetch=0,timeout=20") as m:
-        make_files(m, mirror, {"f": data})
+        mirror_files(m, mirror, {"f": data})
         with Hook(m.mnt, "--mirror", mirror, "--fill", "required", "--filled", "2",
                   "--then", "deny", "--errno", str(errno.EIO)) as h:
             eq(dread(m.path("f"), 300 * K, P), data[300 * K:300 * K + P],
@@ -130,7 +113,7 @@ def test_watcher_decides():
     mirror = tmpdir("hsmfs-mirror-")
     data = os.urandom(MiB)
     with Mount(opts="prefetch=0") as m:
-        make_files(m, mirror, {"f": data, "g": data})
+        mirror_files(m, mirror, {"f": data, "g": data})
         with Hook(m.mnt, "--mirror", mirror, "--filled", "3") as h, \
                 Hook(m.mnt, "--kind", "watch", "--mask", "access", "--mode", "deny",
                      "--errno", str(errno.EACCES), "--delay", "1", "--name", "policy") as w:
@@ -159,7 +142,7 @@ def test_user_write_wins():
     data = os.urandom(MiB)
     mine = b"u" * P
     with Mount(opts="prefetch=0") as m:
-        make_files(m, mirror, {"f": data})
+        mirror_files(m, mirror, {"f": data})
         with Hook(m.mnt, "--mirror", mirror, "--delay", "1.5", "--filled", "1") as h:
             reader = in_thread(lambda: dread(m.path("f"), 300 * K, P))
             wait_for(lambda: h.events("PRE_ACCESS"), "the fill under way")
@@ -186,7 +169,7 @@ def test_protocol():
     mirror = tmpdir("hsmfs-mirror-")
     data = os.urandom(MiB)
     with Mount(opts="prefetch=0,timeout=10") as m:
-        make_files(m, mirror, {"f": data})
+        mirror_files(m, mirror, {"f": data})
         s, welcome = hsmfs_hook.connect_socket(m.mnt, "fill", ["access"], "old", version=4)
         eq(welcome["version"], 4, "an old hook speaks version 4")
         hsmfs_hook.filled(s, 1, 0, P)
