@@ -15,6 +15,7 @@ import errno
 import json
 import os
 import shutil
+import socket
 import struct
 import sys
 import threading
@@ -164,8 +165,9 @@ def test_user_write_wins():
 
 def test_protocol():
     """A hook that spoke version 4 and sends FILLED is refused (UNKNOWN),
-    as it always was; at version 5, FILLED of an unknown event, or of a
-    range the read is not inside, changes nothing."""
+    as it always was; at version 5, FILLED of an unknown event, of bytes
+    outside the event's hint, or of a part a read is not inside, releases
+    nothing (no sleep: a second read inside the part is the signal)."""
     mirror = tmpdir("hsmfs-mirror-")
     data = os.urandom(MiB)
     with Mount(opts="prefetch=0,timeout=10") as m:
@@ -182,23 +184,57 @@ def test_protocol():
         h = hsmfs_hook.connect(m.mnt, "fill", ["access"], "raw")
         eq(h.welcome["version"], 5, "a new hook speaks version 5")
         h.filled(999999, 0, P)  # no such event: ignored
-        reader = in_thread(lambda: dread(m.path("f"), 300 * K, P))
+        first = in_thread(lambda: dread(m.path("f"), 300 * K, P))
         ev = next(e for e in h.events() if e.get("type") == "PRE_ACCESS")
+        eq((ev["start"], ev["hint_start"], ev["hint_end"]), (300 * K, 300 * K, 428 * K),
+           "the first read's event: 128 KiB from the read")
         os.pwrite(ev["fd"], data[ev["hint_start"]:ev["hint_end"]], ev["hint_start"])
-        # a part the read is not inside, and one outside the hint: nothing
+        # two more reads wait on the same fill: one inside its hint, one
+        # across the hint's start (its first page is not the fill's)
+        second = in_thread(lambda: dread(m.path("f"), 400 * K, P))
+        across = in_thread(lambda: dread(m.path("f"), 300 * K - P, 2 * P))
+        wait_for(lambda: stats(m)["parked"] == 3, "three reads parked on the fill")
+        # A part the first read is not inside but the second is: the second
+        # comes back.  One FILLED is taken whole under the engine's lock
+        # before its replies, so the count then says who went with it.
         h.filled(ev["id"], ev["start"] + P, ev["hint_end"])
-        h.filled(ev["id"], 0, ev["hint_start"])
-        time.sleep(0.3)  # what the read would need to come back, had they let it
-        eq(stats(m)["early_reads"], 0, "FILLED that does not cover the read: it still waits")
-        h.filled(ev["id"], ev["start"], ev["start"] + P)
-        r, took = reader()
-        eq(r, data[300 * K:300 * K + P], "FILLED covering it: the read is back, right")
-        eq(stats(m)["early_reads"], 1, "counted")
+        r, took = second()
+        eq(r, data[400 * K:400 * K + P], "the read inside the part is back, right")
+        eq(stats(m)["early_reads"], 1, "and only it: a read not inside the part waits")
+        # from the file's start: taken as the hint's part, so the first read
+        # goes and the read across the hint's start does not
+        h.filled(ev["id"], 0, ev["hint_end"])
+        r, took = first()
+        eq(r, data[300 * K:300 * K + P], "FILLED covering the first: it is back, right")
+        eq(stats(m)["early_reads"], 2,
+           "the read across the hint's start still waits: nothing outside the hint is "
+           "served from the staging file")
         h.filled(ev["id"], ev["start"], ev["start"] + P)  # again: nothing waits
+
+        def serve():
+            # what comes after the answer (the rest of the chunk, the page
+            # before the hint), as a mirror would
+            try:
+                for e in h.events():
+                    if e.get("type") == "PRE_ACCESS":
+                        os.pwrite(e["fd"], data[e["hint_start"]:e["hint_end"]],
+                                  e["hint_start"])
+                        h.allow(e["id"], e["hint_start"], e["hint_end"])
+                    if e.get("fd") is not None:
+                        os.close(e["fd"])
+            except OSError:
+                pass
+        rest = threading.Thread(target=serve)
+        rest.start()
         h.allow(ev["id"], ev["hint_start"], ev["hint_end"])
         os.close(ev["fd"])
-        wait_for(lambda: present(m, "f") == ev["hint_end"] - ev["hint_start"],
+        r, took = across()
+        eq(r, data[300 * K - P:300 * K + P], "the read across it is right after the answers")
+        eq(stats(m)["early_reads"], 2, "and was not an early read")
+        wait_for(lambda: present(m, "f") >= ev["hint_end"] - ev["hint_start"],
                  "the answer commits the fill")
+        h.sock.shutdown(socket.SHUT_RDWR)
+        rest.join(10)
         h.close()
     shutil.rmtree(mirror, ignore_errors=True)
 
