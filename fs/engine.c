@@ -366,8 +366,6 @@ static void dispatch(struct event *ev)
 				goto next;
 			ev->hook = h;
 			ev->st = EV_SENT;
-			if (ev->fs)
-				ev->changes_at = ev->fs->nchanges; /* events_filled() */
 			h->assigned++;
 			E.rr = h;
 			return;
@@ -913,15 +911,14 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 			 * from its own start (its bytes come first, and a
 			 * hook's FILLED lets it go before the rest are in);
 			 * the rest of the chunk is asked beside it in events
-			 * of its own that
-			 * it does not wait for: a random read waits a round
-			 * trip, not also the chunk's transfer, and the chunk
-			 * still comes whole for the reads that follow.  At the
-			 * file's start (cat, cp, tar: the reader goes on at
-			 * once) the rest is asked now; elsewhere once this
-			 * fill is done (complete()), so that it does not share
-			 * the link with it.  A reader going on has its gap
-			 * asked whole.
+			 * of its own that it does not wait for: a random read
+			 * waits a round trip, not also the chunk's transfer,
+			 * and the chunk still comes whole for the reads that
+			 * follow.  At the file's start (cat, cp, tar: the
+			 * reader goes on at once) the rest is asked now;
+			 * elsewhere once this fill is done (complete()), so
+			 * that it does not share the link with it.  A reader
+			 * going on has its gap asked whole.
 			 */
 			gap_start = hint_start;
 			gap_end = hint_end;
@@ -1922,11 +1919,10 @@ void events_progress(struct hook *h, const struct proto_progress *p)
  * filled_end) of its staging file is written and final.  The reads
  * parked on the event whose bytes all lie inside it are answered now,
  * from the staging file, when those bytes are exactly what the commit
- * would copy: every watcher has allowed, no user change began on the
- * file since the delivery and none is in flight, and the bytes are
- * still missing.  Nothing is committed and the timeout is not
- * restarted: the answer still decides the event, and a deny or a
- * timeout fails only the reads still waiting.  Other reads (a wider
+ * would copy: every watcher has allowed, no user change of the file is
+ * in flight, and the bytes are still missing.  Nothing is committed and
+ * the timeout is not restarted: the answer still decides the event, and
+ * a deny or a timeout fails only the reads still waiting.  Other reads (a wider
  * read, a check, one that comes later) wait for the answer as before.
  */
 void events_filled(struct hook *h, const struct proto_filled *f)
@@ -1943,8 +1939,12 @@ void events_filled(struct hook *h, const struct proto_filled *f)
 	    ev->stage_fd < 0 || ev->copying || !ev->parked || ev->ntargets)
 		goto out;
 	fs = ev->fs;
-	if (fs->changes || fs->nchanges != ev->changes_at || fs->evicting ||
-	    (fs->flags & META_F_STALE))
+	/*
+	 * A user's change in flight may be over these bytes; one that is done
+	 * marked its bytes present (events.h: any -> present (user's)), or
+	 * shrank the file below them, which the checks below see.
+	 */
+	if (fs->changes || fs->evicting || (fs->flags & META_F_STALE))
 		goto out;
 	s = f->filled_start > ev->hint_start ? f->filled_start : ev->hint_start;
 	e = f->filled_end < ev->hint_end ? f->filled_end : ev->hint_end;

@@ -208,7 +208,6 @@ struct event {
 	struct timespec born;      /* CLOCK_MONOTONIC, for the fill latency */
 	uint64_t reserved;         /* PRE_ACCESS: cache bytes admitted */
 	uint64_t progress;
-	uint64_t changes_at;       /* PRE_ACCESS: fs->nchanges at its delivery */
 	pthread_cond_t cond;       /* with E.lock */
 	struct event *fnext;       /* fstate->inflight link */
 	struct event *qnext;       /* E.queue link (EV_QUEUED, no hook) */

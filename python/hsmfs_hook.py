@@ -177,8 +177,11 @@ class Hook:
         progress(self.sock, eid, done)
 
     def filled(self, eid, start, end):
-        if self.welcome.get("version", 0) >= 5:
-            filled(self.sock, eid, start, end)
+        """FILLED (version 5); False, nothing sent, to an older mount."""
+        if self.welcome.get("version", 0) < 5:
+            return False
+        filled(self.sock, eid, start, end)
+        return True
 
     def close(self):
         self.sock.close()
