@@ -19,7 +19,10 @@
  *   present -> missing      evict_range(): database, memory, mark, punch
  * A user's change always wins: a fill is never copied over bytes a
  * change in flight or done claims, and a change waits only for a copy
- * in progress over its range (bounded, no hook involved).
+ * in progress over its range (bounded, no hook involved).  A hook's
+ * FILLED changes no state: reads parked on its event are answered from
+ * its staging file where the commit would copy the same bytes
+ * (events_filled()).
  *
  * Engine.  Events live in a fixed array of max_pending slots allocated
  * at start and reused; a caller over the limit waits for a slot within
