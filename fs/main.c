@@ -62,6 +62,9 @@ static void usage(void)
 "  writeback          use the kernel's writeback cache\n"
 "  nopassthrough      never let the kernel read and write resident files\n"
 "                     itself (FUSE passthrough, root mounts, Linux 6.9)\n"
+"  cold_reads=direct|cached\n"
+"                     a read-only open of a file with bytes missing reads\n"
+"                     past the mount's page cache, or through it (default)\n"
 "  timeout=S          seconds a hook may take per event (default 30)\n"
 "  nohook=wait|fail   with no fill hook: wait up to the timeout, or fail now\n"
 "  max_pending=N      events in flight at once (default 1024)\n"
@@ -348,6 +351,7 @@ int main(int argc, char *argv[])
 		/* the kernel caches a passthrough file's pages itself */
 		.passthrough = !o.nopassthrough && !o.writeback,
 		.default_perms = o.default_perms,
+		.cold_direct = o.cold_direct,
 	};
 
 	se = fuse_session_new(&args, ops_table(), ops_table_size(), NULL);

@@ -123,6 +123,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 */
 	if (conn->capable & FUSE_CAP_DIRECT_IO_ALLOW_MMAP)
 		conn->want |= FUSE_CAP_DIRECT_IO_ALLOW_MMAP;
+	else if (cfg.cold_direct) {
+		/* a cold file could not be mapped (ENODEV): Linux 6.6 */
+		cfg.cold_direct = false;
+		log_info("cold_reads=direct needs Linux 6.6; cold files are read "
+			 "through the page cache");
+	}
 	pt_init(conn, cfg.passthrough);
 	ready_live();
 }
@@ -911,6 +917,28 @@ static void access_watch(struct inode *in, struct fuse_file_info *fi)
 	}
 }
 
+/*
+ * cold_reads=direct: a read-only open of a file with bytes missing is
+ * served past the mount's page cache.  Its bytes are in the store's
+ * page cache already (a fill writes them there, a read of them reads
+ * them from there); through the mount's cache each would be copied into
+ * a second page, in memory twice.  Without that copy a cold read of a
+ * fast origin runs faster (loopback nginx, 1 GiB: 890 against 730 MB/s,
+ * README), and the memory it leaves behind is half.  The price: no
+ * kernel readahead on that open, so each read(2) is a round trip to the
+ * daemon (4 KiB reads: 134 against 570 MB/s); the daemon's own readahead
+ * still fetches ahead.  An open once the file is whole passes through or
+ * is cached as any other.  The kernel keeps the two views coherent: with
+ * DIRECT_IO_ALLOW_MMAP (op_init) it writes back the range's dirty pages
+ * before a direct read, and such an open may still be mapped.
+ */
+static void cold_direct(struct inode *in, struct fuse_file_info *fi)
+{
+	if (cfg.cold_direct && (fi->flags & O_ACCMODE) == O_RDONLY &&
+	    (inode_flags(in) & INODE_NONRESIDENT))
+		fi->direct_io = 1;
+}
+
 static int do_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct inode *in = IN(ino);
@@ -943,6 +971,7 @@ static int do_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			close(res);
 			return err;
 		}
+		cold_direct(in, fi); /* the state loaded says what is missing */
 	}
 	inode_open_inc(in);
 	if (inode_flags(in) & INODE_STATEFUL)

@@ -29,6 +29,8 @@ struct ops_config {
 	bool passthrough;        /* pass resident files through (passthrough.h) */
 	bool default_perms;      /* the kernel checks permissions: it may
 				  * enforce POSIX ACLs too */
+	bool cold_direct;        /* read-only opens of files with bytes missing
+				  * bypass the page cache (FOPEN_DIRECT_IO) */
 };
 
 /* Background requests (readahead, async direct I/O) the kernel may send at once. */

@@ -294,6 +294,13 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 		o->nopassthrough = KEY("nopassthrough");
 		return 0;
 	}
+	if (KEY("cold_reads")) {
+		if (!val || (strcmp(val, "direct") && strcmp(val, "cached")))
+			return fail(err, errlen,
+				    "option '%s' needs 'direct' or 'cached'", opt);
+		o->cold_direct = !strcmp(val, "direct");
+		return 0;
+	}
 	if (!val && (KEY("writeback") || KEY("nowriteback"))) {
 		o->writeback = KEY("writeback");
 		return 0;

@@ -59,6 +59,9 @@ struct hsmfs_opts {
 				  * implied by allow_other) */
 	bool writeback;          /* writeback cache (default off) */
 	bool nopassthrough;      /* never kernel passthrough (default: where allowed) */
+	bool cold_direct;        /* cold_reads=direct: a read-only open of a file
+				  * with bytes missing bypasses the mount's page
+				  * cache (default cached) */
 	double entry_timeout;    /* seconds, default 1 */
 	double attr_timeout;     /* seconds, default 1 */
 	double negative_timeout; /* seconds, default 0 */

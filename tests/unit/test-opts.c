@@ -194,6 +194,22 @@ int main(void)
 	ok(parse(&o, err, 4, "/s", "/m", "-o", "first_fill=0") == 0 && o.first_fill == 0,
 	   "first_fill=0 turns it off");
 	opts_free(&o);
+	ok(parse(&o, err, 2, "/s", "/m") == 0 && !o.cold_direct,
+	   "cold_reads=cached by default");
+	opts_free(&o);
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "cold_reads=direct") == 0 && o.cold_direct &&
+		   !strcmp(o.fuse_opts, ""),
+	   "cold_reads=direct, not passed to the kernel");
+	opts_free(&o);
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "cold_reads=direct,cold_reads=cached") == 0 &&
+		   !o.cold_direct, "the last cold_reads= wins");
+	opts_free(&o);
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "cold_reads=fast") == -EINVAL &&
+		   strstr(err, "cold_reads"), "cold_reads=fast is refused: %s", err);
+	opts_free(&o);
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "cold_reads") == -EINVAL,
+	   "cold_reads without a value is refused");
+	opts_free(&o);
 	ok(parse(&o, err, 2, "/s", "/m") == 0 && o.readahead == 0,
 	   "readahead: the kernel's by default");
 	opts_free(&o);
