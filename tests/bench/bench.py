@@ -33,7 +33,9 @@ baseline: the same file downloaded to /dev/null), hsmfs-http, and where
 installed httpdirfs --cache --no-range-check and rclone mount
 --vfs-cache-mode full; workloads http-cold (first sequential read of a
 fresh file), http-warm (the second), http-rand (4 KiB random reads of a
-fresh file, every one a miss at first), http-first (ms to the first
+fresh file, every one a miss at first), http-cold-4k (the first 64
+MiB of a fresh file in 4 KiB reads, as dd bs=4k or a program's own
+small reads), http-first (ms to the first
 4 KiB read at a random place of a fresh file; curl's row is a kept-alive
 client's range request), http-small (200 files of 32 KiB
 of a fresh directory read one after another in readdir order, as cp -r
@@ -42,7 +44,9 @@ them one by one).  --wan DELAY_MS,RATE_MBS puts wanproxy.py (ours, on
 127.0.0.1) between every client and nginx: a link with that delay each
 way and that rate shared by all connections (e.g. --wan 10,120).
 HSMFS_BENCH_OPTS adds mount options to hsmfs-http's mount (e.g.
-first_fill=0, to compare).  Before each client's run the machine is
+first_fill=0, to compare); a client hsmfs-http+OPT[+OPT...] is one more
+hsmfs-http mount with those options, side by side in the same run (e.g.
+--lazy curl,hsmfs-http,hsmfs-http+cold_reads=direct).  Before each client's run the machine is
 synced, (as root) its caches are dropped and the origin's files read back
 in, and it is left to go idle, so that no client's leftovers slow the
 next one's run.  httpdirfs closes a file it read at random only after
@@ -564,12 +568,14 @@ class Lazy:
         self.mnt = os.path.join(self.dir, "mnt")
         os.mkdir(self.mnt)
         self.proc = self.mount = None
-        if kind == "hsmfs-http":
+        if kind == "hsmfs-http" or kind.startswith("hsmfs-http+"):
+            extra = kind.split("+")[1:]
+            if os.environ.get("HSMFS_BENCH_OPTS"):
+                extra.insert(0, os.environ["HSMFS_BENCH_OPTS"])
             self.mount = Mount(store=os.path.join(self.dir, "store"),
                                opts="hook=%s,origin=%s,prefetch=8%s" % (
                                    os.environ["HSMFS_HTTP"], url,
-                                   "," + os.environ["HSMFS_BENCH_OPTS"]
-                                   if os.environ.get("HSMFS_BENCH_OPTS") else ""))
+                                   "".join("," + o for o in extra)))
             self.mount.start()
             self.mnt = self.mount.mnt
             sizes = sizes or {}
@@ -622,6 +628,7 @@ class Lazy:
 
 
 SMALL_FILES, SMALL_SIZE = 200, 32 * 1024
+SMALL_READ_PART = 64 * MiB  # http-cold-4k reads this much of a fresh file
 
 
 class WanProxy:
@@ -713,7 +720,19 @@ def settle_machine(origin_files, notes):
                 pass
 
 
-def lazy_round(c, k, r, seq, rnd, sd, size, rcount):
+def read_part(p, n, bs):
+    """Read the first n bytes of p in reads of bs; returns the bytes read."""
+    got = 0
+    with open(p, "rb", buffering=0) as f:
+        while got < n:
+            k = len(f.read(bs))
+            if not k:
+                break
+            got += k
+    return got
+
+
+def lazy_round(c, k, r, seq, rnd, s4k, sd, size, rcount):
     """One run of the lazy-fetch workloads on client c: {workload: value}."""
     got = {}
     os.sync()  # the last run's stores are written back first, not during
@@ -737,11 +756,19 @@ def lazy_round(c, k, r, seq, rnd, sd, size, rcount):
         got["http-first"] = 1000 * (time.perf_counter() - t)
     got["http-rand"] = w_randread(c.mnt, rcount, rnd, seed=r, settle=c.settle)[0]
     t = time.perf_counter()
+    n = read_part(c.path(s4k), SMALL_READ_PART, 4096)
+    got["http-cold-4k"] = n / MiB / (time.perf_counter() - t)
+    t = time.perf_counter()
     n = read_dir_files(c.path(sd))
     if n != SMALL_FILES * SMALL_SIZE:
         raise RuntimeError("%s: read %d bytes of the small files" % (k, n))
     got["http-small"] = SMALL_FILES / (time.perf_counter() - t)
     return got
+
+
+def fname(kind):
+    """A client's name as a part of a file name."""
+    return "".join(ch if ch.isalnum() or ch == "-" else "_" for ch in kind)
 
 
 def lazy_bench(runs, size, rcount, kinds, wan=None):
@@ -769,11 +796,11 @@ def lazy_bench(runs, size, rcount, kinds, wan=None):
     names, small_names = [], []
     for k in kinds:
         for r in range(runs):
-            for w in ("seq", "rnd"):
-                n = "%s-%s-%d.bin" % (k, w, r)
+            for w in ("seq", "rnd", "s4k"):
+                n = "%s-%s-%d.bin" % (fname(k), w, r)
                 os.link(data, os.path.join(root, "html", n))
                 names.append(n)
-            sd = "small-%s-%d" % (k, r)
+            sd = "small-%s-%d" % (fname(k), r)
             os.mkdir(os.path.join(root, "html", sd))
             os.chmod(os.path.join(root, "html", sd), 0o755)
             for i in range(SMALL_FILES):
@@ -800,8 +827,9 @@ def lazy_bench(runs, size, rcount, kinds, wan=None):
             for k in kinds:
                 if k != "curl" and k not in clients:
                     continue
-                seq, rnd = "%s-seq-%d.bin" % (k, r), "%s-rnd-%d.bin" % (k, r)
-                sd = "small-%s-%d" % (k, r)
+                seq, rnd, s4k = ("%s-%s-%d.bin" % (fname(k), w, r)
+                                 for w in ("seq", "rnd", "s4k"))
+                sd = "small-%s-%d" % (fname(k), r)
                 settle_machine([data, small], notes)
                 waited = quiesce()
                 if waited >= 20:
@@ -835,7 +863,7 @@ def lazy_bench(runs, size, rcount, kinds, wan=None):
                     continue
                 c = clients[k]
                 try:
-                    got = lazy_round(c, k, r, seq, rnd, sd, size, rcount)
+                    got = lazy_round(c, k, r, seq, rnd, s4k, sd, size, rcount)
                 except (OSError, ValueError, RuntimeError) as e:
                     notes.append("%s failed in run %d (%s): left out from then on" % (k, r, e))
                     c.close()
@@ -844,6 +872,7 @@ def lazy_bench(runs, size, rcount, kinds, wan=None):
                 for w, v in got.items():
                     results.setdefault(w, {}).setdefault(k, []).append(v)
         units = {"http-cold": "MB/s", "http-warm": "MB/s", "http-rand": "ops/s",
+                 "http-cold-4k": "MB/s",
                  "http-small": "files/s", "http-first": "ms"}
     finally:
         for c in clients.values():
@@ -1069,8 +1098,9 @@ def main():
     for w, wr in report["workloads"].items():
         print("\n%s (%s, %s is better)" % (w, wr["unit"],
                                            "lower" if wr["unit"] == "ms" else "higher"))
-        print("  %-16s %12s %9s %11s %14s" % ("mode", "mean", "%stddev", "%change",
-                                              "vs hsmfs"))
+        mw = max([16] + [len(row["mode"]) for row in wr["rows"]])
+        print("  %-*s %12s %9s %11s %14s" % (mw, "mode", "mean", "%stddev", "%change",
+                                             "vs hsmfs"))
         for row in wr["rows"]:
             ch = vs = ""
             if "change_pct" in row:
@@ -1078,8 +1108,8 @@ def main():
             if "vs_hsmfs_pct" in row:
                 vs = "%+8.1f%% %s" % (row["vs_hsmfs_pct"],
                                       "*" if row["vs_hsmfs_p"] < 0.05 else "~")
-            print("  %-16s %12.1f %8.1f%% %11s %14s" % (row["mode"], row["mean"],
-                                                       row["stddev_pct"], ch, vs))
+            print("  %-*s %12.1f %8.1f%% %11s %14s" % (mw, row["mode"], row["mean"],
+                                                      row["stddev_pct"], ch, vs))
     if lat:
         print("\n%-36s %7s  %7s  %7s" % ("round trip latency (µs)", "p50", "p90", "p99"))
         for k, v in lat.items():
