@@ -33,9 +33,9 @@ baseline: the same file downloaded to /dev/null), hsmfs-http, and where
 installed httpdirfs --cache --no-range-check and rclone mount
 --vfs-cache-mode full; workloads http-cold (first sequential read of a
 fresh file), http-warm (the second), http-rand (4 KiB random reads of a
-fresh file, every one a miss at first), http-cold-4k (the first 64
-MiB of a fresh file in 4 KiB reads, as dd bs=4k or a program's own
-small reads), http-first (ms to the first
+fresh file, every one a miss at first), http-cold-4k (a fresh file
+of 64 MiB read whole in 4 KiB reads, as dd bs=4k or a program's own
+small reads do), http-first (ms to the first
 4 KiB read at a random place of a fresh file; curl's row is a kept-alive
 client's range request), http-small (200 files of 32 KiB
 of a fresh directory read one after another in readdir order, as cp -r
@@ -628,7 +628,7 @@ class Lazy:
 
 
 SMALL_FILES, SMALL_SIZE = 200, 32 * 1024
-SMALL_READ_PART = 64 * MiB  # http-cold-4k reads this much of a fresh file
+SMALL_READS_SIZE = 64 * MiB  # the file http-cold-4k reads whole
 
 
 class WanProxy:
@@ -756,7 +756,7 @@ def lazy_round(c, k, r, seq, rnd, s4k, sd, size, rcount):
         got["http-first"] = 1000 * (time.perf_counter() - t)
     got["http-rand"] = w_randread(c.mnt, rcount, rnd, seed=r, settle=c.settle)[0]
     t = time.perf_counter()
-    n = read_part(c.path(s4k), SMALL_READ_PART, 4096)
+    n = read_part(c.path(s4k), SMALL_READS_SIZE, 4096)
     got["http-cold-4k"] = n / MiB / (time.perf_counter() - t)
     t = time.perf_counter()
     n = read_dir_files(c.path(sd))
@@ -793,13 +793,20 @@ def lazy_bench(runs, size, rcount, kinds, wan=None):
     with open(small, "wb") as f:
         f.write(os.urandom(SMALL_SIZE))
     os.utime(small, (old, old))
-    names, small_names = [], []
+    # read whole, so that no readahead past where it stopped is left on
+    # the link for the next workload
+    part = os.path.join(root, "part.bin")
+    with open(part, "wb") as f:
+        for _ in range(SMALL_READS_SIZE // MiB):
+            f.write(chunk)
+    os.utime(part, (old, old))
+    names, small_names, part_names = [], [], []
     for k in kinds:
         for r in range(runs):
             for w in ("seq", "rnd", "s4k"):
                 n = "%s-%s-%d.bin" % (fname(k), w, r)
-                os.link(data, os.path.join(root, "html", n))
-                names.append(n)
+                os.link(part if w == "s4k" else data, os.path.join(root, "html", n))
+                (part_names if w == "s4k" else names).append(n)
             sd = "small-%s-%d" % (fname(k), r)
             os.mkdir(os.path.join(root, "html", sd))
             os.chmod(os.path.join(root, "html", sd), 0o755)
@@ -819,8 +826,10 @@ def lazy_bench(runs, size, rcount, kinds, wan=None):
             if k == "curl":
                 continue
             try:
-                clients[k] = Lazy(k, origin.url("html/"), names + small_names, size,
-                                  {n: SMALL_SIZE for n in small_names})
+                sizes = {n: SMALL_SIZE for n in small_names}
+                sizes.update((n, SMALL_READS_SIZE) for n in part_names)
+                clients[k] = Lazy(k, origin.url("html/"), names + small_names + part_names,
+                                  size, sizes)
             except Skip as e:
                 notes.append("%s skipped: %s" % (k, e))
         for r in range(runs):
@@ -830,7 +839,7 @@ def lazy_bench(runs, size, rcount, kinds, wan=None):
                 seq, rnd, s4k = ("%s-%s-%d.bin" % (fname(k), w, r)
                                  for w in ("seq", "rnd", "s4k"))
                 sd = "small-%s-%d" % (fname(k), r)
-                settle_machine([data, small], notes)
+                settle_machine([data, small, part], notes)
                 waited = quiesce()
                 if waited >= 20:
                     notes.append("before %s's run %d the machine was still busy after %.0f s"
@@ -1049,9 +1058,10 @@ def main():
         for e in envs.values():
             e.close()
     lazy_kinds = [k for k in a.lazy.split(",") if k]
+    lazy_size = (64 if a.quick else 256) * MiB
     if lazy_kinds:
         wan = tuple(float(x) for x in a.wan.split(",")) if a.wan else None
-        lres, lunits, lnotes = lazy_bench(runs, (64 if a.quick else 256) * MiB,
+        lres, lunits, lnotes = lazy_bench(runs, lazy_size,
                                           300 if a.quick else 1000, lazy_kinds, wan)
         if wan:
             notes.append("lazy fetch through wanproxy.py: %g ms each way, %g MB/s shared"
@@ -1062,6 +1072,7 @@ def main():
             units[w] = lunits[w]
 
     report = {"date": time.strftime("%Y-%m-%d %H:%M"), "runs": runs, "size_mib": size // MiB,
+              "lazy_size_mib": lazy_size // MiB if lazy_kinds else None,
               "seconds": round(time.time() - started), "workloads": {}, "latency_us": lat,
               "events_per_second": rates,
               "daemon_rss_kib": rss, "mount_seconds": mt}
@@ -1091,8 +1102,10 @@ def main():
     if a.json:
         print(json.dumps(report, indent=1))
         return
-    print("hsmfs benchmark %s: %d runs per mode, alternating; %d MiB files; %ds" %
-          (report["date"], runs, size // MiB, report["seconds"]))
+    print("hsmfs benchmark %s: %d runs per mode, alternating; %d MiB files%s; %ds" %
+          (report["date"], runs, size // MiB,
+           ", %d MiB lazy files" % (lazy_size // MiB) if lazy_kinds else "",
+           report["seconds"]))
     print("%change is against native (http-*: against curl) in the same run; "
           "* = Welch's t-test p < 0.05, ~ = noise")
     for w, wr in report["workloads"].items():
