@@ -1278,6 +1278,7 @@ static int cmd_stats(int argc, char **argv)
 		{ "refreshed", "directories listed again (refresh)" },
 		{ "denied", "denied" },
 		{ "timeouts", "timed out" }, { "interrupted", "interrupted" },
+		{ "closed_ahead", "fills ahead cancelled at close" },
 		{ "parked", "requests parked on hooks" },
 		{ "passthrough", "kernel passthrough (1: on)" },
 		{ "passthrough_opens", "opens passed through" },

@@ -425,10 +425,10 @@ void complete(struct event *ev, int result)
 	 * (before it leaves the file's events: their descriptor stays) */
 	if (!result && ev->side_hi && ev->fs && !E.stopping) {
 		fill_ahead(ev->in, ev->fs, ev->hint_end, ev->side_hi, NULL, 1, &E.st.beside,
-			   NULL);
+			   NULL, false);
 		if (ev->side_lo < ev->hint_start)
 			fill_ahead(ev->in, ev->fs, ev->side_lo, ev->hint_start, NULL, 1,
-				   &E.st.beside, NULL);
+				   &E.st.beside, NULL, false);
 	}
 	if (ev->fs) {
 		struct event **pp;
@@ -471,7 +471,7 @@ void complete(struct event *ev, int result)
 		E.st.timeouts++;
 	else if (result == -EINTR)
 		E.st.interrupted++;
-	else if (result)
+	else if (result && result != -ECANCELED) /* cancel_ahead() counts its own */
 		E.st.denied++;
 	ev->st = EV_DONE;
 	ev->result = result;
@@ -553,6 +553,7 @@ static void init_event(struct event *ev, uint32_t type, struct inode *in,
 	ev->ntargets = 0;
 	ev->filled = false;
 	ev->detached = false;
+	ev->stream = false;
 	ev->side_lo = ev->side_hi = 0;
 	ev->dir_origin = NULL;
 	ev->name = NULL;
@@ -645,6 +646,45 @@ static void resend(struct event *ev)
 }
 
 /*
+ * A sequential reader's window (fill_ahead() from readahead.c, up to 32
+ * MiB) is the reader's: when the file's last open has been closed for
+ * CLOSED_AHEAD_MS (a reopen for the next request keeps it), its fills
+ * that nobody waits for and the fill hook has not finished are
+ * cancelled (CANCEL reason CLOSED), so that a reader that stopped does
+ * not leave its window on the link.  The rest of a read's chunk
+ * (first_fill) and the mount's prefetch of the file are a chunk or
+ * less, and go on; so does a fill whose hook has allowed (it waits for
+ * watchers, then commits) or one being committed.  A later reader asks
+ * again for what is missing.  E.lock held.
+ */
+void ahead_closed(struct fstate *fs, bool closed)
+{
+	ELOCK_HELD();
+	fs->closed_at = closed ? mono_ms() : 0;
+}
+
+/* From the timer: is ev of a window cancel_ahead() takes?  E.lock held. */
+static bool closed_ahead(const struct event *ev, int64_t now)
+{
+	ELOCK_HELD();
+	return ev->stream && ev->fs && ev->fs->closed_at &&
+	       now - ev->fs->closed_at >= CLOSED_AHEAD_MS && ev->detached && !ev->waiters &&
+	       !ev->copying && !ev->filled && !inode_is_open(ev->in);
+}
+
+static void cancel_ahead(struct event *ev)
+{
+	ELOCK_HELD();
+	if (ev->hook)
+		hooks_send_cancel(ev->hook, ev->id, HSMFS_CANCEL_CLOSED);
+	for (unsigned i = 0; i < ev->ntargets; i++)
+		if (ev->targets[i] && !ev->unsent[i])
+			hooks_send_cancel(ev->targets[i], ev->id, HSMFS_CANCEL_CLOSED);
+	E.st.closed_ahead++;
+	complete(ev, -ECANCELED);
+}
+
+/*
  * The engine's clock: every TICK_MS it times out events nobody waits
  * for (readahead) as well as those waited for, sends again what full
  * sockets refused, and offers queued fills to the fill hooks again.
@@ -653,6 +693,7 @@ static void *timer_main(void *arg)
 {
 	struct timespec ts;
 	bool exiting;
+	int64_t now;
 
 	elock();
 	while (!E.stopping) {
@@ -662,6 +703,7 @@ static void *timer_main(void *arg)
 			break;
 		/* unmounted: nobody reads the answers; every wait ends now */
 		exiting = E.cfg.exiting && E.cfg.exiting();
+		now = mono_ms();
 		for (unsigned i = 0; i < E.cfg.max_pending; i++) {
 			struct event *ev = &E.slots[i];
 
@@ -673,6 +715,10 @@ static void *timer_main(void *arg)
 			}
 			if (!ev->copying && mono_passed(&ev->deadline)) {
 				expire(ev);
+				continue;
+			}
+			if (closed_ahead(ev, now)) {
+				cancel_ahead(ev);
 				continue;
 			}
 			resend(ev);
@@ -970,7 +1016,7 @@ static int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint
 			*reserved = 0;
 			if (beside && hint_start == 0) {
 				if (fill_ahead(in, fs, hint_end, gap_end, req, 1, &E.st.beside,
-					       NULL) > hint_end)
+					       NULL, false) > hint_end)
 					asked_end = gap_end;
 			} else if (beside) {
 				ev->side_lo = gap_start;
@@ -1537,7 +1583,7 @@ uint64_t events_prefetch(struct inode *in, uint64_t max_bytes)
 	if (limit > max_bytes)
 		limit = E.cfg.first_fill && E.cfg.first_fill < max_bytes ? E.cfg.first_fill :
 									 max_bytes;
-	fill_ahead(in, fs, 0, limit, NULL, UINT_MAX, &E.st.readahead, &asked);
+	fill_ahead(in, fs, 0, limit, NULL, UINT_MAX, &E.st.readahead, &asked, false);
 	eunlock();
 	return asked;
 }

@@ -63,6 +63,7 @@
 #define RA_MAX (32ULL << 20) /* readahead of sequential misses, at most */
 
 #define TICK_MS 100           /* the timer's period: expiries, resends */
+#define CLOSED_AHEAD_MS 200   /* a closed file's window is cancelled after */
 #define RETRY_FAIL_MS 200     /* a failed range fails at once this long, for
 			       * the same thread (the kernel's retry) */
 
@@ -97,6 +98,8 @@ struct fstate {
 	uint64_t ra_ahead;         /* readahead: end of what was asked ahead */
 	uint64_t ra_window;        /* readahead: bytes asked ahead of a miss */
 	uint64_t ra_seen;          /* readahead: end of the last read checked */
+	int64_t closed_at;         /* readahead: when the last open closed
+				    * (mono ms), 0 while open (cancel_ahead) */
 	unsigned nreading;         /* tracked reads between check and reply */
 	uint64_t hot_lo, hot_hi;   /* the span the last miss and its readahead
 				    * cover: kept when an open file is evicted */
@@ -193,6 +196,9 @@ struct event {
 				    * but the committer completes it */
 	uint64_t fill_start, fill_end;
 	bool detached;             /* readahead: nobody started it to wait */
+	bool stream;               /* detached, of a sequential reader's window
+				    * (readahead.c): cancelled when the file's
+				    * last open closes (cancel_ahead) */
 	char *dir_origin;          /* PRE_DIR: the directory's listing origin
 				    * (owned, may be NULL) */
 	char *name;                /* PRE_LOOKUP: the name looked up (owned) */
@@ -298,6 +304,7 @@ struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
 				struct fuse_req *req, bool detached, uint64_t reserved,
 				int *res);
 void hold_event(struct event *ev);
+void ahead_closed(struct fstate *fs, bool closed);
 void put_ref(struct event *ev);
 int park_on(struct event *ev, struct inode *in, struct fuse_req *req,
 	    void (*cont)(void *arg, int res), void *arg);
@@ -337,11 +344,13 @@ void commit_listing(struct event *ev);
  * (none past limit), at most max events, detached, only while slots are
  * free and the cache admits them without waiting, each counted in
  * *count (a stats counter).  Returns where it stopped; *ret_asked (may be
- * NULL) gets the bytes asked for.  E.lock held.
+ * NULL) gets the bytes asked for.  stream: a sequential reader's window
+ * (readahead.c), whose events the file's last close cancels
+ * (cancel_ahead).  E.lock held.
  */
 uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t limit,
 		    struct fuse_req *req, unsigned max, uint64_t *count,
-		    uint64_t *ret_asked);
+		    uint64_t *ret_asked, bool stream);
 /*
  * Does a miss at off go on the stream of fs?  From where its last miss
  * began to one kernel readahead window past what was asked, or up to

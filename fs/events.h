@@ -116,6 +116,7 @@ struct events_stats {
 	uint64_t listed;       /* directories listed (PRE_DIR committed) */
 	uint64_t refreshed;    /* of listed ones listed again (hsmfsctl refresh) */
 	uint64_t denied, timeouts, interrupted;
+	uint64_t closed_ahead; /* fills ahead cancelled: their file's last open closed */
 	uint64_t parked;       /* requests parked now, waiting for hooks */
 	uint64_t over_bound;   /* requests failed with EAGAIN: user's bound */
 	uint64_t evictions_started, evictions_done; /* punches begun, ended */

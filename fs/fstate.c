@@ -479,6 +479,7 @@ void events_opened(struct inode *in)
 	if (fs) {
 		evict_wait(fs); /* no read of a file being punched */
 		touched(fs);
+		ahead_closed(fs, false);
 		if (fs->rw_fd < 0 && fd >= 0) {
 			fs->rw_fd = fd;
 			fd = -1;
@@ -497,6 +498,8 @@ void events_released(struct inode *in)
 	fs = inode_state(in);
 	if (fs) {
 		touched(fs);
+		if (!inode_is_open(in))
+			ahead_closed(fs, true);
 		drop_rw_fd(fs);
 	}
 	eunlock();

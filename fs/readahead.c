@@ -26,7 +26,7 @@
 /* See engine.h. */
 uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t limit,
 		    struct fuse_req *req, unsigned max, uint64_t *count,
-		    uint64_t *ret_asked)
+		    uint64_t *ret_asked, bool stream)
 {
 	ELOCK_HELD();
 	uint64_t chunk = E.cfg.chunk, asked = 0;
@@ -35,6 +35,7 @@ uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t 
 	for (; pos < limit && started < max; pos = (pos & ~(chunk - 1)) + chunk) {
 		uint64_t ce = (pos & ~(chunk - 1)) + chunk, need;
 		struct range gap;
+		struct event *ev;
 		int res;
 
 		if (ce > limit)
@@ -48,12 +49,14 @@ uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t 
 		       ((gap.end + PAGE - 1) & ~(PAGE - 1)) - (gap.start & ~(PAGE - 1));
 		if (need && cache_try_admit(need))
 			break;
-		if (!start_fill(in, fs, gap.start, gap.end, gap.start, gap.end, req, true,
-				need, &res)) {
+		ev = start_fill(in, fs, gap.start, gap.end, gap.start, gap.end, req, true,
+				need, &res);
+		if (!ev) {
 			if (need)
 				cache_unreserve(need);
 			break;
 		}
+		ev->stream = stream;
 		asked += gap.end - gap.start;
 		started++;
 		(*count)++;
@@ -118,7 +121,7 @@ void read_ahead(struct inode *in, struct fstate *fs, const struct range *miss,
 	limit = asked_end + fs->ra_window;
 	if (limit > fs->size)
 		limit = fs->size;
-	pos = fill_ahead(in, fs, fs->ra_ahead, limit, req, 16, &E.st.readahead, NULL);
+	pos = fill_ahead(in, fs, fs->ra_ahead, limit, req, 16, &E.st.readahead, NULL, true);
 	if (pos > fs->ra_ahead)
 		fs->ra_ahead = pos;
 }

@@ -135,7 +135,7 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 			     "\"pre_dir\": %llu, \"pre_lookup\": %llu, \"listed\": %llu, "
 			     "\"refreshed\": %llu, "
 			     "\"denied\": %llu, \"timeouts\": %llu, "
-			     "\"interrupted\": %llu, \"parked\": %llu, "
+			     "\"interrupted\": %llu, \"closed_ahead\": %llu, \"parked\": %llu, "
 			     "\"over_bound\": %llu, \"fill_p50_us\": %llu, "
 			     "\"fill_p90_us\": %llu, \"fill_p99_us\": %llu, "
 			     "\"evictions_started\": %llu, \"evictions_done\": %llu, "
@@ -163,6 +163,7 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 			     (unsigned long long)es.refreshed,
 			     (unsigned long long)es.denied, (unsigned long long)es.timeouts,
 			     (unsigned long long)es.interrupted,
+			     (unsigned long long)es.closed_ahead,
 			     (unsigned long long)es.parked,
 			     (unsigned long long)es.over_bound,
 			     (unsigned long long)es.fill_p50_us,

@@ -23,6 +23,8 @@ import struct
 VERSION = 5
 MAX_FRAME = 65536
 HELLO, WELCOME, EVENT, ANSWER, PROGRESS, CANCEL, ERROR, FILLED = 1, 2, 3, 4, 5, 6, 7, 8
+# CANCEL reasons; any CANCEL ends its event
+CANCEL_TIMEOUT, CANCEL_INTERRUPTED, CANCEL_CLOSED = 1, 2, 3
 KIND = {"fill": 1, "watch": 2}
 EV = {"access": 1, "modify": 2, "open": 3, "read": 4, "dir": 5, "lookup": 6}
 EVNAME = {1: "PRE_ACCESS", 2: "PRE_MODIFY", 3: "OPEN_PERM", 4: "ACCESS_PERM",

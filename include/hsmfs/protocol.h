@@ -96,7 +96,12 @@ enum hsmfs_verdict { HSMFS_ALLOW = 0, HSMFS_DENY = 1 };
 #define HSMFS_EVENT_HAS_FD 0x1 /* a store descriptor came with the frame */
 
 /* CANCEL reasons. */
-enum hsmfs_cancel { HSMFS_CANCEL_TIMEOUT = 1, HSMFS_CANCEL_INTERRUPTED = 2 };
+enum hsmfs_cancel {
+	HSMFS_CANCEL_TIMEOUT = 1,     /* it ran out of time */
+	HSMFS_CANCEL_INTERRUPTED = 2, /* every process waiting was interrupted */
+	HSMFS_CANCEL_CLOSED = 3,      /* asked ahead of a file's readers, and the
+				       * file's last open closed */
+};
 
 /* ERROR codes (why hsmfs closes a connection). */
 enum hsmfs_error {

@@ -60,6 +60,8 @@ def main():
     ap.add_argument("--delay", type=float, default=0)
     ap.add_argument("--delay-min", type=int, default=0,
                     help="delay only events whose required range is this long or longer")
+    ap.add_argument("--delay-from", type=int, default=0,
+                    help="delay only events whose hint starts here or later")
     ap.add_argument("--progress", type=float, default=0)
     ap.add_argument("--kind", default="fill")
     ap.add_argument("--mask", default="access")
@@ -83,7 +85,8 @@ def main():
     def handle(ev, fd):
         try:
             if (a.delay or a.progress) and (not a.delay_min or
-                                            ev["end"] - ev["start"] >= a.delay_min):
+                                            ev["end"] - ev["start"] >= a.delay_min) and \
+                    ev.get("hint_start", 0) >= a.delay_from:
                 end = time.monotonic() + a.delay
                 done = 0
                 while time.monotonic() < end:

@@ -128,7 +128,7 @@ def test():
                "a watcher's veto fails the read with its errno")
 
         # 16 readers on the same missing range: one event
-        with Hook(m.mnt, "--mirror", mirror, "--delay", "0.3") as h:
+        with Hook(m.mnt, "--mirror", mirror, "--delay", "1") as h:
             results = []
 
             def reader():
@@ -217,6 +217,58 @@ def test_readahead():
                                         for e in h.events("PRE_ACCESS")
                                         if e["hint_start"] >= 2 * MiB)),
                (2, [(2, 3), (3, 4)]), "at the second chunk, the next two are asked ahead")
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
+def test_closed_ahead():
+    """A sequential reader's window is its own: once the file's last open
+    has been closed for 200 ms, the fills asked ahead that the hook has
+    not answered get CANCEL reason 3 (CLOSED) and are counted; a later
+    read asks again for what they left missing, and every byte is right.
+    A close and a reopen at once (a server's next request) keep it."""
+    K, MiB = 1024, 1 << 20
+    mirror = tmpdir("hsmfs-mirror-")
+    files = {"a.bin": os.urandom(24 * MiB), "b.bin": os.urandom(24 * MiB)}
+
+    def read_on(name, start, n):
+        """n bytes from start in 128 KiB O_DIRECT reads of one open: no
+        kernel readahead holds the file open past its close"""
+        buf, out = mmap.mmap(-1, 128 << 10), b""
+        fd = os.open(m.path(name), os.O_RDONLY | os.O_DIRECT)
+        try:
+            for off in range(start, start + n, 128 << 10):
+                k = os.preadv(fd, [buf], off)
+                out += bytes(buf[:k])
+        finally:
+            os.close(fd)
+        return out
+    with Mount(opts="prefetch=0") as m:
+        mirror_files(m, mirror, files)
+        # from 5 MiB on each event is answered 2 s after it came: the
+        # window a reader in the fifth MiB has asked waits at the hook
+        # when the reader stops there
+        with Hook(m.mnt, "--mirror", mirror, "--delay", "2",
+                  "--delay-from", str(5 * MiB)) as h:
+            eq(read_on("a.bin", 0, 4 * MiB + 128 * K), files["a.bin"][:4 * MiB + 128 * K],
+               "a reader's first 4 MiB and 128 KiB")
+
+            def cancels():
+                return [l for l in h.lines() if "cancel" in l]
+            got = wait_for(lambda: cancels() or None, "a CANCEL once it closed")
+            eq(sorted({l["reason"] for l in got}), [3], "reason 3: its file was closed")
+            a_ids = {e["id"] for e in h.events("PRE_ACCESS") if e["path"] == "a.bin"}
+            ok({l["cancel"] for l in got} <= a_ids,
+               "%d of the file's window cancelled, nothing else" % len(got))
+            wait_for(lambda: json.loads(os.getxattr(m.mnt, "user.hsmfs.stats"))["closed_ahead"]
+                     == len(cancels()) or None, "counted as closed_ahead")
+            n = len(cancels())
+            eq(read_on("b.bin", 0, 4 * MiB), files["b.bin"][:4 * MiB], "another reader's 4 MiB")
+            eq(read_on("b.bin", 4 * MiB, 20 * MiB), files["b.bin"][4 * MiB:],
+               "closed and reopened at once, it reads on")
+            eq(len(cancels()), n, "its window was kept: no CANCEL")
+            with open(m.path("a.bin"), "rb") as f:
+                eq(f.read() == files["a.bin"], True,
+                   "read again, whole: what the cancelled fills left is asked again, right")
     shutil.rmtree(mirror, ignore_errors=True)
 
 
@@ -407,4 +459,4 @@ def test_failures():
 
 if __name__ == "__main__":
     main(lambda: (test(), test_failures(), test_readahead(), test_first_fill(),
-                  test_out_of_order()))
+                  test_out_of_order(), test_closed_ahead()))
