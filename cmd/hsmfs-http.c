@@ -612,6 +612,31 @@ static void slot_begin(struct slot *s, struct job *j)
 	attempt(s);
 }
 
+/*
+ * A CANCEL: the event is given up (its answer would be ignored), so a
+ * job of it still queued is dropped, never fetched.  One under way
+ * finishes (stopping it would cost an HTTP/1.1 connection).  Under qlock.
+ */
+static bool jobq_drop(struct jobq *q, uint64_t id)
+{
+	struct job **pp, *prev = NULL;
+
+	for (pp = &q->head; *pp; prev = *pp, pp = &(*pp)->next) {
+		struct job *j = *pp;
+
+		if (j->ev.id != id)
+			continue;
+		*pp = j->next;
+		if (q->tail == j)
+			q->tail = prev;
+		if (j->ev.fd >= 0)
+			close(j->ev.fd);
+		free(j);
+		return true;
+	}
+	return false;
+}
+
 static struct job *jobq_take(struct jobq *q)
 {
 	struct job *j = q->head;
@@ -945,11 +970,19 @@ int main(int argc, char **argv)
 		struct job *j;
 		struct jobq *q;
 
+		if (ev.type == HSMFS_EV_CANCEL) {
+			pthread_mutex_lock(&qlock);
+			if ((jobq_drop(&fills, ev.id) || jobq_drop(&later, ev.id)) && cfg.verbose)
+				logf_("event %llu cancelled before its transfer began",
+				      (unsigned long long)ev.id);
+			pthread_mutex_unlock(&qlock);
+			continue;
+		}
 		if (ev.type != HSMFS_EV_PRE_ACCESS && ev.type != HSMFS_EV_PRE_DIR &&
 		    ev.type != HSMFS_EV_PRE_LOOKUP) {
 			if (ev.fd >= 0)
 				close(ev.fd);
-			continue; /* CANCEL: the transfer finishes; its answer is ignored */
+			continue;
 		}
 		j = malloc(sizeof(*j));
 		if (!j) {

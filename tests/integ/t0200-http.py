@@ -202,6 +202,54 @@ def test_filled_early():
     shutil.rmtree(root, ignore_errors=True)
 
 
+def test_closed_ahead():
+    """A reader that stops leaves no window on the link: when the file's
+    last open closes, its fills asked ahead are cancelled, and
+    hsmfs-http drops those still queued (two connections at 256 KiB/s,
+    64 KiB chunks: the window grows past what two transfers carry), so
+    the next reader's fill does not wait behind them.  Before: every
+    fill asked was fetched, the reader gone or not, and a read of
+    another file after the close waited for them all (5 s here)."""
+    K = 1024
+    root = tmpdir("hsmfs-origin-")
+    os.chmod(root, 0o755)
+    data, other = os.urandom(8 * MiB), os.urandom(64 * K)
+    write_tree(root, {"big": data, "other": other})
+    with Nginx(root, extra="limit_rate 256k;") as ng:
+        with Mount(opts="prefetch=0,chunk=64k,timeout=60," +
+                   hook_opts(ng, " --connections 2")) as m:
+            eq(import_manifest(m.mnt, [{"path": "big", "size": len(data)},
+                                       {"path": "other", "size": len(other)}])[0], 0,
+               "import")
+            with open(m.path("big"), "rb") as f:
+                got = f.read(768 * K)
+            eq(got, data[:768 * K], "the first 768 KiB read in order are right")
+
+            def closed():
+                n = json.loads(os.getxattr(m.mnt, "user.hsmfs.stats"))["closed_ahead"]
+                return n >= 3 and n
+            n = wait_for(closed, "three fills ahead cancelled at close")
+            asked = json.loads(os.getxattr(m.mnt, "user.hsmfs.stats"))["misses"]
+            # a reader's fill queues behind the reader fills hsmfs-http has
+            t0 = time.monotonic()
+            fd = os.open(m.path("other"), os.O_RDONLY)
+            got = os.pread(fd, 4096, 0)
+            os.close(fd)
+            took = time.monotonic() - t0
+            eq(got, other[:4096], "another file's read after the close is right")
+            ok(took < 2, "and did not wait behind the cancelled fills (%.2f s)" % took)
+        # unmounted: every request that reached nginx has ended and is logged
+        got = fetched(ng.log()).get("/big", [])
+        # under way at the close: the two transfers, and one or two the
+        # fetcher began while the CANCELs crossed the socket
+        ok(len(got) <= asked - n + 4,
+           "of %d fills asked, %d cancelled at close: %d reached the origin"
+           % (asked, n, len(got)))
+        ok(sum(b - a for a, b in got) < 2 * MiB,
+           "the rest of the file was not fetched (%d bytes)" % sum(b - a for a, b in got))
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def make_cert(d):
     cert, key = os.path.join(d, "c.pem"), os.path.join(d, "k.pem")
     rc, out = run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
@@ -518,4 +566,4 @@ def test():
 
 if __name__ == "__main__":
     main(lambda: (test(), test_connections_reused(), test_http2(), test_full_store(),
-                  test_reader_first(), test_filled_early()))
+                  test_reader_first(), test_filled_early(), test_closed_ahead()))
