@@ -583,15 +583,22 @@ static void init_event(struct event *ev, uint32_t type, struct inode *in,
 		E.st.access_perm++;
 }
 
+/* Every hook that has ev (its fill hook, the watchers sent it) gets a CANCEL.  E.lock held. */
+static void send_cancel(struct event *ev, uint32_t reason)
+{
+	ELOCK_HELD();
+	if (ev->hook)
+		hooks_send_cancel(ev->hook, ev->id, reason);
+	for (unsigned i = 0; i < ev->ntargets; i++)
+		if (ev->targets[i] && !ev->unsent[i])
+			hooks_send_cancel(ev->targets[i], ev->id, reason);
+}
+
 /* ev ran out of time: every hook that had it gets a CANCEL, the event fails.  E.lock held. */
 static void expire(struct event *ev)
 {
 	ELOCK_HELD();
-	if (ev->hook)
-		hooks_send_cancel(ev->hook, ev->id, HSMFS_CANCEL_TIMEOUT);
-	for (unsigned i = 0; i < ev->ntargets; i++)
-		if (ev->targets[i] && !ev->unsent[i])
-			hooks_send_cancel(ev->targets[i], ev->id, HSMFS_CANCEL_TIMEOUT);
+	send_cancel(ev, HSMFS_CANCEL_TIMEOUT);
 	log_warn("event %llu (%s) timed out%s", (unsigned long long)ev->id,
 		 ev->type == HSMFS_EV_PRE_ACCESS ? "PRE_ACCESS" :
 		 ev->type == HSMFS_EV_PRE_MODIFY ? "PRE_MODIFY" :
@@ -675,11 +682,7 @@ static bool closed_ahead(const struct event *ev, int64_t now)
 static void cancel_ahead(struct event *ev)
 {
 	ELOCK_HELD();
-	if (ev->hook)
-		hooks_send_cancel(ev->hook, ev->id, HSMFS_CANCEL_CLOSED);
-	for (unsigned i = 0; i < ev->ntargets; i++)
-		if (ev->targets[i] && !ev->unsent[i])
-			hooks_send_cancel(ev->targets[i], ev->id, HSMFS_CANCEL_CLOSED);
+	send_cancel(ev, HSMFS_CANCEL_CLOSED);
 	E.st.closed_ahead++;
 	complete(ev, -ECANCELED);
 }
@@ -752,11 +755,7 @@ static void abandoned(struct event *ev)
 	ELOCK_HELD();
 	if (ev->waiters || ev->st == EV_DONE || ev->detached || ev->copying)
 		return;
-	if (ev->hook)
-		hooks_send_cancel(ev->hook, ev->id, HSMFS_CANCEL_INTERRUPTED);
-	for (unsigned i = 0; i < ev->ntargets; i++)
-		if (ev->targets[i] && !ev->unsent[i])
-			hooks_send_cancel(ev->targets[i], ev->id, HSMFS_CANCEL_INTERRUPTED);
+	send_cancel(ev, HSMFS_CANCEL_INTERRUPTED);
 	ev->waiters++; /* complete() must not release it under us */
 	complete(ev, -EINTR);
 	ev->waiters--;
