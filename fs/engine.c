@@ -471,7 +471,7 @@ void complete(struct event *ev, int result)
 		E.st.timeouts++;
 	else if (result == -EINTR)
 		E.st.interrupted++;
-	else if (result && result != -ECANCELED) /* cancel_ahead() counts its own */
+	else if (result && result != -ECANCELED) /* cancel_window() counts its own */
 		E.st.denied++;
 	ev->st = EV_DONE;
 	ev->result = result;
@@ -670,16 +670,20 @@ void ahead_closed(struct fstate *fs, bool closed)
 	fs->closed_at = closed ? mono_ms() : 0;
 }
 
-/* From the timer: is ev of a window cancel_ahead() takes?  E.lock held. */
-static bool closed_ahead(const struct event *ev, int64_t now)
+/*
+ * From the timer: is ev of a window left CLOSED_AHEAD_MS ago?  A stream
+ * event is detached from its start; closed_at is 0 while the file is
+ * open (an open that has counted itself but not yet cleared it may lose
+ * its window: it asks again).  E.lock held.
+ */
+static bool window_left(const struct event *ev, int64_t now)
 {
 	ELOCK_HELD();
-	return ev->stream && ev->fs && ev->fs->closed_at &&
-	       now - ev->fs->closed_at >= CLOSED_AHEAD_MS && ev->detached && !ev->waiters &&
-	       !ev->copying && !ev->filled && !inode_is_open(ev->in);
+	return ev->stream && ev->fs->closed_at && now - ev->fs->closed_at >= CLOSED_AHEAD_MS &&
+	       !ev->waiters && !ev->copying && !ev->filled;
 }
 
-static void cancel_ahead(struct event *ev)
+static void cancel_window(struct event *ev)
 {
 	ELOCK_HELD();
 	send_cancel(ev, HSMFS_CANCEL_CLOSED);
@@ -720,8 +724,8 @@ static void *timer_main(void *arg)
 				expire(ev);
 				continue;
 			}
-			if (closed_ahead(ev, now)) {
-				cancel_ahead(ev);
+			if (window_left(ev, now)) {
+				cancel_window(ev);
 				continue;
 			}
 			resend(ev);

@@ -99,7 +99,7 @@ struct fstate {
 	uint64_t ra_window;        /* readahead: bytes asked ahead of a miss */
 	uint64_t ra_seen;          /* readahead: end of the last read checked */
 	int64_t closed_at;         /* readahead: when the last open closed
-				    * (mono ms), 0 while open (cancel_ahead) */
+				    * (mono ms), 0 while open (cancel_window) */
 	unsigned nreading;         /* tracked reads between check and reply */
 	uint64_t hot_lo, hot_hi;   /* the span the last miss and its readahead
 				    * cover: kept when an open file is evicted */
@@ -198,7 +198,7 @@ struct event {
 	bool detached;             /* readahead: nobody started it to wait */
 	bool stream;               /* detached, of a sequential reader's window
 				    * (readahead.c): cancelled when the file's
-				    * last open closes (cancel_ahead) */
+				    * last open closes (cancel_window) */
 	char *dir_origin;          /* PRE_DIR: the directory's listing origin
 				    * (owned, may be NULL) */
 	char *name;                /* PRE_LOOKUP: the name looked up (owned) */
@@ -346,7 +346,7 @@ void commit_listing(struct event *ev);
  * *count (a stats counter).  Returns where it stopped; *ret_asked (may be
  * NULL) gets the bytes asked for.  stream: a sequential reader's window
  * (readahead.c), whose events the file's last close cancels
- * (cancel_ahead).  E.lock held.
+ * (cancel_window).  E.lock held.
  */
 uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t limit,
 		    struct fuse_req *req, unsigned max, uint64_t *count,
