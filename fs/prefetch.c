@@ -72,11 +72,13 @@ int prefetch_init(unsigned window)
 	return 0;
 }
 
+bool prefetch_enabled(void)
+{
+	return P.window; /* set before the session starts, never after */
+}
+
 void prefetch_opened(struct inode *in)
 {
-	if (!P.window)
-		return;
-	inode_ref(in);
 	pthread_mutex_lock(&P.lock);
 	if (P.qlen < PREFETCH_QUEUE && !P.stopping) {
 		P.queue[(P.qhead + P.qlen++) % PREFETCH_QUEUE] = in;

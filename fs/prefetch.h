@@ -25,11 +25,12 @@
  * the cache admitting the bytes without waiting (so cache_max holds,
  * and what readers use stays: the evictor's rules apply as to any fill).
  *
- * Threads.  prefetch_opened() is called from the open path: it tests
- * one inode flag and queues at most PREFETCH_QUEUE hints (more are
- * dropped: a hint, not a duty).  One thread takes them, lists
- * directories, looks siblings up and loads their state (SQLite), and
- * starts the fills through events_prefetch(); it holds one lookup
+ * Threads.  prefetch_opened() is called by the open path once it has
+ * replied (the caller tests one inode flag and prefetch_enabled()); it
+ * queues at most PREFETCH_QUEUE hints (more are dropped: a hint, not a
+ * duty).  One thread takes them, lists directories, looks siblings up
+ * and loads their state (SQLite), and starts the fills through
+ * events_prefetch(); it holds one lookup
  * reference on each file it prefetched until the file is opened or
  * given up.  One mutex guards the queue and the counters; it is held
  * across no call into another module.
@@ -37,6 +38,7 @@
 #ifndef HSMFS_PREFETCH_H
 #define HSMFS_PREFETCH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct inode;
@@ -57,7 +59,13 @@ struct prefetch_stats {
 int prefetch_init(unsigned window);
 /* Stop the thread and drop every reference it holds. */
 void prefetch_shutdown(void);
-/* in (a regular file) was opened: a hint, called from the open path. */
+/* Whether prefetch is on (a window was set): an open then gives hints. */
+bool prefetch_enabled(void);
+/*
+ * in (a regular file) was opened: a hint, given after the open's reply.
+ * The caller passes a reference on in (inode_ref()), which the call
+ * takes over: queued with the hint, or released.
+ */
 void prefetch_opened(struct inode *in);
 void prefetch_stats(struct prefetch_stats *ret);
 
