@@ -4,11 +4,13 @@
  *
  *   hsmfs-http [OPTIONS] MOUNTPOINT
  *
- * Threads.  The main thread receives events and queues them.  One
- * fetcher thread runs every fill through one libcurl multi handle: at
- * most --connections transfers at once, each with the event's hint
- * range as a Range request, written through the event's descriptor as
- * it arrives (gathered into writes of up to 256 KiB), then answered.
+ * Threads.  One fetcher thread receives the events (the hook's socket
+ * is one more descriptor its poll waits on: an event starts its request
+ * with no thread to wake first) and runs every fill through one libcurl
+ * multi handle: at most --connections transfers at once, each with the
+ * event's hint range as a Range request, written through the event's
+ * descriptor as it arrives (gathered into writes of up to 256 KiB), then
+ * answered.
  * A reader's fill goes first; the mount's own (pid 0) take at most
  * --connections - 1 transfers (see struct jobq).  The multi handle keeps
  * the connections: an origin that speaks HTTP/2 (https, by ALPN) carries
@@ -43,6 +45,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <malloc.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -101,7 +104,8 @@ static struct jobq fills, later, lists;  /* under qlock */
 static pthread_mutex_t qlock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t qcond = PTHREAD_COND_INITIALIZER; /* lists grew, or done */
 static bool done;                 /* no more events: finish what is queued */
-static CURLM *multi;              /* the fetcher's; curl_multi_wakeup() from main */
+static CURLM *multi;              /* the fetcher's */
+static int hook_end;              /* hsmfs_hook_next()'s error that ended the events */
 
 
 static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -649,14 +653,83 @@ static struct job *jobq_take(struct jobq *q)
 	return j;
 }
 
+/* Queue one event: a fill for the fetcher (the caller), a listing for a lister. */
+static void take_event(struct hsmfs_event *ev)
+{
+	struct job *j;
+	struct jobq *q;
+
+	if (ev->type == HSMFS_EV_CANCEL) {
+		pthread_mutex_lock(&qlock);
+		if ((jobq_drop(&fills, ev->id) || jobq_drop(&later, ev->id)) && cfg.verbose)
+			logf_("event %llu cancelled before its transfer began",
+			      (unsigned long long)ev->id);
+		pthread_mutex_unlock(&qlock);
+		return;
+	}
+	if (ev->type != HSMFS_EV_PRE_ACCESS && ev->type != HSMFS_EV_PRE_DIR &&
+	    ev->type != HSMFS_EV_PRE_LOOKUP) {
+		if (ev->fd >= 0)
+			close(ev->fd);
+		return;
+	}
+	j = malloc(sizeof(*j));
+	if (!j) {
+		hsmfs_hook_deny(hook, ev->id, EAGAIN);
+		if (ev->fd >= 0)
+			close(ev->fd);
+		return;
+	}
+	j->ev = *ev;
+	j->next = NULL;
+	q = ev->type != HSMFS_EV_PRE_ACCESS ? &lists : ev->pid ? &fills : &later;
+	pthread_mutex_lock(&qlock);
+	if (q->tail)
+		q->tail->next = j;
+	else
+		q->head = j;
+	q->tail = j;
+	if (q == &lists)
+		pthread_cond_signal(&qcond);
+	pthread_mutex_unlock(&qlock);
+}
+
 /*
- * The fetcher: fills free slots from the queue, starts retries that are
- * due, drives the transfers and ends those done; sleeps in
- * curl_multi_poll() until a socket is ready, a retry is due or main
- * wakes it.  Once main is done it finishes what was queued and returns.
+ * Take every event waiting on the hook's socket, without blocking (a
+ * SEQPACKET socket that polls readable holds a whole message).  When the
+ * mount is gone, no more come: the listers are told, the fetcher finishes
+ * what is queued.
+ */
+static void take_events(void)
+{
+	struct pollfd p = { .fd = hsmfs_hook_fd(hook), .events = POLLIN };
+	struct hsmfs_event ev;
+
+	while (!done && poll(&p, 1, 0) > 0) {
+		int res = hsmfs_hook_next(hook, &ev);
+
+		if (res) {
+			pthread_mutex_lock(&qlock);
+			hook_end = res;
+			done = true;
+			pthread_cond_broadcast(&qcond);
+			pthread_mutex_unlock(&qlock);
+			return;
+		}
+		take_event(&ev);
+	}
+}
+
+/*
+ * The fetcher: takes events, fills free slots from the queue, starts
+ * retries that are due, drives the transfers and ends those done; sleeps in
+ * curl_multi_poll() until a socket (the hook's too) is ready or a retry
+ * is due.  Once the events end it finishes what was queued and returns.
  */
 static void *fetcher(void *arg)
 {
+	struct curl_waitfd hw = { .fd = hsmfs_hook_fd(hook), .events = CURL_WAIT_POLLIN };
+
 	(void)arg;
 	for (;;) {
 		uint64_t now = now_ms(), next = 0;
@@ -664,6 +737,8 @@ static void *fetcher(void *arg)
 		unsigned nlater = 0;
 		struct CURLMsg *m;
 		int running, left;
+
+		take_events();
 
 		for (unsigned i = 0; i < cfg.connections; i++)
 			nlater += slots[i].j && slots[i].later;
@@ -728,7 +803,7 @@ static void *fetcher(void *arg)
 		if (again)
 			continue;
 		now = now_ms();
-		curl_multi_poll(multi, NULL, 0,
+		curl_multi_poll(multi, &hw, done ? 0 : 1,
 				!next ? 1000 : next <= now ? 0 : next - now < 1000 ? (int)(next - now) : 1000,
 				NULL);
 	}
@@ -848,7 +923,6 @@ int main(int argc, char **argv)
 	};
 	const char *keys_file = NULL;
 	pthread_t threads[MAX_CONNECTIONS], fetch_thread;
-	struct hsmfs_event ev;
 	int opt, res;
 
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -966,51 +1040,6 @@ int main(int argc, char **argv)
 	pthread_create(&fetch_thread, NULL, fetcher, NULL);
 	for (unsigned i = 0; i < cfg.connections; i++)
 		pthread_create(&threads[i], NULL, lister, NULL);
-	while ((res = hsmfs_hook_next(hook, &ev)) == 0) {
-		struct job *j;
-		struct jobq *q;
-
-		if (ev.type == HSMFS_EV_CANCEL) {
-			pthread_mutex_lock(&qlock);
-			if ((jobq_drop(&fills, ev.id) || jobq_drop(&later, ev.id)) && cfg.verbose)
-				logf_("event %llu cancelled before its transfer began",
-				      (unsigned long long)ev.id);
-			pthread_mutex_unlock(&qlock);
-			continue;
-		}
-		if (ev.type != HSMFS_EV_PRE_ACCESS && ev.type != HSMFS_EV_PRE_DIR &&
-		    ev.type != HSMFS_EV_PRE_LOOKUP) {
-			if (ev.fd >= 0)
-				close(ev.fd);
-			continue;
-		}
-		j = malloc(sizeof(*j));
-		if (!j) {
-			hsmfs_hook_deny(hook, ev.id, EAGAIN);
-			if (ev.fd >= 0)
-				close(ev.fd);
-			continue;
-		}
-		j->ev = ev;
-		j->next = NULL;
-		q = ev.type != HSMFS_EV_PRE_ACCESS ? &lists : ev.pid ? &fills : &later;
-		pthread_mutex_lock(&qlock);
-		if (q->tail)
-			q->tail->next = j;
-		else
-			q->head = j;
-		q->tail = j;
-		if (q == &lists)
-			pthread_cond_signal(&qcond);
-		pthread_mutex_unlock(&qlock);
-		if (q != &lists)
-			curl_multi_wakeup(multi);
-	}
-	pthread_mutex_lock(&qlock);
-	done = true;
-	pthread_cond_broadcast(&qcond);
-	pthread_mutex_unlock(&qlock);
-	curl_multi_wakeup(multi);
 	pthread_join(fetch_thread, NULL);
 	for (unsigned i = 0; i < cfg.connections; i++)
 		pthread_join(threads[i], NULL);
@@ -1024,5 +1053,5 @@ int main(int argc, char **argv)
 	curl_global_cleanup();
 	free(cfg.bearer);
 	free(cfg.aws_userpwd);
-	return res == -ECONNRESET ? 0 : 1;
+	return hook_end == -ECONNRESET ? 0 : 1;
 }
