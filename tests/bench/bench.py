@@ -5,10 +5,13 @@
 
 Each workload runs --runs times per mode, the modes alternating run by run
 (A B C A B C ...) so that drift of the machine hits all of them alike.
-For each workload it prints an LKP-style table: mode, mean, %stddev,
-%change against the native store measured in the same run, and a mark
-'*' where Welch's t-test puts the difference beyond noise (two-sided
-p < 0.05); '~' means within noise.
+For each workload it prints an LKP-style table: mode, mean, median,
+min-max, %stddev, %change against the native store measured in the same
+run, and a mark '*' where Welch's t-test puts the difference beyond
+noise (two-sided p < 0.05); '~' means within noise; 'x base' is the
+median (and min-max) of the per-run ratios to the baseline, run i of a
+mode against run i of native (curl for the lazy workloads), which ran
+next to it: the machine's drift between runs drops out of it.
 
 Modes:
   native       the store directory itself
@@ -1087,11 +1090,18 @@ def main():
             mean = statistics.mean(xs)
             sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
             row = {"mode": m, "mean": mean, "stddev_pct": 100 * sd / mean if mean else 0,
+                   "median": statistics.median(xs), "min": min(xs), "max": max(xs),
                    "runs": xs}
             if base and m != bname:
                 bm = statistics.mean(base)
                 row["change_pct"] = 100 * (mean - bm) / bm
                 row["p"] = welch_p(xs, base)
+                if len(base) == len(xs) and all(base):
+                    # run i of every mode ran back to back: a ratio per
+                    # run leaves out the drift of the machine between runs
+                    r = [x / b for x, b in zip(xs, base)]
+                    row["ratio"] = {"median": statistics.median(r), "min": min(r),
+                                    "max": max(r)}
             if m == "hsmfs+watch" and per.get("hsmfs"):
                 hm = statistics.mean(per["hsmfs"])
                 row["vs_hsmfs_pct"] = 100 * (mean - hm) / hm
@@ -1108,21 +1118,28 @@ def main():
            report["seconds"]))
     print("%change is against native (http-*: against curl) in the same run; "
           "* = Welch's t-test p < 0.05, ~ = noise")
+    print("x base: the median of the per-run ratios to native (curl), run i against "
+          "run i, and their min-max")
     for w, wr in report["workloads"].items():
         print("\n%s (%s, %s is better)" % (w, wr["unit"],
                                            "lower" if wr["unit"] == "ms" else "higher"))
         mw = max([16] + [len(row["mode"]) for row in wr["rows"]])
-        print("  %-*s %12s %9s %11s %14s" % (mw, "mode", "mean", "%stddev", "%change",
-                                             "vs hsmfs"))
+        print("  %-*s %10s %10s %21s %8s %10s %18s %10s" % (
+            mw, "mode", "mean", "median", "min-max", "%stddev", "%change", "x base",
+            "vs hsmfs"))
         for row in wr["rows"]:
-            ch = vs = ""
+            ch = vs = ra = ""
             if "change_pct" in row:
-                ch = "%+8.1f%% %s" % (row["change_pct"], "*" if row["p"] < 0.05 else "~")
+                ch = "%+7.1f%% %s" % (row["change_pct"], "*" if row["p"] < 0.05 else "~")
+            if "ratio" in row:
+                ra = "%.2f (%.2f-%.2f)" % (row["ratio"]["median"], row["ratio"]["min"],
+                                           row["ratio"]["max"])
             if "vs_hsmfs_pct" in row:
-                vs = "%+8.1f%% %s" % (row["vs_hsmfs_pct"],
+                vs = "%+7.1f%% %s" % (row["vs_hsmfs_pct"],
                                       "*" if row["vs_hsmfs_p"] < 0.05 else "~")
-            print("  %-*s %12.1f %8.1f%% %11s %14s" % (mw, row["mode"], row["mean"],
-                                                      row["stddev_pct"], ch, vs))
+            print("  %-*s %10.1f %10.1f %21s %7.1f%% %10s %18s %10s" % (
+                mw, row["mode"], row["mean"], row["median"],
+                "%.1f-%.1f" % (row["min"], row["max"]), row["stddev_pct"], ch, ra, vs))
     if lat:
         print("\n%-36s %7s  %7s  %7s" % ("round trip latency (µs)", "p50", "p90", "p99"))
         for k, v in lat.items():
