@@ -388,6 +388,7 @@ class Hook:
     def __init__(self, mnt, *args):
         import json
         self.json = json
+        self.mnt = mnt
         d = tmpdir("hsmfs-hook-")
         self.dir = d
         self.logpath = os.path.join(d, "log")
@@ -414,9 +415,34 @@ class Hook:
     def __enter__(self):
         return self
 
+    def gone(self):
+        """Whether the daemon no longer lists this hook (or cannot be asked)."""
+        try:
+            v = os.getxattr(self.mnt, "user.hsmfs.hooks").decode()
+        except OSError:
+            return True
+        return not any(l.split("\t")[1:2] == [str(self.proc.pid)] for l in v.splitlines())
+
     def close(self):
-        """Kill the hook and remove its log."""
+        """Kill the hook, wait until the daemon has seen it go, and remove
+        its log.  Until the daemon has seen it go, an event of the hook's
+        mask still goes to it and waits for a hook of its name, and the
+        test's next step fails at the timeout (CI flakes under ASan and
+        ThreadSanitizer).  The wait runs in a thread, so that a daemon that
+        does not answer cannot hang the test here."""
+        import threading
         self.kill()
+        seen = threading.Event()
+
+        def watch():
+            try:
+                if os.path.ismount(self.mnt):
+                    wait_for(self.gone, "the daemon to see hook %d go" % self.proc.pid)
+            except TimeoutError:
+                pass
+            seen.set()
+        threading.Thread(target=watch, daemon=True).start()
+        seen.wait(DEADLINE)
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def __exit__(self, *a):

@@ -41,6 +41,13 @@ def stats(m):
                                      stdout=subprocess.PIPE, check=True).stdout)
 
 
+def left(m, name, pid):
+    """Wait for the daemon to see a killed hook go: until it has, an open
+    is still that hook's to answer, and it never will (the open fails at
+    the timeout: CI flakes under ASan and ThreadSanitizer)."""
+    ok(m.logged("hook '%s' (pid %d) disconnected" % (name, pid)), "the hook has left")
+
+
 def test_deny_resident():
     with Mount(opts="timeout=5") as m:
         os.mkdir(m.path("sec"))
@@ -60,12 +67,16 @@ def test_deny_resident():
             ok(os.stat(m.path("sec/a.secret")).st_size == P, "stat is not an open")
             eq(errno_of(lambda: os.open(m.path("plain"), os.O_WRONLY | os.O_TRUNC)),
                errno.EACCES, "a denied O_TRUNC open")
+            pid = h.proc.pid
+        left(m, "policy", pid)
         eq(read(m.path("plain")), b"s" * P, "truncates nothing")
         with Hook(m.mnt, "--kind", "watch", "--mask", "open", "--mode", "allow",
-                  "--delay", "0.3"):
+                  "--delay", "0.3") as h:
             t0 = time.monotonic()
             eq(read(m.path("sec/a.secret")), b"s" * P, "allowed after 0.3 s: the bytes")
             ok(time.monotonic() - t0 >= 0.25, "the open waited for the answer")
+            pid = h.proc.pid
+        left(m, "pyhook", pid)
         eq(read(m.path("sec/a.secret")), b"s" * P, "no subscriber: opens as before")
         ok(stats(m).get("open_perm", 0) >= 3, "counted in stats")
 
@@ -206,10 +217,7 @@ def test_access_perm():
             finally:
                 os.close(fd)
             pid = h.proc.pid
-        # the hook is killed; until the daemon has seen it go, a read is
-        # still its to answer, and it never will (the read fails at the
-        # timeout: a flake under ASan in CI)
-        ok(m.logged("hook 'pyhook' (pid %d) disconnected" % pid), "the hook has left")
+        left(m, "pyhook", pid)
         eq(read(m.path("plain")), b"n" * 3 * P, "the copy changed nothing")
         ok(stats(m).get("access_perm", 0) >= 5, "counted in stats")
 
