@@ -728,7 +728,10 @@ static void take_events(void)
  */
 static void *fetcher(void *arg)
 {
-	struct curl_waitfd hw = { .fd = hsmfs_hook_fd(hook), .events = CURL_WAIT_POLLIN };
+	/* the hook's socket; revents: curl_multi_poll() found it readable
+	 * (set at first: events may be waiting already) */
+	struct curl_waitfd hw = { .fd = hsmfs_hook_fd(hook), .events = CURL_WAIT_POLLIN,
+				  .revents = CURL_WAIT_POLLIN };
 
 	(void)arg;
 	for (;;) {
@@ -738,8 +741,10 @@ static void *fetcher(void *arg)
 		struct CURLMsg *m;
 		int running, left;
 
-		take_events();
-
+		if (hw.revents) {
+			hw.revents = 0; /* curl_multi_poll() keeps it when nothing was ready */
+			take_events();
+		}
 		for (unsigned i = 0; i < cfg.connections; i++)
 			nlater += slots[i].j && slots[i].later;
 		for (unsigned i = 0; i < cfg.connections; i++) {
