@@ -30,10 +30,10 @@
  * queues at most PREFETCH_QUEUE hints (more are dropped: a hint, not a
  * duty).  One thread takes them, lists directories, looks siblings up
  * and loads their state (SQLite), and starts the fills through
- * events_prefetch(); it holds one lookup
- * reference on each file it prefetched until the file is opened or
- * given up.  One mutex guards the queue and the counters; it is held
- * across no call into another module.
+ * events_prefetch(); it holds one lookup reference on each file it
+ * prefetched until the file is opened or given up.  One mutex guards
+ * the queue and the counters; it is held across no call into another
+ * module.
  */
 #ifndef HSMFS_PREFETCH_H
 #define HSMFS_PREFETCH_H
