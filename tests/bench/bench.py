@@ -32,7 +32,9 @@ Modes:
                for a FUSE daemon that copies data
   passthrough_hp+pt  the same with kernel passthrough (root only)
 Lazy fetch from a loopback nginx (--lazy, its own table): curl (the
-baseline: the same file downloaded to /dev/null), hsmfs-http, and where
+baseline: the same file downloaded to /dev/null), curl-file (http-cold
+only: the download kept in a file on the stores' filesystem, what
+keeping the bytes costs a plain client), hsmfs-http, and where
 installed httpdirfs --cache --no-range-check and rclone mount
 --vfs-cache-mode full; workloads http-cold (first sequential read of a
 fresh file), http-warm (the second), http-rand (4 KiB random reads of a
@@ -826,7 +828,7 @@ def lazy_bench(runs, size, rcount, kinds, wan=None):
     clients = {}
     try:
         for k in kinds:
-            if k == "curl":
+            if k in ("curl", "curl-file"):
                 continue
             try:
                 sizes = {n: SMALL_SIZE for n in small_names}
@@ -837,7 +839,7 @@ def lazy_bench(runs, size, rcount, kinds, wan=None):
                 notes.append("%s skipped: %s" % (k, e))
         for r in range(runs):
             for k in kinds:
-                if k != "curl" and k not in clients:
+                if k not in ("curl", "curl-file") and k not in clients:
                     continue
                 seq, rnd, s4k = ("%s-%s-%d.bin" % (fname(k), w, r)
                                  for w in ("seq", "rnd", "s4k"))
@@ -847,6 +849,17 @@ def lazy_bench(runs, size, rcount, kinds, wan=None):
                 if waited >= 20:
                     notes.append("before %s's run %d the machine was still busy after %.0f s"
                                  % (k, r, waited))
+                if k == "curl-file":
+                    # the same download kept in a file beside the stores:
+                    # what keeping the bytes costs a plain client
+                    d = tmpdir("hsmfs-bench-curl-file-")
+                    t = time.perf_counter()
+                    subprocess.run(["curl", "-s", "-o", os.path.join(d, "f"),
+                                    origin.url("html/" + seq)], check=True)
+                    v = size / MiB / (time.perf_counter() - t)
+                    shutil.rmtree(d)
+                    results.setdefault("http-cold", {}).setdefault(k, []).append(v)
+                    continue
                 if k == "curl":
                     t = time.perf_counter()
                     subprocess.run(["curl", "-s", "-o", "/dev/null", origin.url("html/" + seq)],
