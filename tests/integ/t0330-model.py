@@ -3,7 +3,8 @@
 
 Several threads run seeded random reads (O_DIRECT and buffered), writes,
 truncates, fsyncs and evictions on placeholders, while a fill hook answers
-with random delays and random denials and a watch hook randomly denies
+with random delays and random denials (half of its fills say FILLED for
+a part first, some of those then deny) and a watch hook randomly denies
 changes.  A model holds what every byte must be: the last acknowledged
 user write, else the origin's byte (zeros past a truncate).  Writes and
 truncates of one file are serialized by the test (so the model has one
@@ -16,6 +17,7 @@ HSMFS_MODEL_SEED=N repeats a run; HSMFS_MODEL_OPS=N sets the operations
 per thread (the default is CI's; a soak uses more).
 """
 import errno
+import json
 import os
 import random
 import shutil
@@ -101,7 +103,26 @@ class Hooks:
                     self.answer(s, ev["id"], pyhook.DENY, errno.EAGAIN)
                     return
                 lo, hi = ev["hint_start"], ev["hint_end"]
-                os.pwrite(fd, self.origin_of(ev["file_id"], lo, hi), lo)
+                data = self.origin_of(ev["file_id"], lo, hi)
+                if x < 0.5:
+                    # FILLED first (the reads waiting inside are answered from
+                    # the staging file), for all of it or a first part, then
+                    # the rest after a while, then an answer that may deny
+                    mid = hi if self.r() < 0.6 else lo + (hi - lo) * int(self.r() * 4) // 4
+                    mid = max(lo + 1, min(hi, mid))
+                    os.pwrite(fd, data[:mid - lo], lo)
+                    with self.slock:
+                        try:
+                            pyhook.filled(s, ev["id"], lo, mid)
+                        except OSError:
+                            pass
+                    time.sleep(self.r() * 0.01)
+                    os.pwrite(fd, data[mid - lo:], mid)
+                    if x < 0.1:
+                        self.answer(s, ev["id"], pyhook.DENY, errno.EIO)
+                        return
+                else:
+                    os.pwrite(fd, data, lo)
                 self.answer(s, ev["id"], pyhook.ALLOW, 0, lo, hi)
             else:
                 if x < 0.05:
@@ -299,6 +320,9 @@ def run():
             t.join()
         diag("%d operations in %.1f s: %s" % (sum(counts.values()), time.monotonic() - t0,
                                               ", ".join("%s %d" % kv for kv in sorted(counts.items()))))
+        st = json.loads(os.getxattr(m.mnt, "user.hsmfs.stats"))
+        diag("%d fills asked, %d reads answered at a FILLED, %d denied" %
+             (st["misses"], st["early_reads"], st["denied"]))
         eq(faults[:5], [], "every operation's result agrees with the model (seed %d)" % SEED)
         # the end state: a hook that always fills, every byte as the model says
         hooks.close()
