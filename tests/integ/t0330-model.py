@@ -2,10 +2,11 @@
 """Model-based concurrency test: random operations against an oracle.
 
 Several threads run seeded random reads (O_DIRECT and buffered), writes,
-truncates, fsyncs and evictions on placeholders, while a fill hook answers
-with random delays and random denials (half of its fills say FILLED for
-a part first, some of those then deny) and a watch hook randomly denies
-changes.  A model holds what every byte must be: the last acknowledged
+truncates, fsyncs and evictions on placeholders (two of the six only
+read and evicted, so that fills go on all run long), while a fill hook
+answers with random delays and random denials (half of its fills say
+FILLED for a part first, some of those then deny) and a watch hook
+randomly denies changes.  A model holds what every byte must be: the last acknowledged
 user write, else the origin's byte (zeros past a truncate).  Writes and
 truncates of one file are serialized by the test (so the model has one
 order); reads are not, and run against fills, writes and evictions.
@@ -33,9 +34,14 @@ import pyhook  # noqa: E402
 from harness import Mount, diag, dread, eq, import_manifest, main, ok, tmpdir  # noqa: E402
 
 P = 4096
-FILES = 4
+FILES = 6
+# files f0..f3 are changed; the others only read and evicted, so that
+# their bytes go and are filled again all run long (a changed file is
+# dirty: evicting it is refused)
+CHANGED = 4
 SIZE = 48 * P
 MAXSIZE = 64 * P
+CHUNK = 16 * 1024  # the mount's chunk= below
 THREADS = 4
 OPS = int(os.environ.get("HSMFS_MODEL_OPS", "300"))
 SEED = int(os.environ.get("HSMFS_MODEL_SEED", str(int(time.time() * 1000) % 1000000)))
@@ -182,15 +188,21 @@ def worker(m, models, rnd, faults, counts):
         if faults:
             return
         k = rnd.randrange(FILES)
-        fm = models[k]
-        path = m.path("f%d" % k)
         op = rnd.choices(["dread", "bread", "write", "truncate", "fsync", "evict"],
                          [30, 15, 30, 5, 10, 10])[0]
+        if k >= CHANGED and op in ("write", "truncate"):
+            op = "dread"
+        fm = models[k]
+        path = m.path("f%d" % k)
         counts[op] = counts.get(op, 0) + 1
         try:
             if op in ("dread", "bread"):
                 off = rnd.randrange(0, MAXSIZE // P) * P
                 n = rnd.randrange(1, 9) * P
+                if op == "dread" and rnd.random() < 0.5:
+                    # inside one chunk: a miss parks on one fill, which a
+                    # FILLED may answer before the fill is committed
+                    n = rnd.randrange(1, CHUNK // P - off % CHUNK // P + 1) * P
                 g0 = fm.snapshot()
                 try:
                     got = (dread if op == "dread" else bread)(path, off, n)
@@ -301,7 +313,7 @@ def run():
          % (SEED, SEED, OPS))
     rnd = random.Random(SEED)
     origin = [rnd.randbytes(SIZE) for _ in range(FILES)]
-    with Mount(opts="chunk=16k,timeout=10") as m:
+    with Mount(opts="chunk=%d,timeout=10" % CHUNK) as m:
         eq(import_manifest(m.mnt, [{"path": "f%d" % k, "size": SIZE}
                                    for k in range(FILES)])[0], 0, "import")
         ids = {os.stat(m.spath("f%d" % k)).st_ino: k for k in range(FILES)}
