@@ -423,22 +423,26 @@ class Hook:
             return True
         return not any(l.split("\t")[1:2] == [str(self.proc.pid)] for l in v.splitlines())
 
-    def close(self):
+    def close(self, failing=False):
         """Kill the hook, wait until the daemon has seen it go, and remove
         its log.  Until the daemon has seen it go, an event of the hook's
         mask still goes to it and waits for a hook of its name, and the
         test's next step failed at the timeout (CI, under ThreadSanitizer).
-        A daemon that never lets it go is left to the test's next step."""
+        A daemon that never lets a dead hook go is a fault of its own
+        (TimeoutError), unless the test is failing already (failing: its
+        error is the one to report)."""
         self.kill()
         try:
             if os.path.ismount(self.mnt):
                 wait_for(self.gone, "the daemon to see hook %d go" % self.proc.pid)
         except TimeoutError:
-            pass
-        shutil.rmtree(self.dir, ignore_errors=True)
+            if not failing:
+                raise
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
-    def __exit__(self, *a):
-        self.close()
+    def __exit__(self, etype, *a):
+        self.close(failing=etype is not None)
         return False
 
 
