@@ -776,6 +776,17 @@ def fname(kind):
     return "".join(ch if ch.isalnum() or ch == "-" else "_" for ch in kind)
 
 
+# the lazy-fetch clients that are one curl command, not a mount
+PLAIN_CLIENTS = ("curl", "curl-file")
+
+
+def curl_rate(url, out, size):
+    """MB/s of one curl download of url (size bytes) into out."""
+    t = time.perf_counter()
+    subprocess.run(["curl", "-s", "-o", out, url], check=True)
+    return size / MiB / (time.perf_counter() - t)
+
+
 def lazy_bench(runs, size, rcount, kinds, wan=None):
     """Run the lazy-fetch workloads; returns (results, units, notes).
 
@@ -828,7 +839,7 @@ def lazy_bench(runs, size, rcount, kinds, wan=None):
     clients = {}
     try:
         for k in kinds:
-            if k in ("curl", "curl-file"):
+            if k in PLAIN_CLIENTS:
                 continue
             try:
                 sizes = {n: SMALL_SIZE for n in small_names}
@@ -839,7 +850,7 @@ def lazy_bench(runs, size, rcount, kinds, wan=None):
                 notes.append("%s skipped: %s" % (k, e))
         for r in range(runs):
             for k in kinds:
-                if k not in ("curl", "curl-file") and k not in clients:
+                if k not in PLAIN_CLIENTS and k not in clients:
                     continue
                 seq, rnd, s4k = ("%s-%s-%d.bin" % (fname(k), w, r)
                                  for w in ("seq", "rnd", "s4k"))
@@ -853,18 +864,14 @@ def lazy_bench(runs, size, rcount, kinds, wan=None):
                     # the same download kept in a file beside the stores:
                     # what keeping the bytes costs a plain client
                     d = tmpdir("hsmfs-bench-curl-file-")
-                    t = time.perf_counter()
-                    subprocess.run(["curl", "-s", "-o", os.path.join(d, "f"),
-                                    origin.url("html/" + seq)], check=True)
-                    v = size / MiB / (time.perf_counter() - t)
-                    shutil.rmtree(d)
+                    try:
+                        v = curl_rate(origin.url("html/" + seq), os.path.join(d, "f"), size)
+                    finally:
+                        shutil.rmtree(d)
                     results.setdefault("http-cold", {}).setdefault(k, []).append(v)
                     continue
                 if k == "curl":
-                    t = time.perf_counter()
-                    subprocess.run(["curl", "-s", "-o", "/dev/null", origin.url("html/" + seq)],
-                                   check=True)
-                    v = size / MiB / (time.perf_counter() - t)
+                    v = curl_rate(origin.url("html/" + seq), "/dev/null", size)
                     results.setdefault("http-cold", {}).setdefault(k, []).append(v)
                     results.setdefault("http-warm", {}).setdefault(k, []).append(v)
                     # a kept-alive client's 4 KiB range of a fresh file
