@@ -549,6 +549,11 @@ http {
         autoindex_format json;
         %(extra)s
     }
+    server {
+        listen unix:%(d)s/barrier.sock;
+        access_log off;
+        location / { return 204; }
+    }
 }
 """ % {"d": d, "port": self.port, "root": self.root, "extra": self.extra,
        "ssl": (" ssl http2" if self.http2 else " ssl") if self.tls else "",
@@ -577,27 +582,36 @@ http {
     def url(self, path=""):
         return "%s://127.0.0.1:%d/%s" % ("https" if self.tls else "http", self.port, path)
 
+    def _records(self):
+        """The access log's lines, split, once every request answered so far
+        is in it.  nginx writes a request's line after the last byte of its
+        response, so a client can read a whole response before its line is
+        there.  One worker handles one event at a time, and it writes the
+        line in the same turn as the last byte; so once it has answered a
+        request made now (on a socket of its own, not logged), every
+        response read in full before is logged."""
+        import shlex
+        import socket
+        with socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(DEADLINE)
+            s.connect(os.path.join(self.dir, "barrier.sock"))
+            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            while s.recv(4096):
+                pass
+        with open(os.path.join(self.dir, "access.log")) as f:
+            return [shlex.split(line) for line in f]
+
     def log(self):
         """[(method, uri, status, bytes, range, if_range)] so far."""
-        import shlex
-        out = []
-        with open(os.path.join(self.dir, "access.log")) as f:
-            for line in f:
-                p = shlex.split(line)
-                out.append((p[0], p[1], int(p[2]), int(p[3]), p[4], p[5]))
-        return out
+        return [(p[0], p[1], int(p[2]), int(p[3]), p[4], p[5]) for p in self._records()]
 
     def protocols(self):
         """The protocol of each request so far, in order ("HTTP/1.1", "HTTP/2.0")."""
-        import shlex
-        with open(os.path.join(self.dir, "access.log")) as f:
-            return [shlex.split(line)[7] for line in f]
+        return [p[7] for p in self._records()]
 
     def connections(self):
         """The connection serial numbers of the requests so far, in order."""
-        import shlex
-        with open(os.path.join(self.dir, "access.log")) as f:
-            return [int(shlex.split(line)[6]) for line in f]
+        return [int(p[6]) for p in self._records()]
 
     def __enter__(self):
         return self.start()
