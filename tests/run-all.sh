@@ -18,6 +18,7 @@ DEPS="build-essential meson ninja-build pkg-config patch python3 fuse3
       findutils util-linux"
 TEST_USER=${HSMFS_TEST_USER:-hsmfs-ci}
 passed=0 failed=0 skipped=0
+failures=$(mktemp)
 
 log() { printf '== %s\n' "$*"; }
 
@@ -62,15 +63,31 @@ runtests() {
 	# shellcheck disable=SC2086
 	"$@" meson test -C "$dir" --print-errorlogs --num-processes 2 ${TEST_ARGS:-} 2>&1 | tee "$out" |
 		grep -E '^ *[0-9]+/[0-9]+ |^(Ok|Fail|Skipped|Timeout):'
-	# show what failed: each failed test's own output
-	python3 - "$dir/meson-logs/testlog.json" <<'PY' 2>/dev/null | head -200
+	# show what failed: each failed test's own output, its tail here and
+	# its failed checks again at the very end (a tail of the whole log
+	# shows them even when a test's output is long)
+	python3 - "$dir/meson-logs/testlog.json" "$label" "$failures" <<'PY' 2>/dev/null | head -300
 import json, sys
+summary = open(sys.argv[3], "a")
 for line in open(sys.argv[1]):
     t = json.loads(line)
-    if t.get("result") not in ("OK", "SKIP", "EXPECTEDFAIL"):
-        print("---- %s (%s)" % (t.get("name"), t.get("result")))
-        print((t.get("stdout") or "")[-4000:])
-        print((t.get("stderr") or "")[-2000:])
+    if t.get("result") in ("OK", "SKIP", "EXPECTEDFAIL"):
+        continue
+    out = t.get("stdout") or ""
+    print("---- %s (%s)" % (t.get("name"), t.get("result")))
+    print(out[-4000:])
+    print((t.get("stderr") or "")[-2000:])
+    lines = out.splitlines()
+    checks = []
+    for i, l in enumerate(lines):
+        if l.startswith("not ok"):
+            checks.append(l)
+            for d in lines[i + 1:i + 26]:  # its diagnostics
+                if not d.startswith("#"):
+                    break
+                checks.append(d)
+    summary.write("---- %s: %s (%s)\n" % (sys.argv[2], t.get("name"), t.get("result")))
+    summary.write("\n".join(checks[:80] or ["(no failed check: the test program failed)"]) + "\n")
 PY
 	count "$out"
 	rm -f "$out"
@@ -137,5 +154,10 @@ if [ "$(id -u)" = 0 ]; then
 	rm -rf "$work"
 fi
 
+if [ -s "$failures" ]; then
+	log "failed checks"
+	cut -c1-600 "$failures" | head -150
+fi
+rm -f "$failures"
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" = 0 ]
