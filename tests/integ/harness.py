@@ -582,15 +582,14 @@ http {
     def url(self, path=""):
         return "%s://127.0.0.1:%d/%s" % ("https" if self.tls else "http", self.port, path)
 
-    def _records(self):
-        """The access log's lines, split, once every request answered so far
-        is in it.  nginx writes a request's line after the last byte of its
+    def settle(self):
+        """Return once every response read in full so far is in the access
+        log.  nginx writes a request's line after the last byte of its
         response, so a client can read a whole response before its line is
         there.  One worker handles one event at a time, and it writes the
         line in the same turn as the last byte; so once it has answered a
         request made now (on a socket of its own, not logged), every
         response read in full before is logged."""
-        import shlex
         import socket
         with socket.socket(socket.AF_UNIX) as s:
             s.settimeout(DEADLINE)
@@ -598,6 +597,11 @@ http {
             s.sendall(b"GET / HTTP/1.0\r\n\r\n")
             while s.recv(4096):
                 pass
+
+    def _records(self):
+        """The access log's lines, split, once settled."""
+        import shlex
+        self.settle()
         with open(os.path.join(self.dir, "access.log")) as f:
             return [shlex.split(line) for line in f]
 
