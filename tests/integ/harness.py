@@ -559,6 +559,10 @@ http {
        "ssl": (" ssl http2" if self.http2 else " ssl") if self.tls else "",
        "certs": ("ssl_certificate %s; ssl_certificate_key %s;" % self.tls) if self.tls else ""})
         open(os.path.join(d, "access.log"), "w").close()
+        try:  # an nginx killed before leaves its socket, which a bind refuses
+            os.unlink(os.path.join(d, "barrier.sock"))
+        except FileNotFoundError:
+            pass
         self.proc = subprocess.Popen([self.exe, "-e", os.path.join(d, "error.log"),
                                       "-c", conf, "-p", d],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
