@@ -19,6 +19,7 @@ DEPS="build-essential meson ninja-build pkg-config patch python3 fuse3
 TEST_USER=${HSMFS_TEST_USER:-hsmfs-ci}
 passed=0 failed=0 skipped=0
 failures=$(mktemp)
+trap 'rm -f "$failures"' EXIT
 
 log() { printf '== %s\n' "$*"; }
 
@@ -158,6 +159,5 @@ if [ -s "$failures" ]; then
 	log "failed checks"
 	cut -c1-600 "$failures" | head -150
 fi
-rm -f "$failures"
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" = 0 ]
