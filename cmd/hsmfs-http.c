@@ -24,18 +24,16 @@
  *
  * Consistency: with a recorded version (an ETag, or a Last-Modified
  * date) the request carries If-Range, so a changed object comes back as
- * a whole 200 instead of a range of other bytes.  Every response, 200
- * or 206, of every attempt, is checked before its first body byte is
- * written: its validator of the recorded version's kind (ETag with an
- * ETag, Last-Modified with a date) must equal it.  One that differs
- * means the object changed: the transfer is aborted, the file marked
- * stale, the event denied with EIO; one without that validator cannot
- * be checked and is refused the same way, without marking the file.
- * Servers that ignore If-Range (some S3-compatible stores answer 206
- * with the new object's bytes) are caught by this.  A 200 to a range
- * request means this server ignored Range for this response: the hint
- * range is cut out of the body; the next request asks a range again.
- * A body shorter or longer than asked is an error, not data.
+ * a whole 200 instead of a range of other bytes.  Every response, of
+ * every attempt, is judged once its headers are complete and before its
+ * first body byte is kept, by the one rule of http-answer.h (the range
+ * asked, the recorded size and version, no coding).  A response that
+ * proves a change aborts the transfer, marks the file stale and denies
+ * the event with EIO; one that proves nothing is refused the same way,
+ * without marking the file.  A 200 to a range request means this server
+ * ignored Range for this response: the hint range is cut out of the
+ * body; the next request asks a range again.  A body shorter or longer
+ * than it said is an error, not data.
  *
  * CURLcode stays in this file; answers carry errnos.
  */
@@ -57,6 +55,7 @@
 #include <unistd.h>
 
 #include "hsmfs/hook.h"
+#include "http-answer.h"
 #include "http-list.h"
 #include "manifest.h"
 
@@ -146,19 +145,17 @@ struct xfer {
 	const struct hsmfs_event *ev;
 	uint64_t lo, hi;         /* the range to fill */
 	uint64_t body_start;     /* file offset of the first body byte */
+	uint64_t body_len;       /* body bytes the answer says, UINT64_MAX: not said */
 	uint64_t body_pos;       /* body bytes seen */
 	uint64_t filled;         /* bytes written inside [lo, hi) */
-	bool range_reply;        /* 206 with Content-Range */
 	bool overflow;           /* more body than asked */
 	int io_error;            /* errno of a failed pwrite */
-	bool checked;            /* the response's validator was checked */
-	int version_error;       /* EIO: changed (ESTALE) or not checkable */
-	bool changed;            /* the validator differs: the object changed */
-	char validator[1024];    /* ETag, else Last-Modified, of the reply */
-	char etag[1024], lastmod[1024];
+	struct http_answer ans;  /* the headers of the response being received */
+	bool checked;            /* ans was judged: verdict, why */
+	enum http_verdict verdict;
+	char why[HTTP_FIELD + 200];
 	double last_progress;
-	bool is_file;            /* file:// has no validators */
-	long status;             /* of the response being received */
+	bool is_file;            /* file:// has no headers: its body is the range */
 	char errbody[2048];      /* the start of an error response's body */
 	size_t nerr;
 	bool told;               /* FILLED sent for this attempt */
@@ -195,74 +192,43 @@ static bool flush_body(struct xfer *x)
 	return true;
 }
 
-static void trim_copy(char *dst, size_t size, const char *v, size_t n)
+/*
+ * The response's headers are complete: judge them (http-answer.h)
+ * before any byte of its body is kept.
+ */
+static void judge(struct xfer *x)
 {
-	while (n && (*v == ' ' || *v == '\t'))
-		v++, n--;
-	while (n && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' '))
-		n--;
-	snprintf(dst, size, "%.*s", (int)n, v);
+	struct http_ask ask = { .lo = x->lo, .hi = x->hi, .size = x->ev->file_size,
+				.version = x->ev->version };
+
+	x->checked = true;
+	x->why[0] = '\0';
+	if (x->is_file) {
+		/* file:// sends exactly the range asked */
+		x->verdict = HTTP_KEEP;
+		x->body_start = x->lo;
+		x->body_len = x->hi - x->lo;
+		return;
+	}
+	x->verdict = http_answer_check(&ask, &x->ans, &x->body_start, &x->body_len, x->why,
+				       sizeof(x->why));
 }
 
 static size_t on_header(char *b, size_t sz, size_t n, void *arg)
 {
 	struct xfer *x = arg;
 	size_t len = sz * n;
-	unsigned long long a, e;
 
 	if (len > 6 && !strncasecmp(b, "HTTP/", 5)) {
 		/* a new response (after a redirect or 100): start over */
-		x->range_reply = false;
 		x->checked = false;
-		x->status = 0;
 		x->nerr = 0;
 		x->errbody[0] = '\0';
-		sscanf(b + 5, "%*s %ld", &x->status);
-		x->etag[0] = x->lastmod[0] = '\0';
-	} else if (len > 14 && !strncasecmp(b, "Content-Range:", 14)) {
-		if (sscanf(b + 14, " bytes %llu-%llu", &a, &e) == 2) {
-			x->range_reply = true;
-			x->body_start = a;
-		}
-	} else if (len > 5 && !strncasecmp(b, "ETag:", 5)) {
-		trim_copy(x->etag, sizeof(x->etag), b + 5, len - 5);
-	} else if (len > 14 && !strncasecmp(b, "Last-Modified:", 14)) {
-		trim_copy(x->lastmod, sizeof(x->lastmod), b + 14, len - 14);
 	}
+	http_answer_header(&x->ans, b, len);
+	if (len <= 2 && (len == 0 || b[0] == '\r' || b[0] == '\n'))
+		judge(x); /* the blank line: the headers are complete */
 	return len;
-}
-
-/*
- * Is the recorded version an HTTP date (then it is compared with
- * Last-Modified) rather than an ETag ("..." or W/"...")?
- */
-static bool version_is_date(const char *v)
-{
-	return v[0] != '"' && strncmp(v, "W/", 2) && strstr(v, "GMT");
-}
-
-/*
- * The response's headers are complete: check its validator against the
- * recorded version before any byte of it is written.  false: abort.
- */
-static bool check_version(struct xfer *x)
-{
-	const char *want = x->ev->version, *got;
-
-	x->checked = true;
-	/* an error's body is not the object's: the status decides it */
-	if (!want[0] || x->is_file || x->status < 200 || x->status > 299)
-		return true;
-	got = version_is_date(want) ? x->lastmod : x->etag;
-	if (!got[0]) {
-		x->version_error = 1; /* nothing to compare: not checkable */
-		return false;
-	}
-	if (strcmp(got, want)) {
-		x->changed = true;
-		return false;
-	}
-	return true;
 }
 
 /*
@@ -277,7 +243,8 @@ static void tell_filled(struct xfer *x)
 	const struct hsmfs_event *ev = x->ev;
 	uint64_t upto = x->woff + x->wlen;
 
-	if (x->told || !ev->pid || x->lo > ev->start || upto < ev->end || upto >= x->hi)
+	if (x->told || !ev->pid || x->lo > ev->start || upto < ev->end || upto >= x->hi ||
+	    x->body_len == UINT64_MAX)
 		return;
 	x->told = true;
 	if (flush_body(x))
@@ -289,7 +256,9 @@ static size_t on_body(char *b, size_t sz, size_t n, void *arg)
 	struct xfer *x = arg;
 	size_t len = sz * n;
 
-	if (!x->is_file && (x->status < 200 || x->status > 299)) {
+	if (!x->checked)
+		judge(x);
+	if (x->verdict == HTTP_NOT_DATA) {
 		/* an error's body explains it (S3's XML); it is never data */
 		size_t room = sizeof(x->errbody) - 1 - x->nerr, take = len < room ? len : room;
 
@@ -298,15 +267,15 @@ static size_t on_body(char *b, size_t sz, size_t n, void *arg)
 		x->errbody[x->nerr] = '\0';
 		return len;
 	}
-	if (!x->checked && !check_version(x))
-		return 0; /* aborts the transfer: not one byte of another version */
+	if (x->verdict != HTTP_KEEP)
+		return 0; /* aborts the transfer: not one byte it does not prove */
 	uint64_t off = x->body_start + x->body_pos;
 	uint64_t s = off > x->lo ? off : x->lo;
 	uint64_t e = off + len < x->hi ? off + len : x->hi;
 
 	x->body_pos += len;
 	*x->received += len;
-	if (x->range_reply && off + len > x->hi)
+	if (x->body_pos > x->body_len)
 		x->overflow = true;
 	if (s < e) {
 		/* kept bytes are contiguous: each piece goes on where the last ended */
@@ -459,13 +428,11 @@ static void attempt(struct slot *s)
 	const struct hsmfs_event *ev = &s->j->ev;
 	CURL *c = s->c;
 
-	/* file:// sends the range with no Content-Range: it starts at lo */
 	memset(&s->x, 0, sizeof(s->x));
 	s->x.wbuf = s->wbuf;
 	s->x.ev = ev;
 	s->x.lo = ev->hint_start;
 	s->x.hi = ev->hint_end;
-	s->x.body_start = s->is_file ? ev->hint_start : 0;
 	s->x.is_file = s->is_file;
 	s->x.received = &s->received;
 	s->x.reported = s->reported;
@@ -483,6 +450,8 @@ static void attempt(struct slot *s)
 		snprintf(s->ifrange, sizeof(s->ifrange), "If-Range: %s", ev->version);
 		s->hdrs = curl_slist_append(s->hdrs, s->ifrange);
 	}
+	if (!s->is_file)
+		s->hdrs = curl_slist_append(s->hdrs, HTTP_IDENTITY);
 	if (cfg.aws_sigv4 && !s->is_file)
 		s->hdrs = curl_slist_append(s->hdrs, HTTP_S3_EMPTY_PAYLOAD);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, s->hdrs);
@@ -505,21 +474,19 @@ static int attempt_done(struct slot *s, CURLcode rc)
 		logf_("'%s': writing the store: %s", ev->path, strerror(x->io_error));
 		return x->io_error == ENOSPC ? ENOSPC : EIO;
 	}
-	if (x->changed) {
+	if (x->checked && x->verdict == HTTP_CHANGED) {
 		char p[8300];
 
-		logf_("'%s': origin changed (HTTP %ld with %s %s, recorded %s); refusing to mix versions",
-		      ev->path, code, version_is_date(ev->version) ? "Last-Modified" : "ETag",
-		      version_is_date(ev->version) ? x->lastmod : x->etag, ev->version);
+		logf_("'%s': origin changed (HTTP %ld: %s); refusing to mix versions",
+		      ev->path, code, x->why);
 		/* status shows it stale until it is imported again */
 		snprintf(p, sizeof(p), "%s/%s", cfg.mountpoint, ev->path);
 		setxattr(p, "user.hsmfs.stale", "1", 1, 0);
 		return EIO;
 	}
-	if (x->version_error) {
-		logf_("'%s': HTTP %ld has no %s to check the recorded version %s against; refused",
-		      ev->path, code, version_is_date(ev->version) ? "Last-Modified" : "ETag",
-		      ev->version);
+	if (x->checked && x->verdict == HTTP_UNPROVEN) {
+		logf_("'%s': HTTP %ld does not prove its bytes (%s); refused", ev->path, code,
+		      x->why);
 		return EIO;
 	}
 	if (rc != CURLE_OK || code >= 500 || code == 429) {
@@ -549,8 +516,11 @@ static int attempt_done(struct slot *s, CURLcode rc)
 		manifest_s3_error(x->errbody, why, sizeof(why));
 		logf_("'%s': origin refused access (HTTP %ld)%s", ev->path, code, why);
 		return EACCES;
+	} else if (!x->checked || x->verdict != HTTP_KEEP) {
+		logf_("'%s': unexpected HTTP %ld", ev->path, code);
+		return EIO;
 	} else if (code == 200) {
-		/* the server ignored Range (its validator was checked): cut */
+		/* the server ignored Range (the answer was checked): cut */
 		static bool said;
 
 		if (!said) {
@@ -559,11 +529,9 @@ static int attempt_done(struct slot *s, CURLcode rc)
 			      "out of the whole body; every request still asks for its range",
 			      ev->path);
 		}
-	} else if (code != 206) {
-		logf_("'%s': unexpected HTTP %ld", ev->path, code);
-		return EIO;
 	}
-	if (x->overflow || x->filled != x->hi - x->lo) {
+	if (x->overflow || x->filled != x->hi - x->lo ||
+	    x->body_pos != (x->body_len == UINT64_MAX ? ev->file_size : x->body_len)) {
 		logf_("'%s': body of %llu bytes does not fill [%llu, %llu)", ev->path,
 		      (unsigned long long)x->body_pos, (unsigned long long)x->lo,
 		      (unsigned long long)x->hi);

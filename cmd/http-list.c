@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -193,11 +194,13 @@ int http_list(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3
 {
 	struct out o = { 0 };
 	struct http_body b = { .max = PAGE_MAX };
-	struct curl_slist *hdrs = s3 ? curl_slist_append(NULL, HTTP_S3_EMPTY_PAYLOAD) : NULL;
+	struct curl_slist *hdrs = curl_slist_append(NULL, HTTP_IDENTITY);
 	char *base = NULL, *bucket = NULL, *prefix = NULL, err[256] = "";
 	int fd = dup(ev->fd), res = 0;
 
 	why[0] = '\0';
+	if (hdrs && s3)
+		hdrs = curl_slist_append(hdrs, HTTP_S3_EMPTY_PAYLOAD);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
 	if (fd < 0 || !(o.f = fdopen(fd, "w"))) {
 		res = errno;
@@ -340,13 +343,15 @@ int http_lookup(CURL *c, const struct hsmfs_event *ev, const char *origin, bool 
 	const char *slash = strrchr(ev->path, '/'), *name = slash ? slash + 1 : ev->path;
 	char *dir = strndup(ev->path, slash ? (size_t)(slash - ev->path) : 0);
 	char *base = NULL, *url = NULL, *en = http_escape(name, NULL), *ed = dir ? http_escape(dir, "/") : NULL;
-	struct curl_slist *hdrs = s3 ? curl_slist_append(NULL, HTTP_S3_EMPTY_PAYLOAD) : NULL;
+	struct curl_slist *hdrs = curl_slist_append(NULL, HTTP_IDENTITY);
 	int fd = dup(ev->fd), res = 0;
 	size_t ol = strlen(origin);
 	long code;
 
 	why[0] = '\0';
-	if (!dir || !en || !ed || fd < 0 || !(o.f = fdopen(fd, "w"))) {
+	if (hdrs && s3)
+		hdrs = curl_slist_append(hdrs, HTTP_S3_EMPTY_PAYLOAD);
+	if (!dir || !en || !ed || !hdrs || fd < 0 || !(o.f = fdopen(fd, "w"))) {
 		res = fd < 0 ? errno : ENOMEM;
 		if (fd >= 0)
 			close(fd);
@@ -370,11 +375,18 @@ int http_lookup(CURL *c, const struct hsmfs_event *ev, const char *origin, bool 
 	o.base = base;
 	code = head(c, url, why, whylen);
 	if (code == 200) {
-		const char *lm = header(c, "Last-Modified"), *etag = header(c, "ETag");
+		const char *lm = header(c, "Last-Modified"), *etag = header(c, "ETag"),
+			   *coding = header(c, "Content-Encoding");
 		curl_off_t len = -1;
 		time_t t = lm ? curl_getdate(lm, NULL) : -1;
 
 		curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
+		if (coding && coding[0] && strcasecmp(coding, "identity")) {
+			/* its Content-Length is the coding's, not the file's size */
+			snprintf(why, whylen, "HEAD %s: Content-Encoding: %s", url, coding);
+			res = EIO;
+			goto out;
+		}
 		if (len < 0) {
 			snprintf(why, whylen, "HEAD %s: no Content-Length", url);
 			res = EIO;

@@ -33,6 +33,13 @@ char *http_escape(const char *s, const char *keep);
 #define HTTP_S3_EMPTY_PAYLOAD \
 	"x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
+/*
+ * Every request asks for the object's own bytes: a server may answer a
+ * request without Accept-Encoding in any content coding (RFC 9110
+ * 12.5.3), and a coded body or its length is not the file's.
+ */
+#define HTTP_IDENTITY "Accept-Encoding: identity"
+
 struct http_body {
 	char *p;
 	size_t n, max;

@@ -628,3 +628,165 @@ http {
         self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
         return False
+
+
+class Origin:
+    """An origin of our own on 127.0.0.1 that answers as a broken server or
+    proxy does: a test sets `mode` (per file with `modes`) to one of the
+    behaviours below, and can change it between reads.
+
+    files: {path: bytes}; each has a Last-Modified (`dates`, settable) and an
+    ETag derived from its bytes.  Behaviours of a GET with a Range:
+      good          206, Content-Range and Content-Length as asked
+      range-case    206 with "Content-Range: Bytes a-b/n" (valid: units are
+                    case-insensitive)
+      no-range      206 with the bytes asked and no Content-Range
+      wrong-range   206 of a range 4 KiB before the one asked (after, at 0), its
+                    Content-Range saying so
+      ignore-range  200 with the whole file
+      gzip          200 with the whole file gzip-coded (Content-Encoding)
+      gzip-range    206 of the range asked, gzip-coded
+      short         206 whose body is half the range (Content-Length too)
+      trickle       206 as asked, sent `trickle_rate` bytes a second
+      other-size    206 whose Content-Range's complete length is the size of
+                    `other[path]` and whose bytes are other[path]'s (a
+                    same-second rewrite: the Last-Modified is kept)
+    Every request is recorded in `requests` as (method, path, range header,
+    status, headers sent by the client).
+    """
+
+    def __init__(self):
+        self.files = {}
+        self.dates = {}
+        self.other = {}
+        self.mode = "good"
+        self.modes = {}
+        self.trickle_rate = 2
+        self.requests = []
+        self.server = None
+        self.thread = None
+
+    def add(self, path, data, date="Wed, 02 Dec 2026 10:00:00 GMT"):
+        self.files[path] = data
+        self.dates[path] = date
+
+    def etag(self, path):
+        import hashlib
+        return '"%s"' % hashlib.sha256(self.files[path]).hexdigest()[:16]
+
+    def url(self, path=""):
+        return "http://127.0.0.1:%d/%s" % (self.server.server_address[1], path)
+
+    def start(self):
+        import http.server
+        import threading
+        origin = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_HEAD(self):
+                self.answer(head=True)
+
+            def do_GET(self):
+                self.answer(head=False)
+
+            def send(self, status, headers, body, head, rate=None):
+                self.send_response_only(status)
+                for k, v in headers:
+                    self.send_header(k, v)
+                if not any(k.lower() == "content-length" for k, _ in headers):
+                    self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if head:
+                    return
+                try:
+                    if rate:
+                        for i in range(0, len(body), rate):
+                            self.wfile.write(body[i:i + rate])
+                            self.wfile.flush()
+                            time.sleep(1.0)
+                    else:
+                        self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True
+
+            def answer(self, head):
+                import gzip
+                path = self.path.lstrip("/")
+                rng = self.headers.get("Range", "")
+                mode = origin.modes.get(path, origin.mode)
+                data = origin.files.get(path)
+                origin.requests.append((self.command, path, rng, mode, dict(self.headers)))
+                if data is None:
+                    return self.send(404, [], b"not here", head)
+                base = [("Last-Modified", origin.dates[path]), ("ETag", origin.etag(path)),
+                        ("Accept-Ranges", "bytes")]
+                if not rng.startswith("bytes=") or head:
+                    return self.send(200, base, data, head)
+                a, b = rng[6:].split("-")
+                a, b = int(a), int(b) + 1
+                size = len(data)
+                b = min(b, size)
+                part = data[a:b]
+                cr = "bytes %d-%d/%d" % (a, b - 1, size)
+                if mode == "good":
+                    return self.send(206, base + [("Content-Range", cr)], part, head)
+                if mode == "range-case":
+                    return self.send(206, base + [("Content-Range", "B" + cr[1:])], part, head)
+                if mode == "no-range":
+                    return self.send(206, base, part, head)
+                if mode == "wrong-range":
+                    a2 = a - 4096 if a >= 4096 else a + 4096
+                    return self.send(206, base + [("Content-Range", "bytes %d-%d/%d"
+                                                   % (a2, b - 1, size))], data[a2:b], head)
+                if mode == "ignore-range":
+                    return self.send(200, base, data, head)
+                if mode == "gzip":
+                    return self.send(200, base + [("Content-Encoding", "gzip")],
+                                     gzip.compress(data), head)
+                if mode == "gzip-range":
+                    return self.send(206, base + [("Content-Range", cr),
+                                                  ("Content-Encoding", "gzip")],
+                                     gzip.compress(part), head)
+                if mode == "short":
+                    return self.send(206, base + [("Content-Range", cr)],
+                                     part[:len(part) // 2], head)
+                if mode == "trickle":
+                    return self.send(206, base + [("Content-Range", cr)], part, head,
+                                     rate=origin.trickle_rate)
+                if mode == "other-size":
+                    new = origin.other[path]
+                    b2 = min(int(rng[6:].split("-")[1]) + 1, len(new))
+                    return self.send(206, [("Last-Modified", origin.dates[path]),
+                                           ("ETag", '"new"'),
+                                           ("Content-Range", "bytes %d-%d/%d"
+                                            % (a, b2 - 1, len(new)))], new[a:b2], head)
+                raise ValueError("unknown mode %r" % mode)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self):
+        if self.server:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
+
+    def gets(self, path=None):
+        """The GETs so far (of path, if given): [(path, range, mode, headers)]."""
+        return [(p, r, m, h) for c, p, r, m, h in self.requests
+                if c == "GET" and (path is None or p == path)]
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *a):
+        self.stop()
+        return False
