@@ -275,10 +275,13 @@ static void fill_proto(const struct event *ev, struct proto_event *pe,
 		}
 		return;
 	}
-	/* PRE_MODIFY events carry the file's origin and version too */
+	/*
+	 * PRE_MODIFY events carry the file's origin and version too; a fill
+	 * is of the recorded version, whose size is the origin's
+	 */
 	fs = ev->fs ? ev->fs : inode_state(ev->in);
 	if (fs) {
-		pe->file_size = fs->size;
+		pe->file_size = ev->type == HSMFS_EV_PRE_ACCESS ? fs->osize : fs->size;
 		if (fs->origin) {
 			pe->origin.p = fs->origin;
 			pe->origin.len = strlen(fs->origin);

@@ -81,6 +81,7 @@
 struct fstate {
 	uint64_t ino;
 	uint64_t size;
+	uint64_t osize;            /* the recorded version's size (meta_file) */
 	uint32_t state;            /* enum meta_state */
 	uint32_t flags;            /* META_F_* */
 	char *origin;              /* owned, may be NULL */

@@ -78,6 +78,7 @@ void fstate_free(void *p)
 static void fstate_take_row(struct fstate *fs, struct meta_file *f)
 {
 	fs->size = f->size;
+	fs->osize = f->state == META_DIRTY ? f->osize : f->size;
 	fs->state = f->state;
 	fs->flags = f->flags;
 	fs->origin = f->origin;

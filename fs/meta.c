@@ -25,15 +25,15 @@ enum { Q_GET, Q_PUT, Q_PRESENT, Q_DELETE, Q_COUNT, Q_LIST, Q_DELGEN, Q_LRU,
 
 static const char *const queries[Q_N] = {
 	[Q_GET] = "SELECT size, mtime, mode, state, flags, origin, version, "
-		  "sha256, present, atime, gen, path, blocks, ctime_real, ctime_shown "
-		  "FROM files WHERE ino = ?1",
+		  "sha256, present, atime, gen, path, blocks, ctime_real, ctime_shown, "
+		  "coalesce(osize, size) FROM files WHERE ino = ?1",
 	[Q_PUT] = "INSERT OR REPLACE INTO files (ino, size, mtime, mode, state, "
 		  "flags, origin, version, sha256, present, atime, gen, path, "
-		  "blocks, ctime_real, ctime_shown) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
-		  "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+		  "blocks, ctime_real, ctime_shown, osize) VALUES (?1, ?2, ?3, ?4, ?5, "
+		  "?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
 	[Q_PRESENT] = "UPDATE files SET present = ?2, state = ?3, flags = ?4, "
 		      "size = ?5, atime = max(atime, ?7), blocks = ?8, "
-		      "ctime_real = ?9, ctime_shown = ?10 "
+		      "ctime_real = ?9, ctime_shown = ?10, osize = ?11 "
 		      "WHERE ino = ?1 AND gen = ?6",
 	[Q_DELETE] = "DELETE FROM files WHERE ino = ?1 RETURNING state, blocks",
 	[Q_COUNT] = "SELECT count(*) FROM files",
@@ -76,6 +76,8 @@ static const char *const migrations[] = {
 	"ALTER TABLE files ADD COLUMN ctime_shown INTEGER NOT NULL DEFAULT 0;",
 	/* 3 -> 4: directory rows (META_DIR_*), which older versions must not read */
 	"CREATE INDEX files_dirs ON files (state) WHERE state >= 5;",
+	/* 4 -> 5: the recorded version's size where the file's differs (NULL: the same) */
+	"ALTER TABLE files ADD COLUMN osize INTEGER;",
 };
 
 struct meta {
@@ -283,6 +285,7 @@ int meta_get(struct meta *m, uint64_t ino, struct meta_file *ret)
 		f.blocks = sqlite3_column_int64(st, 12);
 		f.ctime_real = sqlite3_column_int64(st, 13);
 		f.ctime_shown = sqlite3_column_int64(st, 14);
+		f.osize = sqlite3_column_int64(st, 15);
 		if (oom)
 			res = -ENOMEM;
 	} else {
@@ -310,6 +313,15 @@ static int bind_ranges(sqlite3_stmt *st, int i, const struct rangeset *rs)
 	return 0;
 }
 
+/* A dirty file's recorded size where it differs from its own; else NULL. */
+static void bind_osize(sqlite3_stmt *st, int i, uint32_t state, uint64_t size, uint64_t osize)
+{
+	if (state == META_DIRTY && osize != size)
+		sqlite3_bind_int64(st, i, (sqlite3_int64)osize);
+	else
+		sqlite3_bind_null(st, i);
+}
+
 int meta_put(struct meta *m, const struct meta_file *f)
 {
 	sqlite3_stmt *st = m->q[Q_PUT];
@@ -332,6 +344,7 @@ int meta_put(struct meta *m, const struct meta_file *f)
 	sqlite3_bind_int64(st, 14, (sqlite3_int64)f->blocks);
 	sqlite3_bind_int64(st, 15, f->ctime_real);
 	sqlite3_bind_int64(st, 16, f->ctime_shown);
+	bind_osize(st, 17, f->state, f->size, f->osize);
 	if (!res)
 		res = to_errno(m, sqlite3_step(st));
 	sqlite3_reset(st);
@@ -341,8 +354,8 @@ int meta_put(struct meta *m, const struct meta_file *f)
 }
 
 int meta_set_present(struct meta *m, uint64_t ino, const struct rangeset *rs,
-		     uint32_t state, uint32_t flags, uint64_t size, uint64_t gen,
-		     int64_t atime, uint64_t blocks, int64_t ctime_real,
+		     uint32_t state, uint32_t flags, uint64_t size, uint64_t osize,
+		     uint64_t gen, int64_t atime, uint64_t blocks, int64_t ctime_real,
 		     int64_t ctime_shown)
 {
 	sqlite3_stmt *st = m->q[Q_PRESENT];
@@ -359,6 +372,7 @@ int meta_set_present(struct meta *m, uint64_t ino, const struct rangeset *rs,
 	sqlite3_bind_int64(st, 8, (sqlite3_int64)blocks);
 	sqlite3_bind_int64(st, 9, ctime_real);
 	sqlite3_bind_int64(st, 10, ctime_shown);
+	bind_osize(st, 11, state, size, osize);
 	if (!res)
 		res = to_errno(m, sqlite3_step(st));
 	if (!res && sqlite3_changes(m->db) == 0)

@@ -30,7 +30,7 @@
 
 #include "ranges.h"
 
-#define META_SCHEMA_VERSION 4
+#define META_SCHEMA_VERSION 5
 
 enum meta_state {
 	META_PLACEHOLDER = 1, /* nothing present yet */
@@ -48,6 +48,9 @@ enum meta_state {
 struct meta_file {
 	uint64_t ino;        /* store inode number (key) */
 	uint64_t size;       /* logical size */
+	uint64_t osize;      /* the recorded version's size (the origin's): a
+			      * dirty file's may differ from size; a clean
+			      * row's is size, whatever is passed */
 	int64_t mtime;       /* seconds */
 	uint32_t mode;       /* permission bits */
 	uint32_t state;      /* enum meta_state */
@@ -89,12 +92,13 @@ int meta_get(struct meta *m, uint64_t ino, struct meta_file *ret);
 /* Insert or replace the whole row. */
 int meta_put(struct meta *m, const struct meta_file *f);
 /*
- * Update present ranges, state, flags and size of the row of ino, but
+ * Update present ranges, state, flags and sizes of the row of ino, but
  * only if it is still generation gen: a re-import that changed the file
  * wins over a late write-behind.  -ENOENT if no row matched.
  */
 int meta_set_present(struct meta *m, uint64_t ino, const struct rangeset *rs,
-		     uint32_t state, uint32_t flags, uint64_t size, uint64_t gen,
+		     uint32_t state, uint32_t flags, uint64_t size, uint64_t osize,
+		     uint64_t gen,
 		     int64_t atime, uint64_t blocks, int64_t ctime_real,
 		     int64_t ctime_shown);
 /*

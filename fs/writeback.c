@@ -48,7 +48,7 @@ struct snap {
 	struct inode *in;   /* held since persist_later() */
 	uint64_t ino;       /* 0: not to be committed */
 	uint32_t state, flags;
-	uint64_t size, gen, blocks;
+	uint64_t size, osize, gen, blocks;
 	int64_t atime;
 	int64_t ctime_real, ctime_shown;
 	struct rangeset rs;
@@ -125,7 +125,7 @@ static int commit_snaps(const struct snap *snaps, size_t n, char *why, size_t wh
 
 		if (sn->ino)
 			res = meta_set_present(E.cfg.meta, sn->ino, &sn->rs, sn->state,
-					       sn->flags, sn->size, sn->gen, sn->atime,
+					       sn->flags, sn->size, sn->osize, sn->gen, sn->atime,
 					       sn->blocks, sn->ctime_real, sn->ctime_shown);
 		/* the row went, or a newer generation is there */
 		if (res == -ENOENT)
@@ -167,6 +167,7 @@ static bool write_batch(struct snap *snaps, size_t cap)
 		snaps[i].state = fs->state;
 		snaps[i].flags = fs->flags;
 		snaps[i].size = fs->size;
+		snaps[i].osize = fs->osize;
 		snaps[i].gen = fs->gen;
 		snaps[i].blocks = fs->blocks;
 		snaps[i].atime = fs->atime;

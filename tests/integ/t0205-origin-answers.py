@@ -15,6 +15,7 @@ floor while a reader waits.
 """
 import errno
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -159,6 +160,38 @@ def test_other_size():
             wait_for(lambda: "stale" in state(m, "f"), "the file is stale")
 
 
+def test_changed_size_locally():
+    """A file the user grew or shrank through the mount still fills its
+    missing bytes from the recorded version, whose size is the origin's,
+    not the file's: also after a remount (the recorded size is kept)."""
+    data = os.urandom(SIZE)
+    store = tmpdir("hsmfs-store-")
+    with Origin() as org:
+        org.add("grown", data, DATE)
+        org.add("shrunk", data, DATE)
+        with Mount(opts="prefetch=0,hook=%s --retries 0,chunk=1m,first_fill=0" % HTTP,
+                   store=store) as m:
+            eq(import_manifest(m.mnt, [{"path": p, "size": SIZE, "url": org.url(p),
+                                        "version": DATE} for p in ("grown", "shrunk")])[0],
+               0, "import")
+            with open(m.path("grown"), "ab") as f:
+                f.write(b"appended")
+            os.truncate(m.path("shrunk"), 3 * MiB)
+            eq(read_at(m.path("grown"), MiB, 4 * K, True), data[MiB:MiB + 4 * K],
+               "a grown file's missing bytes fill from the origin")
+            eq(read_at(m.path("shrunk"), MiB, 4 * K, True), data[MiB:MiB + 4 * K],
+               "a shrunk file's too")
+        with Mount(opts="prefetch=0,hook=%s --retries 0,chunk=1m,first_fill=0" % HTTP,
+                   store=store) as m:
+            eq(read_at(m.path("grown"), 2 * MiB, 4 * K, True), data[2 * MiB:2 * MiB + 4 * K],
+               "after a remount too")
+            with open(m.path("grown"), "rb") as f:
+                ok(f.read() == data + b"appended", "the grown file reads whole")
+            with open(m.path("shrunk"), "rb") as f:
+                ok(f.read() == data[:3 * MiB], "the shrunk file reads whole")
+    shutil.rmtree(store, ignore_errors=True)
+
+
 def test_nginx_same_second_rewrite():
     """The same against a real nginx: a 2 MiB file rewritten as 3 MiB with
     its mtime kept, after the first chunk was read."""
@@ -196,4 +229,4 @@ def test_nginx_same_second_rewrite():
 
 if __name__ == "__main__":
     main(lambda: [t() for t in (test_answers, test_small_gzip, test_other_size,
-                                test_nginx_same_second_rewrite)])
+                                test_changed_size_locally, test_nginx_same_second_rewrite)])

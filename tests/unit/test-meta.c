@@ -73,15 +73,23 @@ int main(void)
 	meta_file_free(&g);
 
 	rs_add(&f.present, 4096, 1 << 20);
-	ok(meta_set_present(m, 42, &f.present, META_RESIDENT, 0, f.size, 5, 0, 0, 7, 3) == 0,
+	ok(meta_set_present(m, 42, &f.present, META_RESIDENT, 0, f.size, f.size, 5, 0, 0, 7, 3) == 0,
 	   "update present ranges");
 	ok(meta_get(m, 42, &g) == 0 && g.present.n == 1 && g.state == META_RESIDENT &&
 	   g.ctime_real == 7 && g.ctime_shown == 3,
 	   "updated ranges merged, state and change times changed");
 	meta_file_free(&g);
-	ok(meta_set_present(m, 43, &f.present, META_RESIDENT, 0, f.size, 5, 0, 0, 0, 0) == -ENOENT,
+	ok(meta_set_present(m, 42, &f.present, META_DIRTY, 0, f.size + 8, f.size, 5, 0, 0, 7, 3) ==
+		   0 && meta_get(m, 42, &g) == 0 && g.size == f.size + 8 && g.osize == f.size,
+	   "a dirty row keeps the recorded version's size beside its own");
+	meta_file_free(&g);
+	ok(meta_set_present(m, 42, &f.present, META_RESIDENT, 0, f.size, 1, 5, 0, 0, 7, 3) == 0 &&
+		   meta_get(m, 42, &g) == 0 && g.osize == f.size,
+	   "a clean row's recorded size is its size");
+	meta_file_free(&g);
+	ok(meta_set_present(m, 43, &f.present, META_RESIDENT, 0, f.size, f.size, 5, 0, 0, 0, 0) == -ENOENT,
 	   "update of a missing row: ENOENT");
-	ok(meta_set_present(m, 42, &f.present, META_PARTIAL, 0, f.size, 6, 0, 0, 0, 0) == -ENOENT,
+	ok(meta_set_present(m, 42, &f.present, META_PARTIAL, 0, f.size, f.size, 6, 0, 0, 0, 0) == -ENOENT,
 	   "update for another generation does not apply");
 
 	ok(meta_begin(m) == 0, "begin");
