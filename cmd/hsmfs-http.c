@@ -79,7 +79,7 @@ static struct {
 	unsigned list_page;      /* ListObjectsV2 max-keys, 0: the server's */
 	bool verbose;
 } cfg = { .connections = 8, .retries = 4, .connect_timeout = 10,
-	  .low_speed_limit = 1, .low_speed_time = 30 };
+	  .low_speed_limit = 1024, .low_speed_time = 30 };
 
 static struct hsmfs_hook *hook;
 static CURLSH *share;
@@ -855,7 +855,7 @@ static void usage(FILE *f)
 "  --retries N           retries of resets, timeouts and 5xx (default 4)\n"
 "  --connect-timeout S   (default 10)\n"
 "  --low-speed-limit B --low-speed-time S   abort transfers slower than B\n"
-"                        bytes/s for S seconds (default 1 and 30)\n"
+"                        bytes/s for S seconds (default 1024 and 30)\n"
 "  --cacert FILE         trust this CA bundle\n"
 "  --insecure            do not verify TLS certificates\n"
 "  --proxy URL           (default: the usual *_proxy environment variables)\n"

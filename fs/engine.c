@@ -1952,17 +1952,46 @@ void events_answer(struct hook *h, const struct proto_answer *a)
 	drain_ready();
 }
 
+/*
+ * Does a PROGRESS of *done bytes extend ev's deadline?  Progress is bytes
+ * advancing towards what the event asks, at progress_floor bytes a
+ * second or more since the deadline was last set: a repeated count, a
+ * trickle below the floor or a count past the hint range extends
+ * nothing, so a reader waits at most the hint range at the floor's rate
+ * plus one timeout.  *done is clamped to the range.  E.lock held.
+ */
+static bool progress_enough(const struct event *ev, uint64_t *done)
+{
+	ELOCK_HELD();
+	struct timespec now;
+	double since;
+
+	if (ev->type == HSMFS_EV_PRE_ACCESS && ev->hint_end > ev->hint_start &&
+	    *done > ev->hint_end - ev->hint_start)
+		*done = ev->hint_end - ev->hint_start;
+	if (*done <= ev->progress)
+		return false;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	/* the deadline was last set timeout seconds before it */
+	since = (double)(now.tv_sec - ev->deadline.tv_sec) +
+		(now.tv_nsec - ev->deadline.tv_nsec) / 1e9 + E.cfg.timeout;
+	return (double)(*done - ev->progress) >= (double)E.cfg.progress_floor * since;
+}
+
 void events_progress(struct hook *h, const struct proto_progress *p)
 {
 	struct event *ev;
 
+	uint64_t done = p->bytes_done;
+
 	elock();
 	ev = find_event(p->id);
-	/* progress is bytes advancing: a repeated count extends nothing */
-	if (ev && ev->hook == h && p->bytes_done > ev->progress) {
-		ev->progress = p->bytes_done;
-		mono_after(&ev->deadline, E.cfg.timeout);
+	if (!ev || ev->hook != h || !progress_enough(ev, &done)) {
+		eunlock();
+		return;
 	}
+	ev->progress = done;
+	mono_after(&ev->deadline, E.cfg.timeout);
 	eunlock();
 }
 

@@ -67,7 +67,9 @@ struct fuse_req;
 
 struct events_config {
 	unsigned max_pending; /* event slots */
-	double timeout;       /* seconds per event, extended by PROGRESS */
+	double timeout;       /* seconds per event, extended by PROGRESS at
+			       * progress_floor bytes a second or more */
+	uint64_t progress_floor;
 	bool nohook_fail;     /* no fill hook: fail at once instead of waiting */
 	double dir_ttl;       /* seconds: a listed directory is listed again
 			       * (in the background) on a look after this, 0: never */

@@ -66,6 +66,8 @@ static void usage(void)
 "                     a read-only open of a file with bytes missing reads\n"
 "                     past the mount's page cache, or through it (default)\n"
 "  timeout=S          seconds a hook may take per event (default 30)\n"
+"  progress_floor=SIZE  a hook's PROGRESS extends the timeout only at this\n"
+"                     many bytes a second or more (default 16k, 0: any)\n"
 "  nohook=wait|fail   with no fill hook: wait up to the timeout, or fail now\n"
 "  max_pending=N      events in flight at once (default 1024)\n"
 "  max_pending_user=N requests one user may have waiting for hooks\n"
@@ -402,6 +404,7 @@ int main(int argc, char *argv[])
 		struct events_config ecfg = {
 			.max_pending = o.max_pending,
 			.timeout = o.timeout,
+			.progress_floor = o.progress_floor,
 			.nohook_fail = o.nohook_fail,
 			.chunk = o.chunk,
 			.first_fill = o.first_fill,

@@ -178,6 +178,14 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 				    opt, OPTS_TIMEOUT_MAX);
 		return 0;
 	}
+	if (KEY("progress_floor")) {
+		if (!val || opts_parse_size(val, &o->progress_floor) ||
+		    o->progress_floor > (1ull << 40))
+			return fail(err, errlen,
+				    "option '%s' needs bytes a second, such as 16k (0: any progress)",
+				    opt);
+		return 0;
+	}
 	if (KEY("dir_ttl")) {
 		if (!val || parse_seconds(val, &o->dir_ttl))
 			return fail(err, errlen,
@@ -364,6 +372,7 @@ static void set_defaults(struct hsmfs_opts *o)
 	o->attr_timeout = 1.0;
 	o->negative_timeout = 0.0;
 	o->timeout = 30.0;
+	o->progress_floor = OPTS_PROGRESS_FLOOR;
 	o->max_pending = 1024;
 	o->prefetch = OPTS_PREFETCH_DEFAULT;
 	o->chunk = 1ULL << 20;

@@ -33,6 +33,7 @@
 
 /* Bounds of the numeric options, documented in hsmfs(8). */
 #define OPTS_TIMEOUT_MAX 86400.0 /* entry/attr/negative cache, seconds */
+#define OPTS_PROGRESS_FLOOR (16u << 10) /* progress_floor= default, bytes a second */
 #define OPTS_FD_CACHE_MIN 16
 #define OPTS_FD_CACHE_MAX 1000000
 #define OPTS_THREADS_MAX 256
@@ -68,6 +69,8 @@ struct hsmfs_opts {
 	unsigned fd_cache;       /* max cached O_PATH fds, 0 = auto */
 	unsigned max_threads;    /* FUSE worker threads, 0 = libfuse default */
 	double timeout;          /* seconds an event may take, default 30 */
+	unsigned long long progress_floor; /* bytes/s a PROGRESS must show to
+				  * extend the timeout, default 16 KiB, 0: any */
 	double dir_ttl;          /* a listed directory is listed again on a look
 				  * this long after its listing, 0: never */
 	bool nohook_fail;        /* nohook=fail: no fill hook fails at once */

@@ -48,7 +48,7 @@ def read_at(path, off, n, direct):
         return f.read(n)
 
 
-def read_other(path, off, n, direct):
+def read_other(path, off, n, direct, limit=60):
     """read_at() in another process: the daemon answers the same process's
     retry of a failed read with the same failure for a moment
     (hsmfs(8), timeout=), another process is asked afresh."""
@@ -60,7 +60,7 @@ def read_other(path, off, n, direct):
             "sys.stdout.buffer.write(b)\n"
             % (os.path.dirname(os.path.abspath(__file__)), off, n, direct, path, path))
     r = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, timeout=60)
+                       stderr=subprocess.PIPE, timeout=limit)
     if r.returncode:
         raise OSError(errno.EIO, r.stderr.decode()[-300:])
     return r.stdout
@@ -192,6 +192,48 @@ def test_changed_size_locally():
     shutil.rmtree(store, ignore_errors=True)
 
 
+def timed_read(path, off, n, limit):
+    """(errno or the bytes, seconds) of a read in another process, killed
+    after limit seconds (then (None, limit))."""
+    t0 = time.monotonic()
+    try:
+        got = read_other(path, off, n, True, limit)
+    except OSError as e:
+        got = e.errno
+    except subprocess.TimeoutExpired:
+        got = None
+    return got, time.monotonic() - t0
+
+
+def test_trickle():
+    """An origin sending 2 bytes a second: each second's PROGRESS is new
+    bytes, but far below progress_floor, so the read fails at its
+    timeout (5 s) instead of waiting for the trickle.  One sending above
+    the floor holds the reader past the timeout, until its bytes are in."""
+    data = os.urandom(SIZE)
+    with Origin() as org:
+        org.add("slow", data, DATE)
+        org.add("steady", data, DATE)
+        org.modes["slow"] = "trickle"
+        org.modes["steady"] = "trickle"
+        org.trickle_rate = 48 * K
+        with Mount(opts="prefetch=0,timeout=3,chunk=256k,first_fill=0,hook=%s --retries 0"
+                   % HTTP) as m:
+            eq(import_manifest(m.mnt, [{"path": p, "size": SIZE, "url": org.url(p),
+                                        "version": DATE} for p in ("slow", "steady")])[0],
+               0, "import")
+            # 256 KiB at 48 KiB a second: about 5 s, past the 3 s timeout
+            # the chunk's last page: its bytes come last
+            got, t = timed_read(m.path("steady"), 252 * K, 4 * K, 30)
+            eq(got, data[252 * K:256 * K], "an origin above the floor: the read gets its bytes")
+            ok(t > 3.0, "after longer than the timeout (%.1f s)" % t)
+            org.trickle_rate = 2
+            got, t = timed_read(m.path("slow"), 0, 4 * K, 20)
+            ok(got not in (None, data[:4 * K]) and isinstance(got, int),
+               "a trickling origin fails the read (%s)" % got)
+            ok(t < 3.0 + 2.0, "at its timeout, not later (%.1f s, timeout 3 s)" % t)
+
+
 def test_nginx_same_second_rewrite():
     """The same against a real nginx: a 2 MiB file rewritten as 3 MiB with
     its mtime kept, after the first chunk was read."""
@@ -229,4 +271,5 @@ def test_nginx_same_second_rewrite():
 
 if __name__ == "__main__":
     main(lambda: [t() for t in (test_answers, test_small_gzip, test_other_size,
-                                test_changed_size_locally, test_nginx_same_second_rewrite)])
+                                test_changed_size_locally, test_trickle,
+                                test_nginx_same_second_rewrite)])

@@ -100,6 +100,19 @@ int main(void)
 		   o.max_threads == 4 && o.writeback && !strcmp(o.fuse_opts, ""),
 	   "hsmfs options parsed, not passed to the kernel");
 	opts_free(&o);
+	ok(parse(&o, err, 2, "/s", "/m") == 0 && o.progress_floor == 16384,
+	   "progress_floor defaults to 16 KiB a second");
+	opts_free(&o);
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "progress_floor=64k") == 0 &&
+		   o.progress_floor == 65536,
+	   "progress_floor=64k");
+	opts_free(&o);
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "progress_floor=0") == 0 && o.progress_floor == 0,
+	   "progress_floor=0: any progress");
+	opts_free(&o);
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "progress_floor=fast") == -EINVAL,
+	   "progress_floor=fast refused: %s", err);
+	opts_free(&o);
 	ok(parse(&o, err, 4, "/s", "/m", "-o", "cache_max=2G,cache_min_free=5%") == 0 &&
 		   o.cache_max == 2ULL << 30 && o.cache_min_free_pct == 5 && !o.cache_min_free,
 	   "cache_max=2G,cache_min_free=5%%");
