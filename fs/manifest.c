@@ -110,6 +110,11 @@ static int string(struct p *p, char **ret, size_t *ret_len)
 			} else if (u >= 0xdc00 && u < 0xe000) {
 				goto bad_escape;
 			}
+			if (!u) {
+				/* every string is a C string: a NUL would cut it short */
+				free(out);
+				return fail(p, "NUL (\\u0000) in a string");
+			}
 			if (u < 0x80) {
 				*w++ = u;
 			} else if (u < 0x800) {

@@ -100,6 +100,17 @@ int main(void)
 		ok(res == -EINVAL && strstr(err, "bad name in listing: '..'"),
 		   "a bad listing entry is named: %s", err);
 	}
+	{
+		/* a NUL escaped in a name would cut it to "a" */
+		static const char listing[] =
+			"[{\"name\":\"a\\u0000b\",\"type\":\"file\",\"size\":1}]";
+		int res = manifest_parse_nginx(listing, sizeof(listing) - 1, count_entry, NULL,
+					       err, sizeof(err));
+
+		ok(res == -EINVAL && strstr(err, "NUL"), "a listing name with \\u0000 is refused: %s",
+		   err);
+	}
+	bad("{\"path\":\"a\",\"size\":1,\"version\":\"v\\u0000x\"}", "NUL");
 	/* directories (PRE_DIR listings, import of unlisted directories) */
 	ok(parse("{\"path\":\"sub\",\"type\":\"dir\",\"url\":\"http://o/sub/\"}", &e, err) == 0 &&
 		   e.is_dir && !strcmp(e.url, "http://o/sub/"),
