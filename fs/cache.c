@@ -174,6 +174,14 @@ void cache_account(int64_t delta)
 	pthread_mutex_unlock(&C.lock);
 }
 
+void cache_evicted(uint64_t bytes)
+{
+	pthread_mutex_lock(&C.lock);
+	C.evicted_files++;
+	C.evicted_bytes += bytes;
+	pthread_mutex_unlock(&C.lock);
+}
+
 int cache_make_room(uint64_t need)
 {
 	struct timespec deadline;
@@ -256,9 +264,8 @@ static bool evict_round(uint64_t want, uint64_t force)
 			}
 			any = true;
 			freed += got;
+			cache_evicted(got);
 			pthread_mutex_lock(&C.lock);
-			C.evicted_files++;
-			C.evicted_bytes += got;
 			goal = deficit(want, true);
 			pthread_mutex_unlock(&C.lock);
 			if (freed >= force && !goal)

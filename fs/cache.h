@@ -86,6 +86,9 @@ int cache_try_admit(uint64_t need);
 /* The allocated bytes of the cache changed by delta. */
 void cache_account(int64_t delta);
 
+/* An eviction asked for by name (hsmfsctl evict) freed bytes of a file. */
+void cache_evicted(uint64_t bytes);
+
 /*
  * The store said ENOSPC: run a round of eviction for at least need
  * bytes, whatever the limits.  0 if anything was freed, else -ENOSPC.

@@ -200,7 +200,7 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 int events_evict(struct inode *in, uint64_t start, uint64_t end, bool is_open)
 {
 	struct fstate *fs;
-	uint64_t freed;
+	uint64_t freed = 0;
 	int res = events_load(in);
 
 	if (res)
@@ -217,6 +217,8 @@ int events_evict(struct inode *in, uint64_t start, uint64_t end, bool is_open)
 		evict_end(fs);
 	}
 	eunlock();
+	if (!res && freed)
+		cache_evicted(freed);
 	return res;
 }
 

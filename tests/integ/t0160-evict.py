@@ -6,6 +6,7 @@ again, correctly, on the next read; dirty, pinned and open files are
 never evicted; a pinned file is complete.
 """
 import errno
+import json
 import os
 import shutil
 import sys
@@ -35,8 +36,14 @@ def test():
             eq([st(m, "t/a"), st(m, "t/b")], [("resident", 3 * MiB), ("resident", 2 * MiB + 5)],
                "the tree is resident")
             blocks = os.stat(m.spath("t/a")).st_blocks
+            before = json.loads(os.getxattr(m.mnt, "user.hsmfs.stats"))
             rc, out = run([HSMFSCTL, "evict", m.path("t/a")])
             eq(rc, 0, "evict a file")
+            after = json.loads(os.getxattr(m.mnt, "user.hsmfs.stats"))
+            ok(after["evicted_files"] == before["evicted_files"] + 1 and
+               after["evicted_bytes"] >= before["evicted_bytes"] + 2 * MiB,
+               "counted in evicted_files and evicted_bytes (%d, %d bytes)"
+               % (after["evicted_files"], after["evicted_bytes"]))
             eq(st(m, "t/a"), ("placeholder", 0), "evicted: a placeholder again")
             ok(os.stat(m.spath("t/a")).st_blocks < blocks // 10, "its blocks left the store")
             n = len(h.events())
