@@ -95,6 +95,33 @@ static void fstate_take_row(struct fstate *fs, struct meta_file *f)
 	memset(f, 0, sizeof(*f));
 }
 
+/*
+ * A dirty file's store file is the truth of its size: writes the daemon
+ * never saw (an open in passthrough mode) may have grown or shrunk it
+ * before a crash left the row with the size of its open.  What lies
+ * past the recorded size is the user's, present; what is gone, gone.
+ * 0 or -errno (then f is freed).
+ */
+static int dirty_size(struct inode *in, struct meta_file *f)
+{
+	struct stat st;
+	int fd = inode_fd_get(in), res = 0;
+
+	if (fd < 0)
+		return 0; /* checked again at the next load */
+	if (!fstat(fd, &st) && (uint64_t)st.st_size != f->size) {
+		if ((uint64_t)st.st_size > f->size)
+			res = rs_add(&f->present, f->size, (uint64_t)st.st_size);
+		else
+			res = rs_remove(&f->present, (uint64_t)st.st_size, UINT64_MAX);
+		f->size = (uint64_t)st.st_size;
+	}
+	inode_fd_put(in);
+	if (res)
+		meta_file_free(f);
+	return res;
+}
+
 int events_load(struct inode *in)
 {
 	return load_state(in, true);
@@ -133,6 +160,8 @@ static int load_state(struct inode *in, bool cache_missing)
 	/* keep the recorded path true: the evictor finds files by it */
 	if (!res && inode_path(in, path, sizeof(path)) > 0 && (!f.path || strcmp(f.path, path)))
 		meta_set_path(E.cfg.meta, f.ino, path);
+	if (!res && f.state == META_DIRTY && (res = dirty_size(in, &f)))
+		return res;
 	fs = res ? NULL : calloc(1, sizeof(*fs));
 	if (!res && !fs) {
 		meta_file_free(&f);

@@ -22,7 +22,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Hook, Mount, eq, errno_of, import_manifest, main,  # noqa: E402
-                     ok, skip, tmpdir, wait_for)
+                     ok, skip, tmpdir, unmount, wait_for)
 
 P = 4096
 
@@ -193,11 +193,53 @@ def test_passthrough():
     shutil.rmtree(mirror, ignore_errors=True)
 
 
+def test_passthrough_killed():
+    """A dirty file grown through passthrough, then the daemon killed
+    before the open's release: the next mount counts what the store file
+    holds, the user's bytes, as present (it said 8192 of 16384 bytes)."""
+    store, mirror = tmpdir("hsmfs-store-"), tmpdir("hsmfs-mirror-")
+    data = os.urandom(8192)
+    with open(os.path.join(mirror, "p"), "wb") as f:
+        f.write(data)
+    with Mount(store=store) as m:
+        if not stats(m).get("passthrough"):
+            skip("passthrough killed", "the kernel did not offer FUSE passthrough")
+            return
+        eq(import_manifest(m.mnt, [{"path": "p", "size": len(data), "url": "file:///p",
+                                    "version": "v1"}])[0], 0, "import")
+        with Hook(m.mnt, "--mirror", mirror):
+            with open(m.path("p"), "r+b") as f:
+                eq(f.read(), data, "filled")
+                f.seek(0)
+                f.write(b"U")  # dirty: nothing evictable is left in the store
+        released(m, "p")
+        fd = open_pt(m, "p", os.O_WRONLY)
+        ok("passthrough" in state(m, "p"), "opened for writing in passthrough mode")
+        os.pwrite(fd, b"G" * 8192, 8192)
+        os.fsync(fd)
+        m.proc.kill()
+        m.proc.wait()
+        try:
+            os.close(fd)
+        except OSError:
+            pass  # ENOTCONN: the flush of a dead daemon's file
+        unmount(m.mnt, lazy=True)
+        m.proc = None  # killed on purpose: not a failure of the test
+    with Mount(store=store) as m:
+        with open(m.path("p"), "rb") as f:
+            eq(f.read(), b"U" + data[1:] + b"G" * 8192, "the user's bytes, all of them")
+        eq(int(os.getxattr(m.path("p"), "user.hsmfs.present")), 16384, "all present")
+        ok(state(m, "p").startswith("dirty"), "dirty (%s)" % state(m, "p"))
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
 def run():
     if os.geteuid() != 0:
         test_unprivileged_fallback()
         return
     test_passthrough()
+    test_passthrough_killed()
 
 
 main(run)
