@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "hsmfs/hook.h"
@@ -47,6 +48,7 @@ static int fill(int mirror_dir, const struct hsmfs_event *ev)
 	static char buf[1 << 20];
 	uint64_t pos = ev->hint_start;
 	const char *name = ev->origin[0] ? ev->origin : ev->path;
+	struct stat st = { 0 };
 	int src;
 
 	if (!inside(name))
@@ -54,6 +56,13 @@ static int fill(int mirror_dir, const struct hsmfs_event *ev)
 	src = openat(mirror_dir, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (src < 0)
 		return -errno;
+	/* bytes of another version are never kept: its size must be the recorded one */
+	if (fstat(src, &st) || (uint64_t)st.st_size != ev->file_size) {
+		fprintf(stderr, "hsmfs-mirror: '%s' has %lld bytes, recorded %llu: refused\n",
+			name, (long long)st.st_size, (unsigned long long)ev->file_size);
+		close(src);
+		return -EIO;
+	}
 	while (pos < ev->hint_end) {
 		size_t want = ev->hint_end - pos < sizeof(buf) ? ev->hint_end - pos :
 								 sizeof(buf);

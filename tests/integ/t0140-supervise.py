@@ -3,6 +3,7 @@
 
 Also runs the C example hook, hsmfs-mirror, the way a user would.
 """
+import errno
 import os
 import re
 import shutil
@@ -12,8 +13,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HSMFS, PYHOOK, Mount, eq, import_manifest, main, ok, tmpdir,
-                     wait_for)  # noqa: E402
+from harness import (HSMFS, PYHOOK, Mount, eq, errno_of, import_manifest, main, ok,
+                     tmpdir, wait_for)  # noqa: E402
 
 
 def started(m):
@@ -74,6 +75,12 @@ def test():
         eq(import_manifest(m.mnt, [{"path": "c", "size": len(data["c"])}])[0], 0, "import")
         with open(m.path("c"), "rb") as f:
             eq(f.read(), data["c"], "hsmfs-mirror (the C example hook) fills reads")
+        # a mirror file of another size than recorded is another version
+        with open(os.path.join(mirror, "g"), "wb") as f:
+            f.write(os.urandom(5000))
+        eq(import_manifest(m.mnt, [{"path": "g", "size": 4000}])[0], 0, "import")
+        eq(errno_of(lambda: open(m.path("g"), "rb").read()), errno.EIO,
+           "hsmfs-mirror refuses a mirror file whose size is not the recorded one")
         # keyed by origin: two placeholders exchanged between the event
         # and the fill still get their own bytes
         import ctypes
