@@ -1030,8 +1030,16 @@ static int act_file(struct act *a, const char *p, const struct stat *st)
 			res = -errno;
 		if (!res)
 			res = fetch_all(a, p, st);
-		if (!res)
+		if (!res) {
 			res = verified(p);
+		} else if (res == -EIO) {
+			/* a fill that would complete it with the wrong digest fails */
+			char v[128];
+			ssize_t n = lgetxattr(p, "user.hsmfs.state", v, sizeof(v) - 1);
+
+			if (n > 0 && memmem(v, (size_t)n, "stale", 5))
+				res = -EBADMSG;
+		}
 		if (!res && !a->tty) {
 			pthread_mutex_lock(&a->lock);
 			printf("%s %s (%lld bytes)\n", !strcmp(a->what, "pin") ? "pinned" :

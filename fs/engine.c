@@ -2025,8 +2025,9 @@ void events_filled(struct hook *h, const struct proto_filled *f)
 	 * marked its bytes present (events.h: any -> present (user's)), or
 	 * shrank the file below them, which the checks below see.
 	 */
-	if (fs->changes || fs->evicting || (fs->flags & META_F_STALE))
-		goto out;
+	if (fs->changes || fs->evicting || (fs->flags & META_F_STALE) ||
+	    fill_completes_digest(fs, ev->hint_start, ev->hint_end))
+		goto out; /* what the answer may fill: the hint range */
 	s = f->filled_start > ev->hint_start ? f->filled_start : ev->hint_start;
 	e = f->filled_end < ev->hint_end ? f->filled_end : ev->hint_end;
 	if (e > fs->size)

@@ -368,6 +368,12 @@ void read_ahead(struct inode *in, struct fstate *fs, const struct range *miss,
 /* fstate.c */
 int64_t allocated(int fd);
 bool tracked(const struct fstate *fs);
+/*
+ * Does a fill of [start, end) complete fs, whose manifest gave a digest?
+ * Then no byte of it is kept or served before the digest is checked
+ * (commit_fill; events_filled answers none early).  E.lock held.
+ */
+bool fill_completes_digest(const struct fstate *fs, uint64_t start, uint64_t end);
 void fstate_free(void *p);
 int open_store(struct inode *in, int flags);
 int open_stage(uint64_t size);

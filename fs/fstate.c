@@ -21,6 +21,7 @@
 #include "meta.h"
 #include "fault.h"
 #include "ranges.h"
+#include "sha256.h"
 #include "engine.h"
 
 static void fstate_take_row(struct fstate *fs, struct meta_file *f);
@@ -796,6 +797,57 @@ static int fill_todo(const struct fstate *fs, uint64_t start, uint64_t end,
 	return res;
 }
 
+bool fill_completes_digest(const struct fstate *fs, uint64_t start, uint64_t end)
+{
+	ELOCK_HELD();
+	struct range miss;
+
+	return fs->sha256 && fs->state != META_DIRTY && start < end &&
+	       !rs_missing(&fs->present, 0, start < fs->size ? start : fs->size, &miss, 1) &&
+	       (end >= fs->size || !rs_missing(&fs->present, end, fs->size, &miss, 1));
+}
+
+/*
+ * The digest of a file of size bytes whose ranges todo are in stage and
+ * the rest in dst, against want (hex): 0, -EBADMSG when it differs, or
+ * -errno when a file cannot be read.  No lock held: it reads files.
+ */
+static int digest_check(int stage, int dst, const struct rangeset *todo, uint64_t size,
+			const char *want, char got[65])
+{
+	size_t bufsize = 256u << 10;
+	char *buf = malloc(bufsize);
+	struct sha256 s;
+	uint64_t pos = 0;
+	uint32_t i = 0;
+	int res = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	sha256_init(&s);
+	while (!res && pos < size) {
+		/* from stage inside todo's next range, from dst before it */
+		bool in = i < todo->n && pos >= todo->v[i].start;
+		uint64_t end = in ? todo->v[i].end : i < todo->n ? todo->v[i].start : size;
+		size_t n = end - pos < bufsize ? (size_t)(end - pos) : bufsize;
+		ssize_t r = pread(in ? stage : dst, buf, n, (off_t)pos);
+
+		if (r <= 0) {
+			res = r < 0 ? -errno : -EIO;
+			break;
+		}
+		sha256_update(&s, buf, (size_t)r);
+		pos += (uint64_t)r;
+		if (in && pos >= todo->v[i].end)
+			i++;
+	}
+	free(buf);
+	if (res)
+		return res;
+	sha256_hex(&s, got);
+	return strcmp(got, want) ? -EBADMSG : 0;
+}
+
 /*
  * Commit an allowed fill: copy what it may write (fill_todo) from its
  * staging file into the store file, mark that present, and complete
@@ -813,13 +865,20 @@ void commit_fill(struct event *ev)
 	struct timespec now;
 	int64_t b;
 
-	uint64_t nchanges = fs->nchanges;
+	uint64_t nchanges = fs->nchanges, size = fs->size;
 	struct stat before;
-	bool have_before;
+	bool have_before, check;
+	char want[65] = "", got[65] = "";
 
 	res = fill_todo(fs, ev->fill_start, ev->fill_end, &todo);
+	check = !res && todo.n && fill_completes_digest(fs, ev->fill_start, ev->fill_end);
+	if (check)
+		snprintf(want, sizeof(want), "%s", fs->sha256);
 	ev->copying = true;
 	eunlock();
+	/* digests before bytes: a fill that completes the file is checked first */
+	if (check)
+		res = digest_check(stage, dst, &todo, size, want, got);
 	have_before = fstat(dst, &before) == 0;
 	for (uint32_t i = 0; !res && i < todo.n; i++) {
 		uint64_t upto;
@@ -850,7 +909,23 @@ void commit_fill(struct event *ev)
 		}
 		fs->atime = now_ms();
 		present_changed(fs);
+		if (check && !res && fs->unverified) {
+			/* checked above, before any byte was kept */
+			fs->unverified = false;
+			fs->state = META_RESIDENT;
+		}
 		persist_later(fs);
+	}
+	if (res == -EBADMSG) {
+		char path[HSMFS_MAX_PATH + 1];
+
+		fs->flags |= META_F_STALE;
+		persist_later(fs);
+		if (inode_path(fs->in, path, sizeof(path)) < 0)
+			snprintf(path, sizeof(path), "inode %llu", (unsigned long long)fs->ino);
+		log_err("'%s' does not match its manifest's sha256 (%s, manifest %s): refused "
+			"before a byte was kept, stale; import it again", path, got, want);
+		res = -EIO;
 	}
 	rs_clear(&todo);
 	rs_clear(&done);

@@ -285,8 +285,8 @@ def test_sha256():
             ok(wait_for(lambda: os.getxattr(m.path("good"), "user.hsmfs.state") == b"resident",
                         "good to become resident"),
                "and becomes resident once its digest is checked")
-            with open(m.path("bad"), "rb") as f:
-                f.read()
+            eq(errno_of(lambda: open(m.path("bad"), "rb").read()), errno.EIO,
+               "the read whose fill completes a file with the wrong digest fails")
             ok(wait_for(lambda: b"stale" in os.getxattr(m.path("bad"), "user.hsmfs.state"),
                         "bad to become stale"),
                "a file whose digest differs becomes stale")
@@ -306,6 +306,45 @@ def test_sha256():
            "after a remount still stale (%s)" % st.decode())
         eq(os.getxattr(m.path("good"), "user.hsmfs.state"), b"resident",
            "and the right one resident")
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
+def test_sha256_first_read():
+    """Digests before bytes: a file that one fill completes is checked
+    before a byte of it is kept or served.  A 12-byte file with a wrong
+    sha256: the first read fails with EIO (it printed the bytes and exited
+    0), the file is stale at once, and the log names its path; with the
+    right digest it is resident as soon as it is read.  The same for a
+    chunk-sized file read at its last page (the fill hook may say FILLED
+    for the reader's part: no early answer for such a fill)."""
+    import hashlib
+    store, mirror = tmpdir("hsmfs-store-"), tmpdir("hsmfs-mirror-")
+    files = {"small": b"hello, world", "chunk": os.urandom(65536)}
+    for n, d in files.items():
+        for name in (n, n + ".bad"):
+            with open(os.path.join(mirror, name), "wb") as f:
+                f.write(d)
+    with Mount(store=store, opts="chunk=64k") as m:
+        entries = []
+        for n, d in files.items():
+            entries.append({"path": n, "size": len(d), "sha256": hashlib.sha256(d).hexdigest()})
+            entries.append({"path": n + ".bad", "size": len(d),
+                            "sha256": hashlib.sha256(b"other").hexdigest()})
+        eq(import_manifest(m.mnt, entries)[0], 0, "import with sha256")
+        with Hook(m.mnt, "--mirror", mirror, "--filled", "0"):
+            for n, d in files.items():
+                eq(errno_of(lambda: odirect_read(m.path(n + ".bad"), len(d) - 12, 12)),
+                   errno.EIO, "%s, wrong digest: the first read fails with EIO" % n)
+                st = os.getxattr(m.path(n + ".bad"), "user.hsmfs.state")
+                ok(b"stale" in st and not st.startswith(b"resident"),
+                   "%s: stale at once (%s)" % (n, st.decode()))
+                ok(m.logged("'%s.bad' does not match its manifest's sha256" % n),
+                   "%s: the log names the path" % n)
+                eq(odirect_read(m.path(n), len(d) - 12, 12), d[-12:],
+                   "%s, right digest: the read gets its bytes" % n)
+                eq(os.getxattr(m.path(n), "user.hsmfs.state"), b"resident",
+                   "%s: resident at once" % n)
     shutil.rmtree(store, ignore_errors=True)
     shutil.rmtree(mirror, ignore_errors=True)
 
@@ -385,6 +424,7 @@ def run_all():
     test_daemonized()
     test_write_races_fill()
     test_sha256()
+    test_sha256_first_read()
     test_times_stay()
     test_failed_datasync()
     test_late_write()
