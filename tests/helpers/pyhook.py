@@ -87,12 +87,16 @@ def main():
             if (a.delay or a.progress) and (not a.delay_min or
                                             ev["end"] - ev["start"] >= a.delay_min) and \
                     ev.get("hint_start", 0) >= a.delay_from:
-                end = time.monotonic() + a.delay
+                t0 = time.monotonic()
+                end = t0 + a.delay
+                span = max(ev.get("hint_end", 0) - ev.get("hint_start", 0), 1)
                 done = 0
                 while time.monotonic() < end:
                     time.sleep(min(a.progress or a.delay, max(0, end - time.monotonic())))
                     if a.progress:
-                        done += 1  # progress is bytes advancing
+                        # progress is bytes advancing: the range's bytes
+                        # arrive evenly over the delay
+                        done = max(done + 1, int(span * (time.monotonic() - t0) / a.delay))
                         with lock:
                             progress(s, ev["id"], done)
             if a.mode == "deny":
