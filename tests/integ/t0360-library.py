@@ -89,6 +89,15 @@ def test():
     ok(run_hook([sexe], dict(os.environ), data, mirror), "which fills a placeholder too")
     mods = glob.glob(os.path.join(dest, "**", "hsmfs_hook.py"), recursive=True)
     ok(len(mods) == 1, "the Python module installed: %s" % mods)
+    if mods and os.path.exists("/usr/bin/python3"):
+        # where the system's python3 finds it, with no PYTHONPATH
+        where = os.path.dirname(mods[0])[len(dest.rstrip("/")):]
+        rc, out = sh(["/usr/bin/python3", "-I", "-c", "import sys; print('\\n'.join(sys.path))"])
+        prefix = sh(["meson", "introspect", "--buildoptions", BUILD])[1]
+        import json
+        pfx = [o["value"] for o in json.loads(prefix) if o["name"] == "prefix"][0]
+        if pfx in ("/usr", "/usr/local"):
+            ok(where in out.split(), "installed where /usr/bin/python3 looks (%s)" % where)
     if mods:
         code = ("import os, sys, hsmfs_hook\n"
                 "mirror, mnt = sys.argv[1], sys.argv[2]\n"
