@@ -1037,6 +1037,56 @@ static bool store_empty(int pfd)
 	return empty;
 }
 
+/*
+ * A store mounted again with another origin=.  A root that was never
+ * listed (its first listing failed: a typo in the URL, an origin down)
+ * is listed from the new one: a wrong origin on the first mount does not
+ * break the store for good.  A root listed before keeps its names and
+ * their recorded origins; that is said once, never passed over.
+ */
+static int root_origin(void)
+{
+	struct inode *root = inode_root();
+	struct meta_file row;
+	int pfd, res;
+
+	if (meta_get(E.cfg.meta, inode_ino(root), &row))
+		return 0; /* no row: an imported store, whose files carry their URLs */
+	res = 0;
+	if (row.origin && !strcmp(row.origin, E.cfg.origin)) {
+		/* the same origin */
+	} else if (row.state == META_DIR_UNLISTED) {
+		char proc[32];
+
+		pfd = inode_fd_get(root);
+		if (pfd < 0) {
+			meta_file_free(&row);
+			return pfd;
+		}
+		inode_proc_path(pfd, proc);
+		log_info("the root was never listed from '%s': it is listed from '%s' on first look",
+			 row.origin ? row.origin : "", E.cfg.origin);
+		free(row.origin);
+		row.origin = strdup(E.cfg.origin);
+		if (!row.origin) {
+			res = -ENOMEM;
+		} else {
+			setxattr(proc, STORE_UNLISTED_XATTR, E.cfg.origin, strlen(E.cfg.origin), 0);
+			res = meta_put(E.cfg.meta, &row);
+		}
+		inode_fd_put(root);
+		if (res)
+			log_err("cannot record the root's new origin: %s", strerror(-res));
+	} else if (row.state == META_DIR_LISTED) {
+		log_warn("origin=%s: this store's names were listed from '%s'; its directories "
+			 "keep the origins they were listed from, and only files imported without "
+			 "a URL are fetched from the new one (hsmfs(8), origin=)",
+			 E.cfg.origin, row.origin ? row.origin : "");
+	}
+	meta_file_free(&row);
+	return res;
+}
+
 int dirs_init(void)
 {
 	struct inode *root = inode_root();
@@ -1075,6 +1125,8 @@ int dirs_init(void)
 					 E.cfg.origin);
 		}
 		inode_fd_put(root);
+	} else if (E.cfg.origin && rows) {
+		res = root_origin();
 	}
 	if (!res && !meta_count_dirs(E.cfg.meta, &dirs) && dirs)
 		atomic_store(&events_lazy_dirs, true);
