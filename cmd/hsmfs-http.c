@@ -149,6 +149,7 @@ struct xfer {
 	uint64_t body_pos;       /* body bytes seen */
 	uint64_t filled;         /* bytes written inside [lo, hi) */
 	bool overflow;           /* more body than asked */
+	bool cut;                /* a whole object's 200 stopped once the range was in */
 	int io_error;            /* errno of a failed pwrite */
 	struct http_answer ans;  /* the headers of the response being received */
 	bool checked;            /* ans was judged: verdict, why */
@@ -293,6 +294,12 @@ static size_t on_body(char *b, size_t sz, size_t n, void *arg)
 		}
 		x->filled += e - s;
 		tell_filled(x);
+	}
+	if (x->filled == x->hi - x->lo && x->body_len != UINT64_MAX &&
+	    x->body_start + x->body_len > x->hi) {
+		/* a 200 of a proven length: the rest is not wanted, stop here */
+		x->cut = true;
+		return 0;
 	}
 	return len;
 }
@@ -489,6 +496,8 @@ static int attempt_done(struct slot *s, CURLcode rc)
 		      x->why);
 		return EIO;
 	}
+	if (x->cut && rc == CURLE_WRITE_ERROR)
+		rc = CURLE_OK; /* stopped on purpose, the range in hand */
 	if (rc != CURLE_OK || code >= 500 || code == 429) {
 		if ((transient(rc) || code >= 500 || code == 429) && s->attempt < cfg.retries) {
 			unsigned ms = 200u << (s->attempt < 6 ? s->attempt : 6);
@@ -531,7 +540,7 @@ static int attempt_done(struct slot *s, CURLcode rc)
 		}
 	}
 	if (x->overflow || x->filled != x->hi - x->lo ||
-	    x->body_pos != (x->body_len == UINT64_MAX ? ev->file_size : x->body_len)) {
+	    (!x->cut && x->body_pos != (x->body_len == UINT64_MAX ? ev->file_size : x->body_len))) {
 		logf_("'%s': body of %llu bytes does not fill [%llu, %llu)", ev->path,
 		      (unsigned long long)x->body_pos, (unsigned long long)x->lo,
 		      (unsigned long long)x->hi);

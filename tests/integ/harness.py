@@ -663,6 +663,7 @@ class Origin:
         self.modes = {}
         self.trickle_rate = 2
         self.requests = []
+        self.bodies = []  # (path, status, sent whole?) of every GET's body
         self.server = None
         self.thread = None
 
@@ -710,8 +711,11 @@ class Origin:
                             self.wfile.flush()
                             time.sleep(1.0)
                     else:
-                        self.wfile.write(body)
+                        for i in range(0, len(body), 1 << 16):
+                            self.wfile.write(body[i:i + (1 << 16)])
+                    origin.bodies.append((self.path.lstrip("/"), status, True))
                 except (BrokenPipeError, ConnectionResetError):
+                    origin.bodies.append((self.path.lstrip("/"), status, False))
                     self.close_connection = True
 
             def answer(self, head):

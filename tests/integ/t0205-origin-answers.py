@@ -125,6 +125,10 @@ def test_answers():
         gets = org.gets()
         ok(gets and all(h.get("Accept-Encoding") == "identity" for _, _, _, h in gets),
            "every GET asks for the identity coding (%d GETs)" % len(gets))
+        cut = [whole for p, st, whole in org.bodies if p == "ignore-range" and st == 200]
+        ok(cut and not all(cut),
+           "a 200 of the whole file is stopped once the range asked is in (%d of %d)"
+           % (cut.count(False), len(cut)))
 
 
 def test_small_gzip():
