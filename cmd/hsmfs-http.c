@@ -878,6 +878,7 @@ static void usage(FILE *f)
 "  --page-size N         keys a ListObjectsV2 page asks for (default: the\n"
 "                        server's, 1000 on S3)\n"
 "  --verbose             log every transfer\n"
+"  -h, --help            this text;  -V, --version  the version\n"
 "See hsmfs-http(1).\n");
 }
 
@@ -901,13 +902,14 @@ int main(int argc, char **argv)
 		{ "s3", no_argument, NULL, '3' },
 		{ "page-size", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *keys_file = NULL;
 	pthread_t threads[MAX_CONNECTIONS], fetch_thread;
 	int opt, res;
 
-	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "hV", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'o': snprintf(cfg.origin, sizeof(cfg.origin), "%s", optarg); break;
 		case 'c': cfg.connections = atoi(optarg); break;
@@ -932,6 +934,9 @@ int main(int argc, char **argv)
 		case '3': cfg.s3 = true; break;
 		case 'P': cfg.list_page = atoi(optarg) > 0 ? atoi(optarg) : 0; break;
 		case 'h': usage(stdout); return 0;
+		case 'V':
+			printf("hsmfs-http %s (%s)\n", HSMFS_VERSION, curl_version());
+			return 0;
 		default: usage(stderr); return 1;
 		}
 	}

@@ -94,9 +94,19 @@ int main(int argc, char **argv)
 	struct hsmfs_event ev;
 	int mirror, res;
 
-	if (argc != 3 || !strcmp(argv[1], "--help")) {
-		fprintf(stderr, "usage: hsmfs-mirror MIRROR MOUNTPOINT\n");
-		return argc == 2 ? 0 : 1;
+	if (argc == 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))) {
+		printf("hsmfs-mirror %s\n", HSMFS_VERSION);
+		return 0;
+	}
+	if (argc != 3 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		bool asked = argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
+
+		fprintf(asked ? stdout : stderr,
+			"usage: hsmfs-mirror MIRROR MOUNTPOINT\n"
+			"  a fill hook: copies missing bytes from the same path (or the\n"
+			"  recorded origin) below MIRROR; see hsmfs-mirror(1)\n"
+			"       hsmfs-mirror -h|--help | -V|--version\n");
+		return asked ? 0 : 1;
 	}
 	mirror = open(argv[1], O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (mirror < 0) {

@@ -51,7 +51,7 @@ static void usage(FILE *f)
 "       hsmfsctl pin|prefetch [--jobs N] PATH...\n"
 "       hsmfsctl unpin PATH...\n"
 "       hsmfsctl refresh [--recursive] DIR...\n"
-"       hsmfsctl --help | --version\n"
+"       hsmfsctl -h|--help | -V|--version\n"
 "\n"
 "import  create placeholders from a JSON Lines manifest (one object per\n"
 "        file: path, size, and optional mtime, mode, url, version, sha256),\n"
@@ -1472,7 +1472,7 @@ int main(int argc, char **argv)
 		usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? X_USAGE : 0;
 	}
-	if (!strcmp(argv[1], "--version")) {
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
 		printf("hsmfsctl %s\n", HSMFS_VERSION);
 		return 0;
 	}

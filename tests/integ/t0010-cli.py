@@ -44,6 +44,16 @@ def test():
     ok(rc == 0 and "usage: hsmfs STORE MOUNTPOINT" in out, "--help")
     rc, out = run([HSMFS, "--version"])
     ok(rc == 0 and out.startswith("hsmfs "), "--version: " + out.strip())
+    # every program answers the same two questions the same way
+    bindir = os.path.dirname(os.path.abspath(HSMFS))
+    for prog in ("hsmfs", "hsmfsctl", "hsmfs-http", "hsmfs-mirror"):
+        exe = os.path.join(bindir, prog)
+        for flag in ("--version", "-V"):
+            rc, out = run([exe, flag])
+            ok(rc == 0 and out.startswith(prog + " 0"), "%s %s: %s" % (prog, flag, out.strip()))
+        for flag in ("--help", "-h"):
+            rc, out = run([exe, flag])
+            ok(rc == 0 and "usage: " + prog in out, "%s %s: its usage, exit 0" % (prog, flag))
 
     d, store, mnt = fresh()
     try:
