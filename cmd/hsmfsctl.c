@@ -42,7 +42,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 "usage: hsmfsctl import (-s STORE | -m MOUNTPOINT) (MANIFEST|- | --listing URL\n"
-"                       [--s3 [--aws-sigv4 P:R:S] [--aws-keys-file FILE] [--page-size N]])\n"
+"                       [--s3 [--aws-sigv4 PROVIDER1:PROVIDER2:REGION:SERVICE]\n"
+"                       [--aws-keys-file FILE] [--page-size N]])\n"
 "       hsmfsctl status [--json] PATH...\n"
 "       hsmfsctl watch [--json] MOUNTPOINT\n"
 "       hsmfsctl hooks MOUNTPOINT\n"
