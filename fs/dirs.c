@@ -17,6 +17,13 @@
  * names in a directory never listed) and removes what it no longer
  * names.
  *
+ * The user's change wins over names (names.h): every name a listing, a
+ * refresh or a lookup's answer makes, replaces or removes is claimed
+ * first under the plan its event opened when it started; a name changed
+ * through the mount since is left as the user made it, and the rest of
+ * the listing still applies.  A claim covers the store calls of its one
+ * name, never a sync, a commit or an invalidation.
+ *
  * Per inode: INODE_LISTED (names known: listed, or never lazy) or
  * INODE_UNLISTED (a row says so), found with one database lookup the
  * first time a directory is used after events_lazy_dirs was set.
@@ -44,6 +51,7 @@
 #include "inode.h"
 #include "log.h"
 #include "manifest.h"
+#include "names.h"
 #include "place.h"
 #include "store.h"
 
@@ -504,7 +512,8 @@ static bool listed(const struct listing *l, const char *name)
  * no row that carry a mark, or are empty.  Nobody else could have made
  * them (the directory was never listed).
  */
-static void remove_leftovers(int dfd, const struct listing *l, bool is_root)
+static void remove_leftovers(int dfd, const struct listing *l, bool is_root, uint64_t dino,
+			     uint64_t plan)
 {
 	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	struct dirent *de;
@@ -540,8 +549,11 @@ static void remove_leftovers(int dfd, const struct listing *l, bool is_root)
 				close(ffd);
 		}
 		/* a directory goes only if empty (rmdir fails otherwise) */
-		if (ours && unlinkat(dirfd(d), de->d_name, dir ? AT_REMOVEDIR : 0) == 0)
+		if (!ours || !names_claim(dino, de->d_name, plan))
+			continue;
+		if (unlinkat(dirfd(d), de->d_name, dir ? AT_REMOVEDIR : 0) == 0)
 			log_info("listing: removed '%s', left by an earlier listing", de->d_name);
+		names_release(dino, de->d_name);
 	}
 	closedir(d);
 }
@@ -593,12 +605,17 @@ static void free_rows(struct meta_file *rows, size_t n)
  * ("listing-made", "listing-committed"); then each is renamed into place
  * (a changed file replaces the old one, whose row goes: a reader that has
  * it open keeps the whole old version, never a mix); then names the
- * origin no longer has go.  Dirty, open and unmanaged entries stay.
+ * origin no longer has go.  Dirty, open and unmanaged entries stay, and
+ * so does every name changed through the mount since the listing was
+ * asked (names_plan): a save over it, a removal, a rename away or onto
+ * it; the claim is taken and the name checked at the rename or unlink
+ * itself, so a user change either comes before it (and wins) or waits
+ * for that one call.
  * A crash leaves rows of files nobody reaches (the check after an unclean
  * stop drops them) or the old entry where it was.  Without E.lock.
  */
 static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
-			 const char *dirpath, int n)
+			 const char *dirpath, int n, uint64_t names_plan)
 {
 	char rel[2 * HSMFS_MAX_PATH + 2], tmp[64], err[512];
 	enum plan *plan = calloc(l->n ? l->n : 1, sizeof(*plan));
@@ -682,29 +699,33 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 			continue;
 		snprintf(tmp, sizeof(tmp), "refresh-%llu-%zu", (unsigned long long)dino, i);
 		fstatat(E.cfg.state_fd, tmp, &made, AT_SYMLINK_NOFOLLOW);
-		if (plan[i] == P_REPLACE) {
+		if (plan[i] == P_REPLACE)
 			victim = inode_hold_name(dir, name, true, &old);
-			if (in_use(victim)) {
-				/* in use (open or changed): kept, asked again next refresh */
-				r = -EBUSY;
-				goto undo;
-			}
-			r = renameat(E.cfg.state_fd, tmp, dfd, name) < 0 ? -errno : 0;
+		if (in_use(victim)) {
+			/* in use (open or changed): kept, asked again next refresh */
+			r = -EBUSY;
+		} else if (!names_claim(dino, name, names_plan)) {
+			/* changed through the mount since the listing was asked */
+			r = -EBUSY;
 		} else {
-			r = renameat2(E.cfg.state_fd, tmp, dfd, name, RENAME_NOREPLACE) < 0 ?
-				    -errno : 0;
+			if (plan[i] == P_REPLACE)
+				r = renameat(E.cfg.state_fd, tmp, dfd, name) < 0 ? -errno : 0;
+			else
+				r = renameat2(E.cfg.state_fd, tmp, dfd, name, RENAME_NOREPLACE) <
+					    0 ? -errno : 0;
+			if (!r && victim)
+				inode_unaliased(victim);
+			names_release(dino, name);
 		}
-undo:
 		if (r) {
-			/* made meanwhile through the mount, or in use: theirs wins */
+			/* made or changed meanwhile through the mount, or in use:
+			 * theirs wins */
 			unlinkat(E.cfg.state_fd, tmp, l->v[i].is_dir ? AT_REMOVEDIR : 0);
 			events_unlinked(made.st_ino);
 			kept++;
 		} else if (plan[i] == P_REPLACE) {
 			if (old.st_nlink == 1)
 				events_unlinked(old.st_ino);
-			if (victim)
-				inode_unaliased(victim);
 			changed++;
 		} else {
 			added++;
@@ -741,14 +762,17 @@ undo:
 			}
 			meta_file_free(&row);
 			victim = inode_hold_name(dir, de->d_name, true, &st);
-			if (!in_use(victim))
+			/* not changed through the mount since the listing was asked */
+			if (!in_use(victim) && names_claim(dino, de->d_name, names_plan)) {
 				gone = unlinkat(dirfd(d), de->d_name,
 						dirent_dir ? AT_REMOVEDIR : 0) == 0;
+				if (gone && victim)
+					inode_unaliased(victim);
+				names_release(dino, de->d_name);
+			}
 			if (gone) {
 				if (dirent_dir || st.st_nlink == 1)
 					events_unlinked(st.st_ino);
-				if (victim)
-					inode_unaliased(victim);
 				removed++;
 				if (E.cfg.invalidate_entry)
 					E.cfg.invalidate_entry(dir, de->d_name);
@@ -778,7 +802,7 @@ undo:
  * directory stays unlisted.  Without E.lock.
  */
 static int apply_lookup(int dfd, const struct listing *l, const char *dirpath, int n,
-			const char *name)
+			const char *name, uint64_t dino, uint64_t names_plan)
 {
 	char rel[2 * HSMFS_MAX_PATH + 2], err[512];
 	struct meta_file row = { 0 };
@@ -794,8 +818,11 @@ static int apply_lookup(int dfd, const struct listing *l, const char *dirpath, i
 		return -EIO;
 	}
 	snprintf(rel, sizeof(rel), "%s%s%s", dirpath, n ? "/" : "", name);
+	if (!names_claim(dino, name, names_plan))
+		return 0; /* changed through the mount meanwhile: as it is now */
 	res = place_entry_deferred(E.cfg.meta, dfd, name, rel, &l->v[0], true, &row, &created,
 				   &o, err, sizeof(err));
+	names_release(dino, name);
 	if (res)
 		log_err("lookup of '%s' in '/%s': %s", name, dirpath, err);
 	/* the entry reaches the disk before its row says it is there */
@@ -820,7 +847,8 @@ static int apply_lookup(int dfd, const struct listing *l, const char *dirpath, i
  * first listing, here: every entry made, dir recorded as listed
  * (durability step 5).  Without E.lock.  0 or -errno.
  */
-static int apply_listing(struct inode *dir, int stage, const char *name, bool refresh)
+static int apply_listing(struct inode *dir, int stage, const char *name, bool refresh,
+			 uint64_t names_plan)
 {
 	struct listing l = { 0 };
 	char dirpath[HSMFS_MAX_PATH + 1], rel[2 * HSMFS_MAX_PATH + 2], err[512], proc[32];
@@ -850,11 +878,12 @@ static int apply_listing(struct inode *dir, int stage, const char *name, bool re
 		goto out;
 	}
 	if (name || refresh) {
-		res = name ? apply_lookup(dfd, &l, dirpath, n, name) :
-			     apply_refresh(dir, dfd, &l, dirpath, n);
+		res = name ? apply_lookup(dfd, &l, dirpath, n, name, inode_ino(dir),
+					  names_plan) :
+			     apply_refresh(dir, dfd, &l, dirpath, n, names_plan);
 		goto out;
 	}
-	remove_leftovers(dfd, &l, dir == inode_root());
+	remove_leftovers(dfd, &l, dir == inode_root(), inode_ino(dir), names_plan);
 	/* the entries first, their rows after the sync: the database is
 	 * held for the writes alone */
 	rows = calloc(l.n ? l.n : 1, sizeof(*rows));
@@ -878,9 +907,14 @@ static int apply_listing(struct inode *dir, int stage, const char *name, bool re
 			meta_file_free(&f);
 			continue;
 		}
+		/* nobody changes names here through the mount before it is
+		 * listed, unless an import listed it meanwhile */
+		if (!names_claim(inode_ino(dir), l.v[i].path, names_plan))
+			continue;
 		snprintf(rel, sizeof(rel), "%s%s%s", dirpath, n ? "/" : "", l.v[i].path);
 		res = place_entry_deferred(E.cfg.meta, dfd, l.v[i].path, rel, &l.v[i], true,
 					   &rows[i], &created, &o, err, sizeof(err));
+		names_release(inode_ino(dir), l.v[i].path);
 		if (res)
 			log_err("listing of '/%s': %s", dirpath, err);
 	}
@@ -937,7 +971,7 @@ static void commit_now(struct event *ev)
 
 	eunlock();
 	res = apply_listing(dir, stage, ev->type == HSMFS_EV_PRE_LOOKUP ? ev->name : NULL,
-			    ev->refresh);
+			    ev->refresh, ev->names_plan);
 	elock();
 	ev->copying = false;
 	pthread_cond_broadcast(&E.copied);

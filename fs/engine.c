@@ -20,6 +20,7 @@
 #include "inode.h"
 #include "log.h"
 #include "meta.h"
+#include "names.h"
 #include "fault.h"
 #include "ranges.h"
 #include "engine.h"
@@ -513,6 +514,9 @@ void hold_event(struct event *ev)
 
 static void release_slot(struct event *ev)
 {
+	if (ev->type == HSMFS_EV_PRE_DIR || ev->type == HSMFS_EV_PRE_LOOKUP)
+		names_plan_end(ev->names_plan);
+	ev->names_plan = 0;
 	inode_release(ev->in);
 	ev->in = NULL;
 	ev->fs = NULL;
@@ -1704,6 +1708,8 @@ static int start_dir_event(uint32_t type, struct inode *dir, char *origin, char 
 		return -EIO;
 	}
 	init_event(ev, type, dir, req);
+	/* a name changed through the mount from here on is the user's */
+	ev->names_plan = names_plan_begin();
 	ev->dir_origin = origin;
 	ev->name = name;
 	ev->start = ev->end = ev->hint_start = ev->hint_end = 0;

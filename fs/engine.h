@@ -205,6 +205,9 @@ struct event {
 	char *name;                /* PRE_LOOKUP: the name looked up (owned) */
 	bool refresh;              /* PRE_DIR: of a listed directory (hsmfsctl
 				    * refresh): its difference is applied */
+	uint64_t names_plan;       /* PRE_DIR, PRE_LOOKUP: the plan its name
+				    * changes are claimed under (names.h),
+				    * open from its start to its slot's release */
 	uint64_t side_lo, side_hi; /* PRE_ACCESS: the rest of its chunk's gap, asked
 				    * once it is filled (first_fill), or 0, 0 */
 	int result;                /* 0 or -errno once EV_DONE */
@@ -273,11 +276,11 @@ struct engine {
 extern struct engine E;
 
 /*
- * E.lock.  Lock order: E.lock, then the inode table's, the cache's and
- * meta's own locks.  No SQLite statement, punch, invalidation or fill
- * copy runs with it held; the exceptions say why where they are (the
- * reload's WAL read; the open of a fill's descriptor or staging file
- * when none was opened ahead at open(2)).
+ * E.lock.  Lock order: E.lock, then the inode table's, the cache's,
+ * names.h's and meta's own locks.  No SQLite statement, punch,
+ * invalidation or fill copy runs with it held; the exceptions say why
+ * where they are (the reload's WAL read; the open of a fill's descriptor
+ * or staging file when none was opened ahead at open(2)).
  */
 extern __thread bool elock_mine;
 

@@ -20,6 +20,7 @@
 #include "events.h"
 #include "inode.h"
 #include "log.h"
+#include "names.h"
 #include "ops.h"
 #include "passthrough.h"
 #include "prefetch.h"
@@ -678,12 +679,16 @@ static int do_make(fuse_req_t req, fuse_ino_t parent, const char *name,
 		return pfd;
 	res = as_caller(req, &id);
 	if (!res) {
+		struct names_user u;
+
+		names_user_begin(&u, inode_ino(p), name, 0, NULL);
 		switch (kind) {
 		case MK_NOD: res = mknodat(pfd, name, mode, rdev); break;
 		case MK_DIR: res = mkdirat(pfd, name, mode); break;
 		default: res = symlinkat(link, pfd, name); break;
 		}
 		res = res < 0 ? -errno : 0;
+		names_user_end(&u);
 		as_daemon(&id);
 	}
 	inode_fd_put(p);
@@ -732,6 +737,7 @@ static int do_link(fuse_ino_t ino, fuse_ino_t newparent, const char *newname,
 		   struct fuse_entry_param *e)
 {
 	struct inode *in = IN(ino), *np = IN(newparent);
+	struct names_user u;
 	char path[32];
 	int fd, npfd, res;
 
@@ -747,8 +753,10 @@ static int do_link(fuse_ino_t ino, fuse_ino_t newparent, const char *newname,
 	}
 	/* linkat(AT_EMPTY_PATH) needs CAP_DAC_READ_SEARCH; /proc does not. */
 	inode_proc_path(fd, path);
+	names_user_begin(&u, inode_ino(np), newname, 0, NULL);
 	res = linkat(AT_FDCWD, path, npfd, newname, AT_SYMLINK_FOLLOW) < 0 ?
 		      -errno : 0;
+	names_user_end(&u);
 	inode_fd_put(np);
 	inode_fd_put(in);
 	if (res)
@@ -773,6 +781,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 static int do_remove(fuse_ino_t parent, const char *name, int flags)
 {
 	struct inode *p = IN(parent), *victim;
+	struct names_user u;
 	struct stat st;
 	int pfd, res;
 
@@ -784,7 +793,9 @@ static int do_remove(fuse_ino_t parent, const char *name, int flags)
 		inode_release(victim);
 		return pfd;
 	}
+	names_user_begin(&u, inode_ino(p), name, 0, NULL);
 	res = unlinkat(pfd, name, flags) < 0 ? -errno : 0;
+	names_user_end(&u);
 	inode_fd_put(p);
 	if (!res && !flags && st.st_nlink == 1)
 		events_unlinked(st.st_ino);
@@ -827,6 +838,7 @@ static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		     const char *newname, unsigned int flags)
 {
 	struct inode *p = IN(parent), *np = IN(newparent), *src, *dst;
+	struct names_user u;
 	struct stat sst, dst_st;
 	int pfd, npfd, res;
 
@@ -842,7 +854,9 @@ static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		res = npfd;
 		goto out;
 	}
+	names_user_begin(&u, inode_ino(p), name, inode_ino(np), newname);
 	res = renameat2(pfd, name, npfd, newname, flags) < 0 ? -errno : 0;
+	names_user_end(&u);
 	inode_fd_put(np);
 	if (!res && !(flags & RENAME_EXCHANGE))
 		events_renamed(p, name, np, newname);
@@ -1119,9 +1133,13 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		return pfd;
 	res = as_caller(req, &id);
 	if (!res) {
+		struct names_user u;
+
+		names_user_begin(&u, inode_ino(p), name, 0, NULL);
 		fd = openat(pfd, name, open_flags(fi->flags) | O_CREAT | O_NOFOLLOW |
 					       (fi->flags & O_EXCL), mode);
 		res = fd < 0 ? -errno : 0;
+		names_user_end(&u);
 		as_daemon(&id);
 	}
 	inode_fd_put(p);
