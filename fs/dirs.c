@@ -969,10 +969,19 @@ static void commit_now(struct event *ev)
 	struct inode *dir = ev->in;
 	int stage = ev->stage_fd, res;
 
-	eunlock();
-	res = apply_listing(dir, stage, ev->type == HSMFS_EV_PRE_LOOKUP ? ev->name : NULL,
-			    ev->refresh, ev->names_plan);
-	elock();
+	/*
+	 * A lookup answered for a directory listed since (by a listing
+	 * committed first): the listing made the name, or the user did.
+	 */
+	if (ev->type == HSMFS_EV_PRE_LOOKUP && (inode_flags(dir) & KNOWN)) {
+		res = 0;
+	} else {
+		eunlock();
+		res = apply_listing(dir, stage,
+				    ev->type == HSMFS_EV_PRE_LOOKUP ? ev->name : NULL,
+				    ev->refresh, ev->names_plan);
+		elock();
+	}
 	ev->copying = false;
 	pthread_cond_broadcast(&E.copied);
 	if (ev->type == HSMFS_EV_PRE_LOOKUP) {
