@@ -154,7 +154,20 @@ static int place_file(struct meta *m, int dfd, const char *name, const char *rel
 			if (check && (res = check(arg, relpath, err, errlen)))
 				return res;
 		}
-		fd = openat(dfd, name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+		/* the file looked at, not one put under its name since (a live
+		 * mount's user may have): nonblocking, in case that is a FIFO */
+		fd = openat(dfd, name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd >= 0) {
+			struct stat now;
+
+			if (fstat(fd, &now) < 0 || now.st_ino != st.st_ino ||
+			    now.st_dev != st.st_dev) {
+				close(fd);
+				snprintf(err, errlen, "'%s' was replaced while it was imported",
+					 relpath);
+				return -EBUSY;
+			}
+		}
 		*out = PLACE_CHANGED;
 	} else {
 		fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,

@@ -18,7 +18,9 @@
  * Existing entries without a row are refused (-EEXIST: their data would
  * be lost), unless adopt is set: a caller that knows nobody could have
  * written them (entries of a directory that was never listed, left by
- * a listing that crashed before its commit) takes them over.
+ * a listing that crashed before its commit) takes them over.  A managed
+ * file whose name leads to another file by the time it is opened to be
+ * emptied is refused (-EBUSY: a live mount's user replaced it).
  *
  * A store that takes no xattrs still gets the entries, unmarked (a lost
  * database could not be rebuilt): place_unmarked holds the last errno
