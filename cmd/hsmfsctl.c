@@ -1011,6 +1011,24 @@ static int verified(const char *p)
 	return -ETIMEDOUT;
 }
 
+/* Why the daemon refused to evict p (EBUSY), from its state. */
+static const char *busy_why(const char *p)
+{
+	char v[128];
+	ssize_t n = lgetxattr(p, "user.hsmfs.state", v, sizeof(v) - 1);
+
+	if (n < 0)
+		return "dirty, pinned, open or being filled";
+	v[n] = '\0';
+	if (!strncmp(v, "dirty", 5))
+		return "dirty: changed through the mount, its bytes are the only copy";
+	if (strstr(v, "pinned"))
+		return "pinned (hsmfsctl unpin first)";
+	if (strstr(v, "passthrough"))
+		return "open in passthrough mode";
+	return "open or being filled";
+}
+
 static int act_file(struct act *a, const char *p, const struct stat *st)
 {
 	int res = 0;
@@ -1055,7 +1073,7 @@ static int act_file(struct act *a, const char *p, const struct stat *st)
 	} else if (res) {
 		a->failed++;
 		fprintf(stderr, "%shsmfsctl: %s '%s': %s\n", a->tty ? "\n" : "", a->what, p,
-			res == -EBUSY ? "dirty, pinned, open or being filled" :
+			res == -EBUSY ? busy_why(p) :
 			res == -EBADMSG ? "its bytes do not match the manifest's sha256: stale" :
 			strerror(-res));
 	}

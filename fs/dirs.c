@@ -562,6 +562,20 @@ static void remove_leftovers(int dfd, const struct listing *l, bool is_root, uin
 
 enum plan { P_SAME, P_NEW, P_REPLACE, P_KEEP };
 
+/*
+ * A file a refresh replaced or removed: the kernel may still reach it
+ * (a dentry not invalidated yet, an O_PATH descriptor) and open it
+ * after its row went.  Its state is loaded now, while the row is there,
+ * and marked stale: such an open's reads of missing bytes fail with
+ * EIO, never read a placeholder's holes as zeros.  Called before
+ * events_unlinked() of it.
+ */
+static void orphaned(struct inode *victim)
+{
+	if (victim)
+		events_mark_stale(victim);
+}
+
 /* Open, or changed through the mount (perhaps not in the database yet)? */
 static bool in_use(struct inode *in)
 {
@@ -716,6 +730,8 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 			if (!r && victim)
 				inode_unaliased(victim);
 			names_release(dino, name);
+			if (!r)
+				orphaned(victim);
 		}
 		if (r) {
 			/* made or changed meanwhile through the mount, or in use:
@@ -769,6 +785,8 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 				if (gone && victim)
 					inode_unaliased(victim);
 				names_release(dino, de->d_name);
+				if (gone && !dirent_dir)
+					orphaned(victim);
 			}
 			if (gone) {
 				if (dirent_dir || st.st_nlink == 1)

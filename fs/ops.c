@@ -797,8 +797,12 @@ static int do_remove(fuse_ino_t parent, const char *name, int flags)
 	res = unlinkat(pfd, name, flags) < 0 ? -errno : 0;
 	names_user_end(&u);
 	inode_fd_put(p);
-	if (!res && !flags && st.st_nlink == 1)
+	if (!res && !flags && st.st_nlink == 1) {
+		/* still reachable (an O_PATH descriptor): its state outlives the row */
+		if (victim)
+			events_load(victim);
 		events_unlinked(st.st_ino);
+	}
 	if (!res && flags)
 		events_dir_removed(st.st_ino);
 	if (!res && victim)
@@ -870,6 +874,8 @@ static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 	}
 	if (!res && !(flags & RENAME_EXCHANGE) && dst_st.st_nlink == 1 &&
 	    !S_ISDIR(dst_st.st_mode) && dst_st.st_ino != sst.st_ino) {
+		if (dst)
+			events_load(dst); /* as in do_remove() */
 		events_unlinked(dst_st.st_ino);
 	}
 out:

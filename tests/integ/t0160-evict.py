@@ -59,7 +59,8 @@ def test():
             with open(m.path("c"), "r+b") as f:
                 f.write(b"LOCAL")
             rc, out = run([HSMFSCTL, "evict", m.path("c")])
-            ok(rc != 0 and "dirty, pinned, open or being filled" in out, "a dirty file is not evicted")
+            ok(rc != 0 and "dirty: changed through the mount" in out,
+               "a dirty file is not evicted, and hsmfsctl says why: " + out.strip())
             with open(m.path("c"), "rb") as f:
                 eq(f.read(5), b"LOCAL", "and keeps its bytes")
 
@@ -68,12 +69,14 @@ def test():
             rc, out = run([HSMFSCTL, "evict", m.path("t")])
             ok(rc != 0 and st(m, "t/b") == ("resident,pinned", 2 * MiB + 5),
                "a pinned file survives evicting its tree")
+            ok("pinned (hsmfsctl unpin first)" in out, "and hsmfsctl says why: " + out.strip())
             eq(st(m, "t/a"), ("placeholder", 0), "while the rest of the tree is evicted")
             rc, out = run([HSMFSCTL, "unpin", m.path("t/b")])
             eq((rc, st(m, "t/b")[0]), (0, "resident"), "unpin")
             with open(m.path("t/b"), "rb") as held:
                 rc, out = run([HSMFSCTL, "evict", m.path("t/b")])
-                ok(rc != 0, "an open file is not evicted")
+                ok(rc != 0 and "open or being filled" in out, "an open file is not evicted: "
+                   + out.strip())
                 eq(held.read() == files["t/b"], True, "and reads right meanwhile")
             eq(run([HSMFSCTL, "evict", m.path("t/b")])[0], 0, "evicted once closed")
             with open(os.path.join(m.mnt, "plain"), "wb") as f:

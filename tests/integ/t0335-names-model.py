@@ -174,6 +174,18 @@ def test():
                 try:
                     with open(os.path.join(d, n), "rb") as f:
                         got = f.read()
+                        if got not in org.all(n) and got not in saved.get(n, []):
+                            # what the daemon says of it, for the report
+                            try:
+                                how = "inode %d, %s, present %s" % (
+                                    os.fstat(f.fileno()).st_ino,
+                                    os.getxattr(os.path.join(d, n), "user.hsmfs.state"),
+                                    os.getxattr(os.path.join(d, n), "user.hsmfs.present"))
+                            except OSError as e:
+                                how = str(e)
+                            bad.append("read of %s: %d bytes that are no version of it "
+                                       "(%r...; %s)" % (n, len(got), got[:16], how))
+                            continue
                 except OSError as e:
                     if e.errno in RACE_ERRORS:
                         count("race_errors")

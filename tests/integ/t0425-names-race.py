@@ -157,9 +157,81 @@ def test_dir_ttl_race():
     shutil.rmtree(root, ignore_errors=True)
 
 
+def test_orphan_open():
+    """A file a refresh replaced can still be opened by a process that held
+    it (an O_PATH descriptor; a dentry not invalidated yet): its row is
+    gone, and its reads fail instead of reading a placeholder's holes as
+    zeros (found by t0335: a read of 16732 zero bytes)."""
+    root = make_origin()
+    p = os.path.join(root, "saved.txt")
+    with open(p, "wb") as f:
+        f.write(b"origin's version 1 " * 500)
+    with Nginx(root) as ng, Mount(opts="hook=%s,origin=%s" % (HTTP, ng.url())) as m:
+        wait_for(lambda: m.logged("hook 'hsmfs-http'"), "hsmfs-http connected")
+        ok("saved.txt" in os.listdir(m.mnt), "listed")
+        fd = os.open(m.path("saved.txt"), os.O_PATH)
+        try:
+            change_origin(root)
+            rc = subprocess.run([HSMFSCTL, "refresh", m.mnt], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT).returncode
+            eq(rc, 0, "hsmfsctl refresh")
+            with open(m.path("saved.txt"), "rb") as f:
+                ok(b"version 2" in f.read(), "the name has the new version")
+            try:
+                with open("/proc/self/fd/%d" % fd, "rb") as f:
+                    got = f.read()
+            except OSError as e:
+                got = e.errno
+            ok(isinstance(got, int), "the replaced file, opened again, fails its reads "
+               "(%s)" % (got if isinstance(got, int) else "%d bytes, %d zeros"
+                         % (len(got), got.count(0))))
+        finally:
+            os.close(fd)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_unlinked_open():
+    """The same through the mount: a placeholder a user removes (or renames
+    a file over) while another process holds it by an O_PATH descriptor,
+    opened again through /proc: its bytes or an error, never zeros."""
+    from harness import Hook, import_manifest
+    mirror = tmpdir("hsmfs-mirror-")
+    data = os.urandom(20000)
+    for n in ("u", "r"):
+        with open(os.path.join(mirror, n), "wb") as f:
+            f.write(data)
+    with Mount() as m:
+        eq(import_manifest(m.mnt, [{"path": n, "size": len(data)} for n in ("u", "r")])[0], 0,
+           "import")
+        with Hook(m.mnt, "--mirror", mirror):
+            for n, how in (("u", "unlinked"), ("r", "renamed over")):
+                fd = os.open(m.path(n), os.O_PATH)
+                try:
+                    if n == "u":
+                        os.unlink(m.path(n))
+                    else:
+                        with open(m.path("mine"), "wb") as f:
+                            f.write(b"mine")
+                        os.rename(m.path("mine"), m.path(n))
+                    try:
+                        with open("/proc/self/fd/%d" % fd, "rb") as f:
+                            got = f.read()
+                    except OSError as e:
+                        got = e.errno
+                    ok(got == data or isinstance(got, int),
+                       "a placeholder %s, opened again: its bytes or an error (%s)"
+                       % (how, got if isinstance(got, int) else "%d bytes, %d zeros"
+                          % (len(got), got.count(0))))
+                finally:
+                    os.close(fd)
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
 def run_all():
     test_refresh_race()
     test_dir_ttl_race()
+    test_orphan_open()
+    test_unlinked_open()
 
 
 if __name__ == "__main__":
