@@ -75,8 +75,8 @@ def test():
             eq((rc, st(m, "t/b")[0]), (0, "resident"), "unpin")
             with open(m.path("t/b"), "rb") as held:
                 rc, out = run([HSMFSCTL, "evict", m.path("t/b")])
-                ok(rc != 0 and "open or being filled" in out, "an open file is not evicted: "
-                   + out.strip())
+                ok(rc != 0 and ("open or being filled" in out or "open in passthrough" in out),
+                   "an open file is not evicted: " + out.strip())
                 eq(held.read() == files["t/b"], True, "and reads right meanwhile")
             eq(run([HSMFSCTL, "evict", m.path("t/b")])[0], 0, "evicted once closed")
             with open(os.path.join(m.mnt, "plain"), "wb") as f:
