@@ -29,6 +29,13 @@
 
 #include "hsmfs/hook.h"
 
+/* hsmfs's build says its version; a copy built on its own, its protocol's */
+#ifndef HSMFS_VERSION
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define HSMFS_VERSION "(built outside hsmfs, hook protocol " STR(HSMFS_PROTO_VERSION) ")"
+#endif
+
 /* A name inside the mirror: relative, no "." or ".." component. */
 static bool inside(const char *p)
 {
