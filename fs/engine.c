@@ -24,6 +24,7 @@
 #include "fault.h"
 #include "ranges.h"
 #include "engine.h"
+#include "passthrough.h"
 
 static int64_t mono_ms(void);
 static bool in_subtree(const struct hook *h, struct inode *in);
@@ -232,14 +233,21 @@ static bool in_subtree(const struct hook *h, struct inode *in)
 	return !strncmp(path, h->subtree, n) && (path[n] == '/' || !path[n]);
 }
 
+/*
+ * The mask of the hooks connected now, then a new subscription
+ * generation: opens that decided on the old ones decide again
+ * (passthrough.h).  Before any WELCOME is sent.  E.lock held.
+ */
 static void recompute_mask(void)
 {
 	uint32_t m = 0;
 	struct hook *h;
 
+	ELOCK_HELD();
 	for (h = E.hooks; h; h = h->next)
 		m |= h->mask;
 	atomic_store_explicit(&events_mask, m, memory_order_relaxed);
+	pt_subscriptions_changed();
 }
 
 static void fill_proto(const struct event *ev, struct proto_event *pe,

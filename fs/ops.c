@@ -321,6 +321,9 @@ struct later {
 	struct fuse_file_info fi, fi_out;
 	bool has_fi, held;
 	bool opened;               /* open_steps: the store file is open */
+	bool open_asked;           /* open_steps: OPEN_PERM allowed */
+	bool modify_asked;         /* open_steps: the whole file's PRE_MODIFY allowed */
+	uint64_t gen;              /* open_steps: pt_gen() its tests were made on */
 	struct stat attr;
 	int valid, mode, flags;
 	off_t off, off_out;
@@ -959,9 +962,18 @@ static void cold_direct(struct inode *in, struct fuse_file_info *fi)
 		fi->direct_io = 1;
 }
 
-static int do_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+/*
+ * Open the store file of ino and fix the open's mode on the
+ * subscriptions of generation gen (pt_gen(), read before the caller
+ * tested any mask).  0, -errno, or PT_AGAIN: the subscriptions changed
+ * since gen, or an open for writing must join passthrough and
+ * !modify_asked (passthrough.h); nothing is left open, decide again.
+ */
+static int do_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, uint64_t gen,
+		   bool modify_asked)
 {
 	struct inode *in = IN(ino);
+	struct fuse_file_info fi0 = *fi;
 	char path[32];
 	int fd, res;
 
@@ -989,6 +1001,7 @@ static int do_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 		if (err) {
 			close(res);
+			*fi = fi0;
 			return err;
 		}
 		cold_direct(in, fi); /* the state loaded says what is missing */
@@ -996,8 +1009,15 @@ static int do_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	inode_open_inc(in);
 	if (inode_flags(in) & INODE_STATEFUL)
 		events_opened(in);
-	if (!inode_is_dir(in))
-		pt_opened(req, in, fi); /* the mode, fixed for this open */
+	/* the mode, fixed for this open, atomically with the subscriptions */
+	if (!inode_is_dir(in) && pt_opened(req, in, fi, gen, modify_asked) == PT_AGAIN) {
+		close(res);
+		inode_open_dec(in);
+		if (inode_flags(in) & INODE_STATEFUL)
+			events_released(in);
+		*fi = fi0;
+		return PT_AGAIN;
+	}
 	return 0;
 }
 
@@ -1044,7 +1064,11 @@ static void open_later(void *arg, int res);
  *      a PRE_MODIFY watcher is subscribed, one PRE_MODIFY of the whole
  *      file: the kernel passes every open of such a file through, so the
  *      watcher cannot see its writes one by one and is asked at open;
- *   2  the store file is opened (l->opened);
+ *   2  the store file is opened (l->opened) and the mode fixed, on the
+ *      subscriptions of generation l->gen, read before step 0 tested
+ *      any: if they changed meanwhile, or the file started passthrough
+ *      since step 1 looked, nothing stays open and the steps start over
+ *      (what was allowed stays allowed: l->open_asked, l->modify_asked);
  *   3  an open that passes through while an ACCESS_PERM watcher watches
  *      the file: one ACCESS_PERM of the whole file, for the same reason
  *      (its deny undoes the open).
@@ -1055,21 +1079,35 @@ static int open_steps(struct later *l, int step)
 	struct inode *in = IN(l->ino);
 	int res;
 
-	if (step == 0 && events_open_watched()) {
+again:
+	/* the continuation of an ask runs only once it was allowed */
+	if (step == 0 && !l->open_asked && events_open_watched()) {
 		l->mode = 1;
+		l->open_asked = true;
 		res = events_open_perm(in, l->fi.flags, l->req, open_later, l);
 		if (res)
 			return res;
 	}
-	if (step <= 1 && (l->fi.flags & O_ACCMODE) != O_RDONLY && events_modify_watched() &&
-	    pt_active(in)) {
+	if (step <= 1 && !l->modify_asked && (l->fi.flags & O_ACCMODE) != O_RDONLY &&
+	    events_modify_watched() && pt_active(in)) {
 		l->mode = 2;
+		l->modify_asked = true;
 		res = events_modify(in, 0, UINT64_MAX, l->req, open_later, l);
 		if (res)
 			return res;
 	}
 	if (step <= 2) {
-		res = do_open(l->req, l->ino, &l->fi);
+		res = do_open(l->req, l->ino, &l->fi, l->gen, l->modify_asked);
+		if (res == PT_AGAIN) {
+			uint64_t gen = pt_gen();
+
+			/* other hooks: what was asked is asked of them again */
+			if (gen != l->gen)
+				l->open_asked = l->modify_asked = false;
+			l->gen = gen;
+			step = 0;
+			goto again;
+		}
 		if (res)
 			return res;
 		l->opened = true;
@@ -1107,21 +1145,32 @@ static void open_later(void *arg, int res)
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	uint64_t gen = pt_gen(); /* before any mask is tested */
+	int res;
+
 	/* asked before the store file is opened: a denied open does nothing */
 	if (__builtin_expect(events_open_watched() || events_access_watched() ||
 			     ((fi->flags & O_ACCMODE) != O_RDONLY && events_modify_watched()), 0) &&
 	    !inode_is_dir(IN(ino))) {
-		struct later *l = later_new(req, ino, fi, 0, 0, 0);
-		int res;
+		struct later *l;
 
+slow:
+		l = later_new(req, ino, fi, 0, 0, 0);
 		if (!l)
 			return;
+		l->gen = gen;
 		res = open_steps(l, 0);
 		if (res != EVENTS_PARKED)
 			open_finish(l, res);
 		return;
 	}
-	open_reply(req, ino, fi, do_open(req, ino, fi));
+	res = do_open(req, ino, fi, gen, false);
+	if (res == PT_AGAIN) {
+		/* a hook joined meanwhile: the open is asked what it asks */
+		gen = pt_gen();
+		goto slow;
+	}
+	open_reply(req, ino, fi, res);
 }
 
 static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -1158,10 +1207,34 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	in = IN(e->ino);
 	fi->fh = fd;
-	fi->keep_cache = 1;
-	access_watch(in, fi);
 	inode_open_inc(in);
-	pt_opened(req, in, fi);
+	/*
+	 * An O_CREAT open of a name that exists may meet a file in
+	 * passthrough mode: the mode is decided as do_open() decides it; a
+	 * write that must join passthrough under a PRE_MODIFY watcher is
+	 * asked the whole file here, holding this worker (rare: the kernel
+	 * sends CREATE only for a name it does not know).
+	 */
+	for (bool modify_asked = false;;) {
+		uint64_t gen = pt_gen();
+		int ask;
+
+		fi->keep_cache = 1;
+		fi->direct_io = 0;
+		access_watch(in, fi);
+		if (pt_opened(req, in, fi, gen, modify_asked) != PT_AGAIN)
+			break;
+		if (gen != pt_gen() || modify_asked)
+			continue;
+		ask = events_pre_modify(in, 0, UINT64_MAX, req);
+		if (ask) {
+			close(fd);
+			inode_open_dec(in);
+			inode_forget(in, 1);
+			return ask;
+		}
+		modify_asked = true;
+	}
 	return 0;
 }
 

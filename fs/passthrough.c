@@ -1,4 +1,5 @@
 /* passthrough.c - see passthrough.h */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
@@ -28,7 +29,48 @@ static struct {
 	size_t nmode;
 	struct pt_stats st;
 	bool warned;
+	_Atomic uint64_t gen;   /* subscription generation, bumped under lock */
 } P = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+
+static __thread bool plock_mine; /* this thread holds P.lock (debug asserts) */
+#define PLOCK_HELD() assert(plock_mine)
+
+static void plock(void)
+{
+	pthread_mutex_lock(&P.lock);
+	plock_mine = true;
+}
+
+static void punlock(void)
+{
+	plock_mine = false;
+	pthread_mutex_unlock(&P.lock);
+}
+
+static void pwait(void)
+{
+	plock_mine = false;
+	pthread_cond_wait(&P.cond, &P.lock);
+	plock_mine = true;
+}
+
+uint64_t pt_gen(void)
+{
+	return atomic_load_explicit(&P.gen, memory_order_acquire);
+}
+
+void pt_subscriptions_changed(void)
+{
+	/*
+	 * Under P.lock: an open that commits after this sees the new
+	 * generation; one that committed before it is ordered before the
+	 * hook's WELCOME, which the engine sends after this returns.
+	 */
+	plock();
+	atomic_store_explicit(&P.gen, atomic_load_explicit(&P.gen, memory_order_relaxed) + 1,
+			      memory_order_release);
+	punlock();
+}
 
 static struct inode_head *head(struct inode *in)
 {
@@ -52,6 +94,7 @@ void pt_init(struct fuse_conn_info *conn, bool wanted)
 /* Remember the mode of the open whose descriptor is fd.  P.lock held. */
 static void set_mode(int fd, uint8_t mode)
 {
+	PLOCK_HELD();
 	if (fd < 0)
 		return;
 	if ((size_t)fd >= P.nmode) {
@@ -70,10 +113,12 @@ static void set_mode(int fd, uint8_t mode)
 	P.mode[fd] = mode;
 }
 
+/* The mode of the open whose descriptor is fd, forgotten.  P.lock held. */
 static uint8_t take_mode(int fd)
 {
 	uint8_t m = M_NONE;
 
+	PLOCK_HELD();
 	if (fd >= 0 && (size_t)fd < P.nmode) {
 		m = P.mode[fd];
 		P.mode[fd] = M_NONE;
@@ -102,7 +147,8 @@ static int register_backing(struct fuse_req *req, int fd, bool *ret_writable, in
 	return id > 0 ? id : 0;
 }
 
-void pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi)
+int pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi,
+	      uint64_t gen, bool modify_asked)
 {
 	struct inode_head *h = head(in);
 	bool write = (fi->flags & O_ACCMODE) != O_RDONLY, writable = false;
@@ -130,9 +176,22 @@ void pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi
 	direct = (fi->flags & (O_DIRECT | O_APPEND)) || fi->direct_io ||
 		 (write && (privileged || events_modify_watched() || cache_any()));
 	want = P.enabled && !(inode_flags(in) & INODE_NONRESIDENT) && !direct;
-	pthread_mutex_lock(&P.lock);
+	plock();
 	while (h->pt_busy)
-		pthread_cond_wait(&P.cond, &P.lock);
+		pwait();
+	if (atomic_load_explicit(&P.gen, memory_order_relaxed) != gen) {
+		/* a hook joined or left since the open's tests: decide again */
+		punlock();
+		return PT_AGAIN;
+	}
+	if (h->backing_id && write && events_modify_watched() && !modify_asked) {
+		/*
+		 * It would pass through, its mappings unseen, with nobody
+		 * asked: the whole file is asked first (ops.c), then again.
+		 */
+		punlock();
+		return PT_AGAIN;
+	}
 	if (h->backing_id) {
 		/* the kernel wants every open of an inode in passthrough mode so */
 		h->pt_opens++;
@@ -144,7 +203,7 @@ void pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi
 	} else {
 		h->cached_opens++;
 	}
-	pthread_mutex_unlock(&P.lock);
+	punlock();
 
 	if (reg) {
 		int err = 0;
@@ -152,7 +211,25 @@ void pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi
 		/* the engine's word that it is whole and stays so (no eviction) */
 		if (events_pass_begin(in))
 			id = register_backing(req, (int)fi->fh, &writable, &err);
-		pthread_mutex_lock(&P.lock);
+		plock();
+		if (atomic_load_explicit(&P.gen, memory_order_relaxed) != gen) {
+			/*
+			 * A hook joined or left while the backing file was
+			 * registered: undone (pt_busy still keeps the others
+			 * out, and no eviction starts), and the open decides
+			 * again.
+			 */
+			punlock();
+			if (id)
+				fuse_passthrough_close(req, id);
+			plock();
+			h->pt_busy = false;
+			pthread_cond_broadcast(&P.cond);
+			if (!h->pt_opens && !h->backing_id)
+				inode_flags_clear(in, INODE_PASSTHROUGH);
+			punlock();
+			return PT_AGAIN;
+		}
 		h->pt_busy = false;
 		pthread_cond_broadcast(&P.cond);
 		if (id) {
@@ -175,7 +252,7 @@ void pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi
 					 "that file is served through the daemon");
 			}
 		}
-		pthread_mutex_unlock(&P.lock);
+		punlock();
 	}
 	if (mode != M_CACHED) {
 		fi->backing_id = id;
@@ -202,10 +279,11 @@ void pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi
 		if (fstat((int)fi->fh, &st) == 0)
 			events_unseen_writes(in, (uint64_t)st.st_size);
 	}
-	pthread_mutex_lock(&P.lock);
+	plock();
 	set_mode((int)fi->fh, mode);
 	P.st.opens += mode != M_CACHED;
-	pthread_mutex_unlock(&P.lock);
+	punlock();
+	return 0;
 }
 
 void pt_released(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi)
@@ -214,7 +292,7 @@ void pt_released(struct fuse_req *req, struct inode *in, struct fuse_file_info *
 	uint8_t mode;
 	int close_id = 0;
 
-	pthread_mutex_lock(&P.lock);
+	plock();
 	mode = take_mode((int)fi->fh);
 	if (mode == M_CACHED && h->cached_opens) {
 		h->cached_opens--;
@@ -223,7 +301,7 @@ void pt_released(struct fuse_req *req, struct inode *in, struct fuse_file_info *
 		h->backing_id = 0;
 		h->pt_busy = true; /* opens meanwhile wait for the release */
 	}
-	pthread_mutex_unlock(&P.lock);
+	punlock();
 	if (mode == M_PT_WRITE && (inode_flags(in) & INODE_STATEFUL)) {
 		struct stat st;
 
@@ -233,12 +311,12 @@ void pt_released(struct fuse_req *req, struct inode *in, struct fuse_file_info *
 	}
 	if (close_id) {
 		fuse_passthrough_close(req, close_id);
-		pthread_mutex_lock(&P.lock);
+		plock();
 		h->pt_busy = false;
 		pthread_cond_broadcast(&P.cond);
 		if (!h->pt_opens && !h->backing_id)
 			inode_flags_clear(in, INODE_PASSTHROUGH);
-		pthread_mutex_unlock(&P.lock);
+		punlock();
 	}
 }
 
@@ -246,16 +324,16 @@ bool pt_active(struct inode *in)
 {
 	bool on;
 
-	pthread_mutex_lock(&P.lock);
+	plock();
 	on = head(in)->backing_id || head(in)->pt_busy;
-	pthread_mutex_unlock(&P.lock);
+	punlock();
 	return on;
 }
 
 void pt_get_stats(struct pt_stats *ret)
 {
-	pthread_mutex_lock(&P.lock);
+	plock();
 	*ret = P.st;
 	ret->enabled = P.enabled;
-	pthread_mutex_unlock(&P.lock);
+	punlock();
 }

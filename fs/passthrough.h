@@ -27,10 +27,26 @@
  * a backing file needs CAP_SYS_ADMIN; kernels before 6.9), opens take
  * the daemon's path as before and the counters say so.
  *
- * Locks: one mutex of this module guards the inode_head fields it owns;
- * nothing blocking runs under it (the store open and the kernel's
- * registration ioctls run outside, behind pt_busy, which other opens of
- * that inode wait out).
+ * The decision of an open and the hooks' subscriptions are one atomic
+ * step.  An open reads the subscription generation (pt_gen()) before it
+ * tests any mask or subtree; every subscription change bumps it
+ * (pt_subscriptions_changed(), from the engine once the new mask is in
+ * place and before the hook's WELCOME is sent); pt_opened() commits the
+ * open's mode under this module's lock only if the generation is still
+ * the one read, else it registers nothing and says PT_AGAIN: the caller
+ * undoes its open and decides again, asking what the new subscriptions
+ * ask.  So an open either committed before the change (it is an open
+ * made before the hook subscribed) or decided after it, on what it put
+ * in place.  The same holds for the inode's own mode: an open for
+ * writing that would join passthrough under a PRE_MODIFY watcher without
+ * having been asked the whole file at open gets PT_AGAIN too, decided
+ * under the same lock as the join.
+ *
+ * Locks: one mutex of this module (P.lock) guards the inode_head fields
+ * it owns and the generation's bumps; nothing blocking runs under it
+ * (the store open and the kernel's registration ioctls run outside,
+ * behind pt_busy, which other opens of that inode wait out).  It nests
+ * inside the engine's lock (E.lock -> P.lock), never the other way.
  */
 #ifndef HSMFS_PASSTHROUGH_H
 #define HSMFS_PASSTHROUGH_H
@@ -47,12 +63,28 @@ struct inode;
 void pt_init(struct fuse_conn_info *conn, bool wanted);
 
 /*
- * Decide the mode of an open of in whose store descriptor is fi->fh
- * (opened with fi->flags), after its state was loaded: sets
- * fi->backing_id (passthrough), or leaves fi as it is (cached).  Call pt_released()
- * for every open this was called for, also when the open's reply fails.
+ * The subscription generation: read (acquire) before an open tests a
+ * mask or a hook's subtree; pass it to pt_opened().
  */
-void pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi);
+uint64_t pt_gen(void);
+/* A hook joined or left, its mask in place already.  E.lock held. */
+void pt_subscriptions_changed(void);
+
+/*
+ * Decide the mode of an open of in whose store descriptor is fi->fh
+ * (opened with fi->flags), after its state was loaded, on what was
+ * decided since gen was read (fi->direct_io; modify_asked: one
+ * PRE_MODIFY of the whole file was allowed for this open): sets
+ * fi->backing_id (passthrough), or leaves fi as it is (cached), and
+ * returns 0; call pt_released() for every such open, also when the
+ * open's reply fails.  PT_AGAIN: the subscriptions changed since gen, or
+ * the open is for writing, must join passthrough, a PRE_MODIFY watcher is
+ * subscribed and modify_asked is false: nothing was registered (no
+ * pt_released()); decide again from a new pt_gen().
+ */
+#define PT_AGAIN 1
+int pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi,
+	      uint64_t gen, bool modify_asked);
 void pt_released(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi);
 
 /* Is in open in passthrough mode (or becoming so)? */
