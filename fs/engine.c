@@ -1759,6 +1759,14 @@ int events_hook_joined(struct hook *h, const uint8_t *welcome, int len)
 	/* a new watcher of changes has quieted nothing yet */
 	if (h->mask & HSMFS_MASK(HSMFS_EV_PRE_MODIFY))
 		inode_flags_clear_all(INODE_QUIET);
+	/*
+	 * A new watcher of reads: what the kernel cached is dropped, so
+	 * that reads of files open already come here and are asked too
+	 * (each read of a watched file drops what it cached from now on:
+	 * ops_read_reply)
+	 */
+	if ((h->mask & HSMFS_MASK(HSMFS_EV_ACCESS_PERM)) && E.cfg.invalidate_files_later)
+		E.cfg.invalidate_files_later();
 	if (hooks_send_welcome(h, welcome, len)) {
 		E.hooks = h->next;
 		recompute_mask();

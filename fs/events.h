@@ -81,6 +81,11 @@ struct events_config {
 	const char *origin;   /* borrowed or NULL; the root's user.hsmfs.origin */
 	/* drop the kernel's page cache of in's [off, off + len) (len 0: all) */
 	void (*invalidate)(struct inode *in, uint64_t off, uint64_t len);
+	/*
+	 * drop the kernel's page cache of every regular file soon, from
+	 * another thread; callable under E.lock (a reads watcher joined)
+	 */
+	void (*invalidate_files_later)(void);
 	/* drop the kernel's cached entry of name in dir (refresh) */
 	void (*invalidate_entry)(struct inode *dir, const char *name);
 	bool cache_limited;   /* cache_max or cache_min_free: admit fills */

@@ -56,6 +56,41 @@ void inode_flags_clear_all(uint32_t bits)
 	pthread_mutex_unlock(&T.lock);
 }
 
+int inode_files(uint64_t **ret, size_t *ret_n)
+{
+	uint64_t *v = NULL;
+	size_t n = 0, cap = 0;
+	int res = 0;
+
+	pthread_mutex_lock(&T.lock);
+	for (size_t i = 0; i < T.nbuckets && !res; i++)
+		for (struct inode *in = T.hash[i]; in && !res; in = in->hnext) {
+			if (in->type != S_IFREG)
+				continue;
+			if (n == cap) {
+				size_t c = cap ? cap * 2 : 256;
+				uint64_t *m = realloc(v, c * sizeof(*v));
+
+				if (!m) {
+					res = -ENOMEM;
+					break;
+				}
+				v = m;
+				cap = c;
+			}
+			v[n++] = inode_nodeid(in);
+		}
+	pthread_mutex_unlock(&T.lock);
+	if (res) {
+		free(v);
+		v = NULL;
+		n = 0;
+	}
+	*ret = v;
+	*ret_n = n;
+	return res;
+}
+
 _Static_assert(offsetof(struct inode, head) == 0, "inode head first");
 
 static size_t hash_key(dev_t dev, ino_t ino)

@@ -95,6 +95,14 @@ static inline void inode_flags_clear(struct inode *in, uint32_t bits)
 void inode_flags_clear_all(uint32_t bits);
 
 /*
+ * The node ids of every regular file of the table, in a malloc'd array
+ * (*ret, *ret_n; NULL, 0 when there are none): -ENOMEM or 0.  Taken
+ * under the table's lock, used after it (a node id the kernel forgot
+ * meanwhile is refused by the kernel, harmlessly).
+ */
+int inode_files(uint64_t **ret, size_t *ret_n);
+
+/*
  * Set up the table with the store root directory (takes ownership of
  * root_fd) and the maximum number of idle cached descriptors.
  * Returns 0 or -errno.

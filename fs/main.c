@@ -415,6 +415,7 @@ int main(int argc, char *argv[])
 			.store_path = store_path,
 			.origin = o.origin,
 			.invalidate = ops_invalidate,
+			.invalidate_files_later = ops_invalidate_files_later,
 			.invalidate_entry = ops_invalidate_entry,
 			.reply = ops_read_reply,
 			.exiting = ops_exiting,
@@ -512,6 +513,7 @@ out:
 	}
 	if (mounted)
 		fuse_session_unmount(se);
+	ops_inval_stop(); /* its last invalidation waited for the unmount at most */
 	bdi_readahead_stop(); /* its statfs returns once the mount is gone */
 	if (handlers)
 		fuse_remove_signal_handlers(se);

@@ -39,11 +39,6 @@ static bool killpriv; /* set-ID bits are ours to drop (op_init, privs.h) */
 static bool daemon_is_root;
 static struct fuse_session *session;
 
-void ops_set_session(struct fuse_session *se)
-{
-	session = se;
-}
-
 bool ops_exiting(void)
 {
 	return session && fuse_session_exited(session);
@@ -54,6 +49,125 @@ void ops_invalidate(struct inode *in, uint64_t off, uint64_t len)
 	if (session)
 		fuse_lowlevel_notify_inval_inode(session, inode_nodeid(in), (off_t)off,
 						 (off_t)len);
+}
+
+/*
+ * The invalidator: one thread that drops ranges of the kernel's page
+ * cache on request, so that no thread that answers requests or hooks
+ * blocks in the kernel's invalidation (it waits for locked pages, whose
+ * reads may wait for a hook).  A request is made (inval_new, which may
+ * fail: the caller then fails closed) before the reply whose pages it
+ * drops, and posted (inval_post) after it: the thread never waits for
+ * the pages of a reply not sent yet.  nodeid 0: every regular file.
+ *
+ * Locks: IV.lock guards the queue; it is a leaf (nothing is called
+ * under it but malloc'd list links and the condition).
+ */
+struct inval {
+	struct inval *next;
+	uint64_t nodeid, off, len;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct inval *head, **tail;
+	pthread_t thread;
+	bool started, stop;
+} IV = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
+	 .tail = &IV.head };
+
+static struct inval *inval_new(uint64_t nodeid, uint64_t off, uint64_t len)
+{
+	struct inval *iv = malloc(sizeof(*iv));
+
+	if (iv)
+		*iv = (struct inval){ .nodeid = nodeid, .off = off, .len = len };
+	return iv;
+}
+
+static void inval_post(struct inval *iv)
+{
+	pthread_mutex_lock(&IV.lock);
+	iv->next = NULL;
+	*IV.tail = iv;
+	IV.tail = &iv->next;
+	pthread_cond_signal(&IV.cond);
+	pthread_mutex_unlock(&IV.lock);
+}
+
+static void inval_one(uint64_t nodeid, uint64_t off, uint64_t len)
+{
+	if (session && !fuse_session_exited(session))
+		fuse_lowlevel_notify_inval_inode(session, nodeid, (off_t)off, (off_t)len);
+}
+
+static void *inval_thread(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&IV.lock);
+	for (;;) {
+		struct inval *list;
+
+		while (!IV.head && !IV.stop)
+			pthread_cond_wait(&IV.cond, &IV.lock);
+		if (!IV.head)
+			break;
+		list = IV.head;
+		IV.head = NULL;
+		IV.tail = &IV.head;
+		pthread_mutex_unlock(&IV.lock);
+		while (list) {
+			struct inval *iv = list;
+
+			list = iv->next;
+			if (iv->nodeid) {
+				inval_one(iv->nodeid, iv->off, iv->len);
+			} else {
+				uint64_t *ids;
+				size_t n;
+
+				/* out of memory: each watched open drops its cache anyway */
+				if (!inode_files(&ids, &n)) {
+					for (size_t i = 0; i < n; i++)
+						inval_one(ids[i], 0, 0);
+					free(ids);
+				}
+			}
+			free(iv);
+		}
+		pthread_mutex_lock(&IV.lock);
+	}
+	pthread_mutex_unlock(&IV.lock);
+	return NULL;
+}
+
+void ops_set_session(struct fuse_session *se)
+{
+	session = se;
+	if (se && !IV.started)
+		IV.started = !pthread_create(&IV.thread, NULL, inval_thread, NULL);
+}
+
+void ops_invalidate_files_later(void)
+{
+	struct inval *iv = inval_new(0, 0, 0);
+
+	if (iv)
+		inval_post(iv);
+	else
+		log_warn("out of memory: the page cache is not dropped for a new reads watcher");
+}
+
+void ops_inval_stop(void)
+{
+	pthread_mutex_lock(&IV.lock);
+	IV.stop = true;
+	pthread_cond_signal(&IV.cond);
+	pthread_mutex_unlock(&IV.lock);
+	if (IV.started)
+		pthread_join(IV.thread, NULL);
+	IV.started = false;
 }
 
 void ops_invalidate_entry(struct inode *dir, const char *name)
@@ -1309,8 +1423,23 @@ void ops_read_reply(struct fuse_req *req, struct inode *in, int fd, uint64_t off
 		    uint64_t len, int res)
 {
 	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(len);
+	struct inval *iv = NULL;
 	char *b;
 
+	/*
+	 * A read of a file whose reads a hook watches may be the kernel's
+	 * filling of its page cache (a splice, a sendfile, a fault, a read
+	 * through an open made before the hook: the kernel's splice of a
+	 * direct I/O open reads through the page cache too).  What it
+	 * caches would be served to the next reader unasked: the range is
+	 * dropped once the reply is sent (hsmfs-hooks(7) says what the
+	 * kernel still serves between the two).
+	 */
+	if (!res && __builtin_expect(events_access_watched(), 0) && events_access_target(in)) {
+		iv = inval_new(inode_nodeid(in), off, len);
+		if (!iv)
+			res = -ENOMEM; /* fail closed: no page stays cached unasked */
+	}
 	if (res) {
 		fuse_reply_err(req, -res);
 		return;
@@ -1323,12 +1452,14 @@ void ops_read_reply(struct fuse_req *req, struct inode *in, int fd, uint64_t off
 		else
 			fuse_reply_buf(req, b, (size_t)n);
 		rbuf_put(b);
-		return;
+	} else {
+		buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+		buf.buf[0].fd = fd;
+		buf.buf[0].pos = off;
+		fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
 	}
-	buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-	buf.buf[0].fd = fd;
-	buf.buf[0].pos = off;
-	fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+	if (iv)
+		inval_post(iv);
 }
 
 static void read_now(fuse_req_t req, struct inode *in, int fd, size_t size, off_t off)

@@ -59,6 +59,14 @@ void ops_read_reply(struct fuse_req *req, struct inode *in, int fd, uint64_t off
 		    uint64_t len, int res);
 /* Free what ops keeps between requests (the read reply buffers); at exit. */
 void ops_shutdown(void);
+/*
+ * Drop the kernel's page cache of every regular file, soon, on the
+ * invalidator thread (a hook that watches reads joined).  Any thread,
+ * any lock held.
+ */
+void ops_invalidate_files_later(void);
+/* Stop the invalidator thread: after the session's unmount, before its destroy. */
+void ops_inval_stop(void);
 const struct fuse_lowlevel_ops *ops_table(void);
 unsigned long ops_table_size(void);
 
