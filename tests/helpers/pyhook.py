@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A fill/watch hook in Python, on the hsmfs_hook module (python/).
 
-    pyhook.py MOUNTPOINT --log FILE [--mode mirror|deny|silent|allow]
+    pyhook.py MOUNTPOINT --log FILE [--mode mirror|deny|deny-whole|allow-uid|silent|allow]
+              [--allow-uid UID]
               [--mirror DIR] [--errno N] [--delay S] [--delay-min BYTES]
               [--progress S]
               [--kind fill|watch] [--mask access,modify,dir] [--quiet]
@@ -57,6 +58,8 @@ def main():
     ap.add_argument("--mode", default="mirror")
     ap.add_argument("--mirror")
     ap.add_argument("--errno", type=int, default=errno.EIO)
+    ap.add_argument("--allow-uid", type=int, default=None,
+                    help="--mode allow-uid: allow this uid's events, deny the others'")
     ap.add_argument("--delay", type=float, default=0)
     ap.add_argument("--delay-min", type=int, default=0,
                     help="delay only events whose required range is this long or longer")
@@ -99,7 +102,9 @@ def main():
                         done = max(done + 1, int(span * (time.monotonic() - t0) / a.delay))
                         with lock:
                             progress(s, ev["id"], done)
-            if a.mode == "deny":
+            if a.mode == "deny" or (a.mode == "deny-whole" and ev["end"] == 2 ** 64 - 1) or \
+                    (a.mode == "allow-uid" and ev["uid"] != a.allow_uid):
+                # deny-whole: the events of a whole file (at open), the rest allowed
                 with lock:
                     answer(s, ev["id"], DENY, a.errno)
                 return
