@@ -77,6 +77,21 @@ static struct inode_head *head(struct inode *in)
 	return (struct inode_head *)in;
 }
 
+/*
+ * The registration h->pt_busy kept others out of is over (undone, or its
+ * backing file closed): wake them, and in no longer passes through when
+ * nothing of it does.  Takes P.lock.
+ */
+static void busy_end(struct inode_head *h, struct inode *in)
+{
+	plock();
+	h->pt_busy = false;
+	pthread_cond_broadcast(&P.cond);
+	if (!h->pt_opens && !h->backing_id)
+		inode_flags_clear(in, INODE_PASSTHROUGH);
+	punlock();
+}
+
 void pt_init(struct fuse_conn_info *conn, bool wanted)
 {
 	P.killpriv = conn->want & FUSE_CAP_HANDLE_KILLPRIV_V2;
@@ -222,12 +237,7 @@ int pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi,
 			punlock();
 			if (id)
 				fuse_passthrough_close(req, id);
-			plock();
-			h->pt_busy = false;
-			pthread_cond_broadcast(&P.cond);
-			if (!h->pt_opens && !h->backing_id)
-				inode_flags_clear(in, INODE_PASSTHROUGH);
-			punlock();
+			busy_end(h, in);
 			return PT_AGAIN;
 		}
 		h->pt_busy = false;
@@ -311,12 +321,7 @@ void pt_released(struct fuse_req *req, struct inode *in, struct fuse_file_info *
 	}
 	if (close_id) {
 		fuse_passthrough_close(req, close_id);
-		plock();
-		h->pt_busy = false;
-		pthread_cond_broadcast(&P.cond);
-		if (!h->pt_opens && !h->backing_id)
-			inode_flags_clear(in, INODE_PASSTHROUGH);
-		punlock();
+		busy_end(h, in);
 	}
 }
 
