@@ -319,6 +319,13 @@ int main(int argc, char *argv[])
 		rc = EXIT_STORE;
 		goto out;
 	}
+	if (!was_clean) {
+		uint64_t rows = 0;
+
+		/* a new store (no rows yet) has nothing an unclean stop could have left */
+		if (!meta_count(meta, &rows) && !rows)
+			was_clean = true;
+	}
 
 	res = inode_table_init(store.root_fd,
 			       o.fd_cache ? o.fd_cache : default_fd_cache());

@@ -24,6 +24,8 @@ def test():
     with Nginx(root) as ng:
         with Mount(store=store, opts="hook=%s,origin=%s" % (HTTP, ng.url("dta/"))) as m:
             ok(errno_of(lambda: os.listdir(m.mnt)) != 0, "a mistyped origin: the first look fails")
+            ok("consistency check" not in m.output(),
+               "a new store logs no consistency check after an unclean stop")
         with Mount(store=store, opts="hook=%s,origin=%s" % (HTTP, ng.url("data/"))) as m:
             eq(sorted(os.listdir(m.mnt)), ["a.txt", "sub"],
                "mounted again with the right origin: the root is listed from it")
