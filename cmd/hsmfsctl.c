@@ -920,6 +920,14 @@ struct act {
 	bool tty;                  /* progress bar on stderr */
 	unsigned long long total, done, files, skipped, failed;
 	double started, shown;
+	/*
+	 * The ETA: each fetched file's seconds t against its bytes s, fitted
+	 * as t = per_file + s * per_byte (least squares), so that many small
+	 * files (their cost is per file) and a few large ones (per byte)
+	 * are both foreseen; the rest is shared by the jobs.
+	 */
+	double fit_n, fit_s, fit_t, fit_ss, fit_st;
+	unsigned long long fit_bytes;   /* bytes of the files fitted */
 	/* prefetch and pin: the files, fetched by jobs threads */
 	pthread_mutex_t lock;      /* the counters and the output */
 	char **paths;
@@ -936,6 +944,40 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* A file of s bytes took t seconds to fetch.  a->lock held. */
+static void fitted(struct act *a, double s, double t)
+{
+	a->fit_n++;
+	a->fit_s += s;
+	a->fit_t += t;
+	a->fit_ss += s * s;
+	a->fit_st += s * t;
+	a->fit_bytes += (unsigned long long)s;
+}
+
+/* Seconds left: the fit over the files fetched, else the byte rate. */
+static double eta(const struct act *a, double elapsed)
+{
+	double n = a->fit_n, per_byte = 0, per_file, var = n * a->fit_ss - a->fit_s * a->fit_s;
+	double files_left = (double)a->n - n, bytes_left = (double)(a->total - a->fit_bytes);
+
+	if (n < 2)
+		return a->done && a->total > a->done ?
+			       (a->total - a->done) * elapsed / a->done : 0;
+	if (var > 0)
+		per_byte = (n * a->fit_st - a->fit_s * a->fit_t) / var;
+	if (per_byte < 0)
+		per_byte = 0;
+	per_file = (a->fit_t - per_byte * a->fit_s) / n;
+	if (per_file < 0)
+		per_file = 0;
+	if (files_left < 0)
+		files_left = 0;
+	if (bytes_left < 0)
+		bytes_left = 0;
+	return (files_left * per_file + bytes_left * per_byte) / (a->jobs ? a->jobs : 1);
+}
+
 /* The progress line, at most ten times a second.  a->lock held. */
 static void progress(struct act *a, const char *p, bool end)
 {
@@ -944,10 +986,9 @@ static void progress(struct act *a, const char *p, bool end)
 	if (!a->tty || (!end && now - a->shown < 0.1))
 		return;
 	a->shown = now;
-	fprintf(stderr, "\r%-40.40s %8.1f / %.1f MiB  %6.1f MiB/s  ETA %4.0fs%s", p,
-		a->done / 1048576.0, a->total / 1048576.0, rate / 1048576.0,
-		rate > 0 && a->total > a->done ? (a->total - a->done) / rate : 0.0,
-		end ? "\n" : "");
+	fprintf(stderr, "\r%-40.40s %6llu / %zu files %8.1f / %.1f MiB  %6.1f MiB/s  ETA %4.0fs%s",
+		p, (unsigned long long)a->fit_n, a->n, a->done / 1048576.0,
+		a->total / 1048576.0, rate / 1048576.0, end ? 0.0 : eta(a, t), end ? "\n" : "");
 }
 
 static int fetch_all(struct act *a, const char *p, const struct stat *st)
@@ -1047,9 +1088,14 @@ static int act_file(struct act *a, const char *p, const struct stat *st)
 	} else {
 		if (!strcmp(a->what, "pin") && lsetxattr(p, "user.hsmfs.pin", "1", 1, 0) < 0)
 			res = -errno;
+		double t0 = now_s();
+
 		if (!res)
 			res = fetch_all(a, p, st);
 		if (!res) {
+			pthread_mutex_lock(&a->lock);
+			fitted(a, (double)st->st_size, now_s() - t0);
+			pthread_mutex_unlock(&a->lock);
 			res = verified(p);
 		} else if (res == -EIO) {
 			/* a fill that would complete it with the wrong digest fails */
