@@ -1343,6 +1343,7 @@ static int cmd_stats(int argc, char **argv)
 		{ "prefetch_wasted_bytes", "of which given up unopened" },
 		{ "filled_bytes", "bytes filled" },
 		{ "early_reads", "reads answered at a hook's FILLED" },
+		{ "cache_drops", "page-cache ranges of read-watched files dropped" },
 		{ "pre_access", "PRE_ACCESS events" },
 		{ "pre_modify", "PRE_MODIFY events" },
 		{ "open_perm", "OPEN_PERM events" }, { "access_perm", "ACCESS_PERM events" },

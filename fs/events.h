@@ -118,6 +118,7 @@ struct events_stats {
 	uint64_t beside;       /* of which the rest of a miss's chunk (first_fill) */
 	uint64_t filled_bytes; /* bytes fill hooks reported filled */
 	uint64_t early_reads;  /* reads answered from a fill's FILLED, before its answer */
+	uint64_t cache_drops;  /* page-cache ranges of read-watched files dropped */
 	uint64_t pre_access, pre_modify, open_perm, access_perm, pre_dir,
 		 pre_lookup; /* events by type */
 	uint64_t listed;       /* directories listed (PRE_DIR committed) */
@@ -335,6 +336,8 @@ void events_renamed(struct inode *parent, const char *name,
 		    struct inode *newparent, const char *newname);
 
 void events_get_stats(struct events_stats *ret);
+/* The kernel dropped a range of a read-watched file's page cache (ops.c). */
+void events_cache_dropped(void);
 
 /* Set or clear the pinned flag (pinned files are never evicted). */
 int events_pin(struct inode *in, bool pin);

@@ -123,6 +123,7 @@ static void *inval_thread(void *arg)
 			list = iv->next;
 			if (iv->nodeid) {
 				inval_one(iv->nodeid, iv->off, iv->len);
+				events_cache_dropped();
 			} else {
 				uint64_t *ids;
 				size_t n;
@@ -132,6 +133,7 @@ static void *inval_thread(void *arg)
 					for (size_t i = 0; i < n; i++)
 						inval_one(ids[i], 0, 0);
 					free(ids);
+					events_cache_dropped();
 				}
 			}
 			free(iv);

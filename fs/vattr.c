@@ -64,6 +64,13 @@ static uint64_t lat_percentile(const uint64_t *h, uint64_t total, unsigned pct)
 	return lat_value(LAT_BUCKETS - 1);
 }
 
+void events_cache_dropped(void)
+{
+	elock();
+	E.st.cache_drops++;
+	eunlock();
+}
+
 void events_get_stats(struct events_stats *ret)
 {
 	uint64_t total = 0;
@@ -129,7 +136,7 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 			     "\"fs_free\": %llu, \"evicted_files\": %llu, "
 			     "\"evicted_bytes\": %llu, \"eviction_rounds\": %llu, "
 			     "\"enospc\": %llu, \"hits\": %llu, \"misses\": %llu, \"readahead\": %llu, "
-			     "\"beside\": %llu, \"filled_bytes\": %llu, \"early_reads\": %llu, "
+			     "\"beside\": %llu, \"filled_bytes\": %llu, \"early_reads\": %llu, \"cache_drops\": %llu, "
 			     "\"pre_access\": %llu, "
 			     "\"pre_modify\": %llu, \"open_perm\": %llu, \"access_perm\": %llu, "
 			     "\"pre_dir\": %llu, \"pre_lookup\": %llu, \"listed\": %llu, "
@@ -155,6 +162,7 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 			     (unsigned long long)es.beside,
 			     (unsigned long long)es.filled_bytes,
 			     (unsigned long long)es.early_reads,
+			     (unsigned long long)es.cache_drops,
 			     (unsigned long long)es.pre_access,
 			     (unsigned long long)es.pre_modify,
 			     (unsigned long long)es.open_perm, (unsigned long long)es.access_perm,
