@@ -81,7 +81,8 @@ void http_answer_header(struct http_answer *a, const char *b, size_t len)
 		take(a, &a->has_lastmod, a->lastmod, sizeof(a->lastmod), b + v, len - v);
 }
 
-bool http_version_is_date(const char *v)
+/* Is the version an HTTP date (compared with Last-Modified) rather than an ETag? */
+static bool version_is_date(const char *v)
 {
 	return v[0] != '"' && strncmp(v, "W/", 2) && strstr(v, "GMT");
 }
@@ -197,7 +198,7 @@ enum http_verdict http_answer_check(const struct http_ask *ask, const struct htt
 		return HTTP_UNPROVEN;
 	}
 	if (want[0]) {
-		bool date = http_version_is_date(want);
+		bool date = version_is_date(want);
 
 		got = date ? a->lastmod : a->etag;
 		if (!(date ? a->has_lastmod : a->has_etag)) {

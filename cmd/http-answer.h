@@ -80,7 +80,4 @@ enum http_verdict http_answer_check(const struct http_ask *ask, const struct htt
 				    uint64_t *body_start, uint64_t *body_len,
 				    char *why, size_t whylen);
 
-/* Is the version an HTTP date (compared with Last-Modified) rather than an ETag? */
-bool http_version_is_date(const char *v);
-
 #endif
