@@ -189,21 +189,33 @@ static int get(CURL *c, const char *url, struct http_body *b, char *why, size_t 
 	return code == 404 ? ENOENT : code == 401 || code == 403 ? EACCES : EIO;
 }
 
+/* A listing's or lookup's request headers, or NULL without memory. */
+static struct curl_slist *request_headers(bool s3)
+{
+	struct curl_slist *h = curl_slist_append(NULL, HTTP_IDENTITY), *more;
+
+	if (h && s3) {
+		more = curl_slist_append(h, HTTP_S3_EMPTY_PAYLOAD);
+		if (!more)
+			curl_slist_free_all(h);
+		h = more;
+	}
+	return h;
+}
+
 int http_list(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3,
 	      unsigned page, char *why, size_t whylen)
 {
 	struct out o = { 0 };
 	struct http_body b = { .max = PAGE_MAX };
-	struct curl_slist *hdrs = curl_slist_append(NULL, HTTP_IDENTITY);
+	struct curl_slist *hdrs = request_headers(s3);
 	char *base = NULL, *bucket = NULL, *prefix = NULL, err[256] = "";
 	int fd = dup(ev->fd), res = 0;
 
 	why[0] = '\0';
-	if (hdrs && s3)
-		hdrs = curl_slist_append(hdrs, HTTP_S3_EMPTY_PAYLOAD);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-	if (fd < 0 || !(o.f = fdopen(fd, "w"))) {
-		res = errno;
+	if (!hdrs || fd < 0 || !(o.f = fdopen(fd, "w"))) {
+		res = fd < 0 ? errno : ENOMEM;
 		if (fd >= 0)
 			close(fd);
 		curl_slist_free_all(hdrs);
@@ -343,14 +355,12 @@ int http_lookup(CURL *c, const struct hsmfs_event *ev, const char *origin, bool 
 	const char *slash = strrchr(ev->path, '/'), *name = slash ? slash + 1 : ev->path;
 	char *dir = strndup(ev->path, slash ? (size_t)(slash - ev->path) : 0);
 	char *base = NULL, *url = NULL, *en = http_escape(name, NULL), *ed = dir ? http_escape(dir, "/") : NULL;
-	struct curl_slist *hdrs = curl_slist_append(NULL, HTTP_IDENTITY);
+	struct curl_slist *hdrs = request_headers(s3);
 	int fd = dup(ev->fd), res = 0;
 	size_t ol = strlen(origin);
 	long code;
 
 	why[0] = '\0';
-	if (hdrs && s3)
-		hdrs = curl_slist_append(hdrs, HTTP_S3_EMPTY_PAYLOAD);
 	if (!dir || !en || !ed || !hdrs || fd < 0 || !(o.f = fdopen(fd, "w"))) {
 		res = fd < 0 ? errno : ENOMEM;
 		if (fd >= 0)
