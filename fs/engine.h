@@ -377,6 +377,13 @@ bool tracked(const struct fstate *fs);
  * (commit_fill; events_filled answers none early).  E.lock held.
  */
 bool fill_completes_digest(const struct fstate *fs, uint64_t start, uint64_t end);
+/*
+ * The sha256 (hex) of a file of size bytes whose ranges todo (may be
+ * NULL) are read from stage and the rest from dst: 0, -ENODATA when a
+ * file is shorter than that (got is the digest of what there is), or
+ * -errno when a read fails.  No lock held: it reads files.
+ */
+int file_digest(int stage, int dst, const struct rangeset *todo, uint64_t size, char got[65]);
 void fstate_free(void *p);
 int open_store(struct inode *in, int flags);
 int open_stage(uint64_t size);

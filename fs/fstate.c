@@ -807,13 +807,7 @@ bool fill_completes_digest(const struct fstate *fs, uint64_t start, uint64_t end
 	       (end >= fs->size || !rs_missing(&fs->present, end, fs->size, &miss, 1));
 }
 
-/*
- * The digest of a file of size bytes whose ranges todo are in stage and
- * the rest in dst, against want (hex): 0, -EBADMSG when it differs, or
- * -errno when a file cannot be read.  No lock held: it reads files.
- */
-static int digest_check(int stage, int dst, const struct rangeset *todo, uint64_t size,
-			const char *want, char got[65])
+int file_digest(int stage, int dst, const struct rangeset *todo, uint64_t size, char got[65])
 {
 	size_t bufsize = 256u << 10;
 	char *buf = malloc(bufsize);
@@ -825,15 +819,21 @@ static int digest_check(int stage, int dst, const struct rangeset *todo, uint64_
 	if (!buf)
 		return -ENOMEM;
 	sha256_init(&s);
-	while (!res && pos < size) {
+	while (pos < size) {
 		/* from stage inside todo's next range, from dst before it */
-		bool in = i < todo->n && pos >= todo->v[i].start;
-		uint64_t end = in ? todo->v[i].end : i < todo->n ? todo->v[i].start : size;
+		bool in = todo && i < todo->n && pos >= todo->v[i].start;
+		uint64_t end = in ? todo->v[i].end : todo && i < todo->n ? todo->v[i].start : size;
 		size_t n = end - pos < bufsize ? (size_t)(end - pos) : bufsize;
 		ssize_t r = pread(in ? stage : dst, buf, n, (off_t)pos);
 
-		if (r <= 0) {
-			res = r < 0 ? -errno : -EIO;
+		if (r < 0) {
+			int e = errno;
+
+			free(buf);
+			return -e;
+		}
+		if (r == 0) {
+			res = -ENODATA; /* shorter than size */
 			break;
 		}
 		sha256_update(&s, buf, (size_t)r);
@@ -842,10 +842,8 @@ static int digest_check(int stage, int dst, const struct rangeset *todo, uint64_
 			i++;
 	}
 	free(buf);
-	if (res)
-		return res;
 	sha256_hex(&s, got);
-	return strcmp(got, want) ? -EBADMSG : 0;
+	return res;
 }
 
 /*
@@ -877,8 +875,13 @@ void commit_fill(struct event *ev)
 	ev->copying = true;
 	eunlock();
 	/* digests before bytes: a fill that completes the file is checked first */
-	if (check)
-		res = digest_check(stage, dst, &todo, size, want, got);
+	if (check) {
+		res = file_digest(stage, dst, &todo, size, got);
+		if (!res && strcmp(got, want))
+			res = -EBADMSG;
+		else if (res == -ENODATA)
+			res = -EIO; /* the hook wrote less than it said: its error, not the file's */
+	}
 	have_before = fstat(dst, &before) == 0;
 	for (uint32_t i = 0; !res && i < todo.n; i++) {
 		uint64_t upto;

@@ -22,7 +22,6 @@
 #include "fault.h"
 #include "ranges.h"
 #include "engine.h"
-#include "sha256.h"
 
 struct snap;
 static int commit_snaps(const struct snap *snaps, size_t n, char *why, size_t whysize);
@@ -66,24 +65,12 @@ struct snap {
  */
 static int verify(struct snap *sn, int fd)
 {
-	static char buf[1 << 20]; /* the writer is one thread */
-	struct sha256 s;
 	char got[65];
-	uint64_t pos = 0;
 	struct fstate *fs = sn->fs;
+	int res = file_digest(-1, fd, NULL, sn->size, got);
 
-	sha256_init(&s);
-	while (pos < sn->size) {
-		ssize_t r = pread(fd, buf, sizeof(buf), (off_t)pos);
-
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			break;
-		sha256_update(&s, buf, (size_t)r);
-		pos += (uint64_t)r;
-	}
-	sha256_hex(&s, got);
+	if (res && res != -ENODATA)
+		return res; /* a short file is checked: its digest differs */
 	elock();
 	if (!fs->unverified || fs->state == META_DIRTY) {
 		/* changed meanwhile (written, reloaded): this snapshot is old */
@@ -92,7 +79,7 @@ static int verify(struct snap *sn, int fd)
 		return 0;
 	}
 	fs->unverified = false;
-	if (pos == sn->size && !strcmp(got, sn->sha256)) {
+	if (!strcmp(got, sn->sha256)) {
 		fs->state = META_RESIDENT;
 		sn->state = META_RESIDENT;
 		eunlock();
