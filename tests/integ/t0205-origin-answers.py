@@ -22,7 +22,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HSMFS, Mount, Nginx, Origin, diag, dread, eq, errno_of,  # noqa: E402
+from harness import (HSMFS, Mount, Nginx, Origin, dread, eq, errno_of,  # noqa: E402
                      import_manifest, main, ok, tmpdir, wait_for)
 
 HTTP = os.path.join(os.path.dirname(os.path.abspath(HSMFS)), "hsmfs-http")
@@ -70,8 +70,11 @@ def state(m, name):
     return os.getxattr(m.path(name), "user.hsmfs.state").decode()
 
 
-def mount(origin, opts=""):
-    return Mount(opts="prefetch=0,hook=%s --retries 0%s" % (HTTP, "," + opts if opts else ""))
+def mount(opts="", store=None):
+    """A mount whose fills hsmfs-http makes, once each (no retries): the
+    files carry their own URLs."""
+    return Mount(opts="prefetch=0,hook=%s --retries 0%s" % (HTTP, "," + opts if opts else ""),
+                 store=store)
 
 
 def test_answers():
@@ -83,7 +86,7 @@ def test_answers():
             org.modes[mode] = mode
         for opts, direct in COMBOS:
             how = "%s, %s" % (opts or "defaults", "O_DIRECT" if direct else "buffered")
-            with mount(org, opts) as m:
+            with mount(opts) as m:
                 rc, out = import_manifest(m.mnt, [
                     {"path": p, "size": SIZE, "url": org.url(p), "version": DATE}
                     for p in REFUSED + SHORT + KEPT])
@@ -138,7 +141,7 @@ def test_small_gzip():
     with Origin() as org:
         org.add("small", data, DATE)
         org.mode = "gzip"
-        with mount(org) as m:
+        with mount() as m:
             eq(import_manifest(m.mnt, [{"path": "small", "size": 100, "url": org.url("small"),
                                         "version": DATE}])[0], 0, "import")
             eq(errno_of(lambda: open(m.path("small"), "rb").read()), errno.EIO,
@@ -154,7 +157,7 @@ def test_other_size():
     with Origin() as org:
         org.add("f", data, DATE)
         org.other["f"] = new
-        with mount(org, "chunk=1m,first_fill=0") as m:
+        with mount("chunk=1m,first_fill=0") as m:
             eq(import_manifest(m.mnt, [{"path": "f", "size": 2 * MiB, "url": org.url("f"),
                                         "version": DATE}])[0], 0, "import")
             eq(read_at(m.path("f"), 0, 4 * K, False), data[:4 * K], "the first chunk reads")
@@ -173,8 +176,7 @@ def test_changed_size_locally():
     with Origin() as org:
         org.add("grown", data, DATE)
         org.add("shrunk", data, DATE)
-        with Mount(opts="prefetch=0,hook=%s --retries 0,chunk=1m,first_fill=0" % HTTP,
-                   store=store) as m:
+        with mount("chunk=1m,first_fill=0", store=store) as m:
             eq(import_manifest(m.mnt, [{"path": p, "size": SIZE, "url": org.url(p),
                                         "version": DATE} for p in ("grown", "shrunk")])[0],
                0, "import")
@@ -185,8 +187,7 @@ def test_changed_size_locally():
                "a grown file's missing bytes fill from the origin")
             eq(read_at(m.path("shrunk"), MiB, 4 * K, True), data[MiB:MiB + 4 * K],
                "a shrunk file's too")
-        with Mount(opts="prefetch=0,hook=%s --retries 0,chunk=1m,first_fill=0" % HTTP,
-                   store=store) as m:
+        with mount("chunk=1m,first_fill=0", store=store) as m:
             eq(read_at(m.path("grown"), 2 * MiB, 4 * K, True), data[2 * MiB:2 * MiB + 4 * K],
                "after a remount too")
             with open(m.path("grown"), "rb") as f:
@@ -221,8 +222,7 @@ def test_trickle():
         org.modes["slow"] = "trickle"
         org.modes["steady"] = "trickle"
         org.trickle_rate = 48 * K
-        with Mount(opts="prefetch=0,timeout=3,chunk=256k,first_fill=0,hook=%s --retries 0"
-                   % HTTP) as m:
+        with mount("timeout=3,chunk=256k,first_fill=0") as m:
             eq(import_manifest(m.mnt, [{"path": p, "size": SIZE, "url": org.url(p),
                                         "version": DATE} for p in ("slow", "steady")])[0],
                0, "import")
@@ -250,7 +250,7 @@ def test_nginx_same_second_rewrite():
     with Nginx(root) as ng:
         lm = urllib.request.urlopen(urllib.request.Request(ng.url("f.bin"), method="HEAD")) \
             .headers["Last-Modified"]
-        with mount(ng, "chunk=1m,first_fill=0") as m:
+        with mount("chunk=1m,first_fill=0") as m:
             eq(import_manifest(m.mnt, [{"path": "f.bin", "size": 2 * MiB,
                                         "url": ng.url("f.bin"), "version": lm}])[0], 0,
                "import")

@@ -27,7 +27,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HSMFS, HSMFSCTL, Mount, Nginx, diag, eq, main, ok, run,  # noqa: E402
+from harness import (HSMFS, HSMFSCTL, Mount, Nginx, diag, eq, main, run,  # noqa: E402
                      tmpdir, wait_for)
 
 HTTP = os.path.join(os.path.dirname(os.path.abspath(HSMFS)), "hsmfs-http")
