@@ -567,8 +567,8 @@ enum plan { P_SAME, P_NEW, P_REPLACE, P_KEEP };
  * (a dentry not invalidated yet, an O_PATH descriptor) and open it
  * after its row went.  Its state is loaded now, while the row is there,
  * and marked stale: such an open's reads of missing bytes fail with
- * EIO, never read a placeholder's holes as zeros.  Called before
- * events_unlinked() of it.
+ * EIO, never read a placeholder's holes as zeros.  Called, as
+ * events_unlinked() is, when its last name went, before that.
  */
 static void orphaned(struct inode *victim)
 {
@@ -730,7 +730,7 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 			if (!r && victim)
 				inode_unaliased(victim);
 			names_release(dino, name);
-			if (!r)
+			if (!r && victim && old.st_nlink == 1)
 				orphaned(victim);
 		}
 		if (r) {
@@ -785,7 +785,7 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 				if (gone && victim)
 					inode_unaliased(victim);
 				names_release(dino, de->d_name);
-				if (gone && !dirent_dir)
+				if (gone && !dirent_dir && st.st_nlink == 1)
 					orphaned(victim);
 			}
 			if (gone) {
@@ -925,10 +925,21 @@ static int apply_listing(struct inode *dir, int stage, const char *name, bool re
 			meta_file_free(&f);
 			continue;
 		}
-		/* nobody changes names here through the mount before it is
-		 * listed, unless an import listed it meanwhile */
-		if (!names_claim(inode_ino(dir), l.v[i].path, names_plan))
-			continue;
+		/*
+		 * Nobody changes names here through the mount before it is
+		 * listed, unless an import listed it meanwhile; a claim refused
+		 * here is that, or a change without a record (no memory), which
+		 * refuses every name: the listing fails and is asked again, it
+		 * never commits the directory listed with names left out.
+		 */
+		if (!names_claim(inode_ino(dir), l.v[i].path, names_plan)) {
+			res = -EAGAIN;
+			snprintf(err, sizeof(err), "'%s' changed through the mount meanwhile",
+				 l.v[i].path);
+			log_err("listing of '/%s': %s; listed again on the next look", dirpath,
+				err);
+			break;
+		}
 		snprintf(rel, sizeof(rel), "%s%s%s", dirpath, n ? "/" : "", l.v[i].path);
 		res = place_entry_deferred(E.cfg.meta, dfd, l.v[i].path, rel, &l.v[i], true,
 					   &rows[i], &created, &o, err, sizeof(err));

@@ -906,13 +906,15 @@ static int do_remove(fuse_ino_t parent, const char *name, int flags)
 
 	if (reserved(parent, name))
 		return -EPERM;
+	/* the name is the user's from its look to its removal (names.h) */
+	names_user_begin(&u, inode_ino(p), name, 0, NULL);
 	victim = inode_hold_name(p, name, true, &st);
 	pfd = inode_fd_get(p);
 	if (pfd < 0) {
+		names_user_end(&u);
 		inode_release(victim);
 		return pfd;
 	}
-	names_user_begin(&u, inode_ino(p), name, 0, NULL);
 	res = unlinkat(pfd, name, flags) < 0 ? -errno : 0;
 	names_user_end(&u);
 	inode_fd_put(p);
@@ -969,15 +971,17 @@ static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		return -EPERM;
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
 		return -EINVAL;
+	/* both names are the user's from their look to the rename (names.h) */
+	names_user_begin(&u, inode_ino(p), name, inode_ino(np), newname);
 	src = inode_hold_name(p, name, false, &sst);
 	dst = inode_hold_name(np, newname, !(flags & RENAME_EXCHANGE), &dst_st);
 	pfd = inode_fd_get(p);
 	npfd = pfd < 0 ? pfd : inode_fd_get(np);
 	if (npfd < 0) {
+		names_user_end(&u);
 		res = npfd;
 		goto out;
 	}
-	names_user_begin(&u, inode_ino(p), name, inode_ino(np), newname);
 	res = renameat2(pfd, name, npfd, newname, flags) < 0 ? -errno : 0;
 	names_user_end(&u);
 	inode_fd_put(np);
