@@ -170,6 +170,14 @@ void ops_inval_stop(void)
 	if (IV.started)
 		pthread_join(IV.thread, NULL);
 	IV.started = false;
+	while (IV.head) {
+		/* posted after the thread's last look: the session is gone */
+		struct inval *iv = IV.head;
+
+		IV.head = iv->next;
+		free(iv);
+	}
+	IV.tail = &IV.head;
 }
 
 void ops_invalidate_entry(struct inode *dir, const char *name)
@@ -1442,7 +1450,8 @@ void ops_read_reply(struct fuse_req *req, struct inode *in, int fd, uint64_t off
 	 * kernel still serves between the two).
 	 */
 	if (!res && __builtin_expect(events_access_watched(), 0) && events_access_target(in)) {
-		iv = inval_new(inode_nodeid(in), off, len);
+		/* IV.started is set once, before the session serves a request */
+		iv = IV.started ? inval_new(inode_nodeid(in), off, len) : NULL;
 		if (!iv)
 			res = -ENOMEM; /* fail closed: no page stays cached unasked */
 	}

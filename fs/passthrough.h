@@ -82,7 +82,7 @@ void pt_subscriptions_changed(void);
  * subscribed and modify_asked is false: nothing was registered (no
  * pt_released()); decide again from a new pt_gen().
  */
-#define PT_AGAIN 1
+#define PT_AGAIN 2 /* not EVENTS_PARKED (1): open_steps() returns either */
 int pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi,
 	      uint64_t gen, bool modify_asked);
 void pt_released(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi);
