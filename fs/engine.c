@@ -24,7 +24,6 @@
 #include "fault.h"
 #include "ranges.h"
 #include "engine.h"
-#include "passthrough.h"
 
 static int64_t mono_ms(void);
 static bool in_subtree(const struct hook *h, struct inode *in);
@@ -247,7 +246,8 @@ static void recompute_mask(void)
 	for (h = E.hooks; h; h = h->next)
 		m |= h->mask;
 	atomic_store_explicit(&events_mask, m, memory_order_relaxed);
-	pt_subscriptions_changed();
+	if (E.cfg.subscriptions_changed)
+		E.cfg.subscriptions_changed();
 }
 
 static void fill_proto(const struct event *ev, struct proto_event *pe,

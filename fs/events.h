@@ -86,6 +86,12 @@ struct events_config {
 	 * another thread; callable under E.lock (a reads watcher joined)
 	 */
 	void (*invalidate_files_later)(void);
+	/*
+	 * the hooks' subscriptions changed (a join or a leave), before any
+	 * WELCOME: opens decided on the old ones decide again
+	 * (pt_subscriptions_changed); called under E.lock
+	 */
+	void (*subscriptions_changed)(void);
 	/* drop the kernel's cached entry of name in dir (refresh) */
 	void (*invalidate_entry)(struct inode *dir, const char *name);
 	bool cache_limited;   /* cache_max or cache_min_free: admit fills */

@@ -29,6 +29,7 @@
 #include "log.h"
 #include "ops.h"
 #include "opts.h"
+#include "passthrough.h"
 #include "prefetch.h"
 #include "bdi.h"
 #include "store.h"
@@ -423,6 +424,7 @@ int main(int argc, char *argv[])
 			.origin = o.origin,
 			.invalidate = ops_invalidate,
 			.invalidate_files_later = ops_invalidate_files_later,
+			.subscriptions_changed = pt_subscriptions_changed,
 			.invalidate_entry = ops_invalidate_entry,
 			.reply = ops_read_reply,
 			.exiting = ops_exiting,
