@@ -1,4 +1,4 @@
-/* Unit tests for fs/manifest.c: good lines, and every bad input named. */
+/* Unit tests for lib/manifest.c: good lines, and every bad input named. */
 #include <errno.h>
 #include <string.h>
 

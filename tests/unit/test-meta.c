@@ -1,5 +1,5 @@
 /*
- * Unit tests for fs/meta.c against a real SQLite database in a
+ * Unit tests for lib/meta.c against a real SQLite database in a
  * temporary directory: round trips, updates, deletes, migration of an
  * older stored schema, refusal of a newer one, garbage files.
  */

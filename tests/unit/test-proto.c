@@ -1,5 +1,5 @@
 /*
- * Unit tests for fs/proto.c: every message round-trips, and every
+ * Unit tests for lib/proto.c: every message round-trips, and every
  * decoder rejects a wrong length field, a short frame, a trailing byte,
  * a wrong type, an oversized frame and a string running off the end.
  */

@@ -1,5 +1,5 @@
 /*
- * Unit tests for fs/ranges.c, exhaustive on a small universe: every
+ * Unit tests for lib/ranges.c, exhaustive on a small universe: every
  * subset of U bytes is built, every add/remove of every range is applied
  * to it, and the result, contains() and missing() of every range are
  * compared with a bitmap model; the invariants are checked each time.
