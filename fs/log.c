@@ -9,6 +9,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "lockcheck.h"
 #include "log.h"
 
 static enum log_level max_level = LOG_LVL_INFO;
@@ -64,6 +65,7 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 
 	if (lvl > max_level)
 		return;
+	may_block("a log line");
 	va_start(ap, fmt);
 	if (use_syslog) {
 		vsyslog(prio[lvl], fmt, ap);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lockcheck.h"
 #include "meta.h"
 
 /*
@@ -87,6 +88,18 @@ struct meta {
 	bool in_txn;               /* meta_begin() holds lock; its owner's */
 	char errmsg[256];
 };
+
+/* Every statement runs under m->lock, and may block (lockcheck.h). */
+static void mlock(struct meta *m)
+{
+	may_block("SQLite");
+	lk_lock(&m->lock, LK_META);
+}
+
+static void munlock(struct meta *m)
+{
+	lk_unlock(&m->lock, LK_META);
+}
 
 static int to_errno(struct meta *m, int rc)
 {
@@ -260,7 +273,7 @@ int meta_get(struct meta *m, uint64_t ino, struct meta_file *ret)
 	sqlite3_stmt *st = m->q[Q_GET];
 	int rc, res = 0, oom = 0;
 
-	pthread_mutex_lock(&m->lock);
+	mlock(m);
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
@@ -292,7 +305,7 @@ int meta_get(struct meta *m, uint64_t ino, struct meta_file *ret)
 		res = rc == SQLITE_DONE ? -ENOENT : to_errno(m, rc);
 	}
 	sqlite3_reset(st);
-	pthread_mutex_unlock(&m->lock);
+	munlock(m);
 	if (res) {
 		meta_file_free(&f);
 		return res;
@@ -327,7 +340,7 @@ int meta_put(struct meta *m, const struct meta_file *f)
 	sqlite3_stmt *st = m->q[Q_PUT];
 	int res;
 
-	pthread_mutex_lock(&m->lock);
+	mlock(m);
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)f->ino);
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)f->size);
 	sqlite3_bind_int64(st, 3, f->mtime);
@@ -349,7 +362,7 @@ int meta_put(struct meta *m, const struct meta_file *f)
 		res = to_errno(m, sqlite3_step(st));
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
-	pthread_mutex_unlock(&m->lock);
+	munlock(m);
 	return res;
 }
 
@@ -361,7 +374,7 @@ int meta_set_present(struct meta *m, uint64_t ino, const struct rangeset *rs,
 	sqlite3_stmt *st = m->q[Q_PRESENT];
 	int res;
 
-	pthread_mutex_lock(&m->lock);
+	mlock(m);
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
 	res = bind_ranges(st, 2, rs);
 	sqlite3_bind_int(st, 3, state);
@@ -379,7 +392,7 @@ int meta_set_present(struct meta *m, uint64_t ino, const struct rangeset *rs,
 		res = -ENOENT;
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
-	pthread_mutex_unlock(&m->lock);
+	munlock(m);
 	return res;
 }
 
@@ -388,7 +401,7 @@ int meta_delete(struct meta *m, uint64_t ino, uint64_t *ret_cached)
 	sqlite3_stmt *st = m->q[Q_DELETE];
 	int rc, res;
 
-	pthread_mutex_lock(&m->lock);
+	mlock(m);
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
 	rc = sqlite3_step(st);
 	if (ret_cached)
@@ -398,7 +411,7 @@ int meta_delete(struct meta *m, uint64_t ino, uint64_t *ret_cached)
 		rc = sqlite3_step(st);
 	res = to_errno(m, rc);
 	sqlite3_reset(st);
-	pthread_mutex_unlock(&m->lock);
+	munlock(m);
 	return res;
 }
 
@@ -414,7 +427,7 @@ int meta_list(struct meta *m, int (*cb)(void *arg, uint64_t ino, uint64_t gen,
 	sqlite3_stmt *st = m->q[Q_LIST];
 	int rc, res = 0;
 
-	pthread_mutex_lock(&m->lock);
+	mlock(m);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		if (n == cap) {
 			cap = cap ? 2 * cap : 1024;
@@ -434,7 +447,7 @@ int meta_list(struct meta *m, int (*cb)(void *arg, uint64_t ino, uint64_t gen,
 	if (!res && rc != SQLITE_DONE)
 		res = to_errno(m, rc);
 	sqlite3_reset(st);
-	pthread_mutex_unlock(&m->lock);
+	munlock(m);
 	for (i = 0; !res && i < n; i++)
 		res = cb(arg, rows[i].ino, rows[i].gen, rows[i].size, rows[i].state);
 	free(rows);
@@ -446,12 +459,12 @@ int meta_delete_gen(struct meta *m, uint64_t ino, uint64_t gen)
 	sqlite3_stmt *st = m->q[Q_DELGEN];
 	int res;
 
-	pthread_mutex_lock(&m->lock);
+	mlock(m);
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)gen);
 	res = to_errno(m, sqlite3_step(st));
 	sqlite3_reset(st);
-	pthread_mutex_unlock(&m->lock);
+	munlock(m);
 	return res;
 }
 
@@ -461,13 +474,13 @@ static int one_number(struct meta *m, int q, uint64_t *ret)
 	sqlite3_stmt *st = m->q[q];
 	int rc, res;
 
-	pthread_mutex_lock(&m->lock);
+	mlock(m);
 	rc = sqlite3_step(st);
 	res = rc == SQLITE_ROW ? 0 : to_errno(m, rc);
 	if (!res)
 		*ret = (uint64_t)sqlite3_column_int64(st, 0);
 	sqlite3_reset(st);
-	pthread_mutex_unlock(&m->lock);
+	munlock(m);
 	return res;
 }
 
@@ -496,7 +509,7 @@ int meta_lru(struct meta *m, unsigned limit, uint64_t skip, struct meta_victim *
 
 	if (!v)
 		return -ENOMEM;
-	pthread_mutex_lock(&m->lock);
+	mlock(m);
 	sqlite3_bind_int64(st, 1, limit);
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)skip);
 	while (n < limit && (rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -509,7 +522,7 @@ int meta_lru(struct meta *m, unsigned limit, uint64_t skip, struct meta_victim *
 	if (n < limit && rc != SQLITE_DONE)
 		res = to_errno(m, rc);
 	sqlite3_reset(st);
-	pthread_mutex_unlock(&m->lock);
+	munlock(m);
 	if (oom && !res)
 		res = -ENOMEM;
 	if (res) {
@@ -538,13 +551,13 @@ static int two_texts(struct meta *m, int q, const char *a, const char *b)
 	sqlite3_stmt *st = m->q[q];
 	int res;
 
-	pthread_mutex_lock(&m->lock);
+	mlock(m);
 	sqlite3_bind_text(st, 1, a, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, b, -1, SQLITE_STATIC);
 	res = to_errno(m, sqlite3_step(st));
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
-	pthread_mutex_unlock(&m->lock);
+	munlock(m);
 	return res;
 }
 
@@ -558,13 +571,13 @@ int meta_set_path(struct meta *m, uint64_t ino, const char *path)
 	sqlite3_stmt *st = m->q[Q_SETPATH];
 	int res;
 
-	pthread_mutex_lock(&m->lock);
+	mlock(m);
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
 	sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
 	res = to_errno(m, sqlite3_step(st));
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
-	pthread_mutex_unlock(&m->lock);
+	munlock(m);
 	return res;
 }
 
@@ -572,10 +585,10 @@ int meta_begin(struct meta *m)
 {
 	int res;
 
-	pthread_mutex_lock(&m->lock);
+	mlock(m);
 	res = m->in_txn ? -EINVAL : exec(m, "BEGIN IMMEDIATE");
 	if (res) {
-		pthread_mutex_unlock(&m->lock);
+		munlock(m);
 		return res;
 	}
 	m->in_txn = true; /* and the lock stays held until the end */
@@ -586,36 +599,36 @@ int meta_begin(struct meta *m)
 static void end_txn(struct meta *m)
 {
 	m->in_txn = false;
-	pthread_mutex_unlock(&m->lock);
+	munlock(m);
 }
 
 int meta_commit(struct meta *m)
 {
 	int res;
 
-	pthread_mutex_lock(&m->lock);
+	mlock(m);
 	if (!m->in_txn) {
-		pthread_mutex_unlock(&m->lock);
+		munlock(m);
 		return -EINVAL;
 	}
 	res = exec(m, "COMMIT");
 	/* SQLite may have rolled back itself (a full disk, for one) */
 	if (!res || sqlite3_get_autocommit(m->db))
 		end_txn(m);
-	pthread_mutex_unlock(&m->lock);
+	munlock(m);
 	return res;
 }
 
 void meta_rollback(struct meta *m)
 {
-	pthread_mutex_lock(&m->lock);
+	mlock(m);
 	if (m->in_txn) {
 		/* keeps errmsg: the caller logs why it rolled back */
 		if (!sqlite3_get_autocommit(m->db))
 			sqlite3_exec(m->db, "ROLLBACK", NULL, NULL, NULL);
 		end_txn(m);
 	}
-	pthread_mutex_unlock(&m->lock);
+	munlock(m);
 }
 
 void meta_file_free(struct meta_file *f)
