@@ -1,0 +1,518 @@
+/*
+ * The event engine without a mount: a store in a temporary directory,
+ * the inode table, the database, the engine and the hook transport,
+ * started as main.c starts them, and hooks of our own speaking the
+ * protocol's frames on the engine's socket.  Callers are engine entry
+ * points called from test threads (no FUSE request: they wait in the
+ * calling thread).
+ *
+ * Covered: the decision rule when several hooks must answer (every one
+ * is counted, deny wins in any order, QUIET is per hook and per file),
+ * a hook that does not answer (the timeout fails the caller, another
+ * hook's allow does not), PRE_ACCESS fills (the bytes a hook writes are
+ * what the store holds after; a deny fails the read and commits
+ * nothing), and PROGRESS (progress extends a fill's time, a PROGRESS
+ * without progress does not).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "events.h"
+#include "hooks.h"
+#include "inode.h"
+#include "log.h"
+#include "meta.h"
+#include "place.h"
+#include "proto.h"
+#include "store.h"
+#include "tap.h"
+
+#define TIMEOUT_S 1.0
+
+static struct store store;
+static struct meta *meta;
+static char dir[] = "/tmp/hsmfs-test-engine-XXXXXX";
+
+/* --- the engine's callbacks: nothing to drop without a kernel --- */
+
+static void no_invalidate(struct inode *in, uint64_t off, uint64_t len) {}
+static void no_invalidate_later(void) {}
+static void no_invalidate_entry(struct inode *d, const char *name) {}
+static void no_reply(struct fuse_req *req, struct inode *in, int fd, uint64_t off,
+		     uint64_t len, int res)
+{
+	abort(); /* nothing here parks: every caller waits in its thread */
+}
+static bool not_exiting(void) { return false; }
+
+static int start_engine(void)
+{
+	char err[256], path[512];
+	struct events_config ecfg = {
+		.max_pending = 64,
+		.timeout = TIMEOUT_S,
+		.progress_floor = 0,
+		.chunk = 65536,
+		.kernel_ra = 128 << 10,
+		.store_path = dir,
+		.invalidate = no_invalidate,
+		.invalidate_files_later = no_invalidate_later,
+		.invalidate_entry = no_invalidate_entry,
+		.reply = no_reply,
+		.exiting = not_exiting,
+	};
+	struct cache_config ccfg = { .chunk = 65536 };
+	int res;
+
+	if (!mkdtemp(dir))
+		return -errno;
+	res = store_open(dir, &store, err, sizeof(err));
+	if (res)
+		return res;
+	snprintf(path, sizeof(path), "%s/%s/meta.db", dir, STORE_STATE_DIR);
+	res = meta_open(path, &meta);
+	if (res)
+		return res;
+	res = inode_table_init(store.root_fd, 64);
+	if (res)
+		return res;
+	ecfg.meta = meta;
+	ecfg.state_fd = store.state_fd;
+	res = events_init(&ecfg);
+	if (res)
+		return res;
+	ccfg.store_fd = store.root_fd;
+	ccfg.state_fd = store.state_fd;
+	ccfg.meta = meta;
+	res = cache_init(&ccfg);
+	if (res)
+		return res;
+	snprintf(path, sizeof(path), "%s/%s", dir, STORE_STATE_DIR);
+	return hooks_start(store.state_fd, path, 65536, (uint32_t)(TIMEOUT_S * 1000));
+}
+
+/* --- a hook of our own: raw frames on the engine's socket --- */
+
+struct hook_conn {
+	int fd;
+};
+
+static int hook_connect(uint32_t kind, uint32_t mask, const char *name, struct hook_conn *c)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct proto_hello hello = {
+		.version_min = 1, .version_max = HSMFS_PROTO_VERSION, .kind = kind, .mask = mask,
+		.name = { name, (uint16_t)strlen(name) },
+	};
+	struct proto_welcome w;
+	uint8_t buf[HSMFS_MAX_FRAME];
+	ssize_t n;
+	int len;
+
+	c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (c->fd < 0)
+		return -errno;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", hooks_socket_path());
+	if (connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return -errno;
+	len = proto_enc_hello(buf, &hello);
+	if (len < 0 || send(c->fd, buf, len, 0) != len)
+		return -EIO;
+	n = recv(c->fd, buf, sizeof(buf), 0);
+	if (n <= 0 || proto_dec_welcome(buf, n, &w))
+		return -EPROTO;
+	return 0;
+}
+
+static void hook_close(struct hook_conn *c)
+{
+	close(c->fd);
+	c->fd = -1;
+}
+
+/*
+ * The next event (or -ETIMEDOUT after ms); *fd gets its descriptor or -1.
+ * A CANCEL frame is skipped.
+ */
+static int hook_next(struct hook_conn *c, struct proto_event *ev, char *path, int *fd,
+		     int ms)
+{
+	static __thread uint8_t buf[HSMFS_MAX_FRAME];
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+	char cbuf[CMSG_SPACE(sizeof(int))];
+
+	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	for (;;) {
+		struct iovec iov = { buf, sizeof(buf) };
+		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+				      .msg_controllen = sizeof(cbuf) };
+		struct cmsghdr *cm;
+		uint16_t type;
+		ssize_t n = recvmsg(c->fd, &msg, MSG_CMSG_CLOEXEC);
+
+		if (n < 0)
+			return errno == EAGAIN ? -ETIMEDOUT : -errno;
+		if (n == 0)
+			return -ECONNRESET;
+		*fd = -1;
+		cm = CMSG_FIRSTHDR(&msg);
+		if (cm && cm->cmsg_type == SCM_RIGHTS)
+			memcpy(fd, CMSG_DATA(cm), sizeof(int));
+		if (proto_peek(buf, n, &type))
+			return -EPROTO;
+		if (type != HSMFS_MSG_EVENT) {
+			if (*fd >= 0)
+				close(*fd);
+			continue;
+		}
+		if (proto_dec_event(buf, n, ev))
+			return -EPROTO;
+		memcpy(path, ev->path.p, ev->path.len);
+		path[ev->path.len] = 0;
+		return 0;
+	}
+}
+
+static int hook_answer(struct hook_conn *c, uint64_t id, int err, uint64_t fs, uint64_t fe,
+		       uint16_t flags)
+{
+	struct proto_answer a = { .id = id, .verdict = err ? HSMFS_DENY : HSMFS_ALLOW,
+				  .error = (uint32_t)err, .filled_start = fs,
+				  .filled_end = fe, .flags = flags };
+	uint8_t buf[HSMFS_MAX_FRAME];
+	int len = proto_enc_answer(buf, &a);
+
+	return len > 0 && send(c->fd, buf, len, MSG_NOSIGNAL) == len ? 0 : -EIO;
+}
+
+static int hook_progress(struct hook_conn *c, uint64_t id, uint64_t done)
+{
+	struct proto_progress p = { .id = id, .bytes_done = done };
+	uint8_t buf[HSMFS_MAX_FRAME];
+	int len = proto_enc_progress(buf, &p);
+
+	return len > 0 && send(c->fd, buf, len, MSG_NOSIGNAL) == len ? 0 : -EIO;
+}
+
+/* --- files in the store --- */
+
+/* A placeholder of size bytes (an origin, a version), looked up. */
+static struct inode *placeholder(const char *name, uint64_t size)
+{
+	struct manifest_entry e = { .path = (char *)name, .size = size, .mode = 0644,
+				    .url = "http://127.0.0.1:1/x", .version = "v1" };
+	enum place_outcome out;
+	char err[256];
+	struct inode *in;
+	struct stat st;
+	bool created;
+	int dfd = openat(store.root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (dfd < 0 || meta_begin(meta))
+		return NULL;
+	if (place_entry(meta, dfd, name, name, &e, false, NULL, NULL, &created, &out, err,
+			sizeof(err)) || meta_commit(meta)) {
+		close(dfd);
+		return NULL;
+	}
+	close(dfd);
+	if (inode_lookup(inode_root(), name, &st, &in) || events_load(in))
+		return NULL;
+	return in;
+}
+
+/* A resident file of size bytes (no row: PRE_MODIFY asks the watchers). */
+static struct inode *resident(const char *name, uint64_t size)
+{
+	int fd = openat(store.root_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	struct inode *in;
+	struct stat st;
+
+	if (fd < 0 || ftruncate(fd, (off_t)size) < 0)
+		return NULL;
+	close(fd);
+	if (inode_lookup(inode_root(), name, &st, &in))
+		return NULL;
+	return in;
+}
+
+static int store_bytes(const char *name, uint64_t off, void *buf, size_t len)
+{
+	int fd = openat(store.root_fd, name, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = pread(fd, buf, len, (off_t)off);
+	close(fd);
+	return n == (ssize_t)len ? 0 : -EIO;
+}
+
+/* --- callers on threads of their own --- */
+
+struct call {
+	pthread_t t;
+	struct inode *in;
+	int kind; /* 0: PRE_MODIFY, 1: PRE_ACCESS */
+	uint64_t off, len;
+	int res;
+	double took; /* seconds */
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void *call_main(void *arg)
+{
+	struct call *c = arg;
+	double t0 = now_s();
+	bool held = false;
+
+	if (c->kind == 0)
+		c->res = events_pre_modify(c->in, c->off, c->off + c->len, NULL);
+	else {
+		c->res = events_pre_access(c->in, c->off, c->len, NULL, &held);
+		if (held)
+			events_read_done(c->in);
+	}
+	c->took = now_s() - t0;
+	return NULL;
+}
+
+static void call_start(struct call *c, struct inode *in, int kind, uint64_t off, uint64_t len)
+{
+	memset(c, 0, sizeof(*c));
+	c->in = in;
+	c->kind = kind;
+	c->off = off;
+	c->len = len;
+	pthread_create(&c->t, NULL, call_main, c);
+}
+
+static int call_end(struct call *c)
+{
+	pthread_join(c->t, NULL);
+	return c->res;
+}
+
+/* --- the cases --- */
+
+#define PM HSMFS_MASK(HSMFS_EV_PRE_MODIFY)
+#define PA HSMFS_MASK(HSMFS_EV_PRE_ACCESS)
+
+static void decision_rule(void)
+{
+	struct hook_conn a, b;
+	struct proto_event ea, eb;
+	char pa[HSMFS_MAX_PATH + 1], pb[HSMFS_MAX_PATH + 1];
+	int fda, fdb, order;
+	struct inode *in = resident("modified", 8192);
+	struct call c;
+
+	ok(in != NULL, "a resident file in the store");
+	ok(!hook_connect(HSMFS_KIND_WATCH, PM, "watch-a", &a) &&
+	   !hook_connect(HSMFS_KIND_WATCH, PM, "watch-b", &b), "two watchers of changes join");
+
+	call_start(&c, in, 0, 0, 100);
+	ok(!hook_next(&a, &ea, pa, &fda, 2000) && !hook_next(&b, &eb, pb, &fdb, 2000) &&
+	   ea.type == HSMFS_EV_PRE_MODIFY && ea.id == eb.id && !strcmp(pa, "modified") &&
+	   ea.start == 0 && ea.end == 100, "PRE_MODIFY reaches both, with its range and path");
+	hook_answer(&a, ea.id, 0, 0, 0, 0);
+	hook_answer(&b, eb.id, 0, 0, 0, 0);
+	ok(call_end(&c) == 0, "both allow: the change goes on");
+
+	for (order = 0; order < 2; order++) {
+		call_start(&c, in, 0, 10, 10);
+		hook_next(&a, &ea, pa, &fda, 2000);
+		hook_next(&b, &eb, pb, &fdb, 2000);
+		if (order == 0) {
+			hook_answer(&a, ea.id, EPERM, 0, 0, 0);
+			hook_answer(&b, eb.id, 0, 0, 0, 0);
+		} else {
+			hook_answer(&b, eb.id, 0, 0, 0, 0);
+			usleep(20000); /* the allow is read first */
+			hook_answer(&a, ea.id, EPERM, 0, 0, 0);
+		}
+		ok(call_end(&c) == -EPERM, "deny wins, %s", order ? "after an allow" :
+			"before an allow");
+	}
+
+	/* a allows with QUIET: only b is asked about this file from now on */
+	call_start(&c, in, 0, 0, 1);
+	hook_next(&a, &ea, pa, &fda, 2000);
+	hook_next(&b, &eb, pb, &fdb, 2000);
+	hook_answer(&a, ea.id, 0, 0, 0, HSMFS_ANSWER_QUIET);
+	hook_answer(&b, eb.id, 0, 0, 0, 0);
+	ok(call_end(&c) == 0, "allowed, a quieted the file");
+	call_start(&c, in, 0, 0, 1);
+	ok(!hook_next(&b, &eb, pb, &fdb, 2000), "the next change asks b");
+	ok(hook_next(&a, &ea, pa, &fda, 200) == -ETIMEDOUT, "and not a, which quieted it");
+	hook_answer(&b, eb.id, EACCES, 0, 0, 0);
+	ok(call_end(&c) == -EACCES, "b alone decides: its deny stands");
+	call_start(&c, in, 0, 0, 1);
+	hook_next(&b, &eb, pb, &fdb, 2000);
+	hook_answer(&b, eb.id, EROFS, 0, 0, 0);
+	ok(call_end(&c) == -EIO, "a deny with an errno outside the list reaches the caller as EIO");
+	{
+		struct inode *other = resident("other", 10);
+
+		call_start(&c, other, 0, 0, 1);
+		ok(!hook_next(&a, &ea, pa, &fda, 2000) && !strcmp(pa, "other"),
+		   "QUIET is per file: a change of another file asks a");
+		hook_next(&b, &eb, pb, &fdb, 2000);
+		hook_answer(&a, ea.id, 0, 0, 0, 0);
+		hook_answer(&b, eb.id, 0, 0, 0, 0);
+		ok(call_end(&c) == 0, "and both allow it");
+		inode_forget(other, 1);
+	}
+
+	/* a hook that does not answer: the timeout fails the change */
+	call_start(&c, in, 0, 0, 1);
+	hook_next(&b, &eb, pb, &fdb, 2000);
+	hook_answer(&b, eb.id, 0, 0, 0, 0);
+	/* a is quiet for "modified": ask about a fresh file */
+	call_end(&c);
+	{
+		struct inode *f = resident("silent", 10);
+
+		call_start(&c, f, 0, 0, 1);
+		hook_next(&a, &ea, pa, &fda, 2000);
+		hook_next(&b, &eb, pb, &fdb, 2000);
+		hook_answer(&b, eb.id, 0, 0, 0, 0);
+		call_end(&c);
+		ok(c.res == -EIO && c.took >= TIMEOUT_S * 0.9 && c.took < TIMEOUT_S * 3,
+		   "one hook silent, one allowing: EIO after the timeout (%.2f s of %.1f)",
+		   c.took, TIMEOUT_S);
+		inode_forget(f, 1);
+	}
+	/* a hook that leaves unanswered: it did not allow */
+	{
+		struct inode *f = resident("left", 10);
+
+		call_start(&c, f, 0, 0, 1);
+		hook_next(&a, &ea, pa, &fda, 2000);
+		hook_next(&b, &eb, pb, &fdb, 2000);
+		hook_answer(&b, eb.id, 0, 0, 0, 0);
+		hook_close(&a);
+		call_end(&c);
+		ok(c.res != 0, "a hook that leaves without answering did not allow (%d)",
+		   c.res);
+		inode_forget(f, 1);
+	}
+	hook_close(&b);
+	inode_forget(in, 1);
+}
+
+static void fills(void)
+{
+	static char page[65536], back[65536];
+	struct hook_conn f;
+	struct proto_event ev;
+	char path[HSMFS_MAX_PATH + 1];
+	struct inode *in;
+	struct call c;
+	int fd;
+
+	ok(!hook_connect(HSMFS_KIND_FILL, PA, "fill", &f), "a fill hook joins");
+	in = placeholder("lazy", 3 * 65536);
+	ok(in != NULL, "a placeholder of three chunks");
+
+	call_start(&c, in, 1, 100, 10);
+	ok(!hook_next(&f, &ev, path, &fd, 2000) && ev.type == HSMFS_EV_PRE_ACCESS &&
+	   fd >= 0 && ev.start <= 100 && ev.end >= 110 && ev.file_size == 3 * 65536 &&
+	   !strcmp(path, "lazy") && ev.version.len == 2, "PRE_ACCESS with a descriptor, "
+	   "a range covering the read, the recorded size and version");
+	for (size_t i = 0; i < sizeof(page); i++)
+		page[i] = (char)(i * 7 + 1);
+	ok(pwrite(fd, page + ev.hint_start % 65536, ev.hint_end - ev.hint_start,
+		  (off_t)ev.hint_start) == (ssize_t)(ev.hint_end - ev.hint_start),
+	   "the hook writes the hint [%llu, %llu)", (unsigned long long)ev.hint_start,
+	   (unsigned long long)ev.hint_end);
+	close(fd);
+	hook_answer(&f, ev.id, 0, ev.hint_start, ev.hint_end, 0);
+	ok(call_end(&c) == 0, "allowed: the read goes on");
+	ok(!store_bytes("lazy", 0, back, 65536) && !memcmp(back, page, 65536),
+	   "the store holds the bytes the hook wrote");
+
+	/* a deny fails the read and commits nothing */
+	call_start(&c, in, 1, 65536 + 5, 10);
+	hook_next(&f, &ev, path, &fd, 2000);
+	pwrite(fd, page, 65536, 65536);
+	close(fd);
+	hook_answer(&f, ev.id, ENODATA, 0, 0, 0);
+	ok(call_end(&c) == -ENODATA, "a denied fill fails the read with the hook's errno");
+	memset(back, 1, sizeof(back));
+	ok(!store_bytes("lazy", 65536, back, 65536) && back[0] == 0 && back[65535] == 0,
+	   "and nothing of it is in the store");
+
+	/* PROGRESS: progress extends the fill's time, the same figure again does not */
+	call_start(&c, in, 1, 2 * 65536, 10);
+	hook_next(&f, &ev, path, &fd, 2000);
+	for (int i = 1; i <= 4; i++) {
+		usleep((useconds_t)(TIMEOUT_S * 0.6e6));
+		hook_progress(&f, ev.id, (uint64_t)i * 4096);
+	}
+	pwrite(fd, page, ev.hint_end - ev.hint_start, (off_t)ev.hint_start);
+	close(fd);
+	hook_answer(&f, ev.id, 0, ev.hint_start, ev.hint_end, 0);
+	call_end(&c);
+	ok(c.res == 0 && c.took > TIMEOUT_S * 2,
+	   "a fill that reports progress outlives its timeout (%.2f s of %.1f)", c.took,
+	   TIMEOUT_S);
+
+	call_start(&c, in, 1, 100, 10);
+	call_end(&c);
+	ok(c.res == 0 && c.took < TIMEOUT_S / 2, "a present range asks nobody");
+	inode_forget(in, 1);
+	in = placeholder("stalled", 65536);
+	call_start(&c, in, 1, 0, 10);
+	hook_next(&f, &ev, path, &fd, 2000);
+	for (int i = 0; i < 4; i++) {
+		usleep((useconds_t)(TIMEOUT_S * 0.4e6));
+		hook_progress(&f, ev.id, 4096); /* the same figure: no progress */
+	}
+	call_end(&c);
+	ok(c.res == -EIO && c.took < TIMEOUT_S * 1.5,
+	   "PROGRESS without progress does not extend it: EIO at the timeout (%.2f s)",
+	   c.took);
+	close(fd);
+	hook_close(&f);
+	inode_forget(in, 1);
+}
+
+int main(void)
+{
+	int res;
+
+	log_set_level(LOG_LVL_ERR);
+	res = start_engine();
+	if (!ok(res == 0, "the engine starts on a store in %s (%d)", dir, res))
+		return tap_done();
+	decision_rule();
+	fills();
+	hooks_stop();
+	events_shutdown();
+	cache_shutdown();
+	meta_close(meta);
+	{
+		char cmd[128];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+		(void)!system(cmd);
+	}
+	return tap_done();
+}
