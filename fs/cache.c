@@ -8,11 +8,9 @@
 #include <unistd.h>
 
 #include "cache.h"
-#include "events.h"
+#include "evict-policy.h"
 #include "log.h"
 #include "meta.h"
-
-#define BATCH 256 /* candidates read from the database at a time */
 
 /*
  * Rounds: C.round is odd while one runs.  The first round to start
@@ -29,6 +27,7 @@ static struct {
 	pthread_cond_t wake;      /* to the evictor: work to do */
 	pthread_cond_t done;      /* from the evictor: a round ended */
 	struct cache_config cfg;
+	struct evict_limits limits; /* of cfg */
 	uint64_t used, reserved;
 	uint64_t want;            /* largest need waiting for a round */
 	uint64_t force;           /* bytes a forced round must free */
@@ -59,40 +58,17 @@ static uint64_t fs_free(uint64_t *ret_size)
 	return (uint64_t)sv.f_bavail * sv.f_frsize;
 }
 
-static uint64_t min_free(uint64_t fs_size)
-{
-	uint64_t pct = C.cfg.min_free_pct ? fs_size / 100 * C.cfg.min_free_pct : 0;
-
-	return C.cfg.min_free > pct ? C.cfg.min_free : pct;
-}
-
 /*
- * Bytes to evict so that need more fit, aiming at the low watermark
- * when slack is set.  C.lock held.
+ * Bytes to evict so that need more fit (evict_policy_deficit), aiming
+ * at the low watermark when slack is set.  C.lock held.
  */
 static uint64_t deficit(uint64_t need, bool slack)
 {
-	uint64_t d = 0, size, avail, keep;
+	struct evict_figures f = { .used = C.used, .reserved = C.reserved };
 
-	if (C.cfg.max) {
-		uint64_t low = C.cfg.max, gap = C.cfg.max / 10;
-
-		if (gap < C.cfg.chunk)
-			gap = C.cfg.chunk;
-		if (slack)
-			low = C.cfg.max > gap ? C.cfg.max - gap : 0;
-		if (C.used + C.reserved + need > low)
-			d = C.used + C.reserved + need - low;
-	}
-	if (C.cfg.min_free || C.cfg.min_free_pct) {
-		avail = fs_free(&size);
-		keep = min_free(size) + C.reserved + need;
-		if (slack)
-			keep += C.cfg.chunk;
-		if (avail < keep && keep - avail > d)
-			d = keep - avail;
-	}
-	return d;
+	if (evict_policy_watches_free(&C.limits))
+		f.fs_avail = fs_free(&f.fs_size);
+	return evict_policy_deficit(&C.limits, &f, need, slack);
 }
 
 int cache_admit(uint64_t need, const struct timespec *deadline)
@@ -211,83 +187,32 @@ int cache_make_room(uint64_t need)
 	return res;
 }
 
-/*
- * One round: evict least recently used files until the deficit is
- * gone.  Returns whether anything was freed.  Uses at open and close
- * reach the database lazily, so its list can be out of order: a file
- * used since is passed over and its time written.  If the end of the
- * list comes first, the round reads it again, in the order now written,
- * and this time takes what it passed over: the order is a preference,
- * room is not (on a full filesystem the times may not even be written).
- */
-static bool evict_round(uint64_t want, uint64_t force)
+/* evict_policy_round()'s view of the cache: count got, say what is left.  No lock held. */
+static uint64_t round_left(void *arg, uint64_t got)
 {
-	struct meta_victim *v = NULL;
-	uint64_t freed = 0, skipped = 0, goal;
-	size_t n = 0, i;
-	bool any = false, in_order = true, reordered = false, full_said = false;
+	uint64_t want = *(const uint64_t *)arg, left;
 
-	/* the database is the candidates' list: bring it up to date */
-	events_sync();
-	for (;;) {
-		pthread_mutex_lock(&C.lock);
-		goal = deficit(want, true);
-		pthread_mutex_unlock(&C.lock);
-		if (freed >= force && !goal)
-			break;
-		n = 0;
-		if (meta_lru(C.cfg.meta, BATCH, skipped, &v, &n) || !n) {
-			meta_victims_free(v, n);
-			v = NULL;
-			if (!reordered || !in_order)
-				break;
-			events_sync();
-			in_order = false;
-			skipped = 0;
-			continue;
-		}
-		for (i = 0; i < n; i++) {
-			uint64_t got = 0;
-			int res = events_evict_victim(&v[i], in_order, &got);
-
-			/* its log's own room spent (see meta.c): nothing can go */
-			if (res == -ENOSPC && !full_said) {
-				log_warn("cannot record evictions: the store's filesystem is full "
-					 "and so is the database's log");
-				full_said = true;
-			}
-			if (res == -EAGAIN)
-				reordered = true;
-			if (res || !got) {
-				skipped++;
-				continue;
-			}
-			any = true;
-			freed += got;
-			cache_evicted(got);
-			pthread_mutex_lock(&C.lock);
-			goal = deficit(want, true);
-			pthread_mutex_unlock(&C.lock);
-			if (freed >= force && !goal)
-				break;
-		}
-		meta_victims_free(v, n);
-		v = NULL;
-		if (freed >= force && !goal)
-			break;
-	}
-	return any;
+	if (got)
+		cache_evicted(got);
+	pthread_mutex_lock(&C.lock);
+	left = deficit(want, true);
+	pthread_mutex_unlock(&C.lock);
+	return left;
 }
 
+/*
+ * The evictor: waits for a request, runs a round (evict_policy_round)
+ * with C.lock dropped, tells the waiters.  See round_after().
+ */
 static void *evictor_main(void *arg)
 {
 	uint64_t total = 0;
 
 	(void)arg;
 	/*
-	 * The cache's size from the database: a sum over every row, 0.2 s
-	 * for a million placeholders, so not on the way to a live mount.
-	 * Changes counted meanwhile are deltas and add up with it.
+	 * The cache's size from the database: a sum over every row, taken
+	 * here so that it is not on the way to a live mount.  Changes
+	 * counted meanwhile are deltas and add up with it.
 	 */
 	if (meta_cached_total(C.cfg.meta, &total))
 		log_warn("cannot sum the cache's size: %s; starting from 0",
@@ -300,6 +225,9 @@ static void *evictor_main(void *arg)
 		C.requested = true; /* the limit was lowered: evict now */
 	for (;;) {
 		uint64_t want, force;
+		struct evict_round r = {
+			.on = &C.cfg.on, .meta = C.cfg.meta, .left = round_left, .arg = &want,
+		};
 		bool any;
 
 		while (!C.requested && !C.stopping)
@@ -312,7 +240,8 @@ static void *evictor_main(void *arg)
 		force = C.force;
 		C.want = C.force = 0;
 		pthread_mutex_unlock(&C.lock);
-		any = evict_round(want, force);
+		r.force = force;
+		any = evict_policy_round(&r);
 		pthread_mutex_lock(&C.lock);
 		C.freed_last = any;
 		C.round++;
@@ -330,7 +259,11 @@ int cache_init(const struct cache_config *cfg)
 	uint64_t size, avail;
 
 	C.cfg = *cfg;
-	/* the database keeps its own room now; an older hsmfs held 1 MiB here */
+	C.limits = (struct evict_limits){
+		.max = cfg->max, .min_free = cfg->min_free,
+		.min_free_pct = cfg->min_free_pct, .chunk = cfg->chunk,
+	};
+	/* STATE/reserve is none of this daemon's (the database keeps its own room): removed */
 	if (cfg->state_fd >= 0)
 		unlinkat(cfg->state_fd, "reserve", 0);
 	avail = fs_free(&size);
@@ -338,7 +271,7 @@ int cache_init(const struct cache_config *cfg)
 		log_warn("cache_max=%llu is more than the store's filesystem has free (%llu bytes); "
 			 "a full filesystem will bound the cache first",
 			 (unsigned long long)cfg->max, (unsigned long long)avail);
-	if ((cfg->min_free || cfg->min_free_pct) && avail < min_free(size))
+	if (evict_policy_watches_free(&C.limits) && avail < evict_policy_min_free(&C.limits, size))
 		log_warn("the store's filesystem has %llu bytes free, less than cache_min_free; "
 			 "fills will evict first", (unsigned long long)avail);
 	pthread_condattr_init(&ca);
@@ -390,7 +323,8 @@ void cache_stats(struct cache_stats *ret)
 	ret->reserved = C.reserved;
 	ret->max = C.cfg.max;
 	ret->fs_free = fs_free(&size);
-	ret->min_free = C.cfg.min_free || C.cfg.min_free_pct ? min_free(size) : 0;
+	ret->min_free = evict_policy_watches_free(&C.limits) ?
+			evict_policy_min_free(&C.limits, size) : 0;
 	ret->evicted_files = C.evicted_files;
 	ret->evicted_bytes = C.evicted_bytes;
 	ret->eviction_rounds = C.round / 2;

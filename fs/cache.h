@@ -13,26 +13,19 @@
  * filesystem from filling (statvfs(2), checked at each admission, so
  * other writers to the filesystem are seen as they happen).  Admission:
  * before a fill may write, cache_admit() reserves its bytes; if they do
- * not fit, the evictor runs first, down to a low watermark (90% of the
- * limit, at least one chunk below it) so it does not thrash; if nothing
- * can be evicted the fill fails with ENOSPC, never with an oversized
- * cache.  A fill may overshoot its reservation by at most the rounding
- * of its hint to the chunk, so the cache stays below the limit plus one
- * chunk at every moment.
+ * not fit, the evictor runs first, down to the policy's low watermark so
+ * that it does not thrash; if nothing can be evicted the fill fails with
+ * ENOSPC, never with an oversized cache.  A fill may overshoot its
+ * reservation by at most the rounding of its hint to the chunk, so the
+ * cache stays below the limit plus one chunk at every moment.
  *
- * Eviction.  One thread, the evictor, takes clean, unpinned files least
- * recently used first (file granularity: the time of the last open,
- * close or fill), reaches each through its recorded path (checked
- * against the inode number) and drops it with events_evict_victim():
- * database first, then the store's bytes, then the kernel's page cache.
- * The database's times lag (opens and closes are written lazily): a
- * file used since its row's time is passed over, and taken only if the
- * rest of the list does not make room.
- * Files being filled, dirty or pinned are skipped.  An open file loses
- * only its ranges away from the span its reader is at, and only while
- * none of its reads is between its check and its reply: on mounts with
- * limits, reads of clean files that reach the daemon are counted (see
- * tracked() in fstate.c); the kernel's page cache of it stays.
+ * Eviction.  What may go, in what order and when is the policy's
+ * (evict-policy.h).  One thread, the evictor, runs its rounds; the
+ * layer above carries each eviction out through the handlers it gives
+ * cache_init() (struct evict_handlers: the write-behind's sync, and the
+ * eviction of one file: database first, then the store's bytes, then
+ * the kernel's page cache), which count their bytes back here
+ * (cache_account, cache_evicted).  cache.c calls nothing above it.
  * ENOSPC from the store (a fill's or a user write's) asks for a round of
  * eviction regardless of the limits, then the caller retries once.  An
  * eviction writes to the database before it frees a byte; the database
@@ -49,6 +42,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "evict-policy.h"
+
 struct meta;
 
 struct cache_config {
@@ -59,6 +54,7 @@ struct cache_config {
 	int store_fd;           /* any descriptor on the store's filesystem */
 	int state_fd;           /* STORE/.hsmfs, or -1 */
 	struct meta *meta;      /* borrowed */
+	struct evict_handlers on; /* set by the layer above (main.c) */
 };
 
 struct cache_stats {
@@ -66,7 +62,10 @@ struct cache_stats {
 	uint64_t evicted_files, evicted_bytes, eviction_rounds, enospc;
 };
 
-/* Read the cache's size from the database and start the evictor. */
+/*
+ * Read the cache's size from the database and start the evictor.  With
+ * cfg->meta, cfg->on's handlers are all set.
+ */
 int cache_init(const struct cache_config *cfg);
 void cache_shutdown(void);
 

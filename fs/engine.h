@@ -51,9 +51,11 @@
 #include <pthread.h>
 #include <time.h>
 #include "events.h"
+#include "evict.h"
 #include "hooks.h"
 #include "meta.h"
 #include "ranges.h"
+#include "writeback.h"
 #include <stdbool.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -404,12 +406,7 @@ static inline int64_t ns_of(const struct timespec *ts)
 	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
 }
 
-/* evict.c */
-void evict_wait(const struct fstate *fs);
-
-/* writeback.c */
-void persist_later(struct fstate *fs);
-void *writer_main(void *arg);
+/* evict.c: evict.h; writeback.c: writeback.h */
 
 /* vattr.c */
 unsigned lat_bucket(uint64_t us);

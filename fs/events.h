@@ -149,11 +149,6 @@ static inline bool events_modify_watched(void)
 int events_init(const struct events_config *cfg);
 /* Flush the write-behind queue and stop the writer thread. */
 void events_shutdown(void);
-/*
- * Wait (a few seconds at most) until what is queued now is written,
- * or found not to be writable (the writer then retries every second).
- */
-void events_sync(void);
 
 /* Look up in's per-file state once (at open).  0 or -errno. */
 int events_load(struct inode *in);
@@ -316,18 +311,6 @@ int events_reload(struct inode *in);
  * origin); -EBUSY: dirty, pinned, open, or being filled.
  */
 int events_evict(struct inode *in, uint64_t start, uint64_t end, bool is_open);
-
-/*
- * The evictor's entry (see cache.h): reach the file of v through its
- * path, check its inode number, and evict all of it unless it is open,
- * dirty, pinned or being filled.  0 with *ret_freed set, or -errno
- * (-ESTALE: the path no longer leads to that file; it is forgotten).
- * With in_order, a file used since the database's time (v->atime) is
- * passed over with -EAGAIN: it is not the least recent, and its time
- * is queued to be written so that the next list has it in its place.
- */
-struct meta_victim;
-int events_evict_victim(const struct meta_victim *v, bool in_order, uint64_t *ret_freed);
 
 /*
  * Opens and closes of files with state: their time of use for the

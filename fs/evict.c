@@ -1,4 +1,4 @@
-/* evict.c - see engine.h */
+/* evict.c - see evict.h */
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -22,25 +22,30 @@
 #include "fault.h"
 #include "ranges.h"
 #include "engine.h"
+#include "evict.h"
+#include "evict-policy.h"
 
-static int evictable(const struct fstate *fs);
+static struct evict_facts facts_of(const struct fstate *fs, bool open);
 static void evict_begin(struct fstate *fs);
 static void evict_end(struct fstate *fs);
 static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 		       uint64_t end, uint64_t *ret_freed);
 
-/*
- * Can fs lose ranges now?  0 or -EBUSY: dirty, pinned, being filled.
- * Whether it is open is the caller's question.  E.lock held.
- */
-static int evictable(const struct fstate *fs)
+/* What the policy reads of fs (evict_policy_eligible).  E.lock held. */
+static struct evict_facts facts_of(const struct fstate *fs, bool open)
 {
 	ELOCK_HELD();
-	/* the kernel reads a passthrough file's store file itself: never punched */
-	if (fs->state == META_DIRTY || (fs->flags & META_F_PINNED) || fs->inflight ||
-	    fs->changes || fs->evicting || (inode_flags(fs->in) & INODE_PASSTHROUGH))
-		return -EBUSY;
-	return 0;
+	return (struct evict_facts){
+		.dirty = fs->state == META_DIRTY,
+		.pinned = fs->flags & META_F_PINNED,
+		.filling = fs->inflight != NULL,
+		.changing = fs->changes != NULL,
+		.evicting = fs->evicting,
+		.passthrough = inode_flags(fs->in) & INODE_PASSTHROUGH,
+		.open = open,
+		.tracked = tracked(fs),
+		.reading = fs->nreading > 0,
+	};
 }
 
 /*
@@ -61,7 +66,6 @@ static void evict_end(struct fstate *fs)
 	pthread_cond_broadcast(&E.evicted);
 }
 
-/* Wait until fs is not being evicted.  E.lock held. */
 void evict_wait(const struct fstate *fs)
 {
 	ELOCK_HELD();
@@ -207,10 +211,13 @@ int events_evict(struct inode *in, uint64_t start, uint64_t end, bool is_open)
 		return res;
 	elock();
 	fs = inode_state(in);
-	if (!fs || !E.cfg.meta)
+	if (!fs || !E.cfg.meta) {
 		res = -ENODATA;
-	else
-		res = is_open ? -EBUSY : evictable(fs);
+	} else {
+		struct evict_facts f = facts_of(fs, is_open);
+
+		res = evict_policy_eligible(&f, true);
+	}
 	if (!res) {
 		evict_begin(fs);
 		res = evict_range(in, fs, start, end, &freed);
@@ -222,10 +229,82 @@ int events_evict(struct inode *in, uint64_t start, uint64_t end, bool is_open)
 	return res;
 }
 
-int events_evict_victim(const struct meta_victim *v, bool in_order, uint64_t *ret_freed)
+/*
+ * Evict what the policy lets go of cur, the file of v, reached and
+ * loaded: see evict_victim().  E.lock held; dropped while it works.
+ */
+static int evict_reached(struct inode *cur, const struct meta_victim *v, bool in_order,
+			 uint64_t *ret_freed)
+{
+	ELOCK_HELD();
+	struct fstate *fs = inode_state(cur);
+	bool open = inode_is_open(cur);
+	struct evict_facts f;
+	int res;
+
+	if (!fs)
+		return -ENODATA;
+	f = facts_of(fs, open);
+	res = evict_policy_eligible(&f, false);
+	if (res == EVICT_WAIT_READS) {
+		/* replies being sent take microseconds: wait for them */
+		struct timespec until;
+
+		mono_after(&until, 0.1);
+		while (fs->nreading && !mono_passed(&until))
+			pthread_cond_timedwait(&E.reads_done, &E.lock, &until);
+		f = facts_of(fs, open);
+		res = evict_policy_eligible(&f, false);
+		if (res == EVICT_WAIT_READS)
+			res = -EBUSY;
+	}
+	if (res)
+		return res;
+	/* used since the database said otherwise: not the least recent */
+	if (!open && in_order && evict_policy_used_since(fs->atime, v->atime)) {
+		fs->atime_saved = fs->atime;
+		persist_later(fs);
+		return -EAGAIN;
+	}
+	if (open) {
+		struct range span[2];
+		uint64_t got;
+		unsigned n, i;
+
+		evict_policy_open_spans(fs->hot_lo, fs->hot_hi, fs->size, span, &n);
+		evict_begin(fs);
+		for (i = 0; i < n && !res; i++) {
+			got = 0;
+			res = evict_range(cur, fs, span[i].start, span[i].end, &got);
+			*ret_freed += got;
+		}
+		evict_end(fs);
+		/*
+		 * The kernel's cache of it stays: its pages hold the right
+		 * bytes, and an invalidation could wait on a page a read
+		 * of this open file holds while that read waits for room.
+		 */
+		return res;
+	}
+	evict_begin(fs);
+	res = evict_range(cur, fs, 0, 0, ret_freed);
+	/*
+	 * Still evicting: the file is not open and cannot be opened
+	 * meanwhile (events_opened waits for evict_end), so no read
+	 * of it holds a page the invalidation must wait for.
+	 */
+	if (!res && E.cfg.invalidate) {
+		eunlock();
+		E.cfg.invalidate(cur, 0, 0);
+		elock();
+	}
+	evict_end(fs);
+	return res;
+}
+
+int evict_victim(const struct meta_victim *v, bool in_order, uint64_t *ret_freed)
 {
 	struct inode *cur = inode_root(), *next;
-	struct fstate *fs;
 	struct stat st;
 	char *copy, *comp, *save = NULL;
 	int res = 0;
@@ -260,63 +339,7 @@ int events_evict_victim(const struct meta_victim *v, bool in_order, uint64_t *re
 		res = events_load(cur);
 	if (!res) {
 		elock();
-		bool open = inode_is_open(cur);
-
-		fs = inode_state(cur);
-		res = fs ? evictable(fs) : -ENODATA;
-		/*
-		 * An open file only where its reads are tracked and none runs,
-		 * and not the span its reader is at (see tracked()).
-		 */
-		if (!res && open && !tracked(fs))
-			res = -EBUSY;
-		if (!res && open && fs->nreading) {
-			/* replies being sent take microseconds: wait for them */
-			struct timespec until;
-
-			mono_after(&until, 0.1);
-			while (fs->nreading && !mono_passed(&until))
-				pthread_cond_timedwait(&E.reads_done, &E.lock, &until);
-			res = fs->nreading ? -EBUSY : evictable(fs);
-			if (!res && !tracked(fs))
-				res = -EBUSY;
-		}
-		/* used since the database said otherwise: not the least recent */
-		if (!res && !open && in_order && fs->atime > v->atime + 1000) {
-			fs->atime_saved = fs->atime;
-			persist_later(fs);
-			res = -EAGAIN;
-		}
-		if (!res && open) {
-			uint64_t a = 0, b = 0, lo = fs->hot_lo, hi = fs->hot_hi, size = fs->size;
-
-			evict_begin(fs);
-			if (lo)
-				res = evict_range(cur, fs, 0, lo, &a);
-			if (!res && hi && hi < size)
-				res = evict_range(cur, fs, hi, size, &b);
-			evict_end(fs);
-			*ret_freed = a + b;
-			/*
-			 * The kernel's cache of it stays: its pages hold the right
-			 * bytes, and an invalidation could wait on a page a read
-			 * of this open file holds while that read waits for room.
-			 */
-		} else if (!res) {
-			evict_begin(fs);
-			res = evict_range(cur, fs, 0, 0, ret_freed);
-			/*
-			 * Still evicting: the file is not open and cannot be opened
-			 * meanwhile (events_opened waits for evict_end), so no read
-			 * of it holds a page the invalidation must wait for.
-			 */
-			if (!res && E.cfg.invalidate) {
-				eunlock();
-				E.cfg.invalidate(cur, 0, 0);
-				elock();
-			}
-			evict_end(fs);
-		}
+		res = evict_reached(cur, v, in_order, ret_freed);
 		eunlock();
 	}
 	if (cur != inode_root())

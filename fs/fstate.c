@@ -13,6 +13,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 #include "cache.h"
+#include "evict-policy.h"
 #include "events.h"
 #include "store.h"
 #include "hooks.h"
@@ -490,8 +491,8 @@ static void touched(struct fstate *fs)
 {
 	ELOCK_HELD();
 	fs->atime = now_ms();
-	/* lazily: the order needs minutes, not every open (see evict_victim) */
-	if (fs->atime - fs->atime_saved >= 60000) {
+	/* lazily: the order needs minutes, not every open (evict-policy.h) */
+	if (fs->atime - fs->atime_saved >= EVICT_ATIME_LAZY_MS) {
 		fs->atime_saved = fs->atime;
 		persist_later(fs);
 	}

@@ -22,6 +22,7 @@
 #include "check.h"
 #include "cache.h"
 #include "events.h"
+#include "evict.h"
 #include "hooks.h"
 #include "inode.h"
 #include "meta.h"
@@ -35,6 +36,7 @@
 #include "store.h"
 #include "ready.h"
 #include "supervise.h"
+#include "writeback.h"
 
 enum { EXIT_USAGE = 1, EXIT_STORE = 2, EXIT_MNT = 3, EXIT_MOUNT = 4,
        EXIT_SERVE = 5 };
@@ -443,6 +445,7 @@ int main(int argc, char *argv[])
 			.store_fd = store.root_fd,
 			.state_fd = store.state_fd,
 			.meta = meta,
+			.on = { .sync = writeback_sync, .evict = evict_victim },
 		};
 		char state_path[PATH_MAX + 16];
 

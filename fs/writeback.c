@@ -1,4 +1,4 @@
-/* writeback.c - see engine.h */
+/* writeback.c - see writeback.h */
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +12,6 @@
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
-#include "cache.h"
 #include "events.h"
 #include "store.h"
 #include "hooks.h"
@@ -22,12 +21,12 @@
 #include "fault.h"
 #include "ranges.h"
 #include "engine.h"
+#include "writeback.h"
 
 struct snap;
 static int commit_snaps(const struct snap *snaps, size_t n, char *why, size_t whysize);
 static bool write_batch(struct snap *snaps, size_t cap);
 
-/* Queue fs for the writer.  E.lock held. */
 void persist_later(struct fstate *fs)
 {
 	ELOCK_HELD();
@@ -331,7 +330,7 @@ void *writer_main(void *arg)
 	return NULL;
 }
 
-void events_sync(void)
+void writeback_sync(void)
 {
 	struct timespec deadline;
 

@@ -1,0 +1,168 @@
+/*
+ * evict-policy.h - the eviction policy: what may be evicted, in what
+ * order, and when.  evict.c carries an eviction out (database, memory,
+ * mark, punch); cache.c counts the bytes and runs the evictor thread;
+ * the decisions are all here.
+ *
+ * The policy, as a user would read it:
+ *
+ *   What.  The cache is the clean files that have an origin
+ *   (placeholders, partial and resident files).  A file is never
+ *   evicted while it is dirty, pinned, being filled, being changed or
+ *   evicted, or open in passthrough mode.  An open file is evicted only
+ *   on a mount with cache limits (where its reads are counted), only
+ *   while none of its reads is between its check and its reply, and
+ *   only away from the span its reader is at; hsmfsctl evict refuses
+ *   open files.
+ *
+ *   In what order.  Least recently used file first, by the time of its
+ *   last open, close or fill.  The database holds that order (meta.c's
+ *   Q_LRU: ORDER BY atime, ino); it is written lazily (a time at most
+ *   EVICT_ATIME_LAZY_MS old), so a file used more than
+ *   EVICT_ATIME_SLACK_MS after its listed time is passed over and its
+ *   time written.  If the list ends before room is made, it is read
+ *   again in the order now written, and what was passed over is taken:
+ *   the order is a preference, room is not.
+ *
+ *   When.  A fill is admitted only if cache_max and cache_min_free still
+ *   hold with its bytes reserved.  If not, a round of eviction runs down
+ *   to a low watermark: cache_max less a tenth of it (at least one
+ *   chunk), and cache_min_free plus one chunk.  ENOSPC from the store
+ *   forces a round that frees at least the bytes asked for, whatever the
+ *   limits.  A fill that still does not fit after a round that freed
+ *   nothing fails with ENOSPC.
+ *
+ * The predicates are pure: the caller gives the figures and the facts
+ * and holds whatever lock makes them true.  evict_policy_round() runs a
+ * round through the handlers the layer above registered (cache_init).
+ */
+#ifndef HSMFS_EVICT_POLICY_H
+#define HSMFS_EVICT_POLICY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ranges.h"
+
+struct meta;
+struct meta_victim;
+
+#define EVICT_ATIME_LAZY_MS 60000 /* a use reaches the database this late */
+#define EVICT_ATIME_SLACK_MS 1000 /* a use this much after its listed time:
+				   * passed over (out of order) */
+#define EVICT_BATCH 256           /* candidates read from the database at a time */
+
+/* When: the limits (cache_max, cache_min_free) and the fill granularity. */
+struct evict_limits {
+	uint64_t max;           /* bytes, 0: no limit */
+	uint64_t min_free;      /* bytes to keep free on the store's filesystem */
+	unsigned min_free_pct;  /* or a percentage of it (0: none) */
+	uint64_t chunk;         /* fill granularity */
+};
+
+/* The figures a decision is made on. */
+struct evict_figures {
+	uint64_t used;          /* allocated bytes of the cache */
+	uint64_t reserved;      /* admitted to fills, not yet allocated */
+	uint64_t fs_avail;      /* free bytes of the store's filesystem for us */
+	uint64_t fs_size;       /* its size */
+};
+
+/* Does the policy look at the store's free space (cache_min_free set)? */
+static inline bool evict_policy_watches_free(const struct evict_limits *l)
+{
+	return l->min_free || l->min_free_pct;
+}
+
+/* The bytes cache_min_free keeps free on a filesystem of fs_size. */
+uint64_t evict_policy_min_free(const struct evict_limits *l, uint64_t fs_size);
+
+/*
+ * Bytes to evict so that need more fit: 0 when they fit.  With slack,
+ * down to the low watermark (a round's goal); without, to the limits
+ * themselves (admission).  f->fs_avail and f->fs_size are read only
+ * when evict_policy_watches_free().
+ */
+uint64_t evict_policy_deficit(const struct evict_limits *l, const struct evict_figures *f,
+			      uint64_t need, bool slack);
+
+/* What: the facts about one file the eligibility rule reads. */
+struct evict_facts {
+	bool dirty;             /* local data, not cache */
+	bool pinned;
+	bool filling;           /* fill events in flight */
+	bool changing;          /* user changes in flight */
+	bool evicting;          /* an eviction of it runs */
+	bool passthrough;       /* the kernel reads its store file itself */
+	bool open;
+	bool tracked;           /* its reads are counted (tracked() in fstate.c) */
+	bool reading;           /* a counted read is between check and reply */
+};
+
+#define EVICT_WAIT_READS 1 /* eligible once its reads in flight are answered */
+
+/*
+ * May the file be evicted now?  0, -EBUSY, or EVICT_WAIT_READS: only
+ * its reads in flight keep it (their replies take microseconds; the
+ * caller may wait for them briefly and ask again, and takes
+ * EVICT_WAIT_READS after that wait as -EBUSY).  by_name: hsmfsctl
+ * evict, which refuses an open file; the evictor takes parts of one
+ * (evict_policy_open_spans).
+ */
+int evict_policy_eligible(const struct evict_facts *f, bool by_name);
+
+/*
+ * In what order: was a file whose listed time is listed_atime used
+ * since (its time now atime, ms), so that a round in order passes it
+ * over?
+ */
+static inline bool evict_policy_used_since(int64_t atime, int64_t listed_atime)
+{
+	return atime > listed_atime + EVICT_ATIME_SLACK_MS;
+}
+
+/*
+ * The ranges of an open file of size bytes that an eviction takes: all
+ * but the span [hot_lo, hot_hi) its last miss and readahead cover (0:
+ * an end not known).  Fills ret[0..*ret_n), at most 2.
+ */
+void evict_policy_open_spans(uint64_t hot_lo, uint64_t hot_hi, uint64_t size,
+			     struct range ret[2], unsigned *ret_n);
+
+/*
+ * What the layer above carries out for a round: cache_init() takes
+ * these, registered at start-up (main.c).
+ */
+struct evict_handlers {
+	/* Bring the database's list up to date (the write-behind). */
+	void (*sync)(void);
+	/*
+	 * Evict the file of v (evict_victim() in evict.h): 0 with
+	 * *ret_freed, -EAGAIN when in_order and it was used since its
+	 * listed time, -ENOSPC when its eviction cannot be recorded, or
+	 * another -errno when it is not evictable now.
+	 */
+	int (*evict)(const struct meta_victim *v, bool in_order, uint64_t *ret_freed);
+};
+
+/* One round, as cache.c's evictor asks for it. */
+struct evict_round {
+	const struct evict_handlers *on;
+	struct meta *meta;       /* the candidates' list */
+	uint64_t force;          /* bytes to free whatever the limits (ENOSPC) */
+	/*
+	 * Record got bytes freed (0: none yet) and return the bytes still
+	 * to evict for the round's goal (evict_policy_deficit with slack).
+	 */
+	uint64_t (*left)(void *arg, uint64_t got);
+	void *arg;
+};
+
+/*
+ * Evict least recently used files until the goal is met (r->left()
+ * returns 0 and r->force bytes are freed) or nothing more can go.
+ * Returns whether anything was freed.  No lock held.
+ */
+bool evict_policy_round(const struct evict_round *r);
+
+#endif
