@@ -12,6 +12,8 @@
 #include "log.h"
 #include "meta.h"
 
+#define FREE_FRESH_MS 10 /* a free-space figure this old is read again */
+
 /*
  * Rounds: C.round is odd while one runs.  The first round to start
  * after a request made at round r has ended when C.round reaches
@@ -36,6 +38,9 @@ static struct {
 	bool requested, stopping, running;
 	bool known;               /* used includes the database's sum */
 	int64_t early;            /* changes counted before that */
+	uint64_t free_avail, free_size; /* the store's free space, see free_space() */
+	int64_t free_at;          /* when read (monotonic ms) */
+	bool free_known;          /* read, and no known change since */
 	pthread_t thread;
 	uint64_t evicted_files, evicted_bytes, enospc;
 } C = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -59,16 +64,62 @@ static uint64_t fs_free(uint64_t *ret_size)
 }
 
 /*
+ * The store's free space as the policy sees it.  fstatvfs(2) can be a
+ * network round trip (NFS), and admission asks under the engine's lock
+ * once for each chunk a miss asks ahead: the figure is read again only
+ * when it is FREE_FRESH_MS old or after a known change of the store's
+ * allocation (cache_account(), a round starting, ENOSPC from the store:
+ * forget_free()), and a decision that bytes do not fit is made again on
+ * a figure just read (deficit()).  So a fill is admitted on an older
+ * figure only when it fits and no fill, eviction or ENOSPC of this
+ * daemon came since, for at most FREE_FRESH_MS.  Fills *ret with the
+ * figure; returns whether it was read now.  C.lock held.
+ */
+static bool free_space(struct evict_figures *ret, bool again)
+{
+	struct timespec now;
+	int64_t ms;
+	bool read = false;
+
+	mono_now(&now);
+	ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+	if (again || !C.free_known || ms - C.free_at >= FREE_FRESH_MS) {
+		C.free_avail = fs_free(&C.free_size);
+		C.free_at = ms;
+		C.free_known = true;
+		read = true;
+	}
+	ret->fs_avail = C.free_avail;
+	ret->fs_size = C.free_size;
+	return read;
+}
+
+/* The store's allocation changed: the next decision reads the figure.  C.lock held. */
+static void forget_free(void)
+{
+	C.free_known = false;
+}
+
+/*
  * Bytes to evict so that need more fit (evict_policy_deficit), aiming
  * at the low watermark when slack is set.  C.lock held.
  */
 static uint64_t deficit(uint64_t need, bool slack)
 {
 	struct evict_figures f = { .used = C.used, .reserved = C.reserved };
+	uint64_t d;
 
-	if (evict_policy_watches_free(&C.limits))
-		f.fs_avail = fs_free(&f.fs_size);
-	return evict_policy_deficit(&C.limits, &f, need, slack);
+	if (!evict_policy_watches_free(&C.limits))
+		return evict_policy_deficit(&C.limits, &f, need, slack);
+	if (free_space(&f, false))
+		return evict_policy_deficit(&C.limits, &f, need, slack);
+	d = evict_policy_deficit(&C.limits, &f, need, slack);
+	/* does not fit on an older figure: decide on the current one */
+	if (d) {
+		free_space(&f, true);
+		d = evict_policy_deficit(&C.limits, &f, need, slack);
+	}
+	return d;
 }
 
 int cache_admit(uint64_t need, const struct timespec *deadline)
@@ -141,6 +192,8 @@ void cache_unreserve(uint64_t n)
 void cache_account(int64_t delta)
 {
 	pthread_mutex_lock(&C.lock);
+	if (delta)
+		forget_free();
 	if (!C.known)
 		C.early += delta;
 	else if (delta < 0 && (uint64_t)-delta > C.used)
@@ -172,6 +225,7 @@ int cache_make_room(uint64_t need)
 		return -ENOSPC;
 	}
 	start = C.round;
+	forget_free(); /* the store said it is full */
 	if (need > C.force)
 		C.force = need;
 	C.requested = true;
@@ -239,6 +293,7 @@ static void *evictor_main(void *arg)
 		want = C.want;
 		force = C.force;
 		C.want = C.force = 0;
+		forget_free(); /* the round's goal from the figure as it is */
 		pthread_mutex_unlock(&C.lock);
 		r.force = force;
 		any = evict_policy_round(&r);

@@ -10,14 +10,14 @@
  * evictor thread as it starts, not on the way to a live mount) starts it.
  *
  * Limits.  cache_max bounds that size; cache_min_free keeps the store's
- * filesystem from filling (statvfs(2), checked at each admission, so
- * other writers to the filesystem are seen as they happen).  Admission:
- * before a fill may write, cache_admit() reserves its bytes; if they do
- * not fit, the evictor runs first, down to the policy's low watermark so
- * that it does not thrash; if nothing can be evicted the fill fails with
- * ENOSPC, never with an oversized cache.  A fill may overshoot its
- * reservation by at most the rounding of its hint to the chunk, so the
- * cache stays below the limit plus one chunk at every moment.
+ * filesystem from filling (statvfs(2), so other writers to the
+ * filesystem count too; see "Free space").  Admission: before a fill may
+ * write, cache_admit() reserves its bytes; if they do not fit, the
+ * evictor runs first, down to the policy's low watermark so that it does
+ * not thrash; if nothing can be evicted the fill fails with ENOSPC,
+ * never with an oversized cache.  A fill may overshoot its reservation
+ * by at most the rounding of its hint to the chunk, so the cache stays
+ * below the limit plus one chunk at every moment.
  *
  * Eviction.  What may go, in what order and when is the policy's
  * (evict-policy.h).  One thread, the evictor, runs its rounds; the
@@ -31,6 +31,11 @@
  * eviction writes to the database before it frees a byte; the database
  * keeps room for that in its own log (see meta.c), so a full filesystem
  * can still be evicted from.
+ *
+ * Free space.  The figure of the store's free space is read again when
+ * it is FREE_FRESH_MS old (cache.c) or after a known change of the
+ * store's allocation, and always before a decision that bytes do not
+ * fit: see free_space() in cache.c.
  *
  * Locking.  One mutex guards the counters; it is never held while
  * evicting, and it is taken after the events lock, never before it.
