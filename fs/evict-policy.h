@@ -16,13 +16,16 @@
  *   open files.
  *
  *   In what order.  Least recently used file first, by the time of its
- *   last open, close or fill.  The database holds that order (meta.c's
- *   Q_LRU: ORDER BY atime, ino); it is written lazily (a time at most
- *   EVICT_ATIME_LAZY_MS old), so a file used more than
- *   EVICT_ATIME_SLACK_MS after its listed time is passed over and its
- *   time written.  If the list ends before room is made, it is read
- *   again in the order now written, and what was passed over is taken:
- *   the order is a preference, room is not.
+ *   last open, close or fill.  The database lists the candidates in that
+ *   order (meta.c's Q_LRU: clean, unpinned rows with allocated bytes and
+ *   a known path, ORDER BY atime, ino, EVICT_BATCH at a time); the times
+ *   reach it lazily (its time of a file lags the last use by less than
+ *   EVICT_ATIME_LAZY_MS, touched() in fstate.c), so a file used more
+ *   than EVICT_ATIME_SLACK_MS after its listed time is passed over and
+ *   its time written.  If the list ends
+ *   before room is made, it is read again in the order now written, and
+ *   what was passed over is taken: the order is a preference, room is
+ *   not.
  *
  *   When.  A fill is admitted only if cache_max and cache_min_free still
  *   hold with its bytes reserved.  If not, a round of eviction runs down
@@ -47,7 +50,8 @@
 struct meta;
 struct meta_victim;
 
-#define EVICT_ATIME_LAZY_MS 60000 /* a use reaches the database this late */
+#define EVICT_ATIME_LAZY_MS 60000 /* the database's time of a file lags its
+				   * last use by less than this */
 #define EVICT_ATIME_SLACK_MS 1000 /* a use this much after its listed time:
 				   * passed over (out of order) */
 #define EVICT_BATCH 256           /* candidates read from the database at a time */
