@@ -71,6 +71,11 @@ event-latency (missing-page reads through the no-op hook, beside the raw
 SOCK_SEQPACKET ping-pong floor between two processes), mount (time to a
 live mount of an empty store and of one with many placeholders), and the
 daemon's RSS in each mode.
+A mode or lazy client named with the suffix @b (hsmfs@b, cold@b,
+hsmfs-http@b, ...) is the same with the daemon $HSMFS_B instead of
+$HSMFS: another build, e.g. the last release's or main's before a
+change, measured side by side in the same run, alternating with the
+first (its %change is against native too; compare the two rows).
 """
 import argparse
 import json
@@ -285,11 +290,23 @@ def hook_connected(mnt, name):
     return any(line.split()[:1] == [name] for line in out.splitlines()[1:])
 
 
+def daemon_of(mode):
+    """The hsmfs binary a mode runs: $HSMFS_B for a name ending in @b."""
+    if not mode.endswith("@b"):
+        return None
+    exe = os.environ.get("HSMFS_B")
+    if not exe or not os.access(exe, os.X_OK):
+        raise Skip("%s needs HSMFS_B, the other hsmfs binary" % mode)
+    return exe
+
+
 class Env:
     """The store, its mount, the hooks: set up once per mode."""
 
     def __init__(self, mode, size, opts=""):
         self.mode = mode
+        exe = daemon_of(mode)
+        mode = mode.split("@")[0]
         self.store = tmpdir("hsmfs-bench-store-")
         with open(os.path.join(self.store, "seq.bin"), "wb") as f:
             chunk = os.urandom(MiB)
@@ -300,7 +317,7 @@ class Env:
         if mode in ("hsmfs", "hsmfs+watch", "cold", "hsmfs-copy"):
             if mode == "hsmfs-copy":
                 opts = ",".join(o for o in (opts, "nopassthrough") if o)
-            self.mount = Mount(store=self.store, opts=opts).start()
+            self.mount = Mount(store=self.store, opts=opts, exe=exe).start()
         if mode in ("hsmfs+watch", "cold"):
             # a C hook, like the fanotify listener: allows every event at once
             watch = ["--watch"] if mode == "hsmfs+watch" else []
@@ -564,6 +581,8 @@ class Lazy:
 
     def __init__(self, kind, url, names, size, sizes=None):
         self.kind, self.url = kind, url
+        exe = daemon_of(kind)
+        kind = kind.split("@")[0]
         # seconds to wait before closing a file just read at random:
         # httpdirfs 1.2.5 exits when a file is closed while its
         # background download of it runs ("Cache_free: could not destroy
@@ -577,7 +596,7 @@ class Lazy:
             extra = kind.split("+")[1:]
             if os.environ.get("HSMFS_BENCH_OPTS"):
                 extra.insert(0, os.environ["HSMFS_BENCH_OPTS"])
-            self.mount = Mount(store=os.path.join(self.dir, "store"),
+            self.mount = Mount(store=os.path.join(self.dir, "store"), exe=exe,
                                opts="hook=%s,origin=%s,prefetch=8%s" % (
                                    os.environ["HSMFS_HTTP"], url,
                                    "".join("," + o for o in extra)))
@@ -1004,7 +1023,7 @@ def main():
                 e = envs[m]
                 for w in wls:
                     v = None
-                    if m == "cold":
+                    if m.split("@")[0] == "cold":
                         if w == "randread":
                             v, u = cold_randread(e, rcount, size, r)
                         else:
@@ -1051,11 +1070,13 @@ def main():
             lat["resident stat+read, unloaded"] = quiet
             lat["  with 100 reads blocked on a hook"] = loaded
         if "event-latency" in wls:
-            e = Env("cold", MiB, opts="chunk=4k") if "cold" in modes else None
-            if e:
-                lat["hsmfs event (no-op fill hook)"] = event_latency(e, 2000 if a.quick else 10000)
+            for cm in [m for m in modes if m.split("@")[0] == "cold"]:
+                tag = cm[4:]  # "" or "@b"
+                e = Env(cm, MiB, opts="chunk=4k")
+                lat["hsmfs%s event (no-op fill hook)" % tag] = \
+                    event_latency(e, 2000 if a.quick else 10000)
                 for k in (1, 2):
-                    rates["%d reader%s" % (k, "s" if k > 1 else "")] = \
+                    rates["%d reader%s%s" % (k, "s" if k > 1 else "", tag)] = \
                         event_rate(e, k, 2000 if a.quick else 10000)
                 e.close()
             try:

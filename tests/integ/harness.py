@@ -14,7 +14,6 @@ import errno
 import os
 import select
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -175,7 +174,8 @@ class Mount:
     """One hsmfs daemon serving STORE at MNT for the duration of a with."""
 
     def __init__(self, opts="", store=None, args=(), rlimit_nofile=None,
-                 expect_exit=0, env=None):
+                 expect_exit=0, env=None, exe=None):
+        self.exe = exe or HSMFS  # the daemon binary
         self.dir = tmpdir()
         self.store = store or os.path.join(self.dir, "store")
         self.mnt = os.path.join(self.dir, "mnt")
@@ -190,7 +190,7 @@ class Mount:
         self.log = os.path.join(self.dir, "hsmfs.log")
 
     def cmdline(self):
-        cmd = [HSMFS, "-f", "--ready-fd", str(self.ready_fd), self.store,
+        cmd = [self.exe, "-f", "--ready-fd", str(self.ready_fd), self.store,
                self.mnt]
         if self.opts:
             cmd += ["-o", self.opts]
