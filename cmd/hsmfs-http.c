@@ -978,10 +978,8 @@ int main(int argc, char **argv)
 	}
 	/*
 	 * Keep freed heap: with glibc's default trimming the fetcher's
-	 * receive buffers went back to the kernel between transfers and
-	 * were faulted in again by the next recv() (measured: 30 000 page
-	 * faults in a 512 MiB cold read, half the fetcher's CPU time; 1 100
-	 * with these).
+	 * receive buffers go back to the kernel between transfers and are
+	 * faulted in again by the next recv() (doc/benchmarks.md, http-cold).
 	 */
 	mallopt(M_TRIM_THRESHOLD, 64 << 20);
 	mallopt(M_MMAP_THRESHOLD, 4 << 20);

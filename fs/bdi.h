@@ -3,10 +3,9 @@
  *
  * A FUSE mount's page cache reads ahead through its backing device info
  * (bdi), 128 KiB by default, and a FUSE daemon can only lower that in
- * its INIT reply.  Cold sequential reads through the daemon are bound by
- * that window: the reader has at most one window in flight, so each
- * 128 KiB costs a round trip through the daemon (loopback origin, 512
- * MiB: 680 MB/s with 128 KiB, 927 MB/s with 4 MiB).  Root can raise it
+ * its INIT reply.  A cold sequential reader has at most one window in
+ * flight, so each window costs a round trip through the daemon
+ * (doc/benchmarks.md has what larger windows measured).  Root can raise it
  * in /sys/class/bdi/MAJ:MIN/read_ahead_kb, after the kernel has applied
  * the INIT reply; bdi_readahead_start() does that from a thread of its
  * own, which waits for INIT by a statfs(2) of the mount (the kernel

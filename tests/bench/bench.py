@@ -728,9 +728,8 @@ def settle_machine(origin_files, notes):
     as root, every cache is dropped and the origin's files read back in.
     Five runs of four clients leave tens of GiB in the page cache (the
     clients' caches, the stores); on a machine short of free memory the
-    next run pays the kernel's reclaim (measured: hsmfs-http's cold read
-    on loopback at 344 MB/s, spread 48 %, in a run with rclone and
-    httpdirfs beside it, against 774, spread 4 %, alone).  The origin's
+    next run pays the kernel's reclaim (doc/benchmarks.md says what it
+    cost a run).  The origin's
     own bytes stay cached, as every client's run found them."""
     os.sync()
     if not IS_ROOT:

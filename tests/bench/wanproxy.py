@@ -16,9 +16,8 @@ Timing.  Each direction of a connection has a receiving and a
 delivering thread; the delivering one sleeps until a chunk is due with
 clock_nanosleep (time.sleep), which wakes within tens of microseconds.
 An event loop's timers are rounded up to whole milliseconds by
-epoll_wait, which added 1-2 ms to every round trip of a 20 ms link
-(measured: a 200-byte echo took 21.3 ms median through the asyncio
-version of this proxy); here it takes the delay plus ~0.1 ms.
+epoll_wait, a millisecond or two on every round trip
+(doc/benchmarks.md); here a round trip takes the delay plus ~0.1 ms.
 
 What it does not model: loss, jitter, a TCP window smaller than the
 bandwidth-delay product (both ends here keep theirs), and the kernel's
