@@ -13,10 +13,10 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/xattr.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cache.h"
+#include "creds.h"
 #include "events.h"
 #include "inode.h"
 #include "log.h"
@@ -28,15 +28,12 @@
 #include "ready.h"
 #include "store.h"
 
-#define CALLER_GROUPS_MAX 256 /* supplementary groups a creation carries */
-
 #define OPS_RBUF_SIZE (1U << 20)   /* the kernel's largest read (max_pages 256) */
 #define OPS_SPLICE_MAX 8192        /* smaller replies: libfuse's own way */
 
 static struct ops_config cfg;
 static bool acls; /* the kernel enforces POSIX ACLs (op_init) */
 static bool killpriv; /* set-ID bits are ours to drop (op_init, privs.h) */
-static bool daemon_is_root;
 static struct fuse_session *session;
 
 bool ops_exiting(void)
@@ -189,7 +186,7 @@ void ops_invalidate_entry(struct inode *dir, const char *name)
 void ops_init(const struct ops_config *c)
 {
 	cfg = *c;
-	daemon_is_root = geteuid() == 0;
+	creds_init();
 }
 
 static struct inode *IN(fuse_ino_t ino)
@@ -739,56 +736,6 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 
 /* ------------------------------------------------------------- creation */
 
-/*
- * A daemon running as root serves several users (allow_other): what it
- * creates must belong to the caller, as on a local filesystem.  It is
- * created with the caller's identity, this thread's filesystem uid and
- * gid and supplementary groups switched to the caller's (raw syscalls:
- * per thread, where glibc's would change every thread), so the store's
- * own rules apply as they would to the caller: the set-user-ID and
- * set-group-ID bits it asked for, the group of a set-group-ID parent.
- * Creating as root and changing the owner afterwards would clear them.
- */
-struct caller_id {
-	bool switched;
-	int ngroups;                 /* the daemon's own, to restore */
-	gid_t groups[CALLER_GROUPS_MAX];
-};
-
-static int as_caller(fuse_req_t req, struct caller_id *c)
-{
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	gid_t groups[CALLER_GROUPS_MAX];
-	int n;
-
-	c->switched = false;
-	if (!daemon_is_root || (ctx->uid == 0 && ctx->gid == 0))
-		return 0;
-	c->ngroups = (int)syscall(SYS_getgroups, CALLER_GROUPS_MAX, c->groups);
-	if (c->ngroups < 0)
-		return -errno;
-	n = fuse_req_getgroups(req, CALLER_GROUPS_MAX, groups);
-	if (n < 0 || n > CALLER_GROUPS_MAX)
-		n = 0; /* not known (or too many): the primary group only */
-	if (syscall(SYS_setgroups, n, groups) < 0)
-		return -errno;
-	syscall(SYS_setfsgid, ctx->gid);
-	syscall(SYS_setfsuid, ctx->uid);
-	c->switched = true;
-	return 0;
-}
-
-static void as_daemon(struct caller_id *c)
-{
-	if (!c->switched)
-		return;
-	syscall(SYS_setfsuid, 0);
-	syscall(SYS_setfsgid, 0);
-	if (syscall(SYS_setgroups, c->ngroups, c->groups) < 0)
-		log_err("cannot restore the daemon's groups: %s", strerror(errno));
-	c->switched = false;
-}
-
 enum mk_kind { MK_NOD, MK_DIR, MK_SYMLINK };
 
 static int do_make(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -796,7 +743,7 @@ static int do_make(fuse_req_t req, fuse_ino_t parent, const char *name,
 		   struct fuse_entry_param *e)
 {
 	struct inode *p = IN(parent);
-	struct caller_id id;
+	struct creds id;
 	int pfd, res;
 
 	if (reserved(parent, name))
@@ -804,7 +751,7 @@ static int do_make(fuse_req_t req, fuse_ino_t parent, const char *name,
 	pfd = inode_fd_get(p);
 	if (pfd < 0)
 		return pfd;
-	res = as_caller(req, &id);
+	res = creds_as_caller(req, &id);
 	if (!res) {
 		struct names_user u;
 
@@ -816,7 +763,7 @@ static int do_make(fuse_req_t req, fuse_ino_t parent, const char *name,
 		}
 		res = res < 0 ? -errno : 0;
 		names_user_end(&u);
-		as_daemon(&id);
+		creds_as_daemon(&id);
 	}
 	inode_fd_put(p);
 	if (res)
@@ -1306,7 +1253,7 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     struct fuse_entry_param *e)
 {
 	struct inode *p = IN(parent), *in;
-	struct caller_id id;
+	struct creds id;
 	int pfd, fd = -1, res;
 
 	if (reserved(parent, name))
@@ -1314,7 +1261,7 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	pfd = inode_fd_get(p);
 	if (pfd < 0)
 		return pfd;
-	res = as_caller(req, &id);
+	res = creds_as_caller(req, &id);
 	if (!res) {
 		struct names_user u;
 
@@ -1323,7 +1270,7 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 					       (fi->flags & O_EXCL), mode);
 		res = fd < 0 ? -errno : 0;
 		names_user_end(&u);
-		as_daemon(&id);
+		creds_as_daemon(&id);
 	}
 	inode_fd_put(p);
 	if (!res)
