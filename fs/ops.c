@@ -25,11 +25,9 @@
 #include "passthrough.h"
 #include "prefetch.h"
 #include "privs.h"
+#include "readbuf.h"
 #include "ready.h"
 #include "store.h"
-
-#define OPS_RBUF_SIZE (1U << 20)   /* the kernel's largest read (max_pages 256) */
-#define OPS_SPLICE_MAX 8192        /* smaller replies: libfuse's own way */
 
 static struct ops_config cfg;
 static bool acls; /* the kernel enforces POSIX ACLs (op_init) */
@@ -1330,54 +1328,9 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		open_undo(req, IN(e.ino), fi);
 }
 
-/*
- * Reply buffers for reads, kept in a pool.  libfuse would splice a
- * reply from the store descriptor, but gives splicing up for good after
- * the first EAGAIN of a non-blocking splice from a file (which a page
- * being written back gives; strace: 24 splices, then 490 fallbacks for
- * 64 MiB), and cannot for the kernel's largest reads (its pipe would
- * have to grow past fs.pipe-max-size); its fallback mallocs a buffer
- * per reply, which glibc maps and unmaps each time: the page faults and
- * TLB shootdowns cost more than the copy (perf, cold sequential reads).
- * A pool, not a buffer per thread: replies also come from the engine's
- * threads (parked reads), which come and go with hook connections, and
- * a thread-specific destructor deadlocked ThreadSanitizer's own thread
- * exit (CI).  The pool holds at most as many buffers as replies ever ran
- * at once.
- */
-static pthread_mutex_t rbuf_lock = PTHREAD_MUTEX_INITIALIZER;
-static void *rbuf_free; /* a free buffer's first bytes link the next */
-
-static char *rbuf_take(void)
-{
-	void *b;
-
-	pthread_mutex_lock(&rbuf_lock);
-	b = rbuf_free;
-	if (b)
-		rbuf_free = *(void **)b;
-	pthread_mutex_unlock(&rbuf_lock);
-	if (!b && posix_memalign(&b, 4096, OPS_RBUF_SIZE))
-		b = NULL;
-	return b;
-}
-
-static void rbuf_put(char *b)
-{
-	pthread_mutex_lock(&rbuf_lock);
-	*(void **)b = rbuf_free;
-	rbuf_free = b;
-	pthread_mutex_unlock(&rbuf_lock);
-}
-
 void ops_shutdown(void)
 {
-	while (rbuf_free) {
-		void *b = rbuf_free;
-
-		rbuf_free = *(void **)b;
-		free(b);
-	}
+	readbuf_shutdown();
 }
 
 void ops_read_reply(struct fuse_req *req, struct inode *in, int fd, uint64_t off,
@@ -1406,14 +1359,14 @@ void ops_read_reply(struct fuse_req *req, struct inode *in, int fd, uint64_t off
 		fuse_reply_err(req, -res);
 		return;
 	}
-	if (len > OPS_SPLICE_MAX && len <= OPS_RBUF_SIZE && (b = rbuf_take())) {
+	if (len > READBUF_SPLICE_MAX && len <= READBUF_SIZE && (b = readbuf_take())) {
 		ssize_t n = pread(fd, b, len, (off_t)off);
 
 		if (n < 0)
 			fuse_reply_err(req, errno);
 		else
 			fuse_reply_buf(req, b, (size_t)n);
-		rbuf_put(b);
+		readbuf_put(b);
 	} else {
 		buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 		buf.buf[0].fd = fd;
