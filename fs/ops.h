@@ -1,13 +1,15 @@
 /*
  * ops.h - the FUSE low-level operations: a passthrough to the store.
  *
- * Every handler replies exactly once.  Each operation is split into a
- * do_* worker that returns 0 or -errno and never replies, and the
- * handler that turns that into the one fuse_reply_* call.  Every store
- * access is relative to a descriptor below the store root (no absolute
- * paths, O_NOFOLLOW / AT_SYMLINK_NOFOLLOW on the last component), so
- * nothing outside the store is ever reached, and STORE/.hsmfs is
- * neither listed nor reachable by name.
+ * Every request gets exactly one reply.  Each operation is split into
+ * do_* workers that return 0 or -errno and never reply, and the handler
+ * that turns their result into the one reply, or parks the request on
+ * the engine, whose continuation then makes it (ops-int.h says the rule
+ * and where each operation lives).  Every store access is relative to a
+ * descriptor below the store root (no absolute paths, O_NOFOLLOW /
+ * AT_SYMLINK_NOFOLLOW on the last component), so nothing outside the
+ * store is ever reached, and STORE/.hsmfs is neither listed nor
+ * reachable by name.
  *
  * State: one mount per process; ops_init() must be called once before
  * the session starts.
@@ -41,7 +43,8 @@ void ops_init(const struct ops_config *cfg);
 void ops_set_session(struct fuse_session *se);
 /*
  * Drop the kernel's page cache of in's [off, off + len) (len 0: to the
- * end).  Must not be called from a request of that inode; see events.h.
+ * end).  Must not be called from a read or write of that inode, whose
+ * pages the kernel holds until its reply; see events.h.
  */
 struct inode;
 void ops_invalidate(struct inode *in, uint64_t off, uint64_t len);
@@ -51,8 +54,9 @@ void ops_invalidate_entry(struct inode *dir, const char *name);
 bool ops_exiting(void);
 
 /*
- * Answer a read the event engine parked (events.h, cfg.reply): an error,
- * or [off, off + len) of the store descriptor fd.
+ * The one reply of a read: an error, or [off, off + len) of the store
+ * descriptor fd.  Also the engine's for the reads it parked (events.h,
+ * cfg.reply).
  */
 struct fuse_req;
 void ops_read_reply(struct fuse_req *req, struct inode *in, int fd, uint64_t off,

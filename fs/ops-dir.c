@@ -1,0 +1,262 @@
+/*
+ * ops-dir.c - directories: the wait for a lazy directory's listing
+ * before an operation on its names (dir_wait(), dir_again()), and open
+ * directories: opendir, readdir(plus), releasedir, fsyncdir.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "events.h"
+#include "inode.h"
+#include "ops-int.h"
+
+/* ------------------------------------------------------ lazy directories */
+
+/*
+ * Lazy directories (events_dir()): an operation on the names of a
+ * directory not listed yet parks until its listing is committed, then
+ * runs again from the start in the engine thread that ended the wait;
+ * its arguments are kept in its struct later meanwhile.
+ */
+int dir_wait(fuse_req_t req, fuse_ino_t dir, const struct later *args)
+{
+	struct inode *d = IN(dir);
+	struct later *l;
+	int res;
+
+	if (__builtin_expect(events_dir_known(d), 1))
+		return 0;
+	l = later_new(args, 0);
+	if (!l)
+		return -ENOMEM;
+	l->req = req;
+	/* a lookup may ask the hook for its one name (PRE_LOOKUP) */
+	res = args->step == LATER_LOOKUP ? events_dir_lookup(d, l->name, req, later_resume, l) :
+					   events_dir(d, req, later_resume, l);
+	if (res != EVENTS_PARKED)
+		later_free(l);
+	return res;
+}
+
+/*
+ * The directory is listed (res 0): the operation runs again from its
+ * handler, which replies or parks anew (with a struct later of its
+ * own).  A failed listing fails the operation.
+ */
+int dir_again(struct later *l, int res)
+{
+	if (res) {
+		reply_err(l->req, res);
+		return 0;
+	}
+	switch (l->step) {
+	case LATER_LOOKUP: op_lookup(l->req, l->parent, l->name); break;
+	case LATER_MKNOD: op_mknod(l->req, l->parent, l->name, l->mode, l->rdev); break;
+	case LATER_MKDIR: op_mkdir(l->req, l->parent, l->name, l->mode); break;
+	case LATER_SYMLINK: op_symlink(l->req, l->name2, l->parent, l->name); break;
+	case LATER_LINK: op_link(l->req, l->ino, l->newparent, l->name); break;
+	case LATER_UNLINK: op_unlink(l->req, l->parent, l->name); break;
+	case LATER_RMDIR: op_rmdir(l->req, l->parent, l->name); break;
+	case LATER_RENAME:
+		op_rename(l->req, l->parent, l->name, l->newparent, l->name2, l->flags);
+		break;
+	case LATER_CREATE: op_create(l->req, l->parent, l->name, l->mode, &l->fi); break;
+	case LATER_OPENDIR: op_opendir(l->req, l->ino, &l->fi); break;
+	default: abort(); /* not an operation on names: our bug */
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------ open directories */
+
+struct dir_handle {
+	DIR *dp;              /* owns the directory descriptor */
+	off_t offset;         /* offset of entry, or of the next readdir() */
+	struct dirent *entry; /* read but not yet returned, or NULL */
+	bool is_root;         /* hide STORE_STATE_DIR */
+};
+
+static int do_opendir(fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct inode *in = IN(ino);
+	struct dir_handle *d;
+	char path[32];
+	int fd, dfd;
+
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	fd = inode_fd_get(in);
+	if (fd < 0) {
+		free(d);
+		return fd;
+	}
+	inode_proc_path(fd, path);
+	dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	inode_fd_put(in);
+	if (dfd < 0 || !(d->dp = fdopendir(dfd))) {
+		int res = -errno;
+
+		if (dfd >= 0)
+			close(dfd);
+		free(d);
+		return res;
+	}
+	d->is_root = in == inode_root();
+	fi->fh = (uintptr_t)d;
+	inode_open_inc(in);
+	return 0;
+}
+
+static void reply_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int res)
+{
+	if (res) {
+		fuse_reply_err(req, -res);
+	} else if (fuse_reply_open(req, fi) == -ENOENT) {
+		/* the opener was interrupted: the kernel never releases it */
+		closedir(((struct dir_handle *)(uintptr_t)fi->fh)->dp);
+		free((void *)(uintptr_t)fi->fh);
+		inode_open_dec(IN(ino));
+	}
+}
+
+void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	int res = dir_wait(req, ino, &(struct later){ .step = LATER_OPENDIR, .ino = ino,
+						       .fi = *fi });
+
+	if (res == EVENTS_PARKED)
+		return;
+	if (!res)
+		res = do_opendir(ino, fi);
+	reply_opendir(req, ino, fi, res);
+}
+
+/*
+ * Fill buf (size bytes) with the entries of the open directory fi from
+ * offset on (with their lookups: plus).  The bytes filled, or -errno
+ * when the directory could not be read and nothing was filled.
+ */
+static ssize_t do_readdir(fuse_req_t req, fuse_ino_t ino, char *buf, size_t size, off_t offset,
+			  struct fuse_file_info *fi, bool plus)
+{
+	struct dir_handle *d = (struct dir_handle *)(uintptr_t)fi->fh;
+	char *p;
+	size_t rem = size;
+	int err = 0;
+
+	if (offset != d->offset) {
+		seekdir(d->dp, offset);
+		d->entry = NULL;
+		d->offset = offset;
+	}
+	for (p = buf;;) {
+		struct fuse_entry_param e;
+		const char *name;
+		size_t n;
+		off_t next;
+
+		if (!d->entry) {
+			errno = 0;
+			d->entry = readdir(d->dp);
+			if (!d->entry) {
+				err = errno;
+				break;
+			}
+		}
+		name = d->entry->d_name;
+		next = d->entry->d_off;
+		if (d->is_root && !strcmp(name, STORE_STATE_DIR)) {
+			d->entry = NULL;
+			d->offset = next;
+			continue;
+		}
+		if (plus) {
+			bool dot = !strcmp(name, ".") || !strcmp(name, "..");
+
+			memset(&e, 0, sizeof(e));
+			if (dot) {
+				e.attr.st_ino = d->entry->d_ino;
+				e.attr.st_mode = d->entry->d_type << 12;
+			} else if (do_lookup(ino, name, &e)) {
+				/* vanished meanwhile: skip it */
+				d->entry = NULL;
+				d->offset = next;
+				continue;
+			}
+			n = fuse_add_direntry_plus(req, p, rem, name, &e, next);
+			if (n > rem) {
+				if (e.ino)
+					inode_forget(IN(e.ino), 1);
+				break;
+			}
+		} else {
+			struct stat st = { 0 };
+
+			st.st_ino = d->entry->d_ino;
+			st.st_mode = d->entry->d_type << 12;
+			n = fuse_add_direntry(req, p, rem, name, &st, next);
+			if (n > rem)
+				break;
+		}
+		p += n;
+		rem -= n;
+		d->entry = NULL;
+		d->offset = next;
+	}
+	if (err && rem == size)
+		return -err;
+	return (ssize_t)(size - rem);
+}
+
+static void reply_dir_buf(fuse_req_t req, ssize_t res, const char *buf)
+{
+	if (res < 0)
+		fuse_reply_err(req, (int)-res);
+	else
+		fuse_reply_buf(req, buf, (size_t)res);
+}
+
+static void readdir_any(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			struct fuse_file_info *fi, bool plus)
+{
+	char *buf = malloc(size);
+
+	reply_dir_buf(req, buf ? do_readdir(req, ino, buf, size, off, fi, plus) : -ENOMEM, buf);
+	free(buf);
+}
+
+void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	readdir_any(req, ino, size, off, fi, false);
+}
+
+void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	readdir_any(req, ino, size, off, fi, true);
+}
+
+void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct dir_handle *d = (struct dir_handle *)(uintptr_t)fi->fh;
+
+	closedir(d->dp);
+	free(d);
+	inode_open_dec(IN(ino));
+	reply_err(req, 0);
+}
+
+void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	struct dir_handle *d = (struct dir_handle *)(uintptr_t)fi->fh;
+	int fd = dirfd(d->dp);
+	int res = datasync ? fdatasync(fd) : fsync(fd);
+
+	reply_err(req, res < 0 ? -errno : 0);
+}

@@ -1,0 +1,793 @@
+/*
+ * ops-file.c - open files: open and create (whose mode is decided with
+ * the hooks' subscriptions, passthrough.h), read, write, flush,
+ * release, fsync, fallocate, copy_file_range, lseek.  A read of bytes
+ * missing parks on the engine, which answers it (ops_read_reply()); a
+ * request a hook must allow first parks with a struct later whose step
+ * makes it (ops-int.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <linux/falloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "creds.h"
+#include "events.h"
+#include "inode.h"
+#include "names.h"
+#include "ops-int.h"
+#include "passthrough.h"
+#include "prefetch.h"
+#include "privs.h"
+#include "readbuf.h"
+
+static int open_flags(int flags)
+{
+	/*
+	 * O_DIRECT is the kernel's business on the mount side; the store is
+	 * read into our own unaligned buffers.
+	 */
+	flags &= ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW | O_DIRECT);
+	if (ops_cfg.writeback) {
+		/* the kernel may read pages of a file opened write-only */
+		if ((flags & O_ACCMODE) == O_WRONLY)
+			flags = (flags & ~O_ACCMODE) | O_RDWR;
+	}
+	/*
+	 * The kernel positions appends itself and sends every write with
+	 * its offset (pwritev2 RWF_NOAPPEND, a shared mapping's write-back
+	 * included): the store descriptor must write where it says.
+	 */
+	flags &= ~O_APPEND;
+	return flags | O_CLOEXEC;
+}
+
+/*
+ * A file a hook watches the reads of (ACCESS_PERM) is opened past the
+ * page cache, so that every read(2) reaches the daemon and is asked
+ * about; such an open does not start passthrough (passthrough.c).  If
+ * the inode passes through already, the open must too: its reads still
+ * come here, and its mappings, which go to the backing file, are asked
+ * about once at open (open_steps).
+ */
+static void access_watch(struct inode *in, struct fuse_file_info *fi)
+{
+	if (__builtin_expect(events_access_watched(), 0) && events_access_target(in)) {
+		fi->direct_io = 1;
+		fi->keep_cache = 0;
+	}
+}
+
+/*
+ * cold_reads=direct: a read-only open of a file with bytes missing is
+ * served past the mount's page cache.  Its bytes are in the store's
+ * page cache already (a fill writes them there, a read of them reads
+ * them from there); through the mount's cache each would be copied into
+ * a second page, in memory twice.  Without that copy a cold read of a
+ * fast origin runs faster (loopback nginx, 1 GiB: 890 against 730 MB/s,
+ * README), and the memory it leaves behind is half.  The price: no
+ * kernel readahead on that open, so each read(2) is a round trip to the
+ * daemon (4 KiB reads: 134 against 570 MB/s); the daemon's own readahead
+ * still fetches ahead.  An open once the file is whole passes through or
+ * is cached as any other.  The kernel keeps the two views coherent: with
+ * DIRECT_IO_ALLOW_MMAP (op_init) it writes back the range's dirty pages
+ * before a direct read, and such an open may still be mapped.
+ */
+static void cold_direct(struct inode *in, struct fuse_file_info *fi)
+{
+	if (ops_cfg.cold_direct && (fi->flags & O_ACCMODE) == O_RDONLY &&
+	    (inode_flags(in) & INODE_NONRESIDENT))
+		fi->direct_io = 1;
+}
+
+/*
+ * Open the store file of ino and fix the open's mode on the
+ * subscriptions of generation gen (pt_gen(), read before the caller
+ * tested any mask).  0, -errno, or PT_AGAIN: the subscriptions changed
+ * since gen, or an open for writing must join passthrough and
+ * !modify_asked (passthrough.h); nothing is left open, decide again.
+ */
+static int do_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, uint64_t gen,
+		   bool modify_asked)
+{
+	struct inode *in = IN(ino);
+	struct fuse_file_info fi0 = *fi;
+	char path[32];
+	int fd, res;
+
+	fd = inode_fd_get(in);
+	if (fd < 0)
+		return fd;
+	inode_proc_path(fd, path);
+	res = open(path, open_flags(fi->flags));
+	inode_fd_put(in);
+	if (res < 0)
+		return -errno;
+	fi->fh = res;
+	fi->keep_cache = 1;
+	/*
+	 * A read-only descriptor has nothing for op_flush to report: its
+	 * close(2) sends no FLUSH (the kernel's own locks need none; under
+	 * writeback_cache the kernel sends it anyway, for its dirty pages)
+	 */
+	if ((fi->flags & O_ACCMODE) == O_RDONLY)
+		fi->noflush = 1;
+	if (!inode_is_dir(in))
+		access_watch(in, fi);
+	if (!inode_is_dir(in)) {
+		int err = events_load(in);
+
+		if (err) {
+			close(res);
+			*fi = fi0;
+			return err;
+		}
+		cold_direct(in, fi); /* the state loaded says what is missing */
+	}
+	inode_open_inc(in);
+	if (inode_flags(in) & INODE_STATEFUL)
+		events_opened(in);
+	/* the mode, fixed for this open, atomically with the subscriptions */
+	if (!inode_is_dir(in) && pt_opened(req, in, fi, gen, modify_asked) == PT_AGAIN) {
+		close(res);
+		inode_open_dec(in);
+		if (inode_flags(in) & INODE_STATEFUL)
+			events_released(in);
+		*fi = fi0;
+		return PT_AGAIN;
+	}
+	return 0;
+}
+
+/* Undo an open the kernel will never release: its reply failed (the opener
+ * was interrupted), or a step after the store open denied it. */
+static void open_undo(fuse_req_t req, struct inode *in, struct fuse_file_info *fi)
+{
+	pt_released(req, in, fi);
+	close(fi->fh);
+	inode_open_dec(in);
+	if (inode_flags(in) & INODE_STATEFUL)
+		events_released(in);
+}
+
+/* The one reply of an open (handler or open_step()): res, or fi. */
+static void reply_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int res)
+{
+	struct inode *in = IN(ino);
+	/*
+	 * A reader walking a directory: its next files may be fetched
+	 * ahead.  The prefetcher hears of it after the reply: waking its
+	 * thread before it cost the open 25 us, and 100-200 us when the
+	 * thread then listed the directory on the open's CPU.  The
+	 * reference keeps in for the hint once the file may be closed.
+	 */
+	bool hint = !res && prefetch_enabled() && !inode_is_dir(in) &&
+		    (inode_flags(in) & (INODE_NONRESIDENT | INODE_PREFETCHED));
+
+	if (hint)
+		inode_ref(in);
+	if (res)
+		fuse_reply_err(req, -res);
+	else if (fuse_reply_open(req, fi) == -ENOENT)
+		open_undo(req, in, fi);
+	if (hint)
+		prefetch_opened(in);
+}
+
+/*
+ * The steps of an open from l->step on, each of which may park on
+ * hooks (its continuation, open_step(), goes on with the next):
+ *   LATER_OPEN_PERM    OPEN_PERM;
+ *   LATER_OPEN_MODIFY  for an open for writing of a file open in
+ *                      passthrough mode while a PRE_MODIFY watcher is
+ *                      subscribed, one PRE_MODIFY of the whole file: the
+ *                      kernel passes every open of such a file through,
+ *                      so the watcher cannot see its writes one by one
+ *                      and is asked at open;
+ *   LATER_OPEN_STORE   the store file is opened (l->opened) and the mode
+ *                      fixed, on the subscriptions of generation l->gen,
+ *                      read before the first step tested any: if they
+ *                      changed meanwhile, or the file started passthrough
+ *                      since LATER_OPEN_MODIFY looked, nothing stays open
+ *                      and the steps start over (what was allowed stays
+ *                      allowed: l->open_asked, l->modify_asked);
+ *   LATER_OPEN_ACCESS  an open that passes through while an ACCESS_PERM
+ *                      watcher watches the file: one ACCESS_PERM of the
+ *                      whole file, for the same reason (its deny undoes
+ *                      the open);
+ *   LATER_OPEN_REPLY   done.
+ * l->step is set to the next step before each ask, which the engine may
+ * decide on another thread before the ask returns.  Returns 0 (done),
+ * -errno, or EVENTS_PARKED (l is the engine's).
+ */
+static int open_steps(struct later *l)
+{
+	struct inode *in = IN(l->ino);
+	int res;
+
+again:
+	if (l->step == LATER_OPEN_PERM) {
+		l->step = LATER_OPEN_MODIFY;
+		if (!l->open_asked && events_open_watched()) {
+			l->open_asked = true;
+			res = events_open_perm(in, l->fi.flags, l->req, later_resume, l);
+			if (res)
+				return res;
+		}
+	}
+	if (l->step == LATER_OPEN_MODIFY) {
+		l->step = LATER_OPEN_STORE;
+		if (!l->modify_asked && (l->fi.flags & O_ACCMODE) != O_RDONLY &&
+		    events_modify_watched() && pt_active(in)) {
+			l->modify_asked = true;
+			res = events_modify(in, 0, UINT64_MAX, l->req, later_resume, l);
+			if (res)
+				return res;
+		}
+	}
+	if (l->step == LATER_OPEN_STORE) {
+		res = do_open(l->req, l->ino, &l->fi, l->gen, l->modify_asked);
+		if (res == PT_AGAIN) {
+			uint64_t gen = pt_gen();
+
+			/* other hooks: what was asked is asked of them again */
+			if (gen != l->gen)
+				l->open_asked = l->modify_asked = false;
+			l->gen = gen;
+			l->step = LATER_OPEN_PERM;
+			goto again;
+		}
+		if (res)
+			return res;
+		l->opened = true;
+		l->step = LATER_OPEN_ACCESS;
+	}
+	if (l->step == LATER_OPEN_ACCESS) {
+		l->step = LATER_OPEN_REPLY;
+		if (l->fi.backing_id && events_access_watched() && events_access_target(in)) {
+			res = events_access_perm(in, 0, UINT64_MAX, l->req, later_resume, l);
+			if (res)
+				return res;
+		}
+	}
+	return 0;
+}
+
+int open_step(struct later *l, int res)
+{
+	/* a step whose ask was denied goes no further */
+	if (!res)
+		res = open_steps(l);
+	if (res == EVENTS_PARKED)
+		return res;
+	if (res && l->opened)
+		open_undo(l->req, IN(l->ino), &l->fi);
+	reply_open(l->req, l->ino, &l->fi, res);
+	return 0;
+}
+
+void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	uint64_t gen = pt_gen(); /* before any mask is tested */
+	/* asked before the store file is opened: a denied open does nothing */
+	bool ask = __builtin_expect(events_open_watched() || events_access_watched() ||
+					    ((fi->flags & O_ACCMODE) != O_RDONLY &&
+					     events_modify_watched()),
+				    0) &&
+		   !inode_is_dir(IN(ino));
+	struct later *l;
+
+	if (!ask) {
+		int res = do_open(req, ino, fi, gen, false);
+
+		if (res != PT_AGAIN) {
+			reply_open(req, ino, fi, res);
+			return;
+		}
+		/* a hook joined meanwhile: the open is asked what it asks */
+		gen = pt_gen();
+	}
+	l = later_new(&(struct later){ .step = LATER_OPEN_PERM, .req = req, .ino = ino,
+				       .fi = *fi, .gen = gen },
+		      0);
+	if (!l) {
+		reply_open(req, ino, fi, -ENOMEM);
+		return;
+	}
+	later_resume(l, 0); /* its steps run here until one parks */
+}
+
+static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode, struct fuse_file_info *fi,
+		     struct fuse_entry_param *e)
+{
+	struct inode *p = IN(parent), *in;
+	struct creds id;
+	int pfd, fd = -1, res;
+
+	if (reserved(parent, name))
+		return -EPERM;
+	pfd = inode_fd_get(p);
+	if (pfd < 0)
+		return pfd;
+	res = creds_as_caller(req, &id);
+	if (!res) {
+		struct names_user u;
+
+		names_user_begin(&u, inode_ino(p), name, 0, NULL);
+		fd = openat(pfd, name, open_flags(fi->flags) | O_CREAT | O_NOFOLLOW |
+					       (fi->flags & O_EXCL), mode);
+		res = fd < 0 ? -errno : 0;
+		names_user_end(&u);
+		creds_as_daemon(&id);
+	}
+	inode_fd_put(p);
+	if (!res)
+		res = do_lookup(parent, name, e);
+	if (res) {
+		if (fd >= 0)
+			close(fd);
+		return res;
+	}
+	in = IN(e->ino);
+	fi->fh = fd;
+	inode_open_inc(in);
+	/*
+	 * An O_CREAT open of a name that exists may meet a file in
+	 * passthrough mode: the mode is decided as do_open() decides it; a
+	 * write that must join passthrough under a PRE_MODIFY watcher is
+	 * asked the whole file here, holding this worker (rare: the kernel
+	 * sends CREATE only for a name it does not know).
+	 */
+	for (bool modify_asked = false;;) {
+		uint64_t gen = pt_gen();
+		int ask;
+
+		fi->keep_cache = 1;
+		fi->direct_io = 0;
+		access_watch(in, fi);
+		if (pt_opened(req, in, fi, gen, modify_asked) != PT_AGAIN)
+			break;
+		if (gen != pt_gen() || modify_asked)
+			continue;
+		ask = events_pre_modify(in, 0, UINT64_MAX, req);
+		if (ask) {
+			close(fd);
+			inode_open_dec(in);
+			inode_forget(in, 1);
+			return ask;
+		}
+		modify_asked = true;
+	}
+	return 0;
+}
+
+static void reply_create(fuse_req_t req, int res, const struct fuse_entry_param *e,
+			 struct fuse_file_info *fi)
+{
+	if (res)
+		fuse_reply_err(req, -res);
+	else if (fuse_reply_create(req, e, fi) == -ENOENT)
+		open_undo(req, IN(e->ino), fi);
+}
+
+void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+	       struct fuse_file_info *fi)
+{
+	struct fuse_entry_param e;
+	int res = dir_wait(req, parent, &(struct later){ .step = LATER_CREATE, .parent = parent,
+							  .name = name, .mode = mode, .fi = *fi });
+
+	if (res == EVENTS_PARKED)
+		return;
+	if (!res)
+		res = do_create(req, parent, name, mode, fi, &e);
+	reply_create(req, res, &e, fi);
+}
+
+/* ----------------------------------------------------------------- read */
+
+/* see ops.h */
+void ops_read_reply(struct fuse_req *req, struct inode *in, int fd, uint64_t off,
+		    uint64_t len, int res)
+{
+	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(len);
+	struct inval *iv = NULL;
+	char *b;
+
+	/*
+	 * A read of a file whose reads a hook watches may be the kernel's
+	 * filling of its page cache (a splice, a sendfile, a fault, a read
+	 * through an open made before the hook: the kernel's splice of a
+	 * direct I/O open reads through the page cache too).  What it
+	 * caches would be served to the next reader unasked: the range is
+	 * dropped once the reply is sent (hsmfs-hooks(7) says what the
+	 * kernel still serves between the two).
+	 */
+	if (!res && __builtin_expect(events_access_watched(), 0) && events_access_target(in)) {
+		/* started once, before the session serves a request */
+		iv = inval_started() ? inval_new(inode_nodeid(in), off, len) : NULL;
+		if (!iv)
+			res = -ENOMEM; /* fail closed: no page stays cached unasked */
+	}
+	if (res) {
+		fuse_reply_err(req, -res);
+		return;
+	}
+	if (len > READBUF_SPLICE_MAX && len <= READBUF_SIZE && (b = readbuf_take())) {
+		ssize_t n = pread(fd, b, len, (off_t)off);
+
+		if (n < 0)
+			fuse_reply_err(req, errno);
+		else
+			fuse_reply_buf(req, b, (size_t)n);
+		readbuf_put(b);
+	} else {
+		buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+		buf.buf[0].fd = fd;
+		buf.buf[0].pos = off;
+		fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+	}
+	if (iv)
+		inval_post(iv);
+}
+
+/*
+ * A read whose ACCESS_PERM was allowed (res 0) or not: the bytes are
+ * read now, or once they are present (events_read() parks the request
+ * and the engine answers it through ops_read_reply()).
+ */
+static void read_run(fuse_req_t req, struct inode *in, int fd, size_t size, off_t off, int res)
+{
+	bool held = false;
+
+	if (!res && __builtin_expect(inode_flags(in) & (INODE_NONRESIDENT | INODE_TRACKED), 0)) {
+		/* waiting for a hook parks the request, not this thread */
+		res = events_read(in, off, size, req, fd, &held);
+		if (res == EVENTS_PARKED)
+			return;
+	}
+	ops_read_reply(req, in, fd, off, size, res);
+	if (held)
+		events_read_done(in);
+}
+
+int read_step(struct later *l, int res)
+{
+	read_run(l->req, IN(l->ino), (int)l->fi.fh, l->len, l->off, res);
+	return 0;
+}
+
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct later *l;
+	int res;
+
+	if (!__builtin_expect(events_access_watched(), 0)) {
+		read_run(req, IN(ino), (int)fi->fh, size, off, 0);
+		return;
+	}
+	l = later_new(&(struct later){ .step = LATER_READ, .req = req, .ino = ino, .fi = *fi,
+				       .off = off, .len = size },
+		      0);
+	if (!l) {
+		read_run(req, IN(ino), (int)fi->fh, size, off, -ENOMEM);
+		return;
+	}
+	res = events_access_perm(IN(ino), (uint64_t)off, (uint64_t)off + size, req, later_resume, l);
+	if (res != EVENTS_PARKED)
+		later_resume(l, res);
+}
+
+/* ---------------------------------------------------------------- write */
+
+/* Write in_buf at off of the store descriptor fd: the bytes written, or -errno. */
+static ssize_t do_write(fuse_req_t req, struct inode *in, struct fuse_bufvec *in_buf, off_t off,
+			int fd)
+{
+	size_t size = fuse_buf_size(in_buf);
+	struct fuse_bufvec out = FUSE_BUFVEC_INIT(size);
+	uint32_t flags = inode_flags(in);
+	struct events_change ch;
+	ssize_t res;
+
+	/* a short splice into the store goes on: a write is all or an error */
+	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
+	out.buf[0].fd = fd;
+	out.buf[0].pos = off;
+	if (ops_killpriv)
+		privs_kill(fuse_req_ctx(req), fd, false);
+	/* the user's bytes win: no fill is committed over them */
+	if (__builtin_expect(flags & INODE_STATEFUL, 0))
+		events_change_begin(in, &ch, off, off + size);
+	res = fuse_buf_copy(&out, in_buf, 0);
+	if (res == -ENOSPC && !cache_make_room(size)) {
+		/* nothing was written: evicting made room, once more */
+		res = fuse_buf_copy(&out, in_buf, 0);
+	}
+	if (__builtin_expect(flags & INODE_STATEFUL, 0))
+		events_wrote(in, &ch, off, res > 0 ? res : 0);
+	return res;
+}
+
+/* The reply of a write or a copy: bytes written, or -errno. */
+static void reply_write(fuse_req_t req, ssize_t res)
+{
+	if (res < 0)
+		fuse_reply_err(req, (int)-res);
+	else
+		fuse_reply_write(req, (size_t)res);
+}
+
+int write_step(struct later *l, int res)
+{
+	struct fuse_bufvec b = FUSE_BUFVEC_INIT(l->len);
+
+	b.buf[0].mem = l->data;
+	reply_write(l->req, res ? res : do_write(l->req, IN(l->ino), &b, l->off, (int)l->fi.fh));
+	return 0;
+}
+
+void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf, off_t off,
+		  struct fuse_file_info *fi)
+{
+	struct inode *in = IN(ino);
+	struct fuse_bufvec b;
+	struct later *l;
+	size_t size;
+	ssize_t res;
+
+	if (!__builtin_expect(events_modify_watched(), 0) || (inode_flags(in) & INODE_QUIET)) {
+		reply_write(req, do_write(req, in, in_buf, off, (int)fi->fh));
+		return;
+	}
+	/* the bytes are kept while a hook decides: the request parks */
+	size = fuse_buf_size(in_buf);
+	l = later_new(&(struct later){ .step = LATER_WRITE, .req = req, .ino = ino, .fi = *fi,
+				       .off = off, .len = size },
+		      size);
+	if (!l) {
+		reply_write(req, -ENOMEM);
+		return;
+	}
+	b = (struct fuse_bufvec)FUSE_BUFVEC_INIT(size);
+	b.buf[0].mem = l->data;
+	res = fuse_buf_copy(&b, in_buf, 0);
+	if (res >= 0 && (size_t)res != size)
+		res = -EIO;
+	if (res >= 0)
+		res = events_modify(in, off, off + size, req, later_resume, l);
+	if (res != EVENTS_PARKED)
+		later_resume(l, (int)res);
+}
+
+/* ---------------------------------------------------------- the others */
+
+static int do_flush(struct fuse_file_info *fi)
+{
+	/* report errors of the store's close (NFS, quotas) at close(2) */
+	int fd = dup(fi->fh);
+
+	if (fd < 0)
+		return -errno;
+	return close(fd) < 0 ? -errno : 0;
+}
+
+void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	reply_err(req, do_flush(fi));
+}
+
+void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	pt_released(req, IN(ino), fi);
+	close(fi->fh);
+	inode_open_dec(IN(ino));
+	if (inode_flags(IN(ino)) & INODE_STATEFUL)
+		events_released(IN(ino));
+	reply_err(req, 0);
+}
+
+void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	int res = datasync ? fdatasync(fi->fh) : fsync(fi->fh);
+
+	res = res < 0 ? -errno : 0;
+	/* the file's state is as durable as its bytes (events.h) */
+	if (!res && (inode_flags(IN(ino)) & INODE_STATEFUL))
+		res = events_fsync(IN(ino));
+	reply_err(req, res);
+}
+
+/* fallocate(2) of the store descriptor fd, and its bookkeeping: 0 or -errno. */
+static int do_fallocate(struct inode *in, int fd, int mode, off_t off, off_t len)
+{
+	struct events_change ch = { 0 };
+	struct stat st, before;
+	int res = 0;
+
+	if (inode_flags(in) & INODE_STATEFUL)
+		events_change_begin(in, &ch, off, off + len);
+	if (ch.fs && fstat(fd, &before) < 0)
+		before.st_size = 0;
+	if (fallocate(fd, mode, off, len) < 0)
+		res = -errno;
+	if (res || !ch.fs || fstat(fd, &st) < 0)
+		st.st_size = before.st_size = 0; /* nothing to record (or known) */
+	if (!res && ch.fs && (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) &&
+	    off < st.st_size) {
+		/* the range is zeros now: the user's */
+		events_wrote(in, &ch, off,
+			     (off + len > st.st_size ? st.st_size : off + len) - off);
+	} else if (!res && ch.fs && st.st_size > before.st_size) {
+		/*
+		 * Plain allocation changes no byte: what was missing is still
+		 * the origin's, to be fetched.  Only what it added past the
+		 * end is the user's (zeros).
+		 */
+		events_wrote(in, &ch, before.st_size, st.st_size - before.st_size);
+	} else {
+		events_change_end(in, &ch);
+	}
+	return res;
+}
+
+int fallocate_step(struct later *l, int res)
+{
+	if (!res)
+		res = do_fallocate(IN(l->ino), (int)l->fi.fh, l->falloc_mode, l->off, (off_t)l->len);
+	reply_err(l->req, res);
+	return 0;
+}
+
+void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+		  struct fuse_file_info *fi)
+{
+	struct inode *in = IN(ino);
+	struct later *l;
+	int res;
+
+	if (!events_modify_watched()) {
+		reply_err(req, do_fallocate(in, (int)fi->fh, mode, off, len));
+		return;
+	}
+	l = later_new(&(struct later){ .step = LATER_FALLOCATE, .req = req, .ino = ino, .fi = *fi,
+				       .falloc_mode = mode, .off = off, .len = (size_t)len },
+		      0);
+	if (!l) {
+		reply_err(req, -ENOMEM);
+		return;
+	}
+	res = events_modify(in, off, off + len, req, later_resume, l);
+	if (res != EVENTS_PARKED)
+		later_resume(l, res);
+}
+
+/* ------------------------------------------------------ copy_file_range */
+
+/*
+ * Copy len bytes from the store descriptor fd_in to fd_out, and the
+ * destination's bookkeeping; ends the source's read hold if held.  The
+ * bytes copied, or -errno.
+ */
+static ssize_t do_copy(struct inode *src, int fd_in, off_t off_in, struct inode *dst, int fd_out,
+		       off_t off_out, size_t len, unsigned int flags, bool held)
+{
+	off_t start_out = off_out;
+	struct events_change ch = { 0 };
+	ssize_t res;
+
+	if (inode_flags(dst) & INODE_STATEFUL)
+		events_change_begin(dst, &ch, off_out, off_out + len);
+	res = copy_file_range(fd_in, &off_in, fd_out, &off_out, len, flags);
+	if (res < 0)
+		res = -errno;
+	events_wrote(dst, &ch, start_out, res > 0 ? res : 0);
+	if (held)
+		events_read_done(src);
+	return res;
+}
+
+/* The destination's turn (the source's bytes are there): its PRE_MODIFY. */
+static int copy_ask_dst(struct later *l)
+{
+	l->step = LATER_COPY;
+	if (!events_modify_watched())
+		return 0;
+	return events_modify(IN(l->ino_out), (uint64_t)l->off_out, (uint64_t)l->off_out + l->len,
+			     l->req, later_resume, l);
+}
+
+/*
+ * A copy within one hsmfs mount, from l->step on: the source's
+ * ACCESS_PERM (asked by the handler), its missing bytes, the
+ * destination's PRE_MODIFY, each parked, then the copy.
+ */
+int copy_step(struct later *l, int res)
+{
+	struct inode *src = IN(l->ino);
+
+	switch (l->step) {
+	case LATER_COPY_SRC:
+		l->step = LATER_COPY_DST;
+		if (!res && (inode_flags(src) & (INODE_NONRESIDENT | INODE_TRACKED))) {
+			/* 0 at once sets l->held itself */
+			res = events_read_check(src, (uint64_t)l->off, l->len, l->req, later_resume, l,
+						&l->held);
+			if (res == EVENTS_PARKED)
+				return res;
+		}
+		if (!res)
+			res = copy_ask_dst(l);
+		break;
+	case LATER_COPY_DST:
+		/* the parked check of the source ended: 0 holds a read */
+		if (!res) {
+			l->held = true;
+			res = copy_ask_dst(l);
+		}
+		break;
+	case LATER_COPY:
+		break;
+	default:
+		abort(); /* not a copy's step: our bug */
+	}
+	if (res == EVENTS_PARKED)
+		return res;
+	if (res && l->held)
+		events_read_done(src);
+	reply_write(l->req, res ? res :
+				  do_copy(src, (int)l->fi.fh, l->off, IN(l->ino_out),
+					  (int)l->fi_out.fh, l->off_out, l->len, l->flags, l->held));
+	return 0;
+}
+
+void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+			struct fuse_file_info *fi_out, size_t len, int flags)
+{
+	struct inode *src = IN(ino_in), *dst = IN(ino_out);
+	struct later *l;
+	int res = 0;
+
+	if (!(inode_flags(src) & (INODE_NONRESIDENT | INODE_TRACKED)) &&
+	    !events_modify_watched() && !events_access_watched()) {
+		reply_write(req, do_copy(src, (int)fi_in->fh, off_in, dst, (int)fi_out->fh, off_out,
+					 len, (unsigned int)flags, false));
+		return;
+	}
+	l = later_new(&(struct later){ .step = LATER_COPY_SRC, .req = req, .ino = ino_in,
+				       .fi = *fi_in, .off = off_in, .len = len,
+				       .ino_out = ino_out, .fi_out = *fi_out,
+				       .off_out = off_out, .flags = (unsigned int)flags },
+		      0);
+	if (!l) {
+		reply_write(req, -ENOMEM);
+		return;
+	}
+	if (events_access_watched())
+		res = events_access_perm(src, (uint64_t)off_in, (uint64_t)off_in + len, req,
+					 later_resume, l);
+	if (res != EVENTS_PARKED)
+		later_resume(l, res);
+}
+
+static void reply_lseek(fuse_req_t req, off_t res)
+{
+	if (res < 0)
+		fuse_reply_err(req, (int)-res);
+	else
+		fuse_reply_lseek(req, res);
+}
+
+void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)
+{
+	off_t res = lseek(fi->fh, off, whence);
+
+	reply_lseek(req, res < 0 ? -errno : res);
+}

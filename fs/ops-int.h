@@ -1,0 +1,270 @@
+/*
+ * ops-int.h - what the files of the FUSE layer share; nothing outside
+ * them includes it (main.c sees ops.h).  One job each:
+ *
+ *   ops.c        the table, FUSE INIT, the continuation of parked requests
+ *   ops-inval.c  the kernel's page cache and names dropped (the invalidator)
+ *   ops-names.c  lookup, forget, mknod, mkdir, symlink, link, unlink,
+ *                rmdir, rename
+ *   ops-attr.c   getattr, setattr, readlink, statfs, access
+ *   ops-file.c   open, create, read, write, flush, release, fsync,
+ *                fallocate, copy_file_range, lseek
+ *   ops-dir.c    opendir, readdir(plus), releasedir, fsyncdir, and the
+ *                wait for a lazy directory's listing
+ *   ops-xattr.c  extended attributes and the user.hsmfs.* control verbs
+ * beside the modules they call: creds.h (creating as the caller),
+ * readbuf.h (reply buffers of reads), the engine (events.h).
+ *
+ * Replies.  The kernel gets exactly one reply per request (none for a
+ * forget), and each path of an operation makes it in one place:
+ *   - a do_* worker returns 0, a count or -errno and fills its out-
+ *     parameters; it never replies and never parks;
+ *   - an operation's reply_* function is the one place that turns a
+ *     result (an errno, or the entry, attributes, buffer... it
+ *     describes) into its fuse_reply_* call; no other function calls
+ *     fuse_reply_*.  ops_read_reply() is the read's, also called by
+ *     the engine (events.h, cfg.reply) for reads it parked;
+ *   - the op_* handler calls its workers and ends in exactly one call
+ *     of its reply function, unless it hands the request to a
+ *     continuation;
+ *   - a request that must wait for the engine (hooks, a listing) is
+ *     parked with a struct later: a function that may park returns 0
+ *     (go on), -errno (the caller replies it) or EVENTS_PARKED (the
+ *     request and its struct later are the engine's; the caller
+ *     touches neither again).  From then on the continuation,
+ *     later_resume(), is the one reply point of that request: it runs
+ *     the step l->step names, which replies once or parks again.  A
+ *     handler that made a struct later whose first wait is decided at
+ *     once (or that has none) calls later_resume() itself with that
+ *     result, so both paths run the same step.
+ *
+ * Locks.  The ops files hold no lock of their own across a call out:
+ * readbuf.c's and the invalidator's (ops-inval.c) are leaves.  No lock
+ * is held across a fuse_reply_*.  Continuations run on an engine
+ * thread without the engine's lock (events.h), so they may reply, call
+ * back into the engine and park again.  A kernel notification is never
+ * sent from a request the kernel waits on for it: ops_invalidate() not
+ * from a read or write of that inode, whose pages the kernel holds until
+ * the reply (the control verbs, setxattrs, may), ops_invalidate_entry()
+ * not from a request holding the directory's lock (hence refresh is a
+ * getxattr); the page cache of replied reads is dropped by the
+ * invalidator's thread.
+ *
+ * State: set before the session serves a request (ops_init(), op_init(),
+ * ops_set_session()) and read-only afterwards.
+ */
+#ifndef HSMFS_OPS_INT_H
+#define HSMFS_OPS_INT_H
+
+#include <fuse_lowlevel.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "inode.h"
+#include "ops.h"
+#include "store.h"
+
+extern struct ops_config ops_cfg;       /* ops_init(); op_init() may clear cold_direct */
+extern bool ops_acls;                   /* the kernel enforces POSIX ACLs (op_init) */
+extern bool ops_killpriv;               /* set-ID bits are ours to drop (op_init, privs.h) */
+extern struct fuse_session *ops_session; /* ops_set_session(), or NULL */
+
+static inline struct inode *IN(fuse_ino_t ino)
+{
+	return inode_from_nodeid(ino);
+}
+
+/* The one name in the store the mount never shows. */
+static inline bool reserved(fuse_ino_t parent, const char *name)
+{
+	return IN(parent) == inode_root() && !strcmp(name, STORE_STATE_DIR);
+}
+
+/* The reply of an operation whose result is an errno alone (0: success). */
+static inline void reply_err(fuse_req_t req, int res)
+{
+	fuse_reply_err(req, -res);
+}
+
+/* The reply of a forget: none. */
+static inline void reply_none(fuse_req_t req)
+{
+	fuse_reply_none(req);
+}
+
+/*
+ * The step later_resume() runs when a parked request's wait ends: what
+ * the request does next, after the wait its comment names.
+ */
+enum later_step {
+	/* after dir_wait(): the directory is listed, the operation runs again from its start */
+	LATER_LOOKUP,
+	LATER_MKNOD,
+	LATER_MKDIR,
+	LATER_SYMLINK,
+	LATER_LINK,
+	LATER_UNLINK,
+	LATER_RMDIR,
+	LATER_RENAME,
+	LATER_CREATE,
+	LATER_OPENDIR,
+	LATER_SETATTR,     /* after a size change's PRE_MODIFY: the change is made */
+	/* an open, in this order (open_steps()) */
+	LATER_OPEN_PERM,   /* first: OPEN_PERM is asked */
+	LATER_OPEN_MODIFY, /* after OPEN_PERM: the whole file's PRE_MODIFY (a write joining passthrough) */
+	LATER_OPEN_STORE,  /* after that PRE_MODIFY: the store file is opened, the mode fixed */
+	LATER_OPEN_ACCESS, /* then: the whole file's ACCESS_PERM (an open passing through) */
+	LATER_OPEN_REPLY,  /* after that ACCESS_PERM: the open is answered */
+	LATER_READ,        /* after a read's ACCESS_PERM: the bytes are read */
+	LATER_WRITE,       /* after a write's PRE_MODIFY: the kept bytes are written */
+	LATER_FALLOCATE,   /* after an fallocate's PRE_MODIFY: the space is changed */
+	/* a copy_file_range, in this order */
+	LATER_COPY_SRC,    /* after the source's ACCESS_PERM: its missing bytes are waited for */
+	LATER_COPY_DST,    /* after the source's wait (a read hold): the destination's PRE_MODIFY */
+	LATER_COPY,        /* after the destination's PRE_MODIFY: the bytes are copied */
+	LATER_REFRESH,     /* after hsmfsctl refresh of a directory: its value is answered */
+};
+
+/*
+ * A parked request: its arguments, kept while the engine waits (the
+ * kernel keeps the open files, so their descriptors, until the request
+ * is answered), and its next step.  Fields name the steps that use them.
+ */
+struct later {
+	fuse_req_t req;
+	enum later_step step;         /* what later_resume() runs next */
+	fuse_ino_t ino;               /* the inode (a copy's source, a link's file) */
+	fuse_ino_t parent;            /* names, create: the directory (a rename's first) */
+	fuse_ino_t newparent;         /* link, rename: the other directory */
+	const char *name, *name2;     /* names, create: owned (a symlink's target,
+				       * a rename's new name) */
+	mode_t mode;                  /* mknod, mkdir, create: the new file's mode */
+	dev_t rdev;                   /* mknod */
+	unsigned int flags;           /* rename's, copy_file_range's */
+	struct fuse_file_info fi;     /* create, opendir, open, and an open file's ops */
+	bool has_fi;                  /* setattr: fi is the file's open */
+	struct stat attr;             /* setattr: the new attributes */
+	int valid;                    /* setattr: FUSE_SET_ATTR_* of attr */
+	uint64_t gen;                 /* open: the pt_gen() its tests were made on */
+	bool opened;                  /* open: the store file is open */
+	bool open_asked;              /* open: OPEN_PERM allowed */
+	bool modify_asked;            /* open: the whole file's PRE_MODIFY allowed */
+	int falloc_mode;              /* fallocate: its mode */
+	off_t off;                    /* read, write, fallocate, copy: the (source's) offset */
+	size_t len;                   /* read, write, fallocate, copy: bytes;
+				       * refresh: the caller's buffer size */
+	fuse_ino_t ino_out;           /* copy: the destination */
+	struct fuse_file_info fi_out; /* copy: the destination's open */
+	off_t off_out;                /* copy: the destination's offset */
+	bool held;                    /* copy: a read hold on the source (events_read_done()) */
+	char data[];                  /* write: its bytes (len) */
+};
+
+/*
+ * A copy of *tmpl with copies of its names and room for datalen bytes
+ * of data: the caller's, freed with later_free() unless handed to the
+ * engine.  NULL when out of memory.
+ */
+struct later *later_new(const struct later *tmpl, size_t datalen);
+/* Free l and its names; NULL is fine. */
+void later_free(struct later *l);
+/*
+ * The continuation of every parked request (the cont(arg, res) of
+ * events.h, arg the struct later): res is the result of the wait that
+ * ended (0: allowed, listed; -errno: the request fails with it).  Runs
+ * l->step, which replies once or parks l again; frees l unless it did.
+ */
+void later_resume(void *arg, int res);
+
+/*
+ * The steps, one function per operation: res as later_resume()'s.
+ * EVENTS_PARKED: l was parked again (l->step set first); else 0, the
+ * request is answered (l is the caller's to free).
+ */
+int dir_again(struct later *l, int res);     /* LATER_LOOKUP .. LATER_OPENDIR */
+int setattr_step(struct later *l, int res);  /* LATER_SETATTR */
+int open_step(struct later *l, int res);     /* LATER_OPEN_* */
+int read_step(struct later *l, int res);     /* LATER_READ */
+int write_step(struct later *l, int res);    /* LATER_WRITE */
+int fallocate_step(struct later *l, int res); /* LATER_FALLOCATE */
+int copy_step(struct later *l, int res);     /* LATER_COPY_* */
+int refresh_step(struct later *l, int res);  /* LATER_REFRESH */
+
+/*
+ * Before an operation on the names of dir: 0 (dir's names are known: go
+ * on now), -errno, or EVENTS_PARKED: dir is being listed, and once it
+ * is, later_resume() runs the operation args->step names again from its
+ * start with args's arguments (copied; args->req unused).  One relaxed
+ * load on stores with no lazy directory.  ops-dir.c.
+ */
+int dir_wait(fuse_req_t req, fuse_ino_t dir, const struct later *args);
+
+/* The entry of name in parent, for the kernel (a lookup reference taken).  ops-names.c. */
+int do_lookup(fuse_ino_t parent, const char *name, struct fuse_entry_param *e);
+
+/*
+ * The invalidator (ops-inval.c): a request to drop [off, off + len) of
+ * nodeid's page cache (nodeid 0: every regular file), made before the
+ * reply whose pages it drops (NULL: out of memory, the caller fails
+ * closed) and posted after it; the thread drops it soon.
+ */
+struct inval;
+struct inval *inval_new(uint64_t nodeid, uint64_t off, uint64_t len);
+void inval_post(struct inval *iv);
+/* Start the thread (ops_set_session()).  Is it running?  Set once, before requests. */
+void inval_start(void);
+bool inval_started(void);
+
+/* The handlers of the table (ops.c), each in its family's file. */
+void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
+void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
+void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets);
+void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev);
+void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
+void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name);
+void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname);
+void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+	       const char *newname, unsigned int flags);
+
+void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
+		struct fuse_file_info *fi);
+void op_readlink(fuse_req_t req, fuse_ino_t ino);
+void op_statfs(fuse_req_t req, fuse_ino_t ino);
+void op_access(fuse_req_t req, fuse_ino_t ino, int mask);
+
+void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+	       struct fuse_file_info *fi);
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
+void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf, off_t off,
+		  struct fuse_file_info *fi);
+void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+		  struct fuse_file_info *fi);
+void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+			struct fuse_file_info *fi_out, size_t len, int flags);
+void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi);
+
+void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
+void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi);
+void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+
+void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
+void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+		 size_t size, int flags);
+void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+
+#endif

@@ -1,0 +1,160 @@
+/*
+ * ops-inval.c - the kernel's caches dropped: ops_invalidate() and
+ * ops_invalidate_entry() at once, and the invalidator's thread for the
+ * page cache of replied reads and of every file (see ops.h, ops-int.h).
+ */
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "events.h"
+#include "inode.h"
+#include "log.h"
+#include "ops-int.h"
+
+/*
+ * The invalidator: one thread that drops ranges of the kernel's page
+ * cache on request, so that no thread that answers requests or hooks
+ * blocks in the kernel's invalidation (it waits for locked pages, whose
+ * reads may wait for a hook).  A request is made (inval_new, which may
+ * fail: the caller then fails closed) before the reply whose pages it
+ * drops, and posted (inval_post) after it: the thread never waits for
+ * the pages of a reply not sent yet.  nodeid 0: every regular file.
+ *
+ * Locks: IV.lock guards the queue; it is a leaf (nothing is called
+ * under it but malloc'd list links and the condition).
+ */
+struct inval {
+	struct inval *next;
+	uint64_t nodeid, off, len;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct inval *head, **tail;
+	pthread_t thread;
+	bool started, stop;
+} IV = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
+	 .tail = &IV.head };
+
+struct inval *inval_new(uint64_t nodeid, uint64_t off, uint64_t len)
+{
+	struct inval *iv = malloc(sizeof(*iv));
+
+	if (iv)
+		*iv = (struct inval){ .nodeid = nodeid, .off = off, .len = len };
+	return iv;
+}
+
+void inval_post(struct inval *iv)
+{
+	pthread_mutex_lock(&IV.lock);
+	iv->next = NULL;
+	*IV.tail = iv;
+	IV.tail = &iv->next;
+	pthread_cond_signal(&IV.cond);
+	pthread_mutex_unlock(&IV.lock);
+}
+
+static void inval_one(uint64_t nodeid, uint64_t off, uint64_t len)
+{
+	if (ops_session && !fuse_session_exited(ops_session))
+		fuse_lowlevel_notify_inval_inode(ops_session, nodeid, (off_t)off, (off_t)len);
+}
+
+static void *inval_thread(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&IV.lock);
+	for (;;) {
+		struct inval *list;
+
+		while (!IV.head && !IV.stop)
+			pthread_cond_wait(&IV.cond, &IV.lock);
+		if (!IV.head)
+			break;
+		list = IV.head;
+		IV.head = NULL;
+		IV.tail = &IV.head;
+		pthread_mutex_unlock(&IV.lock);
+		while (list) {
+			struct inval *iv = list;
+
+			list = iv->next;
+			if (iv->nodeid) {
+				inval_one(iv->nodeid, iv->off, iv->len);
+				events_cache_dropped();
+			} else {
+				uint64_t *ids;
+				size_t n;
+
+				/* out of memory: each watched open drops its cache anyway */
+				if (!inode_files(&ids, &n)) {
+					for (size_t i = 0; i < n; i++)
+						inval_one(ids[i], 0, 0);
+					free(ids);
+					events_cache_dropped();
+				}
+			}
+			free(iv);
+		}
+		pthread_mutex_lock(&IV.lock);
+	}
+	pthread_mutex_unlock(&IV.lock);
+	return NULL;
+}
+
+void inval_start(void)
+{
+	if (!IV.started)
+		IV.started = !pthread_create(&IV.thread, NULL, inval_thread, NULL);
+}
+
+bool inval_started(void)
+{
+	return IV.started;
+}
+
+void ops_invalidate(struct inode *in, uint64_t off, uint64_t len)
+{
+	if (ops_session)
+		fuse_lowlevel_notify_inval_inode(ops_session, inode_nodeid(in), (off_t)off,
+						 (off_t)len);
+}
+
+void ops_invalidate_files_later(void)
+{
+	struct inval *iv = inval_new(0, 0, 0);
+
+	if (iv)
+		inval_post(iv);
+	else
+		log_warn("out of memory: the page cache is not dropped for a new reads watcher");
+}
+
+void ops_inval_stop(void)
+{
+	pthread_mutex_lock(&IV.lock);
+	IV.stop = true;
+	pthread_cond_signal(&IV.cond);
+	pthread_mutex_unlock(&IV.lock);
+	if (IV.started)
+		pthread_join(IV.thread, NULL);
+	IV.started = false;
+	while (IV.head) {
+		/* posted after the thread's last look: the session is gone */
+		struct inval *iv = IV.head;
+
+		IV.head = iv->next;
+		free(iv);
+	}
+	IV.tail = &IV.head;
+}
+
+void ops_invalidate_entry(struct inode *dir, const char *name)
+{
+	if (ops_session)
+		fuse_lowlevel_notify_inval_entry(ops_session, inode_nodeid(dir), name, strlen(name));
+}

@@ -1,0 +1,344 @@
+/*
+ * ops-names.c - the names of a directory: lookup and forget, what makes
+ * a name (mknod, mkdir, symlink, link) and what removes or moves one
+ * (unlink, rmdir, rename).  Each first waits for its directory's
+ * listing (dir_wait()); each change of a name is the user's (names.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "creds.h"
+#include "events.h"
+#include "inode.h"
+#include "names.h"
+#include "ops-int.h"
+
+int do_lookup(fuse_ino_t parent, const char *name,
+		     struct fuse_entry_param *e)
+{
+	struct inode *in;
+	int res;
+
+	memset(e, 0, sizeof(*e));
+	if (reserved(parent, name))
+		return -ENOENT;
+	res = inode_lookup(IN(parent), name, &e->attr, &in);
+	if (res)
+		return res;
+	events_shown_attr(in, &e->attr);
+	e->ino = inode_nodeid(in);
+	e->attr_timeout = ops_cfg.attr_timeout;
+	e->entry_timeout = ops_cfg.entry_timeout;
+	return 0;
+}
+
+static void reply_entry(fuse_req_t req, int res, const struct fuse_entry_param *e)
+{
+	if (res)
+		fuse_reply_err(req, -res);
+	else
+		fuse_reply_entry(req, e);
+}
+
+/* An unknown name the kernel may cache as such (negative_timeout): e says so, 0. */
+static int negative_entry(struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->entry_timeout = ops_cfg.negative_timeout;
+	return 0;
+}
+
+void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fuse_entry_param e;
+	int res = dir_wait(req, parent, &(struct later){ .step = LATER_LOOKUP, .parent = parent,
+							  .name = name });
+
+	if (res == EVENTS_PARKED)
+		return;
+	/* an unknown name of a directory not listed yet is not cached */
+	if (!res) {
+		res = do_lookup(parent, name, &e);
+		if (res == -ENOENT && ops_cfg.negative_timeout > 0)
+			res = negative_entry(&e);
+	}
+	reply_entry(req, res, &e);
+}
+
+void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	inode_forget(IN(ino), nlookup);
+	reply_none(req);
+}
+
+void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	size_t i;
+
+	for (i = 0; i < count; i++)
+		inode_forget(IN(forgets[i].ino), forgets[i].nlookup);
+	reply_none(req);
+}
+
+/* ------------------------------------------------------------- creation */
+
+enum mk_kind { MK_NOD, MK_DIR, MK_SYMLINK };
+
+static int do_make(fuse_req_t req, fuse_ino_t parent, const char *name,
+		   enum mk_kind kind, mode_t mode, dev_t rdev, const char *link,
+		   struct fuse_entry_param *e)
+{
+	struct inode *p = IN(parent);
+	struct creds id;
+	int pfd, res;
+
+	if (reserved(parent, name))
+		return -EPERM;
+	pfd = inode_fd_get(p);
+	if (pfd < 0)
+		return pfd;
+	res = creds_as_caller(req, &id);
+	if (!res) {
+		struct names_user u;
+
+		names_user_begin(&u, inode_ino(p), name, 0, NULL);
+		switch (kind) {
+		case MK_NOD: res = mknodat(pfd, name, mode, rdev); break;
+		case MK_DIR: res = mkdirat(pfd, name, mode); break;
+		default: res = symlinkat(link, pfd, name); break;
+		}
+		res = res < 0 ? -errno : 0;
+		names_user_end(&u);
+		creds_as_daemon(&id);
+	}
+	inode_fd_put(p);
+	if (res)
+		return res;
+	return do_lookup(parent, name, e);
+}
+
+void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	struct fuse_entry_param e;
+	int res = dir_wait(req, parent, &(struct later){ .step = LATER_MKNOD, .parent = parent,
+							  .name = name, .mode = mode,
+							  .rdev = rdev });
+
+	if (res == EVENTS_PARKED)
+		return;
+	if (!res)
+		res = do_make(req, parent, name, MK_NOD, mode, rdev, NULL, &e);
+	reply_entry(req, res, &e);
+}
+
+void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	struct fuse_entry_param e;
+	int res = dir_wait(req, parent, &(struct later){ .step = LATER_MKDIR, .parent = parent,
+							  .name = name, .mode = mode });
+
+	if (res == EVENTS_PARKED)
+		return;
+	if (!res)
+		res = do_make(req, parent, name, MK_DIR, mode, 0, NULL, &e);
+	reply_entry(req, res, &e);
+}
+
+void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	struct fuse_entry_param e;
+	int res = dir_wait(req, parent, &(struct later){ .step = LATER_SYMLINK, .parent = parent,
+							  .name = name, .name2 = link });
+
+	if (res == EVENTS_PARKED)
+		return;
+	if (!res)
+		res = do_make(req, parent, name, MK_SYMLINK, 0, 0, link, &e);
+	reply_entry(req, res, &e);
+}
+
+static int do_link(fuse_ino_t ino, fuse_ino_t newparent, const char *newname,
+		   struct fuse_entry_param *e)
+{
+	struct inode *in = IN(ino), *np = IN(newparent);
+	struct names_user u;
+	char path[32];
+	int fd, npfd, res;
+
+	if (reserved(newparent, newname))
+		return -EPERM;
+	fd = inode_fd_get(in);
+	if (fd < 0)
+		return fd;
+	npfd = inode_fd_get(np);
+	if (npfd < 0) {
+		inode_fd_put(in);
+		return npfd;
+	}
+	/* linkat(AT_EMPTY_PATH) needs CAP_DAC_READ_SEARCH; /proc does not. */
+	inode_proc_path(fd, path);
+	names_user_begin(&u, inode_ino(np), newname, 0, NULL);
+	res = linkat(AT_FDCWD, path, npfd, newname, AT_SYMLINK_FOLLOW) < 0 ?
+		      -errno : 0;
+	names_user_end(&u);
+	inode_fd_put(np);
+	inode_fd_put(in);
+	if (res)
+		return res;
+	return do_lookup(newparent, newname, e);
+}
+
+void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	struct fuse_entry_param e;
+	int res = dir_wait(req, newparent, &(struct later){ .step = LATER_LINK, .ino = ino,
+							     .newparent = newparent,
+							     .name = newname });
+
+	if (res == EVENTS_PARKED)
+		return;
+	if (!res)
+		res = do_link(ino, newparent, newname, &e);
+	reply_entry(req, res, &e);
+}
+
+/* -------------------------------------------------------------- removal */
+
+static int do_remove(fuse_ino_t parent, const char *name, int flags)
+{
+	struct inode *p = IN(parent), *victim;
+	struct names_user u;
+	struct stat st;
+	int pfd, res;
+
+	if (reserved(parent, name))
+		return -EPERM;
+	/* the name is the user's from its look to its removal (names.h) */
+	names_user_begin(&u, inode_ino(p), name, 0, NULL);
+	victim = inode_hold_name(p, name, true, &st);
+	pfd = inode_fd_get(p);
+	if (pfd < 0) {
+		names_user_end(&u);
+		inode_release(victim);
+		return pfd;
+	}
+	res = unlinkat(pfd, name, flags) < 0 ? -errno : 0;
+	names_user_end(&u);
+	inode_fd_put(p);
+	if (!res && !flags && st.st_nlink == 1) {
+		/* still reachable (an O_PATH descriptor): its state outlives the row */
+		if (victim)
+			events_load(victim);
+		events_unlinked(st.st_ino);
+	}
+	if (!res && flags)
+		events_dir_removed(st.st_ino);
+	if (!res && victim)
+		inode_unaliased(victim);
+	inode_release(victim);
+	return res;
+}
+
+void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	int res = dir_wait(req, parent, &(struct later){ .step = LATER_UNLINK, .parent = parent,
+							  .name = name });
+
+	if (res == EVENTS_PARKED)
+		return;
+	if (!res)
+		res = do_remove(parent, name, 0);
+	reply_err(req, res);
+}
+
+void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct later args = { .step = LATER_RMDIR, .parent = parent, .name = name };
+	int res = dir_wait(req, parent, &args);
+
+	/* a directory not listed yet is empty only once its listing says so */
+	if (!res && atomic_load_explicit(&events_lazy_dirs, memory_order_relaxed)) {
+		struct stat st;
+		struct inode *victim = inode_hold_name(IN(parent), name, false, &st);
+
+		if (victim)
+			res = dir_wait(req, inode_nodeid(victim), &args);
+		inode_release(victim);
+	}
+	if (res == EVENTS_PARKED)
+		return;
+	if (!res)
+		res = do_remove(parent, name, AT_REMOVEDIR);
+	reply_err(req, res);
+}
+
+static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		     const char *newname, unsigned int flags)
+{
+	struct inode *p = IN(parent), *np = IN(newparent), *src, *dst;
+	struct names_user u;
+	struct stat sst, dst_st;
+	int pfd, npfd, res;
+
+	if (reserved(parent, name) || reserved(newparent, newname))
+		return -EPERM;
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
+		return -EINVAL;
+	/* both names are the user's from their look to the rename (names.h) */
+	names_user_begin(&u, inode_ino(p), name, inode_ino(np), newname);
+	src = inode_hold_name(p, name, false, &sst);
+	dst = inode_hold_name(np, newname, !(flags & RENAME_EXCHANGE), &dst_st);
+	pfd = inode_fd_get(p);
+	npfd = pfd < 0 ? pfd : inode_fd_get(np);
+	if (npfd < 0) {
+		names_user_end(&u);
+		res = npfd;
+		goto out;
+	}
+	res = renameat2(pfd, name, npfd, newname, flags) < 0 ? -errno : 0;
+	names_user_end(&u);
+	inode_fd_put(np);
+	if (!res && !(flags & RENAME_EXCHANGE))
+		events_renamed(p, name, np, newname);
+	if (!res && src != dst) {
+		if (src)
+			inode_moved(src, np, newname);
+		if (dst && (flags & RENAME_EXCHANGE))
+			inode_moved(dst, p, name);
+		else if (dst)
+			inode_unaliased(dst);
+	}
+	if (!res && !(flags & RENAME_EXCHANGE) && dst_st.st_nlink == 1 &&
+	    !S_ISDIR(dst_st.st_mode) && dst_st.st_ino != sst.st_ino) {
+		if (dst)
+			events_load(dst); /* as in do_remove() */
+		events_unlinked(dst_st.st_ino);
+	}
+out:
+	if (pfd >= 0)
+		inode_fd_put(p);
+	inode_release(src);
+	inode_release(dst);
+	return res;
+}
+
+void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+	       const char *newname, unsigned int flags)
+{
+	struct later args = { .step = LATER_RENAME, .parent = parent, .name = name,
+			      .newparent = newparent, .name2 = newname, .flags = flags };
+	int res = dir_wait(req, parent, &args);
+
+	if (!res)
+		res = dir_wait(req, newparent, &args);
+	if (res == EVENTS_PARKED)
+		return;
+	if (!res)
+		res = do_rename(parent, name, newparent, newname, flags);
+	reply_err(req, res);
+}

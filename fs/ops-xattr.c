@@ -1,0 +1,243 @@
+/*
+ * ops-xattr.c - extended attributes, passed to the store, and the
+ * user.hsmfs.* names, which are the daemon's: read-only attributes
+ * (events_xattr()) and control verbs, a getxattr of refresh and
+ * setxattrs of reload, stale, evict, pin and unpin (hsmfsctl).  No
+ * other user.hsmfs.* name is set or removed (EPERM).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+
+#include "events.h"
+#include "inode.h"
+#include "ops-int.h"
+
+enum xop { X_GET, X_SET, X_LIST, X_REMOVE };
+
+/*
+ * Run one xattr call on in.  A symlink is reached through its parent
+ * and name with the l* calls (the /proc link would follow it); anything
+ * else through its /proc descriptor link.
+ */
+static ssize_t do_xattr(struct inode *in, enum xop op, const char *name,
+			void *buf, size_t size, int flags)
+{
+	struct inode *parent = NULL;
+	char path[PATH_MAX], *pname = NULL;
+	ssize_t res;
+	int fd;
+
+	if (inode_is_symlink(in)) {
+		fd = inode_parent_fd_get(in, &parent, &pname);
+		if (fd < 0)
+			return fd;
+		if ((size_t)snprintf(path, sizeof(path), "/proc/self/fd/%d/%s",
+				     fd, pname) >= sizeof(path)) {
+			inode_parent_fd_put(parent, pname);
+			return -ENAMETOOLONG;
+		}
+	} else {
+		fd = inode_fd_get(in);
+		if (fd < 0)
+			return fd;
+		inode_proc_path(fd, path);
+	}
+	switch (op) {
+	case X_GET:
+		res = parent ? lgetxattr(path, name, buf, size) :
+			       getxattr(path, name, buf, size);
+		break;
+	case X_SET:
+		res = parent ? lsetxattr(path, name, buf, size, flags) :
+			       setxattr(path, name, buf, size, flags);
+		break;
+	case X_LIST:
+		res = parent ? llistxattr(path, buf, size) :
+			       listxattr(path, buf, size);
+		break;
+	default:
+		res = parent ? lremovexattr(path, name) : removexattr(path, name);
+		break;
+	}
+	if (res < 0)
+		res = -errno;
+	if (parent)
+		inode_parent_fd_put(parent, pname);
+	else
+		inode_fd_put(in);
+	return res;
+}
+
+/* The reply of a get or a list: a size probe (size 0), data, or an error. */
+static void reply_xattr(fuse_req_t req, ssize_t res, const char *buf, size_t size)
+{
+	if (res < 0)
+		fuse_reply_err(req, -res);
+	else if (!size)
+		fuse_reply_xattr(req, res);
+	else
+		fuse_reply_buf(req, buf, res);
+}
+
+#define VIRT_PREFIX "user.hsmfs."
+
+static bool is_virt(const char *name)
+{
+	return !strncmp(name, VIRT_PREFIX, sizeof(VIRT_PREFIX) - 1);
+}
+
+/* ---------------------------------------------------------------- reads */
+
+/* A read-only user.hsmfs.* attribute of in: as do_xattr(X_GET). */
+static ssize_t virt_get(struct inode *in, const char *name, char *buf, size_t size)
+{
+	struct stat st = { 0 };
+	int fd = inode_fd_get(in);
+
+	if (fd >= 0) {
+		fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
+		inode_fd_put(in);
+	}
+	return events_xattr(in, st.st_size, name, buf, size);
+}
+
+/*
+ * hsmfsctl refresh: a getxattr of user.hsmfs.refresh on the directory
+ * (a getxattr holds no lock of the directory, whose names the refresh
+ * invalidates).  Its value is "ok" once the refresh is applied
+ * ("unlisted": not listed yet, so nothing to refresh); asked
+ * for its size first (size 0), it says 16 and refreshes nothing.
+ */
+static void ctl_refresh(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct later *l;
+	int res;
+
+	if (!size) {
+		reply_xattr(req, 16, NULL, 0);
+		return;
+	}
+	l = later_new(&(struct later){ .step = LATER_REFRESH, .req = req, .len = size }, 0);
+	if (!l) {
+		reply_xattr(req, -ENOMEM, NULL, size);
+		return;
+	}
+	res = events_dir_refresh(IN(ino), req, later_resume, l);
+	if (res != EVENTS_PARKED)
+		later_resume(l, res);
+}
+
+int refresh_step(struct later *l, int res)
+{
+	const char *value = NULL;
+
+	if (res == EVENTS_UNLISTED) {
+		value = "unlisted";
+		res = l->len < 8 ? 0 : 8;
+	} else if (!res && l->len < 2) {
+		res = -ERANGE;
+	} else if (!res) {
+		value = "ok";
+		res = 2;
+	}
+	reply_xattr(l->req, res, value, l->len);
+	return 0;
+}
+
+void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	char *buf;
+	ssize_t res;
+
+	if (!strcmp(name, VIRT_PREFIX "refresh")) {
+		ctl_refresh(req, ino, size);
+		return;
+	}
+	buf = size ? malloc(size) : NULL;
+	if (size && !buf)
+		res = -ENOMEM;
+	else if (is_virt(name))
+		res = virt_get(IN(ino), name, buf, size);
+	else
+		res = do_xattr(IN(ino), X_GET, name, buf, size, 0);
+	reply_xattr(req, res, buf, size);
+	free(buf);
+}
+
+void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	char *buf = size ? malloc(size) : NULL;
+	ssize_t res = size && !buf ? -ENOMEM : do_xattr(IN(ino), X_LIST, NULL, buf, size, 0);
+
+	reply_xattr(req, res, buf, size);
+	free(buf);
+}
+
+/* ------------------------------------------------------------- changes */
+
+/* A setxattr of a user.hsmfs.* name: a control verb, 0 or -errno. */
+static int ctl_set(struct inode *in, const char *name, const char *value, size_t size)
+{
+	const char *verb = name + sizeof(VIRT_PREFIX) - 1;
+	int res;
+
+	if (!strcmp(verb, "reload")) {
+		/* hsmfsctl import changed this file in the store */
+		if (inode_is_dir(in)) {
+			events_dir_forget(in);
+			res = 0;
+		} else {
+			res = events_reload(in);
+		}
+		if (!res)
+			ops_invalidate(in, 0, 0);
+	} else if (!strcmp(verb, "stale")) {
+		res = events_mark_stale(in);
+	} else if (!strcmp(verb, "evict")) {
+		/* value: empty for the whole file, or "START-END" in bytes */
+		unsigned long long a = 0, b = 0;
+		char v[64];
+
+		snprintf(v, sizeof(v), "%.*s", (int)(size < 63 ? size : 63), value);
+		if (size && sscanf(v, "%llu-%llu", &a, &b) != 2)
+			res = -EINVAL;
+		else
+			res = events_evict(in, a, b, inode_is_open(in));
+		if (!res)
+			ops_invalidate(in, a, b ? b - a : 0);
+	} else if (!strcmp(verb, "pin") || !strcmp(verb, "unpin")) {
+		res = events_pin(in, verb[0] == 'p');
+	} else {
+		res = -EPERM;
+	}
+	return res;
+}
+
+void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+		 size_t size, int flags)
+{
+	ssize_t res;
+
+	if (!ops_acls && (!strcmp(name, "system.posix_acl_access") ||
+			  !strcmp(name, "system.posix_acl_default")))
+		res = -EOPNOTSUPP; /* nothing would enforce it: refused, never stored and ignored */
+	else if (is_virt(name))
+		res = ctl_set(IN(ino), name, value, size);
+	else
+		res = do_xattr(IN(ino), X_SET, name, (void *)value, size, flags);
+	reply_err(req, res < 0 ? (int)res : 0);
+}
+
+void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	ssize_t res = is_virt(name) ? -EPERM : do_xattr(IN(ino), X_REMOVE, name, NULL, 0, 0);
+
+	reply_err(req, res < 0 ? (int)res : 0);
+}
