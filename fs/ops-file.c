@@ -69,14 +69,14 @@ static void access_watch(struct inode *in, struct fuse_file_info *fi)
  * page cache already (a fill writes them there, a read of them reads
  * them from there); through the mount's cache each would be copied into
  * a second page, in memory twice.  Without that copy a cold read of a
- * fast origin runs faster (loopback nginx, 1 GiB: 890 against 730 MB/s,
- * README), and the memory it leaves behind is half.  The price: no
- * kernel readahead on that open, so each read(2) is a round trip to the
- * daemon (4 KiB reads: 134 against 570 MB/s); the daemon's own readahead
- * still fetches ahead.  An open once the file is whole passes through or
- * is cached as any other.  The kernel keeps the two views coherent: with
- * DIRECT_IO_ALLOW_MMAP (op_init) it writes back the range's dirty pages
- * before a direct read, and such an open may still be mapped.
+ * fast origin runs faster (README), and the memory it leaves behind is
+ * half.  The price: no kernel readahead on that open, so each read(2) is
+ * a round trip to the daemon, which small reads feel most; the daemon's
+ * own readahead still fetches ahead.  An open once the file is whole
+ * passes through or is cached as any other.  The kernel keeps the two
+ * views coherent: with DIRECT_IO_ALLOW_MMAP (op_init) it writes back the
+ * range's dirty pages before a direct read, and such an open may still
+ * be mapped.
  */
 static void cold_direct(struct inode *in, struct fuse_file_info *fi)
 {
@@ -161,10 +161,10 @@ static void reply_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct inode *in = IN(ino);
 	/*
 	 * A reader walking a directory: its next files may be fetched
-	 * ahead.  The prefetcher hears of it after the reply: waking its
-	 * thread before it cost the open 25 us, and 100-200 us when the
-	 * thread then listed the directory on the open's CPU.  The
-	 * reference keeps in for the hint once the file may be closed.
+	 * ahead.  The prefetcher hears of it after the reply, so that the
+	 * open waits neither for its thread to wake nor for it to list the
+	 * directory on the open's CPU.  The reference keeps in for the
+	 * hint once the file may be closed.
 	 */
 	bool hint = !res && prefetch_enabled() && !inode_is_dir(in) &&
 		    (inode_flags(in) & (INODE_NONRESIDENT | INODE_PREFETCHED));
@@ -621,7 +621,7 @@ static int do_fallocate(struct inode *in, int fd, int mode, off_t off, off_t len
 		st.st_size = before.st_size = 0; /* nothing to record (or known) */
 	if (!res && ch.fs && (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) &&
 	    off < st.st_size) {
-		/* the range is zeros now: the user's */
+		/* the range holds zeros: the user's */
 		events_wrote(in, &ch, off,
 			     (off + len > st.st_size ? st.st_size : off + len) - off);
 	} else if (!res && ch.fs && st.st_size > before.st_size) {

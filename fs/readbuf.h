@@ -6,17 +6,16 @@
  * sent from there; smaller ones go libfuse's own way (fuse_reply_data).
  * libfuse would splice a reply from the store descriptor, but gives
  * splicing up for good after the first EAGAIN of a non-blocking splice
- * from a file (which a page being written back gives; strace: 24
- * splices, then 490 fallbacks for 64 MiB), and cannot splice the
- * kernel's largest reads (its pipe would have to grow past
+ * from a file (which a page being written back gives), and cannot
+ * splice the kernel's largest reads (its pipe would have to grow past
  * fs.pipe-max-size); its fallback mallocs a buffer per reply, which
  * glibc maps and unmaps each time: the page faults and TLB shootdowns
- * cost more than the copy (perf, cold sequential reads).
+ * cost more than the copy.
  *
  * A pool, not a buffer per thread: replies also come from the engine's
  * threads (parked reads), which come and go with hook connections, and
- * a thread-specific destructor deadlocked ThreadSanitizer's own thread
- * exit (CI).  The pool holds at most as many buffers as replies ever ran at
+ * a thread-specific destructor deadlocks ThreadSanitizer's own thread
+ * exit.  The pool holds at most as many buffers as replies ever ran at
  * once; when no buffer can be allocated, readbuf_take() says so and the
  * reply goes libfuse's own way.
  *
