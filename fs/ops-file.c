@@ -479,7 +479,8 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
 		read_run(req, IN(ino), (int)fi->fh, size, off, -ENOMEM);
 		return;
 	}
-	res = events_access_perm(IN(ino), (uint64_t)off, (uint64_t)off + size, req, later_resume, l);
+	res = events_access_perm(IN(ino), (uint64_t)off, (uint64_t)off + size, req, later_resume,
+				 l);
 	if (res != EVENTS_PARKED)
 		later_resume(l, res);
 }
@@ -640,7 +641,8 @@ static int do_fallocate(struct inode *in, int fd, int mode, off_t off, off_t len
 int fallocate_step(struct later *l, int res)
 {
 	if (!res)
-		res = do_fallocate(IN(l->ino), (int)l->fi.fh, l->falloc_mode, l->off, (off_t)l->len);
+		res = do_fallocate(IN(l->ino), (int)l->fi.fh, l->falloc_mode, l->off,
+				   (off_t)l->len);
 	reply_err(l->req, res);
 	return 0;
 }
@@ -717,8 +719,8 @@ int copy_step(struct later *l, int res)
 		l->step = LATER_COPY_DST;
 		if (!res && (inode_flags(src) & (INODE_NONRESIDENT | INODE_TRACKED))) {
 			/* 0 at once sets l->held itself */
-			res = events_read_check(src, (uint64_t)l->off, l->len, l->req, later_resume, l,
-						&l->held);
+			res = events_read_check(src, (uint64_t)l->off, l->len, l->req,
+						later_resume, l, &l->held);
 			if (res == EVENTS_PARKED)
 				return res;
 		}
@@ -743,7 +745,8 @@ int copy_step(struct later *l, int res)
 		events_read_done(src);
 	reply_write(l->req, res ? res :
 				  do_copy(src, (int)l->fi.fh, l->off, IN(l->ino_out),
-					  (int)l->fi_out.fh, l->off_out, l->len, l->flags, l->held));
+					  (int)l->fi_out.fh, l->off_out, l->len, l->flags,
+					  l->held));
 	return 0;
 }
 

@@ -114,7 +114,8 @@ enum later_step {
 	LATER_SETATTR,     /* after a size change's PRE_MODIFY: the change is made */
 	/* an open, in this order (open_steps()) */
 	LATER_OPEN_PERM,   /* first: OPEN_PERM is asked */
-	LATER_OPEN_MODIFY, /* after OPEN_PERM: the whole file's PRE_MODIFY (a write joining passthrough) */
+	LATER_OPEN_MODIFY, /* after OPEN_PERM: the whole file's PRE_MODIFY
+			    * (a write joining passthrough) */
 	LATER_OPEN_STORE,  /* after that PRE_MODIFY: the store file is opened, the mode fixed */
 	LATER_OPEN_ACCESS, /* then: the whole file's ACCESS_PERM (an open passing through) */
 	LATER_OPEN_REPLY,  /* after that ACCESS_PERM: the open is answered */

@@ -156,5 +156,6 @@ void ops_inval_stop(void)
 void ops_invalidate_entry(struct inode *dir, const char *name)
 {
 	if (ops_session)
-		fuse_lowlevel_notify_inval_entry(ops_session, inode_nodeid(dir), name, strlen(name));
+		fuse_lowlevel_notify_inval_entry(ops_session, inode_nodeid(dir), name,
+						 strlen(name));
 }

@@ -18,8 +18,7 @@
 #include "names.h"
 #include "ops-int.h"
 
-int do_lookup(fuse_ino_t parent, const char *name,
-		     struct fuse_entry_param *e)
+int do_lookup(fuse_ino_t parent, const char *name, struct fuse_entry_param *e)
 {
 	struct inode *in;
 	int res;

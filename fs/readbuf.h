@@ -28,7 +28,10 @@
 #define READBUF_SIZE (1U << 20) /* the kernel's largest read (max_pages 256) */
 #define READBUF_SPLICE_MAX 8192 /* smaller replies: libfuse's own way */
 
-/* A buffer of READBUF_SIZE bytes, 4096-aligned, or NULL (no memory).  Give it back with readbuf_put(). */
+/*
+ * A buffer of READBUF_SIZE bytes, 4096-aligned, or NULL (no memory): the
+ * caller's until it gives it back with readbuf_put().
+ */
 char *readbuf_take(void);
 /* Give b (from readbuf_take()) back to the pool. */
 void readbuf_put(char *b);
