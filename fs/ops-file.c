@@ -20,6 +20,7 @@
 #include "events.h"
 #include "inode.h"
 #include "names.h"
+#include "ops-file.h"
 #include "ops-int.h"
 #include "passthrough.h"
 #include "prefetch.h"

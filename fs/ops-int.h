@@ -64,7 +64,7 @@
 #include <sys/types.h>
 
 #include "inode.h"
-#include "ops.h"
+#include "ops-config.h"
 #include "store.h"
 
 extern struct ops_config ops_cfg;       /* ops_init(); op_init() may clear cold_direct */

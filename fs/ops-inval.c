@@ -12,6 +12,7 @@
 #include "inode.h"
 #include "log.h"
 #include "ops-int.h"
+#include "ops-inval.h"
 
 /*
  * The invalidator: one thread that drops ranges of the kernel's page

@@ -18,6 +18,7 @@
 #include "events.h"
 #include "inode.h"
 #include "ops-int.h"
+#include "ops-inval.h"
 
 enum xop { X_GET, X_SET, X_LIST, X_REMOVE };
 

@@ -8,6 +8,7 @@
 #include "events.h"
 #include "log.h"
 #include "ops-int.h"
+#include "ops.h"
 #include "passthrough.h"
 #include "readbuf.h"
 #include "ready.h"

@@ -1,0 +1,31 @@
+/*
+ * ops-inval.h - the kernel's caches dropped (ops-inval.c), for main.c
+ * (through ops.h) to hand the engine: the page cache of a range or of
+ * every file, a name.  Calls into the session, ops_set_session()'s;
+ * without one they do nothing.
+ */
+#ifndef HSMFS_OPS_INVAL_H
+#define HSMFS_OPS_INVAL_H
+
+#include <stdint.h>
+
+struct inode;
+
+/*
+ * Drop the kernel's page cache of in's [off, off + len) (len 0: to the
+ * end).  Must not be called from a read or write of that inode, whose
+ * pages the kernel holds until its reply; see events.h.
+ */
+void ops_invalidate(struct inode *in, uint64_t off, uint64_t len);
+/* Drop the kernel's entry of name in dir; never from a request that holds dir's lock. */
+void ops_invalidate_entry(struct inode *dir, const char *name);
+/*
+ * Drop the kernel's page cache of every regular file, soon, on the
+ * invalidator thread (a hook that watches reads joined).  Any thread,
+ * any lock held.
+ */
+void ops_invalidate_files_later(void);
+/* Stop the invalidator thread: after the session's unmount, before its destroy. */
+void ops_inval_stop(void);
+
+#endif
