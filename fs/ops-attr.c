@@ -178,7 +178,7 @@ err:
 	return res;
 }
 
-int setattr_step(struct later *l, int res)
+static int setattr_step(struct later *l, int res)
 {
 	struct stat st;
 
@@ -327,4 +327,9 @@ static int do_access(fuse_ino_t ino, int mask)
 void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
 	reply_err(req, do_access(ino, mask));
+}
+
+void ops_attr_init(void)
+{
+	later_handle(LATER_SETATTR, LATER_SETATTR, setattr_step);
 }

@@ -1,7 +1,6 @@
 /*
- * ops-dir.c - directories: the wait for a lazy directory's listing
- * before an operation on its names (dir_wait(), dir_again()), and open
- * directories: opendir, readdir(plus), releasedir, fsyncdir.
+ * ops-dir.c - open directories: opendir (which first waits for the
+ * directory's listing, dir_wait()), readdir(plus), releasedir, fsyncdir.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -14,63 +13,6 @@
 #include "events.h"
 #include "inode.h"
 #include "ops-int.h"
-
-/* ------------------------------------------------------ lazy directories */
-
-/*
- * Lazy directories (events_dir()): an operation on the names of a
- * directory not listed yet parks until its listing is committed, then
- * runs again from the start in the engine thread that ended the wait;
- * its arguments are kept in its struct later meanwhile.
- */
-int dir_wait(fuse_req_t req, fuse_ino_t dir, const struct later *args)
-{
-	struct inode *d = IN(dir);
-	struct later *l;
-	int res;
-
-	if (__builtin_expect(events_dir_known(d), 1))
-		return 0;
-	l = later_new(args, 0);
-	if (!l)
-		return -ENOMEM;
-	l->req = req;
-	/* a lookup may ask the hook for its one name (PRE_LOOKUP) */
-	res = args->step == LATER_LOOKUP ? events_dir_lookup(d, l->name, req, later_resume, l) :
-					   events_dir(d, req, later_resume, l);
-	if (res != EVENTS_PARKED)
-		later_free(l);
-	return res;
-}
-
-/*
- * The directory is listed (res 0): the operation runs again from its
- * handler, which replies or parks anew (with a struct later of its
- * own).  A failed listing fails the operation.
- */
-int dir_again(struct later *l, int res)
-{
-	if (res) {
-		reply_err(l->req, res);
-		return 0;
-	}
-	switch (l->step) {
-	case LATER_LOOKUP: op_lookup(l->req, l->parent, l->name); break;
-	case LATER_MKNOD: op_mknod(l->req, l->parent, l->name, l->mode, l->rdev); break;
-	case LATER_MKDIR: op_mkdir(l->req, l->parent, l->name, l->mode); break;
-	case LATER_SYMLINK: op_symlink(l->req, l->name2, l->parent, l->name); break;
-	case LATER_LINK: op_link(l->req, l->ino, l->newparent, l->name); break;
-	case LATER_UNLINK: op_unlink(l->req, l->parent, l->name); break;
-	case LATER_RMDIR: op_rmdir(l->req, l->parent, l->name); break;
-	case LATER_RENAME:
-		op_rename(l->req, l->parent, l->name, l->newparent, l->name2, l->flags);
-		break;
-	case LATER_CREATE: op_create(l->req, l->parent, l->name, l->mode, &l->fi); break;
-	case LATER_OPENDIR: op_opendir(l->req, l->ino, &l->fi); break;
-	default: abort(); /* not an operation on names: our bug */
-	}
-	return 0;
-}
 
 /* ------------------------------------------------------ open directories */
 
@@ -259,4 +201,19 @@ void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_
 	int res = datasync ? fdatasync(fd) : fsync(fd);
 
 	reply_err(req, res < 0 ? -errno : 0);
+}
+
+/* LATER_OPENDIR: the directory is listed (res 0), the opendir runs again. */
+static int opendir_again(struct later *l, int res)
+{
+	if (res)
+		reply_err(l->req, res);
+	else
+		op_opendir(l->req, l->ino, &l->fi);
+	return 0;
+}
+
+void ops_dir_init(void)
+{
+	later_handle(LATER_OPENDIR, LATER_OPENDIR, opendir_again);
 }

@@ -259,7 +259,7 @@ again:
 	return 0;
 }
 
-int open_step(struct later *l, int res)
+static int open_step(struct later *l, int res)
 {
 	/* a step whose ask was denied goes no further */
 	if (!res)
@@ -458,7 +458,7 @@ static void read_run(fuse_req_t req, struct inode *in, int fd, size_t size, off_
 		events_read_done(in);
 }
 
-int read_step(struct later *l, int res)
+static int read_step(struct later *l, int res)
 {
 	read_run(l->req, IN(l->ino), (int)l->fi.fh, l->len, l->off, res);
 	return 0;
@@ -526,7 +526,7 @@ static void reply_write(fuse_req_t req, ssize_t res)
 		fuse_reply_write(req, (size_t)res);
 }
 
-int write_step(struct later *l, int res)
+static int write_step(struct later *l, int res)
 {
 	struct fuse_bufvec b = FUSE_BUFVEC_INIT(l->len);
 
@@ -639,7 +639,7 @@ static int do_fallocate(struct inode *in, int fd, int mode, off_t off, off_t len
 	return res;
 }
 
-int fallocate_step(struct later *l, int res)
+static int fallocate_step(struct later *l, int res)
 {
 	if (!res)
 		res = do_fallocate(IN(l->ino), (int)l->fi.fh, l->falloc_mode, l->off,
@@ -711,7 +711,7 @@ static int copy_ask_dst(struct later *l)
  * ACCESS_PERM (asked by the handler), its missing bytes, the
  * destination's PRE_MODIFY, each parked, then the copy.
  */
-int copy_step(struct later *l, int res)
+static int copy_step(struct later *l, int res)
 {
 	struct inode *src = IN(l->ino);
 
@@ -794,4 +794,24 @@ void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse
 	off_t res = lseek(fi->fh, off, whence);
 
 	reply_lseek(req, res < 0 ? -errno : res);
+}
+
+/* LATER_CREATE: the directory is listed (res 0), the create runs again. */
+static int create_again(struct later *l, int res)
+{
+	if (res)
+		reply_err(l->req, res);
+	else
+		op_create(l->req, l->parent, l->name, l->mode, &l->fi);
+	return 0;
+}
+
+void ops_file_init(void)
+{
+	later_handle(LATER_CREATE, LATER_CREATE, create_again);
+	later_handle(LATER_OPEN_PERM, LATER_OPEN_REPLY, open_step);
+	later_handle(LATER_READ, LATER_READ, read_step);
+	later_handle(LATER_WRITE, LATER_WRITE, write_step);
+	later_handle(LATER_FALLOCATE, LATER_FALLOCATE, fallocate_step);
+	later_handle(LATER_COPY_SRC, LATER_COPY, copy_step);
 }

@@ -2,18 +2,31 @@
  * ops-int.h - what the files of the FUSE layer share; nothing outside
  * them includes it (main.c sees ops.h).  One job each:
  *
- *   ops.c        the table, FUSE INIT, the continuation of parked requests
+ *   ops.c        the table, FUSE INIT, ops_init()
+ *   ops-int.c    the state set at start-up, parked requests (struct
+ *                later, later_resume()), the wait for a lazy
+ *                directory's listing (dir_wait())
  *   ops-inval.c  the kernel's page cache and names dropped (the invalidator)
  *   ops-names.c  lookup, forget, mknod, mkdir, symlink, link, unlink,
  *                rmdir, rename
  *   ops-attr.c   getattr, setattr, readlink, statfs, access
  *   ops-file.c   open, create, read, write, flush, release, fsync,
  *                fallocate, copy_file_range, lseek
- *   ops-dir.c    opendir, readdir(plus), releasedir, fsyncdir, and the
- *                wait for a lazy directory's listing
+ *   ops-dir.c    opendir, readdir(plus), releasedir, fsyncdir
  *   ops-xattr.c  extended attributes and the user.hsmfs.* control verbs
  * beside the modules they call: creds.h (creating as the caller),
  * readbuf.h (reply buffers of reads), the engine (events.h).
+ *
+ * Shape.  No files call each other in a circle (tests/layers.py).
+ * ops-int.c is the bottom: it names no other ops file.  ops.c is the
+ * top: its table names every handler, and ops_init() calls each
+ * family's ops_*_init(), which registers the steps of its operations
+ * (later_handle()).  Between them ops-attr.c, ops-dir.c, ops-file.c and
+ * ops-xattr.c may call ops-names.c (do_lookup()), and all may call
+ * ops-inval.c.  A parked request reaches its step by the enum it
+ * carries: later_resume() runs the handler registered for l->step, so
+ * an operation run again after a listing (LATER_LOOKUP .. LATER_OPENDIR)
+ * is a step of the family whose handler runs.
  *
  * Replies.  The kernel gets exactly one reply per request (none for a
  * forget), and each path of an operation makes it in one place:
@@ -50,8 +63,9 @@
  * getxattr); the page cache of replied reads is dropped by the
  * invalidator's thread.
  *
- * State: set before the session serves a request (ops_init(), op_init(),
- * ops_set_session()) and read-only afterwards.
+ * State: set before the session serves a request (ops_init(), with the
+ * steps' handlers, op_init(), ops_set_session()) and read-only
+ * afterwards.
  */
 #ifndef HSMFS_OPS_INT_H
 #define HSMFS_OPS_INT_H
@@ -127,6 +141,7 @@ enum later_step {
 	LATER_COPY_DST,    /* after the source's wait (a read hold): the destination's PRE_MODIFY */
 	LATER_COPY,        /* after the destination's PRE_MODIFY: the bytes are copied */
 	LATER_REFRESH,     /* after hsmfsctl refresh of a directory: its value is answered */
+	LATER_STEPS        /* the number of steps */
 };
 
 /*
@@ -181,27 +196,34 @@ void later_free(struct later *l);
 void later_resume(void *arg, int res);
 
 /*
- * The steps, one function per operation: res as later_resume()'s.
- * EVENTS_PARKED: l was parked again (l->step set first); else 0, the
- * request is answered (l is the caller's to free).
+ * A step: res as later_resume()'s.  EVENTS_PARKED: l was parked again
+ * (l->step set first); else 0, the request is answered (l is the
+ * caller's to free).
  */
-int dir_again(struct later *l, int res);     /* LATER_LOOKUP .. LATER_OPENDIR */
-int setattr_step(struct later *l, int res);  /* LATER_SETATTR */
-int open_step(struct later *l, int res);     /* LATER_OPEN_* */
-int read_step(struct later *l, int res);     /* LATER_READ */
-int write_step(struct later *l, int res);    /* LATER_WRITE */
-int fallocate_step(struct later *l, int res); /* LATER_FALLOCATE */
-int copy_step(struct later *l, int res);     /* LATER_COPY_* */
-int refresh_step(struct later *l, int res);  /* LATER_REFRESH */
+typedef int later_step_fn(struct later *l, int res);
+/*
+ * fn runs the steps first .. last (once each: registering a step twice
+ * is our bug).  At start-up only, from the family's ops_*_init().
+ */
+void later_handle(enum later_step first, enum later_step last, later_step_fn *fn);
+/* Has every step its handler?  After the ops_*_init() calls (ops_init()). */
+bool later_handled(void);
 
 /*
  * Before an operation on the names of dir: 0 (dir's names are known: go
  * on now), -errno, or EVENTS_PARKED: dir is being listed, and once it
  * is, later_resume() runs the operation args->step names again from its
  * start with args's arguments (copied; args->req unused).  One relaxed
- * load on stores with no lazy directory.  ops-dir.c.
+ * load on stores with no lazy directory.  ops-int.c.
  */
 int dir_wait(fuse_req_t req, fuse_ino_t dir, const struct later *args);
+
+/* Each family registers its steps (later_handle()): ops_init() calls them first. */
+void ops_names_init(void);  /* LATER_LOOKUP .. LATER_RENAME */
+void ops_attr_init(void);   /* LATER_SETATTR */
+void ops_file_init(void);   /* LATER_CREATE, LATER_OPEN_* .. LATER_COPY */
+void ops_dir_init(void);    /* LATER_OPENDIR */
+void ops_xattr_init(void);  /* LATER_REFRESH */
 
 /* The entry of name in parent, for the kernel (a lookup reference taken).  ops-names.c. */
 int do_lookup(fuse_ino_t parent, const char *name, struct fuse_entry_param *e);

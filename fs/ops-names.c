@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -340,4 +341,36 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 	if (!res)
 		res = do_rename(parent, name, newparent, newname, flags);
 	reply_err(req, res);
+}
+
+/*
+ * LATER_LOOKUP .. LATER_RENAME: the directory is listed (res 0), the
+ * operation runs again from its handler, which replies or parks anew
+ * (with a struct later of its own).  A failed listing fails it.
+ */
+static int names_again(struct later *l, int res)
+{
+	if (res) {
+		reply_err(l->req, res);
+		return 0;
+	}
+	switch (l->step) {
+	case LATER_LOOKUP: op_lookup(l->req, l->parent, l->name); break;
+	case LATER_MKNOD: op_mknod(l->req, l->parent, l->name, l->mode, l->rdev); break;
+	case LATER_MKDIR: op_mkdir(l->req, l->parent, l->name, l->mode); break;
+	case LATER_SYMLINK: op_symlink(l->req, l->name2, l->parent, l->name); break;
+	case LATER_LINK: op_link(l->req, l->ino, l->newparent, l->name); break;
+	case LATER_UNLINK: op_unlink(l->req, l->parent, l->name); break;
+	case LATER_RMDIR: op_rmdir(l->req, l->parent, l->name); break;
+	case LATER_RENAME:
+		op_rename(l->req, l->parent, l->name, l->newparent, l->name2, l->flags);
+		break;
+	default: abort(); /* not an operation on names: our bug */
+	}
+	return 0;
+}
+
+void ops_names_init(void)
+{
+	later_handle(LATER_LOOKUP, LATER_RENAME, names_again);
 }

@@ -135,7 +135,7 @@ static void ctl_refresh(fuse_req_t req, fuse_ino_t ino, size_t size)
 		later_resume(l, res);
 }
 
-int refresh_step(struct later *l, int res)
+static int refresh_step(struct later *l, int res)
 {
 	const char *value = NULL;
 
@@ -241,4 +241,9 @@ void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	ssize_t res = is_virt(name) ? -EPERM : do_xattr(IN(ino), X_REMOVE, name, NULL, 0, 0);
 
 	reply_err(req, res < 0 ? (int)res : 0);
+}
+
+void ops_xattr_init(void)
+{
+	later_handle(LATER_REFRESH, LATER_REFRESH, refresh_step);
 }

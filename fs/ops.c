@@ -1,11 +1,8 @@
-/* ops.c - see ops.h and ops-int.h */
-#include <errno.h>
+/* ops.c - see ops.h and ops-int.h: the top of the FUSE layer */
+#include <assert.h>
 #include <fuse_lowlevel.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "creds.h"
-#include "events.h"
 #include "log.h"
 #include "ops-int.h"
 #include "ops.h"
@@ -13,15 +10,16 @@
 #include "readbuf.h"
 #include "ready.h"
 
-struct ops_config ops_cfg;
-bool ops_acls;
-bool ops_killpriv;
-struct fuse_session *ops_session;
-
 void ops_init(const struct ops_config *c)
 {
 	ops_cfg = *c;
 	creds_init();
+	ops_names_init();
+	ops_attr_init();
+	ops_file_init();
+	ops_dir_init();
+	ops_xattr_init();
+	assert(later_handled());
 }
 
 void ops_set_session(struct fuse_session *se)
@@ -96,79 +94,6 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	}
 	pt_init(conn, ops_cfg.passthrough);
 	ready_live();
-}
-
-/* ------------------------------------------------------- continuations */
-
-struct later *later_new(const struct later *tmpl, size_t datalen)
-{
-	struct later *l = malloc(sizeof(*l) + datalen);
-
-	if (!l)
-		return NULL;
-	*l = *tmpl;
-	l->name = tmpl->name ? strdup(tmpl->name) : NULL;
-	l->name2 = tmpl->name2 ? strdup(tmpl->name2) : NULL;
-	if ((tmpl->name && !l->name) || (tmpl->name2 && !l->name2)) {
-		later_free(l);
-		return NULL;
-	}
-	return l;
-}
-
-void later_free(struct later *l)
-{
-	if (!l)
-		return;
-	free((char *)l->name);
-	free((char *)l->name2);
-	free(l);
-}
-
-static int later_run(struct later *l, int res)
-{
-	switch (l->step) {
-	case LATER_LOOKUP:
-	case LATER_MKNOD:
-	case LATER_MKDIR:
-	case LATER_SYMLINK:
-	case LATER_LINK:
-	case LATER_UNLINK:
-	case LATER_RMDIR:
-	case LATER_RENAME:
-	case LATER_CREATE:
-	case LATER_OPENDIR:
-		return dir_again(l, res);
-	case LATER_SETATTR:
-		return setattr_step(l, res);
-	case LATER_OPEN_PERM:
-	case LATER_OPEN_MODIFY:
-	case LATER_OPEN_STORE:
-	case LATER_OPEN_ACCESS:
-	case LATER_OPEN_REPLY:
-		return open_step(l, res);
-	case LATER_READ:
-		return read_step(l, res);
-	case LATER_WRITE:
-		return write_step(l, res);
-	case LATER_FALLOCATE:
-		return fallocate_step(l, res);
-	case LATER_COPY_SRC:
-	case LATER_COPY_DST:
-	case LATER_COPY:
-		return copy_step(l, res);
-	case LATER_REFRESH:
-		return refresh_step(l, res);
-	}
-	abort(); /* a step no later_new() caller sets: our bug */
-}
-
-void later_resume(void *arg, int res)
-{
-	struct later *l = arg;
-
-	if (later_run(l, res) != EVENTS_PARKED)
-		later_free(l);
 }
 
 /* ----------------------------------------------------------------- table */

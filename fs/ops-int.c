@@ -1,0 +1,100 @@
+/*
+ * ops-int.c - what the files of the FUSE layer share (ops-int.h): the
+ * state set at start-up, parked requests (struct later, its steps'
+ * handlers and later_resume()) and the wait for a lazy directory's
+ * listing.  The bottom of the ops files: it calls none of them by name.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "events.h"
+#include "inode.h"
+#include "ops-int.h"
+
+struct ops_config ops_cfg;
+bool ops_acls;
+bool ops_killpriv;
+struct fuse_session *ops_session;
+
+/* The handler of each step (later_handle()); filled at start-up, read-only afterwards. */
+static later_step_fn *later_steps[LATER_STEPS];
+
+struct later *later_new(const struct later *tmpl, size_t datalen)
+{
+	struct later *l = malloc(sizeof(*l) + datalen);
+
+	if (!l)
+		return NULL;
+	*l = *tmpl;
+	l->name = tmpl->name ? strdup(tmpl->name) : NULL;
+	l->name2 = tmpl->name2 ? strdup(tmpl->name2) : NULL;
+	if ((tmpl->name && !l->name) || (tmpl->name2 && !l->name2)) {
+		later_free(l);
+		return NULL;
+	}
+	return l;
+}
+
+void later_free(struct later *l)
+{
+	if (!l)
+		return;
+	free((char *)l->name);
+	free((char *)l->name2);
+	free(l);
+}
+
+void later_handle(enum later_step first, enum later_step last, later_step_fn *fn)
+{
+	assert(first <= last && last < LATER_STEPS && fn);
+	for (unsigned int s = first; s <= last; s++) {
+		assert(!later_steps[s]);
+		later_steps[s] = fn;
+	}
+}
+
+bool later_handled(void)
+{
+	for (unsigned int s = 0; s < LATER_STEPS; s++)
+		if (!later_steps[s])
+			return false;
+	return true;
+}
+
+void later_resume(void *arg, int res)
+{
+	struct later *l = arg;
+
+	if ((unsigned int)l->step >= LATER_STEPS || !later_steps[l->step])
+		abort(); /* a step no later_new() caller sets, or one not registered: our bug */
+	if (later_steps[l->step](l, res) != EVENTS_PARKED)
+		later_free(l);
+}
+
+/*
+ * Lazy directories (events_dir()): an operation on the names of a
+ * directory not listed yet parks until its listing is committed, then
+ * runs again from the start in the engine thread that ended the wait;
+ * its arguments are kept in its struct later meanwhile.
+ */
+int dir_wait(fuse_req_t req, fuse_ino_t dir, const struct later *args)
+{
+	struct inode *d = IN(dir);
+	struct later *l;
+	int res;
+
+	if (__builtin_expect(events_dir_known(d), 1))
+		return 0;
+	l = later_new(args, 0);
+	if (!l)
+		return -ENOMEM;
+	l->req = req;
+	/* a lookup may ask the hook for its one name (PRE_LOOKUP) */
+	res = args->step == LATER_LOOKUP ? events_dir_lookup(d, l->name, req, later_resume, l) :
+					   events_dir(d, req, later_resume, l);
+	if (res != EVENTS_PARKED)
+		later_free(l);
+	return res;
+}
