@@ -11,7 +11,8 @@
  *                rmdir, rename
  *   ops-attr.c   getattr, setattr, readlink, statfs, access
  *   ops-file.c   open, create, read, write, flush, release, fsync,
- *                fallocate, copy_file_range, lseek
+ *                fallocate, lseek
+ *   ops-copy.c   copy_file_range
  *   ops-dir.c    opendir, readdir(plus), releasedir, fsyncdir
  *   ops-xattr.c  extended attributes and the user.hsmfs.* control verbs
  * beside the modules they call: creds.h (creating as the caller),
@@ -21,9 +22,9 @@
  * ops-int.c is the bottom: it names no other ops file.  ops.c is the
  * top: its table names every handler, and ops_init() calls each
  * family's ops_*_init(), which registers the steps of its operations
- * (later_handle()).  Between them ops-attr.c, ops-dir.c, ops-file.c and
- * ops-xattr.c may call ops-names.c (do_lookup()), and all may call
- * ops-inval.c.  A parked request reaches its step by the enum it
+ * (later_handle()).  Between them ops-attr.c, ops-dir.c, ops-file.c,
+ * ops-copy.c and ops-xattr.c may call ops-names.c (do_lookup()), and
+ * all may call ops-inval.c.  A parked request reaches its step by the enum it
  * carries: later_resume() runs the handler registered for l->step, so
  * an operation run again after a listing (LATER_LOOKUP .. LATER_OPENDIR)
  * is a step of the family whose handler runs.
@@ -221,7 +222,8 @@ int dir_wait(fuse_req_t req, fuse_ino_t dir, const struct later *args);
 /* Each family registers its steps (later_handle()): ops_init() calls them first. */
 void ops_names_init(void);  /* LATER_LOOKUP .. LATER_RENAME */
 void ops_attr_init(void);   /* LATER_SETATTR */
-void ops_file_init(void);   /* LATER_CREATE, LATER_OPEN_* .. LATER_COPY */
+void ops_file_init(void);   /* LATER_CREATE, LATER_OPEN_* .. LATER_FALLOCATE */
+void ops_copy_init(void);   /* LATER_COPY_* */
 void ops_dir_init(void);    /* LATER_OPENDIR */
 void ops_xattr_init(void);  /* LATER_REFRESH */
 
