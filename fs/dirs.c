@@ -47,6 +47,10 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "dirs.h"
+#include "event.h"
+#include "park.h"
+#include "route.h"
 #include "fault.h"
 #include "inode.h"
 #include "log.h"

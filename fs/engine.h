@@ -1,21 +1,33 @@
 /*
- * engine.h - the event engine's private half: its state, shared by the
- * files that make it up, one job each.  engine.c is the top: it calls
- * the others, which call back into it only to finish an event
- * (complete(), after a fill's commit), to start one (start_fill(), for
- * readahead) and for the clock:
+ * engine.h - the event engine's shared state: the event slots, the
+ * parking pool and the hook list, all in one struct engine E under one
+ * lock, E.lock.  The files that make up the engine, one job each, from
+ * the bottom up (a file calls only those above it in this list):
  *
- *   engine.c     events, their slots and states, hooks' answers, the
- *                timer, parked reads (the entry points of events.h)
- *   readahead.c  chunks asked ahead of a sequential reader
- *   fstate.c     per-file range state: loads, user changes, fill commits
- *   evict.c      dropping ranges: database, memory, mark, punch
- *   writeback.c  the write-behind of present ranges, fsync
- *   vattr.c      user.hsmfs.* attributes and statistics
+ *   engine.c     E itself and the clock
+ *   event.c      an event's life: slots, references, complete(), waits,
+ *                the ready list of parked requests (event.h)
+ *   route.c      which hooks get an event: targets, masks, dispatch to a
+ *                fill hook, the queue of fills waiting for one (route.h)
+ *   readahead.c  chunks asked ahead of a sequential reader (readahead.h)
+ *   decide.c     the decision rule of a read and of permission events:
+ *                present, wait for an event, or start one (decide.h)
+ *   park.c       requests parked instead of holding a FUSE worker, the
+ *                room thread, per-user shares (park.h)
+ *   dirs.c       lazy directories: listings and lookups (dirs.h)
+ *   timer.c      expiry, resends, closed readers' windows (timer.h)
+ *   answer.c     what hooks say: joined, left, answers, PROGRESS,
+ *                FILLED (answer.h)
+ *   start.c      events_init(), events_shutdown()
+ *
+ * Below the engine, under the same lock: fstate.c (range state,
+ * fstate.h), evict.c (evict.h), writeback.c (writeback.h); vattr.c
+ * (vattr.h) reads the counters.
  *
  * Everything here is guarded by E.lock unless a field says otherwise;
  * a function whose comment says "E.lock held" asserts it in debug
- * builds.  Nothing outside these files includes this header.
+ * builds.  Nothing outside the engine, the state layer and vattr.c
+ * includes this header.
  */
 /*
  * The durability order (each step is a fault point of fault.h, so that
@@ -48,17 +60,20 @@
 #define HSMFS_ENGINE_H
 
 #include <assert.h>
+#include <errno.h>
 #include <pthread.h>
-#include <time.h>
-#include "events.h"
-#include "evict.h"
-#include "hooks.h"
-#include "meta.h"
-#include "ranges.h"
-#include "writeback.h"
 #include <stdbool.h>
-#include <sys/stat.h>
+#include <stdint.h>
+#include <time.h>
 #include <sys/types.h>
+#include "events.h"
+#include "hooks.h"
+#include "hsmfs/protocol.h"
+
+struct fstate;
+struct inode;
+struct fuse_req;
+
 #define PAGE 4096ULL
 #define SLOT_BITS 20 /* event id = sequence << SLOT_BITS | slot */
 #define LAT_BUCKETS 256
@@ -78,51 +93,6 @@
 
 #define STAGE_POOL 8          /* staging files kept ready (stage_refill) */
 
-
-/* Per-file state of a file that has a metadata row. */
-struct fstate {
-	uint64_t ino;
-	uint64_t size;
-	uint64_t osize;            /* the recorded version's size (meta_file) */
-	uint32_t state;            /* enum meta_state */
-	uint32_t flags;            /* META_F_* */
-	char *origin;              /* owned, may be NULL */
-	char *version;             /* owned, may be NULL */
-	struct rangeset present;
-	struct event *inflight;    /* PRE_ACCESS events of this file */
-	bool queued;               /* on the writer's queue */
-	struct inode *in;          /* back pointer (the inode owns us) */
-	struct fstate *wnext;      /* writer queue link */
-	uint64_t gen;              /* the row's generation (see meta.h) */
-	uint64_t blocks;           /* allocated bytes counted in the cache */
-	int64_t atime;             /* last open, close or fill (ms, realtime) */
-	int64_t atime_saved;       /* atime as last queued for the database */
-	uint64_t ra_lo;            /* readahead: where the stream's last miss began */
-	uint64_t ra_ahead;         /* readahead: end of what was asked ahead */
-	uint64_t ra_window;        /* readahead: bytes asked ahead of a miss */
-	uint64_t ra_seen;          /* readahead: end of the last read checked */
-	int64_t closed_at;         /* readahead: when the last open closed
-				    * (mono ms), 0 while open (cancel_window) */
-	unsigned nreading;         /* tracked reads between check and reply */
-	uint64_t hot_lo, hot_hi;   /* the span the last miss and its readahead
-				    * cover: kept when an open file is evicted */
-	int rw_fd;                 /* O_RDWR store descriptor fills are
-				    * committed through, or -1; kept while the
-				    * file is open or has events (drop_rw_fd) */
-	struct events_change *changes; /* user changes in flight */
-	uint64_t nchanges;         /* user changes begun so far (times_kept) */
-	int sticky_err;            /* a failed data sync, for the next fsync */
-	int64_t ctime_real, ctime_shown; /* see meta_file (ns; 0: none) */
-	bool evicting;             /* see evict_begin() */
-	char *sha256;              /* the manifest's digest (hex, owned), or NULL */
-	bool unverified;           /* all present, the digest not checked yet:
-				    * shown partial until the writer checks */
-	uint64_t to_lo, to_hi;     /* the hint of the last fill that failed, */
-	int64_t to_at;             /*   when (monotonic ms), how many hooks had */
-	uint64_t to_joins;         /*   joined then, for whom (thread id), and */
-	pid_t to_pid;              /*   its result: see recently_failed() */
-	int to_err;
-};
 
 enum ev_state { EV_FREE, EV_QUEUED, EV_SENT, EV_DONE };
 
@@ -300,115 +270,15 @@ static inline void eunlock(void)
 
 #define ELOCK_HELD() assert(elock_mine)
 
-/* engine.c */
-int64_t now_ms(void);
+/* engine.c: the clock */
+int64_t now_ms(void);                  /* realtime, coarse, ms */
+int64_t mono_ms(void);                 /* monotonic, ms */
 void mono_after(struct timespec *ts, double seconds);
 bool mono_passed(const struct timespec *ts);
-void complete(struct event *ev, int result);
-struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
-				uint64_t end, uint64_t hs, uint64_t he,
-				struct fuse_req *req, bool detached, uint64_t reserved,
-				int *res);
-void hold_event(struct event *ev);
-void ahead_closed(struct fstate *fs, bool closed);
-void put_ref(struct event *ev);
-int park_on(struct event *ev, struct inode *in, struct fuse_req *req,
-	    void (*cont)(void *arg, int res), void *arg);
-void drain_ready(void);
-/*
- * Start the PRE_DIR event of dir (origin: owned by the event from here
- * on, may be NULL): 0 with *ret_ev (one reference, the caller's), or
- * -errno.  E.lock held.
- */
-int start_listing(struct inode *dir, char *origin, struct fuse_req *req,
-		  struct event **ret_ev);
-/* The same for the PRE_LOOKUP of name in dir (name: owned by the event). */
-int start_lookup(struct inode *dir, char *origin, char *name, struct fuse_req *req,
-		 struct event **ret_ev);
-/* Is a fill hook subscribed to PRE_LOOKUP connected?  E.lock held. */
-bool have_lookup_hook(void);
-
-/* dirs.c */
-/* Set the zero-setup root up and events_lazy_dirs, start the lister.
- * Without E.lock. */
-int dirs_init(void);
-/* Stop the lister once the listings queued are committed.  Without
- * E.lock, after E.stopping is set. */
-void dirs_shutdown(void);
-/*
- * The hook allowed a listing and every watcher too: ev (marked copying)
- * goes to the lister thread, which commits it and completes it, so that
- * the hook's connection goes on reading answers meanwhile.  Without a
- * lister (stopping) it is committed here, E.lock dropped meanwhile.
- * E.lock held.
- */
-void commit_listing(struct event *ev);
-
-/* readahead.c */
-/*
- * Ask for the missing bytes of [pos, limit) now, an event for each chunk's
- * (none past limit), at most max events, detached, only while slots are
- * free and the cache admits them without waiting, each counted in
- * *count (a stats counter).  Returns where it stopped; *ret_asked (may be
- * NULL) gets the bytes asked for.  stream: a sequential reader's window
- * (readahead.c), whose events the file's last close cancels
- * (cancel_window).  E.lock held.
- */
-uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t limit,
-		    struct fuse_req *req, unsigned max, uint64_t *count,
-		    uint64_t *ret_asked, bool stream);
-/*
- * Does a miss at off go on the stream of fs?  From where its last miss
- * began to one kernel readahead window past what was asked, or up to
- * two windows past where the last read checked ended (a reader that
- * read present bytes up to here goes on; the kernel keeps a window and
- * the next one in flight): the requests of the kernel's windows run on
- * several workers, and the later ones can come first.  E.lock held.
- */
-bool in_stream(const struct fstate *fs, uint64_t off);
-/* A reader's miss, whose fill asks up to asked_end: drives readahead. */
-void read_ahead(struct inode *in, struct fstate *fs, const struct range *miss,
-		uint64_t asked_end, struct fuse_req *req);
-
-/* fstate.c */
-int64_t allocated(int fd);
-bool tracked(const struct fstate *fs);
-/*
- * Does a fill of [start, end) complete fs, whose manifest gave a digest?
- * Then no byte of it is kept or served before the digest is checked
- * (commit_fill; events_filled answers none early).  E.lock held.
- */
-bool fill_completes_digest(const struct fstate *fs, uint64_t start, uint64_t end);
-/*
- * The sha256 (hex) of a file of size bytes whose ranges todo (may be
- * NULL) are read from stage and the rest from dst: 0, -ENODATA when a
- * file is shorter than that (got is the digest of what there is), or
- * -errno when a read fails.  No lock held: it reads files.
- */
-int file_digest(int stage, int dst, const struct rangeset *todo, uint64_t size, char got[65]);
-void fstate_free(void *p);
-int open_store(struct inode *in, int flags);
-int open_stage(uint64_t size);
-void stage_refill(void);
-struct event *inflight_over(const struct fstate *fs, uint64_t start, uint64_t end);
-/* Shrink [*lo, *hi), around [start, end) that no event covers, to where no
- * event's hint overlaps it.  E.lock held. */
-void inflight_clip(const struct fstate *fs, uint64_t start, uint64_t end, uint64_t *lo,
-		   uint64_t *hi);
-void drop_rw_fd(struct fstate *fs);
-void commit_fill(struct event *ev);
-void times_kept(struct fstate *fs, int fd, const struct stat *before,
-		uint64_t nchanges);
-void ctime_kept(struct fstate *fs, int fd, const struct stat *before);
 
 static inline int64_t ns_of(const struct timespec *ts)
 {
 	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
 }
-
-/* evict.c: evict.h; writeback.c: writeback.h */
-
-/* vattr.c */
-unsigned lat_bucket(uint64_t us);
 
 #endif

@@ -150,97 +150,18 @@ int events_init(const struct events_config *cfg);
 /* Flush the write-behind queue and stop the writer thread. */
 void events_shutdown(void);
 
-/* Look up in's per-file state once (at open).  0 or -errno. */
-int events_load(struct inode *in);
-
 /*
- * Times are final: st, the store's attributes of in, gets the change
- * time the mount shows (ctime_shown of meta.h) when the store's is the
- * one the daemon's own fill or eviction left.  Loads the state of a
- * file not opened yet only on a store where some file has such a time
- * (one relaxed load otherwise).  Never waits for a fill.
- */
-void events_shown_attr(struct inode *in, struct stat *st);
-extern _Atomic bool events_any_ctime;
-
-/*
- * Slow paths.  Return 0 to go on, or -errno for the caller.  req may be
- * NULL; with it, a FUSE interrupt of the caller ends the wait with EINTR.
- */
-int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
-		      struct fuse_req *req, bool *ret_held);
-/*
- * When events_pre_access() set *ret_held (mounts with cache limits), the
- * read is counted until its reply is sent; then call this, so that the
- * evictor may take ranges of the open file again.
- */
-void events_read_done(struct inode *in);
-
-/*
- * A read(2)'s slow path that does not hold the calling FUSE worker while
- * a hook works or the cache makes room: returns 0 (all present: read
- * and reply yourself; with *ret_held, call events_read_done() after),
- * -errno (reply it), or EVENTS_PARKED: the engine took the request and
- * answers it through cfg.reply once its bytes are present or it failed.
- * A full parking pool waits in the calling thread instead.
+ * The slow paths' results beside 0 and -errno: EVENTS_PARKED (park.h),
+ * EVENTS_UNLISTED (dirs.h).
  */
 #define EVENTS_PARKED 1
-int events_read(struct inode *in, uint64_t off, uint64_t len, struct fuse_req *req,
-		int fd, bool *ret_held);
-/*
- * The same check for a request that reads the bytes itself (the source
- * of a copy_file_range): 0 and -errno as events_read(); EVENTS_PARKED:
- * cont(arg, res) is called once the bytes are present (res 0, with a
- * read hold taken: call events_read_done() when done with them) or the
- * check failed (-errno), from an engine thread, without its lock.
- */
-int events_read_check(struct inode *in, uint64_t off, uint64_t len, struct fuse_req *req,
-		      void (*cont)(void *arg, int res), void *arg, bool *ret_held);
-int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
-		      struct fuse_req *req);
-/*
- * PRE_MODIFY of [start, end) of in without holding the calling worker:
- * 0 (no hook must answer, or all allowed: go on now), -errno (reply
- * it), or EVENTS_PARKED: the engine keeps the request and calls
- * cont(arg, res) once every hook answered or the event failed (res 0:
- * go on with the change; else the -errno to reply), from the engine
- * thread that decided it, without the engine's lock; in stays
- * referenced until cont returns.  A full parking pool waits in the
- * calling thread; a user over max_parked_user gets -EAGAIN.
- */
-int events_modify(struct inode *in, uint64_t start, uint64_t end, struct fuse_req *req,
-		  void (*cont)(void *arg, int res), void *arg);
-/* OPEN_PERM of in, opened with flags: as events_modify(). */
-int events_open_perm(struct inode *in, int flags, struct fuse_req *req,
-		     void (*cont)(void *arg, int res), void *arg);
+#define EVENTS_UNLISTED 2
 
 static inline bool events_open_watched(void)
 {
 	return atomic_load_explicit(&events_mask, memory_order_relaxed) &
 	       HSMFS_MASK(HSMFS_EV_OPEN_PERM);
 }
-
-/*
- * ACCESS_PERM of [start, end) of in: as events_modify().  Raised for
- * each read(2) that reaches the daemon (and a copy's source); opens of
- * files a subscriber watches bypass the page cache so that each does
- * (events_access_target() at open).
- */
-int events_access_perm(struct inode *in, uint64_t start, uint64_t end, struct fuse_req *req,
-		       void (*cont)(void *arg, int res), void *arg);
-/*
- * Ask the fill hooks now for what is missing of in, whole if it is no
- * larger than max_bytes, else of its first first_fill bytes (what its
- * reader's first read from the start waits for; max_bytes with
- * first_fill=0): a sibling prefetch, prefetch.c.  Detached events,
- * started only while slots are free and the cache admits them without
- * waiting.
- * The state must be loaded (events_load).  Returns the bytes asked for.
- */
-uint64_t events_prefetch(struct inode *in, uint64_t max_bytes);
-
-/* Is some hook subscribed to ACCESS_PERM of in (its subtree)? */
-bool events_access_target(struct inode *in);
 
 static inline bool events_access_watched(void)
 {
@@ -249,153 +170,15 @@ static inline bool events_access_watched(void)
 }
 
 /*
- * Lazy directories (dirs.c).  A directory whose names are not known yet
- * (an unlisted row) is listed by a fill hook (PRE_DIR) before a name in
- * it is looked up, listed or made: ops.c calls events_dir() first for
- * the directory it works in, unless events_dir_known() (one relaxed load
- * while no store has a lazy directory; then one per-inode bit).
- * Returns 0 (go on), -errno, or EVENTS_PARKED: cont(arg, res) once the
- * listing is committed (res 0: run the operation again) or failed, from
- * an engine thread, without the engine's lock.
+ * The entry points ops.c calls, each declared by the file that defines
+ * it.
  */
-extern _Atomic bool events_lazy_dirs;
-
-static inline bool events_dir_known(const struct inode *dir)
-{
-	return !atomic_load_explicit(&events_lazy_dirs, memory_order_relaxed) ||
-	       (inode_flags(dir) & INODE_LISTED); /* not INODE_DIR_TTL: its age is checked */
-}
-
-int events_dir(struct inode *dir, struct fuse_req *req, void (*cont)(void *arg, int res),
-	       void *arg);
-/*
- * The lookup of name in dir: as events_dir(), but while dir is unlisted
- * and a fill hook subscribed to PRE_LOOKUP is connected, that hook is
- * asked for the one name instead of a listing of dir (-ENOENT: no such
- * name); the directory stays unlisted.  A name an earlier lookup made
- * is found at once.
- */
-int events_dir_lookup(struct inode *dir, const char *name, struct fuse_req *req,
-		      void (*cont)(void *arg, int res), void *arg);
-
-/*
- * hsmfsctl refresh: list the listed directory dir again from its origin
- * and apply the difference (new names appear, names gone at the origin
- * go unless dirty or open, changed files are replaced by placeholders of
- * the new version).  0, EVENTS_UNLISTED (not listed yet: listed on
- * its first look anyway), -ENODATA (not a lazy directory), -errno, or EVENTS_PARKED as
- * events_dir().  The kernel's names are invalidated through
- * cfg.invalidate_entry, so the request must not hold dir's lock (a
- * getxattr, not a setxattr).
- */
-#define EVENTS_UNLISTED 2
-int events_dir_refresh(struct inode *dir, struct fuse_req *req,
-		       void (*cont)(void *arg, int res), void *arg);
-/* Forget what dir's listing state was: read again at the next look
- * (user.hsmfs.reload of a directory: import made lazy directories). */
-void events_dir_forget(struct inode *dir);
-/* A directory was removed through the mount: its row goes. */
-void events_dir_removed(uint64_t ino);
-
-/*
- * Re-read in's state from the database (after hsmfsctl import changed
- * the file in the store).  -EBUSY while events for it are pending.
- */
-int events_reload(struct inode *in);
-
-/*
- * Drop [start, end) of in (end 0: the whole file) back to missing: the
- * range is deleted from the database first, the placeholder mark put
- * back, then the bytes are punched out of the store file; the caller
- * then drops the kernel's cache of it.  -ENODATA: not managed (no
- * origin); -EBUSY: dirty, pinned, open, or being filled.
- */
-int events_evict(struct inode *in, uint64_t start, uint64_t end, bool is_open);
-
-/*
- * Opens and closes of files with state: their time of use for the
- * eviction order, and (at open) a barrier against an eviction in
- * progress.  Called after inode_open_inc() / after inode_open_dec().
- */
-void events_opened(struct inode *in);
-void events_released(struct inode *in);
-
-/* A name was renamed through the mount: recorded paths follow. */
-void events_renamed(struct inode *parent, const char *name,
-		    struct inode *newparent, const char *newname);
-
-void events_get_stats(struct events_stats *ret);
-/* The kernel dropped a range of a read-watched file's page cache (ops.c). */
-void events_cache_dropped(void);
-
-/* Set or clear the pinned flag (pinned files are never evicted). */
-int events_pin(struct inode *in, bool pin);
-
-/* The origin changed under a partly present file: fail its reads. */
-int events_mark_stale(struct inode *in);
-
-/*
- * A change of a file's bytes or size through the mount (write,
- * truncate, fallocate, copy_file_range destination), from just before
- * the store is changed until its bookkeeping is done.  While a change
- * is open, no fill is committed over [start, end): the user's bytes win.
- * events_change_begin() waits only for a fill being copied into that
- * range right now (bounded: no hook is involved).  Every begin is ended
- * by exactly one of events_wrote(), events_truncated() or
- * events_change_end() (the change failed).  Files without state: no-op.
- */
-struct fstate;
-struct events_change {
-	uint64_t start, end;        /* claimed bytes; end may be UINT64_MAX */
-	struct fstate *fs;          /* NULL: nothing claimed */
-	struct events_change *next; /* the file's list, under E.lock */
-};
-void events_change_begin(struct inode *in, struct events_change *c,
-			 uint64_t start, uint64_t end);
-void events_change_end(struct inode *in, struct events_change *c);
-
-/* Bookkeeping after a successful change through the mount; ends c. */
-void events_wrote(struct inode *in, struct events_change *c, uint64_t off,
-		  uint64_t len);
-void events_truncated(struct inode *in, struct events_change *c,
-		      uint64_t old_size, uint64_t new_size);
-void events_unlinked(uint64_t ino);
-/*
- * in is open for writing where the daemon does not see the writes
- * (kernel passthrough): at open and again at release, its state becomes
- * dirty (every byte the user's, never fetched or evicted) with size, the
- * store file's size then.  Files without state: no-op.
- */
-void events_unseen_writes(struct inode *in, uint64_t size);
-/*
- * May in be opened in passthrough mode now (every byte present, nothing
- * filling, changing or being evicted, not stale or awaiting its digest)?
- * If so INODE_PASSTHROUGH is set, under the engine's lock, so that no
- * eviction starts on it until passthrough.c clears the flag.
- */
-bool events_pass_begin(struct inode *in);
-
-/*
- * fsync/fdatasync of a file with state, after the store file's own
- * sync succeeded: returns once its present ranges and dirty state are
- * committed durably, or the error that kept them from being (a failed
- * data sync of the write-behind is sticky and reported here once).
- */
-int events_fsync(struct inode *in);
-
-/*
- * Virtual xattr "user.hsmfs.*" of in (size: the file's size in the
- * store).  Returns the value length, or -ENODATA, -ERANGE.
- */
-ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
-		     char *buf, size_t bufsize);
-
-/* Called by hooks.c from connection threads. */
-/* h said HELLO: send it welcome (len bytes) and add it, atomically.  0 or -errno. */
-int events_hook_joined(struct hook *h, const uint8_t *welcome, int len);
-void events_hook_left(struct hook *h);
-void events_answer(struct hook *h, const struct proto_answer *a);
-void events_progress(struct hook *h, const struct proto_progress *p);
-void events_filled(struct hook *h, const struct proto_filled *f);
+#include "decide.h"
+#include "dirs.h"
+#include "evict.h"
+#include "fstate.h"
+#include "park.h"
+#include "vattr.h"
+#include "writeback.h"
 
 #endif

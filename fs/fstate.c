@@ -24,6 +24,10 @@
 #include "ranges.h"
 #include "sha256.h"
 #include "engine.h"
+#include "event.h"
+#include "fstate.h"
+#include "timer.h"
+#include "vattr.h"
 
 static void fstate_take_row(struct fstate *fs, struct meta_file *f);
 static int load_state(struct inode *in, bool cache_missing);

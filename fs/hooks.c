@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "events.h"
+#include "answer.h"
 #include "hooks.h"
 #include "log.h"
 #include "ready.h"

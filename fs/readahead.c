@@ -22,6 +22,8 @@
 #include "fault.h"
 #include "ranges.h"
 #include "engine.h"
+#include "readahead.h"
+#include "route.h"
 
 /* See engine.h. */
 uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t limit,

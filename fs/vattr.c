@@ -22,6 +22,7 @@
 #include "fault.h"
 #include "ranges.h"
 #include "engine.h"
+#include "vattr.h"
 #include "passthrough.h"
 #include "prefetch.h"
 

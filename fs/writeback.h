@@ -11,6 +11,7 @@
 #define HSMFS_WRITEBACK_H
 
 struct fstate;
+struct inode;
 
 /* Queue fs for the writer.  E.lock held. */
 void persist_later(struct fstate *fs);
@@ -24,5 +25,13 @@ void *writer_main(void *arg);
  * The evictor's sync handler (struct evict_handlers).  Without E.lock.
  */
 void writeback_sync(void);
+
+/*
+ * fsync/fdatasync of a file with state, after the store file's own
+ * sync succeeded: returns once its present ranges and dirty state are
+ * committed durably, or the error that kept them from being (a failed
+ * data sync of the write-behind is sticky and reported here once).
+ */
+int events_fsync(struct inode *in);
 
 #endif

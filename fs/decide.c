@@ -1,0 +1,403 @@
+/* decide.c - the decision rule of reads and permission events: see decide.h */
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <limits.h>
+#include <stdlib.h>
+#include "cache.h"
+#include "decide.h"
+#include "engine.h"
+#include "event.h"
+#include "evict.h"
+#include "fstate.h"
+#include "hooks.h"
+#include "inode.h"
+#include "meta.h"
+#include "park.h"
+#include "ranges.h"
+#include "readahead.h"
+#include "route.h"
+
+/*
+ * Did a fill of [start, end) of fs for the same thread fail a moment
+ * ago (timed out, or the hook failed it with EIO or ETIMEDOUT: the
+ * origin failed; a policy's deny is asked again), with no hook joined
+ * since?
+ * That is the kernel reading a failed readahead page once more for the
+ * same read(2): asking again would wait the timeout twice, or run the
+ * hook's retry policy twice.  It fails at once with the same error.
+ * Another thread's read (a user's retry) asks again.  E.lock held.
+ */
+static int recently_failed(const struct fstate *fs, uint64_t start, uint64_t end,
+			   struct fuse_req *req)
+{
+	ELOCK_HELD();
+	const struct fuse_ctx *ctx = req ? fuse_req_ctx(req) : NULL;
+
+	if (fs->to_at && ctx && ctx->pid == fs->to_pid && start < fs->to_hi &&
+	    fs->to_lo < end && fs->to_joins == E.joins &&
+	    mono_ms() - fs->to_at < RETRY_FAIL_MS)
+		return fs->to_err;
+	return 0;
+}
+
+/* The page-aligned span of a read of [off, off + len), within the file. */
+void read_span(const struct fstate *fs, uint64_t off, uint64_t len,
+		      uint64_t *ret_start, uint64_t *ret_end)
+{
+	uint64_t end = off + len > fs->size ? fs->size : (off + len + PAGE - 1) & ~(PAGE - 1);
+
+	*ret_start = off & ~(PAGE - 1);
+	*ret_end = end > fs->size ? fs->size : end;
+}
+
+/*
+ * One step of a read's check of [start, end): 0 when all of it is
+ * present, -errno to fail, 1 with a reference on *ret_ev (hold_event or
+ * start_fill's) when the read must wait for that event: one already
+ * fetching some of the bytes, or a new one.  first: the read's first
+ * step (a hit is counted, readahead driven).  On mounts with cache
+ * limits a new fill is admitted first; *reserved is what was admitted
+ * and not yet handed to an event.  With may_block, admission drops
+ * E.lock and waits for room; without, a fill that does not fit now
+ * returns 2 (the evictor is asked to make room; the room thread waits
+ * for it).  E.lock held.
+ */
+int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t end,
+		       struct fuse_req *req, bool first, bool may_block,
+		       uint64_t *reserved, struct event **ret_ev)
+{
+	ELOCK_HELD();
+	for (;;) {
+		struct range miss, gap;
+		struct event *ev;
+		uint64_t asked_end;
+		int res = 0;
+
+		evict_wait(fs); /* its present ranges are being changed */
+		if (fs->flags & META_F_STALE)
+			return -EIO;
+		if (start >= end || !rs_missing(&fs->present, start, end, &miss, 1)) {
+			if (first) {
+				E.st.hits++;
+				fs->ra_seen = end;
+			}
+			return 0;
+		}
+		/*
+		 * Wait for an event whose hint covers any of this: its hook is
+		 * most likely fetching those bytes already.  What it does not
+		 * fill is asked for again on the next step.
+		 */
+		ev = inflight_over(fs, miss.start, miss.end);
+		asked_end = 0;
+		if (ev) {
+			hold_event(ev);
+		} else {
+			uint64_t hs, he, hint_start, hint_end, need, gap_start, gap_end, ff;
+			bool beside;
+
+			if (!have_fill_hook() && E.cfg.nohook_fail)
+				return -EIO;
+			res = recently_failed(fs, miss.start, miss.end, req);
+			if (res)
+				return res;
+			/* hint: the chunk-aligned span, within the same gap */
+			hs = miss.start & ~(E.cfg.chunk - 1);
+			he = (miss.end + E.cfg.chunk - 1) & ~(E.cfg.chunk - 1);
+			if (he > fs->size)
+				he = fs->size;
+			hint_start = miss.start;
+			hint_end = miss.end;
+			for (uint64_t pos = hs;
+			     pos < he && rs_missing(&fs->present, pos, he, &gap, 1);
+			     pos = gap.end) {
+				if (gap.start <= miss.start && gap.end >= miss.end) {
+					hint_start = gap.start;
+					hint_end = gap.end;
+					break;
+				}
+			}
+			/* and apart from what other events fetch */
+			inflight_clip(fs, miss.start, miss.end, &hint_start, &hint_end);
+			/*
+			 * The first miss in a chunk nothing of which is there
+			 * or coming, not in a stream, asks first_fill bytes
+			 * from its own start (its bytes come first, and a
+			 * hook's FILLED lets it go before the rest are in);
+			 * the rest of the chunk is asked beside it in events
+			 * of its own that it does not wait for: a random read
+			 * waits a round trip, not also the chunk's transfer,
+			 * and the chunk still comes whole for the reads that
+			 * follow.  At the file's start (cat, cp, tar: the
+			 * reader goes on at once) the rest is asked now;
+			 * elsewhere once this fill is done (complete()), so
+			 * that it does not share the link with it.  A reader
+			 * going on has its gap asked whole.
+			 */
+			gap_start = hint_start;
+			gap_end = hint_end;
+			beside = false;
+			ff = E.cfg.first_fill;
+			if (first && ff && hint_end - hint_start > 2 * ff && hint_start == hs &&
+			    hint_end == he &&
+			    !in_stream(fs, miss.start) &&
+			    !(miss.start >= PAGE &&
+			      (rs_contains(&fs->present, miss.start - PAGE, miss.start) ||
+			       inflight_over(fs, miss.start - PAGE, miss.start)))) {
+				hs = miss.start;
+				he = miss.start + ((miss.end - miss.start + ff - 1) & ~(ff - 1));
+				if (hs > hint_start)
+					hint_start = hs;
+				if (he < hint_end)
+					hint_end = he;
+				beside = true;
+			}
+			/* admission: room for the fill before it may write */
+			need = ((hint_end + PAGE - 1) & ~(PAGE - 1)) - (hint_start & ~(PAGE - 1));
+			if (E.cfg.cache_limited && *reserved < need && !may_block) {
+				/* the cache's lock comes after E.lock */
+				if (cache_try_admit(need))
+					return 2;
+				if (*reserved)
+					cache_unreserve(*reserved);
+				*reserved = need;
+			}
+			if (E.cfg.cache_limited && *reserved < need) {
+				struct timespec deadline;
+
+				mono_after(&deadline, E.cfg.timeout);
+				eunlock();
+				if (*reserved)
+					cache_unreserve(*reserved);
+				*reserved = 0;
+				res = cache_admit(need, &deadline);
+				elock();
+				if (res)
+					return res;
+				*reserved = need;
+				continue; /* the world may have changed meanwhile */
+			}
+			ev = start_fill(in, fs, miss.start, miss.end, hint_start, hint_end,
+					req, false, *reserved, &res);
+			if (!ev)
+				return res;
+			*reserved = 0;
+			if (beside && hint_start == 0) {
+				if (fill_ahead(in, fs, hint_end, gap_end, req, 1, &E.st.beside,
+					       NULL, false) > hint_end)
+					asked_end = gap_end;
+			} else if (beside) {
+				ev->side_lo = gap_start;
+				ev->side_hi = gap_end;
+				asked_end = gap_end;
+			}
+		}
+		if (first) {
+			if (ev->hint_end > asked_end)
+				asked_end = ev->hint_end;
+			read_ahead(in, fs, &miss, asked_end, req);
+			fs->ra_seen = end;
+			/* what an eviction of the open file must leave alone */
+			fs->hot_lo = miss.start & ~(E.cfg.chunk - 1);
+			fs->hot_hi = asked_end > fs->ra_ahead ? asked_end : fs->ra_ahead;
+		}
+		*ret_ev = ev;
+		return 1;
+	}
+}
+
+int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
+		      struct fuse_req *req, bool *ret_held)
+{
+	struct fstate *fs = inode_state(in);
+	uint64_t start, end, reserved = 0;
+	bool waited = false, retried = false;
+	struct event *ev;
+	int res;
+
+	*ret_held = false;
+	if (!fs)
+		return 0;
+	elock();
+	read_span(fs, off, len, &start, &end);
+	for (;;) {
+		res = access_step(in, fs, start, end, req, !waited, true, &reserved, &ev);
+		if (res <= 0)
+			break;
+		waited = true;
+		res = wait_event(ev, req);
+		if (res == -ENOSPC && !retried) {
+			/* the store is full: evict, then try once more */
+			retried = true;
+			eunlock();
+			res = cache_make_room(E.cfg.chunk);
+			elock();
+			if (!res)
+				continue;
+			res = -ENOSPC;
+		}
+		if (res)
+			break;
+	}
+	if (!res && tracked(fs)) {
+		fs->nreading++; /* until events_read_done() */
+		*ret_held = true;
+	}
+	eunlock();
+	if (reserved)
+		cache_unreserve(reserved);
+	drain_ready();
+	return caller_errno(res);
+}
+
+/*
+ * QUIET is kept per hook: a set of store inode numbers, open addressing
+ * (0 = empty slot), grown at half full up to HOOK_QUIET_MAX, past which
+ * a QUIET is not kept (the hook gets more events, never fewer than it
+ * should).  E.lock held.
+ */
+static bool quiet_has(const struct hook *h, uint64_t ino)
+{
+	ELOCK_HELD();
+	if (!h->quiet || !ino)
+		return false;
+	for (uint32_t i = (uint32_t)(ino * 0x9E3779B97F4A7C15ULL >> 32) & (h->quiet_cap - 1);;
+	     i = (i + 1) & (h->quiet_cap - 1)) {
+		if (h->quiet[i] == ino)
+			return true;
+		if (!h->quiet[i])
+			return false;
+	}
+}
+
+static void quiet_put(uint64_t *tab, uint32_t cap, uint64_t ino)
+{
+	uint32_t i = (uint32_t)(ino * 0x9E3779B97F4A7C15ULL >> 32) & (cap - 1);
+
+	while (tab[i] && tab[i] != ino)
+		i = (i + 1) & (cap - 1);
+	tab[i] = ino;
+}
+
+void quiet_add(struct hook *h, uint64_t ino)
+{
+	if (!ino || quiet_has(h, ino))
+		return;
+	if ((h->nquiet + 1) * 2 > h->quiet_cap) {
+		uint32_t cap = h->quiet_cap ? h->quiet_cap * 2 : 64;
+		uint64_t *tab;
+
+		if (h->nquiet >= HOOK_QUIET_MAX || !(tab = calloc(cap, sizeof(*tab))))
+			return;
+		for (uint32_t i = 0; i < h->quiet_cap; i++)
+			if (h->quiet[i])
+				quiet_put(tab, cap, h->quiet[i]);
+		free(h->quiet);
+		h->quiet = tab;
+		h->quiet_cap = cap;
+	}
+	quiet_put(h->quiet, h->quiet_cap, ino);
+	h->nquiet++;
+}
+
+/* Must h answer a permission event of type of in?  E.lock held. */
+static bool perm_target(const struct hook *h, struct inode *in, uint32_t type)
+{
+	ELOCK_HELD();
+	return (h->mask & HSMFS_MASK(type)) && in_subtree(h, in) &&
+	       (type != HSMFS_EV_PRE_MODIFY || !quiet_has(h, inode_ino(in)));
+}
+
+/*
+ * Start a permission event (PRE_MODIFY of [start, end), or OPEN_PERM
+ * with the open flags in start) of in: 0 (no hook must answer), 1 with
+ * *ret_ev (one reference, the caller's), or -errno.  Every hook
+ * subscribed must answer.  E.lock held.
+ */
+int start_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t end,
+		      struct fuse_req *req, struct event **ret_ev)
+{
+	ELOCK_HELD();
+	char path[HSMFS_MAX_PATH + 1];
+	struct proto_event pe;
+	struct event *ev;
+	struct hook *h;
+
+	for (h = E.hooks; h; h = h->next)
+		if (perm_target(h, in, type))
+			break;
+	if (!h) {
+		/* every hook that watches it quieted it: the fast path may skip */
+		if (type == HSMFS_EV_PRE_MODIFY)
+			inode_flags_set(in, INODE_QUIET);
+		return 0;
+	}
+	ev = get_slot();
+	if (!ev)
+		return -EIO;
+	init_event(ev, type, in, req);
+	ev->waiters = 1; /* the caller's */
+	ev->fs = NULL;
+	ev->start = start;
+	ev->end = end;
+	ev->hint_start = start;
+	ev->hint_end = end;
+	fill_proto(ev, &pe, path, sizeof(path));
+	for (h = E.hooks; h; h = h->next)
+		if (perm_target(h, in, type))
+			add_target(ev, h, hooks_send_event(h, &pe, -1) == 0);
+	ev->st = EV_SENT;
+	if (!ev->ntargets)
+		complete(ev, 0);
+	*ret_ev = ev;
+	return 1;
+}
+
+int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
+		      struct fuse_req *req)
+{
+	struct event *ev;
+	int res;
+
+	if (inode_flags(in) & INODE_QUIET)
+		return 0;
+	elock();
+	res = start_perm(in, HSMFS_EV_PRE_MODIFY, start, end, req, &ev);
+	if (res == 1)
+		res = wait_event(ev, req);
+	eunlock();
+	drain_ready();
+	return caller_errno(res);
+}
+
+uint64_t events_prefetch(struct inode *in, uint64_t max_bytes)
+{
+	uint64_t asked = 0, limit;
+	struct fstate *fs;
+
+	elock();
+	fs = inode_state(in);
+	if (!fs || !have_fill_hook() || (fs->flags & META_F_STALE)) {
+		eunlock();
+		return 0;
+	}
+	/* a larger file: what its reader's first read waits for (first_fill) */
+	limit = fs->size;
+	if (limit > max_bytes)
+		limit = E.cfg.first_fill && E.cfg.first_fill < max_bytes ? E.cfg.first_fill :
+									 max_bytes;
+	fill_ahead(in, fs, 0, limit, NULL, UINT_MAX, &E.st.readahead, &asked, false);
+	eunlock();
+	return asked;
+}
+
+bool events_access_target(struct inode *in)
+{
+	bool yes = false;
+
+	elock();
+	for (struct hook *h = E.hooks; h && !yes; h = h->next)
+		yes = perm_target(h, in, HSMFS_EV_ACCESS_PERM);
+	eunlock();
+	return yes;
+}

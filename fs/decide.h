@@ -1,0 +1,59 @@
+/*
+ * decide.h - the decision rule of the engine (decide.c): is a read's
+ * range present, is an event fetching it already, or does a new one
+ * start; must a permission event be asked, of which hooks.
+ */
+#ifndef HSMFS_DECIDE_H
+#define HSMFS_DECIDE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct event;
+struct fstate;
+struct fuse_req;
+struct hook;
+struct inode;
+
+/*
+ * Slow paths.  Return 0 to go on, or -errno for the caller.  req may be
+ * NULL; with it, a FUSE interrupt of the caller ends the wait with EINTR.
+ */
+int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
+		      struct fuse_req *req, bool *ret_held);
+int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
+		      struct fuse_req *req);
+/*
+ * Ask the fill hooks now for what is missing of in, whole if it is no
+ * larger than max_bytes, else of its first first_fill bytes (what its
+ * reader's first read from the start waits for; max_bytes with
+ * first_fill=0): a sibling prefetch, prefetch.c.  Detached events,
+ * started only while slots are free and the cache admits them without
+ * waiting.
+ * The state must be loaded (events_load).  Returns the bytes asked for.
+ */
+uint64_t events_prefetch(struct inode *in, uint64_t max_bytes);
+
+/* Is some hook subscribed to ACCESS_PERM of in (its subtree)? */
+bool events_access_target(struct inode *in);
+
+/* The page-aligned span of a read of [off, off + len), within the file. */
+void read_span(const struct fstate *fs, uint64_t off, uint64_t len, uint64_t *ret_start,
+	       uint64_t *ret_end);
+/*
+ * One step of a read's check of [start, end): see decide.c.  0, -errno,
+ * 1 with *ret_ev to wait for, or 2 (no room now, !may_block).  E.lock held.
+ */
+int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t end,
+		struct fuse_req *req, bool first, bool may_block, uint64_t *reserved,
+		struct event **ret_ev);
+/*
+ * Start a permission event of in: 0 (no hook must answer), 1 with
+ * *ret_ev (one reference, the caller's), or -errno.  E.lock held.
+ */
+int start_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t end,
+	       struct fuse_req *req, struct event **ret_ev);
+/* h answered PRE_MODIFY of the file ino with QUIET.  E.lock held. */
+void quiet_add(struct hook *h, uint64_t ino);
+
+#endif

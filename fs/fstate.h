@@ -1,0 +1,173 @@
+/*
+ * fstate.h - per-file range state (fstate.c): loads, user changes,
+ * staging files, fill commits, the fast-path bits of inode.h.
+ */
+#ifndef HSMFS_FSTATE_H
+#define HSMFS_FSTATE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include "ranges.h"
+
+struct event;
+struct events_change;
+struct inode;
+
+/* Per-file state of a file that has a metadata row. */
+struct fstate {
+	uint64_t ino;
+	uint64_t size;
+	uint64_t osize;            /* the recorded version's size (meta_file) */
+	uint32_t state;            /* enum meta_state */
+	uint32_t flags;            /* META_F_* */
+	char *origin;              /* owned, may be NULL */
+	char *version;             /* owned, may be NULL */
+	struct rangeset present;
+	struct event *inflight;    /* PRE_ACCESS events of this file */
+	bool queued;               /* on the writer's queue */
+	struct inode *in;          /* back pointer (the inode owns us) */
+	struct fstate *wnext;      /* writer queue link */
+	uint64_t gen;              /* the row's generation (see meta.h) */
+	uint64_t blocks;           /* allocated bytes counted in the cache */
+	int64_t atime;             /* last open, close or fill (ms, realtime) */
+	int64_t atime_saved;       /* atime as last queued for the database */
+	uint64_t ra_lo;            /* readahead: where the stream's last miss began */
+	uint64_t ra_ahead;         /* readahead: end of what was asked ahead */
+	uint64_t ra_window;        /* readahead: bytes asked ahead of a miss */
+	uint64_t ra_seen;          /* readahead: end of the last read checked */
+	int64_t closed_at;         /* readahead: when the last open closed
+				    * (mono ms), 0 while open (cancel_window) */
+	unsigned nreading;         /* tracked reads between check and reply */
+	uint64_t hot_lo, hot_hi;   /* the span the last miss and its readahead
+				    * cover: kept when an open file is evicted */
+	int rw_fd;                 /* O_RDWR store descriptor fills are
+				    * committed through, or -1; kept while the
+				    * file is open or has events (drop_rw_fd) */
+	struct events_change *changes; /* user changes in flight */
+	uint64_t nchanges;         /* user changes begun so far (times_kept) */
+	int sticky_err;            /* a failed data sync, for the next fsync */
+	int64_t ctime_real, ctime_shown; /* see meta_file (ns; 0: none) */
+	bool evicting;             /* see evict_begin() */
+	char *sha256;              /* the manifest's digest (hex, owned), or NULL */
+	bool unverified;           /* all present, the digest not checked yet:
+				    * shown partial until the writer checks */
+	uint64_t to_lo, to_hi;     /* the hint of the last fill that failed, */
+	int64_t to_at;             /*   when (monotonic ms), how many hooks had */
+	uint64_t to_joins;         /*   joined then, for whom (thread id), and */
+	pid_t to_pid;              /*   its result: see recently_failed() */
+	int to_err;
+};
+
+/* Look up in's per-file state once (at open).  0 or -errno. */
+int events_load(struct inode *in);
+
+/*
+ * Times are final: st, the store's attributes of in, gets the change
+ * time the mount shows (ctime_shown of meta.h) when the store's is the
+ * one the daemon's own fill or eviction left.  Loads the state of a
+ * file not opened yet only on a store where some file has such a time
+ * (one relaxed load otherwise).  Never waits for a fill.
+ */
+void events_shown_attr(struct inode *in, struct stat *st);
+extern _Atomic bool events_any_ctime;
+
+/*
+ * Re-read in's state from the database (after hsmfsctl import changed
+ * the file in the store).  -EBUSY while events for it are pending.
+ */
+int events_reload(struct inode *in);
+
+/*
+ * Opens and closes of files with state: their time of use for the
+ * eviction order, and (at open) a barrier against an eviction in
+ * progress.  Called after inode_open_inc() / after inode_open_dec().
+ */
+void events_opened(struct inode *in);
+void events_released(struct inode *in);
+
+/* A name was renamed through the mount: recorded paths follow. */
+void events_renamed(struct inode *parent, const char *name,
+		    struct inode *newparent, const char *newname);
+
+/* Set or clear the pinned flag (pinned files are never evicted). */
+int events_pin(struct inode *in, bool pin);
+
+/* The origin changed under a partly present file: fail its reads. */
+int events_mark_stale(struct inode *in);
+
+/*
+ * A change of a file's bytes or size through the mount (write,
+ * truncate, fallocate, copy_file_range destination), from just before
+ * the store is changed until its bookkeeping is done.  While a change
+ * is open, no fill is committed over [start, end): the user's bytes win.
+ * events_change_begin() waits only for a fill being copied into that
+ * range right now (bounded: no hook is involved).  Every begin is ended
+ * by exactly one of events_wrote(), events_truncated() or
+ * events_change_end() (the change failed).  Files without state: no-op.
+ */
+struct fstate;
+struct events_change {
+	uint64_t start, end;        /* claimed bytes; end may be UINT64_MAX */
+	struct fstate *fs;          /* NULL: nothing claimed */
+	struct events_change *next; /* the file's list, under E.lock */
+};
+void events_change_begin(struct inode *in, struct events_change *c,
+			 uint64_t start, uint64_t end);
+void events_change_end(struct inode *in, struct events_change *c);
+
+/* Bookkeeping after a successful change through the mount; ends c. */
+void events_wrote(struct inode *in, struct events_change *c, uint64_t off,
+		  uint64_t len);
+void events_truncated(struct inode *in, struct events_change *c,
+		      uint64_t old_size, uint64_t new_size);
+void events_unlinked(uint64_t ino);
+/*
+ * in is open for writing where the daemon does not see the writes
+ * (kernel passthrough): at open and again at release, its state becomes
+ * dirty (every byte the user's, never fetched or evicted) with size, the
+ * store file's size then.  Files without state: no-op.
+ */
+void events_unseen_writes(struct inode *in, uint64_t size);
+/*
+ * May in be opened in passthrough mode now (every byte present, nothing
+ * filling, changing or being evicted, not stale or awaiting its digest)?
+ * If so INODE_PASSTHROUGH is set, under the engine's lock, so that no
+ * eviction starts on it until passthrough.c clears the flag.
+ */
+bool events_pass_begin(struct inode *in);
+
+int64_t allocated(int fd);
+bool tracked(const struct fstate *fs);
+/*
+ * Does a fill of [start, end) complete fs, whose manifest gave a digest?
+ * Then no byte of it is kept or served before the digest is checked
+ * (commit_fill; events_filled answers none early).  E.lock held.
+ */
+bool fill_completes_digest(const struct fstate *fs, uint64_t start, uint64_t end);
+/*
+ * The sha256 (hex) of a file of size bytes whose ranges todo (may be
+ * NULL) are read from stage and the rest from dst: 0, -ENODATA when a
+ * file is shorter than that (got is the digest of what there is), or
+ * -errno when a read fails.  No lock held: it reads files.
+ */
+int file_digest(int stage, int dst, const struct rangeset *todo, uint64_t size, char got[65]);
+void fstate_free(void *p);
+int open_store(struct inode *in, int flags);
+int open_stage(uint64_t size);
+void stage_refill(void);
+struct event *inflight_over(const struct fstate *fs, uint64_t start, uint64_t end);
+/* Shrink [*lo, *hi), around [start, end) that no event covers, to where no
+ * event's hint overlaps it.  E.lock held. */
+void inflight_clip(const struct fstate *fs, uint64_t start, uint64_t end, uint64_t *lo,
+		   uint64_t *hi);
+void drop_rw_fd(struct fstate *fs);
+void commit_fill(struct event *ev);
+void times_kept(struct fstate *fs, int fd, const struct stat *before,
+		uint64_t nchanges);
+void ctime_kept(struct fstate *fs, int fd, const struct stat *before);
+
+
+#endif

@@ -1,0 +1,40 @@
+/*
+ * readahead.h - chunks asked ahead of a sequential reader (readahead.c).
+ */
+#ifndef HSMFS_READAHEAD_H
+#define HSMFS_READAHEAD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct fstate;
+struct fuse_req;
+struct inode;
+struct range;
+
+/*
+ * Ask for the missing bytes of [pos, limit) now, an event for each chunk's
+ * (none past limit), at most max events, detached, only while slots are
+ * free and the cache admits them without waiting, each counted in
+ * *count (a stats counter).  Returns where it stopped; *ret_asked (may be
+ * NULL) gets the bytes asked for.  stream: a sequential reader's window
+ * (readahead.c), whose events the file's last close cancels
+ * (cancel_window).  E.lock held.
+ */
+uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t limit,
+		    struct fuse_req *req, unsigned max, uint64_t *count,
+		    uint64_t *ret_asked, bool stream);
+/*
+ * Does a miss at off go on the stream of fs?  From where its last miss
+ * began to one kernel readahead window past what was asked, or up to
+ * two windows past where the last read checked ended (a reader that
+ * read present bytes up to here goes on; the kernel keeps a window and
+ * the next one in flight): the requests of the kernel's windows run on
+ * several workers, and the later ones can come first.  E.lock held.
+ */
+bool in_stream(const struct fstate *fs, uint64_t off);
+/* A reader's miss, whose fill asks up to asked_end: drives readahead. */
+void read_ahead(struct inode *in, struct fstate *fs, const struct range *miss,
+		uint64_t asked_end, struct fuse_req *req);
+
+#endif

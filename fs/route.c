@@ -1,0 +1,345 @@
+/* route.c - which hooks get an event: see route.h */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "engine.h"
+#include "event.h"
+#include "fstate.h"
+#include "hooks.h"
+#include "inode.h"
+#include "log.h"
+#include "names.h"
+#include "proto.h"
+#include "route.h"
+
+_Atomic uint32_t events_mask;
+
+bool in_subtree(const struct hook *h, struct inode *in)
+{
+	char path[HSMFS_MAX_PATH + 1];
+	size_t n = strlen(h->subtree);
+
+	if (!n)
+		return true;
+	if (inode_path(in, path, sizeof(path)) < 0)
+		return false;
+	return !strncmp(path, h->subtree, n) && (path[n] == '/' || !path[n]);
+}
+
+/*
+ * The mask of the hooks connected now, then a new subscription
+ * generation: opens that decided on the old ones decide again
+ * (passthrough.h).  Before any WELCOME is sent.  E.lock held.
+ */
+void recompute_mask(void)
+{
+	uint32_t m = 0;
+	struct hook *h;
+
+	ELOCK_HELD();
+	for (h = E.hooks; h; h = h->next)
+		m |= h->mask;
+	atomic_store_explicit(&events_mask, m, memory_order_relaxed);
+	if (E.cfg.subscriptions_changed)
+		E.cfg.subscriptions_changed();
+}
+
+void fill_proto(const struct event *ev, struct proto_event *pe,
+		       char *path, size_t pathsize)
+{
+	int n = inode_path(ev->in, path, pathsize);
+	const struct fstate *fs;
+
+	memset(pe, 0, sizeof(*pe));
+	pe->id = ev->id;
+	pe->type = ev->type;
+	pe->pid = ev->pid;
+	pe->uid = ev->uid;
+	pe->gid = ev->gid;
+	pe->file_id = inode_ino(ev->in);
+	pe->start = ev->start;
+	pe->end = ev->end;
+	pe->hint_start = ev->hint_start;
+	pe->hint_end = ev->hint_end;
+	pe->path.p = path;
+	pe->path.len = n > 0 ? n : 0;
+	if (ev->type == HSMFS_EV_PRE_LOOKUP && ev->name && pe->path.len < pathsize - 1) {
+		/* the path of the name looked up: its directory's, and the name */
+		int k = snprintf(path + pe->path.len, pathsize - pe->path.len, "%s%s",
+				 pe->path.len ? "/" : "", ev->name);
+
+		pe->path.len = k > 0 && (size_t)k < pathsize - pe->path.len ?
+				       pe->path.len + k : pe->path.len;
+	}
+	if (ev->type == HSMFS_EV_PRE_DIR || ev->type == HSMFS_EV_PRE_LOOKUP) {
+		if (ev->dir_origin) {
+			pe->origin.p = ev->dir_origin;
+			pe->origin.len = strlen(ev->dir_origin);
+		}
+		return;
+	}
+	/*
+	 * PRE_MODIFY events carry the file's origin and version too; a fill
+	 * is of the recorded version, whose size is the origin's
+	 */
+	fs = ev->fs ? ev->fs : inode_state(ev->in);
+	if (fs) {
+		pe->file_size = ev->type == HSMFS_EV_PRE_ACCESS ? fs->osize : fs->size;
+		if (fs->origin) {
+			pe->origin.p = fs->origin;
+			pe->origin.len = strlen(fs->origin);
+		}
+		if (fs->version) {
+			pe->version.p = fs->version;
+			pe->version.len = strlen(fs->version);
+		}
+	}
+}
+
+/*
+ * h must answer ev.  A hook whose socket could not take it (full: it
+ * does not read) has not allowed: it stays a target, the timer sends
+ * again, and the event is decided by its answer or the timeout.
+ * E.lock held.
+ */
+void add_target(struct event *ev, struct hook *h, bool sent)
+{
+	ELOCK_HELD();
+	ev->unsent[ev->ntargets] = !sent;
+	ev->targets[ev->ntargets++] = h;
+}
+
+void remove_target(struct event *ev, unsigned i)
+{
+	ev->ntargets--;
+	ev->targets[i] = ev->targets[ev->ntargets];
+	ev->unsent[i] = ev->unsent[ev->ntargets];
+}
+
+/*
+ * Send a new event to every watch hook that subscribed to its type; each
+ * must allow it (the first deny wins).  E.lock held.
+ */
+static void send_to_watchers(struct event *ev)
+{
+	ELOCK_HELD();
+	char path[HSMFS_MAX_PATH + 1];
+	struct proto_event pe;
+	bool built = false;
+
+	for (struct hook *h = E.hooks; h; h = h->next) {
+		if (h->kind != HSMFS_KIND_WATCH || !(h->mask & HSMFS_MASK(ev->type)) ||
+		    !in_subtree(h, ev->in) || ev->ntargets == HOOKS_MAX)
+			continue;
+		if (!built) {
+			fill_proto(ev, &pe, path, sizeof(path));
+			built = true;
+		}
+		add_target(ev, h, hooks_send_event(h, &pe, -1) == 0);
+	}
+}
+
+/* Try to hand a queued fill (PRE_ACCESS, PRE_DIR, PRE_LOOKUP) to a fill hook.  E.lock held. */
+static void dispatch(struct event *ev)
+{
+	ELOCK_HELD();
+	char path[HSMFS_MAX_PATH + 1];
+	struct proto_event pe;
+	struct hook *h, *start;
+
+	if (!E.hooks)
+		return;
+	fill_proto(ev, &pe, path, sizeof(path));
+	pe.flags = HSMFS_EVENT_HAS_FD;
+	start = E.rr && E.rr->next ? E.rr->next : E.hooks;
+	h = start;
+	do {
+		if (h->kind == HSMFS_KIND_FILL &&
+		    (h->mask & HSMFS_MASK(ev->type)) &&
+		    in_subtree(h, ev->in)) {
+			/* every delivery writes into a staging file of its own */
+			if (ev->stage_fd < 0) {
+				int fd = open_stage(ev->fs ? ev->fs->size : 0);
+
+				if (fd < 0) {
+					log_err("cannot create a staging file for a fill: %s",
+						strerror(-fd));
+					return;
+				}
+				ev->stage_fd = fd;
+			}
+			if (hooks_send_event(h, &pe, ev->stage_fd) != 0)
+				goto next;
+			ev->hook = h;
+			ev->st = EV_SENT;
+			h->assigned++;
+			E.rr = h;
+			return;
+		}
+next:
+		h = h->next ? h->next : E.hooks;
+	} while (h != start);
+}
+
+void redispatch_queue(void)
+{
+	struct event *ev, *next;
+
+	for (ev = E.queue; ev; ev = next) {
+		next = ev->qnext;
+		dispatch(ev);
+		if (ev->st == EV_SENT)
+			queue_remove(ev);
+	}
+}
+
+/* Send again what a full socket refused.  E.lock held. */
+void resend(struct event *ev)
+{
+	ELOCK_HELD();
+	char path[HSMFS_MAX_PATH + 1];
+	struct proto_event pe;
+	bool built = false;
+
+	for (unsigned i = 0; i < ev->ntargets; i++) {
+		if (!ev->targets[i] || !ev->unsent[i])
+			continue;
+		if (!built) {
+			fill_proto(ev, &pe, path, sizeof(path));
+			built = true;
+		}
+		if (hooks_send_event(ev->targets[i], &pe, -1) == 0)
+			ev->unsent[i] = false;
+	}
+}
+
+bool have_fill_hook(void)
+{
+	for (struct hook *h = E.hooks; h; h = h->next)
+		if (h->kind == HSMFS_KIND_FILL)
+			return true;
+	return false;
+}
+
+/*
+ * Start a fill of [start, end) with hint [hs, he).  A detached event (a
+ * readahead) is started only if a slot is free now, and nobody waits for
+ * it unless a reader comes to need its bytes.  Returns the event, or
+ * NULL (with *res set unless detached).  E.lock held.
+ */
+struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
+				uint64_t end, uint64_t hs, uint64_t he,
+				struct fuse_req *req, bool detached, uint64_t reserved,
+				int *res)
+{
+	ELOCK_HELD();
+	struct event *ev;
+	int sfd;
+
+	if (detached) {
+		ev = E.free_list;
+		if (!ev)
+			return NULL;
+		E.free_list = ev->free_next;
+	} else if (!(ev = get_slot())) {
+		*res = -EIO;
+		log_warn("no free event slot within the timeout (max_pending=%u)",
+			 E.cfg.max_pending);
+		return NULL;
+	}
+	init_event(ev, HSMFS_EV_PRE_ACCESS, in, req);
+	E.st.misses++;
+	ev->fs = fs;
+	ev->start = start;
+	ev->end = end;
+	ev->hint_start = hs;
+	ev->hint_end = he;
+	/* one descriptor for all the file's events, not an open(2) each */
+	if (fs->rw_fd < 0) {
+		sfd = open_store(in, O_RDWR);
+		if (sfd < 0) {
+			if (!detached)
+				*res = sfd;
+			complete(ev, sfd); /* nobody holds it: released */
+			return NULL;
+		}
+		fs->rw_fd = sfd;
+	}
+	sfd = fs->rw_fd;
+	ev->detached = detached;
+	if (!detached)
+		ev->waiters = 1; /* the caller's reference, for wait_event() */
+	ev->reserved = reserved; /* from here on the event gives it back */
+	ev->fnext = fs->inflight;
+	fs->inflight = ev;
+	send_to_watchers(ev);
+	dispatch(ev);
+	if (ev->st == EV_QUEUED)
+		queue_add(ev);
+	return ev;
+}
+
+static bool have_dir_hook(void)
+{
+	for (struct hook *h = E.hooks; h; h = h->next)
+		if (h->kind == HSMFS_KIND_FILL && (h->mask & HSMFS_MASK(HSMFS_EV_PRE_DIR)))
+			return true;
+	return false;
+}
+
+bool have_lookup_hook(void)
+{
+	ELOCK_HELD();
+	for (struct hook *h = E.hooks; h; h = h->next)
+		if (h->kind == HSMFS_KIND_FILL && (h->mask & HSMFS_MASK(HSMFS_EV_PRE_LOOKUP)))
+			return true;
+	return false;
+}
+
+/* PRE_DIR, or PRE_LOOKUP of name (owned, given to the event). */
+static int start_dir_event(uint32_t type, struct inode *dir, char *origin, char *name,
+			   struct fuse_req *req, struct event **ret_ev)
+{
+	ELOCK_HELD();
+	struct event *ev;
+
+	if (E.cfg.nohook_fail && !have_dir_hook()) {
+		free(origin);
+		free(name);
+		return -EIO;
+	}
+	ev = get_slot();
+	if (!ev) {
+		free(origin);
+		free(name);
+		log_warn("no free event slot within the timeout (max_pending=%u)",
+			 E.cfg.max_pending);
+		return -EIO;
+	}
+	init_event(ev, type, dir, req);
+	/* a name changed through the mount from here on is the user's */
+	ev->names_plan = names_plan_begin();
+	ev->dir_origin = origin;
+	ev->name = name;
+	ev->start = ev->end = ev->hint_start = ev->hint_end = 0;
+	ev->waiters = 1; /* the caller's */
+	send_to_watchers(ev);
+	dispatch(ev);
+	if (ev->st == EV_QUEUED)
+		queue_add(ev);
+	*ret_ev = ev;
+	return 0;
+}
+
+int start_listing(struct inode *dir, char *origin, struct fuse_req *req,
+		  struct event **ret_ev)
+{
+	return start_dir_event(HSMFS_EV_PRE_DIR, dir, origin, NULL, req, ret_ev);
+}
+
+int start_lookup(struct inode *dir, char *origin, char *name, struct fuse_req *req,
+		 struct event **ret_ev)
+{
+	return start_dir_event(HSMFS_EV_PRE_LOOKUP, dir, origin, name, req, ret_ev);
+}

@@ -1,0 +1,57 @@
+/*
+ * route.h - which hooks get an event (route.c): the subscription mask,
+ * the targets an event waits for, the round robin of fill hooks and the
+ * queue of fills that no fill hook took yet.  E.lock held throughout.
+ */
+#ifndef HSMFS_ROUTE_H
+#define HSMFS_ROUTE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct event;
+struct fstate;
+struct fuse_req;
+struct hook;
+struct inode;
+struct proto_event;
+
+/* Is in within h's subtree? */
+bool in_subtree(const struct hook *h, struct inode *in);
+/* events_mask from the hooks connected now; subscriptions_changed(). */
+void recompute_mask(void);
+/* The wire form of ev, its path written into path. */
+void fill_proto(const struct event *ev, struct proto_event *pe, char *path,
+		size_t pathsize);
+/* h must answer ev (sent: it took the frame) / target i answered. */
+void add_target(struct event *ev, struct hook *h, bool sent);
+void remove_target(struct event *ev, unsigned i);
+/* Offer every queued fill to the fill hooks again. */
+void redispatch_queue(void);
+/* Send again what a full socket refused. */
+void resend(struct event *ev);
+/* Is a fill hook connected / one subscribed to PRE_LOOKUP? */
+bool have_fill_hook(void);
+bool have_lookup_hook(void);
+/*
+ * Start a fill of [start, end) with hint [hs, he).  A detached event (a
+ * readahead) is started only if a slot is free now, and nobody waits for
+ * it unless a reader comes to need its bytes.  Returns the event, or
+ * NULL (with *res set unless detached).
+ */
+struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
+			 uint64_t end, uint64_t hs, uint64_t he, struct fuse_req *req,
+			 bool detached, uint64_t reserved, int *res);
+/*
+ * Start the PRE_DIR event of dir (origin: owned by the event from here
+ * on, may be NULL): 0 with *ret_ev (one reference, the caller's), or
+ * -errno.
+ */
+int start_listing(struct inode *dir, char *origin, struct fuse_req *req,
+		  struct event **ret_ev);
+/* The same for the PRE_LOOKUP of name in dir (name: owned by the event). */
+int start_lookup(struct inode *dir, char *origin, char *name, struct fuse_req *req,
+		 struct event **ret_ev);
+
+#endif

@@ -1,0 +1,29 @@
+/*
+ * vattr.h - the user.hsmfs.* attributes and the statistics (vattr.c).
+ */
+#ifndef HSMFS_VATTR_H
+#define HSMFS_VATTR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "events.h"
+
+struct inode;
+
+void events_get_stats(struct events_stats *ret);
+/* The kernel dropped a range of a read-watched file's page cache (ops.c). */
+void events_cache_dropped(void);
+
+/*
+ * Virtual xattr "user.hsmfs.*" of in (size: the file's size in the
+ * store).  Returns the value length, or -ENODATA, -ERANGE.
+ */
+ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
+		     char *buf, size_t bufsize);
+
+
+/* The bucket of the fill latency histogram E.lat a fill of us takes. */
+unsigned lat_bucket(uint64_t us);
+
+#endif
