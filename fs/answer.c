@@ -178,7 +178,7 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 				ev->hook->assigned--;
 				ev->hook = NULL;
 				if (!ev->ntargets)
-					commit_fill(ev);
+					complete(ev, commit_fill(ev));
 			}
 		} else {
 			complete(ev, deny_errno(a->error));
@@ -219,7 +219,7 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 		else if (!ev->ntargets && ev->filled && ev->type != HSMFS_EV_PRE_ACCESS)
 			commit_listing(ev);
 		else if (!ev->ntargets && ev->filled)
-			commit_fill(ev);
+			complete(ev, commit_fill(ev));
 	}
 	eunlock();
 	return;
@@ -288,7 +288,7 @@ void events_progress(struct hook *h, const struct proto_progress *p)
  * in flight, and the bytes are still missing.  Nothing is committed and
  * the timeout is not restarted: the answer still decides the event, and
  * a deny or a timeout fails only the reads still waiting.  Other reads (a wider
- * read, a check, one that comes later) wait for the answer as before.
+ * read, a check, one that comes later) wait for the answer.
  */
 void events_filled(struct hook *h, const struct proto_filled *f)
 {

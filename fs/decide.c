@@ -40,6 +40,21 @@ static int recently_failed(const struct fstate *fs, uint64_t start, uint64_t end
 	return 0;
 }
 
+/*
+ * The rest of a filled event's chunk (first_fill: access_step() put it
+ * in side_lo, side_hi), asked once the read that needed the event is
+ * served.  The event_handlers' ask_side.  E.lock held.
+ */
+void ask_side(struct event *ev)
+{
+	ELOCK_HELD();
+	fill_ahead(ev->in, ev->fs, ev->hint_end, ev->side_hi, NULL, 1, &E.st.beside, NULL,
+		   false);
+	if (ev->side_lo < ev->hint_start)
+		fill_ahead(ev->in, ev->fs, ev->side_lo, ev->hint_start, NULL, 1, &E.st.beside,
+			   NULL, false);
+}
+
 /* The page-aligned span of a read of [off, off + len), within the file. */
 void read_span(const struct fstate *fs, uint64_t off, uint64_t len,
 		      uint64_t *ret_start, uint64_t *ret_end)

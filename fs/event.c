@@ -12,10 +12,14 @@
 #include "inode.h"
 #include "log.h"
 #include "names.h"
-#include "park.h"
-#include "readahead.h"
 
 __thread bool engine_thread;
+static struct event_handlers H; /* set once, before any thread starts */
+
+void event_handlers_set(const struct event_handlers *h)
+{
+	H = *h;
+}
 
 static void release_slot(struct event *ev);
 
@@ -55,13 +59,8 @@ void complete(struct event *ev, int result)
 	}
 	/* the rest of its chunk, now that the read that needed it is served
 	 * (before it leaves the file's events: their descriptor stays) */
-	if (!result && ev->side_hi && ev->fs && !E.stopping) {
-		fill_ahead(ev->in, ev->fs, ev->hint_end, ev->side_hi, NULL, 1, &E.st.beside,
-			   NULL, false);
-		if (ev->side_lo < ev->hint_start)
-			fill_ahead(ev->in, ev->fs, ev->side_lo, ev->hint_start, NULL, 1,
-				   &E.st.beside, NULL, false);
-	}
+	if (!result && ev->side_hi && ev->fs && !E.stopping)
+		H.ask_side(ev);
 	if (ev->fs) {
 		struct event **pp;
 
@@ -329,7 +328,7 @@ void drain_ready(void)
 			return;
 		was = engine_thread;
 		engine_thread = true;
-		resume(p);
+		H.resume(p);
 		engine_thread = was;
 	}
 }

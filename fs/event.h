@@ -21,6 +21,21 @@ struct inode;
  */
 extern __thread bool engine_thread;
 
+/*
+ * What the files above this one do when an event ends, given once by
+ * events_init() before any engine thread starts.
+ */
+struct parked;
+struct event_handlers {
+	/* ev ended well and has the rest of its chunk to ask (side_lo,
+	 * side_hi): ask it now.  E.lock held (decide.c). */
+	void (*ask_side)(struct event *ev);
+	/* the event p was parked on ended (p->result): go on with p.
+	 * Without E.lock (park.c). */
+	void (*resume)(struct parked *p);
+};
+void event_handlers_set(const struct event_handlers *h);
+
 /* Take a free slot, waiting for one until the timeout; NULL: none. */
 struct event *get_slot(void);
 /* Fill a fresh slot in as a QUEUED event of type for in (referenced). */

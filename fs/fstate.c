@@ -1,33 +1,29 @@
-/* fstate.c - see engine.h */
+/* fstate.c - per-file range state: see fstate.h */
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
-#include <fuse_lowlevel.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <sys/stat.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 #include "cache.h"
+#include "engine.h"
+#include "evict.h"
 #include "evict-policy.h"
-#include "events.h"
-#include "store.h"
-#include "hooks.h"
+#include "fault.h"
+#include "fstate.h"
+#include "hsmfs/protocol.h"
 #include "inode.h"
 #include "log.h"
 #include "meta.h"
-#include "fault.h"
 #include "ranges.h"
 #include "sha256.h"
-#include "engine.h"
-#include "event.h"
-#include "fstate.h"
-#include "timer.h"
-#include "vattr.h"
+#include "writeback.h"
 
 static void fstate_take_row(struct fstate *fs, struct meta_file *f);
 static int load_state(struct inode *in, bool cache_missing);
@@ -490,6 +486,17 @@ void inflight_clip(const struct fstate *fs, uint64_t start, uint64_t end, uint64
 	}
 }
 
+/*
+ * The file's last open closed (closed) or it was opened: when, for the
+ * timer's cancel of its reader's window (window_left, timer.c).
+ * E.lock held.
+ */
+static void ahead_closed(struct fstate *fs, bool closed)
+{
+	ELOCK_HELD();
+	fs->closed_at = closed ? mono_ms() : 0;
+}
+
 /* Record a use of fs for the eviction order.  E.lock held. */
 static void touched(struct fstate *fs)
 {
@@ -853,13 +860,14 @@ int file_digest(int stage, int dst, const struct rangeset *todo, uint64_t size, 
 
 /*
  * Commit an allowed fill: copy what it may write (fill_todo) from its
- * staging file into the store file, mark that present, and complete
- * the event.  The copy runs with E.lock dropped; meanwhile the event
- * is marked copying, so user changes of those bytes wait for it
- * (events_change_begin) and nobody else completes it.  Called with
- * E.lock held, returns with it held.
+ * staging file into the store file and mark that present.  Returns the
+ * result the caller completes the event with (0 or -errno).  The copy
+ * runs with E.lock dropped; meanwhile the event is marked copying, so
+ * user changes of those bytes wait for it (events_change_begin) and
+ * nobody else completes it.  Called with E.lock held, returns with it
+ * held.
  */
-void commit_fill(struct event *ev)
+int commit_fill(struct event *ev)
 {
 	ELOCK_HELD();
 	struct rangeset todo = RANGESET_INIT, done = RANGESET_INIT;
@@ -937,7 +945,7 @@ void commit_fill(struct event *ev)
 	}
 	rs_clear(&todo);
 	rs_clear(&done);
-	complete(ev, res);
+	return res;
 }
 
 void events_change_begin(struct inode *in, struct events_change *c,

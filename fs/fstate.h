@@ -164,7 +164,12 @@ struct event *inflight_over(const struct fstate *fs, uint64_t start, uint64_t en
 void inflight_clip(const struct fstate *fs, uint64_t start, uint64_t end, uint64_t *lo,
 		   uint64_t *hi);
 void drop_rw_fd(struct fstate *fs);
-void commit_fill(struct event *ev);
+/*
+ * Commit ev, an allowed fill (copy its staging file in, less what users
+ * changed meanwhile): the result to complete it with.  E.lock held,
+ * dropped meanwhile.
+ */
+int commit_fill(struct event *ev);
 void times_kept(struct fstate *fs, int fd, const struct stat *before,
 		uint64_t nchanges);
 void ctime_kept(struct fstate *fs, int fd, const struct stat *before);

@@ -11,8 +11,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "events.h"
-#include "answer.h"
 #include "hooks.h"
 #include "log.h"
 #include "ready.h"
@@ -26,6 +24,7 @@ static struct {
 	bool running;
 	char path[4200];           /* for user.hsmfs.socket */
 	uint32_t chunk, timeout_ms;
+	struct hooks_handlers on;  /* where frames go (hooks_start) */
 	pthread_mutex_t lock;      /* guards nconn and conns */
 	pthread_cond_t gone;       /* a connection thread finished */
 	unsigned nconn;
@@ -228,9 +227,9 @@ static void *conn_main(void *arg)
 			/*
 			 * WELCOME goes out as the hook joins, under the engine's
 			 * lock: once the hook has it, no change or read goes
-			 * unasked (before, one racing the join could).
+			 * unasked.
 			 */
-			if (events_hook_joined(h, buf, wn))
+			if (H.on.joined(h, buf, wn))
 				break;
 			joined = true;
 			ready_hook_joined(h->pid);
@@ -242,23 +241,23 @@ static void *conn_main(void *arg)
 				refuse(h->fd, who, HSMFS_ERR_MALFORMED, "malformed ANSWER");
 				goto out;
 			}
-			events_answer(h, &ans);
+			H.on.answer(h, &ans);
 			break;
 		case HSMFS_MSG_PROGRESS:
 			if (proto_dec_progress(buf, n, &prog)) {
 				refuse(h->fd, who, HSMFS_ERR_MALFORMED, "malformed PROGRESS");
 				goto out;
 			}
-			events_progress(h, &prog);
+			H.on.progress(h, &prog);
 			break;
 		case HSMFS_MSG_FILLED:
 			if (h->version < 5)
-				goto unknown; /* as it was to a hook of an older version */
+				goto unknown; /* a hook of an older version does not send it */
 			if (proto_dec_filled(buf, n, &filled)) {
 				refuse(h->fd, who, HSMFS_ERR_MALFORMED, "malformed FILLED");
 				goto out;
 			}
-			events_filled(h, &filled);
+			H.on.filled(h, &filled);
 			break;
 		case HSMFS_MSG_HELLO:
 			refuse(h->fd, who, HSMFS_ERR_STATE, "HELLO sent twice");
@@ -271,7 +270,7 @@ unknown:
 	}
 out:
 	if (joined)
-		events_hook_left(h);
+		H.on.left(h);
 	pthread_mutex_lock(&H.lock);
 	for (unsigned i = 0; i < HOOKS_MAX; i++)
 		if (H.conns[i] == h)
@@ -361,12 +360,13 @@ static void *accept_main(void *arg)
 }
 
 int hooks_start(int state_fd, const char *state_path, uint32_t chunk,
-		uint32_t timeout_ms)
+		uint32_t timeout_ms, const struct hooks_handlers *on)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	mode_t old;
 	int fd, res;
 
+	H.on = *on;
 	H.chunk = chunk;
 	H.timeout_ms = timeout_ms;
 	snprintf(H.path, sizeof(H.path), "%s/%s", state_path, SOCKET_NAME);

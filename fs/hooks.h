@@ -9,16 +9,18 @@
  * and root are served, others get ERROR DENIED and a log line.
  *
  * One thread accepts; one thread per connection reads frames, checks
- * them with the codec (proto.h) and hands HELLO/ANSWER/PROGRESS to the
- * events module.  A malformed, oversized or out-of-order frame, or an
+ * them with the codec (proto.h) and hands HELLO, ANSWER, PROGRESS and
+ * FILLED to the handlers given to hooks_start() (the engine's,
+ * answer.h: main.c passes them).  A malformed, oversized or out-of-order frame, or an
  * unknown message type, gets an ERROR frame with the reason, a log line,
  * and the connection is closed; the mount keeps running.
  *
- * struct hook objects are created here and handed to the events module
- * (events_hook_joined, which sends WELCOME itself, under its lock, so a
- * hook that has its WELCOME is asked for every event after it, and no
- * event reaches it before); they are only freed after events_hook_left()
- * returned, so the events module may use them under its own lock.
+ * struct hook objects are created here and handed to the handlers
+ * (joined, which sends WELCOME itself through hooks_send_welcome(),
+ * under the engine's lock, so a hook that has its WELCOME is asked for
+ * every event after it, and no event reaches it before); they are only
+ * freed after left returned, so the engine may use them under its own
+ * lock.
  */
 #ifndef HSMFS_HOOKS_H
 #define HSMFS_HOOKS_H
@@ -43,10 +45,10 @@ struct hook {
 	pid_t pid;                         /* SO_PEERCRED */
 	uid_t uid;
 	uint32_t assigned;                 /* events sent and unanswered */
-	struct hook *next;                 /* events module's list */
+	struct hook *next;                 /* the engine's list */
 	/* files this hook answered PRE_MODIFY with QUIET for (store inode
-	 * numbers, open addressing, 0 = empty), owned by the events module
-	 * under its lock and freed by events_hook_left() */
+	 * numbers, open addressing, 0 = empty), owned by the engine under
+	 * its lock and freed by its left handler */
 	uint64_t *quiet;
 	uint32_t nquiet, quiet_cap;
 };
@@ -54,18 +56,34 @@ struct hook {
 #define HOOK_QUIET_MAX (1u << 20) /* QUIET past it is not kept: more events */
 
 /*
+ * Where a connection's frames go, called from its thread without any
+ * lock of this module.  joined: h said HELLO; send it welcome (len
+ * bytes, hooks_send_welcome) and add it, atomically: 0, or -errno to
+ * close the connection.  left: h's connection ended (only after a
+ * joined that returned 0); h is freed once it returns.
+ */
+struct hooks_handlers {
+	int (*joined)(struct hook *h, const uint8_t *welcome, int len);
+	void (*left)(struct hook *h);
+	void (*answer)(struct hook *h, const struct proto_answer *a);
+	void (*progress)(struct hook *h, const struct proto_progress *p);
+	void (*filled)(struct hook *h, const struct proto_filled *f);
+};
+
+/*
  * Bind and listen on the socket in the state directory and start the
  * accept thread.  state_path is the directory's real path (for
- * user.hsmfs.socket).  Returns 0 or -errno.
+ * user.hsmfs.socket); on (copied) says where frames go.  Returns 0 or
+ * -errno.
  */
 int hooks_start(int state_fd, const char *state_path, uint32_t chunk,
-		uint32_t timeout_ms);
+		uint32_t timeout_ms, const struct hooks_handlers *on);
 void hooks_stop(void);
 const char *hooks_socket_path(void);
 
 /* Non-blocking sends; -EAGAIN when the hook's queue is full. */
 int hooks_send_event(struct hook *h, const struct proto_event *ev, int fd);
-/* Send WELCOME (an encoded frame): events_hook_joined() does, under its lock. */
+/* Send WELCOME (an encoded frame): the joined handler does, under its lock. */
 int hooks_send_welcome(struct hook *h, const uint8_t *frame, int len);
 void hooks_send_cancel(struct hook *h, uint64_t id, uint32_t reason);
 

@@ -56,7 +56,7 @@ struct inode_head {
 #define INODE_NONRESIDENT 0x1 /* some bytes missing: reads take the slow path */
 #define INODE_STATEFUL 0x2    /* has per-file state: writes update it */
 #define INODE_QUIET 0x4       /* every PRE_MODIFY hook quieted this file
-			       * (cleared when one joins: events.c) */
+			       * (cleared when one joins: answer.c) */
 #define INODE_LOADED 0x8      /* per-file state looked up already */
 #define INODE_TRACKED 0x10    /* reads counted while they run (cache limits):
 			       * they take the slow path too */

@@ -21,6 +21,7 @@
 
 #include "check.h"
 #include "cache.h"
+#include "answer.h"
 #include "events.h"
 #include "evict.h"
 #include "hooks.h"
@@ -243,6 +244,15 @@ static int daemonize(int state_fd)
 	return pfd[1];
 }
 
+/* The hook transport hands what hooks say to the engine (answer.h). */
+static const struct hooks_handlers engine_answers = {
+	.joined = events_hook_joined,
+	.left = events_hook_left,
+	.answer = events_answer,
+	.progress = events_progress,
+	.filled = events_filled,
+};
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
@@ -459,7 +469,7 @@ int main(int argc, char *argv[])
 			snprintf(state_path, sizeof(state_path), "%s/%s",
 				 store_path, STORE_STATE_DIR);
 			res = hooks_start(store.state_fd, state_path, o.chunk,
-					  (uint32_t)(o.timeout * 1000));
+					  (uint32_t)(o.timeout * 1000), &engine_answers);
 			hooks_up = !res;
 		}
 		if (!res)

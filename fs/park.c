@@ -75,7 +75,7 @@ static int read_park(struct inode *in, uint64_t off, uint64_t len, struct fuse_r
 			return res; /* the user's bound; the fill goes on */
 		if (engine_thread)
 			return -EAGAIN; /* see engine_thread */
-		/* every parking place taken: wait in this thread, as before */
+		/* every parking place taken: wait in this thread */
 		return events_pre_access(in, off, len, req, ret_held);
 	}
 	p->in = in;
@@ -337,8 +337,8 @@ int events_access_perm(struct inode *in, uint64_t start, uint64_t end, struct fu
 /*
  * Park req on ev, whose reference the caller holds (it goes to the
  * parked request): EVENTS_PARKED, or the event's result when it is
- * decided already or no parking place is free (waited for here, as
- * before), or -EAGAIN.  cont(arg, res) is called once ev ends.
+ * decided already or no parking place is free (waited for here), or
+ * -EAGAIN.  cont(arg, res) is called once ev ends.
  * E.lock held.
  */
 int park_on(struct event *ev, struct inode *in, struct fuse_req *req,
@@ -357,7 +357,7 @@ int park_on(struct event *ev, struct inode *in, struct fuse_req *req,
 		return -EAGAIN;
 	}
 	if (!p) {
-		if (!res) /* no parking place: wait here, as before */
+		if (!res) /* no parking place: wait here */
 			return wait_event(ev, req);
 		put_ref(ev);
 		return res;

@@ -25,7 +25,7 @@
  * I/O), which writes where they say and asks the hooks about each.
  * Where the kernel or libfuse refuses (unprivileged mounts: registering
  * a backing file needs CAP_SYS_ADMIN; kernels before 6.9), opens take
- * the daemon's path as before and the counters say so.
+ * the daemon's path and the counters say so.
  *
  * The decision of an open and the hooks' subscriptions are one atomic
  * step.  An open reads the subscription generation (pt_gen()) before it

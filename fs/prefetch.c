@@ -11,7 +11,6 @@
 
 #include "events.h"
 #include "inode.h"
-#include "log.h"
 #include "prefetch.h"
 #include "store.h"
 

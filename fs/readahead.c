@@ -1,27 +1,10 @@
 /* readahead.c - see engine.h */
-#include <assert.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <linux/falloc.h>
-#include <fuse_lowlevel.h>
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <sys/stat.h>
-#include <sys/xattr.h>
-#include <unistd.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include "cache.h"
-#include "events.h"
-#include "store.h"
-#include "hooks.h"
-#include "inode.h"
-#include "log.h"
-#include "meta.h"
-#include "fault.h"
-#include "ranges.h"
 #include "engine.h"
+#include "fstate.h"
+#include "ranges.h"
 #include "readahead.h"
 #include "route.h"
 
@@ -113,9 +96,9 @@ void read_ahead(struct inode *in, struct fstate *fs, const struct range *miss,
 	if (asked_end > fs->ra_ahead)
 		fs->ra_ahead = asked_end;
 	/*
-	 * A window of two chunks at the second: through a 20 ms link at
-	 * 120 MB/s (a window of 2.4 MB in flight) a cold 256 MiB read went
-	 * from 108.7 MiB/s (one chunk, at the third) to 110.4.
+	 * A window of two chunks at a stream's second miss, doubling at
+	 * each miss after, up to RA_MAX: a link with a long round trip
+	 * keeps a window's worth in flight.
 	 */
 	fs->ra_window = fs->ra_window ? fs->ra_window * 2 : 2 * chunk;
 	if (fs->ra_window > RA_MAX)

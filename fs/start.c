@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include "decide.h"
 #include "dirs.h"
 #include "engine.h"
 #include "event.h"
@@ -21,6 +22,7 @@ int events_init(const struct events_config *cfg)
 	uint64_t nctimes = 0;
 
 	E.cfg = *cfg;
+	event_handlers_set(&(struct event_handlers){ .ask_side = ask_side, .resume = resume });
 	/* a scan, once: is there a change time to show anywhere? */
 	if (cfg->meta && !meta_count_ctimes(cfg->meta, &nctimes) && nctimes)
 		atomic_store_explicit(&events_any_ctime, true, memory_order_relaxed);

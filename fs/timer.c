@@ -8,8 +8,8 @@
 #include "timer.h"
 
 /*
- * A sequential reader's window (fill_ahead() from readahead.c, up to 32
- * MiB) is the reader's: when the file's last open has been closed for
+ * A sequential reader's window (fill_ahead() from readahead.c, up to
+ * RA_MAX) is the reader's: when the file's last open has been closed for
  * CLOSED_AHEAD_MS (a reopen for the next request keeps it), its fills
  * that nobody waits for and the fill hook has not finished are
  * cancelled (CANCEL reason CLOSED), so that a reader that stopped does
@@ -17,13 +17,8 @@
  * (first_fill) and the mount's prefetch of the file are a chunk or
  * less, and go on; so does a fill whose hook has allowed (it waits for
  * watchers, then commits) or one being committed.  A later reader asks
- * again for what is missing.  E.lock held.
+ * again for what is missing.
  */
-void ahead_closed(struct fstate *fs, bool closed)
-{
-	ELOCK_HELD();
-	fs->closed_at = closed ? mono_ms() : 0;
-}
 
 /*
  * From the timer: is ev of a window left CLOSED_AHEAD_MS ago?  A stream

@@ -1,48 +1,26 @@
 /* vattr.c - see engine.h */
-#include <assert.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <linux/falloc.h>
-#include <fuse_lowlevel.h>
-#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <sys/stat.h>
-#include <sys/xattr.h>
-#include <unistd.h>
+#include <sys/types.h>
 #include "cache.h"
-#include "events.h"
-#include "store.h"
-#include "hooks.h"
-#include "inode.h"
-#include "log.h"
-#include "meta.h"
-#include "fault.h"
-#include "ranges.h"
 #include "engine.h"
-#include "vattr.h"
+#include "events.h"
+#include "fstate.h"
+#include "hooks.h"
+#include "hsmfs/protocol.h"
+#include "inode.h"
+#include "meta.h"
 #include "passthrough.h"
 #include "prefetch.h"
+#include "ranges.h"
+#include "store.h"
+#include "vattr.h"
 
 static uint64_t lat_value(unsigned b);
 static uint64_t lat_percentile(const uint64_t *h, uint64_t total, unsigned pct);
-
-/*
- * Latency histogram: 8 buckets per power of two of microseconds, so a
- * percentile is known within 9%; guarded by E.lock like the counters.
- */
-unsigned lat_bucket(uint64_t us)
-{
-	unsigned top, b;
-
-	if (us < 8)
-		return (unsigned)us;
-	top = 63 - (unsigned)__builtin_clzll(us); /* >= 3 */
-	b = (top - 2) * 8 + (unsigned)((us >> (top - 3)) & 7);
-	return b < LAT_BUCKETS ? b : LAT_BUCKETS - 1;
-}
 
 static uint64_t lat_value(unsigned b)
 {

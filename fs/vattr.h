@@ -23,7 +23,4 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 		     char *buf, size_t bufsize);
 
 
-/* The bucket of the fill latency histogram E.lat a fill of us takes. */
-unsigned lat_bucket(uint64_t us);
-
 #endif

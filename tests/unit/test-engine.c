@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "answer.h"
 #include "cache.h"
 #include "events.h"
 #include "hooks.h"
@@ -97,7 +98,12 @@ static int start_engine(void)
 	if (res)
 		return res;
 	snprintf(path, sizeof(path), "%s/%s", dir, STORE_STATE_DIR);
-	return hooks_start(store.state_fd, path, 65536, (uint32_t)(TIMEOUT_S * 1000));
+	return hooks_start(store.state_fd, path, 65536, (uint32_t)(TIMEOUT_S * 1000),
+			   &(const struct hooks_handlers){ .joined = events_hook_joined,
+							   .left = events_hook_left,
+							   .answer = events_answer,
+							   .progress = events_progress,
+							   .filled = events_filled });
 }
 
 /* --- a hook of our own: raw frames on the engine's socket --- */
