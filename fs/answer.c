@@ -93,7 +93,7 @@ void events_hook_left(struct hook *h)
 	for (i = 0; i < E.cfg.max_pending; i++) {
 		struct event *ev = &E.slots[i];
 
-		if (ev->st != EV_SENT && ev->st != EV_QUEUED)
+		if (!ev_live(ev))
 			continue;
 		if (ev->hook == h) {
 			/* fill events go to another fill hook, or wait for one */
@@ -102,7 +102,7 @@ void events_hook_left(struct hook *h)
 				close(ev->stage_fd);
 				ev->stage_fd = -1;
 			}
-			ev->st = EV_QUEUED;
+			ev_set(ev, EV_QUEUED);
 			queue_add(ev);
 		}
 		for (j = 0; j < ev->ntargets; j++) {
@@ -172,7 +172,7 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 				complete(ev, -EIO);
 			} else {
 				/* committed once every watcher allowed too */
-				ev->filled = true;
+				ev_set(ev, EV_FILLED);
 				ev->fill_start = s;
 				ev->fill_end = e;
 				ev->hook->assigned--;
@@ -190,7 +190,7 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 	    ev->hook == h) {
 		if (a->verdict == HSMFS_ALLOW) {
 			/* committed once every watcher allowed too */
-			ev->filled = true;
+			ev_set(ev, EV_FILLED);
 			ev->hook->assigned--;
 			ev->hook = NULL;
 			if (!ev->ntargets)
@@ -216,9 +216,9 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 		if (!ev->ntargets && ev->type != HSMFS_EV_PRE_ACCESS &&
 		    ev->type != HSMFS_EV_PRE_DIR && ev->type != HSMFS_EV_PRE_LOOKUP)
 			complete(ev, 0);
-		else if (!ev->ntargets && ev->filled && ev->type != HSMFS_EV_PRE_ACCESS)
+		else if (!ev->ntargets && ev->st == EV_FILLED && ev->type != HSMFS_EV_PRE_ACCESS)
 			commit_listing(ev);
-		else if (!ev->ntargets && ev->filled)
+		else if (!ev->ntargets && ev->st == EV_FILLED)
 			complete(ev, commit_fill(ev));
 	}
 	eunlock();
@@ -301,7 +301,7 @@ void events_filled(struct hook *h, const struct proto_filled *f)
 	elock();
 	ev = find_event(f->id);
 	if (!ev || ev->type != HSMFS_EV_PRE_ACCESS || ev->hook != h || ev->st != EV_SENT ||
-	    ev->stage_fd < 0 || ev->copying || !ev->parked || ev->ntargets)
+	    ev->stage_fd < 0 || !ev->parked || ev->ntargets)
 		goto out;
 	fs = ev->fs;
 	/*

@@ -361,7 +361,7 @@ int start_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t end,
 	for (h = E.hooks; h; h = h->next)
 		if (perm_target(h, in, type))
 			add_target(ev, h, hooks_send_event(h, &pe, -1) == 0);
-	ev->st = EV_SENT;
+	ev_set(ev, EV_SENT);
 	if (!ev->ntargets)
 		complete(ev, 0);
 	*ret_ev = ev;

@@ -29,7 +29,7 @@
  * first time a directory is used after events_lazy_dirs was set.
  * Concurrent first looks wait on one event (listing_of()).  Locks: as
  * the engine's; the database, the store and the listing's parse run
- * without E.lock (the event is marked copying meanwhile).  Threads: the
+ * without E.lock (the event is COPYING meanwhile).  Threads: the
  * commits run on one lister thread of this module's, in the order the
  * answers came, never on the hook's connection (its next answers would
  * wait behind a sync of the store).
@@ -212,7 +212,7 @@ static struct event *listing_of(struct inode *dir)
 		struct event *ev = &E.slots[i];
 
 		if (ev->type == HSMFS_EV_PRE_DIR && ev->in == dir &&
-		    (ev->st == EV_QUEUED || ev->st == EV_SENT))
+		    ev_live(ev))
 			return ev;
 	}
 	return NULL;
@@ -304,7 +304,7 @@ static struct event *lookup_of(struct inode *dir, const char *name)
 		struct event *ev = &E.slots[i];
 
 		if (ev->type == HSMFS_EV_PRE_LOOKUP && ev->in == dir && ev->name &&
-		    !strcmp(ev->name, name) && (ev->st == EV_QUEUED || ev->st == EV_SENT))
+		    !strcmp(ev->name, name) && ev_live(ev))
 			return ev;
 	}
 	return NULL;
@@ -995,7 +995,7 @@ out:
 	return res;
 }
 
-/* Commit ev, marked copying (E.lock dropped meanwhile).  E.lock held. */
+/* Commit ev, COPYING (E.lock dropped meanwhile).  E.lock held. */
 static void commit_now(struct event *ev)
 {
 	ELOCK_HELD();
@@ -1015,7 +1015,7 @@ static void commit_now(struct event *ev)
 				    ev->refresh, ev->names_plan);
 		elock();
 	}
-	ev->copying = false;
+	ev_set(ev, EV_FILLED); /* committed; completed next */
 	pthread_cond_broadcast(&E.copied);
 	if (ev->type == HSMFS_EV_PRE_LOOKUP) {
 		/* the directory stays unlisted */
@@ -1036,7 +1036,7 @@ static void commit_now(struct event *ev)
 void commit_listing(struct event *ev)
 {
 	ELOCK_HELD();
-	ev->copying = true; /* no timeout, no cancel: it was answered */
+	ev_set(ev, EV_COPYING); /* no timeout, no cancel: it was answered */
 	if (!E.lister_running || E.stopping) {
 		commit_now(ev);
 		return;

@@ -69,7 +69,7 @@ int dirs_init(void);
  * E.lock, after E.stopping is set. */
 void dirs_shutdown(void);
 /*
- * The hook allowed a listing and every watcher too: ev (marked copying)
+ * The hook allowed a listing and every watcher too: ev (now COPYING)
  * goes to the lister thread, which commits it and completes it, so that
  * the hook's connection goes on reading answers meanwhile.  Without a
  * lister (stopping) it is committed here, E.lock dropped meanwhile.

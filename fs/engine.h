@@ -24,6 +24,9 @@
  * fstate.h), evict.c (evict.h), writeback.c (writeback.h); vattr.c
  * (vattr.h) reads the counters.
  *
+ * An event's states and the function behind each transition: the
+ * diagram above enum ev_state; ev_set() makes every transition.
+ *
  * Everything here is guarded by E.lock unless a field says otherwise;
  * a function whose comment says "E.lock held" asserts it in debug
  * builds.  Nothing outside the engine, the state layer and vattr.c
@@ -93,7 +96,6 @@ struct fuse_req;
 
 #define STAGE_POOL 8          /* staging files kept ready (stage_refill) */
 
-
 /*
  * Latency histogram: 8 buckets per power of two of microseconds, so a
  * percentile is known within 9%; in E.lat, guarded by E.lock like the counters;
@@ -110,7 +112,41 @@ static inline unsigned lat_bucket(uint64_t us)
 	return b < LAT_BUCKETS ? b : LAT_BUCKETS - 1;
 }
 
-enum ev_state { EV_FREE, EV_QUEUED, EV_SENT, EV_DONE };
+/*
+ * An event's states.  Every change of ev->st goes through ev_set(),
+ * which asserts in debug builds that it is one of these arrows, each
+ * named by the function that takes it:
+ *
+ *   FREE --init_event()--> QUEUED --dispatch(), start_perm()--> SENT
+ *                            ^                                   |
+ *                            +------- events_hook_left() --------+
+ *                                     (its fill hook left)       |
+ *                                                                |
+ *                                  answer_one(): the fill hook   |
+ *                                  allowed                       v
+ *   COPYING <-- commit_fill(), commit_listing() ------------- FILLED
+ *      |        (every watcher allowed too)                      ^
+ *      +------- commit_fill(), commit_now(): copied -------------+
+ *
+ *   QUEUED, SENT, FILLED --complete()--> DONE --release_slot()--> FREE
+ *                                             (no reference left)
+ *
+ *   QUEUED   no fill hook has it yet: on E.queue (watchers may have it;
+ *            a permission event is QUEUED only while it is set up)
+ *   SENT     a fill hook has it, or every permission target was sent it
+ *   FILLED   PRE_ACCESS, PRE_DIR, PRE_LOOKUP: its fill hook allowed
+ *            [fill_start, fill_end); committed once every watcher
+ *            allowed too
+ *   COPYING  being committed (on the lister's queue, or copied with
+ *            E.lock dropped): nobody but the committer completes it; it
+ *            neither times out nor is cancelled
+ *   DONE     result is final; the slot is freed once no reference is left
+ *
+ * QUEUED, SENT, FILLED and COPYING are live (ev_live()): hooks' answers
+ * find the event.  detached (nobody started it to wait) and stream (of
+ * a sequential reader's window) are properties beside the state.
+ */
+enum ev_state { EV_FREE, EV_QUEUED, EV_SENT, EV_FILLED, EV_COPYING, EV_DONE };
 
 /*
  * A request parked on an event instead of holding a FUSE worker thread
@@ -159,7 +195,7 @@ struct parked {
 struct event {
 	uint64_t id;               /* 0 when free */
 	uint32_t type;             /* HSMFS_EV_* */
-	enum ev_state st;
+	enum ev_state st;          /* see the diagram above; ev_set() */
 	struct inode *in;          /* held with inode_ref */
 	struct fstate *fs;         /* PRE_ACCESS: the file's state */
 	uint64_t start, end;       /* required range */
@@ -177,13 +213,9 @@ struct event {
 	unsigned ntargets;
 	char (*orphans)[HSMFS_MAX_NAME + 1]; /* names of targets that left */
 	unsigned norphans;
-	bool filled;               /* PRE_ACCESS, PRE_DIR: the fill hook allowed
-				    * [fill_start, fill_end); committed once
-				    * every watcher allowed too */
 	struct event *cnext;       /* in E.commits */
-	bool copying;              /* being committed, E.lock dropped: nobody
-				    * but the committer completes it */
-	uint64_t fill_start, fill_end;
+	uint64_t fill_start, fill_end; /* FILLED, COPYING: what the fill hook
+					* allowed (PRE_ACCESS) */
 	bool detached;             /* readahead: nobody started it to wait */
 	bool stream;               /* detached, of a sequential reader's window
 				    * (readahead.c): cancelled when the file's
@@ -285,6 +317,40 @@ static inline void eunlock(void)
 }
 
 #define ELOCK_HELD() assert(elock_mine)
+
+/* Is from -> to an arrow of the diagram above enum ev_state? */
+static inline bool ev_step_legal(enum ev_state from, enum ev_state to)
+{
+	switch (to) {
+	case EV_QUEUED:
+		return from == EV_FREE || from == EV_SENT;
+	case EV_SENT:
+		return from == EV_QUEUED;
+	case EV_FILLED:
+		return from == EV_SENT || from == EV_COPYING;
+	case EV_COPYING:
+		return from == EV_FILLED;
+	case EV_DONE:
+		return from == EV_QUEUED || from == EV_SENT || from == EV_FILLED;
+	case EV_FREE:
+		return from == EV_DONE;
+	}
+	return false;
+}
+
+/* Move ev to state to, asserting the arrow is legal.  E.lock held. */
+static inline void ev_set(struct event *ev, enum ev_state to)
+{
+	ELOCK_HELD();
+	assert(ev_step_legal(ev->st, to));
+	ev->st = to;
+}
+
+/* Hooks may still answer ev: QUEUED, SENT, FILLED or COPYING. */
+static inline bool ev_live(const struct event *ev)
+{
+	return ev->st != EV_FREE && ev->st != EV_DONE;
+}
 
 /* engine.c: the clock */
 int64_t now_ms(void);                  /* realtime, coarse, ms */

@@ -1,4 +1,4 @@
-/* event.c - an event's life: see event.h */
+/* event.c - an event's life: see event.h; its states: engine.h */
 #include <errno.h>
 #include <fuse_lowlevel.h>
 #include <pthread.h>
@@ -71,7 +71,7 @@ void complete(struct event *ev, int result)
 			}
 		drop_rw_fd(ev->fs);
 	}
-	assert(!ev->copying);
+	assert(ev->st != EV_COPYING);
 	if (ev->stage_fd >= 0) {
 		close(ev->stage_fd); /* what a late hook writes goes nowhere */
 		ev->stage_fd = -1;
@@ -104,7 +104,7 @@ void complete(struct event *ev, int result)
 		E.st.interrupted++;
 	else if (result && result != -ECANCELED) /* cancel_window() counts its own */
 		E.st.denied++;
-	ev->st = EV_DONE;
+	ev_set(ev, EV_DONE);
 	ev->result = result;
 	pthread_cond_broadcast(&ev->cond);
 	/* its parked reads go to whichever thread drains the ready list */
@@ -148,7 +148,7 @@ static void release_slot(struct event *ev)
 	ev->in = NULL;
 	ev->fs = NULL;
 	ev->id = 0;
-	ev->st = EV_FREE;
+	ev_set(ev, EV_FREE);
 	ev->free_next = E.free_list;
 	E.free_list = ev;
 	pthread_cond_signal(&E.slot_cond);
@@ -179,13 +179,12 @@ void init_event(struct event *ev, uint32_t type, struct inode *in,
 
 	ev->id = (++E.seq << SLOT_BITS) | (uint64_t)(ev - E.slots);
 	ev->type = type;
-	ev->st = EV_QUEUED;
+	ev_set(ev, EV_QUEUED);
 	ev->in = in;
 	inode_ref(in);
 	ev->fs = NULL;
 	ev->hook = NULL;
 	ev->ntargets = 0;
-	ev->filled = false;
 	ev->detached = false;
 	ev->stream = false;
 	ev->side_lo = ev->side_hi = 0;
@@ -251,7 +250,7 @@ void expire(struct event *ev)
 static void abandoned(struct event *ev)
 {
 	ELOCK_HELD();
-	if (ev->waiters || ev->st == EV_DONE || ev->detached || ev->copying)
+	if (ev->waiters || ev->st == EV_DONE || ev->detached || ev->st == EV_COPYING)
 		return;
 	send_cancel(ev, HSMFS_CANCEL_INTERRUPTED);
 	ev->waiters++; /* complete() must not release it under us */
@@ -285,7 +284,7 @@ int wait_event(struct event *ev, struct fuse_req *req)
 			res = -EINTR;
 			break;
 		}
-		if (mono_passed(&ev->deadline) && !ev->copying)
+		if (mono_passed(&ev->deadline) && ev->st != EV_COPYING)
 			expire(ev);
 	}
 	if (!res)
@@ -369,5 +368,5 @@ struct event *find_event(uint64_t id)
 		return NULL;
 	ev = &E.slots[slot];
 	/* a queued event may already be with its watchers */
-	return ev->id == id && (ev->st == EV_SENT || ev->st == EV_QUEUED) ? ev : NULL;
+	return ev->id == id && ev_live(ev) ? ev : NULL;
 }

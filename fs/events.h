@@ -27,8 +27,9 @@
  * Engine.  Events live in a fixed array of max_pending slots allocated
  * at start and reused; a caller over the limit waits for a slot within
  * its timeout.  An event is QUEUED (no fill hook has it yet), SENT,
- * then DONE; its slot is freed when it is done and no waiter or parked
- * read holds it.  It is decided when every hook that must answer has
+ * FILLED and COPYING once its fill hook allowed it, then DONE (the
+ * diagram of engine.h); its slot is freed when it is done and no
+ * waiter or parked read holds it.  It is decided when every hook that must answer has
  * allowed (a hook whose socket was full still must), or by the first
  * deny, or by the timeout (the timer thread expires every event,
  * readahead included).  Reads waiting for a hook are parked, not worker

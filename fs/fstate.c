@@ -776,7 +776,7 @@ void events_unlinked(uint64_t ino)
 static bool copying_over(const struct fstate *fs, uint64_t start, uint64_t end)
 {
 	for (const struct event *ev = fs->inflight; ev; ev = ev->fnext)
-		if (ev->copying && ev->fill_start < end && start < ev->fill_end)
+		if (ev->st == EV_COPYING && ev->fill_start < end && start < ev->fill_end)
 			return true;
 	return false;
 }
@@ -862,7 +862,7 @@ int file_digest(int stage, int dst, const struct rangeset *todo, uint64_t size, 
  * Commit an allowed fill: copy what it may write (fill_todo) from its
  * staging file into the store file and mark that present.  Returns the
  * result the caller completes the event with (0 or -errno).  The copy
- * runs with E.lock dropped; meanwhile the event is marked copying, so
+ * runs with E.lock dropped; meanwhile the event is COPYING, so
  * user changes of those bytes wait for it (events_change_begin) and
  * nobody else completes it.  Called with E.lock held, returns with it
  * held.
@@ -885,7 +885,7 @@ int commit_fill(struct event *ev)
 	check = !res && todo.n && fill_completes_digest(fs, ev->fill_start, ev->fill_end);
 	if (check)
 		snprintf(want, sizeof(want), "%s", fs->sha256);
-	ev->copying = true;
+	ev_set(ev, EV_COPYING);
 	eunlock();
 	/* digests before bytes: a fill that completes the file is checked first */
 	if (check) {
@@ -909,7 +909,7 @@ int commit_fill(struct event *ev)
 	elock();
 	if (have_before && done.n)
 		times_kept(fs, dst, &before, nchanges);
-	ev->copying = false;
+	ev_set(ev, EV_FILLED); /* copied; the caller completes it */
 	pthread_cond_broadcast(&E.copied);
 	for (uint32_t i = 0; i < done.n; i++)
 		if (rs_add(&fs->present, done.v[i].start, done.v[i].end) && !res)

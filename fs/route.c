@@ -172,7 +172,7 @@ static void dispatch(struct event *ev)
 			if (hooks_send_event(h, &pe, ev->stage_fd) != 0)
 				goto next;
 			ev->hook = h;
-			ev->st = EV_SENT;
+			ev_set(ev, EV_SENT);
 			h->assigned++;
 			E.rr = h;
 			return;

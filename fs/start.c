@@ -77,7 +77,7 @@ void events_shutdown(void)
 	for (unsigned i = 0; E.slots && i < E.cfg.max_pending; i++) {
 		struct event *ev = &E.slots[i];
 
-		if ((ev->st == EV_SENT || ev->st == EV_QUEUED) && !ev->copying)
+		if (ev_live(ev) && ev->st != EV_COPYING)
 			complete(ev, -EIO);
 	}
 	eunlock();

@@ -30,7 +30,7 @@ static bool window_left(const struct event *ev, int64_t now)
 {
 	ELOCK_HELD();
 	return ev->stream && ev->fs->closed_at && now - ev->fs->closed_at >= CLOSED_AHEAD_MS &&
-	       !ev->waiters && !ev->copying && !ev->filled;
+	       !ev->waiters && (ev->st == EV_QUEUED || ev->st == EV_SENT);
 }
 
 static void cancel_window(struct event *ev)
@@ -64,13 +64,13 @@ void *timer_main(void *arg)
 		for (unsigned i = 0; i < E.cfg.max_pending; i++) {
 			struct event *ev = &E.slots[i];
 
-			if (ev->st != EV_SENT && ev->st != EV_QUEUED)
+			if (!ev_live(ev))
 				continue;
-			if (exiting && !ev->copying) {
+			if (exiting && ev->st != EV_COPYING) {
 				complete(ev, -EIO);
 				continue;
 			}
-			if (!ev->copying && mono_passed(&ev->deadline)) {
+			if (ev->st != EV_COPYING && mono_passed(&ev->deadline)) {
 				expire(ev);
 				continue;
 			}
