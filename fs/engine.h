@@ -2,7 +2,7 @@
  * engine.h - the event engine's shared state: the event slots, the
  * parking pool and the hook list, all in one struct engine E under one
  * lock, E.lock.  The files that make up the engine, one job each, from
- * the bottom up (a file calls only those above it in this list):
+ * the bottom up (each calls, of these, only files listed before it):
  *
  *   engine.c     E itself and the clock
  *   event.c      an event's life: slots, references, complete(), waits,
@@ -21,7 +21,8 @@
  *   start.c      events_init(), events_shutdown()
  *
  * Below the engine, under the same lock: fstate.c (range state,
- * fstate.h), evict.c (evict.h), writeback.c (writeback.h); vattr.c
+ * fstate.h), evict.c (evict.h), writeback.c (writeback.h), listing.c
+ * (a directory listing's commit, listing.h); above it, vattr.c
  * (vattr.h) reads the counters.
  *
  * An event's states and the function behind each transition: the

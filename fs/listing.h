@@ -1,0 +1,23 @@
+/*
+ * listing.h - applying a fill hook's listing of a directory to the
+ * store and the database (listing.c).
+ */
+#ifndef HSMFS_LISTING_H
+#define HSMFS_LISTING_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct inode;
+
+/*
+ * Commit the listing (or, with name, the lookup answer) in stage below
+ * dir under the names plan names_plan (names.h): a first listing makes
+ * every entry and records dir as listed; with refresh, the difference
+ * to what dir holds is applied; with name, only that entry is made.
+ * Without E.lock.  0 or -errno.
+ */
+int apply_listing(struct inode *dir, int stage, const char *name, bool refresh,
+		  uint64_t names_plan);
+
+#endif
