@@ -57,7 +57,7 @@ void ask_side(struct event *ev)
 
 /* The page-aligned span of a read of [off, off + len), within the file. */
 void read_span(const struct fstate *fs, uint64_t off, uint64_t len,
-		      uint64_t *ret_start, uint64_t *ret_end)
+	       uint64_t *ret_start, uint64_t *ret_end)
 {
 	uint64_t end = off + len > fs->size ? fs->size : (off + len + PAGE - 1) & ~(PAGE - 1);
 
@@ -78,8 +78,8 @@ void read_span(const struct fstate *fs, uint64_t off, uint64_t len,
  * for it).  E.lock held.
  */
 int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t end,
-		       struct fuse_req *req, bool first, bool may_block,
-		       uint64_t *reserved, struct event **ret_ev)
+		struct fuse_req *req, bool first, bool may_block,
+		uint64_t *reserved, struct event **ret_ev)
 {
 	ELOCK_HELD();
 	for (;;) {
@@ -294,8 +294,10 @@ static void quiet_put(uint64_t *tab, uint32_t cap, uint64_t ino)
 	tab[i] = ino;
 }
 
+/* E.lock held. */
 void quiet_add(struct hook *h, uint64_t ino)
 {
+	ELOCK_HELD();
 	if (!ino || quiet_has(h, ino))
 		return;
 	if ((h->nquiet + 1) * 2 > h->quiet_cap) {
@@ -330,7 +332,7 @@ static bool perm_target(const struct hook *h, struct inode *in, uint32_t type)
  * subscribed must answer.  E.lock held.
  */
 int start_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t end,
-		      struct fuse_req *req, struct event **ret_ev)
+	       struct fuse_req *req, struct event **ret_ev)
 {
 	ELOCK_HELD();
 	char path[HSMFS_MAX_PATH + 1];

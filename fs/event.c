@@ -23,8 +23,10 @@ void event_handlers_set(const struct event_handlers *h)
 
 static void release_slot(struct event *ev);
 
+/* E.lock held. */
 void queue_add(struct event *ev)
 {
+	ELOCK_HELD();
 	struct event **pp = &E.queue;
 
 	while (*pp)
@@ -33,8 +35,10 @@ void queue_add(struct event *ev)
 	*pp = ev;
 }
 
+/* E.lock held. */
 void queue_remove(struct event *ev)
 {
+	ELOCK_HELD();
 	struct event **pp;
 
 	for (pp = &E.queue; *pp; pp = &(*pp)->qnext)
@@ -139,8 +143,10 @@ void hold_event(struct event *ev)
 		mono_after(&ev->deadline, E.cfg.timeout);
 }
 
+/* E.lock held. */
 static void release_slot(struct event *ev)
 {
+	ELOCK_HELD();
 	if (ev->type == HSMFS_EV_PRE_DIR || ev->type == HSMFS_EV_PRE_LOOKUP)
 		names_plan_end(ev->names_plan);
 	ev->names_plan = 0;
@@ -172,9 +178,11 @@ struct event *get_slot(void)
 	return ev;
 }
 
+/* E.lock held. */
 void init_event(struct event *ev, uint32_t type, struct inode *in,
-		       struct fuse_req *req)
+		struct fuse_req *req)
 {
+	ELOCK_HELD();
 	const struct fuse_ctx *ctx = req ? fuse_req_ctx(req) : NULL;
 
 	ev->id = (++E.seq << SLOT_BITS) | (uint64_t)(ev - E.slots);
@@ -359,8 +367,10 @@ void unpark_interrupted(struct event *ev)
 	}
 }
 
+/* E.lock held. */
 struct event *find_event(uint64_t id)
 {
+	ELOCK_HELD();
 	uint64_t slot = id & ((1ULL << SLOT_BITS) - 1);
 	struct event *ev;
 

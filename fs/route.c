@@ -45,9 +45,11 @@ void recompute_mask(void)
 		E.cfg.subscriptions_changed();
 }
 
+/* E.lock held. */
 void fill_proto(const struct event *ev, struct proto_event *pe,
-		       char *path, size_t pathsize)
+		char *path, size_t pathsize)
 {
+	ELOCK_HELD();
 	int n = inode_path(ev->in, path, pathsize);
 	const struct fstate *fs;
 
@@ -110,8 +112,10 @@ void add_target(struct event *ev, struct hook *h, bool sent)
 	ev->targets[ev->ntargets++] = h;
 }
 
+/* E.lock held. */
 void remove_target(struct event *ev, unsigned i)
 {
+	ELOCK_HELD();
 	ev->ntargets--;
 	ev->targets[i] = ev->targets[ev->ntargets];
 	ev->unsent[i] = ev->unsent[ev->ntargets];
@@ -182,8 +186,10 @@ next:
 	} while (h != start);
 }
 
+/* E.lock held. */
 void redispatch_queue(void)
 {
+	ELOCK_HELD();
 	struct event *ev, *next;
 
 	for (ev = E.queue; ev; ev = next) {
@@ -214,8 +220,10 @@ void resend(struct event *ev)
 	}
 }
 
+/* E.lock held. */
 bool have_fill_hook(void)
 {
+	ELOCK_HELD();
 	for (struct hook *h = E.hooks; h; h = h->next)
 		if (h->kind == HSMFS_KIND_FILL)
 			return true;
@@ -229,9 +237,9 @@ bool have_fill_hook(void)
  * NULL (with *res set unless detached).  E.lock held.
  */
 struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
-				uint64_t end, uint64_t hs, uint64_t he,
-				struct fuse_req *req, bool detached, uint64_t reserved,
-				int *res)
+			 uint64_t end, uint64_t hs, uint64_t he,
+			 struct fuse_req *req, bool detached, uint64_t reserved,
+			 int *res)
 {
 	ELOCK_HELD();
 	struct event *ev;
@@ -280,8 +288,10 @@ struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
 	return ev;
 }
 
+/* E.lock held. */
 static bool have_dir_hook(void)
 {
+	ELOCK_HELD();
 	for (struct hook *h = E.hooks; h; h = h->next)
 		if (h->kind == HSMFS_KIND_FILL && (h->mask & HSMFS_MASK(HSMFS_EV_PRE_DIR)))
 			return true;
