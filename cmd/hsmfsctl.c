@@ -33,6 +33,7 @@
 #include "manifest.h"
 #include "meta.h"
 #include "place.h"
+#include "proto.h"
 #include "store.h"
 
 enum { X_OK_ = 0, X_USAGE = 1, X_INPUT = 2, X_STORE = 3, X_PARTIAL = 4 };
@@ -1507,8 +1508,7 @@ static int cmd_watch(int argc, char **argv)
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	while ((res = hsmfs_hook_next(h, &ev)) == 0) {
-		const char *type = ev.type == HSMFS_EV_PRE_MODIFY ? "PRE_MODIFY" :
-				   ev.type == HSMFS_EV_PRE_ACCESS ? "PRE_ACCESS" : "CANCEL";
+		const char *type = proto_event_name(ev.type);
 
 		if (ev.fd >= 0)
 			close(ev.fd);

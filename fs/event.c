@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include "cache.h"
 #include "engine.h"
+#include "proto.h"
 #include "event.h"
 #include "fstate.h"
 #include "hooks.h"
@@ -241,11 +242,7 @@ void expire(struct event *ev)
 	ELOCK_HELD();
 	send_cancel(ev, HSMFS_CANCEL_TIMEOUT);
 	log_warn("event %llu (%s) timed out%s", (unsigned long long)ev->id,
-		 ev->type == HSMFS_EV_PRE_ACCESS ? "PRE_ACCESS" :
-		 ev->type == HSMFS_EV_PRE_MODIFY ? "PRE_MODIFY" :
-		 ev->type == HSMFS_EV_OPEN_PERM ? "OPEN_PERM" :
-		 ev->type == HSMFS_EV_PRE_DIR ? "PRE_DIR" :
-		 ev->type == HSMFS_EV_PRE_LOOKUP ? "PRE_LOOKUP" : "ACCESS_PERM",
+		 proto_event_name(ev->type),
 		 ev->detached ? " (readahead)" : "");
 	complete(ev, EV_TIMEOUT);
 }

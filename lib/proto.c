@@ -4,6 +4,25 @@
 
 #include "proto.h"
 
+const char *proto_event_name(uint32_t type)
+{
+	switch (type) {
+	case HSMFS_EV_PRE_ACCESS:
+		return "PRE_ACCESS";
+	case HSMFS_EV_PRE_MODIFY:
+		return "PRE_MODIFY";
+	case HSMFS_EV_OPEN_PERM:
+		return "OPEN_PERM";
+	case HSMFS_EV_ACCESS_PERM:
+		return "ACCESS_PERM";
+	case HSMFS_EV_PRE_DIR:
+		return "PRE_DIR";
+	case HSMFS_EV_PRE_LOOKUP:
+		return "PRE_LOOKUP";
+	}
+	return "UNKNOWN";
+}
+
 /* A cursor over a frame; any overrun sets bad and sticks. */
 struct cur {
 	uint8_t *w;       /* encoding: output buffer */

@@ -65,6 +65,12 @@ struct proto_error {
 	struct proto_str message;
 };
 
+/*
+ * The name of event type type as hsmfs-hooks(7) spells it ("PRE_ACCESS"),
+ * or "UNKNOWN" for a type the protocol does not define.  Static storage.
+ */
+const char *proto_event_name(uint32_t type);
+
 /* Type of a packet after checking its header (-EBADMSG if bad). */
 int proto_peek(const uint8_t *pkt, size_t len, uint16_t *ret_type);
 

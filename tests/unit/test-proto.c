@@ -133,6 +133,17 @@ int main(void)
 	   "error round trip");
 	hostile("error", (decoder)proto_dec_error, &er2, n);
 
+	/* event names: every type of protocol.h, and an unknown one */
+	ok(!strcmp(proto_event_name(HSMFS_EV_PRE_ACCESS), "PRE_ACCESS") &&
+		   !strcmp(proto_event_name(HSMFS_EV_PRE_MODIFY), "PRE_MODIFY") &&
+		   !strcmp(proto_event_name(HSMFS_EV_OPEN_PERM), "OPEN_PERM") &&
+		   !strcmp(proto_event_name(HSMFS_EV_ACCESS_PERM), "ACCESS_PERM") &&
+		   !strcmp(proto_event_name(HSMFS_EV_PRE_DIR), "PRE_DIR") &&
+		   !strcmp(proto_event_name(HSMFS_EV_PRE_LOOKUP), "PRE_LOOKUP"),
+	   "event names as hsmfs-hooks(7) spells them");
+	ok(!strcmp(proto_event_name(0), "UNKNOWN") && !strcmp(proto_event_name(99), "UNKNOWN"),
+	   "an undefined event type is UNKNOWN");
+
 	/* limits */
 	static char big[HSMFS_MAX_FRAME];
 	memset(big, 'x', sizeof(big));
