@@ -34,6 +34,7 @@
 #include "meta.h"
 #include "place.h"
 #include "proto.h"
+#include "stats.h"
 #include "store.h"
 
 enum { X_OK_ = 0, X_USAGE = 1, X_INPUT = 2, X_STORE = 3, X_PARTIAL = 4 };
@@ -1329,40 +1330,6 @@ static void human(char *buf, size_t n, long long v)
 
 static int cmd_stats(int argc, char **argv)
 {
-	static const char *const rows[][2] = {
-		{ "cache_bytes", "cache size (allocated)" }, { "cache_max", "cache_max" },
-		{ "cache_min_free", "cache_min_free" }, { "fs_free", "free on the store's filesystem" },
-		{ "cache_reserved", "reserved for fills running" },
-		{ "evicted_files", "files evicted" }, { "evicted_bytes", "bytes evicted" },
-		{ "eviction_rounds", "eviction rounds" }, { "enospc", "ENOSPC (nothing to evict)" },
-		{ "hits", "hits (slow path, bytes present)" }, { "misses", "misses (fills asked)" },
-		{ "readahead", "of which ahead of sequential reads" },
-		{ "beside", "of which the rest of a read's chunk" },
-		{ "prefetched_files", "sibling files prefetched" },
-		{ "prefetched_bytes", "bytes prefetched" },
-		{ "prefetch_used_bytes", "of which opened" },
-		{ "prefetch_wasted_bytes", "of which given up unopened" },
-		{ "filled_bytes", "bytes filled" },
-		{ "early_reads", "reads answered at a hook's FILLED" },
-		{ "cache_drops", "page-cache ranges of read-watched files dropped" },
-		{ "pre_access", "PRE_ACCESS events" },
-		{ "pre_modify", "PRE_MODIFY events" },
-		{ "open_perm", "OPEN_PERM events" }, { "access_perm", "ACCESS_PERM events" },
-		{ "pre_dir", "PRE_DIR events" }, { "pre_lookup", "PRE_LOOKUP events" },
-		{ "listed", "directories listed" },
-		{ "refreshed", "directories listed again (refresh)" },
-		{ "denied", "denied" },
-		{ "timeouts", "timed out" }, { "interrupted", "interrupted" },
-		{ "closed_ahead", "fills ahead cancelled at close" },
-		{ "parked", "requests parked on hooks" },
-		{ "passthrough", "kernel passthrough (1: on)" },
-		{ "passthrough_opens", "opens passed through" },
-		{ "passthrough_refused", "passthrough refused by the kernel" },
-		{ "over_bound", "refused: user's bound (EAGAIN)" },
-		{ "fill_p50_us", "fill latency p50 (us)" }, { "fill_p90_us", "fill latency p90 (us)" },
-		{ "fill_p99_us", "fill latency p99 (us)" }, { "inodes", "inodes remembered" },
-		{ "cached_fds", "cached descriptors" },
-	};
 	char buf[4096], h[32];
 	const char *mnt = NULL;
 	bool json = false;
@@ -1391,22 +1358,19 @@ static int cmd_stats(int argc, char **argv)
 		fputs(buf, stdout);
 		return 0;
 	}
-	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-		long long v = json_num(buf, rows[i][0]);
+	for (size_t i = 0; i < STATS_NFIELDS; i++) {
+		const struct stats_row *r = &stats_rows[i];
+		long long v;
 
-		if (v < 0)
+		if (!r->key || r->show == STATS_HIDDEN || (v = json_num(buf, r->key)) < 0)
 			continue;
-		if (strstr(rows[i][0], "bytes") || strstr(rows[i][0], "cache_") ||
-		    !strcmp(rows[i][0], "fs_free")) {
-			if (v == 0 && (!strcmp(rows[i][0], "cache_max") ||
-				       !strcmp(rows[i][0], "cache_min_free"))) {
-				printf("%-34s %s\n", rows[i][1], "none");
-				continue;
-			}
-			human(h, sizeof(h), v);
-			printf("%-34s %s\n", rows[i][1], h);
+		if (r->show == STATS_NUM) {
+			printf("%-34s %lld\n", r->what, v);
+		} else if (r->show == STATS_LIMIT && v == 0) {
+			printf("%-34s %s\n", r->what, "none");
 		} else {
-			printf("%-34s %lld\n", rows[i][1], v);
+			human(h, sizeof(h), v);
+			printf("%-34s %s\n", r->what, h);
 		}
 	}
 	return 0;

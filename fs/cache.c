@@ -374,11 +374,11 @@ void cache_stats(struct cache_stats *ret)
 
 	memset(ret, 0, sizeof(*ret));
 	pthread_mutex_lock(&C.lock);
-	ret->used = C.used;
-	ret->reserved = C.reserved;
-	ret->max = C.cfg.max;
+	ret->cache_bytes = C.used;
+	ret->cache_reserved = C.reserved;
+	ret->cache_max = C.cfg.max;
 	ret->fs_free = fs_free(&size);
-	ret->min_free = evict_policy_watches_free(&C.limits) ?
+	ret->cache_min_free = evict_policy_watches_free(&C.limits) ?
 			evict_policy_min_free(&C.limits, size) : 0;
 	ret->evicted_files = C.evicted_files;
 	ret->evicted_bytes = C.evicted_bytes;

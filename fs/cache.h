@@ -48,6 +48,7 @@
 #include <time.h>
 
 #include "evict-policy.h"
+#include "stats.h" /* struct cache_stats */
 
 struct meta;
 
@@ -60,11 +61,6 @@ struct cache_config {
 	int state_fd;           /* STORE/.hsmfs, or -1 */
 	struct meta *meta;      /* borrowed */
 	struct evict_handlers on; /* set by the layer above (main.c) */
-};
-
-struct cache_stats {
-	uint64_t used, reserved, max, min_free, fs_free;
-	uint64_t evicted_files, evicted_bytes, eviction_rounds, enospc;
 };
 
 /*

@@ -58,6 +58,7 @@
 #include "hsmfs/protocol.h"
 #include "inode.h"
 #include "proto.h"
+#include "stats.h" /* struct events_stats */
 
 struct inode;
 struct hook;
@@ -111,31 +112,6 @@ struct events_config {
 	unsigned max_parked_user;
 	/* has the FUSE session ended (unmounted)?  Then every wait ends. */
 	bool (*exiting)(void);
-};
-
-/*
- * Counters for hsmfsctl stats, kept under the engine's lock (which the
- * slow paths hold anyway): nothing is counted on the fast path, so a
- * read of a resident file is not a hit here, it never reaches us.
- */
-struct events_stats {
-	uint64_t hits;         /* slow-path reads whose bytes were present */
-	uint64_t misses;       /* PRE_ACCESS events started (fills asked) */
-	uint64_t readahead;    /* of which asked ahead of a reader (or prefetched) */
-	uint64_t beside;       /* of which the rest of a miss's chunk (first_fill) */
-	uint64_t filled_bytes; /* bytes fill hooks reported filled */
-	uint64_t early_reads;  /* reads answered from a fill's FILLED, before its answer */
-	uint64_t cache_drops;  /* page-cache ranges of read-watched files dropped */
-	uint64_t pre_access, pre_modify, open_perm, access_perm, pre_dir,
-		 pre_lookup; /* events by type */
-	uint64_t listed;       /* directories listed (PRE_DIR committed) */
-	uint64_t refreshed;    /* of listed ones listed again (hsmfsctl refresh) */
-	uint64_t denied, timeouts, interrupted;
-	uint64_t closed_ahead; /* fills ahead cancelled: their file's last open closed */
-	uint64_t parked;       /* requests parked now, waiting for hooks */
-	uint64_t over_bound;   /* requests failed with EAGAIN: user's bound */
-	uint64_t evictions_started, evictions_done; /* punches begun, ended */
-	uint64_t fill_p50_us, fill_p90_us, fill_p99_us;
 };
 
 /* OR of the masks of connected hooks. */

@@ -248,7 +248,7 @@ int pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi,
 			h->pt_opens++;
 			mode = write ? M_PT_WRITE : M_PT;
 		} else {
-			P.st.refused += err != 0;
+			P.st.passthrough_refused += err != 0;
 			inode_flags_clear(in, INODE_PASSTHROUGH);
 			h->cached_opens++;
 			/* not allowed (an unprivileged mount): do not ask again */
@@ -291,7 +291,7 @@ int pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi,
 	}
 	plock();
 	set_mode((int)fi->fh, mode);
-	P.st.opens += mode != M_CACHED;
+	P.st.passthrough_opens += mode != M_CACHED;
 	punlock();
 	return 0;
 }
@@ -339,6 +339,6 @@ void pt_get_stats(struct pt_stats *ret)
 {
 	plock();
 	*ret = P.st;
-	ret->enabled = P.enabled;
+	ret->passthrough = P.enabled;
 	punlock();
 }

@@ -54,6 +54,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "stats.h" /* struct pt_stats */
+
 struct fuse_conn_info;
 struct fuse_file_info;
 struct fuse_req;
@@ -90,11 +92,6 @@ void pt_released(struct fuse_req *req, struct inode *in, struct fuse_file_info *
 /* Is in open in passthrough mode (or becoming so)? */
 bool pt_active(struct inode *in);
 
-struct pt_stats {
-	bool enabled;          /* the kernel accepted FUSE_PASSTHROUGH */
-	uint64_t opens;        /* opens passed through */
-	uint64_t refused;      /* backing registrations the kernel refused */
-};
 void pt_get_stats(struct pt_stats *ret);
 
 #endif

@@ -122,7 +122,7 @@ static void give_up(struct stream *s)
 	}
 	s->nheld = 0;
 	pthread_mutex_lock(&P.lock);
-	P.st.wasted_bytes += wasted;
+	P.st.prefetch_wasted_bytes += wasted;
 	pthread_mutex_unlock(&P.lock);
 }
 
@@ -279,8 +279,8 @@ static void fill_window(struct stream *s, struct inode *opened)
 		s->held[s->nheld].in = in;
 		s->held[s->nheld++].bytes = bytes;
 		pthread_mutex_lock(&P.lock);
-		P.st.files++;
-		P.st.bytes += bytes;
+		P.st.prefetched_files++;
+		P.st.prefetched_bytes += bytes;
 		pthread_mutex_unlock(&P.lock);
 	}
 }
@@ -303,7 +303,7 @@ static void opened(struct inode *in)
 		if (s->held[i].in != in)
 			continue;
 		pthread_mutex_lock(&P.lock);
-		P.st.used_bytes += s->held[i].bytes;
+		P.st.prefetch_used_bytes += s->held[i].bytes;
 		pthread_mutex_unlock(&P.lock);
 		inode_forget(in, 1);
 		s->held[i] = s->held[--s->nheld];

@@ -41,19 +41,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "stats.h" /* struct prefetch_stats */
+
 struct inode;
 
 #define PREFETCH_DIRS 8                 /* directories followed at once */
 #define PREFETCH_QUEUE 256              /* open hints waiting for the thread */
 #define PREFETCH_FILE_MAX (1ULL << 20)  /* a file up to this size is asked whole */
 #define PREFETCH_LIST_MAX 100000        /* a bigger directory is not listed */
-
-struct prefetch_stats {
-	uint64_t files;        /* files prefetched */
-	uint64_t bytes;        /* bytes asked for */
-	uint64_t used_bytes;   /* of prefetched files a reader opened */
-	uint64_t wasted_bytes; /* of prefetched files given up unopened */
-};
 
 /* Start the thread; window 0: prefetch off (nothing starts). */
 int prefetch_init(unsigned window);

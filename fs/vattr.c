@@ -16,6 +16,7 @@
 #include "passthrough.h"
 #include "prefetch.h"
 #include "ranges.h"
+#include "stats.h"
 #include "store.h"
 #include "vattr.h"
 
@@ -98,71 +99,14 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 		return n;
 	}
 	if (!strcmp(name, "user.hsmfs.stats") && in == inode_root()) {
-		struct events_stats es;
-		struct cache_stats cs;
-		struct pt_stats ps;
-		struct prefetch_stats pf;
-		uint64_t inodes, fds;
+		struct stats_snapshot s;
 
-		events_get_stats(&es);
-		pt_get_stats(&ps);
-		prefetch_stats(&pf);
-		cache_stats(&cs);
-		inode_counts(&inodes, &fds);
-		n = snprintf(val, sizeof(val),
-			     "{\"cache_bytes\": %llu, \"cache_reserved\": %llu, "
-			     "\"cache_max\": %llu, \"cache_min_free\": %llu, "
-			     "\"fs_free\": %llu, \"evicted_files\": %llu, "
-			     "\"evicted_bytes\": %llu, \"eviction_rounds\": %llu, "
-			     "\"enospc\": %llu, \"hits\": %llu, \"misses\": %llu, \"readahead\": %llu, "
-			     "\"beside\": %llu, \"filled_bytes\": %llu, \"early_reads\": %llu, \"cache_drops\": %llu, "
-			     "\"pre_access\": %llu, "
-			     "\"pre_modify\": %llu, \"open_perm\": %llu, \"access_perm\": %llu, "
-			     "\"pre_dir\": %llu, \"pre_lookup\": %llu, \"listed\": %llu, "
-			     "\"refreshed\": %llu, "
-			     "\"denied\": %llu, \"timeouts\": %llu, "
-			     "\"interrupted\": %llu, \"closed_ahead\": %llu, \"parked\": %llu, "
-			     "\"over_bound\": %llu, \"fill_p50_us\": %llu, "
-			     "\"fill_p90_us\": %llu, \"fill_p99_us\": %llu, "
-			     "\"evictions_started\": %llu, \"evictions_done\": %llu, "
-			     "\"inodes\": %llu, \"cached_fds\": %llu, "
-			     "\"passthrough\": %d, \"passthrough_opens\": %llu, "
-			     "\"passthrough_refused\": %llu, \"prefetched_files\": %llu, "
-			     "\"prefetched_bytes\": %llu, \"prefetch_used_bytes\": %llu, "
-			     "\"prefetch_wasted_bytes\": %llu}\n",
-			     (unsigned long long)cs.used, (unsigned long long)cs.reserved,
-			     (unsigned long long)cs.max, (unsigned long long)cs.min_free,
-			     (unsigned long long)cs.fs_free,
-			     (unsigned long long)cs.evicted_files,
-			     (unsigned long long)cs.evicted_bytes,
-			     (unsigned long long)cs.eviction_rounds,
-			     (unsigned long long)cs.enospc, (unsigned long long)es.hits,
-			     (unsigned long long)es.misses, (unsigned long long)es.readahead,
-			     (unsigned long long)es.beside,
-			     (unsigned long long)es.filled_bytes,
-			     (unsigned long long)es.early_reads,
-			     (unsigned long long)es.cache_drops,
-			     (unsigned long long)es.pre_access,
-			     (unsigned long long)es.pre_modify,
-			     (unsigned long long)es.open_perm, (unsigned long long)es.access_perm,
-			     (unsigned long long)es.pre_dir, (unsigned long long)es.pre_lookup,
-			     (unsigned long long)es.listed,
-			     (unsigned long long)es.refreshed,
-			     (unsigned long long)es.denied, (unsigned long long)es.timeouts,
-			     (unsigned long long)es.interrupted,
-			     (unsigned long long)es.closed_ahead,
-			     (unsigned long long)es.parked,
-			     (unsigned long long)es.over_bound,
-			     (unsigned long long)es.fill_p50_us,
-			     (unsigned long long)es.fill_p90_us,
-			     (unsigned long long)es.fill_p99_us,
-			     (unsigned long long)es.evictions_started,
-			     (unsigned long long)es.evictions_done,
-			     (unsigned long long)inodes, (unsigned long long)fds,
-			     ps.enabled, (unsigned long long)ps.opens,
-			     (unsigned long long)ps.refused, (unsigned long long)pf.files,
-			     (unsigned long long)pf.bytes, (unsigned long long)pf.used_bytes,
-			     (unsigned long long)pf.wasted_bytes);
+		events_get_stats(&s.events);
+		pt_get_stats(&s.pt);
+		prefetch_stats(&s.prefetch);
+		cache_stats(&s.cache);
+		inode_counts(&s.inode.inodes, &s.inode.cached_fds);
+		n = stats_json(&s, val, sizeof(val));
 	} else if (!strcmp(name, "user.hsmfs.socket") || !strcmp(name, "user.hsmfs.store")) {
 		if (in != inode_root())
 			return -ENODATA;

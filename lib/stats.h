@@ -1,0 +1,143 @@
+/*
+ * stats.h - every counter the daemon reports (user.hsmfs.stats of the
+ * root, hsmfsctl stats), in one table.
+ *
+ * Pure module: no I/O, no locks, no state.  Each row of STATS_FIELDS is
+ * one counter; from the table come the struct of its owner (the module
+ * that counts it), the JSON object of user.hsmfs.stats (stats_json(),
+ * keys in table order) and hsmfsctl stats's rows (stats_rows, in row
+ * order).  A row is X(owner, key, show, row, what):
+ *   owner  the member of struct stats_snapshot, and the module, whose
+ *          struct holds it: cache (cache_stats()), events
+ *          (events_get_stats()), inode (inode_counts()), pt
+ *          (pt_get_stats()), prefetch (prefetch_stats());
+ *   key    the JSON key and the name of the struct's field (uint64_t);
+ *   show   how hsmfsctl shows it (enum stats_show);
+ *   row    its line in hsmfsctl stats, from 1; every row number is used
+ *          once (a number used twice is a -Woverride-init warning);
+ *   what   hsmfsctl's label, which is also the field's description.
+ * The JSON's keys, their order and their formats are part of the
+ * product (tests and users parse them): a key is never renamed or
+ * removed.
+ *
+ * Locks: each owner fills its struct under its own lock (the engine's
+ * counters under E.lock, which its slow paths hold anyway: nothing is
+ * counted on the fast path, so a read of a resident file is no hit
+ * here, it never reaches the engine).
+ */
+#ifndef HSMFS_STATS_H
+#define HSMFS_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum stats_show {
+	STATS_NUM,    /* a number */
+	STATS_SIZE,   /* bytes, with a binary unit */
+	STATS_LIMIT,  /* bytes, with a binary unit; 0: "none" */
+	STATS_HIDDEN, /* in the JSON only */
+};
+
+#define STATS_CACHE(X)                                                         \
+	X(cache, cache_bytes, STATS_SIZE, 1, "cache size (allocated)")         \
+	X(cache, cache_reserved, STATS_SIZE, 5, "reserved for fills running")  \
+	X(cache, cache_max, STATS_LIMIT, 2, "cache_max")                       \
+	X(cache, cache_min_free, STATS_LIMIT, 3, "cache_min_free")             \
+	X(cache, fs_free, STATS_SIZE, 4, "free on the store's filesystem")     \
+	X(cache, evicted_files, STATS_NUM, 6, "files evicted")                 \
+	X(cache, evicted_bytes, STATS_SIZE, 7, "bytes evicted")                \
+	X(cache, eviction_rounds, STATS_NUM, 8, "eviction rounds")             \
+	X(cache, enospc, STATS_NUM, 9, "ENOSPC (nothing to evict)")
+
+#define STATS_EVENTS(X)                                                        \
+	/* slow-path reads whose bytes were present */                        \
+	X(events, hits, STATS_NUM, 10, "hits (slow path, bytes present)")      \
+	/* PRE_ACCESS events started; of them, asked ahead of a reader (or    \
+	 * prefetched), and the rest of a miss's chunk (first_fill) */        \
+	X(events, misses, STATS_NUM, 11, "misses (fills asked)")               \
+	X(events, readahead, STATS_NUM, 12, "of which ahead of sequential reads") \
+	X(events, beside, STATS_NUM, 13, "of which the rest of a read's chunk") \
+	X(events, filled_bytes, STATS_SIZE, 18, "bytes filled")                \
+	X(events, early_reads, STATS_NUM, 19, "reads answered at a hook's FILLED") \
+	/* a count, which hsmfsctl shows with a unit of bytes */              \
+	X(events, cache_drops, STATS_SIZE, 20,                                 \
+	  "page-cache ranges of read-watched files dropped")                   \
+	X(events, pre_access, STATS_NUM, 21, "PRE_ACCESS events")              \
+	X(events, pre_modify, STATS_NUM, 22, "PRE_MODIFY events")              \
+	X(events, open_perm, STATS_NUM, 23, "OPEN_PERM events")                \
+	X(events, access_perm, STATS_NUM, 24, "ACCESS_PERM events")            \
+	X(events, pre_dir, STATS_NUM, 25, "PRE_DIR events")                    \
+	X(events, pre_lookup, STATS_NUM, 26, "PRE_LOOKUP events")              \
+	/* PRE_DIR listings committed; of them, listed again by a refresh */  \
+	X(events, listed, STATS_NUM, 27, "directories listed")                 \
+	X(events, refreshed, STATS_NUM, 28, "directories listed again (refresh)") \
+	X(events, denied, STATS_NUM, 29, "denied")                             \
+	X(events, timeouts, STATS_NUM, 30, "timed out")                        \
+	X(events, interrupted, STATS_NUM, 31, "interrupted")                   \
+	X(events, closed_ahead, STATS_NUM, 32, "fills ahead cancelled at close") \
+	/* not a count: the requests parked now */                            \
+	X(events, parked, STATS_NUM, 33, "requests parked on hooks")           \
+	X(events, over_bound, STATS_NUM, 37, "refused: user's bound (EAGAIN)") \
+	X(events, fill_p50_us, STATS_NUM, 38, "fill latency p50 (us)")         \
+	X(events, fill_p90_us, STATS_NUM, 39, "fill latency p90 (us)")         \
+	X(events, fill_p99_us, STATS_NUM, 40, "fill latency p99 (us)")         \
+	X(events, evictions_started, STATS_HIDDEN, 43, "evictions' punches begun") \
+	X(events, evictions_done, STATS_HIDDEN, 44, "evictions' punches ended")
+
+#define STATS_INODE(X)                                                         \
+	X(inode, inodes, STATS_NUM, 41, "inodes remembered")                   \
+	X(inode, cached_fds, STATS_NUM, 42, "cached descriptors")
+
+#define STATS_PT(X)                                                            \
+	X(pt, passthrough, STATS_NUM, 34, "kernel passthrough (1: on)")        \
+	X(pt, passthrough_opens, STATS_NUM, 35, "opens passed through")        \
+	X(pt, passthrough_refused, STATS_NUM, 36, "passthrough refused by the kernel")
+
+#define STATS_PREFETCH(X)                                                      \
+	X(prefetch, prefetched_files, STATS_NUM, 14, "sibling files prefetched") \
+	X(prefetch, prefetched_bytes, STATS_SIZE, 15, "bytes prefetched")      \
+	X(prefetch, prefetch_used_bytes, STATS_SIZE, 16, "of which opened")    \
+	X(prefetch, prefetch_wasted_bytes, STATS_SIZE, 17, "of which given up unopened")
+
+/* Every counter, in the JSON's order. */
+#define STATS_FIELDS(X)                                                        \
+	STATS_CACHE(X) STATS_EVENTS(X) STATS_INODE(X) STATS_PT(X) STATS_PREFETCH(X)
+
+#define STATS_MEMBER_(owner, key, show, row, what) uint64_t key;
+#define STATS_ONE_(owner, key, show, row, what) +1
+#define STATS_NFIELDS (0 STATS_FIELDS(STATS_ONE_))
+
+struct cache_stats { STATS_CACHE(STATS_MEMBER_) };
+struct events_stats { STATS_EVENTS(STATS_MEMBER_) };
+struct inode_stats { STATS_INODE(STATS_MEMBER_) };
+struct pt_stats { STATS_PT(STATS_MEMBER_) };
+struct prefetch_stats { STATS_PREFETCH(STATS_MEMBER_) };
+
+/* What user.hsmfs.stats reports: every owner's struct, read one by one. */
+struct stats_snapshot {
+	struct cache_stats cache;
+	struct events_stats events;
+	struct inode_stats inode;
+	struct pt_stats pt;
+	struct prefetch_stats prefetch;
+};
+
+/*
+ * The JSON object of s, one line: {"key": value, ...}\n with every key
+ * of STATS_FIELDS in its order.  Writes at most size bytes, NUL included;
+ * returns the length of the whole object (snprintf's contract: a value
+ * of size or more means it was cut).
+ */
+int stats_json(const struct stats_snapshot *s, char *buf, size_t size);
+
+/* One line of hsmfsctl stats. */
+struct stats_row {
+	const char *key;      /* JSON key */
+	enum stats_show show;
+	const char *what;     /* label */
+};
+
+/* Every counter, indexed by its row number less one. */
+extern const struct stats_row stats_rows[STATS_NFIELDS];
+
+#endif
