@@ -9,6 +9,7 @@
 
 #include "cache.h"
 #include "evict-policy.h"
+#include "clock.h"
 #include "log.h"
 #include "meta.h"
 
@@ -44,11 +45,6 @@ static struct {
 	pthread_t thread;
 	uint64_t evicted_files, evicted_bytes, enospc;
 } C = { .lock = PTHREAD_MUTEX_INITIALIZER };
-
-static void mono_now(struct timespec *ts)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-}
 
 /* Free bytes of the store's filesystem for us, and its size. */
 static uint64_t fs_free(uint64_t *ret_size)

@@ -1,44 +1,7 @@
-/* engine.c - the engine's shared state E and the clock: see engine.h */
+/* engine.c - the engine's shared state E: see engine.h */
 #include <pthread.h>
 #include <stdbool.h>
-#include <time.h>
 #include "engine.h"
 
 struct engine E = { .lock = PTHREAD_MUTEX_INITIALIZER };
 __thread bool elock_mine;
-
-int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void mono_after(struct timespec *ts, double seconds)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += (time_t)seconds;
-	ts->tv_nsec += (long)((seconds - (time_t)seconds) * 1e9);
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
-bool mono_passed(const struct timespec *ts)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return now.tv_sec > ts->tv_sec ||
-	       (now.tv_sec == ts->tv_sec && now.tv_nsec >= ts->tv_nsec);
-}
-
-int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}

@@ -70,6 +70,7 @@
 #include <stdint.h>
 #include <time.h>
 #include <sys/types.h>
+#include "clock.h"
 #include "events.h"
 #include "hooks.h"
 #include "hsmfs/protocol.h"
@@ -352,12 +353,6 @@ static inline bool ev_live(const struct event *ev)
 {
 	return ev->st != EV_FREE && ev->st != EV_DONE;
 }
-
-/* engine.c: the clock */
-int64_t now_ms(void);                  /* realtime, coarse, ms */
-int64_t mono_ms(void);                 /* monotonic, ms */
-void mono_after(struct timespec *ts, double seconds);
-bool mono_passed(const struct timespec *ts);
 
 static inline int64_t ns_of(const struct timespec *ts)
 {

@@ -915,7 +915,7 @@ int commit_fill(struct event *ev)
 		if (rs_add(&fs->present, done.v[i].start, done.v[i].end) && !res)
 			res = -ENOMEM; /* copied but not counted: fetched again */
 	if (done.n) {
-		clock_gettime(CLOCK_MONOTONIC, &now);
+		mono_now(&now);
 		E.lat[lat_bucket((uint64_t)((now.tv_sec - ev->born.tv_sec) * 1000000 +
 					    (now.tv_nsec - ev->born.tv_nsec) / 1000))]++;
 		E.st.filled_bytes += rs_total(&done);

@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "ready.h"
 
@@ -76,13 +77,7 @@ static void *timer_main(void *arg)
 	struct timespec until;
 
 	(void)arg;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += (time_t)R.bound;
-	until.tv_nsec += (long)((R.bound - (double)(time_t)R.bound) * 1e9);
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	mono_after(&until, R.bound);
 	pthread_mutex_lock(&R.lock);
 	while (!R.done && !R.stopping &&
 	       pthread_cond_timedwait(&R.cond, &R.lock, &until) != ETIMEDOUT)

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "ready.h"
 #include "supervise.h"
@@ -29,14 +30,6 @@ static struct {
 	pid_t pid;
 	char **envp;        /* environ, PATH led by the daemon's own directory */
 } S = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /*
  * Spawn the hook with its output on a pipe; returns the read end.  The
@@ -94,7 +87,7 @@ static void *supervise_main(void *arg)
 	while (!S.stopping) {
 		char buf[4096], line[4096];
 		size_t used = 0;
-		double started = now();
+		int64_t started = mono_ms();
 		pid_t pid = 0;
 		int status, fd;
 
@@ -138,17 +131,12 @@ static void *supervise_main(void *arg)
 				log_warn("hook '%s' killed by signal %d", S.command,
 					 WTERMSIG(status));
 		}
-		if (now() - started > 60)
+		if (mono_ms() - started > 60000)
 			backoff = 0.1;
 		struct timespec until;
 
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += (time_t)backoff;
-		until.tv_nsec += (long)((backoff - (time_t)backoff) * 1e9);
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		clock_gettime(CLOCK_REALTIME, &until); /* S.cond's clock */
+		ts_add(&until, backoff);
 		while (!S.stopping &&
 		       pthread_cond_timedwait(&S.cond, &S.lock, &until) != ETIMEDOUT)
 			;
