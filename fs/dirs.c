@@ -45,6 +45,7 @@
 #include "dirs.h"
 #include "engine.h"
 #include "event.h"
+#include "hashset.h"
 #include "inode.h"
 #include "listing.h"
 #include "log.h"
@@ -62,55 +63,23 @@ static struct event *listing_of(struct inode *dir);
 
 /*
  * dir_ttl: when each listed directory the daemon has seen was listed
- * (ms), by store inode number; open addressing, 0 = empty.  Only with
- * dir_ttl set; its own lock, held for a lookup or an insert, nothing else.
+ * (ms, the value), by store inode number (the key; 0 is kept as
+ * UINT64_MAX).  Only with dir_ttl set; its own lock, held for a lookup
+ * or an insert, nothing else.
  */
 static struct {
 	pthread_mutex_t lock;
-	uint64_t *ino;
-	int64_t *at;
-	size_t cap, n;
-} T = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct hashset at;
+} T = { .lock = PTHREAD_MUTEX_INITIALIZER, .at = HASHSET_INIT(SIZE_MAX, true, NULL) };
 
-/* The slot of ino (inserted if missing), or NULL.  T.lock held. */
+/* The time of ino (added as 0 if missing), or NULL without memory.  T.lock held. */
 static int64_t *ttl_slot(uint64_t ino)
 {
-	size_t i;
+	size_t pos;
 
-	if (!ino)
-		ino = UINT64_MAX;
-	if (2 * (T.n + 1) > T.cap) {
-		size_t cap = T.cap ? 2 * T.cap : 256;
-		uint64_t *ni = calloc(cap, sizeof(*ni));
-		int64_t *na = calloc(cap, sizeof(*na));
-
-		if (!ni || !na) {
-			free(ni);
-			free(na);
-			return NULL;
-		}
-		for (size_t k = 0; k < T.cap; k++) {
-			if (!T.ino[k])
-				continue;
-			for (i = T.ino[k] * 0x9E3779B97F4A7C15ULL % cap; ni[i]; i = (i + 1) % cap)
-				;
-			ni[i] = T.ino[k];
-			na[i] = T.at[k];
-		}
-		free(T.ino);
-		free(T.at);
-		T.ino = ni;
-		T.at = na;
-		T.cap = cap;
-	}
-	for (i = ino * 0x9E3779B97F4A7C15ULL % T.cap; T.ino[i] && T.ino[i] != ino;
-	     i = (i + 1) % T.cap)
-		;
-	if (!T.ino[i]) {
-		T.ino[i] = ino;
-		T.n++;
-	}
-	return &T.at[i];
+	if (hashset_add(&T.at, ino ? ino : UINT64_MAX, &pos) < 0)
+		return NULL;
+	return (int64_t *)hashset_val(&T.at, pos);
 }
 
 static void ttl_set(uint64_t ino, int64_t at)

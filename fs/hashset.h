@@ -45,6 +45,10 @@ struct hashset {
 	uint64_t (*hash)(uint64_t key); /* of a held key; NULL: the key */
 };
 
+/* A static initializer: what hashset_init() makes. */
+#define HASHSET_INIT(max_, with_vals_, hash_)                                  \
+	{ .max = (max_), .with_vals = (with_vals_), .hash = (hash_) }
+
 /*
  * An empty set of at most max keys (SIZE_MAX: as many as memory holds),
  * with a value per key if with_vals.  Allocates nothing.
