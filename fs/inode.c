@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "hashset.h"
 #include "inode.h"
 
 #define FUSE_ROOT_NODEID 1
@@ -27,7 +28,6 @@ struct inode {
 	bool pinned;             /* fd kept: no alias reaches this inode */
 	struct inode *parent;    /* alias parent (held via refs), NULL if none */
 	char *name;              /* alias name, NULL if none */
-	struct inode *hnext;     /* hash chain */
 	struct inode *lru_prev;  /* idle-fd LRU; linked iff fd >= 0, */
 	struct inode *lru_next;  /*   fd_users == 0 and !pinned */
 };
@@ -35,9 +35,7 @@ struct inode {
 static struct {
 	pthread_mutex_t lock;
 	struct inode root;       /* never freed, fd never closed */
-	struct inode **hash;
-	size_t nbuckets;         /* power of two */
-	size_t count;            /* inodes in hash (root excluded) */
+	struct hashset set;      /* every inode but the root, by (dev, ino) */
 	struct inode lru;        /* sentinel: next = most recent */
 	size_t lru_len;
 	size_t cached_fds;       /* descriptors held by the cache */
@@ -46,13 +44,40 @@ static struct {
 
 static void (*state_dtor)(void *state);
 
+static struct inode *of_key(uint64_t key)
+{
+	return (struct inode *)(uintptr_t)key;
+}
+
+static uint64_t hash_key(dev_t dev, ino_t ino)
+{
+	return (uint64_t)ino * 0x9E3779B97F4A7C15ULL ^ (uint64_t)dev;
+}
+
+/* T.set's hash of a held inode */
+static uint64_t inode_hash(uint64_t key)
+{
+	return hash_key(of_key(key)->dev, of_key(key)->ino);
+}
+
+struct dev_ino {
+	dev_t dev;
+	ino_t ino;
+};
+
+static bool is_dev_ino(uint64_t key, const void *probe)
+{
+	const struct dev_ino *k = probe;
+
+	return of_key(key)->ino == k->ino && of_key(key)->dev == k->dev;
+}
+
 void inode_flags_clear_all(uint32_t bits)
 {
 	pthread_mutex_lock(&T.lock);
 	inode_flags_clear(&T.root, bits);
-	for (size_t i = 0; i < T.nbuckets; i++)
-		for (struct inode *in = T.hash[i]; in; in = in->hnext)
-			inode_flags_clear(in, bits);
+	HASHSET_EACH(&T.set, pos)
+		inode_flags_clear(of_key(hashset_key(&T.set, pos)), bits);
 	pthread_mutex_unlock(&T.lock);
 }
 
@@ -63,23 +88,24 @@ int inode_files(uint64_t **ret, size_t *ret_n)
 	int res = 0;
 
 	pthread_mutex_lock(&T.lock);
-	for (size_t i = 0; i < T.nbuckets && !res; i++)
-		for (struct inode *in = T.hash[i]; in && !res; in = in->hnext) {
-			if (in->type != S_IFREG)
-				continue;
-			if (n == cap) {
-				size_t c = cap ? cap * 2 : 256;
-				uint64_t *m = realloc(v, c * sizeof(*v));
+	HASHSET_EACH(&T.set, pos) {
+		struct inode *in = of_key(hashset_key(&T.set, pos));
 
-				if (!m) {
-					res = -ENOMEM;
-					break;
-				}
-				v = m;
-				cap = c;
+		if (in->type != S_IFREG)
+			continue;
+		if (n == cap) {
+			size_t c = cap ? cap * 2 : 256;
+			uint64_t *m = realloc(v, c * sizeof(*v));
+
+			if (!m) {
+				res = -ENOMEM;
+				break;
 			}
-			v[n++] = inode_nodeid(in);
+			v = m;
+			cap = c;
 		}
+		v[n++] = inode_nodeid(in);
+	}
 	pthread_mutex_unlock(&T.lock);
 	if (res) {
 		free(v);
@@ -92,13 +118,6 @@ int inode_files(uint64_t **ret, size_t *ret_n)
 }
 
 _Static_assert(offsetof(struct inode, head) == 0, "inode head first");
-
-static size_t hash_key(dev_t dev, ino_t ino)
-{
-	uint64_t h = (uint64_t)ino * 0x9E3779B97F4A7C15ULL ^ (uint64_t)dev;
-
-	return (size_t)(h ^ (h >> 29));
-}
 
 static void lru_unlink(struct inode *in)
 {
@@ -136,10 +155,7 @@ int inode_table_init(int root_fd, unsigned fd_cache_max)
 
 	if (fstat(root_fd, &st) < 0)
 		return -errno;
-	T.nbuckets = 1 << 14;
-	T.hash = calloc(T.nbuckets, sizeof(*T.hash));
-	if (!T.hash)
-		return -ENOMEM;
+	hashset_init(&T.set, SIZE_MAX, false, inode_hash);
 	T.root.dev = st.st_dev;
 	T.root.ino = st.st_ino;
 	T.root.fd = root_fd;
@@ -163,18 +179,9 @@ static void free_inode(struct inode *in)
 
 void inode_table_destroy(void)
 {
-	size_t i;
-
-	for (i = 0; i < T.nbuckets; i++) {
-		struct inode *in = T.hash ? T.hash[i] : NULL, *next;
-
-		for (; in; in = next) {
-			next = in->hnext;
-			free_inode(in);
-		}
-	}
-	free(T.hash);
-	T.hash = NULL;
+	HASHSET_EACH(&T.set, pos)
+		free_inode(of_key(hashset_key(&T.set, pos)));
+	hashset_free(&T.set);
 	if (T.root.fd >= 0)
 		close(T.root.fd);
 	T.root.fd = -1;
@@ -327,47 +334,13 @@ void inode_proc_path(int fd, char buf[32])
 
 static struct inode *hash_find(dev_t dev, ino_t ino)
 {
-	struct inode *in;
+	size_t pos;
 
 	if (dev == T.root.dev && ino == T.root.ino)
 		return &T.root;
-	for (in = T.hash[hash_key(dev, ino) & (T.nbuckets - 1)]; in;
-	     in = in->hnext)
-		if (in->ino == ino && in->dev == dev)
-			return in;
-	return NULL;
-}
-
-static void hash_grow(void)
-{
-	size_t n = T.nbuckets * 2, i;
-	struct inode **h = calloc(n, sizeof(*h));
-
-	if (!h)
-		return; /* longer chains, still correct */
-	for (i = 0; i < T.nbuckets; i++) {
-		struct inode *in = T.hash[i], *next;
-
-		for (; in; in = next) {
-			size_t b = hash_key(in->dev, in->ino) & (n - 1);
-
-			next = in->hnext;
-			in->hnext = h[b];
-			h[b] = in;
-		}
-	}
-	free(T.hash);
-	T.hash = h;
-	T.nbuckets = n;
-}
-
-static void hash_remove(struct inode *in)
-{
-	struct inode **pp = &T.hash[hash_key(in->dev, in->ino) & (T.nbuckets - 1)];
-
-	while (*pp != in)
-		pp = &(*pp)->hnext;
-	*pp = in->hnext;
+	pos = hashset_find_by(&T.set, hash_key(dev, ino), is_dev_ino,
+			      &(struct dev_ino){ dev, ino });
+	return pos == HASHSET_NONE ? NULL : of_key(hashset_key(&T.set, pos));
 }
 
 /*
@@ -381,8 +354,7 @@ static void maybe_free(struct inode *in)
 	       !in->fd_users) {
 		struct inode *parent = in->parent;
 
-		hash_remove(in);
-		T.count--;
+		hashset_remove(&T.set, (uintptr_t)in);
 		if (in->lru_next)
 			lru_unlink(in);
 		if (in->fd >= 0)
@@ -447,12 +419,11 @@ int inode_lookup(struct inode *parent, const char *name, struct stat *ret_st,
 		in->ino = st.st_ino;
 		in->fd = -1;
 		in->type = st.st_mode & S_IFMT;
-		if (T.count >= T.nbuckets)
-			hash_grow();
-		size_t b = hash_key(in->dev, in->ino) & (T.nbuckets - 1);
-		in->hnext = T.hash[b];
-		T.hash[b] = in;
-		T.count++;
+		if (hashset_add(&T.set, (uintptr_t)in, NULL) < 0) {
+			free(in);
+			pthread_mutex_unlock(&T.lock);
+			return -ENOMEM;
+		}
 	}
 	if (in != &T.root) {
 		res = set_alias(in, parent, name);
@@ -659,7 +630,7 @@ bool inode_is_open(struct inode *in)
 void inode_counts(uint64_t *ret_inodes, uint64_t *ret_fds)
 {
 	pthread_mutex_lock(&T.lock);
-	*ret_inodes = T.count;
+	*ret_inodes = T.set.n;
 	*ret_fds = T.cached_fds;
 	pthread_mutex_unlock(&T.lock);
 }
