@@ -3,12 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hashset.h"
 #include "names.h"
 
-#define BUCKETS 1024
-
 struct name_rec {
-	struct name_rec *next;
 	uint64_t dir;
 	uint64_t gen;      /* when its last user change ended (0: none yet) */
 	unsigned users;    /* user changes of it in flight */
@@ -16,41 +14,62 @@ struct name_rec {
 	char name[];
 };
 
-static struct {
-	pthread_mutex_t lock;
-	pthread_cond_t released;  /* a claim was released */
-	struct name_rec *b[BUCKETS];
-	size_t nrecs;
-	uint64_t gen;             /* the last generation handed out */
-	uint64_t *plans;          /* the generations of the plans open */
-	size_t nplans, cap;
-	unsigned blind;           /* user changes in flight without a record */
-	uint64_t blind_gen;       /* when the last of them ended */
-} N = { .lock = PTHREAD_MUTEX_INITIALIZER, .released = PTHREAD_COND_INITIALIZER };
-
-static size_t bucket(uint64_t dir, const char *name)
+static uint64_t hash_of(uint64_t dir, const char *name)
 {
 	uint64_t h = 0xcbf29ce484222325ULL ^ dir;
 
 	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
 		h = (h ^ *p) * 0x100000001b3ULL;
-	return (size_t)((h * 0x9E3779B97F4A7C15ULL) >> 54) % BUCKETS;
+	return h;
+}
+
+static uint64_t rec_hash(uint64_t key)
+{
+	const struct name_rec *r = (const struct name_rec *)(uintptr_t)key;
+
+	return hash_of(r->dir, r->name);
+}
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t released;  /* a claim was released */
+	struct hashset recs;      /* the records, by (dir, name) */
+	uint64_t gen;             /* the last generation handed out */
+	uint64_t *plans;          /* the generations of the plans open */
+	size_t nplans, cap;
+	unsigned blind;           /* user changes in flight without a record */
+	uint64_t blind_gen;       /* when the last of them ended */
+} N = { .lock = PTHREAD_MUTEX_INITIALIZER, .released = PTHREAD_COND_INITIALIZER,
+	.recs = HASHSET_INIT(SIZE_MAX, false, rec_hash) };
+
+struct dir_name {
+	uint64_t dir;
+	const char *name;
+};
+
+static bool is_dir_name(uint64_t key, const void *probe)
+{
+	const struct name_rec *r = (const struct name_rec *)(uintptr_t)key;
+	const struct dir_name *k = probe;
+
+	return r->dir == k->dir && !strcmp(r->name, k->name);
 }
 
 /* The record of (dir, name), or NULL.  N.lock held. */
 static struct name_rec *find(uint64_t dir, const char *name)
 {
-	for (struct name_rec *r = N.b[bucket(dir, name)]; r; r = r->next)
-		if (r->dir == dir && !strcmp(r->name, name))
-			return r;
-	return NULL;
+	size_t pos = hashset_find_by(&N.recs, hash_of(dir, name), is_dir_name,
+				     &(struct dir_name){ dir, name });
+
+	return pos == HASHSET_NONE ? NULL
+				   : (struct name_rec *)(uintptr_t)hashset_key(&N.recs, pos);
 }
 
 /* The record of (dir, name), made if missing; NULL without memory.  N.lock held. */
 static struct name_rec *find_add(uint64_t dir, const char *name)
 {
 	struct name_rec *r = find(dir, name);
-	size_t len, i;
+	size_t len;
 
 	if (r)
 		return r;
@@ -60,10 +79,10 @@ static struct name_rec *find_add(uint64_t dir, const char *name)
 		return NULL;
 	r->dir = dir;
 	memcpy(r->name, name, len + 1);
-	i = bucket(dir, name);
-	r->next = N.b[i];
-	N.b[i] = r;
-	N.nrecs++;
+	if (hashset_add(&N.recs, (uintptr_t)r, NULL) < 0) {
+		free(r);
+		return NULL;
+	}
 	return r;
 }
 
@@ -87,14 +106,9 @@ static bool idle(const struct name_rec *r, uint64_t oldest)
 /* Drop r if idle.  N.lock held. */
 static void drop_idle(struct name_rec *r)
 {
-	struct name_rec **pp;
-
 	if (!idle(r, oldest_plan()))
 		return;
-	for (pp = &N.b[bucket(r->dir, r->name)]; *pp != r; pp = &(*pp)->next)
-		;
-	*pp = r->next;
-	N.nrecs--;
+	hashset_remove(&N.recs, (uintptr_t)r);
 	free(r);
 }
 
@@ -187,18 +201,16 @@ void names_plan_end(uint64_t plan)
 			break;
 		}
 	oldest = oldest_plan();
-	for (size_t i = 0; N.nrecs && i < BUCKETS; i++) {
-		struct name_rec **pp = &N.b[i], *r;
+	for (size_t pos = hashset_next(&N.recs, 0); pos != HASHSET_NONE;) {
+		struct name_rec *r = (struct name_rec *)(uintptr_t)hashset_key(&N.recs, pos);
 
-		while ((r = *pp)) {
-			if (idle(r, oldest)) {
-				*pp = r->next;
-				N.nrecs--;
-				free(r);
-			} else {
-				pp = &r->next;
-			}
+		if (idle(r, oldest)) {
+			hashset_remove_at(&N.recs, pos); /* pos is looked at again */
+			free(r);
+		} else {
+			pos++;
 		}
+		pos = hashset_next(&N.recs, pos);
 	}
 	pthread_mutex_unlock(&N.lock);
 }
