@@ -54,6 +54,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "hsmfs/hook.h"
 #include "http-answer.h"
 #include "http-list.h"
@@ -308,11 +309,8 @@ static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow,
 		       curl_off_t ultotal, curl_off_t ulnow)
 {
 	struct xfer *x = arg;
-	struct timespec ts;
-	double t;
+	double t = mono_s();
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	t = ts.tv_sec + ts.tv_nsec / 1e9;
 	/*
 	 * PROGRESS means bytes advanced: a stalled origin sends none, so the
 	 * event's timeout (and the low-speed limit) bound the wait.
@@ -421,14 +419,6 @@ struct slot {
 
 static struct slot slots[MAX_CONNECTIONS];
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Start an attempt at s's range. */
 static void attempt(struct slot *s)
 {
@@ -506,7 +496,7 @@ static int attempt_done(struct slot *s, CURLcode rc)
 			      rc != CURLE_OK ? curl_easy_strerror(rc) : "server error",
 			      s->attempt + 1, cfg.retries, ms);
 			s->reported = x->reported;
-			s->retry_at = now_ms() + ms;
+			s->retry_at = (uint64_t)mono_ms() + ms;
 			return -1;
 		}
 		logf_("'%s': %s (HTTP %ld)", ev->path,
@@ -712,7 +702,7 @@ static void *fetcher(void *arg)
 
 	(void)arg;
 	for (;;) {
-		uint64_t now = now_ms(), next = 0;
+		uint64_t now = (uint64_t)mono_ms(), next = 0;
 		bool busy = false, again = false, quit;
 		unsigned nlater = 0;
 		struct CURLMsg *m;
@@ -784,7 +774,7 @@ static void *fetcher(void *arg)
 			break;
 		if (again)
 			continue;
-		now = now_ms();
+		now = (uint64_t)mono_ms();
 		curl_multi_poll(multi, &hw, done ? 0 : 1,
 				!next ? 1000 : next <= now ? 0 : next - now < 1000 ? (int)(next - now) : 1000,
 				NULL);

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "hsmfs/hook.h"
 #include "http-list.h"
 #include "manifest.h"
@@ -938,14 +939,6 @@ struct act {
 	unsigned jobs;
 };
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* A file of s bytes took t seconds to fetch.  a->lock held. */
 static void fitted(struct act *a, double s, double t)
 {
@@ -983,7 +976,7 @@ static double eta(const struct act *a, double elapsed)
 /* The progress line, at most ten times a second.  a->lock held. */
 static void progress(struct act *a, const char *p, bool end)
 {
-	double now = now_s(), t = now - a->started, rate = t > 0 ? a->done / t : 0;
+	double now = mono_s(), t = now - a->started, rate = t > 0 ? a->done / t : 0;
 
 	if (!a->tty || (!end && now - a->shown < 0.1))
 		return;
@@ -1090,13 +1083,13 @@ static int act_file(struct act *a, const char *p, const struct stat *st)
 	} else {
 		if (!strcmp(a->what, "pin") && lsetxattr(p, "user.hsmfs.pin", "1", 1, 0) < 0)
 			res = -errno;
-		double t0 = now_s();
+		double t0 = mono_s();
 
 		if (!res)
 			res = fetch_all(a, p, st);
 		if (!res) {
 			pthread_mutex_lock(&a->lock);
-			fitted(a, (double)st->st_size, now_s() - t0);
+			fitted(a, (double)st->st_size, mono_s() - t0);
 			pthread_mutex_unlock(&a->lock);
 			res = verified(p);
 		} else if (res == -EIO) {
@@ -1221,7 +1214,7 @@ static void fetch_listed(struct act *a)
 
 static int cmd_act(const char *what, int argc, char **argv)
 {
-	struct act a = { .what = what, .tty = isatty(STDERR_FILENO), .started = now_s(),
+	struct act a = { .what = what, .tty = isatty(STDERR_FILENO), .started = mono_s(),
 			 .lock = PTHREAD_MUTEX_INITIALIZER, .jobs = 4 };
 	bool fetching = !strcmp(what, "prefetch") || !strcmp(what, "pin");
 	int i, npaths = 0;

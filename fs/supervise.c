@@ -87,7 +87,7 @@ static void *supervise_main(void *arg)
 	while (!S.stopping) {
 		char buf[4096], line[4096];
 		size_t used = 0;
-		int64_t started = mono_ms();
+		double started = mono_s();
 		pid_t pid = 0;
 		int status, fd;
 
@@ -131,7 +131,7 @@ static void *supervise_main(void *arg)
 				log_warn("hook '%s' killed by signal %d", S.command,
 					 WTERMSIG(status));
 		}
-		if (mono_ms() - started > 60000)
+		if (mono_s() - started > 60)
 			backoff = 0.1;
 		struct timespec until;
 

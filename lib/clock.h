@@ -8,6 +8,7 @@
  *   now_ms()       CLOCK_REALTIME_COARSE, ms since the epoch: the time
  *                  of use kept in the database (atime), listing times
  *   mono_ms()      CLOCK_MONOTONIC, ms: short intervals kept as numbers
+ *   mono_s()       CLOCK_MONOTONIC, seconds: rates and back-offs
  *   mono_now()     CLOCK_MONOTONIC as a timespec: deadlines for
  *   mono_after()   pthread_cond_timedwait() on a condition made with
  *   mono_passed()  pthread_condattr_setclock(CLOCK_MONOTONIC)
@@ -22,6 +23,7 @@
 
 int64_t now_ms(void);
 int64_t mono_ms(void);
+double mono_s(void);
 void mono_now(struct timespec *ret);
 /* *ret: seconds (>= 0) from now, CLOCK_MONOTONIC. */
 void mono_after(struct timespec *ret, double seconds);

@@ -26,6 +26,14 @@ int main(void)
 	ok(a <= b && (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 >= a &&
 		   (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 <= b,
 	   "mono_ms and mono_now read the same clock");
+	a = mono_ms();
+	{
+		double t = mono_s();
+
+		b = mono_ms();
+		ok(t * 1000 >= (double)a - 1 && t * 1000 <= (double)b + 1,
+		   "mono_s is the same clock in seconds");
+	}
 	a = now_ms();
 	ok(a / 1000 >= (int64_t)time(NULL) - 2 && a / 1000 <= (int64_t)time(NULL),
 	   "now_ms is the wall clock in ms");
