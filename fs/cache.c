@@ -7,6 +7,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "lockcheck.h"
 #include "cache.h"
 #include "evict-policy.h"
 #include "clock.h"
@@ -51,6 +52,7 @@ static uint64_t fs_free(uint64_t *ret_size)
 {
 	struct statvfs sv;
 
+	may_block("fstatvfs of the store");
 	if (fstatvfs(C.cfg.store_fd, &sv) < 0) {
 		*ret_size = 0;
 		return UINT64_MAX;
@@ -123,7 +125,7 @@ int cache_admit(uint64_t need, const struct timespec *deadline)
 	uint64_t seen;
 	int res = 0;
 
-	pthread_mutex_lock(&C.lock);
+	lk_lock(&C.lock, LK_CACHE);
 	/* the size is summed in the background at mount: wait for it */
 	while (!C.known && C.running &&
 	       pthread_cond_timedwait(&C.done, &C.lock, deadline) != ETIMEDOUT)
@@ -153,7 +155,7 @@ int cache_admit(uint64_t need, const struct timespec *deadline)
 	}
 	if (res)
 		C.enospc++;
-	pthread_mutex_unlock(&C.lock);
+	lk_unlock(&C.lock, LK_CACHE);
 	return res;
 }
 
@@ -161,7 +163,7 @@ int cache_try_admit(uint64_t need)
 {
 	int res = 0;
 
-	pthread_mutex_lock(&C.lock);
+	lk_lock(&C.lock, LK_CACHE);
 	if (!C.known || deficit(need, false)) {
 		/* make room for later, but do not wait for it */
 		if (C.known && C.running && !C.requested) {
@@ -174,20 +176,20 @@ int cache_try_admit(uint64_t need)
 	} else {
 		C.reserved += need;
 	}
-	pthread_mutex_unlock(&C.lock);
+	lk_unlock(&C.lock, LK_CACHE);
 	return res;
 }
 
 void cache_unreserve(uint64_t n)
 {
-	pthread_mutex_lock(&C.lock);
+	lk_lock(&C.lock, LK_CACHE);
 	C.reserved = C.reserved > n ? C.reserved - n : 0;
-	pthread_mutex_unlock(&C.lock);
+	lk_unlock(&C.lock, LK_CACHE);
 }
 
 void cache_account(int64_t delta)
 {
-	pthread_mutex_lock(&C.lock);
+	lk_lock(&C.lock, LK_CACHE);
 	if (delta)
 		forget_free();
 	if (!C.known)
@@ -196,15 +198,15 @@ void cache_account(int64_t delta)
 		C.used = 0;
 	else
 		C.used += delta;
-	pthread_mutex_unlock(&C.lock);
+	lk_unlock(&C.lock, LK_CACHE);
 }
 
 void cache_evicted(uint64_t bytes)
 {
-	pthread_mutex_lock(&C.lock);
+	lk_lock(&C.lock, LK_CACHE);
 	C.evicted_files++;
 	C.evicted_bytes += bytes;
-	pthread_mutex_unlock(&C.lock);
+	lk_unlock(&C.lock, LK_CACHE);
 }
 
 int cache_make_room(uint64_t need)
@@ -215,9 +217,9 @@ int cache_make_room(uint64_t need)
 
 	mono_now(&deadline);
 	deadline.tv_sec += 30;
-	pthread_mutex_lock(&C.lock);
+	lk_lock(&C.lock, LK_CACHE);
 	if (!C.running) {
-		pthread_mutex_unlock(&C.lock);
+		lk_unlock(&C.lock, LK_CACHE);
 		return -ENOSPC;
 	}
 	start = C.round;
@@ -233,7 +235,7 @@ int cache_make_room(uint64_t need)
 	res = C.round >= round_after(start) && C.freed_last ? 0 : -ENOSPC;
 	if (res)
 		C.enospc++;
-	pthread_mutex_unlock(&C.lock);
+	lk_unlock(&C.lock, LK_CACHE);
 	return res;
 }
 
@@ -244,9 +246,9 @@ static uint64_t round_left(void *arg, uint64_t got)
 
 	if (got)
 		cache_evicted(got);
-	pthread_mutex_lock(&C.lock);
+	lk_lock(&C.lock, LK_CACHE);
 	left = deficit(want, true);
-	pthread_mutex_unlock(&C.lock);
+	lk_unlock(&C.lock, LK_CACHE);
 	return left;
 }
 
@@ -267,7 +269,7 @@ static void *evictor_main(void *arg)
 	if (meta_cached_total(C.cfg.meta, &total))
 		log_warn("cannot sum the cache's size: %s; starting from 0",
 			 meta_errmsg(C.cfg.meta));
-	pthread_mutex_lock(&C.lock);
+	lk_lock(&C.lock, LK_CACHE);
 	C.used = C.early < 0 && (uint64_t)-C.early > total ? 0 : total + C.early;
 	C.known = true;
 	pthread_cond_broadcast(&C.done);
@@ -290,17 +292,17 @@ static void *evictor_main(void *arg)
 		force = C.force;
 		C.want = C.force = 0;
 		forget_free(); /* the round's goal from the figure as it is */
-		pthread_mutex_unlock(&C.lock);
+		lk_unlock(&C.lock, LK_CACHE);
 		r.force = force;
 		any = evict_policy_round(&r);
-		pthread_mutex_lock(&C.lock);
+		lk_lock(&C.lock, LK_CACHE);
 		C.freed_last = any;
 		C.round++;
 		pthread_cond_broadcast(&C.done);
 	}
 	C.round += 2;
 	pthread_cond_broadcast(&C.done);
-	pthread_mutex_unlock(&C.lock);
+	lk_unlock(&C.lock, LK_CACHE);
 	return NULL;
 }
 
@@ -342,14 +344,14 @@ int cache_init(const struct cache_config *cfg)
 
 void cache_shutdown(void)
 {
-	pthread_mutex_lock(&C.lock);
+	lk_lock(&C.lock, LK_CACHE);
 	if (!C.running) {
-		pthread_mutex_unlock(&C.lock);
+		lk_unlock(&C.lock, LK_CACHE);
 		return;
 	}
 	C.stopping = true;
 	pthread_cond_signal(&C.wake);
-	pthread_mutex_unlock(&C.lock);
+	lk_unlock(&C.lock, LK_CACHE);
 	pthread_join(C.thread, NULL);
 	C.running = false;
 }
@@ -358,9 +360,9 @@ bool cache_any(void)
 {
 	bool any;
 
-	pthread_mutex_lock(&C.lock);
+	lk_lock(&C.lock, LK_CACHE);
 	any = C.used > 0;
-	pthread_mutex_unlock(&C.lock);
+	lk_unlock(&C.lock, LK_CACHE);
 	return any;
 }
 
@@ -369,7 +371,7 @@ void cache_stats(struct cache_stats *ret)
 	uint64_t size;
 
 	memset(ret, 0, sizeof(*ret));
-	pthread_mutex_lock(&C.lock);
+	lk_lock(&C.lock, LK_CACHE);
 	ret->cache_bytes = C.used;
 	ret->cache_reserved = C.reserved;
 	ret->cache_max = C.cfg.max;
@@ -380,5 +382,5 @@ void cache_stats(struct cache_stats *ret)
 	ret->evicted_bytes = C.evicted_bytes;
 	ret->eviction_rounds = C.round / 2;
 	ret->enospc = C.enospc;
-	pthread_mutex_unlock(&C.lock);
+	lk_unlock(&C.lock, LK_CACHE);
 }

@@ -460,6 +460,7 @@ static void *lister_main(void *arg)
 
 void dirs_shutdown(void)
 {
+	ELOCK_NOT_HELD();
 	elock();
 	pthread_cond_signal(&E.commit_cond);
 	eunlock();
@@ -545,6 +546,7 @@ static int root_origin(void)
 
 int dirs_init(void)
 {
+	ELOCK_NOT_HELD();
 	struct inode *root = inode_root();
 	uint64_t rows = 1, dirs = 0;
 	int pfd, res = 0;

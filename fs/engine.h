@@ -71,6 +71,7 @@
 #include <time.h>
 #include <sys/types.h>
 #include "clock.h"
+#include "lockcheck.h"
 #include "events.h"
 #include "hooks.h"
 #include "hsmfs/protocol.h"
@@ -298,27 +299,43 @@ struct engine {
 extern struct engine E;
 
 /*
- * E.lock.  Lock order: E.lock, then the inode table's, the cache's,
- * names.h's and meta's own locks.  No SQLite statement, punch,
- * invalidation or fill copy runs with it held; the exceptions say why
- * where they are (the reload's WAL read; the open of a fill's descriptor
- * or staging file when none was opened ahead at open(2)).
+ * E.lock.  Lock order (lockcheck.h, asserted in debug builds): E.lock,
+ * then the inode table's, the cache's, names.h's and meta's own locks.
+ * No punch, invalidation or fill copy runs with it held.  What may
+ * block and still runs under it (each helper calls may_block(); a run
+ * with HSMFS_LOCKCHECK=report:FILE lists every place with its stack),
+ * to be moved out:
+ *   - complete() and drop_rw_fd(): close() of the staging file and of
+ *     the fill's store descriptor, which can free blocks;
+ *   - commit_fill() and write_batch() (times_kept, ctime_kept): futimens
+ *     and fstat of the store file;
+ *   - dispatch() (open_stage) when the staging pool is empty: O_TMPFILE
+ *     and ftruncate; start_fill() (open_store) when no descriptor was
+ *     opened ahead at open(2), as for every detached fill;
+ *   - cache_try_admit() (fs_free): fstatvfs, when the cached figure is
+ *     too old (evict-policy.h);
+ *   - events_reload(): the meta_get of the reload's WAL read;
+ *   - log lines: a hook joined or left, an event timed out, a fill
+ *     that failed.
+ * Under the inode table's and the names' locks nothing may block, and
+ * debug builds abort if something does.
  */
 extern __thread bool elock_mine;
 
 static inline void elock(void)
 {
-	pthread_mutex_lock(&E.lock);
+	lk_lock(&E.lock, LK_ENGINE);
 	elock_mine = true;
 }
 
 static inline void eunlock(void)
 {
 	elock_mine = false;
-	pthread_mutex_unlock(&E.lock);
+	lk_unlock(&E.lock, LK_ENGINE);
 }
 
-#define ELOCK_HELD() assert(elock_mine)
+#define ELOCK_HELD() assert(elock_mine && lk_held(LK_ENGINE))
+#define ELOCK_NOT_HELD() assert(!elock_mine && lk_not_held(LK_ENGINE))
 
 /* Is from -> to an arrow of the diagram above enum ev_state? */
 static inline bool ev_step_legal(enum ev_state from, enum ev_state to)

@@ -78,6 +78,7 @@ void complete(struct event *ev, int result)
 	}
 	assert(ev->st != EV_COPYING);
 	if (ev->stage_fd >= 0) {
+		may_block("the close of a staging file");
 		close(ev->stage_fd); /* what a late hook writes goes nowhere */
 		ev->stage_fd = -1;
 	}

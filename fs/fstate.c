@@ -261,6 +261,7 @@ int events_reload(struct inode *in)
 /* A new descriptor of in's store file (O_RDWR, O_RDONLY), or -errno. */
 int open_store(struct inode *in, int flags)
 {
+	may_block("the open of a store file");
 	char path[32];
 	int fd = inode_fd_get(in), sfd;
 
@@ -306,6 +307,7 @@ static int new_stage(void)
  */
 void stage_refill(void)
 {
+	may_block("the staging pool's refill");
 	for (;;) {
 		int fd;
 
@@ -335,6 +337,7 @@ void stage_refill(void)
  */
 int open_stage(uint64_t size)
 {
+	may_block("a staging file's open and ftruncate");
 	int fd;
 
 	ELOCK_HELD();
@@ -410,6 +413,7 @@ void times_kept(struct fstate *fs, int fd, const struct stat *before,
 	ELOCK_HELD();
 	struct timespec tv[2] = { { 0, UTIME_OMIT }, before->st_mtim };
 
+	may_block("futimens of a store file");
 	if (fs->nchanges == nchanges && !fs->changes && futimens(fd, tv) == 0)
 		ctime_kept(fs, fd, before);
 }
@@ -425,6 +429,7 @@ void ctime_kept(struct fstate *fs, int fd, const struct stat *before)
 	struct stat after;
 	int64_t was = ns_of(&before->st_ctim);
 
+	may_block("fstat of a store file");
 	if (fstat(fd, &after) < 0)
 		return;
 	if (!fs->ctime_real || was != fs->ctime_real)
@@ -625,6 +630,7 @@ void drop_rw_fd(struct fstate *fs)
 {
 	ELOCK_HELD();
 	if (fs->rw_fd >= 0 && !fs->inflight && !inode_is_open(fs->in)) {
+		may_block("the close of a store file");
 		close(fs->rw_fd);
 		fs->rw_fd = -1;
 	}
@@ -821,6 +827,7 @@ bool fill_completes_digest(const struct fstate *fs, uint64_t start, uint64_t end
 
 int file_digest(int stage, int dst, const struct rangeset *todo, uint64_t size, char got[65])
 {
+	ELOCK_NOT_HELD();
 	size_t bufsize = 256u << 10;
 	char *buf = malloc(bufsize);
 	struct sha256 s;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lockcheck.h"
 #include "hashset.h"
 #include "inode.h"
 
@@ -74,11 +75,11 @@ static bool is_dev_ino(uint64_t key, const void *probe)
 
 void inode_flags_clear_all(uint32_t bits)
 {
-	pthread_mutex_lock(&T.lock);
+	lk_lock(&T.lock, LK_INODES);
 	inode_flags_clear(&T.root, bits);
 	HASHSET_EACH(&T.set, pos)
 		inode_flags_clear(of_key(hashset_key(&T.set, pos)), bits);
-	pthread_mutex_unlock(&T.lock);
+	lk_unlock(&T.lock, LK_INODES);
 }
 
 int inode_files(uint64_t **ret, size_t *ret_n)
@@ -87,7 +88,7 @@ int inode_files(uint64_t **ret, size_t *ret_n)
 	size_t n = 0, cap = 0;
 	int res = 0;
 
-	pthread_mutex_lock(&T.lock);
+	lk_lock(&T.lock, LK_INODES);
 	HASHSET_EACH(&T.set, pos) {
 		struct inode *in = of_key(hashset_key(&T.set, pos));
 
@@ -106,7 +107,7 @@ int inode_files(uint64_t **ret, size_t *ret_n)
 		}
 		v[n++] = inode_nodeid(in);
 	}
-	pthread_mutex_unlock(&T.lock);
+	lk_unlock(&T.lock, LK_INODES);
 	if (res) {
 		free(v);
 		v = NULL;
@@ -216,14 +217,14 @@ static int hold_alias(struct inode *in, struct inode **ret_parent, char **ret_na
 	struct inode *parent;
 	char *name;
 
-	pthread_mutex_lock(&T.lock);
+	lk_lock(&T.lock, LK_INODES);
 	parent = in->parent;
 	if (!parent || !(name = strdup(in->name))) {
-		pthread_mutex_unlock(&T.lock);
+		lk_unlock(&T.lock, LK_INODES);
 		return parent ? -ENOMEM : -ESTALE;
 	}
 	parent->refs++;
-	pthread_mutex_unlock(&T.lock);
+	lk_unlock(&T.lock, LK_INODES);
 	*ret_parent = parent;
 	*ret_name = name;
 	return 0;
@@ -289,9 +290,9 @@ uint64_t inode_ino(const struct inode *in)
 
 void inode_ref(struct inode *in)
 {
-	pthread_mutex_lock(&T.lock);
+	lk_lock(&T.lock, LK_INODES);
 	in->refs++;
-	pthread_mutex_unlock(&T.lock);
+	lk_unlock(&T.lock, LK_INODES);
 }
 
 int inode_path(struct inode *in, char *buf, size_t size)
@@ -301,7 +302,7 @@ int inode_path(struct inode *in, char *buf, size_t size)
 
 	if (!size)
 		return -ENAMETOOLONG;
-	pthread_mutex_lock(&T.lock);
+	lk_lock(&T.lock, LK_INODES);
 	buf[--pos] = '\0';
 	for (; in != &T.root; in = in->parent) {
 		size_t n;
@@ -320,7 +321,7 @@ int inode_path(struct inode *in, char *buf, size_t size)
 		pos -= n;
 		memcpy(buf + pos, in->name, n);
 	}
-	pthread_mutex_unlock(&T.lock);
+	lk_unlock(&T.lock, LK_INODES);
 	if (res)
 		return res;
 	memmove(buf, buf + pos, size - pos);
@@ -407,12 +408,12 @@ int inode_lookup(struct inode *parent, const char *name, struct stat *ret_st,
 	if (res)
 		return res;
 
-	pthread_mutex_lock(&T.lock);
+	lk_lock(&T.lock, LK_INODES);
 	in = hash_find(st.st_dev, st.st_ino);
 	if (!in) {
 		in = calloc(1, sizeof(*in));
 		if (!in) {
-			pthread_mutex_unlock(&T.lock);
+			lk_unlock(&T.lock, LK_INODES);
 			return -ENOMEM;
 		}
 		in->dev = st.st_dev;
@@ -421,7 +422,7 @@ int inode_lookup(struct inode *parent, const char *name, struct stat *ret_st,
 		in->type = st.st_mode & S_IFMT;
 		if (hashset_add(&T.set, (uintptr_t)in, NULL) < 0) {
 			free(in);
-			pthread_mutex_unlock(&T.lock);
+			lk_unlock(&T.lock, LK_INODES);
 			return -ENOMEM;
 		}
 	}
@@ -438,11 +439,11 @@ int inode_lookup(struct inode *parent, const char *name, struct stat *ret_st,
 	}
 	if (res) {
 		maybe_free(in);
-		pthread_mutex_unlock(&T.lock);
+		lk_unlock(&T.lock, LK_INODES);
 		return res;
 	}
 	in->nlookup++;
-	pthread_mutex_unlock(&T.lock);
+	lk_unlock(&T.lock, LK_INODES);
 	*ret_st = st;
 	*ret = in;
 	return 0;
@@ -450,7 +451,7 @@ int inode_lookup(struct inode *parent, const char *name, struct stat *ret_st,
 
 void inode_forget(struct inode *in, uint64_t n)
 {
-	pthread_mutex_lock(&T.lock);
+	lk_lock(&T.lock, LK_INODES);
 	if (in->nlookup < n) {
 		fprintf(stderr, "hsmfs: forget underflow on inode %llu\n",
 			(unsigned long long)in->ino);
@@ -458,7 +459,7 @@ void inode_forget(struct inode *in, uint64_t n)
 	}
 	in->nlookup -= n;
 	maybe_free(in);
-	pthread_mutex_unlock(&T.lock);
+	lk_unlock(&T.lock, LK_INODES);
 }
 
 int inode_fd_get(struct inode *in)
@@ -468,16 +469,16 @@ int inode_fd_get(struct inode *in)
 	struct stat st;
 	int pfd, fd;
 
-	pthread_mutex_lock(&T.lock);
+	lk_lock(&T.lock, LK_INODES);
 	if (in->fd >= 0) {
 		if (in->lru_next)
 			lru_unlink(in);
 		in->fd_users++;
 		fd = in->fd;
-		pthread_mutex_unlock(&T.lock);
+		lk_unlock(&T.lock, LK_INODES);
 		return fd;
 	}
-	pthread_mutex_unlock(&T.lock);
+	lk_unlock(&T.lock, LK_INODES);
 	fd = hold_alias(in, &parent, &name);
 	if (fd)
 		return fd;
@@ -498,7 +499,7 @@ int inode_fd_get(struct inode *in)
 	}
 	free(name);
 
-	pthread_mutex_lock(&T.lock);
+	lk_lock(&T.lock, LK_INODES);
 	parent->refs--;
 	maybe_free(parent);
 	if (fd >= 0) {
@@ -514,20 +515,20 @@ int inode_fd_get(struct inode *in)
 		in->fd_users++;
 		fd = in->fd;
 	}
-	pthread_mutex_unlock(&T.lock);
+	lk_unlock(&T.lock, LK_INODES);
 	return fd;
 }
 
 void inode_fd_put(struct inode *in)
 {
-	pthread_mutex_lock(&T.lock);
+	lk_lock(&T.lock, LK_INODES);
 	assert(in->fd_users > 0);
 	if (!--in->fd_users && !in->pinned && in->fd >= 0) {
 		lru_push(in);
 		lru_trim();
 	}
 	maybe_free(in);
-	pthread_mutex_unlock(&T.lock);
+	lk_unlock(&T.lock, LK_INODES);
 }
 
 struct inode *inode_hold_name(struct inode *parent, const char *name,
@@ -548,7 +549,7 @@ struct inode *inode_hold_name(struct inode *parent, const char *name,
 	}
 	inode_fd_put(parent);
 
-	pthread_mutex_lock(&T.lock);
+	lk_lock(&T.lock, LK_INODES);
 	in = hash_find(ret_st->st_dev, ret_st->st_ino);
 	if (in)
 		in->refs++;
@@ -558,14 +559,14 @@ struct inode *inode_hold_name(struct inode *parent, const char *name,
 	 * still holds): keep a descriptor to reach it until it is forgotten.
 	 */
 	keep = in && (ret_st->st_nlink > 1 || in->nopen || in->nlookup);
-	pthread_mutex_unlock(&T.lock);
+	lk_unlock(&T.lock, LK_INODES);
 	if (!removing || !keep)
 		return in;
 	fd = inode_fd_get(in);
 	if (fd >= 0) {
-		pthread_mutex_lock(&T.lock);
+		lk_lock(&T.lock, LK_INODES);
 		in->pinned = true;
-		pthread_mutex_unlock(&T.lock);
+		lk_unlock(&T.lock, LK_INODES);
 		inode_fd_put(in);
 	}
 	return in;
@@ -573,7 +574,7 @@ struct inode *inode_hold_name(struct inode *parent, const char *name,
 
 void inode_moved(struct inode *in, struct inode *newparent, const char *newname)
 {
-	pthread_mutex_lock(&T.lock);
+	lk_lock(&T.lock, LK_INODES);
 	if (set_alias(in, newparent, newname) == 0 && in->pinned) {
 		in->pinned = false;
 		if (in->fd >= 0 && !in->fd_users) {
@@ -581,56 +582,56 @@ void inode_moved(struct inode *in, struct inode *newparent, const char *newname)
 			lru_trim();
 		}
 	}
-	pthread_mutex_unlock(&T.lock);
+	lk_unlock(&T.lock, LK_INODES);
 }
 
 void inode_unaliased(struct inode *in)
 {
-	pthread_mutex_lock(&T.lock);
+	lk_lock(&T.lock, LK_INODES);
 	set_alias(in, NULL, NULL);
-	pthread_mutex_unlock(&T.lock);
+	lk_unlock(&T.lock, LK_INODES);
 }
 
 void inode_release(struct inode *in)
 {
 	if (!in)
 		return;
-	pthread_mutex_lock(&T.lock);
+	lk_lock(&T.lock, LK_INODES);
 	assert(in->refs > 0);
 	in->refs--;
 	maybe_free(in);
-	pthread_mutex_unlock(&T.lock);
+	lk_unlock(&T.lock, LK_INODES);
 }
 
 void inode_open_inc(struct inode *in)
 {
-	pthread_mutex_lock(&T.lock);
+	lk_lock(&T.lock, LK_INODES);
 	in->nopen++;
-	pthread_mutex_unlock(&T.lock);
+	lk_unlock(&T.lock, LK_INODES);
 }
 
 void inode_open_dec(struct inode *in)
 {
-	pthread_mutex_lock(&T.lock);
+	lk_lock(&T.lock, LK_INODES);
 	assert(in->nopen > 0);
 	in->nopen--;
-	pthread_mutex_unlock(&T.lock);
+	lk_unlock(&T.lock, LK_INODES);
 }
 
 bool inode_is_open(struct inode *in)
 {
 	bool r;
 
-	pthread_mutex_lock(&T.lock);
+	lk_lock(&T.lock, LK_INODES);
 	r = in->nopen > 0;
-	pthread_mutex_unlock(&T.lock);
+	lk_unlock(&T.lock, LK_INODES);
 	return r;
 }
 
 void inode_counts(uint64_t *ret_inodes, uint64_t *ret_fds)
 {
-	pthread_mutex_lock(&T.lock);
+	lk_lock(&T.lock, LK_INODES);
 	*ret_inodes = T.set.n;
 	*ret_fds = T.cached_fds;
-	pthread_mutex_unlock(&T.lock);
+	lk_unlock(&T.lock, LK_INODES);
 }

@@ -303,7 +303,7 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 		if (res)
 			log_err("refresh of '/%s': %s", dirpath, err);
 	}
-	if (!res && syncfs(dfd) < 0)
+	if (!res && (may_block("syncfs"), syncfs(dfd)) < 0)
 		res = -errno;
 	if (!res)
 		fault_point(FAULT_LIST_MADE);
@@ -464,7 +464,7 @@ static int apply_lookup(int dfd, const struct listing *l, const char *dirpath, i
 	if (res)
 		log_err("lookup of '%s' in '/%s': %s", name, dirpath, err);
 	/* the entry reaches the disk before its row says it is there */
-	if (!res && syncfs(dfd) < 0)
+	if (!res && (may_block("syncfs"), syncfs(dfd)) < 0)
 		res = -errno;
 	if (!res && row.ino && !(res = meta_begin(E.cfg.meta))) {
 		res = put_rows(&row, 1);
@@ -569,7 +569,7 @@ int apply_listing(struct inode *dir, int stage, const char *name, bool refresh,
 	}
 	t_made = now_ms();
 	/* the entries reach the disk before the database says they are there */
-	if (!res && syncfs(dfd) < 0) {
+	if (!res && (may_block("syncfs"), syncfs(dfd)) < 0) {
 		res = -errno;
 		log_err("listing of '/%s': cannot sync the store: %s", dirpath, strerror(-res));
 	}

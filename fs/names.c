@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lockcheck.h"
 #include "hashset.h"
 #include "names.h"
 
@@ -117,7 +118,7 @@ void names_user_begin(struct names_user *u, uint64_t dir, const char *name, uint
 {
 	struct name_rec *r;
 
-	pthread_mutex_lock(&N.lock);
+	lk_lock(&N.lock, LK_NAMES);
 	for (;;) {
 		r = find(dir, name);
 		if (!(r && r->claimed) && name2)
@@ -136,14 +137,14 @@ void names_user_begin(struct names_user *u, uint64_t dir, const char *name, uint
 		u->blind = true;
 		N.blind++;
 	}
-	pthread_mutex_unlock(&N.lock);
+	lk_unlock(&N.lock, LK_NAMES);
 }
 
 void names_user_end(struct names_user *u)
 {
 	uint64_t gen;
 
-	pthread_mutex_lock(&N.lock);
+	lk_lock(&N.lock, LK_NAMES);
 	gen = ++N.gen;
 	for (int i = 0; i < 2; i++) {
 		struct name_rec *r = u->r[i];
@@ -161,7 +162,7 @@ void names_user_end(struct names_user *u)
 		N.blind--;
 		N.blind_gen = gen;
 	}
-	pthread_mutex_unlock(&N.lock);
+	lk_unlock(&N.lock, LK_NAMES);
 	u->r[0] = u->r[1] = NULL;
 }
 
@@ -169,7 +170,7 @@ uint64_t names_plan_begin(void)
 {
 	uint64_t gen;
 
-	pthread_mutex_lock(&N.lock);
+	lk_lock(&N.lock, LK_NAMES);
 	gen = N.gen;
 	if (N.nplans == N.cap) {
 		size_t cap = N.cap ? 2 * N.cap : 64;
@@ -177,14 +178,14 @@ uint64_t names_plan_begin(void)
 
 		if (!v) {
 			/* not recorded: records older than it may go; refused whole */
-			pthread_mutex_unlock(&N.lock);
+			lk_unlock(&N.lock, LK_NAMES);
 			return 0;
 		}
 		N.plans = v;
 		N.cap = cap;
 	}
 	N.plans[N.nplans++] = gen;
-	pthread_mutex_unlock(&N.lock);
+	lk_unlock(&N.lock, LK_NAMES);
 	return gen + 1; /* 0 is the plan that could not be recorded */
 }
 
@@ -194,7 +195,7 @@ void names_plan_end(uint64_t plan)
 
 	if (!plan)
 		return;
-	pthread_mutex_lock(&N.lock);
+	lk_lock(&N.lock, LK_NAMES);
 	for (size_t i = 0; i < N.nplans; i++)
 		if (N.plans[i] == plan - 1) {
 			N.plans[i] = N.plans[--N.nplans];
@@ -212,7 +213,7 @@ void names_plan_end(uint64_t plan)
 		}
 		pos = hashset_next(&N.recs, pos);
 	}
-	pthread_mutex_unlock(&N.lock);
+	lk_unlock(&N.lock, LK_NAMES);
 }
 
 bool names_claim(uint64_t dir, const char *name, uint64_t plan)
@@ -223,7 +224,7 @@ bool names_claim(uint64_t dir, const char *name, uint64_t plan)
 	if (!plan)
 		return false;
 	plan--; /* the generation it was opened at */
-	pthread_mutex_lock(&N.lock);
+	lk_lock(&N.lock, LK_NAMES);
 	r = find(dir, name);
 	ok = !N.blind && N.blind_gen <= plan && !(r && (r->users || r->claimed || r->gen > plan));
 	if (ok && !r)
@@ -231,7 +232,7 @@ bool names_claim(uint64_t dir, const char *name, uint64_t plan)
 	ok = ok && r;
 	if (ok)
 		r->claimed = true;
-	pthread_mutex_unlock(&N.lock);
+	lk_unlock(&N.lock, LK_NAMES);
 	return ok;
 }
 
@@ -239,12 +240,12 @@ void names_release(uint64_t dir, const char *name)
 {
 	struct name_rec *r;
 
-	pthread_mutex_lock(&N.lock);
+	lk_lock(&N.lock, LK_NAMES);
 	r = find(dir, name);
 	if (r) {
 		r->claimed = false;
 		drop_idle(r);
 	}
 	pthread_cond_broadcast(&N.released);
-	pthread_mutex_unlock(&N.lock);
+	lk_unlock(&N.lock, LK_NAMES);
 }

@@ -135,6 +135,7 @@ static int check_parked(struct parked *p, bool may_block)
 /* A parked read or check ends with res.  Called without E.lock. */
 void finish_read(struct parked *p, int res)
 {
+	ELOCK_NOT_HELD();
 	if (p->reserved) {
 		cache_unreserve(p->reserved);
 		p->reserved = 0;

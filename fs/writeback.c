@@ -188,7 +188,7 @@ static bool write_batch(struct snap *snaps, size_t cap)
 		dfd = open_store(snaps[i].in, O_RDONLY);
 		if (dfd < 0)
 			err = dfd;
-		else if (fault_hit(FAULT_DATASYNC) || fdatasync(dfd) < 0)
+		else if (fault_hit(FAULT_DATASYNC) || (may_block("fdatasync"), fdatasync(dfd)) < 0)
 			err = errno ? -errno : -EIO;
 		else if (snaps[i].verify)
 			err = verify(&snaps[i], dfd);

@@ -11,11 +11,14 @@
  *   LK_META     the database's, recursive: a transaction holds it (meta.h)
  *
  * Nothing that may block runs under LK_ENGINE, LK_INODES, LK_CACHE or
- * LK_NAMES: SQLite, a log line, a socket send, an open, close, ftruncate,
- * fallocate or fstatvfs of a store or staging file.  Each such helper
- * calls may_block(what) first.  An exception is bracketed by
- * lk_block_ok_begin()/lk_block_ok_end() where it is, and engine.h lists
- * every one with its reason.
+ * LK_NAMES: SQLite, a log line, an open, close, ftruncate, fstat,
+ * futimens or fstatvfs of a store or staging file, a sync.  (Sends to
+ * hooks never wait: MSG_DONTWAIT.)  Each such helper calls
+ * may_block(what) first.  Under LK_INODES and LK_NAMES a broken rule
+ * aborts; under LK_ENGINE and LK_CACHE the places that still block are
+ * listed in engine.h, and HSMFS_LOCKCHECK=report reports every one
+ * (none aborts) until that list is empty.  An exception meant to stay
+ * is bracketed by lk_block_ok_begin()/lk_block_ok_end() where it is.
  *
  * lk_lock()/lk_unlock() take and drop a mutex and record it for the
  * calling thread; lk_wait() is pthread_cond_wait() on a recorded mutex.

@@ -4,6 +4,7 @@
  */
 #include <signal.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -49,13 +50,19 @@ static void block_under_engine(void)
 	may_block("a test's open");
 }
 
+static void block_under_inodes(void)
+{
+	lk_lock(&a, LK_INODES);
+	may_block("a test's open");
+}
+
 static void block_bracketed(void)
 {
-	lk_lock(&a, LK_ENGINE);
+	lk_lock(&a, LK_INODES);
 	lk_block_ok_begin();
 	may_block("a named exception");
 	lk_block_ok_end();
-	lk_unlock(&a, LK_ENGINE);
+	lk_unlock(&a, LK_INODES);
 	may_block("after the unlock");
 }
 
@@ -113,10 +120,26 @@ int main(void)
 	ok(run(out_of_order, NULL) == 1, "a lock taken after one that comes later aborts");
 	ok(run(twice, NULL) == 1, "a lock taken twice aborts");
 	ok(run(recursive_meta, NULL) == 0, "the database's lock is recursive and may block");
-	ok(run(block_under_engine, NULL) == 1, "may_block under E.lock aborts");
+	ok(run(block_under_inodes, NULL) == 1, "may_block under the inode table's lock aborts");
+	ok(run(block_under_engine, NULL) == 0,
+	   "under E.lock, whose places engine.h lists, it does not abort");
 	ok(run(block_bracketed, NULL) == 0, "may_block in a named exception, or unlocked, passes");
 	ok(run(unlock_unheld, NULL) == 1, "a lock dropped but not held aborts");
 	ok(run(held_states, NULL) == 0, "lk_held and lk_not_held say what this thread holds");
-	ok(run(block_under_engine, "report") == 0, "HSMFS_LOCKCHECK=report reports, does not abort");
+	{
+		char path[] = "/tmp/hsmfs-test-lockcheck-XXXXXX", env[64], buf[512] = "";
+		int fd = mkstemp(path);
+		ssize_t n;
+
+		snprintf(env, sizeof(env), "report:%s", path);
+		ok(fd >= 0 && run(block_under_engine, env) == 0 &&
+		   (n = read(fd, buf, sizeof(buf) - 1)) > 0 &&
+		   strstr(buf, "a test's open may block and runs under E.lock"),
+		   "HSMFS_LOCKCHECK=report:FILE reports a place under E.lock there, and goes on");
+		ok(run(out_of_order, env) == 0, "and reports a broken order without aborting");
+		if (fd >= 0)
+			close(fd);
+		unlink(path);
+	}
 	return tap_done();
 }
