@@ -147,15 +147,14 @@ static inline bool events_access_watched(void)
 }
 
 /*
- * The entry points ops.c calls, each declared by the file that defines
- * it.
+ * The entry points the FUSE layer calls, each declared by the file that
+ * defines it (vattr.h, of the FUSE layer itself, is included where used).
  */
 #include "decide.h"
 #include "dirs.h"
 #include "evict.h"
 #include "fstate.h"
 #include "park.h"
-#include "vattr.h"
 #include "writeback.h"
 
 #endif

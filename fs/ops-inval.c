@@ -13,6 +13,7 @@
 #include "log.h"
 #include "ops-int.h"
 #include "ops-inval.h"
+#include "vattr.h"
 
 /*
  * The invalidator: one thread that drops ranges of the kernel's page

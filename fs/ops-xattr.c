@@ -19,6 +19,7 @@
 #include "inode.h"
 #include "ops-int.h"
 #include "ops-inval.h"
+#include "vattr.h"
 
 enum xop { X_GET, X_SET, X_LIST, X_REMOVE };
 
