@@ -4,7 +4,7 @@
  * Part of the engine (engine.h).
  *
  * A directory with a META_DIR_UNLISTED row has names nobody knows yet.
- * Before a name in it is looked up, listed or made (ops.c asks
+ * Before a name in it is looked up, listed or made (the FUSE layer asks
  * events_dir() first), one PRE_DIR event goes to a fill hook subscribed
  * to it, with an empty staging file; the hook writes the listing there
  * (JSON Lines, manifest.h: one entry a line, "path" a single name) and

@@ -17,7 +17,7 @@ struct inode;
 /*
  * Lazy directories (dirs.c).  A directory whose names are not known yet
  * (an unlisted row) is listed by a fill hook (PRE_DIR) before a name in
- * it is looked up, listed or made: ops.c calls events_dir() first for
+ * it is looked up, listed or made: the FUSE layer calls events_dir() first for
  * the directory it works in, unless events_dir_known() (one relaxed load
  * while no store has a lazy directory; then one per-inode bit).
  * Returns 0 (go on), -errno, or EVENTS_PARKED: cont(arg, res) once the

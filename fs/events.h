@@ -2,7 +2,7 @@
  * events.h - pre-content events: per-file range state, the event engine,
  * and the write-behind of present ranges to the metadata database.
  *
- * Fast path.  ops.c calls into this module only when a per-inode bit
+ * Fast path.  The FUSE layer calls into the engine only when a per-inode bit
  * says so (inode_flags(): INODE_NONRESIDENT or INODE_TRACKED for reads,
  * INODE_STATEFUL for writes) or when the watcher mask says a hook wants
  * PRE_MODIFY (events_modify_watched(): one relaxed load).  A resident file

@@ -202,7 +202,7 @@ int pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi,
 	if (h->backing_id && write && events_modify_watched() && !modify_asked) {
 		/*
 		 * It would pass through, its mappings unseen, with nobody
-		 * asked: the whole file is asked first (ops.c), then again.
+		 * asked: the whole file is asked first (ops-file.c), then again.
 		 */
 		punlock();
 		return PT_AGAIN;
@@ -272,7 +272,7 @@ int pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi,
 		 * passes through already (above): its reads and writes come to
 		 * the daemon (FOPEN_DIRECT_IO beside FOPEN_PASSTHROUGH), only
 		 * its mappings go to the backing file (a watcher asked about
-		 * them at open, ops.c).
+		 * them at open, ops-file.c).
 		 */
 		fi->direct_io = direct;
 	}

@@ -16,7 +16,7 @@
  *   - a file in passthrough mode is never evicted (INODE_PASSTHROUGH).
  * The kernel allows one backing file per inode and requires every open
  * of an inode in passthrough mode to pass through: while one does, so
- * do all, also for writing under a watcher (ops.c asks the watcher one
+ * do all, also for writing under a watcher (the FUSE layer asks the watcher one
  * PRE_MODIFY of the whole file at such an open: pt_active()), and none
  * does while opens through the page cache exist.  An open that could
  * not have started passthrough (O_DIRECT, O_APPEND, its reads watched,

@@ -33,7 +33,7 @@
  * INIT.  Owns the descriptors from here on.
  */
 void ready_init(int ready_fd, int daemon_fd, bool wait_hook, double bound);
-/* FUSE INIT is answered (ops.c). */
+/* FUSE INIT is answered (ops.c, at INIT). */
 void ready_live(void);
 /* The supervised hook was spawned as pid, leader of its process group. */
 void ready_hook_started(pid_t pid);

@@ -12,7 +12,7 @@
 struct inode;
 
 void events_get_stats(struct events_stats *ret);
-/* The kernel dropped a range of a read-watched file's page cache (ops.c). */
+/* The kernel dropped a range of a read-watched file's page cache (ops-inval.c). */
 void events_cache_dropped(void);
 
 /*
