@@ -85,7 +85,10 @@ static void held_states(void)
 static int run(void (*fn)(void), const char *env)
 {
 	int status;
-	pid_t pid = fork();
+	pid_t pid;
+
+	fflush(stdout); /* a child must not print what the parent buffered */
+	pid = fork();
 
 	if (pid == 0) {
 		if (env)
