@@ -94,7 +94,7 @@ bool lk_not_held(enum lk l)
 
 void may_block(const char *what)
 {
-	static int report = -1;
+	static __thread int report = -1; /* per thread: no shared state */
 	unsigned rule = NO_BLOCK;
 
 	if (block_ok)
