@@ -1074,12 +1074,14 @@ def main():
             for cm in [m for m in modes if m.split("@")[0] == "cold"]:
                 tag = cm[4:]  # "" or "@b"
                 e = Env(cm, MiB, opts="chunk=4k")
-                lat["hsmfs%s event (no-op fill hook)" % tag] = \
-                    event_latency(e, 2000 if a.quick else 10000)
-                for k in (1, 2):
-                    rates["%d reader%s%s" % (k, "s" if k > 1 else "", tag)] = \
-                        event_rate(e, k, 2000 if a.quick else 10000)
-                e.close()
+                try:
+                    lat["hsmfs%s event (no-op fill hook)" % tag] = \
+                        event_latency(e, 2000 if a.quick else 10000)
+                    for k in (1, 2):
+                        rates["%d reader%s%s" % (k, "s" if k > 1 else "", tag)] = \
+                            event_rate(e, k, 2000 if a.quick else 10000)
+                finally:
+                    e.close()  # a failed workload leaves no mount behind
             try:
                 lat["fanotify event (listener allows)"] = fan_latency(2000 if a.quick else 10000)
             except Skip as e:
