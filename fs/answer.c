@@ -24,7 +24,7 @@ int events_hook_joined(struct hook *h, const uint8_t *welcome, int len)
 	/*
 	 * In place before WELCOME: the mask the fast paths test and the
 	 * quieted files, so an operation that follows WELCOME sees the hook.
-	 * Every send to a hook runs under E.lock: WELCOME is still its first
+	 * Every send to a hook runs under S.lock: WELCOME is still its first
 	 * frame.
 	 */
 	h->next = E.hooks;
@@ -39,8 +39,8 @@ int events_hook_joined(struct hook *h, const uint8_t *welcome, int len)
 	 * (each read of a watched file drops what it cached from now on:
 	 * ops_read_reply)
 	 */
-	if ((h->mask & HSMFS_MASK(HSMFS_EV_ACCESS_PERM)) && E.cfg.invalidate_files_later)
-		E.cfg.invalidate_files_later();
+	if ((h->mask & HSMFS_MASK(HSMFS_EV_ACCESS_PERM)) && S.cfg.invalidate_files_later)
+		S.cfg.invalidate_files_later();
 	if (hooks_send_welcome(h, welcome, len)) {
 		E.hooks = h->next;
 		recompute_mask();
@@ -50,7 +50,7 @@ int events_hook_joined(struct hook *h, const uint8_t *welcome, int len)
 	E.joins++;
 	log_info("hook '%s' (pid %d, %s) connected", h->name, (int)h->pid,
 		 h->kind == HSMFS_KIND_FILL ? "fill" : "watch");
-	for (unsigned i = 0; i < E.cfg.max_pending; i++) {
+	for (unsigned i = 0; i < S.cfg.max_pending; i++) {
 		struct event *ev = &E.slots[i];
 
 		for (unsigned k = 0; k < ev->norphans; k++) {
@@ -90,7 +90,7 @@ void events_hook_left(struct hook *h)
 	if (E.rr == h)
 		E.rr = NULL;
 	recompute_mask();
-	for (i = 0; i < E.cfg.max_pending; i++) {
+	for (i = 0; i < S.cfg.max_pending; i++) {
 		struct event *ev = &E.slots[i];
 
 		if (!ev_live(ev))
@@ -242,7 +242,7 @@ void events_answer(struct hook *h, const struct proto_answer *a)
  * second or more since the deadline was last set: a repeated count, a
  * trickle below the floor or a count past the hint range extends
  * nothing, so a reader waits at most the hint range at the floor's rate
- * plus one timeout.  *done is clamped to the range.  E.lock held.
+ * plus one timeout.  *done is clamped to the range.  S.lock held.
  */
 static bool progress_enough(const struct event *ev, uint64_t *done)
 {
@@ -258,8 +258,8 @@ static bool progress_enough(const struct event *ev, uint64_t *done)
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	/* the deadline was last set timeout seconds before it */
 	since = (double)(now.tv_sec - ev->deadline.tv_sec) +
-		(now.tv_nsec - ev->deadline.tv_nsec) / 1e9 + E.cfg.timeout;
-	return (double)(*done - ev->progress) >= (double)E.cfg.progress_floor * since;
+		(now.tv_nsec - ev->deadline.tv_nsec) / 1e9 + S.cfg.timeout;
+	return (double)(*done - ev->progress) >= (double)S.cfg.progress_floor * since;
 }
 
 void events_progress(struct hook *h, const struct proto_progress *p)
@@ -275,7 +275,7 @@ void events_progress(struct hook *h, const struct proto_progress *p)
 		return;
 	}
 	ev->progress = done;
-	mono_after(&ev->deadline, E.cfg.timeout);
+	mono_after(&ev->deadline, S.cfg.timeout);
 	eunlock();
 }
 
@@ -338,7 +338,7 @@ void events_filled(struct hook *h, const struct proto_filled *f)
 		p->next = out;
 		out = p;
 		ev->waiters--; /* a parked read's reference; the event is not done */
-		E.st.early_reads++;
+		S.st.early_reads++;
 	}
 	/* nobody waits any more: it goes on as a readahead (its timeout
 	 * is nobody's, and a new waiter gets one of its own) */

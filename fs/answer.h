@@ -1,6 +1,6 @@
 /*
  * answer.h - what hooks say to the engine (answer.c), called by hooks.c
- * from connection threads, without E.lock.
+ * from connection threads, without S.lock.
  */
 #ifndef HSMFS_ANSWER_H
 #define HSMFS_ANSWER_H

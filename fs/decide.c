@@ -12,7 +12,6 @@
 #include "hooks.h"
 #include "inode.h"
 #include "meta.h"
-#include "park.h"
 #include "ranges.h"
 #include "readahead.h"
 #include "route.h"
@@ -25,7 +24,7 @@
  * That is the kernel reading a failed readahead page once more for the
  * same read(2): asking again would wait the timeout twice, or run the
  * hook's retry policy twice.  It fails at once with the same error.
- * Another thread's read (a user's retry) asks again.  E.lock held.
+ * Another thread's read (a user's retry) asks again.  S.lock held.
  */
 static int recently_failed(const struct fstate *fs, uint64_t start, uint64_t end,
 			   struct fuse_req *req)
@@ -43,15 +42,15 @@ static int recently_failed(const struct fstate *fs, uint64_t start, uint64_t end
 /*
  * The rest of a filled event's chunk (first_fill: access_step() put it
  * in side_lo, side_hi), asked once the read that needed the event is
- * served.  The event_handlers' ask_side.  E.lock held.
+ * served.  The event_handlers' ask_side.  S.lock held.
  */
 void ask_side(struct event *ev)
 {
 	ELOCK_HELD();
-	fill_ahead(ev->in, ev->fs, ev->hint_end, ev->side_hi, NULL, 1, &E.st.beside, NULL,
+	fill_ahead(ev->in, ev->fs, ev->hint_end, ev->side_hi, NULL, 1, &S.st.beside, NULL,
 		   false);
 	if (ev->side_lo < ev->hint_start)
-		fill_ahead(ev->in, ev->fs, ev->side_lo, ev->hint_start, NULL, 1, &E.st.beside,
+		fill_ahead(ev->in, ev->fs, ev->side_lo, ev->hint_start, NULL, 1, &S.st.beside,
 			   NULL, false);
 }
 
@@ -73,9 +72,9 @@ void read_span(const struct fstate *fs, uint64_t off, uint64_t len,
  * step (a hit is counted, readahead driven).  On mounts with cache
  * limits a new fill is admitted first; *reserved is what was admitted
  * and not yet handed to an event.  With may_block, admission drops
- * E.lock and waits for room; without, a fill that does not fit now
+ * S.lock and waits for room; without, a fill that does not fit now
  * returns 2 (the evictor is asked to make room; the room thread waits
- * for it).  E.lock held.
+ * for it).  S.lock held.
  */
 int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t end,
 		struct fuse_req *req, bool first, bool may_block,
@@ -93,7 +92,7 @@ int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t en
 			return -EIO;
 		if (start >= end || !rs_missing(&fs->present, start, end, &miss, 1)) {
 			if (first) {
-				E.st.hits++;
+				S.st.hits++;
 				fs->ra_seen = end;
 			}
 			return 0;
@@ -111,14 +110,14 @@ int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t en
 			uint64_t hs, he, hint_start, hint_end, need, gap_start, gap_end, ff;
 			bool beside;
 
-			if (!have_fill_hook() && E.cfg.nohook_fail)
+			if (!have_fill_hook() && S.cfg.nohook_fail)
 				return -EIO;
 			res = recently_failed(fs, miss.start, miss.end, req);
 			if (res)
 				return res;
 			/* hint: the chunk-aligned span, within the same gap */
-			hs = miss.start & ~(E.cfg.chunk - 1);
-			he = (miss.end + E.cfg.chunk - 1) & ~(E.cfg.chunk - 1);
+			hs = miss.start & ~(S.cfg.chunk - 1);
+			he = (miss.end + S.cfg.chunk - 1) & ~(S.cfg.chunk - 1);
 			if (he > fs->size)
 				he = fs->size;
 			hint_start = miss.start;
@@ -152,7 +151,7 @@ int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t en
 			gap_start = hint_start;
 			gap_end = hint_end;
 			beside = false;
-			ff = E.cfg.first_fill;
+			ff = S.cfg.first_fill;
 			if (first && ff && hint_end - hint_start > 2 * ff && hint_start == hs &&
 			    hint_end == he &&
 			    !in_stream(fs, miss.start) &&
@@ -169,18 +168,18 @@ int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t en
 			}
 			/* admission: room for the fill before it may write */
 			need = ((hint_end + PAGE - 1) & ~(PAGE - 1)) - (hint_start & ~(PAGE - 1));
-			if (E.cfg.cache_limited && *reserved < need && !may_block) {
-				/* the cache's lock comes after E.lock */
+			if (S.cfg.cache_limited && *reserved < need && !may_block) {
+				/* the cache's lock comes after S.lock */
 				if (cache_try_admit(need))
 					return 2;
 				if (*reserved)
 					cache_unreserve(*reserved);
 				*reserved = need;
 			}
-			if (E.cfg.cache_limited && *reserved < need) {
+			if (S.cfg.cache_limited && *reserved < need) {
 				struct timespec deadline;
 
-				mono_after(&deadline, E.cfg.timeout);
+				mono_after(&deadline, S.cfg.timeout);
 				eunlock();
 				if (*reserved)
 					cache_unreserve(*reserved);
@@ -198,7 +197,7 @@ int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t en
 				return res;
 			*reserved = 0;
 			if (beside && hint_start == 0) {
-				if (fill_ahead(in, fs, hint_end, gap_end, req, 1, &E.st.beside,
+				if (fill_ahead(in, fs, hint_end, gap_end, req, 1, &S.st.beside,
 					       NULL, false) > hint_end)
 					asked_end = gap_end;
 			} else if (beside) {
@@ -213,7 +212,7 @@ int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t en
 			read_ahead(in, fs, &miss, asked_end, req);
 			fs->ra_seen = end;
 			/* what an eviction of the open file must leave alone */
-			fs->hot_lo = miss.start & ~(E.cfg.chunk - 1);
+			fs->hot_lo = miss.start & ~(S.cfg.chunk - 1);
 			fs->hot_hi = asked_end > fs->ra_ahead ? asked_end : fs->ra_ahead;
 		}
 		*ret_ev = ev;
@@ -245,7 +244,7 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 			/* the store is full: evict, then try once more */
 			retried = true;
 			eunlock();
-			res = cache_make_room(E.cfg.chunk);
+			res = cache_make_room(S.cfg.chunk);
 			elock();
 			if (!res)
 				continue;
@@ -269,7 +268,7 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
  * QUIET is kept per hook: a set of store inode numbers, open addressing
  * (0 = empty slot), grown at half full up to HOOK_QUIET_MAX, past which
  * a QUIET is not kept (the hook gets more events, never fewer than it
- * should).  E.lock held.
+ * should).  S.lock held.
  */
 static bool quiet_has(const struct hook *h, uint64_t ino)
 {
@@ -294,7 +293,7 @@ static void quiet_put(uint64_t *tab, uint32_t cap, uint64_t ino)
 	tab[i] = ino;
 }
 
-/* E.lock held. */
+/* S.lock held. */
 void quiet_add(struct hook *h, uint64_t ino)
 {
 	ELOCK_HELD();
@@ -317,7 +316,7 @@ void quiet_add(struct hook *h, uint64_t ino)
 	h->nquiet++;
 }
 
-/* Must h answer a permission event of type of in?  E.lock held. */
+/* Must h answer a permission event of type of in?  S.lock held. */
 static bool perm_target(const struct hook *h, struct inode *in, uint32_t type)
 {
 	ELOCK_HELD();
@@ -329,7 +328,7 @@ static bool perm_target(const struct hook *h, struct inode *in, uint32_t type)
  * Start a permission event (PRE_MODIFY of [start, end), or OPEN_PERM
  * with the open flags in start) of in: 0 (no hook must answer), 1 with
  * *ret_ev (one reference, the caller's), or -errno.  Every hook
- * subscribed must answer.  E.lock held.
+ * subscribed must answer.  S.lock held.
  */
 int start_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t end,
 	       struct fuse_req *req, struct event **ret_ev)
@@ -401,9 +400,9 @@ uint64_t events_prefetch(struct inode *in, uint64_t max_bytes)
 	/* a larger file: what its reader's first read waits for (first_fill) */
 	limit = fs->size;
 	if (limit > max_bytes)
-		limit = E.cfg.first_fill && E.cfg.first_fill < max_bytes ? E.cfg.first_fill :
+		limit = S.cfg.first_fill && S.cfg.first_fill < max_bytes ? S.cfg.first_fill :
 									 max_bytes;
-	fill_ahead(in, fs, 0, limit, NULL, UINT_MAX, &E.st.readahead, &asked, false);
+	fill_ahead(in, fs, 0, limit, NULL, UINT_MAX, &S.st.readahead, &asked, false);
 	eunlock();
 	return asked;
 }

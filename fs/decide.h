@@ -37,25 +37,25 @@ uint64_t events_prefetch(struct inode *in, uint64_t max_bytes);
 /* Is some hook subscribed to ACCESS_PERM of in (its subtree)? */
 bool events_access_target(struct inode *in);
 
-/* Ask the rest of ev's chunk (event_handlers.ask_side).  E.lock held. */
+/* Ask the rest of ev's chunk (event_handlers.ask_side).  S.lock held. */
 void ask_side(struct event *ev);
 /* The page-aligned span of a read of [off, off + len), within the file. */
 void read_span(const struct fstate *fs, uint64_t off, uint64_t len, uint64_t *ret_start,
 	       uint64_t *ret_end);
 /*
  * One step of a read's check of [start, end): see decide.c.  0, -errno,
- * 1 with *ret_ev to wait for, or 2 (no room now, !may_block).  E.lock held.
+ * 1 with *ret_ev to wait for, or 2 (no room now, !may_block).  S.lock held.
  */
 int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t end,
 		struct fuse_req *req, bool first, bool may_block, uint64_t *reserved,
 		struct event **ret_ev);
 /*
  * Start a permission event of in: 0 (no hook must answer), 1 with
- * *ret_ev (one reference, the caller's), or -errno.  E.lock held.
+ * *ret_ev (one reference, the caller's), or -errno.  S.lock held.
  */
 int start_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t end,
 	       struct fuse_req *req, struct event **ret_ev);
-/* h answered PRE_MODIFY of the file ino with QUIET.  E.lock held. */
+/* h answered PRE_MODIFY of the file ino with QUIET.  S.lock held. */
 void quiet_add(struct hook *h, uint64_t ino);
 
 #endif

@@ -8,7 +8,7 @@
  * events_dir() first), one PRE_DIR event goes to a fill hook subscribed
  * to it, with an empty staging file; the hook writes the listing there
  * (JSON Lines, manifest.h: one entry a line, "path" a single name) and
- * allows.  The listing is then committed (durability step 5, engine.h):
+ * allows.  The listing is then committed (durability step 5, state.h):
  * every entry is made in the store (place.h), the store is synced, and
  * one transaction records the entries and the directory as listed.
  * Only then does the directory become listed in memory and the requests
@@ -30,7 +30,7 @@
  * first time a directory is used after events_lazy_dirs was set.
  * Concurrent first looks wait on one event (listing_of()).  Locks: as
  * the engine's; the database, the store and the listing's parse run
- * without E.lock (the event is COPYING meanwhile).  Threads: the
+ * without S.lock (the event is COPYING meanwhile).  Threads: the
  * commits run on one lister thread of this module's, in the order the
  * answers came, never on the hook's connection (its next answers would
  * wait behind a sync of the store).
@@ -96,7 +96,7 @@ static void ttl_set(uint64_t ino, int64_t at)
 /*
  * A look at dir, listed and aging (dir_ttl): once its listing is older
  * than dir_ttl, a refresh starts in the background (nobody waits for it:
- * the look goes on with the names as they are).  Without E.lock.
+ * the look goes on with the names as they are).  Without S.lock.
  */
 static void aged_check(struct inode *dir)
 {
@@ -107,14 +107,14 @@ static void aged_check(struct inode *dir)
 
 	pthread_mutex_lock(&T.lock);
 	t = ttl_slot(inode_ino(dir));
-	stale = t && now - *t >= (int64_t)(E.cfg.dir_ttl * 1000);
+	stale = t && now - *t >= (int64_t)(S.cfg.dir_ttl * 1000);
 	if (stale)
 		*t = now; /* one refresh an age, failed or not */
 	pthread_mutex_unlock(&T.lock);
-	if (!stale || meta_get(E.cfg.meta, inode_ino(dir), &f))
+	if (!stale || meta_get(S.cfg.meta, inode_ino(dir), &f))
 		return;
 	elock();
-	if (f.state == META_DIR_LISTED && !listing_of(dir) && !E.stopping &&
+	if (f.state == META_DIR_LISTED && !listing_of(dir) && !S.stopping &&
 	    !start_listing(dir, f.origin, NULL, &ev)) {
 		f.origin = NULL; /* the event's */
 		ev->refresh = true;
@@ -128,7 +128,7 @@ static void aged_check(struct inode *dir)
 /*
  * The listing state of dir from the database: 0 with *ret_origin (owned,
  * may be NULL) when unlisted, 1 when its names are known, or -errno.
- * Sets the inode's bit.  Without E.lock.
+ * Sets the inode's bit.  Without S.lock.
  */
 static int dir_state(struct inode *dir, char **ret_origin)
 {
@@ -140,8 +140,8 @@ static int dir_state(struct inode *dir, char **ret_origin)
 		inode_flags_set(dir, INODE_LISTED);
 		return 1;
 	}
-	res = meta_get(E.cfg.meta, inode_ino(dir), &f);
-	if (!res && f.state == META_DIR_LISTED && E.cfg.dir_ttl > 0) {
+	res = meta_get(S.cfg.meta, inode_ino(dir), &f);
+	if (!res && f.state == META_DIR_LISTED && S.cfg.dir_ttl > 0) {
 		ttl_set(f.ino, f.atime);
 		meta_file_free(&f);
 		inode_flags_set(dir, INODE_DIR_TTL);
@@ -155,7 +155,7 @@ static int dir_state(struct inode *dir, char **ret_origin)
 	}
 	if (res) {
 		log_err("cannot read the listing state of a directory: %s",
-			meta_errmsg(E.cfg.meta));
+			meta_errmsg(S.cfg.meta));
 		return -EIO;
 	}
 	*ret_origin = f.origin;
@@ -165,11 +165,11 @@ static int dir_state(struct inode *dir, char **ret_origin)
 	return 0;
 }
 
-/* The listing event of dir in flight, or NULL.  E.lock held. */
+/* The listing event of dir in flight, or NULL.  S.lock held. */
 static struct event *listing_of(struct inode *dir)
 {
 	ELOCK_HELD();
-	for (unsigned i = 0; i < E.cfg.max_pending; i++) {
+	for (unsigned i = 0; i < S.cfg.max_pending; i++) {
 		struct event *ev = &E.slots[i];
 
 		if (ev->type == HSMFS_EV_PRE_DIR && ev->in == dir &&
@@ -179,7 +179,7 @@ static struct event *listing_of(struct inode *dir)
 	return NULL;
 }
 
-/* Park req on ev (E.lock held; returns without it): as events_dir(). */
+/* Park req on ev (S.lock held; returns without it): as events_dir(). */
 static int park_wait(struct event *ev, struct inode *dir, struct fuse_req *req,
 		     void (*cont)(void *arg, int res), void *arg)
 {
@@ -196,7 +196,7 @@ static int park_wait(struct event *ev, struct inode *dir, struct fuse_req *req,
 /*
  * Is dir unlisted?  0 with *ret_origin (owned) when it is; 1 when its
  * names are known (a listing that aged is started in the background,
- * dir_ttl); -errno.  Without E.lock.
+ * dir_ttl); -errno.  Without S.lock.
  */
 static int unlisted(struct inode *dir, char **ret_origin)
 {
@@ -214,7 +214,7 @@ static int unlisted(struct inode *dir, char **ret_origin)
 
 /*
  * Join the listing of dir in flight, or start one (origin: owned, given
- * to it), and park req on it: as events_dir().  Called with E.lock held,
+ * to it), and park req on it: as events_dir().  Called with S.lock held,
  * returns without it.
  */
 static int wait_listing(struct inode *dir, char *origin, bool refresh, struct fuse_req *req,
@@ -257,11 +257,11 @@ int events_dir(struct inode *dir, struct fuse_req *req, void (*cont)(void *arg, 
 	return wait_listing(dir, origin, false, req, cont, arg);
 }
 
-/* The PRE_LOOKUP of name in dir in flight, or NULL.  E.lock held. */
+/* The PRE_LOOKUP of name in dir in flight, or NULL.  S.lock held. */
 static struct event *lookup_of(struct inode *dir, const char *name)
 {
 	ELOCK_HELD();
-	for (unsigned i = 0; i < E.cfg.max_pending; i++) {
+	for (unsigned i = 0; i < S.cfg.max_pending; i++) {
 		struct event *ev = &E.slots[i];
 
 		if (ev->type == HSMFS_EV_PRE_LOOKUP && ev->in == dir && ev->name &&
@@ -282,7 +282,7 @@ static bool name_known(struct inode *dir, const char *name)
 	if (pfd < 0)
 		return false;
 	known = fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		!meta_get(E.cfg.meta, st.st_ino, &f);
+		!meta_get(S.cfg.meta, st.st_ino, &f);
 	if (known)
 		meta_file_free(&f);
 	inode_fd_put(dir);
@@ -337,7 +337,7 @@ int events_dir_refresh(struct inode *dir, struct fuse_req *req,
 
 	if (!inode_is_dir(dir))
 		return -ENOTDIR;
-	res = meta_get(E.cfg.meta, inode_ino(dir), &f);
+	res = meta_get(S.cfg.meta, inode_ino(dir), &f);
 	if (res == -ENOENT || (!res && f.state != META_DIR_LISTED &&
 			       f.state != META_DIR_UNLISTED)) {
 		if (!res)
@@ -363,7 +363,7 @@ void events_dir_forget(struct inode *dir)
 	uint64_t dirs = 0;
 
 	inode_flags_clear(dir, INODE_LISTED | INODE_UNLISTED | INODE_DIR_TTL);
-	if (!meta_count_dirs(E.cfg.meta, &dirs) && dirs)
+	if (!meta_count_dirs(S.cfg.meta, &dirs) && dirs)
 		atomic_store(&events_lazy_dirs, true);
 }
 
@@ -372,10 +372,10 @@ void events_dir_removed(uint64_t ino)
 	uint64_t cached;
 
 	if (atomic_load_explicit(&events_lazy_dirs, memory_order_relaxed))
-		meta_delete(E.cfg.meta, ino, &cached);
+		meta_delete(S.cfg.meta, ino, &cached);
 }
 
-/* Commit ev, COPYING (E.lock dropped meanwhile).  E.lock held. */
+/* Commit ev, COPYING (S.lock dropped meanwhile).  S.lock held. */
 static void commit_now(struct event *ev)
 {
 	ELOCK_HELD();
@@ -396,19 +396,19 @@ static void commit_now(struct event *ev)
 		elock();
 	}
 	ev_set(ev, EV_FILLED); /* committed; completed next */
-	pthread_cond_broadcast(&E.copied);
+	pthread_cond_broadcast(&S.copied);
 	if (ev->type == HSMFS_EV_PRE_LOOKUP) {
 		/* the directory stays unlisted */
 	} else if (!res && ev->refresh) {
-		if (E.cfg.dir_ttl > 0)
+		if (S.cfg.dir_ttl > 0)
 			ttl_set(inode_ino(dir), now_ms());
-		E.st.refreshed++;
+		S.st.refreshed++;
 	} else if (!res) {
-		if (E.cfg.dir_ttl > 0)
+		if (S.cfg.dir_ttl > 0)
 			ttl_set(inode_ino(dir), now_ms());
 		inode_flags_clear(dir, INODE_UNLISTED);
-		inode_flags_set(dir, E.cfg.dir_ttl > 0 ? INODE_DIR_TTL : INODE_LISTED);
-		E.st.listed++;
+		inode_flags_set(dir, S.cfg.dir_ttl > 0 ? INODE_DIR_TTL : INODE_LISTED);
+		S.st.listed++;
 	}
 	complete(ev, res);
 }
@@ -417,7 +417,7 @@ void commit_listing(struct event *ev)
 {
 	ELOCK_HELD();
 	ev_set(ev, EV_COPYING); /* no timeout, no cancel: it was answered */
-	if (!E.lister_running || E.stopping) {
+	if (!E.lister_running || S.stopping) {
 		commit_now(ev);
 		return;
 	}
@@ -440,9 +440,9 @@ static void *lister_main(void *arg)
 		struct event *ev = E.commits;
 
 		if (!ev) {
-			if (E.stopping)
+			if (S.stopping)
 				break;
-			pthread_cond_wait(&E.commit_cond, &E.lock);
+			pthread_cond_wait(&E.commit_cond, &S.lock);
 			continue;
 		}
 		E.commits = ev->cnext;
@@ -465,7 +465,7 @@ void dirs_shutdown(void)
 	pthread_cond_signal(&E.commit_cond);
 	eunlock();
 	if (E.lister_running) {
-		/* from E.stopping on, commit_listing() commits in place */
+		/* from S.stopping on, commit_listing() commits in place */
 		pthread_join(E.lister, NULL);
 		elock();
 		E.lister_running = false;
@@ -507,10 +507,10 @@ static int root_origin(void)
 	struct meta_file row;
 	int pfd, res;
 
-	if (meta_get(E.cfg.meta, inode_ino(root), &row))
+	if (meta_get(S.cfg.meta, inode_ino(root), &row))
 		return 0; /* no row: an imported store, whose files carry their URLs */
 	res = 0;
-	if (row.origin && !strcmp(row.origin, E.cfg.origin)) {
+	if (row.origin && !strcmp(row.origin, S.cfg.origin)) {
 		/* the same origin */
 	} else if (row.state == META_DIR_UNLISTED) {
 		char proc[32];
@@ -522,14 +522,14 @@ static int root_origin(void)
 		}
 		inode_proc_path(pfd, proc);
 		log_info("the root was never listed from '%s': it is listed from '%s' on first look",
-			 row.origin ? row.origin : "", E.cfg.origin);
+			 row.origin ? row.origin : "", S.cfg.origin);
 		free(row.origin);
-		row.origin = strdup(E.cfg.origin);
+		row.origin = strdup(S.cfg.origin);
 		if (!row.origin) {
 			res = -ENOMEM;
 		} else {
-			setxattr(proc, STORE_UNLISTED_XATTR, E.cfg.origin, strlen(E.cfg.origin), 0);
-			res = meta_put(E.cfg.meta, &row);
+			setxattr(proc, STORE_UNLISTED_XATTR, S.cfg.origin, strlen(S.cfg.origin), 0);
+			res = meta_put(S.cfg.meta, &row);
 		}
 		inode_fd_put(root);
 		if (res)
@@ -538,7 +538,7 @@ static int root_origin(void)
 		log_warn("origin=%s: this store's names were listed from '%s'; its directories "
 			 "keep the origins they were listed from, and only files imported without "
 			 "a URL are fetched from the new one (hsmfs(8), origin=)",
-			 E.cfg.origin, row.origin ? row.origin : "");
+			 S.cfg.origin, row.origin ? row.origin : "");
 	}
 	meta_file_free(&row);
 	return res;
@@ -552,7 +552,7 @@ int dirs_init(void)
 	int pfd, res = 0;
 
 	/* zero setup: an empty store mounted with an origin is listed from it */
-	if (E.cfg.origin && !meta_count(E.cfg.meta, &rows) && !rows) {
+	if (S.cfg.origin && !meta_count(S.cfg.meta, &rows) && !rows) {
 		pfd = inode_fd_get(root);
 		if (pfd < 0)
 			return pfd;
@@ -569,24 +569,24 @@ int dirs_init(void)
 				row.mtime = st.st_mtim.tv_sec;
 				row.mode = st.st_mode & 07777;
 				row.state = META_DIR_UNLISTED;
-				row.origin = (char *)E.cfg.origin;
+				row.origin = (char *)S.cfg.origin;
 				row.path = "";
-				setxattr(proc, STORE_UNLISTED_XATTR, E.cfg.origin,
-					 strlen(E.cfg.origin), 0);
-				res = meta_put(E.cfg.meta, &row);
+				setxattr(proc, STORE_UNLISTED_XATTR, S.cfg.origin,
+					 strlen(S.cfg.origin), 0);
+				res = meta_put(S.cfg.meta, &row);
 			}
 			if (res)
 				log_err("cannot make the root an unlisted directory: %s",
 					strerror(-res));
 			else
 				log_info("empty store: its names are listed from '%s' on first look",
-					 E.cfg.origin);
+					 S.cfg.origin);
 		}
 		inode_fd_put(root);
-	} else if (E.cfg.origin && rows) {
+	} else if (S.cfg.origin && rows) {
 		res = root_origin();
 	}
-	if (!res && !meta_count_dirs(E.cfg.meta, &dirs) && dirs)
+	if (!res && !meta_count_dirs(S.cfg.meta, &dirs) && dirs)
 		atomic_store(&events_lazy_dirs, true);
 	if (!res) {
 		if (pthread_create(&E.lister, NULL, lister_main, NULL))

@@ -9,6 +9,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "inode.h"
+#include "park.h" /* EVENTS_PARKED */
+
+/* A result beside 0, -errno and EVENTS_PARKED: see events_dir_refresh(). */
+#define EVENTS_UNLISTED 2
 
 struct event;
 struct fuse_req;
@@ -63,17 +67,17 @@ void events_dir_forget(struct inode *dir);
 void events_dir_removed(uint64_t ino);
 
 /* Set the zero-setup root up and events_lazy_dirs, start the lister.
- * Without E.lock. */
+ * Without S.lock. */
 int dirs_init(void);
 /* Stop the lister once the listings queued are committed.  Without
- * E.lock, after E.stopping is set. */
+ * S.lock, after S.stopping is set. */
 void dirs_shutdown(void);
 /*
  * The hook allowed a listing and every watcher too: ev (now COPYING)
  * goes to the lister thread, which commits it and completes it, so that
  * the hook's connection goes on reading answers meanwhile.  Without a
- * lister (stopping) it is committed here, E.lock dropped meanwhile.
- * E.lock held.
+ * lister (stopping) it is committed here, S.lock dropped meanwhile.
+ * S.lock held.
  */
 void commit_listing(struct event *ev);
 

@@ -1,4 +1,4 @@
-/* event.c - an event's life: see event.h; its states: engine.h */
+/* event.c - an event's life: see event.h; its states: evrec.h */
 #include <errno.h>
 #include <fuse_lowlevel.h>
 #include <pthread.h>
@@ -24,7 +24,7 @@ void event_handlers_set(const struct event_handlers *h)
 
 static void release_slot(struct event *ev);
 
-/* E.lock held. */
+/* S.lock held. */
 void queue_add(struct event *ev)
 {
 	ELOCK_HELD();
@@ -36,7 +36,7 @@ void queue_add(struct event *ev)
 	*pp = ev;
 }
 
-/* E.lock held. */
+/* S.lock held. */
 void queue_remove(struct event *ev)
 {
 	ELOCK_HELD();
@@ -50,7 +50,7 @@ void queue_remove(struct event *ev)
 	ev->qnext = NULL;
 }
 
-/* Finish an event: nobody may send it again, waiters wake.  E.lock held. */
+/* Finish an event: nobody may send it again, waiters wake.  S.lock held. */
 void complete(struct event *ev, int result)
 {
 	ELOCK_HELD();
@@ -64,7 +64,7 @@ void complete(struct event *ev, int result)
 	}
 	/* the rest of its chunk, now that the read that needed it is served
 	 * (before it leaves the file's events: their descriptor stays) */
-	if (!result && ev->side_hi && ev->fs && !E.stopping)
+	if (!result && ev->side_hi && ev->fs && !S.stopping)
 		H.ask_side(ev);
 	if (ev->fs) {
 		struct event **pp;
@@ -105,11 +105,11 @@ void complete(struct event *ev, int result)
 		ev->fs->to_err = result;
 	}
 	if (result == EV_TIMEOUT)
-		E.st.timeouts++;
+		S.st.timeouts++;
 	else if (result == -EINTR)
-		E.st.interrupted++;
+		S.st.interrupted++;
 	else if (result && result != -ECANCELED) /* cancel_window() counts its own */
-		E.st.denied++;
+		S.st.denied++;
 	ev_set(ev, EV_DONE);
 	ev->result = result;
 	pthread_cond_broadcast(&ev->cond);
@@ -126,7 +126,7 @@ void complete(struct event *ev, int result)
 	put_event(ev);
 }
 
-/* Release ev's slot once it is done and nobody holds it.  E.lock held. */
+/* Release ev's slot once it is done and nobody holds it.  S.lock held. */
 void put_event(struct event *ev)
 {
 	ELOCK_HELD();
@@ -136,16 +136,16 @@ void put_event(struct event *ev)
 
 /*
  * Take a reference on ev for a waiter; a readahead's first waiter gets
- * the whole timeout from now.  E.lock held.
+ * the whole timeout from now.  S.lock held.
  */
 void hold_event(struct event *ev)
 {
 	ELOCK_HELD();
 	if (!ev->waiters++ && ev->detached)
-		mono_after(&ev->deadline, E.cfg.timeout);
+		mono_after(&ev->deadline, S.cfg.timeout);
 }
 
-/* E.lock held. */
+/* S.lock held. */
 static void release_slot(struct event *ev)
 {
 	ELOCK_HELD();
@@ -162,15 +162,15 @@ static void release_slot(struct event *ev)
 	pthread_cond_signal(&E.slot_cond);
 }
 
-/* Take a free slot, waiting for one until the timeout.  E.lock held. */
+/* Take a free slot, waiting for one until the timeout.  S.lock held. */
 struct event *get_slot(void)
 {
 	ELOCK_HELD();
 	struct timespec deadline;
 
-	mono_after(&deadline, E.cfg.timeout);
+	mono_after(&deadline, S.cfg.timeout);
 	while (!E.free_list) {
-		if (pthread_cond_timedwait(&E.slot_cond, &E.lock, &deadline) ==
+		if (pthread_cond_timedwait(&E.slot_cond, &S.lock, &deadline) ==
 		    ETIMEDOUT && !E.free_list)
 			return NULL;
 	}
@@ -180,7 +180,7 @@ struct event *get_slot(void)
 	return ev;
 }
 
-/* E.lock held. */
+/* S.lock held. */
 void init_event(struct event *ev, uint32_t type, struct inode *in,
 		struct fuse_req *req)
 {
@@ -210,23 +210,23 @@ void init_event(struct event *ev, uint32_t type, struct inode *in,
 	ev->gid = ctx ? ctx->gid : 0;
 	ev->fnext = ev->qnext = NULL;
 	ev->reserved = 0;
-	mono_after(&ev->deadline, E.cfg.timeout);
+	mono_after(&ev->deadline, S.cfg.timeout);
 	clock_gettime(CLOCK_MONOTONIC, &ev->born);
 	if (type == HSMFS_EV_PRE_ACCESS)
-		E.st.pre_access++;
+		S.st.pre_access++;
 	else if (type == HSMFS_EV_PRE_MODIFY)
-		E.st.pre_modify++;
+		S.st.pre_modify++;
 	else if (type == HSMFS_EV_OPEN_PERM)
-		E.st.open_perm++;
+		S.st.open_perm++;
 	else if (type == HSMFS_EV_PRE_DIR)
-		E.st.pre_dir++;
+		S.st.pre_dir++;
 	else if (type == HSMFS_EV_PRE_LOOKUP)
-		E.st.pre_lookup++;
+		S.st.pre_lookup++;
 	else
-		E.st.access_perm++;
+		S.st.access_perm++;
 }
 
-/* Every hook that has ev (its fill hook, the watchers sent it) gets a CANCEL.  E.lock held. */
+/* Every hook that has ev (its fill hook, the watchers sent it) gets a CANCEL.  S.lock held. */
 void send_cancel(struct event *ev, uint32_t reason)
 {
 	ELOCK_HELD();
@@ -237,7 +237,7 @@ void send_cancel(struct event *ev, uint32_t reason)
 			hooks_send_cancel(ev->targets[i], ev->id, reason);
 }
 
-/* ev ran out of time: every hook that had it gets a CANCEL, the event fails.  E.lock held. */
+/* ev ran out of time: every hook that had it gets a CANCEL, the event fails.  S.lock held. */
 void expire(struct event *ev)
 {
 	ELOCK_HELD();
@@ -251,7 +251,7 @@ void expire(struct event *ev)
 /*
  * A waiter of ev left (interrupted): with nobody else waiting, the
  * event is cancelled unless it is a readahead or being committed.
- * The caller puts its reference.  E.lock held.
+ * The caller puts its reference.  S.lock held.
  */
 static void abandoned(struct event *ev)
 {
@@ -266,7 +266,7 @@ static void abandoned(struct event *ev)
 
 /*
  * Wait for ev to finish, with a reference the caller took (hold_event,
- * or start_fill's); the reference is dropped.  E.lock held.  Returns
+ * or start_fill's); the reference is dropped.  S.lock held.  Returns
  * the event's result, or -EINTR.
  */
 int wait_event(struct event *ev, struct fuse_req *req)
@@ -283,7 +283,7 @@ int wait_event(struct event *ev, struct fuse_req *req)
 		    (tick.tv_sec == ev->deadline.tv_sec &&
 		     tick.tv_nsec > ev->deadline.tv_nsec))
 			tick = ev->deadline;
-		pthread_cond_timedwait(&ev->cond, &E.lock, &tick);
+		pthread_cond_timedwait(&ev->cond, &S.lock, &tick);
 		if (ev->st == EV_DONE)
 			break;
 		if (req && fuse_req_interrupted(req)) {
@@ -308,7 +308,7 @@ int caller_errno(int res)
 	return res == EV_TIMEOUT ? -EIO : res;
 }
 
-/* Drop a reference to ev taken for a wait that will not happen.  E.lock held. */
+/* Drop a reference to ev taken for a wait that will not happen.  S.lock held. */
 void put_ref(struct event *ev)
 {
 	ELOCK_HELD();
@@ -316,7 +316,7 @@ void put_ref(struct event *ev)
 	put_event(ev);
 }
 
-/* Resume every parked read whose event ended.  Called without E.lock. */
+/* Resume every parked read whose event ended.  Called without S.lock. */
 void drain_ready(void)
 {
 	bool was;
@@ -340,7 +340,7 @@ void drain_ready(void)
 
 /*
  * Parked reads whose caller was interrupted leave their event (the
- * event is cancelled if nobody else waits).  E.lock held.
+ * event is cancelled if nobody else waits).  S.lock held.
  */
 void unpark_interrupted(struct event *ev)
 {
@@ -365,14 +365,14 @@ void unpark_interrupted(struct event *ev)
 	}
 }
 
-/* E.lock held. */
+/* S.lock held. */
 struct event *find_event(uint64_t id)
 {
 	ELOCK_HELD();
 	uint64_t slot = id & ((1ULL << SLOT_BITS) - 1);
 	struct event *ev;
 
-	if (slot >= E.cfg.max_pending)
+	if (slot >= S.cfg.max_pending)
 		return NULL;
 	ev = &E.slots[slot];
 	/* a queued event may already be with its watchers */

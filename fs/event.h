@@ -2,7 +2,7 @@
  * event.h - an event's life (event.c): a slot taken from the fixed pool,
  * references held by waiters and parked requests, the one place it is
  * finished (complete()), and the ready list its parked requests go to.
- * Every function here wants E.lock held unless it says otherwise.
+ * Every function here wants S.lock held unless it says otherwise.
  */
 #ifndef HSMFS_EVENT_H
 #define HSMFS_EVENT_H
@@ -28,10 +28,10 @@ extern __thread bool engine_thread;
 struct parked;
 struct event_handlers {
 	/* ev ended well and has the rest of its chunk to ask (side_lo,
-	 * side_hi): ask it now.  E.lock held (decide.c). */
+	 * side_hi): ask it now.  S.lock held (decide.c). */
 	void (*ask_side)(struct event *ev);
 	/* the event p was parked on ended (p->result): go on with p.
-	 * Without E.lock (park.c). */
+	 * Without S.lock (park.c). */
 	void (*resume)(struct parked *p);
 };
 void event_handlers_set(const struct event_handlers *h);
@@ -61,7 +61,7 @@ int wait_event(struct event *ev, struct fuse_req *req);
 void unpark_interrupted(struct event *ev);
 /* Map an internal failure to what the caller of read/write sees. */
 int caller_errno(int res);
-/* Resume every parked request whose event ended.  Without E.lock. */
+/* Resume every parked request whose event ended.  Without S.lock. */
 void drain_ready(void);
 
 #endif

@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
-#include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +12,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 #include "cache.h"
-#include "events.h"
+#include "fstate.h"
 #include "store.h"
 #include "hooks.h"
 #include "inode.h"
@@ -21,7 +20,9 @@
 #include "meta.h"
 #include "fault.h"
 #include "ranges.h"
-#include "engine.h"
+#include "clock.h"
+#include "evrec.h"
+#include "state.h"
 #include "evict.h"
 #include "evict-policy.h"
 
@@ -31,7 +32,7 @@ static void evict_end(struct fstate *fs);
 static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 		       uint64_t end, uint64_t *ret_freed);
 
-/* What the policy reads of fs (evict_policy_eligible).  E.lock held. */
+/* What the policy reads of fs (evict_policy_eligible).  S.lock held. */
 static struct evict_facts facts_of(const struct fstate *fs, bool open)
 {
 	ELOCK_HELD();
@@ -50,10 +51,10 @@ static struct evict_facts facts_of(const struct fstate *fs, bool open)
 
 /*
  * Eviction holds the file, not the engine.  evict_begin() marks fs
- * evicting (under E.lock); until evict_end(), reads of its missing
- * ranges, opens and user changes of it wait (E.evicted), so nothing
+ * evicting (under S.lock); until evict_end(), reads of its missing
+ * ranges, opens and user changes of it wait (S.evicted), so nothing
  * reads a range as it is punched and no fill or write lands in it.
- * The database, the mark and the punch run with E.lock dropped.
+ * The database, the mark and the punch run with S.lock dropped.
  */
 static void evict_begin(struct fstate *fs)
 {
@@ -63,21 +64,14 @@ static void evict_begin(struct fstate *fs)
 static void evict_end(struct fstate *fs)
 {
 	fs->evicting = false;
-	pthread_cond_broadcast(&E.evicted);
-}
-
-void evict_wait(const struct fstate *fs)
-{
-	ELOCK_HELD();
-	while (fs->evicting)
-		pthread_cond_wait(&E.evicted, &E.lock);
+	pthread_cond_broadcast(&S.evicted);
 }
 
 /*
  * Drop [start, end) of fs, which the caller marked evicting: the
  * database, the memory, the mark, then the bytes (the durability order,
  * step 2).  *ret_freed gets the allocated bytes released.  Called with
- * E.lock held; drops it while it works.
+ * S.lock held; drops it while it works.
  */
 static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 		       uint64_t end, uint64_t *ret_freed)
@@ -123,7 +117,7 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	 * fetched again.  A new generation, so a write-behind snapshot taken
 	 * before this cannot mark the range present again.
 	 */
-	res = sfd < 0 ? sfd : none ? 0 : meta_get(E.cfg.meta, fs->ino, &row);
+	res = sfd < 0 ? sfd : none ? 0 : meta_get(S.cfg.meta, fs->ino, &row);
 	got_row = sfd >= 0 && !none && !res;
 	if (got_row) {
 		rs_clear(&row.present);
@@ -131,7 +125,7 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 		want = (struct rangeset)RANGESET_INIT;
 		row.state = row.present.n ? META_PARTIAL : META_PLACEHOLDER;
 		row.gen = gen;
-		res = meta_put(E.cfg.meta, &row);
+		res = meta_put(S.cfg.meta, &row);
 		if (!res)
 			fault_point(FAULT_EVICT_RECORDED);
 	}
@@ -154,13 +148,13 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 		if (res != -ENOSPC)
 			log_err("cannot record the eviction of inode %llu: %s",
 				(unsigned long long)fs->ino,
-				sfd < 0 ? strerror(-sfd) : meta_errmsg(E.cfg.meta));
+				sfd < 0 ? strerror(-sfd) : meta_errmsg(S.cfg.meta));
 		if (sfd >= 0)
 			close(sfd);
 		free(mark);
 		return res;
 	}
-	E.st.evictions_started++;
+	S.st.evictions_started++;
 	eunlock();
 	/* the times before the daemon's own changes (the mark, the punch) */
 	have_before = fstat(sfd, &before) == 0;
@@ -190,7 +184,7 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	if (punched)
 		ctime_kept(fs, sfd, &before);
 	close(sfd);
-	E.st.evictions_done++;
+	S.st.evictions_done++;
 	if (now >= 0) {
 		if ((uint64_t)now < fs->blocks)
 			*ret_freed = fs->blocks - (uint64_t)now;
@@ -211,7 +205,7 @@ int events_evict(struct inode *in, uint64_t start, uint64_t end, bool is_open)
 		return res;
 	elock();
 	fs = inode_state(in);
-	if (!fs || !E.cfg.meta) {
+	if (!fs || !S.cfg.meta) {
 		res = -ENODATA;
 	} else {
 		struct evict_facts f = facts_of(fs, is_open);
@@ -231,7 +225,7 @@ int events_evict(struct inode *in, uint64_t start, uint64_t end, bool is_open)
 
 /*
  * Evict what the policy lets go of cur, the file of v, reached and
- * loaded: see evict_victim().  E.lock held; dropped while it works.
+ * loaded: see evict_victim().  S.lock held; dropped while it works.
  */
 static int evict_reached(struct inode *cur, const struct meta_victim *v, bool in_order,
 			 uint64_t *ret_freed)
@@ -252,7 +246,7 @@ static int evict_reached(struct inode *cur, const struct meta_victim *v, bool in
 
 		mono_after(&until, 0.1);
 		while (fs->nreading && !mono_passed(&until))
-			pthread_cond_timedwait(&E.reads_done, &E.lock, &until);
+			pthread_cond_timedwait(&S.reads_done, &S.lock, &until);
 		f = facts_of(fs, open);
 		res = evict_policy_eligible(&f, false);
 		if (res == EVICT_WAIT_READS)
@@ -293,9 +287,9 @@ static int evict_reached(struct inode *cur, const struct meta_victim *v, bool in
 	 * meanwhile (events_opened waits for evict_end), so no read
 	 * of it holds a page the invalidation must wait for.
 	 */
-	if (!res && E.cfg.invalidate) {
+	if (!res && S.cfg.invalidate) {
 		eunlock();
-		E.cfg.invalidate(cur, 0, 0);
+		S.cfg.invalidate(cur, 0, 0);
 		elock();
 	}
 	evict_end(fs);
@@ -332,7 +326,7 @@ int evict_victim(const struct meta_victim *v, bool in_order, uint64_t *ret_freed
 		res = -ESTALE;
 	if (res == -ESTALE || res == -ENOENT || res == -ENOTDIR) {
 		/* not there any more: the next open records where it went */
-		meta_set_path(E.cfg.meta, v->ino, NULL);
+		meta_set_path(S.cfg.meta, v->ino, NULL);
 		res = -ESTALE;
 	}
 	if (!res)

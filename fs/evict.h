@@ -2,15 +2,15 @@
  * evict.h - the eviction mechanism: dropping a given file's ranges.
  *
  * Whether a file may go, which of its ranges, and which file first is
- * the policy's (evict-policy.h); evict.c asks it under E.lock and
- * carries the answer out in the durability order (engine.h, step 2):
+ * the policy's (evict-policy.h); evict.c asks it under S.lock and
+ * carries the answer out in the durability order (state.h, step 2):
  * the database first, then memory, then the placeholder mark, then the
  * punch, and the kernel's page cache last.  The bytes freed are counted
  * in the cache (cache_account, cache_evicted).
  *
  * Eviction holds the file, not the engine: from evict_begin() to
  * evict_end() (evict.c) the file is marked evicting, and reads of its
- * missing ranges, opens and user changes of it wait (evict_wait()).
+ * missing ranges, opens and user changes of it wait (evict_wait(), fstate.h).
  */
 #ifndef HSMFS_EVICT_H
 #define HSMFS_EVICT_H
@@ -40,11 +40,8 @@ int events_evict(struct inode *in, uint64_t start, uint64_t end, bool is_open);
  * -EBUSY: not evictable now).  With in_order, a file used since the
  * database's time (v->atime) is passed over with -EAGAIN: it is not
  * the least recent, and its time is queued to be written so that the
- * next list has it in its place.  Without E.lock.
+ * next list has it in its place.  Without S.lock.
  */
 int evict_victim(const struct meta_victim *v, bool in_order, uint64_t *ret_freed);
-
-/* Wait until fs is not being evicted.  E.lock held. */
-void evict_wait(const struct fstate *fs);
 
 #endif

@@ -2,7 +2,7 @@
  * fault.h - crash and failure points for tests of the durability order.
  *
  * Debug builds only (NDEBUG unset): each durability step of the engine
- * (see the numbered order in engine.h) calls fault_point() with its
+ * (see the numbered order in state.h) calls fault_point() with its
  * name.  HSMFS_CRASH_AT=N in the daemon's environment makes the Nth
  * step passed, counting every step of every kind, _exit(99) the daemon
  * at once: no buffer is flushed, no state is saved, as a kill -9 there

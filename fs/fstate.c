@@ -12,8 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "cache.h"
-#include "engine.h"
-#include "evict.h"
+#include "clock.h"
+#include "evrec.h"
+#include "state.h"
 #include "evict-policy.h"
 #include "fault.h"
 #include "fstate.h"
@@ -23,7 +24,6 @@
 #include "meta.h"
 #include "ranges.h"
 #include "sha256.h"
-#include "writeback.h"
 
 static void fstate_take_row(struct fstate *fs, struct meta_file *f);
 static int load_state(struct inode *in, bool cache_missing);
@@ -58,7 +58,7 @@ int64_t allocated(int fd)
  */
 bool tracked(const struct fstate *fs)
 {
-	return E.cfg.cache_limited && fs->state != META_DIRTY;
+	return S.cfg.cache_limited && fs->state != META_DIRTY;
 }
 
 void fstate_free(void *p)
@@ -95,6 +95,28 @@ static void fstate_take_row(struct fstate *fs, struct meta_file *f)
 	fs->ctime_shown = f->ctime_shown;
 	free(f->path);
 	memset(f, 0, sizeof(*f));
+}
+
+/* Queue fs for the writer (writeback.c).  S.lock held. */
+void persist_later(struct fstate *fs)
+{
+	ELOCK_HELD();
+	if (fs->queued)
+		return;
+	fs->queued = true;
+	inode_ref(fs->in);
+	fs->wnext = S.wqueue;
+	S.wqueue = fs;
+	S.nqueued++;
+	pthread_cond_signal(&S.wcond);
+}
+
+/* Wait until fs is not being evicted (evict.c).  S.lock held. */
+void evict_wait(const struct fstate *fs)
+{
+	ELOCK_HELD();
+	while (fs->evicting)
+		pthread_cond_wait(&S.evicted, &S.lock);
 }
 
 /*
@@ -151,17 +173,17 @@ static int load_state(struct inode *in, bool cache_missing)
 	}
 	/*
 	 * The database is read without the engine's lock (no SQLite under
-	 * E.lock); two first opens may both read it, one installs.
+	 * S.lock); two first opens may both read it, one installs.
 	 */
-	res = E.cfg.meta ? meta_get(E.cfg.meta, inode_ino(in), &f) : -ENOENT;
+	res = S.cfg.meta ? meta_get(S.cfg.meta, inode_ino(in), &f) : -ENOENT;
 	if (res && res != -ENOENT) {
 		log_err("cannot read the state of inode %llu: %s",
-			(unsigned long long)inode_ino(in), meta_errmsg(E.cfg.meta));
+			(unsigned long long)inode_ino(in), meta_errmsg(S.cfg.meta));
 		return -EIO;
 	}
 	/* keep the recorded path true: the evictor finds files by it */
 	if (!res && inode_path(in, path, sizeof(path)) > 0 && (!f.path || strcmp(f.path, path)))
-		meta_set_path(E.cfg.meta, f.ino, path);
+		meta_set_path(S.cfg.meta, f.ino, path);
 	if (!res && f.state == META_DIRTY && (res = dirty_size(in, &f)))
 		return res;
 	fs = res ? NULL : calloc(1, sizeof(*fs));
@@ -218,7 +240,7 @@ int events_reload(struct inode *in)
 		eunlock();
 		return -EBUSY;
 	}
-	res = meta_get(E.cfg.meta, fs->ino, &f);
+	res = meta_get(S.cfg.meta, fs->ino, &f);
 	old_blocks = fs->state == META_DIRTY ? 0 : fs->blocks;
 	if (res == -ENOENT) {
 		/* no row any more: a plain resident file */
@@ -286,22 +308,22 @@ int open_store(struct inode *in, int flags)
 static int new_stage(void)
 {
 	static _Atomic unsigned long seq;
-	int fd = openat(E.cfg.state_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	int fd = openat(S.cfg.state_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 
 	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
 		char name[64];
 
 		/* no O_TMPFILE on this filesystem: a name, removed at once */
 		snprintf(name, sizeof(name), "stage.%d.%lu", (int)getpid(), ++seq);
-		fd = openat(E.cfg.state_fd, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+		fd = openat(S.cfg.state_fd, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
 		if (fd >= 0)
-			unlinkat(E.cfg.state_fd, name, 0);
+			unlinkat(S.cfg.state_fd, name, 0);
 	}
 	return fd < 0 ? -errno : fd;
 }
 
 /*
- * Keep STAGE_POOL fresh staging files ready, created without E.lock (the
+ * Keep STAGE_POOL fresh staging files ready, created without S.lock (the
  * timer calls this), so that a delivery takes one with no file created
  * under the lock.  Each is used for one delivery and then closed.
  */
@@ -312,7 +334,7 @@ void stage_refill(void)
 		int fd;
 
 		elock();
-		if (E.nstage >= STAGE_POOL || E.stopping) {
+		if (S.nstage >= STAGE_POOL || S.stopping) {
 			eunlock();
 			return;
 		}
@@ -321,8 +343,8 @@ void stage_refill(void)
 		if (fd < 0)
 			return;
 		elock();
-		if (E.nstage < STAGE_POOL) {
-			E.stage[E.nstage++] = fd;
+		if (S.nstage < STAGE_POOL) {
+			S.stage[S.nstage++] = fd;
 			fd = -1;
 		}
 		eunlock();
@@ -333,7 +355,7 @@ void stage_refill(void)
 
 /*
  * A staging file of size bytes for one delivery: from the pool, else
- * (the pool ran dry) created here.  E.lock held.
+ * (the pool ran dry) created here.  S.lock held.
  */
 int open_stage(uint64_t size)
 {
@@ -341,7 +363,7 @@ int open_stage(uint64_t size)
 	int fd;
 
 	ELOCK_HELD();
-	fd = E.nstage ? E.stage[--E.nstage] : new_stage();
+	fd = S.nstage ? S.stage[--S.nstage] : new_stage();
 	if (fd < 0)
 		return fd;
 	if (ftruncate(fd, (off_t)size) < 0) {
@@ -405,7 +427,7 @@ static int copy_stage(int from, int to, uint64_t start, uint64_t end, uint64_t *
  * Times are final: a fill's copy or an eviction's punch changes the
  * store file's mtime, which the mount shows.  Put back what it was
  * (before), unless a user change began meanwhile (then its own time is
- * the right one).  E.lock held (the change count is read under it).
+ * the right one).  S.lock held (the change count is read under it).
  */
 void times_kept(struct fstate *fs, int fd, const struct stat *before,
 		uint64_t nchanges)
@@ -421,7 +443,7 @@ void times_kept(struct fstate *fs, int fd, const struct stat *before,
 /*
  * The ctime cannot be set back: remember the one to show, the one
  * before the daemon's change (before) unless that was the daemon's own
- * too.  E.lock held.
+ * too.  S.lock held.
  */
 void ctime_kept(struct fstate *fs, int fd, const struct stat *before)
 {
@@ -466,7 +488,7 @@ void events_shown_attr(struct inode *in, struct stat *st)
 	eunlock();
 }
 
-/* The event of fs whose hint overlaps [start, end), or NULL.  E.lock held. */
+/* The event of fs whose hint overlaps [start, end), or NULL.  S.lock held. */
 struct event *inflight_over(const struct fstate *fs, uint64_t start, uint64_t end)
 {
 	ELOCK_HELD();
@@ -494,7 +516,7 @@ void inflight_clip(const struct fstate *fs, uint64_t start, uint64_t end, uint64
 /*
  * The file's last open closed (closed) or it was opened: when, for the
  * timer's cancel of its reader's window (window_left, timer.c).
- * E.lock held.
+ * S.lock held.
  */
 static void ahead_closed(struct fstate *fs, bool closed)
 {
@@ -502,7 +524,7 @@ static void ahead_closed(struct fstate *fs, bool closed)
 	fs->closed_at = closed ? mono_ms() : 0;
 }
 
-/* Record a use of fs for the eviction order.  E.lock held. */
+/* Record a use of fs for the eviction order.  S.lock held. */
 static void touched(struct fstate *fs)
 {
 	ELOCK_HELD();
@@ -519,7 +541,7 @@ void events_opened(struct inode *in)
 	struct fstate *fs;
 	int fd = -1;
 
-	/* the descriptor fills commit through, opened here, not under E.lock */
+	/* the descriptor fills commit through, opened here, not under S.lock */
 	if (inode_flags(in) & INODE_NONRESIDENT)
 		fd = open_store(in, O_RDWR);
 	elock();
@@ -559,7 +581,7 @@ void events_renamed(struct inode *parent, const char *name,
 	char from[HSMFS_MAX_PATH + 1], to[HSMFS_MAX_PATH + 1];
 	int a, b;
 
-	if (!E.cfg.meta)
+	if (!S.cfg.meta)
 		return;
 	a = inode_path(parent, from, sizeof(from));
 	b = inode_path(newparent, to, sizeof(to));
@@ -567,9 +589,9 @@ void events_renamed(struct inode *parent, const char *name,
 	    snprintf(from + a, sizeof(from) - a, "%s%s", a ? "/" : "", name) >= (int)sizeof(from) - a ||
 	    snprintf(to + b, sizeof(to) - b, "%s%s", b ? "/" : "", newname) >= (int)sizeof(to) - b)
 		return; /* the next open records the path */
-	if (meta_rename(E.cfg.meta, from, to))
+	if (meta_rename(S.cfg.meta, from, to))
 		log_warn("cannot record the rename of '%s': %s", from,
-			 meta_errmsg(E.cfg.meta));
+			 meta_errmsg(S.cfg.meta));
 }
 
 /* Set or clear flag in in's state and persist it; -ENODATA if unmanaged. */
@@ -624,7 +646,7 @@ static void present_changed(struct fstate *fs)
 /*
  * Close fs's descriptor once nothing needs it: no event in flight and
  * the file not open (so a million partly read files hold none).
- * E.lock held.
+ * S.lock held.
  */
 void drop_rw_fd(struct fstate *fs)
 {
@@ -636,7 +658,7 @@ void drop_rw_fd(struct fstate *fs)
 	}
 }
 
-/* Local data now, not cache: it stops counting.  E.lock held. */
+/* Local data now, not cache: it stops counting.  S.lock held. */
 static void becomes_dirty(struct fstate *fs)
 {
 	ELOCK_HELD();
@@ -652,7 +674,7 @@ static void becomes_dirty(struct fstate *fs)
  * The user's bytes could not be counted present (no memory): a fill
  * must never be committed over them, so the file refuses fills from
  * now on (reads of what is missing fail) and its next fsync fails.
- * E.lock held.
+ * S.lock held.
  */
 static void lost_track(struct fstate *fs, int err)
 {
@@ -666,7 +688,7 @@ static void lost_track(struct fstate *fs, int err)
 /*
  * After a user's change of fs recorded its ranges (res: how that went):
  * the new size, dirty, the read-path bit, queued for the writer.
- * E.lock held.
+ * S.lock held.
  */
 static void user_changed(struct fstate *fs, int res, uint64_t size)
 {
@@ -681,7 +703,7 @@ static void user_changed(struct fstate *fs, int res, uint64_t size)
 }
 
 /*
- * A change of in ended: its claim c goes.  Returns in's state with E.lock
+ * A change of in ended: its claim c goes.  Returns in's state with S.lock
  * held, or NULL (no state, no lock).
  */
 static struct fstate *change_done(struct inode *in, struct events_change *c)
@@ -725,7 +747,7 @@ bool events_pass_begin(struct inode *in)
 		inode_flags_set(in, INODE_PASSTHROUGH);
 		return true;
 	}
-	/* under E.lock: evictable() and evict_begin() see the flag, or we
+	/* under S.lock: evictable() and evict_begin() see the flag, or we
 	 * see their eviction */
 	elock();
 	ok = !fs->evicting && !fs->inflight && !fs->changes && !fs->unverified &&
@@ -772,9 +794,9 @@ void events_unlinked(uint64_t ino)
 {
 	uint64_t cached = 0;
 
-	if (E.cfg.meta && meta_delete(E.cfg.meta, ino, &cached))
+	if (S.cfg.meta && meta_delete(S.cfg.meta, ino, &cached))
 		log_err("cannot forget the state of inode %llu: %s",
-			(unsigned long long)ino, meta_errmsg(E.cfg.meta));
+			(unsigned long long)ino, meta_errmsg(S.cfg.meta));
 	if (cached)
 		cache_account(-(int64_t)cached);
 }
@@ -790,7 +812,7 @@ static bool copying_over(const struct fstate *fs, uint64_t start, uint64_t end)
 /*
  * What a fill of [start, end) may write: what is missing, within the
  * file's size, less every user change in flight.  0 or -ENOMEM.
- * E.lock held.
+ * S.lock held.
  */
 static int fill_todo(const struct fstate *fs, uint64_t start, uint64_t end,
 		     struct rangeset *todo)
@@ -869,9 +891,9 @@ int file_digest(int stage, int dst, const struct rangeset *todo, uint64_t size, 
  * Commit an allowed fill: copy what it may write (fill_todo) from its
  * staging file into the store file and mark that present.  Returns the
  * result the caller completes the event with (0 or -errno).  The copy
- * runs with E.lock dropped; meanwhile the event is COPYING, so
+ * runs with S.lock dropped; meanwhile the event is COPYING, so
  * user changes of those bytes wait for it (events_change_begin) and
- * nobody else completes it.  Called with E.lock held, returns with it
+ * nobody else completes it.  Called with S.lock held, returns with it
  * held.
  */
 int commit_fill(struct event *ev)
@@ -917,15 +939,15 @@ int commit_fill(struct event *ev)
 	if (have_before && done.n)
 		times_kept(fs, dst, &before, nchanges);
 	ev_set(ev, EV_FILLED); /* copied; the caller completes it */
-	pthread_cond_broadcast(&E.copied);
+	pthread_cond_broadcast(&S.copied);
 	for (uint32_t i = 0; i < done.n; i++)
 		if (rs_add(&fs->present, done.v[i].start, done.v[i].end) && !res)
 			res = -ENOMEM; /* copied but not counted: fetched again */
 	if (done.n) {
 		mono_now(&now);
-		E.lat[lat_bucket((uint64_t)((now.tv_sec - ev->born.tv_sec) * 1000000 +
+		S.lat[lat_bucket((uint64_t)((now.tv_sec - ev->born.tv_sec) * 1000000 +
 					    (now.tv_nsec - ev->born.tv_nsec) / 1000))]++;
-		E.st.filled_bytes += rs_total(&done);
+		S.st.filled_bytes += rs_total(&done);
 		if (b >= 0 && fs->state != META_DIRTY) {
 			cache_account(b - (int64_t)fs->blocks);
 			fs->blocks = (uint64_t)b;
@@ -970,7 +992,7 @@ void events_change_begin(struct inode *in, struct events_change *c,
 		evict_wait(fs);
 		if (!copying_over(fs, start, end))
 			break;
-		pthread_cond_wait(&E.copied, &E.lock);
+		pthread_cond_wait(&S.copied, &S.lock);
 	}
 	c->fs = fs;
 	c->next = fs->changes;
@@ -979,7 +1001,7 @@ void events_change_begin(struct inode *in, struct events_change *c,
 	eunlock();
 }
 
-/* Take c off its file's list.  E.lock held. */
+/* Take c off its file's list.  S.lock held. */
 static void change_unlink(struct events_change *c)
 {
 	ELOCK_HELD();

@@ -112,7 +112,7 @@ struct fstate;
 struct events_change {
 	uint64_t start, end;        /* claimed bytes; end may be UINT64_MAX */
 	struct fstate *fs;          /* NULL: nothing claimed */
-	struct events_change *next; /* the file's list, under E.lock */
+	struct events_change *next; /* the file's list, under S.lock */
 };
 void events_change_begin(struct inode *in, struct events_change *c,
 			 uint64_t start, uint64_t end);
@@ -144,7 +144,7 @@ bool tracked(const struct fstate *fs);
 /*
  * Does a fill of [start, end) complete fs, whose manifest gave a digest?
  * Then no byte of it is kept or served before the digest is checked
- * (commit_fill; events_filled answers none early).  E.lock held.
+ * (commit_fill; events_filled answers none early).  S.lock held.
  */
 bool fill_completes_digest(const struct fstate *fs, uint64_t start, uint64_t end);
 /*
@@ -160,13 +160,17 @@ int open_stage(uint64_t size);
 void stage_refill(void);
 struct event *inflight_over(const struct fstate *fs, uint64_t start, uint64_t end);
 /* Shrink [*lo, *hi), around [start, end) that no event covers, to where no
- * event's hint overlaps it.  E.lock held. */
+ * event's hint overlaps it.  S.lock held. */
 void inflight_clip(const struct fstate *fs, uint64_t start, uint64_t end, uint64_t *lo,
 		   uint64_t *hi);
 void drop_rw_fd(struct fstate *fs);
+/* Queue fs on S.wqueue for the writer (writeback.c).  S.lock held. */
+void persist_later(struct fstate *fs);
+/* Wait until fs is not being evicted (evict.c marks it).  S.lock held. */
+void evict_wait(const struct fstate *fs);
 /*
  * Commit ev, an allowed fill (copy its staging file in, less what users
- * changed meanwhile): the result to complete it with.  E.lock held,
+ * changed meanwhile): the result to complete it with.  S.lock held,
  * dropped meanwhile.
  */
 int commit_fill(struct event *ev);

@@ -1,6 +1,6 @@
 /*
  * listing.c - the commit of a directory's listing, of a refresh's, or
- * of a lookup's answer (durability step 5, engine.h): the hook's
+ * of a lookup's answer (durability step 5, state.h): the hook's
  * staging file parsed (JSON Lines, manifest.h), every entry made in the
  * store (place.h) and the store synced, then one transaction records
  * the entries and the directory as listed.  Names changed through the
@@ -154,7 +154,7 @@ static void remove_leftovers(int dfd, const struct listing *l, bool is_root, uin
 			continue;
 		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
-		if (!meta_get(E.cfg.meta, st.st_ino, &f)) {
+		if (!meta_get(S.cfg.meta, st.st_ino, &f)) {
 			meta_file_free(&f); /* imported: kept */
 			continue;
 		}
@@ -220,7 +220,7 @@ static int put_rows(const struct meta_file *rows, size_t n)
 
 	for (size_t i = 0; !res && i < n; i++)
 		if (rows[i].ino)
-			res = meta_put(E.cfg.meta, &rows[i]);
+			res = meta_put(S.cfg.meta, &rows[i]);
 	return res;
 }
 
@@ -246,7 +246,7 @@ static void free_rows(struct meta_file *rows, size_t n)
  * itself, so a user change either comes before it (and wins) or waits
  * for that one call.
  * A crash leaves rows of files nobody reaches (the check after an unclean
- * stop drops them) or the old entry where it was.  Without E.lock.
+ * stop drops them) or the old entry where it was.  Without S.lock.
  */
 static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 			 const char *dirpath, int n, uint64_t names_plan)
@@ -274,7 +274,7 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 
 		if (fstatat(dfd, e->path, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 			plan[i] = P_NEW;
-		} else if (meta_get(E.cfg.meta, st.st_ino, &row)) {
+		} else if (meta_get(S.cfg.meta, st.st_ino, &row)) {
 			plan[i] = P_KEEP; /* made through the mount: the user's */
 		} else {
 			bool is_dir = row.state == META_DIR_UNLISTED || row.state == META_DIR_LISTED;
@@ -296,9 +296,9 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 			continue;
 		snprintf(rel, sizeof(rel), "%s%s%s", dirpath, n ? "/" : "", e->path);
 		snprintf(tmp, sizeof(tmp), "refresh-%llu-%zu", (unsigned long long)dino, i);
-		unlinkat(E.cfg.state_fd, tmp, 0); /* left by a crash */
-		unlinkat(E.cfg.state_fd, tmp, AT_REMOVEDIR);
-		res = place_entry_deferred(E.cfg.meta, E.cfg.state_fd, tmp, rel, e, false,
+		unlinkat(S.cfg.state_fd, tmp, 0); /* left by a crash */
+		unlinkat(S.cfg.state_fd, tmp, AT_REMOVEDIR);
+		res = place_entry_deferred(S.cfg.meta, S.cfg.state_fd, tmp, rel, e, false,
 					   &rows[i], &created, &o, err, sizeof(err));
 		if (res)
 			log_err("refresh of '/%s': %s", dirpath, err);
@@ -307,16 +307,16 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 		res = -errno;
 	if (!res)
 		fault_point(FAULT_LIST_MADE);
-	if (!res && !(res = meta_begin(E.cfg.meta)) && !(res = put_rows(rows, l->n)))
-		res = meta_commit(E.cfg.meta);
+	if (!res && !(res = meta_begin(S.cfg.meta)) && !(res = put_rows(rows, l->n)))
+		res = meta_commit(S.cfg.meta);
 	free_rows(rows, l->n);
 	if (res) {
-		meta_rollback(E.cfg.meta);
+		meta_rollback(S.cfg.meta);
 		for (i = 0; i < l->n; i++)
 			if (plan[i] == P_NEW || plan[i] == P_REPLACE) {
 				snprintf(tmp, sizeof(tmp), "refresh-%llu-%zu",
 					 (unsigned long long)dino, i);
-				unlinkat(E.cfg.state_fd, tmp, l->v[i].is_dir ? AT_REMOVEDIR : 0);
+				unlinkat(S.cfg.state_fd, tmp, l->v[i].is_dir ? AT_REMOVEDIR : 0);
 			}
 		free(plan);
 		return res == -EIO || res == -ENOSPC || res == -EDQUOT ? res : -EIO;
@@ -332,7 +332,7 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 		if (plan[i] != P_NEW && plan[i] != P_REPLACE)
 			continue;
 		snprintf(tmp, sizeof(tmp), "refresh-%llu-%zu", (unsigned long long)dino, i);
-		fstatat(E.cfg.state_fd, tmp, &made, AT_SYMLINK_NOFOLLOW);
+		fstatat(S.cfg.state_fd, tmp, &made, AT_SYMLINK_NOFOLLOW);
 		if (plan[i] == P_REPLACE)
 			victim = inode_hold_name(dir, name, true, &old);
 		if (in_use(victim)) {
@@ -343,9 +343,9 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 			r = -EBUSY;
 		} else {
 			if (plan[i] == P_REPLACE)
-				r = renameat(E.cfg.state_fd, tmp, dfd, name) < 0 ? -errno : 0;
+				r = renameat(S.cfg.state_fd, tmp, dfd, name) < 0 ? -errno : 0;
 			else
-				r = renameat2(E.cfg.state_fd, tmp, dfd, name, RENAME_NOREPLACE) <
+				r = renameat2(S.cfg.state_fd, tmp, dfd, name, RENAME_NOREPLACE) <
 					    0 ? -errno : 0;
 			if (!r && victim)
 				inode_unaliased(victim);
@@ -356,7 +356,7 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 		if (r) {
 			/* made or changed meanwhile through the mount, or in use:
 			 * theirs wins */
-			unlinkat(E.cfg.state_fd, tmp, l->v[i].is_dir ? AT_REMOVEDIR : 0);
+			unlinkat(S.cfg.state_fd, tmp, l->v[i].is_dir ? AT_REMOVEDIR : 0);
 			events_unlinked(made.st_ino);
 			kept++;
 		} else if (plan[i] == P_REPLACE) {
@@ -367,8 +367,8 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 			added++;
 		}
 		inode_release(victim);
-		if (!r && E.cfg.invalidate_entry)
-			E.cfg.invalidate_entry(dir, name);
+		if (!r && S.cfg.invalidate_entry)
+			S.cfg.invalidate_entry(dir, name);
 	}
 	/* names the origin no longer has: clean files and empty directories go */
 	{
@@ -388,7 +388,7 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 			    listed(l, de->d_name))
 				continue;
 			if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-			    meta_get(E.cfg.meta, st.st_ino, &row))
+			    meta_get(S.cfg.meta, st.st_ino, &row))
 				continue; /* the user's own */
 			dirent_dir = S_ISDIR(st.st_mode);
 			if (row.state == META_DIRTY) {
@@ -412,8 +412,8 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 				if (dirent_dir || st.st_nlink == 1)
 					events_unlinked(st.st_ino);
 				removed++;
-				if (E.cfg.invalidate_entry)
-					E.cfg.invalidate_entry(dir, de->d_name);
+				if (S.cfg.invalidate_entry)
+					S.cfg.invalidate_entry(dir, de->d_name);
 			} else {
 				kept++;
 			}
@@ -423,9 +423,9 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 			closedir(d);
 	}
 	/* when it was listed, for hsmfsctl status */
-	if (!meta_get(E.cfg.meta, dino, &row)) {
+	if (!meta_get(S.cfg.meta, dino, &row)) {
 		row.atime = now_ms();
-		meta_put(E.cfg.meta, &row);
+		meta_put(S.cfg.meta, &row);
 		meta_file_free(&row);
 	}
 	log_info("refreshed '/%s': %u new, %u changed, %u gone, %u kept as they are", dirpath,
@@ -437,7 +437,7 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 /*
  * The answer l of a PRE_LOOKUP of name in the unlisted directory dfd: its
  * one entry made (as a listing makes it, durably) or -ENOENT; the
- * directory stays unlisted.  Without E.lock.
+ * directory stays unlisted.  Without S.lock.
  */
 static int apply_lookup(int dfd, const struct listing *l, const char *dirpath, int n,
 			const char *name, uint64_t dino, uint64_t names_plan)
@@ -458,7 +458,7 @@ static int apply_lookup(int dfd, const struct listing *l, const char *dirpath, i
 	snprintf(rel, sizeof(rel), "%s%s%s", dirpath, n ? "/" : "", name);
 	if (!names_claim(dino, name, names_plan))
 		return 0; /* changed through the mount meanwhile: as it is now */
-	res = place_entry_deferred(E.cfg.meta, dfd, name, rel, &l->v[0], true, &row, &created,
+	res = place_entry_deferred(S.cfg.meta, dfd, name, rel, &l->v[0], true, &row, &created,
 				   &o, err, sizeof(err));
 	names_release(dino, name);
 	if (res)
@@ -466,12 +466,12 @@ static int apply_lookup(int dfd, const struct listing *l, const char *dirpath, i
 	/* the entry reaches the disk before its row says it is there */
 	if (!res && (may_block("syncfs"), syncfs(dfd)) < 0)
 		res = -errno;
-	if (!res && row.ino && !(res = meta_begin(E.cfg.meta))) {
+	if (!res && row.ino && !(res = meta_begin(S.cfg.meta))) {
 		res = put_rows(&row, 1);
 		if (!res)
-			res = meta_commit(E.cfg.meta);
+			res = meta_commit(S.cfg.meta);
 		if (res)
-			meta_rollback(E.cfg.meta);
+			meta_rollback(S.cfg.meta);
 	}
 	free(row.path);
 	if (res && res != -ENOSPC && res != -EDQUOT)
@@ -483,7 +483,7 @@ static int apply_lookup(int dfd, const struct listing *l, const char *dirpath, i
  * Commit the listing (or, with name, the lookup answer) in stage below
  * dir: parsed, then applied by apply_lookup(), apply_refresh() or, as a
  * first listing, here: every entry made, dir recorded as listed
- * (durability step 5).  Without E.lock.  0 or -errno.
+ * (durability step 5).  Without S.lock.  0 or -errno.
  */
 int apply_listing(struct inode *dir, int stage, const char *name, bool refresh,
 		  uint64_t names_plan)
@@ -541,7 +541,7 @@ int apply_listing(struct inode *dir, int stage, const char *name, bool refresh,
 		 * hsmfsctl refresh brings a newer version.
 		 */
 		if (fstatat(dfd, l.v[i].path, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    !meta_get(E.cfg.meta, st.st_ino, &f)) {
+		    !meta_get(S.cfg.meta, st.st_ino, &f)) {
 			meta_file_free(&f);
 			continue;
 		}
@@ -561,7 +561,7 @@ int apply_listing(struct inode *dir, int stage, const char *name, bool refresh,
 			break;
 		}
 		snprintf(rel, sizeof(rel), "%s%s%s", dirpath, n ? "/" : "", l.v[i].path);
-		res = place_entry_deferred(E.cfg.meta, dfd, l.v[i].path, rel, &l.v[i], true,
+		res = place_entry_deferred(S.cfg.meta, dfd, l.v[i].path, rel, &l.v[i], true,
 					   &rows[i], &created, &o, err, sizeof(err));
 		names_release(inode_ino(dir), l.v[i].path);
 		if (res)
@@ -576,17 +576,17 @@ int apply_listing(struct inode *dir, int stage, const char *name, bool refresh,
 	t_synced = now_ms();
 	if (!res)
 		fault_point(FAULT_LIST_MADE);
-	if (!res && !(res = meta_begin(E.cfg.meta)) && !(res = put_rows(rows, l.n)) &&
-	    !(res = meta_get(E.cfg.meta, inode_ino(dir), &row))) {
+	if (!res && !(res = meta_begin(S.cfg.meta)) && !(res = put_rows(rows, l.n)) &&
+	    !(res = meta_get(S.cfg.meta, inode_ino(dir), &row))) {
 		row.state = META_DIR_LISTED;
 		row.atime = now_ms();
-		res = meta_put(E.cfg.meta, &row);
+		res = meta_put(S.cfg.meta, &row);
 		meta_file_free(&row);
 	}
 	if (!res)
-		res = meta_commit(E.cfg.meta);
+		res = meta_commit(S.cfg.meta);
 	if (res) {
-		meta_rollback(E.cfg.meta);
+		meta_rollback(S.cfg.meta);
 		if (res == -ENOENT)
 			res = -ESTALE; /* the directory's row went: removed meanwhile */
 		else if (res != -EIO && res != -ENOSPC && res != -EDQUOT)

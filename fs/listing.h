@@ -15,7 +15,7 @@ struct inode;
  * dir under the names plan names_plan (names.h): a first listing makes
  * every entry and records dir as listed; with refresh, the difference
  * to what dir holds is applied; with name, only that entry is made.
- * Without E.lock.  0 or -errno.
+ * Without S.lock.  0 or -errno.
  */
 int apply_listing(struct inode *dir, int stage, const char *name, bool refresh,
 		  uint64_t names_plan);

@@ -30,8 +30,8 @@
  *
  * Keys: the store inode number of the directory, and the name.  Lock:
  * one mutex of this module's, held for table updates only, never across
- * a syscall; names_plan_*() are called with E.lock held (lock order:
- * E.lock, then this one); the others with no lock of the engine's.
+ * a syscall; names_plan_*() are called with S.lock held (lock order:
+ * S.lock, then this one); the others with no lock of the engine's.
  */
 #ifndef HSMFS_NAMES_H
 #define HSMFS_NAMES_H

@@ -23,7 +23,7 @@ static int park_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t e
 int events_read(struct inode *in, uint64_t off, uint64_t len, struct fuse_req *req,
 		int fd, bool *ret_held)
 {
-	if (!E.cfg.reply)
+	if (!S.cfg.reply)
 		return events_pre_access(in, off, len, req, ret_held);
 	return read_park(in, off, len, req, fd, NULL, NULL, ret_held);
 }
@@ -101,7 +101,7 @@ static int read_park(struct inode *in, uint64_t off, uint64_t len, struct fuse_r
 /*
  * Check a parked read or check again: 1 when it is parked once more (on
  * an event, or on the room queue), else its result (0: present, with
- * the read hold taken that finish_read() gives back).  E.lock held;
+ * the read hold taken that finish_read() gives back).  S.lock held;
  * with may_block (the room thread) it may be dropped meanwhile.
  */
 static int check_parked(struct parked *p, bool may_block)
@@ -132,7 +132,7 @@ static int check_parked(struct parked *p, bool may_block)
 	return res;
 }
 
-/* A parked read or check ends with res.  Called without E.lock. */
+/* A parked read or check ends with res.  Called without S.lock. */
 void finish_read(struct parked *p, int res)
 {
 	ELOCK_NOT_HELD();
@@ -143,7 +143,7 @@ void finish_read(struct parked *p, int res)
 	if (p->check) {
 		p->cont(p->arg, caller_errno(res)); /* res 0: gives the hold back */
 	} else {
-		E.cfg.reply(p->req, p->in, p->fd, p->off, p->len, caller_errno(res));
+		S.cfg.reply(p->req, p->in, p->fd, p->off, p->len, caller_errno(res));
 		if (p->held)
 			events_read_done(p->in);
 	}
@@ -153,7 +153,7 @@ void finish_read(struct parked *p, int res)
 	eunlock();
 }
 
-/* Hand p to the room thread.  E.lock held. */
+/* Hand p to the room thread.  S.lock held. */
 static void room_queue(struct parked *p)
 {
 	ELOCK_HELD();
@@ -179,20 +179,20 @@ void *roomer_main(void *arg)
 		int res = 0;
 
 		if (!p) {
-			if (E.stopping)
+			if (S.stopping)
 				break;
-			pthread_cond_wait(&E.room_cond, &E.lock);
+			pthread_cond_wait(&E.room_cond, &S.lock);
 			continue;
 		}
 		E.room = p->next;
 		if (!E.room)
 			E.room_tail = &E.room;
-		if (E.stopping || (E.cfg.exiting && E.cfg.exiting())) {
+		if (S.stopping || (S.cfg.exiting && S.cfg.exiting())) {
 			res = -EIO; /* unmounted: nobody reads the answer */
 		} else if (p->make_room) {
 			p->make_room = false;
 			eunlock();
-			res = cache_make_room(E.cfg.chunk) ? -ENOSPC : 0;
+			res = cache_make_room(S.cfg.chunk) ? -ENOSPC : 0;
 			elock();
 		}
 		if (!res) {
@@ -217,7 +217,7 @@ static unsigned share_of(uid_t uid)
  * A parking place for req: NULL with *res 0 when the pool is empty (the
  * caller waits in its thread), NULL with -EAGAIN when req's user is at
  * its bound (cfg.max_parked_user), logged at most once a minute.
- * E.lock held.
+ * S.lock held.
  */
 static struct parked *park_take(struct fuse_req *req, int *res)
 {
@@ -227,16 +227,16 @@ static struct parked *park_take(struct fuse_req *req, int *res)
 	struct parked *p;
 
 	*res = 0;
-	if (E.cfg.max_parked_user && E.parked_by[share] >= E.cfg.max_parked_user) {
+	if (S.cfg.max_parked_user && E.parked_by[share] >= S.cfg.max_parked_user) {
 		int64_t now = mono_ms();
 
-		E.st.over_bound++;
+		S.st.over_bound++;
 		if (!E.share_warned || now - E.share_warned >= 60000) {
 			E.share_warned = now;
 			log_warn("user %u has %u requests waiting for hooks "
 				 "(max_pending_user=%u): failing more with EAGAIN",
 				 ctx ? (unsigned)ctx->uid : 0, E.parked_by[share],
-				 E.cfg.max_parked_user);
+				 S.cfg.max_parked_user);
 		}
 		*res = -EAGAIN;
 		return NULL;
@@ -253,7 +253,7 @@ static struct parked *park_take(struct fuse_req *req, int *res)
 	return p;
 }
 
-/* Give p back (its inode released by the caller).  E.lock held. */
+/* Give p back (its inode released by the caller).  S.lock held. */
 static void park_put(struct parked *p)
 {
 	ELOCK_HELD();
@@ -269,7 +269,7 @@ static void park_put(struct parked *p)
 /*
  * A parked request's event ended.  A change goes on through its
  * continuation.  A read is checked again: parked on the next event, or
- * answered.  Called without E.lock.
+ * answered.  Called without S.lock.
  */
 void resume(struct parked *p)
 {
@@ -284,7 +284,7 @@ void resume(struct parked *p)
 		return;
 	}
 	elock();
-	if (!res && E.stopping)
+	if (!res && S.stopping)
 		res = -EIO; /* shutting down: nobody checks it again */
 	if (res == -ENOSPC && !p->retried) {
 		/* the store is full: the room thread evicts, then checks again */
@@ -311,7 +311,7 @@ void events_read_done(struct inode *in)
 
 	elock();
 	if (fs && fs->nreading && !--fs->nreading)
-		pthread_cond_broadcast(&E.reads_done);
+		pthread_cond_broadcast(&S.reads_done);
 	eunlock();
 }
 
@@ -340,7 +340,7 @@ int events_access_perm(struct inode *in, uint64_t start, uint64_t end, struct fu
  * parked request): EVENTS_PARKED, or the event's result when it is
  * decided already or no parking place is free (waited for here), or
  * -EAGAIN.  cont(arg, res) is called once ev ends.
- * E.lock held.
+ * S.lock held.
  */
 int park_on(struct event *ev, struct inode *in, struct fuse_req *req,
 	    void (*cont)(void *arg, int res), void *arg)

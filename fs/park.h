@@ -9,6 +9,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* A result beside 0 and -errno: the engine took the request (see below). */
+#define EVENTS_PARKED 1
+
 struct event;
 struct fuse_req;
 struct inode;
@@ -69,13 +72,13 @@ int events_access_perm(struct inode *in, uint64_t start, uint64_t end, struct fu
  * Park req on ev, whose reference the caller holds (it goes to the
  * parked request): EVENTS_PARKED, or the event's result when it is
  * decided already or no parking place is free, or -EAGAIN.
- * cont(arg, res) is called once ev ends.  E.lock held.
+ * cont(arg, res) is called once ev ends.  S.lock held.
  */
 int park_on(struct event *ev, struct inode *in, struct fuse_req *req,
 	    void (*cont)(void *arg, int res), void *arg);
-/* A parked read or check ends with res.  Without E.lock. */
+/* A parked read or check ends with res.  Without S.lock. */
 void finish_read(struct parked *p, int res);
-/* A parked request's event ended: go on.  Without E.lock. */
+/* A parked request's event ended: go on.  Without S.lock. */
 void resume(struct parked *p);
 /* The room thread (started by events_init). */
 void *roomer_main(void *arg);

@@ -46,7 +46,7 @@
  * it owns and the generation's bumps; nothing blocking runs under it
  * (the store open and the kernel's registration ioctls run outside,
  * behind pt_busy, which other opens of that inode wait out).  It nests
- * inside the engine's lock (E.lock -> P.lock), never the other way.
+ * inside the engine's lock (S.lock -> P.lock), never the other way.
  */
 #ifndef HSMFS_PASSTHROUGH_H
 #define HSMFS_PASSTHROUGH_H
@@ -69,7 +69,7 @@ void pt_init(struct fuse_conn_info *conn, bool wanted);
  * mask or a hook's subtree; pass it to pt_opened().
  */
 uint64_t pt_gen(void);
-/* A hook joined or left, its mask in place already.  E.lock held. */
+/* A hook joined or left, its mask in place already.  S.lock held. */
 void pt_subscriptions_changed(void);
 
 /*

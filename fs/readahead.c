@@ -14,7 +14,7 @@ uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t 
 		    uint64_t *ret_asked, bool stream)
 {
 	ELOCK_HELD();
-	uint64_t chunk = E.cfg.chunk, asked = 0;
+	uint64_t chunk = S.cfg.chunk, asked = 0;
 	unsigned started = 0;
 
 	for (; pos < limit && started < max; pos = (pos & ~(chunk - 1)) + chunk) {
@@ -30,7 +30,7 @@ uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t 
 		if (inflight_over(fs, gap.start, gap.end))
 			continue;
 		/* with limits: only what fits now, never by waiting */
-		need = !E.cfg.cache_limited ? 0 :
+		need = !S.cfg.cache_limited ? 0 :
 		       ((gap.end + PAGE - 1) & ~(PAGE - 1)) - (gap.start & ~(PAGE - 1));
 		if (need && cache_try_admit(need))
 			break;
@@ -55,8 +55,8 @@ uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t 
 bool in_stream(const struct fstate *fs, uint64_t off)
 {
 	ELOCK_HELD();
-	return (fs->ra_ahead && off >= fs->ra_lo && off <= fs->ra_ahead + E.cfg.kernel_ra) ||
-	       (fs->ra_seen && off >= fs->ra_seen && off <= fs->ra_seen + 2 * E.cfg.kernel_ra);
+	return (fs->ra_ahead && off >= fs->ra_lo && off <= fs->ra_ahead + S.cfg.kernel_ra) ||
+	       (fs->ra_seen && off >= fs->ra_seen && off <= fs->ra_seen + 2 * S.cfg.kernel_ra);
 }
 
 /*
@@ -72,13 +72,13 @@ bool in_stream(const struct fstate *fs, uint64_t off)
  * one event each, so that fetches overlap the reading and a hook with
  * several connections runs them in parallel.  Scattered reads and mmap
  * faults of a few pages raise only the events they need.  asked_end is
- * where the reader's own fill (and any beside it) ends.  E.lock held.
+ * where the reader's own fill (and any beside it) ends.  S.lock held.
  */
 void read_ahead(struct inode *in, struct fstate *fs, const struct range *miss,
 		uint64_t asked_end, struct fuse_req *req)
 {
 	ELOCK_HELD();
-	uint64_t chunk = E.cfg.chunk, pos, limit;
+	uint64_t chunk = S.cfg.chunk, pos, limit;
 
 	if (fs->ra_ahead && miss->start / chunk == fs->ra_lo / chunk) {
 		/* the same chunk again; what was asked may have grown */
@@ -106,7 +106,7 @@ void read_ahead(struct inode *in, struct fstate *fs, const struct range *miss,
 	limit = asked_end + fs->ra_window;
 	if (limit > fs->size)
 		limit = fs->size;
-	pos = fill_ahead(in, fs, fs->ra_ahead, limit, req, 16, &E.st.readahead, NULL, true);
+	pos = fill_ahead(in, fs, fs->ra_ahead, limit, req, 16, &S.st.readahead, NULL, true);
 	if (pos > fs->ra_ahead)
 		fs->ra_ahead = pos;
 }

@@ -19,7 +19,7 @@ struct range;
  * *count (a stats counter).  Returns where it stopped; *ret_asked (may be
  * NULL) gets the bytes asked for.  stream: a sequential reader's window
  * (readahead.c), whose events the file's last close cancels
- * (cancel_window).  E.lock held.
+ * (cancel_window).  S.lock held.
  */
 uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t limit,
 		    struct fuse_req *req, unsigned max, uint64_t *count,
@@ -30,7 +30,7 @@ uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t 
  * two windows past where the last read checked ended (a reader that
  * read present bytes up to here goes on; the kernel keeps a window and
  * the next one in flight): the requests of the kernel's windows run on
- * several workers, and the later ones can come first.  E.lock held.
+ * several workers, and the later ones can come first.  S.lock held.
  */
 bool in_stream(const struct fstate *fs, uint64_t off);
 /* A reader's miss, whose fill asks up to asked_end: drives readahead. */

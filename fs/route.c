@@ -13,7 +13,6 @@
 #include "proto.h"
 #include "route.h"
 
-_Atomic uint32_t events_mask;
 
 bool in_subtree(const struct hook *h, struct inode *in)
 {
@@ -30,7 +29,7 @@ bool in_subtree(const struct hook *h, struct inode *in)
 /*
  * The mask of the hooks connected now, then a new subscription
  * generation: opens that decided on the old ones decide again
- * (passthrough.h).  Before any WELCOME is sent.  E.lock held.
+ * (passthrough.h).  Before any WELCOME is sent.  S.lock held.
  */
 void recompute_mask(void)
 {
@@ -41,11 +40,11 @@ void recompute_mask(void)
 	for (h = E.hooks; h; h = h->next)
 		m |= h->mask;
 	atomic_store_explicit(&events_mask, m, memory_order_relaxed);
-	if (E.cfg.subscriptions_changed)
-		E.cfg.subscriptions_changed();
+	if (S.cfg.subscriptions_changed)
+		S.cfg.subscriptions_changed();
 }
 
-/* E.lock held. */
+/* S.lock held. */
 void fill_proto(const struct event *ev, struct proto_event *pe,
 		char *path, size_t pathsize)
 {
@@ -103,7 +102,7 @@ void fill_proto(const struct event *ev, struct proto_event *pe,
  * h must answer ev.  A hook whose socket could not take it (full: it
  * does not read) has not allowed: it stays a target, the timer sends
  * again, and the event is decided by its answer or the timeout.
- * E.lock held.
+ * S.lock held.
  */
 void add_target(struct event *ev, struct hook *h, bool sent)
 {
@@ -112,7 +111,7 @@ void add_target(struct event *ev, struct hook *h, bool sent)
 	ev->targets[ev->ntargets++] = h;
 }
 
-/* E.lock held. */
+/* S.lock held. */
 void remove_target(struct event *ev, unsigned i)
 {
 	ELOCK_HELD();
@@ -123,7 +122,7 @@ void remove_target(struct event *ev, unsigned i)
 
 /*
  * Send a new event to every watch hook that subscribed to its type; each
- * must allow it (the first deny wins).  E.lock held.
+ * must allow it (the first deny wins).  S.lock held.
  */
 static void send_to_watchers(struct event *ev)
 {
@@ -144,7 +143,7 @@ static void send_to_watchers(struct event *ev)
 	}
 }
 
-/* Try to hand a queued fill (PRE_ACCESS, PRE_DIR, PRE_LOOKUP) to a fill hook.  E.lock held. */
+/* Try to hand a queued fill (PRE_ACCESS, PRE_DIR, PRE_LOOKUP) to a fill hook.  S.lock held. */
 static void dispatch(struct event *ev)
 {
 	ELOCK_HELD();
@@ -186,7 +185,7 @@ next:
 	} while (h != start);
 }
 
-/* E.lock held. */
+/* S.lock held. */
 void redispatch_queue(void)
 {
 	ELOCK_HELD();
@@ -200,7 +199,7 @@ void redispatch_queue(void)
 	}
 }
 
-/* Send again what a full socket refused.  E.lock held. */
+/* Send again what a full socket refused.  S.lock held. */
 void resend(struct event *ev)
 {
 	ELOCK_HELD();
@@ -220,7 +219,7 @@ void resend(struct event *ev)
 	}
 }
 
-/* E.lock held. */
+/* S.lock held. */
 bool have_fill_hook(void)
 {
 	ELOCK_HELD();
@@ -234,7 +233,7 @@ bool have_fill_hook(void)
  * Start a fill of [start, end) with hint [hs, he).  A detached event (a
  * readahead) is started only if a slot is free now, and nobody waits for
  * it unless a reader comes to need its bytes.  Returns the event, or
- * NULL (with *res set unless detached).  E.lock held.
+ * NULL (with *res set unless detached).  S.lock held.
  */
 struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
 			 uint64_t end, uint64_t hs, uint64_t he,
@@ -253,11 +252,11 @@ struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
 	} else if (!(ev = get_slot())) {
 		*res = -EIO;
 		log_warn("no free event slot within the timeout (max_pending=%u)",
-			 E.cfg.max_pending);
+			 S.cfg.max_pending);
 		return NULL;
 	}
 	init_event(ev, HSMFS_EV_PRE_ACCESS, in, req);
-	E.st.misses++;
+	S.st.misses++;
 	ev->fs = fs;
 	ev->start = start;
 	ev->end = end;
@@ -288,7 +287,7 @@ struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
 	return ev;
 }
 
-/* E.lock held. */
+/* S.lock held. */
 static bool have_dir_hook(void)
 {
 	ELOCK_HELD();
@@ -314,7 +313,7 @@ static int start_dir_event(uint32_t type, struct inode *dir, char *origin, char 
 	ELOCK_HELD();
 	struct event *ev;
 
-	if (E.cfg.nohook_fail && !have_dir_hook()) {
+	if (S.cfg.nohook_fail && !have_dir_hook()) {
 		free(origin);
 		free(name);
 		return -EIO;
@@ -324,7 +323,7 @@ static int start_dir_event(uint32_t type, struct inode *dir, char *origin, char 
 		free(origin);
 		free(name);
 		log_warn("no free event slot within the timeout (max_pending=%u)",
-			 E.cfg.max_pending);
+			 S.cfg.max_pending);
 		return -EIO;
 	}
 	init_event(ev, type, dir, req);

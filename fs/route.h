@@ -1,7 +1,7 @@
 /*
  * route.h - which hooks get an event (route.c): the subscription mask,
  * the targets an event waits for, the round robin of fill hooks and the
- * queue of fills that no fill hook took yet.  E.lock held throughout.
+ * queue of fills that no fill hook took yet.  S.lock held throughout.
  */
 #ifndef HSMFS_ROUTE_H
 #define HSMFS_ROUTE_H

@@ -21,7 +21,7 @@ int events_init(const struct events_config *cfg)
 	unsigned i;
 	uint64_t nctimes = 0;
 
-	E.cfg = *cfg;
+	S.cfg = *cfg;
 	event_handlers_set(&(struct event_handlers){ .ask_side = ask_side, .resume = resume });
 	/* a scan, once: is there a change time to show anywhere? */
 	if (cfg->meta && !meta_count_ctimes(cfg->meta, &nctimes) && nctimes)
@@ -45,11 +45,11 @@ int events_init(const struct events_config *cfg)
 		E.park_free = &E.park_pool[i];
 	}
 	pthread_cond_init(&E.slot_cond, &ca);
-	pthread_cond_init(&E.wcond, &ca);
-	pthread_cond_init(&E.wdone, &ca);
-	pthread_cond_init(&E.reads_done, &ca);
-	pthread_cond_init(&E.copied, &ca);
-	pthread_cond_init(&E.evicted, &ca);
+	pthread_cond_init(&S.wcond, &ca);
+	pthread_cond_init(&S.wdone, &ca);
+	pthread_cond_init(&S.reads_done, &ca);
+	pthread_cond_init(&S.copied, &ca);
+	pthread_cond_init(&S.evicted, &ca);
 	pthread_cond_init(&E.tcond, &ca);
 	pthread_cond_init(&E.room_cond, &ca);
 	pthread_cond_init(&E.commit_cond, &ca);
@@ -57,9 +57,9 @@ int events_init(const struct events_config *cfg)
 	E.room_tail = &E.room;
 	E.commits_tail = &E.commits;
 	inode_set_state_destructor(fstate_free);
-	if (pthread_create(&E.writer, NULL, writer_main, NULL))
+	if (pthread_create(&S.writer, NULL, writer_main, NULL))
 		return -EAGAIN;
-	E.writer_running = true;
+	S.writer_running = true;
 	if (pthread_create(&E.timer, NULL, timer_main, NULL))
 		return -EAGAIN;
 	E.timer_running = true;
@@ -74,7 +74,7 @@ void events_shutdown(void)
 {
 	elock();
 	/* nobody will answer now: pending events fail, parked reads get EIO */
-	for (unsigned i = 0; E.slots && i < E.cfg.max_pending; i++) {
+	for (unsigned i = 0; E.slots && i < S.cfg.max_pending; i++) {
 		struct event *ev = &E.slots[i];
 
 		if (ev_live(ev) && ev->st != EV_COPYING)
@@ -83,8 +83,8 @@ void events_shutdown(void)
 	eunlock();
 	drain_ready();
 	elock();
-	E.stopping = true;
-	pthread_cond_signal(&E.wcond);
+	S.stopping = true;
+	pthread_cond_signal(&S.wcond);
 	pthread_cond_signal(&E.tcond);
 	pthread_cond_signal(&E.room_cond);
 	eunlock();
@@ -101,10 +101,10 @@ void events_shutdown(void)
 	drain_ready(); /* what the room thread's last checks ended */
 	dirs_shutdown(); /* the listings allowed are committed first */
 	drain_ready();
-	if (E.writer_running) {
-		pthread_join(E.writer, NULL);
-		E.writer_running = false;
+	if (S.writer_running) {
+		pthread_join(S.writer, NULL);
+		S.writer_running = false;
 	}
-	while (E.nstage)
-		close(E.stage[--E.nstage]);
+	while (S.nstage)
+		close(S.stage[--S.nstage]);
 }

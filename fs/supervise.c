@@ -29,7 +29,7 @@ static struct {
 	bool running, stopping;
 	pid_t pid;
 	char **envp;        /* environ, PATH led by the daemon's own directory */
-} S = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+} sup = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
 /*
  * Spawn the hook with its output on a pipe; returns the read end.  The
@@ -41,12 +41,12 @@ static struct {
  */
 static int spawn(pid_t *ret_pid)
 {
-	char *argv[] = { "/bin/sh", "-c", NULL, "hsmfs-hook", S.mountpoint, NULL };
+	char *argv[] = { "/bin/sh", "-c", NULL, "hsmfs-hook", sup.mountpoint, NULL };
 	pid_t parent = getpid(), pid;
 	char *script;
 	int p[2], nul;
 
-	if (asprintf(&script, "exec %s \"$1\"", S.command) < 0)
+	if (asprintf(&script, "exec %s \"$1\"", sup.command) < 0)
 		return -ENOMEM;
 	argv[2] = script;
 	if (pipe2(p, O_CLOEXEC) < 0) {
@@ -62,7 +62,7 @@ static int spawn(pid_t *ret_pid)
 		if (dup2(p[1], STDOUT_FILENO) < 0 || dup2(p[1], STDERR_FILENO) < 0 ||
 		    (nul >= 0 && dup2(nul, STDIN_FILENO) < 0))
 			_exit(127);
-		execve("/bin/sh", argv, S.envp);
+		execve("/bin/sh", argv, sup.envp);
 		_exit(127);
 	}
 	if (nul >= 0)
@@ -83,25 +83,25 @@ static void *supervise_main(void *arg)
 {
 	double backoff = 0.1;
 
-	pthread_mutex_lock(&S.lock);
-	while (!S.stopping) {
+	pthread_mutex_lock(&sup.lock);
+	while (!sup.stopping) {
 		char buf[4096], line[4096];
 		size_t used = 0;
 		double started = mono_s();
 		pid_t pid = 0;
 		int status, fd;
 
-		pthread_mutex_unlock(&S.lock);
+		pthread_mutex_unlock(&sup.lock);
 		fd = spawn(&pid);
-		pthread_mutex_lock(&S.lock);
+		pthread_mutex_lock(&sup.lock);
 		if (fd < 0) {
-			log_err("hook '%s' cannot start: %s", S.command, strerror(-fd));
+			log_err("hook '%s' cannot start: %s", sup.command, strerror(-fd));
 			ready_hook_exited();
 		} else {
-			S.pid = pid;
-			log_info("hook '%s' started (pid %d)", S.command, (int)pid);
+			sup.pid = pid;
+			log_info("hook '%s' started (pid %d)", sup.command, (int)pid);
 			ready_hook_started(pid);
-			pthread_mutex_unlock(&S.lock);
+			pthread_mutex_unlock(&sup.lock);
 			for (;;) {
 				ssize_t n = read(fd, buf, sizeof(buf));
 
@@ -120,29 +120,29 @@ static void *supervise_main(void *arg)
 			close(fd);
 			waitpid(pid, &status, 0);
 			ready_hook_exited();
-			pthread_mutex_lock(&S.lock);
-			S.pid = 0;
-			if (S.stopping)
+			pthread_mutex_lock(&sup.lock);
+			sup.pid = 0;
+			if (sup.stopping)
 				break;
 			if (WIFEXITED(status))
-				log_warn("hook '%s' exited with status %d", S.command,
+				log_warn("hook '%s' exited with status %d", sup.command,
 					 WEXITSTATUS(status));
 			else
-				log_warn("hook '%s' killed by signal %d", S.command,
+				log_warn("hook '%s' killed by signal %d", sup.command,
 					 WTERMSIG(status));
 		}
 		if (mono_s() - started > 60)
 			backoff = 0.1;
 		struct timespec until;
 
-		clock_gettime(CLOCK_REALTIME, &until); /* S.cond's clock */
+		clock_gettime(CLOCK_REALTIME, &until); /* sup.cond's clock */
 		ts_add(&until, backoff);
-		while (!S.stopping &&
-		       pthread_cond_timedwait(&S.cond, &S.lock, &until) != ETIMEDOUT)
+		while (!sup.stopping &&
+		       pthread_cond_timedwait(&sup.cond, &sup.lock, &until) != ETIMEDOUT)
 			;
 		backoff = backoff * 2 > 30 ? 30 : backoff * 2;
 	}
-	pthread_mutex_unlock(&S.lock);
+	pthread_mutex_unlock(&sup.lock);
 	return NULL;
 }
 
@@ -183,35 +183,35 @@ static char **hook_environ(void)
 
 int supervise_start(const char *command, const char *mountpoint)
 {
-	S.command = strdup(command);
-	S.mountpoint = strdup(mountpoint);
-	S.envp = hook_environ();
-	if (!S.command || !S.mountpoint || !S.envp)
+	sup.command = strdup(command);
+	sup.mountpoint = strdup(mountpoint);
+	sup.envp = hook_environ();
+	if (!sup.command || !sup.mountpoint || !sup.envp)
 		return -ENOMEM;
-	if (pthread_create(&S.thread, NULL, supervise_main, NULL))
+	if (pthread_create(&sup.thread, NULL, supervise_main, NULL))
 		return -EAGAIN;
-	S.running = true;
+	sup.running = true;
 	return 0;
 }
 
 void supervise_stop(void)
 {
-	if (S.running) {
-		pthread_mutex_lock(&S.lock);
-		S.stopping = true;
-		if (S.pid > 0)
-			kill(-S.pid, SIGTERM); /* its group: what it started too */
-		pthread_cond_signal(&S.cond);
-		pthread_mutex_unlock(&S.lock);
-		pthread_join(S.thread, NULL);
-		S.running = false;
+	if (sup.running) {
+		pthread_mutex_lock(&sup.lock);
+		sup.stopping = true;
+		if (sup.pid > 0)
+			kill(-sup.pid, SIGTERM); /* its group: what it started too */
+		pthread_cond_signal(&sup.cond);
+		pthread_mutex_unlock(&sup.lock);
+		pthread_join(sup.thread, NULL);
+		sup.running = false;
 	}
-	free(S.command);
-	free(S.mountpoint);
-	S.command = S.mountpoint = NULL;
-	if (S.envp && S.envp != environ) {
-		free(S.envp[0]); /* the PATH= string; the rest are environ's */
-		free(S.envp);
+	free(sup.command);
+	free(sup.mountpoint);
+	sup.command = sup.mountpoint = NULL;
+	if (sup.envp && sup.envp != environ) {
+		free(sup.envp[0]); /* the PATH= string; the rest are environ's */
+		free(sup.envp);
 	}
-	S.envp = NULL;
+	sup.envp = NULL;
 }

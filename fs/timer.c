@@ -24,7 +24,7 @@
  * From the timer: is ev of a window left CLOSED_AHEAD_MS ago?  A stream
  * event is detached from its start; closed_at is 0 while the file is
  * open (an open that has counted itself but not yet cleared it may lose
- * its window: it asks again).  E.lock held.
+ * its window: it asks again).  S.lock held.
  */
 static bool window_left(const struct event *ev, int64_t now)
 {
@@ -37,7 +37,7 @@ static void cancel_window(struct event *ev)
 {
 	ELOCK_HELD();
 	send_cancel(ev, HSMFS_CANCEL_CLOSED);
-	E.st.closed_ahead++;
+	S.st.closed_ahead++;
 	complete(ev, -ECANCELED);
 }
 
@@ -53,15 +53,15 @@ void *timer_main(void *arg)
 	int64_t now;
 
 	elock();
-	while (!E.stopping) {
+	while (!S.stopping) {
 		mono_after(&ts, TICK_MS / 1000.0);
-		pthread_cond_timedwait(&E.tcond, &E.lock, &ts);
-		if (E.stopping)
+		pthread_cond_timedwait(&E.tcond, &S.lock, &ts);
+		if (S.stopping)
 			break;
 		/* unmounted: nobody reads the answers; every wait ends now */
-		exiting = E.cfg.exiting && E.cfg.exiting();
+		exiting = S.cfg.exiting && S.cfg.exiting();
 		now = mono_ms();
-		for (unsigned i = 0; i < E.cfg.max_pending; i++) {
+		for (unsigned i = 0; i < S.cfg.max_pending; i++) {
 			struct event *ev = &E.slots[i];
 
 			if (!ev_live(ev))
@@ -88,7 +88,7 @@ void *timer_main(void *arg)
 		}
 		if (E.queue)
 			redispatch_queue();
-		if (E.ready || E.nstage < STAGE_POOL / 2) {
+		if (E.ready || S.nstage < STAGE_POOL / 2) {
 			eunlock();
 			drain_ready();
 			stage_refill();

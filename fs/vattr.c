@@ -47,7 +47,7 @@ static uint64_t lat_percentile(const uint64_t *h, uint64_t total, unsigned pct)
 void events_cache_dropped(void)
 {
 	elock();
-	E.st.cache_drops++;
+	S.st.cache_drops++;
 	eunlock();
 }
 
@@ -56,13 +56,13 @@ void events_get_stats(struct events_stats *ret)
 	uint64_t total = 0;
 
 	elock();
-	*ret = E.st;
+	*ret = S.st;
 	ret->parked = E.nparked;
 	for (unsigned b = 0; b < LAT_BUCKETS; b++)
-		total += E.lat[b];
-	ret->fill_p50_us = lat_percentile(E.lat, total, 50);
-	ret->fill_p90_us = lat_percentile(E.lat, total, 90);
-	ret->fill_p99_us = lat_percentile(E.lat, total, 99);
+		total += S.lat[b];
+	ret->fill_p50_us = lat_percentile(S.lat, total, 50);
+	ret->fill_p90_us = lat_percentile(S.lat, total, 90);
+	ret->fill_p99_us = lat_percentile(S.lat, total, 99);
 	eunlock();
 }
 
@@ -112,15 +112,15 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 			return -ENODATA;
 		n = snprintf(val, sizeof(val), "%s",
 			     name[11] == 's' && name[12] == 'o' ? hooks_socket_path() :
-								  E.cfg.store_path);
+								  S.cfg.store_path);
 	} else if (in == inode_root() && !strcmp(name, "user.hsmfs.origin")) {
-		if (!E.cfg.origin)
+		if (!S.cfg.origin)
 			return -ENODATA;
-		n = snprintf(val, sizeof(val), "%s", E.cfg.origin);
+		n = snprintf(val, sizeof(val), "%s", S.cfg.origin);
 	} else if (inode_is_dir(in) && !strcmp(name, "user.hsmfs.state")) {
 		/* a directory: listed from an origin, not yet, or plain */
 		struct meta_file f;
-		int r = meta_get(E.cfg.meta, inode_ino(in), &f);
+		int r = meta_get(S.cfg.meta, inode_ino(in), &f);
 
 		if (r && r != -ENOENT)
 			return -EIO;

@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
-#include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +11,7 @@
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
-#include "events.h"
+#include "fstate.h"
 #include "store.h"
 #include "hooks.h"
 #include "inode.h"
@@ -20,27 +19,16 @@
 #include "meta.h"
 #include "fault.h"
 #include "ranges.h"
-#include "engine.h"
+#include "clock.h"
+#include "evrec.h"
+#include "state.h"
 #include "writeback.h"
 
 struct snap;
 static int commit_snaps(const struct snap *snaps, size_t n, char *why, size_t whysize);
 static bool write_batch(struct snap *snaps, size_t cap);
 
-void persist_later(struct fstate *fs)
-{
-	ELOCK_HELD();
-	if (fs->queued)
-		return;
-	fs->queued = true;
-	inode_ref(fs->in);
-	fs->wnext = E.wqueue;
-	E.wqueue = fs;
-	E.nqueued++;
-	pthread_cond_signal(&E.wcond);
-}
-
-/* What the writer commits of one file, taken under E.lock. */
+/* What the writer commits of one file, taken under S.lock. */
 struct snap {
 	struct fstate *fs;
 	struct inode *in;   /* held since persist_later() */
@@ -95,22 +83,22 @@ static int verify(struct snap *sn, int fd)
 	log_err("inode %llu does not match its manifest's sha256 (%s, manifest %s): stale, "
 		"not resident; import it again", (unsigned long long)sn->ino, got, sn->sha256);
 	/* what the kernel cached of it must be read again, and fail */
-	if (E.cfg.invalidate)
-		E.cfg.invalidate(sn->in, 0, 0);
+	if (S.cfg.invalidate)
+		S.cfg.invalidate(sn->in, 0, 0);
 	return 0;
 }
 
 /* One transaction for snaps[0..n).  0 or -errno, why gets the message. */
 static int commit_snaps(const struct snap *snaps, size_t n, char *why, size_t whysize)
 {
-	int res = meta_begin(E.cfg.meta);
+	int res = meta_begin(S.cfg.meta);
 	size_t i;
 
 	for (i = 0; i < n && !res; i++) {
 		const struct snap *sn = &snaps[i];
 
 		if (sn->ino)
-			res = meta_set_present(E.cfg.meta, sn->ino, &sn->rs, sn->state,
+			res = meta_set_present(S.cfg.meta, sn->ino, &sn->rs, sn->state,
 					       sn->flags, sn->size, sn->osize, sn->gen, sn->atime,
 					       sn->blocks, sn->ctime_real, sn->ctime_shown);
 		/* the row went, or a newer generation is there */
@@ -118,10 +106,10 @@ static int commit_snaps(const struct snap *snaps, size_t n, char *why, size_t wh
 			res = 0;
 	}
 	if (!res)
-		res = meta_commit(E.cfg.meta);
+		res = meta_commit(S.cfg.meta);
 	if (res) {
-		snprintf(why, whysize, "%s", meta_errmsg(E.cfg.meta));
-		meta_rollback(E.cfg.meta);
+		snprintf(why, whysize, "%s", meta_errmsg(S.cfg.meta));
+		meta_rollback(S.cfg.meta);
 	}
 	return res;
 }
@@ -130,21 +118,21 @@ static int commit_snaps(const struct snap *snaps, size_t n, char *why, size_t wh
  * The writer: snapshot ranges, make the data durable, then commit the
  * snapshot.  Taking the snapshot first is what makes it safe: every
  * range in it was written before the fdatasync() that follows.  The
- * queue is taken and its snapshot made in one hold of E.lock: a file
+ * queue is taken and its snapshot made in one hold of S.lock: a file
  * stays queued until its snapshot is made, so an fsync that finds it
  * queued (events_fsync) knows the batch that will hold it is the next
- * one taken.  snaps has room for cap files (E.nqueued at most).  Called
- * with E.lock held, returns without it.
+ * one taken.  snaps has room for cap files (S.nqueued at most).  Called
+ * with S.lock held, returns without it.
  */
 static bool write_batch(struct snap *snaps, size_t cap)
 {
 	ELOCK_HELD();
-	struct fstate *fs, *next, *batch = E.wqueue;
+	struct fstate *fs, *next, *batch = S.wqueue;
 	size_t n = 0, i;
 
-	assert(E.nqueued <= cap);
-	E.wqueue = NULL;
-	E.nqueued = 0;
+	assert(S.nqueued <= cap);
+	S.wqueue = NULL;
+	S.nqueued = 0;
 	for (fs = batch, i = 0; fs; fs = next, i++) {
 		next = fs->wnext;
 		snaps[i] = (struct snap){ .fs = fs };
@@ -206,7 +194,7 @@ static bool write_batch(struct snap *snaps, size_t cap)
 		}
 	}
 	fault_point(FAULT_CRASH_BEFORE_COMMIT);
-	if (E.cfg.meta) {
+	if (S.cfg.meta) {
 		char why[256];
 
 		failed = commit_snaps(snaps, n, why, sizeof(why)) != 0;
@@ -219,14 +207,14 @@ static bool write_batch(struct snap *snaps, size_t cap)
 		 * later; once stopping, the loss is only of ranges to refetch.
 		 */
 		elock();
-		if (failed && (!E.write_failing || E.stopping))
+		if (failed && (!S.write_failing || S.stopping))
 			log_err("cannot commit present ranges: %s%s", why,
-				E.stopping ? "; their bytes will be fetched again" :
+				S.stopping ? "; their bytes will be fetched again" :
 					     "; retrying every second");
-		else if (!failed && E.write_failing)
+		else if (!failed && S.write_failing)
 			log_info("present ranges committed again");
-		E.write_failing = failed;
-		for (i = 0; failed && !E.stopping && i < n; i++)
+		S.write_failing = failed;
+		for (i = 0; failed && !S.stopping && i < n; i++)
 			if (snaps[i].ino)
 				persist_later(snaps[i].fs);
 		eunlock();
@@ -270,18 +258,18 @@ void *writer_main(void *arg)
 
 	elock();
 	for (;;) {
-		while (!E.wqueue && !E.stopping)
-			pthread_cond_wait(&E.wcond, &E.lock);
-		if (!E.wqueue && E.stopping)
+		while (!S.wqueue && !S.stopping)
+			pthread_cond_wait(&S.wcond, &S.lock);
+		if (!S.wqueue && S.stopping)
 			break;
 		/* gather for a moment: one transaction for many fills */
-		if (!E.stopping && !E.urgent) {
+		if (!S.stopping && !S.urgent) {
 			mono_after(&ts, 0.05);
-			pthread_cond_timedwait(&E.wcond, &E.lock, &ts);
+			pthread_cond_timedwait(&S.wcond, &S.lock, &ts);
 		}
-		/* room for the snapshot, allocated without E.lock */
-		while (cap < E.nqueued) {
-			size_t want = E.nqueued + E.nqueued / 4;
+		/* room for the snapshot, allocated without S.lock */
+		while (cap < S.nqueued) {
+			size_t want = S.nqueued + S.nqueued / 4;
 			struct snap *p;
 
 			eunlock();
@@ -292,20 +280,20 @@ void *writer_main(void *arg)
 			snaps = p;
 			cap = want;
 		}
-		if (cap < E.nqueued) {
+		if (cap < S.nqueued) {
 			eunlock();
 			log_err("out of memory writing present ranges, retrying in a second");
 			elock();
 			mono_after(&ts, 1);
-			while (!E.stopping && !mono_passed(&ts))
-				pthread_cond_timedwait(&E.wcond, &E.lock, &ts);
-			if (!E.stopping)
+			while (!S.stopping && !mono_passed(&ts))
+				pthread_cond_timedwait(&S.wcond, &S.lock, &ts);
+			if (!S.stopping)
 				continue;
 			break; /* their ranges are fetched again */
 		}
-		E.writing = true;
-		E.urgent = false;
-		seq = ++E.batch_taken;
+		S.writing = true;
+		S.urgent = false;
+		seq = ++S.batch_taken;
 		ok = write_batch(snaps, cap);
 		if (cap > 4096) {
 			/* a burst's room (a listing's thousands of files) is not kept */
@@ -314,15 +302,15 @@ void *writer_main(void *arg)
 			cap = 0;
 		}
 		elock();
-		E.writing = false;
-		E.batch_done = seq;
+		S.writing = false;
+		S.batch_done = seq;
 		if (!ok)
-			E.batch_failed = seq;
-		pthread_cond_broadcast(&E.wdone);
-		if (E.write_failing) {
+			S.batch_failed = seq;
+		pthread_cond_broadcast(&S.wdone);
+		if (S.write_failing) {
 			mono_after(&ts, 1);
-			while (!E.stopping && !mono_passed(&ts))
-				pthread_cond_timedwait(&E.wcond, &E.lock, &ts);
+			while (!S.stopping && !mono_passed(&ts))
+				pthread_cond_timedwait(&S.wcond, &S.lock, &ts);
 		}
 	}
 	eunlock();
@@ -336,9 +324,9 @@ void writeback_sync(void)
 
 	mono_after(&deadline, 5);
 	elock();
-	while ((E.wqueue || E.writing) && E.writer_running && !E.stopping &&
-	       !E.write_failing &&
-	       pthread_cond_timedwait(&E.wdone, &E.lock, &deadline) != ETIMEDOUT)
+	while ((S.wqueue || S.writing) && S.writer_running && !S.stopping &&
+	       !S.write_failing &&
+	       pthread_cond_timedwait(&S.wdone, &S.lock, &deadline) != ETIMEDOUT)
 		;
 	eunlock();
 }
@@ -349,7 +337,7 @@ int events_fsync(struct inode *in)
 	uint64_t ticket;
 	int res;
 
-	if (!fs || !E.cfg.meta)
+	if (!fs || !S.cfg.meta)
 		return 0;
 	elock();
 	/*
@@ -358,12 +346,12 @@ int events_fsync(struct inode *in)
 	 * already); the caller's fsync returns once that batch committed.
 	 */
 	persist_later(fs);
-	ticket = E.batch_taken + 1;
-	E.urgent = true;
-	pthread_cond_signal(&E.wcond);
-	while (E.batch_done < ticket && E.writer_running && !E.stopping)
-		pthread_cond_wait(&E.wdone, &E.lock);
-	res = E.batch_done < ticket || E.batch_failed >= ticket ? -EIO : 0;
+	ticket = S.batch_taken + 1;
+	S.urgent = true;
+	pthread_cond_signal(&S.wcond);
+	while (S.batch_done < ticket && S.writer_running && !S.stopping)
+		pthread_cond_wait(&S.wdone, &S.lock);
+	res = S.batch_done < ticket || S.batch_failed >= ticket ? -EIO : 0;
 	if (fs->sticky_err) {
 		res = fs->sticky_err;
 		fs->sticky_err = 0;

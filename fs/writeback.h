@@ -1,10 +1,11 @@
 /*
  * writeback.h - the write-behind of per-file state to the database.
  *
- * A file's state changes in memory first; persist_later() queues it and
+ * A file's state changes in memory first; persist_later() (fstate.h)
+ * queues it on S.wqueue and
  * the writer thread (writer_main) commits batches of snapshots, each
  * after the data of its ranges is synced (the durability order of
- * engine.h, steps 1 and 4).  events_fsync() (events.h) waits for the
+ * state.h, steps 1 and 4).  events_fsync() (events.h) waits for the
  * batch that holds a file.
  */
 #ifndef HSMFS_WRITEBACK_H
@@ -13,16 +14,13 @@
 struct fstate;
 struct inode;
 
-/* Queue fs for the writer.  E.lock held. */
-void persist_later(struct fstate *fs);
-
 /* The writer thread's body (engine.c starts it). */
 void *writer_main(void *arg);
 
 /*
  * Wait (a few seconds at most) until what is queued now is written,
  * or found not to be writable (the writer then retries every second).
- * The evictor's sync handler (struct evict_handlers).  Without E.lock.
+ * The evictor's sync handler (struct evict_handlers).  Without S.lock.
  */
 void writeback_sync(void);
 

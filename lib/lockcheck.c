@@ -11,13 +11,13 @@
 #include <unistd.h>
 
 static const char *const lk_name[LK_N] = {
-	[LK_ENGINE] = "E.lock", [LK_INODES] = "the inode table's lock",
+	[LK_ENGINE] = "S.lock", [LK_INODES] = "the inode table's lock",
 	[LK_CACHE] = "the cache's lock", [LK_NAMES] = "the names' lock",
 	[LK_META] = "the database's lock",
 };
 /*
  * The locks under which nothing may block: enforced for these; for
- * E.lock and the cache's, whose exceptions engine.h lists, reported
+ * S.lock and the cache's, whose exceptions state.h lists, reported
  * with HSMFS_LOCKCHECK=report only, until the list is empty.
  */
 #define NO_BLOCK (1u << LK_INODES | 1u << LK_NAMES)

@@ -4,7 +4,7 @@
  * The daemon's locks, in the order a thread takes them: a thread takes
  * a lock only while it holds none listed after it.
  *
- *   LK_ENGINE   E.lock: events, per-file state (engine.h)
+ *   LK_ENGINE   S.lock: events, per-file state (state.h)
  *   LK_INODES   the inode table's (inode.h)
  *   LK_CACHE    the cache's size and admission (cache.h)
  *   LK_NAMES    name-change records (names.h)
@@ -16,7 +16,7 @@
  * hooks never wait: MSG_DONTWAIT.)  Each such helper calls
  * may_block(what) first.  Under LK_INODES and LK_NAMES a broken rule
  * aborts; under LK_ENGINE and LK_CACHE the places that still block are
- * listed in engine.h, and HSMFS_LOCKCHECK=report reports every one
+ * listed in state.h, and HSMFS_LOCKCHECK=report reports every one
  * (none aborts) until that list is empty.  An exception meant to stay
  * is bracketed by lk_block_ok_begin()/lk_block_ok_end() where it is.
  *

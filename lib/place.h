@@ -29,7 +29,7 @@
  * The caller groups calls in a meta transaction and syncs the store
  * before committing it, or makes the entries first, syncs, and writes
  * their rows in one transaction (place_entry_deferred(); durability:
- * engine.h).  No locks of its own;
+ * fs/state.h).  No locks of its own;
  * 0 or -errno with a one-line reason in err.
  */
 #ifndef HSMFS_PLACE_H

@@ -21,7 +21,7 @@
  * removed.
  *
  * Locks: each owner fills its struct under its own lock (the engine's
- * counters under E.lock, which its slow paths hold anyway: nothing is
+ * counters under S.lock, which its slow paths hold anyway: nothing is
  * counted on the fast path, so a read of a resident file is no hit
  * here, it never reaches the engine).
  */

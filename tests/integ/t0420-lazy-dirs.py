@@ -347,7 +347,7 @@ def test_hostile_listings():
 
 
 def test_crash_mid_listing():
-    """kill -9 at every step of a listing's durability order (engine.h
+    """kill -9 at every step of a listing's durability order (state.h
     step 5): after listing-made (entries made and synced, nothing
     committed) the directory is unlisted, the next look lists it again,
     and what the crashed listing made but the new one does not name is

@@ -125,7 +125,7 @@ int main(void)
 	ok(run(recursive_meta, NULL) == 0, "the database's lock is recursive and may block");
 	ok(run(block_under_inodes, NULL) == 1, "may_block under the inode table's lock aborts");
 	ok(run(block_under_engine, NULL) == 0,
-	   "under E.lock, whose places engine.h lists, it does not abort");
+	   "under S.lock, whose places state.h lists, it does not abort");
 	ok(run(block_bracketed, NULL) == 0, "may_block in a named exception, or unlocked, passes");
 	ok(run(unlock_unheld, NULL) == 1, "a lock dropped but not held aborts");
 	ok(run(held_states, NULL) == 0, "lk_held and lk_not_held say what this thread holds");
@@ -137,8 +137,8 @@ int main(void)
 		snprintf(env, sizeof(env), "report:%s", path);
 		ok(fd >= 0 && run(block_under_engine, env) == 0 &&
 		   (n = read(fd, buf, sizeof(buf) - 1)) > 0 &&
-		   strstr(buf, "a test's open may block and runs under E.lock"),
-		   "HSMFS_LOCKCHECK=report:FILE reports a place under E.lock there, and goes on");
+		   strstr(buf, "a test's open may block and runs under S.lock"),
+		   "HSMFS_LOCKCHECK=report:FILE reports a place under S.lock there, and goes on");
 		ok(run(out_of_order, env) == 0, "and reports a broken order without aborting");
 		if (fd >= 0)
 			close(fd);

@@ -1,0 +1,222 @@
+/*
+ * state.h - what the engine and the state layer share: the engine's
+ * configuration, the one lock both run under (S.lock), the writer's
+ * queue, the staging pool, the counters, and the watcher mask the fast
+ * path reads.  Defined in state.c; one per process (one mount per
+ * process).
+ *
+ * The state layer (fstate.c, evict.c, writeback.c) includes this and
+ * evrec.h, never engine.h: the engine's own state (event slots, parked
+ * requests, the hook list) is E, in engine.h, above it.
+ *
+ * S.lock, the engine's lock.  Lock order (lockcheck.h, asserted in debug builds): S.lock,
+ * then the inode table's, the cache's, names.h's and meta's own locks.
+ * It guards every field of S and of E unless a field says otherwise,
+ * and every struct fstate and struct event.  A function whose comment
+ * says "S.lock held" asserts it in debug builds (ELOCK_HELD).  No
+ * punch, invalidation or fill copy runs with it held.  What may block
+ * and still runs under it (each helper calls may_block(); a run with
+ * HSMFS_LOCKCHECK=report:FILE lists every place with its stack), to be
+ * moved out:
+ *   - complete() and drop_rw_fd(): close() of the staging file and of
+ *     the fill's store descriptor, which can free blocks;
+ *   - commit_fill() and write_batch() (times_kept, ctime_kept): futimens
+ *     and fstat of the store file;
+ *   - dispatch() (open_stage) when the staging pool is empty: O_TMPFILE
+ *     and ftruncate; start_fill() (open_store) when no descriptor was
+ *     opened ahead at open(2), as for every detached fill;
+ *   - cache_try_admit() (fs_free): fstatvfs, when the cached figure is
+ *     too old (evict-policy.h);
+ *   - events_reload(): the meta_get of the reload's WAL read;
+ *   - log lines: a hook joined or left, an event timed out, a fill
+ *     that failed.
+ * Under the inode table's and the names' locks nothing may block, and
+ * debug builds abort if something does.
+ */
+/*
+ * The durability order (each step is a fault point of fault.h, so that
+ * tests crash the daemon at each, t0320):
+ *   1. The bytes of a range are in the store file and synced
+ *      (fdatasync, write_batch: "data-synced") before the range is
+ *      committed as present ("ranges-committed").  A fill's copy
+ *      ("fill-copied") is visible to readers at once; it becomes durable
+ *      only through 1.  A file whose store open or data sync fails is not
+ *      committed; the error sticks to it until its next fsync reports it.
+ *   2. An eviction's new state is committed ("evict-recorded") before
+ *      the placeholder mark is set and the bytes are punched
+ *      ("evict-punched"); memory changes only once the database has it.
+ *      Without the mark there is no punch.
+ *   3. Commits are durable when they return (SQLite WAL, synchronous=FULL).
+ *   4. fsync/fdatasync through the mount return once a write-behind batch
+ *      taken after the call committed the file (events_fsync).
+ *   5. A directory's listing (dirs.c): every entry is made in the store
+ *      and the store synced (syncfs, "listing-made") before one
+ *      transaction records the entries and the directory as listed
+ *      ("listing-committed"; the database is held for that transaction
+ *      alone, not while the entries are made and synced, and the commit
+ *      runs on dirs.c's lister thread, not on the hook's connection);
+ *      its unlisted mark goes after.  Memory (and
+ *      so every request) sees the directory listed only after that.
+ * So after a crash at any point a range is never present without its
+ * bytes, and an acknowledged write is never lost.
+ */
+#ifndef HSMFS_STATE_H
+#define HSMFS_STATE_H
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+#include "hsmfs/protocol.h"
+#include "lockcheck.h"
+#include "stats.h" /* struct events_stats */
+
+struct fstate;
+struct fuse_req;
+struct inode;
+struct meta;
+
+#define EVENTS_MAX_PENDING 65536 /* upper bound of -o max_pending */
+
+struct events_config {
+	unsigned max_pending; /* event slots */
+	double timeout;       /* seconds per event, extended by PROGRESS at
+			       * progress_floor bytes a second or more */
+	uint64_t progress_floor;
+	bool nohook_fail;     /* no fill hook: fail at once instead of waiting */
+	double dir_ttl;       /* seconds: a listed directory is listed again
+			       * (in the background) on a look after this, 0: never */
+	uint64_t chunk;       /* hint alignment, a power of two >= 4096 */
+	uint64_t first_fill;  /* a miss's own hint at most (0: its chunk's gap) */
+	uint64_t kernel_ra;   /* the kernel's readahead window of the mount */
+	struct meta *meta;    /* borrowed; outlives the engine */
+	const char *store_path; /* borrowed; for user.hsmfs.store */
+	const char *origin;   /* borrowed or NULL; the root's user.hsmfs.origin */
+	/* drop the kernel's page cache of in's [off, off + len) (len 0: all) */
+	void (*invalidate)(struct inode *in, uint64_t off, uint64_t len);
+	/*
+	 * drop the kernel's page cache of every regular file soon, from
+	 * another thread; callable under S.lock (a reads watcher joined)
+	 */
+	void (*invalidate_files_later)(void);
+	/*
+	 * the hooks' subscriptions changed (a join or a leave), before any
+	 * WELCOME: opens decided on the old ones decide again
+	 * (pt_subscriptions_changed); called under S.lock
+	 */
+	void (*subscriptions_changed)(void);
+	/* drop the kernel's cached entry of name in dir (refresh) */
+	void (*invalidate_entry)(struct inode *dir, const char *name);
+	bool cache_limited;   /* cache_max or cache_min_free: admit fills */
+	/*
+	 * Answer a parked read (events_read()): res < 0 fails it, else the
+	 * reply is [off, off + len) of the store descriptor fd.  Called from
+	 * whichever engine thread ended its wait, without the engine's lock.
+	 */
+	void (*reply)(struct fuse_req *req, struct inode *in, int fd, uint64_t off,
+		      uint64_t len, int res);
+	int state_fd;         /* borrowed: STORE/.hsmfs, where fills stage */
+	/*
+	 * Requests one user may have parked waiting for hooks; over it, a
+	 * request fails with EAGAIN at once.  0: max_pending.
+	 */
+	unsigned max_parked_user;
+	/* has the FUSE session ended (unmounted)?  Then every wait ends. */
+	bool (*exiting)(void);
+};
+
+/* OR of the masks of connected hooks (route.c keeps it). */
+extern _Atomic uint32_t events_mask;
+
+static inline bool events_watched(uint32_t type)
+{
+	return atomic_load_explicit(&events_mask, memory_order_relaxed) & HSMFS_MASK(type);
+}
+
+static inline bool events_modify_watched(void)
+{
+	return events_watched(HSMFS_EV_PRE_MODIFY);
+}
+
+static inline bool events_open_watched(void)
+{
+	return events_watched(HSMFS_EV_OPEN_PERM);
+}
+
+static inline bool events_access_watched(void)
+{
+	return events_watched(HSMFS_EV_ACCESS_PERM);
+}
+
+#define LAT_BUCKETS 256
+#define STAGE_POOL 8          /* staging files kept ready (stage_refill) */
+
+/*
+ * Latency histogram: 8 buckets per power of two of microseconds, so a
+ * percentile is known within 9%; in S.lat, guarded by S.lock like the
+ * counters; lat_value() of vattr.c reads a bucket back.
+ */
+static inline unsigned lat_bucket(uint64_t us)
+{
+	unsigned top, b;
+
+	if (us < 8)
+		return (unsigned)us;
+	top = 63 - (unsigned)__builtin_clzll(us); /* >= 3 */
+	b = (top - 2) * 8 + (unsigned)((us >> (top - 3)) & 7);
+	return b < LAT_BUCKETS ? b : LAT_BUCKETS - 1;
+}
+
+struct state {
+	pthread_mutex_t lock;
+	struct events_config cfg;
+	/* the writer (writeback.c) and its queue, filled by persist_later() */
+	struct fstate *wqueue;     /* writer queue */
+	size_t nqueued;            /* files on it */
+	pthread_cond_t wcond;
+	pthread_cond_t wdone;      /* the writer finished a batch */
+	bool writing;              /* the writer holds a batch */
+	bool urgent;               /* an fsync waits: no gathering */
+	uint64_t batch_taken;      /* batches the writer took so far */
+	uint64_t batch_done;       /* of which finished */
+	uint64_t batch_failed;     /* the last batch that was not committed */
+	bool write_failing;        /* the last batch could not be committed */
+	pthread_t writer;
+	bool writer_running;
+	bool stopping;             /* events_shutdown() began */
+	/* per-file waits */
+	pthread_cond_t reads_done; /* a file's tracked reads went to 0 */
+	pthread_cond_t copied;     /* a fill's commit finished copying */
+	pthread_cond_t evicted;    /* an eviction ended (evict_end) */
+	int stage[STAGE_POOL];     /* fresh staging files (stage_refill) */
+	unsigned nstage;
+	struct events_stats st;    /* counters */
+	uint64_t lat[LAT_BUCKETS]; /* fill latency histogram, see lat_bucket() */
+};
+extern struct state S;
+
+extern __thread bool elock_mine;
+
+static inline void elock(void)
+{
+	lk_lock(&S.lock, LK_ENGINE);
+	elock_mine = true;
+}
+
+static inline void eunlock(void)
+{
+	elock_mine = false;
+	lk_unlock(&S.lock, LK_ENGINE);
+}
+
+#define ELOCK_HELD() assert(elock_mine && lk_held(LK_ENGINE))
+#define ELOCK_NOT_HELD() assert(!elock_mine && lk_not_held(LK_ENGINE))
+
+static inline int64_t ns_of(const struct timespec *ts)
+{
+	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
+
+#endif
