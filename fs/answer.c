@@ -48,7 +48,7 @@ int events_hook_joined(struct hook *h, const uint8_t *welcome, int len)
 		return -EIO;
 	}
 	E.joins++;
-	log_info("hook '%s' (pid %d, %s) connected", h->name, (int)h->pid,
+	elog_info("hook '%s' (pid %d, %s) connected", h->name, (int)h->pid,
 		 h->kind == HSMFS_KIND_FILL ? "fill" : "watch");
 	for (unsigned i = 0; i < S.cfg.max_pending; i++) {
 		struct event *ev = &E.slots[i];
@@ -99,7 +99,7 @@ void events_hook_left(struct hook *h)
 			/* fill events go to another fill hook, or wait for one */
 			ev->hook = NULL;
 			if (ev->stage_fd >= 0) {
-				close(ev->stage_fd);
+				close_unlocked(ev->stage_fd);
 				ev->stage_fd = -1;
 			}
 			ev_set(ev, EV_QUEUED);
@@ -125,7 +125,7 @@ void events_hook_left(struct hook *h)
 	free(h->quiet);
 	h->quiet = NULL;
 	h->nquiet = h->quiet_cap = 0;
-	log_info("hook '%s' (pid %d) disconnected", h->name, (int)h->pid);
+	elog_info("hook '%s' (pid %d) disconnected", h->name, (int)h->pid);
 	eunlock();
 	drain_ready();
 }
@@ -151,7 +151,7 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 	if (!ev) {
 		/* late (timed out, cancelled) or repeated: ignored */
 		eunlock();
-		log_debug("hook '%s': answer to unknown event %llu ignored",
+		elog_debug("hook '%s': answer to unknown event %llu ignored",
 			  h->name, (unsigned long long)a->id);
 		return;
 	}
@@ -163,7 +163,7 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 								    ev->hint_end;
 
 			if (s > ev->start || e < ev->end) {
-				log_err("hook '%s' allowed event %llu but filled [%llu, %llu) short of [%llu, %llu)",
+				elog_err("hook '%s' allowed event %llu but filled [%llu, %llu) short of [%llu, %llu)",
 					h->name, (unsigned long long)a->id,
 					(unsigned long long)a->filled_start,
 					(unsigned long long)a->filled_end,
@@ -225,7 +225,7 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 	return;
 not_ours:
 	eunlock();
-	log_debug("hook '%s': answer to event %llu it was not sent, ignored",
+	elog_debug("hook '%s': answer to event %llu it was not sent, ignored",
 		  h->name, (unsigned long long)a->id);
 }
 

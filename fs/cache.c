@@ -368,14 +368,14 @@ bool cache_any(void)
 
 void cache_stats(struct cache_stats *ret)
 {
-	uint64_t size;
+	uint64_t size, avail = fs_free(&size); /* before the lock: it may block */
 
 	memset(ret, 0, sizeof(*ret));
 	lk_lock(&C.lock, LK_CACHE);
 	ret->cache_bytes = C.used;
 	ret->cache_reserved = C.reserved;
 	ret->cache_max = C.cfg.max;
-	ret->fs_free = fs_free(&size);
+	ret->fs_free = avail;
 	ret->cache_min_free = evict_policy_watches_free(&C.limits) ?
 			evict_policy_min_free(&C.limits, size) : 0;
 	ret->evicted_files = C.evicted_files;

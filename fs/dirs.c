@@ -154,7 +154,7 @@ static int dir_state(struct inode *dir, char **ret_origin)
 		return 1;
 	}
 	if (res) {
-		log_err("cannot read the listing state of a directory: %s",
+		elog_err("cannot read the listing state of a directory: %s",
 			meta_errmsg(S.cfg.meta));
 		return -EIO;
 	}
@@ -521,7 +521,7 @@ static int root_origin(void)
 			return pfd;
 		}
 		inode_proc_path(pfd, proc);
-		log_info("the root was never listed from '%s': it is listed from '%s' on first look",
+		elog_info("the root was never listed from '%s': it is listed from '%s' on first look",
 			 row.origin ? row.origin : "", S.cfg.origin);
 		free(row.origin);
 		row.origin = strdup(S.cfg.origin);
@@ -533,9 +533,9 @@ static int root_origin(void)
 		}
 		inode_fd_put(root);
 		if (res)
-			log_err("cannot record the root's new origin: %s", strerror(-res));
+			elog_err("cannot record the root's new origin: %s", strerror(-res));
 	} else if (row.state == META_DIR_LISTED) {
-		log_warn("origin=%s: this store's names were listed from '%s'; its directories "
+		elog_warn("origin=%s: this store's names were listed from '%s'; its directories "
 			 "keep the origins they were listed from, and only files imported without "
 			 "a URL are fetched from the new one (hsmfs(8), origin=)",
 			 S.cfg.origin, row.origin ? row.origin : "");
@@ -576,10 +576,10 @@ int dirs_init(void)
 				res = meta_put(S.cfg.meta, &row);
 			}
 			if (res)
-				log_err("cannot make the root an unlisted directory: %s",
+				elog_err("cannot make the root an unlisted directory: %s",
 					strerror(-res));
 			else
-				log_info("empty store: its names are listed from '%s' on first look",
+				elog_info("empty store: its names are listed from '%s' on first look",
 					 S.cfg.origin);
 		}
 		inode_fd_put(root);

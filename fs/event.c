@@ -78,8 +78,7 @@ void complete(struct event *ev, int result)
 	}
 	assert(ev->st != EV_COPYING);
 	if (ev->stage_fd >= 0) {
-		may_block("the close of a staging file");
-		close(ev->stage_fd); /* what a late hook writes goes nowhere */
+		close_unlocked(ev->stage_fd); /* what a late hook writes goes nowhere */
 		ev->stage_fd = -1;
 	}
 	ev->ntargets = 0;
@@ -242,7 +241,7 @@ void expire(struct event *ev)
 {
 	ELOCK_HELD();
 	send_cancel(ev, HSMFS_CANCEL_TIMEOUT);
-	log_warn("event %llu (%s) timed out%s", (unsigned long long)ev->id,
+	elog_warn("event %llu (%s) timed out%s", (unsigned long long)ev->id,
 		 proto_event_name(ev->type),
 		 ev->detached ? " (readahead)" : "");
 	complete(ev, EV_TIMEOUT);

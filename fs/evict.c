@@ -146,7 +146,7 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	if (res) {
 		/* a full filesystem is the evictor's to say, once a round */
 		if (res != -ENOSPC)
-			log_err("cannot record the eviction of inode %llu: %s",
+			elog_err("cannot record the eviction of inode %llu: %s",
 				(unsigned long long)fs->ino,
 				sfd < 0 ? strerror(-sfd) : meta_errmsg(S.cfg.meta));
 		if (sfd >= 0)
@@ -162,7 +162,7 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	if (!none && fsetxattr(sfd, STORE_MARKER_XATTR, mark, (size_t)n, 0) < 0) {
 		/* without it a lost database would make the holes zeros: keep the bytes */
 		res = -errno;
-		log_warn("cannot mark inode %llu as a placeholder: %s; not evicted",
+		elog_warn("cannot mark inode %llu as a placeholder: %s; not evicted",
 			 (unsigned long long)fs->ino, strerror(errno));
 	}
 	/* 3. only now the bytes go (the file's times stay) */
@@ -183,7 +183,7 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	elock();
 	if (punched)
 		ctime_kept(fs, sfd, &before);
-	close(sfd);
+	close_unlocked(sfd);
 	S.st.evictions_done++;
 	if (now >= 0) {
 		if ((uint64_t)now < fs->blocks)

@@ -177,7 +177,7 @@ static int load_state(struct inode *in, bool cache_missing)
 	 */
 	res = S.cfg.meta ? meta_get(S.cfg.meta, inode_ino(in), &f) : -ENOENT;
 	if (res && res != -ENOENT) {
-		log_err("cannot read the state of inode %llu: %s",
+		elog_err("cannot read the state of inode %llu: %s",
 			(unsigned long long)inode_ino(in), meta_errmsg(S.cfg.meta));
 		return -EIO;
 	}
@@ -369,7 +369,7 @@ int open_stage(uint64_t size)
 	if (ftruncate(fd, (off_t)size) < 0) {
 		int res = -errno;
 
-		close(fd);
+		close_unlocked(fd);
 		return res;
 	}
 	return fd;
@@ -590,7 +590,7 @@ void events_renamed(struct inode *parent, const char *name,
 	    snprintf(to + b, sizeof(to) - b, "%s%s", b ? "/" : "", newname) >= (int)sizeof(to) - b)
 		return; /* the next open records the path */
 	if (meta_rename(S.cfg.meta, from, to))
-		log_warn("cannot record the rename of '%s': %s", from,
+		elog_warn("cannot record the rename of '%s': %s", from,
 			 meta_errmsg(S.cfg.meta));
 }
 
@@ -652,8 +652,7 @@ void drop_rw_fd(struct fstate *fs)
 {
 	ELOCK_HELD();
 	if (fs->rw_fd >= 0 && !fs->inflight && !inode_is_open(fs->in)) {
-		may_block("the close of a store file");
-		close(fs->rw_fd);
+		close_unlocked(fs->rw_fd);
 		fs->rw_fd = -1;
 	}
 }
@@ -679,7 +678,7 @@ static void becomes_dirty(struct fstate *fs)
 static void lost_track(struct fstate *fs, int err)
 {
 	ELOCK_HELD();
-	log_err("cannot record a change of inode %llu: %s; its missing ranges will not be filled",
+	elog_err("cannot record a change of inode %llu: %s; its missing ranges will not be filled",
 		(unsigned long long)fs->ino, strerror(-err));
 	fs->flags |= META_F_STALE;
 	fs->sticky_err = -EIO;
@@ -795,7 +794,7 @@ void events_unlinked(uint64_t ino)
 	uint64_t cached = 0;
 
 	if (S.cfg.meta && meta_delete(S.cfg.meta, ino, &cached))
-		log_err("cannot forget the state of inode %llu: %s",
+		elog_err("cannot forget the state of inode %llu: %s",
 			(unsigned long long)ino, meta_errmsg(S.cfg.meta));
 	if (cached)
 		cache_account(-(int64_t)cached);
@@ -968,7 +967,7 @@ int commit_fill(struct event *ev)
 		persist_later(fs);
 		if (inode_path(fs->in, path, sizeof(path)) < 0)
 			snprintf(path, sizeof(path), "inode %llu", (unsigned long long)fs->ino);
-		log_err("'%s' does not match its manifest's sha256 (%s, manifest %s): refused "
+		elog_err("'%s' does not match its manifest's sha256 (%s, manifest %s): refused "
 			"before a byte was kept, stale; import it again", path, got, want);
 		res = -EIO;
 	}

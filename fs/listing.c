@@ -62,7 +62,7 @@ static int parse_listing(int fd, const char *dirpath, struct listing *l)
 	if (fstat(fd, &st) < 0)
 		return -errno;
 	if ((uint64_t)st.st_size > LISTING_MAX) {
-		log_err("listing of '/%s': %lld bytes, more than %llu", dirpath,
+		elog_err("listing of '/%s': %lld bytes, more than %llu", dirpath,
 			(long long)st.st_size, LISTING_MAX);
 		return -EIO;
 	}
@@ -95,11 +95,11 @@ static int parse_listing(int fd, const char *dirpath, struct listing *l)
 			l->cap = cap;
 		}
 		if (manifest_parse_line(p, len, &l->v[l->n], err, sizeof(err))) {
-			log_err("listing of '/%s', line %u: %s", dirpath, lineno, err);
+			elog_err("listing of '/%s', line %u: %s", dirpath, lineno, err);
 			goto bad;
 		}
 		if (strchr(l->v[l->n].path, '/')) {
-			log_err("listing of '/%s', line %u: '%s' is not one name", dirpath,
+			elog_err("listing of '/%s', line %u: '%s' is not one name", dirpath,
 				lineno, l->v[l->n].path);
 			manifest_entry_free(&l->v[l->n]);
 			goto bad;
@@ -111,7 +111,7 @@ static int parse_listing(int fd, const char *dirpath, struct listing *l)
 		qsort(l->v, l->n, sizeof(*l->v), cmp_names);
 	for (size_t i = 1; i < l->n; i++)
 		if (!strcmp(l->v[i - 1].path, l->v[i].path)) {
-			log_err("listing of '/%s': '%s' twice", dirpath, l->v[i].path);
+			elog_err("listing of '/%s': '%s' twice", dirpath, l->v[i].path);
 			return -EIO;
 		}
 	return 0;
@@ -172,7 +172,7 @@ static void remove_leftovers(int dfd, const struct listing *l, bool is_root, uin
 		if (!ours || !names_claim(dino, de->d_name, plan))
 			continue;
 		if (unlinkat(dirfd(d), de->d_name, dir ? AT_REMOVEDIR : 0) == 0)
-			log_info("listing: removed '%s', left by an earlier listing", de->d_name);
+			elog_info("listing: removed '%s', left by an earlier listing", de->d_name);
 		names_release(dino, de->d_name);
 	}
 	closedir(d);
@@ -301,7 +301,7 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 		res = place_entry_deferred(S.cfg.meta, S.cfg.state_fd, tmp, rel, e, false,
 					   &rows[i], &created, &o, err, sizeof(err));
 		if (res)
-			log_err("refresh of '/%s': %s", dirpath, err);
+			elog_err("refresh of '/%s': %s", dirpath, err);
 	}
 	if (!res && (may_block("syncfs"), syncfs(dfd)) < 0)
 		res = -errno;
@@ -428,7 +428,7 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 		meta_put(S.cfg.meta, &row);
 		meta_file_free(&row);
 	}
-	log_info("refreshed '/%s': %u new, %u changed, %u gone, %u kept as they are", dirpath,
+	elog_info("refreshed '/%s': %u new, %u changed, %u gone, %u kept as they are", dirpath,
 		 added, changed, removed, kept);
 	free(plan);
 	return 0;
@@ -451,7 +451,7 @@ static int apply_lookup(int dfd, const struct listing *l, const char *dirpath, i
 	if (!l->n)
 		return -ENOENT; /* no such name at the origin */
 	if (l->n > 1 || strcmp(l->v[0].path, name)) {
-		log_err("lookup of '%s' in '/%s': the answer is not that one name", name,
+		elog_err("lookup of '%s' in '/%s': the answer is not that one name", name,
 			dirpath);
 		return -EIO;
 	}
@@ -462,7 +462,7 @@ static int apply_lookup(int dfd, const struct listing *l, const char *dirpath, i
 				   &o, err, sizeof(err));
 	names_release(dino, name);
 	if (res)
-		log_err("lookup of '%s' in '/%s': %s", name, dirpath, err);
+		elog_err("lookup of '%s' in '/%s': %s", name, dirpath, err);
 	/* the entry reaches the disk before its row says it is there */
 	if (!res && (may_block("syncfs"), syncfs(dfd)) < 0)
 		res = -errno;
@@ -556,7 +556,7 @@ int apply_listing(struct inode *dir, int stage, const char *name, bool refresh,
 			res = -EAGAIN;
 			snprintf(err, sizeof(err), "'%s' changed through the mount meanwhile",
 				 l.v[i].path);
-			log_err("listing of '/%s': %s; listed again on the next look", dirpath,
+			elog_err("listing of '/%s': %s; listed again on the next look", dirpath,
 				err);
 			break;
 		}
@@ -565,13 +565,13 @@ int apply_listing(struct inode *dir, int stage, const char *name, bool refresh,
 					   &rows[i], &created, &o, err, sizeof(err));
 		names_release(inode_ino(dir), l.v[i].path);
 		if (res)
-			log_err("listing of '/%s': %s", dirpath, err);
+			elog_err("listing of '/%s': %s", dirpath, err);
 	}
 	t_made = now_ms();
 	/* the entries reach the disk before the database says they are there */
 	if (!res && (may_block("syncfs"), syncfs(dfd)) < 0) {
 		res = -errno;
-		log_err("listing of '/%s': cannot sync the store: %s", dirpath, strerror(-res));
+		elog_err("listing of '/%s': cannot sync the store: %s", dirpath, strerror(-res));
 	}
 	t_synced = now_ms();
 	if (!res)
@@ -596,9 +596,9 @@ int apply_listing(struct inode *dir, int stage, const char *name, bool refresh,
 	fault_point(FAULT_LIST_COMMITTED);
 	fremovexattr(dfd, STORE_UNLISTED_XATTR);
 	if (atomic_load(&place_unmarked))
-		log_warn("cannot mark placeholders in the store (%s); a lost database could not be rebuilt",
+		elog_warn("cannot mark placeholders in the store (%s); a lost database could not be rebuilt",
 			 strerror(atomic_exchange(&place_unmarked, 0)));
-	log_debug("listed '/%s': %zu names in %lld ms (parse %lld, make %lld, sync %lld, commit %lld)",
+	elog_debug("listed '/%s': %zu names in %lld ms (parse %lld, make %lld, sync %lld, commit %lld)",
 		  dirpath, l.n, (long long)(now_ms() - t0), (long long)(t_parsed - t0),
 		  (long long)(t_made - t_parsed), (long long)(t_synced - t_made),
 		  (long long)(now_ms() - t_synced));

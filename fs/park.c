@@ -233,7 +233,7 @@ static struct parked *park_take(struct fuse_req *req, int *res)
 		S.st.over_bound++;
 		if (!E.share_warned || now - E.share_warned >= 60000) {
 			E.share_warned = now;
-			log_warn("user %u has %u requests waiting for hooks "
+			elog_warn("user %u has %u requests waiting for hooks "
 				 "(max_pending_user=%u): failing more with EAGAIN",
 				 ctx ? (unsigned)ctx->uid : 0, E.parked_by[share],
 				 S.cfg.max_parked_user);

@@ -166,7 +166,7 @@ static void dispatch(struct event *ev)
 				int fd = open_stage(ev->fs ? ev->fs->size : 0);
 
 				if (fd < 0) {
-					log_err("cannot create a staging file for a fill: %s",
+					elog_err("cannot create a staging file for a fill: %s",
 						strerror(-fd));
 					return;
 				}
@@ -251,7 +251,7 @@ struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
 		E.free_list = ev->free_next;
 	} else if (!(ev = get_slot())) {
 		*res = -EIO;
-		log_warn("no free event slot within the timeout (max_pending=%u)",
+		elog_warn("no free event slot within the timeout (max_pending=%u)",
 			 S.cfg.max_pending);
 		return NULL;
 	}
@@ -322,7 +322,7 @@ static int start_dir_event(uint32_t type, struct inode *dir, char *origin, char 
 	if (!ev) {
 		free(origin);
 		free(name);
-		log_warn("no free event slot within the timeout (max_pending=%u)",
+		elog_warn("no free event slot within the timeout (max_pending=%u)",
 			 S.cfg.max_pending);
 		return -EIO;
 	}

@@ -17,9 +17,8 @@
  * punch, invalidation or fill copy runs with it held.  What may block
  * and still runs under it (each helper calls may_block(); a run with
  * HSMFS_LOCKCHECK=report:FILE lists every place with its stack), to be
- * moved out:
- *   - complete() and drop_rw_fd(): close() of the staging file and of
- *     the fill's store descriptor, which can free blocks;
+ * moved out (closes and log lines asked for under it wait for the
+ * unlock: close_unlocked(), elog() below):
  *   - commit_fill() and write_batch() (times_kept, ctime_kept): futimens
  *     and fstat of the store file;
  *   - dispatch() (open_stage) when the staging pool is empty: O_TMPFILE
@@ -27,9 +26,7 @@
  *     opened ahead at open(2), as for every detached fill;
  *   - cache_try_admit() (fs_free): fstatvfs, when the cached figure is
  *     too old (evict-policy.h);
- *   - events_reload(): the meta_get of the reload's WAL read;
- *   - log lines: a hook joined or left, an event timed out, a fill
- *     that failed.
+ *   - events_reload(): the meta_get of the reload's WAL read.
  * Under the inode table's and the names' locks nothing may block, and
  * debug builds abort if something does.
  */
@@ -71,6 +68,7 @@
 #include <time.h>
 #include "hsmfs/protocol.h"
 #include "lockcheck.h"
+#include "log.h"
 #include "stats.h" /* struct events_stats */
 
 struct fstate;
@@ -199,6 +197,23 @@ extern struct state S;
 
 extern __thread bool elock_mine;
 
+/*
+ * Work that may block, asked for under S.lock and done by the same
+ * thread as soon as eunlock() has dropped the lock: the close of a
+ * descriptor (a staging or store file's close can free blocks) and a
+ * log line.  Without S.lock they are done at once.  Thread-local, so a
+ * thread that waits on a condition keeps its own until its next
+ * eunlock().  Should memory run out, the work is done at once instead.
+ */
+void close_unlocked(int fd);
+void elog(enum log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define elog_err(...) elog(LOG_LVL_ERR, __VA_ARGS__)
+#define elog_warn(...) elog(LOG_LVL_WARN, __VA_ARGS__)
+#define elog_info(...) elog(LOG_LVL_INFO, __VA_ARGS__)
+#define elog_debug(...) elog(LOG_LVL_DEBUG, __VA_ARGS__)
+void after_unlock(void);
+extern __thread bool after_unlock_due;
+
 static inline void elock(void)
 {
 	lk_lock(&S.lock, LK_ENGINE);
@@ -209,6 +224,8 @@ static inline void eunlock(void)
 {
 	elock_mine = false;
 	lk_unlock(&S.lock, LK_ENGINE);
+	if (__builtin_expect(after_unlock_due, 0))
+		after_unlock();
 }
 
 #define ELOCK_HELD() assert(elock_mine && lk_held(LK_ENGINE))

@@ -80,7 +80,7 @@ static int verify(struct snap *sn, int fd)
 	sn->flags = fs->flags;
 	rs_clear(&sn->rs);
 	eunlock();
-	log_err("inode %llu does not match its manifest's sha256 (%s, manifest %s): stale, "
+	elog_err("inode %llu does not match its manifest's sha256 (%s, manifest %s): stale, "
 		"not resident; import it again", (unsigned long long)sn->ino, got, sn->sha256);
 	/* what the kernel cached of it must be read again, and fail */
 	if (S.cfg.invalidate)
@@ -185,7 +185,7 @@ static bool write_batch(struct snap *snaps, size_t cap)
 		if (err == -ENOENT || err == -ESTALE) {
 			snaps[i].ino = 0; /* gone from the store: nothing to record */
 		} else if (err) {
-			log_err("cannot sync the data of inode %llu: %s; its ranges are not committed",
+			elog_err("cannot sync the data of inode %llu: %s; its ranges are not committed",
 				(unsigned long long)snaps[i].ino, strerror(-err));
 			snaps[i].ino = 0;
 			elock();
@@ -208,11 +208,11 @@ static bool write_batch(struct snap *snaps, size_t cap)
 		 */
 		elock();
 		if (failed && (!S.write_failing || S.stopping))
-			log_err("cannot commit present ranges: %s%s", why,
+			elog_err("cannot commit present ranges: %s%s", why,
 				S.stopping ? "; their bytes will be fetched again" :
 					     "; retrying every second");
 		else if (!failed && S.write_failing)
-			log_info("present ranges committed again");
+			elog_info("present ranges committed again");
 		S.write_failing = failed;
 		for (i = 0; failed && !S.stopping && i < n; i++)
 			if (snaps[i].ino)
@@ -282,7 +282,7 @@ void *writer_main(void *arg)
 		}
 		if (cap < S.nqueued) {
 			eunlock();
-			log_err("out of memory writing present ranges, retrying in a second");
+			elog_err("out of memory writing present ranges, retrying in a second");
 			elock();
 			mono_after(&ts, 1);
 			while (!S.stopping && !mono_passed(&ts))
