@@ -1,6 +1,5 @@
 /* decide.c - the decision rule of reads and permission events: see decide.h */
 #include <errno.h>
-#include <fuse_lowlevel.h>
 #include <limits.h>
 #include <stdlib.h>
 #include "cache.h"
@@ -30,9 +29,12 @@ static int recently_failed(const struct fstate *fs, uint64_t start, uint64_t end
 			   struct fuse_req *req)
 {
 	ELOCK_HELD();
-	const struct fuse_ctx *ctx = req ? fuse_req_ctx(req) : NULL;
+	struct caller who;
 
-	if (fs->to_at && ctx && ctx->pid == fs->to_pid && start < fs->to_hi &&
+	if (!req)
+		return 0;
+	S.cfg.caller(req, &who);
+	if (fs->to_at && who.pid == fs->to_pid && start < fs->to_hi &&
 	    fs->to_lo < end && fs->to_joins == E.joins &&
 	    mono_ms() - fs->to_at < RETRY_FAIL_MS)
 		return fs->to_err;
@@ -322,6 +324,15 @@ static bool perm_target(const struct hook *h, struct inode *in, uint32_t type)
 	ELOCK_HELD();
 	return (h->mask & HSMFS_MASK(type)) && in_subtree(h, in) &&
 	       (type != HSMFS_EV_PRE_MODIFY || !quiet_has(h, inode_ino(in)));
+}
+
+bool perm_wanted(struct inode *in, uint32_t type)
+{
+	ELOCK_HELD();
+	for (const struct hook *h = E.hooks; h; h = h->next)
+		if (perm_target(h, in, type))
+			return true;
+	return false;
 }
 
 /*

@@ -55,6 +55,8 @@ int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t en
  */
 int start_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t end,
 	       struct fuse_req *req, struct event **ret_ev);
+/* Would start_perm() ask a hook (raise an event)?  S.lock held. */
+bool perm_wanted(struct inode *in, uint32_t type);
 /* h answered PRE_MODIFY of the file ino with QUIET.  S.lock held. */
 void quiet_add(struct hook *h, uint64_t ino);
 

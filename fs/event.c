@@ -1,6 +1,5 @@
 /* event.c - an event's life: see event.h; its states: evrec.h */
 #include <errno.h>
-#include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -184,8 +183,10 @@ void init_event(struct event *ev, uint32_t type, struct inode *in,
 		struct fuse_req *req)
 {
 	ELOCK_HELD();
-	const struct fuse_ctx *ctx = req ? fuse_req_ctx(req) : NULL;
+	struct caller who = { 0 };
 
+	if (req)
+		S.cfg.caller(req, &who);
 	ev->id = (++E.seq << SLOT_BITS) | (uint64_t)(ev - E.slots);
 	ev->type = type;
 	ev_set(ev, EV_QUEUED);
@@ -204,9 +205,9 @@ void init_event(struct event *ev, uint32_t type, struct inode *in,
 	ev->waiters = 0;
 	ev->parked = NULL;
 	ev->progress = 0;
-	ev->pid = ctx ? ctx->pid : 0;
-	ev->uid = ctx ? ctx->uid : 0;
-	ev->gid = ctx ? ctx->gid : 0;
+	ev->pid = who.pid;
+	ev->uid = who.uid;
+	ev->gid = who.gid;
 	ev->fnext = ev->qnext = NULL;
 	ev->reserved = 0;
 	mono_after(&ev->deadline, S.cfg.timeout);
@@ -285,7 +286,7 @@ int wait_event(struct event *ev, struct fuse_req *req)
 		pthread_cond_timedwait(&ev->cond, &S.lock, &tick);
 		if (ev->st == EV_DONE)
 			break;
-		if (req && fuse_req_interrupted(req)) {
+		if (req && S.cfg.interrupted(req)) {
 			res = -EINTR;
 			break;
 		}
@@ -349,7 +350,7 @@ void unpark_interrupted(struct event *ev)
 	while (*pp) {
 		struct parked *p = *pp;
 
-		if (!fuse_req_interrupted(p->req)) {
+		if (!S.cfg.interrupted(p->req)) {
 			pp = &p->next;
 			continue;
 		}

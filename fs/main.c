@@ -440,6 +440,8 @@ int main(int argc, char *argv[])
 			.invalidate_entry = ops_invalidate_entry,
 			.reply = ops_read_reply,
 			.exiting = ops_exiting,
+			.caller = ops_caller,
+			.interrupted = ops_interrupted,
 			/* on a shared mount one user gets a quarter of the places */
 			.max_parked_user = o.max_pending_user ? o.max_pending_user :
 					   o.allow_other ? (o.max_pending + 3) / 4 : 0,

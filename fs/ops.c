@@ -8,6 +8,7 @@
 #include "ops.h"
 #include "passthrough.h"
 #include "readbuf.h"
+#include "state.h"
 #include "ready.h"
 
 void ops_init(const struct ops_config *c)
@@ -33,6 +34,20 @@ void ops_set_session(struct fuse_session *se)
 bool ops_exiting(void)
 {
 	return ops_session && fuse_session_exited(ops_session);
+}
+
+void ops_caller(struct fuse_req *req, struct caller *ret)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+	ret->pid = ctx ? ctx->pid : 0;
+	ret->uid = ctx ? ctx->uid : 0;
+	ret->gid = ctx ? ctx->gid : 0;
+}
+
+bool ops_interrupted(struct fuse_req *req)
+{
+	return fuse_req_interrupted(req);
 }
 
 void ops_shutdown(void)

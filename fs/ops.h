@@ -39,6 +39,10 @@ void ops_init(const struct ops_config *cfg);
 void ops_set_session(struct fuse_session *se);
 /* Has the FUSE session ended (unmounted)?  Any thread. */
 bool ops_exiting(void);
+/* the engine's view of a request (struct caller, state.h) */
+struct caller;
+void ops_caller(struct fuse_req *req, struct caller *ret);
+bool ops_interrupted(struct fuse_req *req);
 /* Free what ops keeps between requests (the read reply buffers); at exit. */
 void ops_shutdown(void);
 const struct fuse_lowlevel_ops *ops_table(void);

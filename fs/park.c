@@ -1,6 +1,5 @@
 /* park.c - parked requests and the room thread: see park.h */
 #include <errno.h>
-#include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <string.h>
 #include "cache.h"
@@ -72,7 +71,13 @@ static int read_park(struct inode *in, uint64_t off, uint64_t len, struct fuse_r
 		if (reserved)
 			cache_unreserve(reserved);
 		if (res)
-			return res; /* the user's bound; the fill goes on */
+			/*
+			 * the user's bound: the read fails, and the fill it
+			 * started goes on (the bytes any reader of them needs;
+			 * a change's question, by contrast, is not asked: see
+			 * park_perm())
+			 */
+			return res;
 		if (engine_thread)
 			return -EAGAIN; /* see engine_thread */
 		/* every parking place taken: wait in this thread */
@@ -214,19 +219,21 @@ static unsigned share_of(uid_t uid)
 }
 
 /*
- * A parking place for req: NULL with *res 0 when the pool is empty (the
- * caller waits in its thread), NULL with -EAGAIN when req's user is at
- * its bound (cfg.max_parked_user), logged at most once a minute.
- * S.lock held.
+ * Is req's user at its bound of parked requests (cfg.max_parked_user)?
+ * Then -EAGAIN, logged at most once a minute, else 0; *ret_share gets
+ * the user's share.  S.lock held.
  */
-static struct parked *park_take(struct fuse_req *req, int *res)
+static int over_bound(struct fuse_req *req, unsigned *ret_share)
 {
 	ELOCK_HELD();
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	unsigned share = share_of(ctx ? ctx->uid : 0);
-	struct parked *p;
+	struct caller who = { 0 };
+	unsigned share;
 
-	*res = 0;
+	if (req)
+		S.cfg.caller(req, &who);
+	share = share_of(who.uid);
+	if (ret_share)
+		*ret_share = share;
 	if (S.cfg.max_parked_user && E.parked_by[share] >= S.cfg.max_parked_user) {
 		int64_t now = mono_ms();
 
@@ -235,12 +242,28 @@ static struct parked *park_take(struct fuse_req *req, int *res)
 			E.share_warned = now;
 			elog_warn("user %u has %u requests waiting for hooks "
 				 "(max_pending_user=%u): failing more with EAGAIN",
-				 ctx ? (unsigned)ctx->uid : 0, E.parked_by[share],
+				 (unsigned)who.uid, E.parked_by[share],
 				 S.cfg.max_parked_user);
 		}
-		*res = -EAGAIN;
-		return NULL;
+		return -EAGAIN;
 	}
+	return 0;
+}
+
+/*
+ * A parking place for req: NULL with *res 0 when the pool is empty (the
+ * caller waits in its thread), NULL with -EAGAIN when req's user is at
+ * its bound (over_bound()).  S.lock held.
+ */
+static struct parked *park_take(struct fuse_req *req, int *res)
+{
+	ELOCK_HELD();
+	struct parked *p;
+	unsigned share;
+
+	*res = over_bound(req, &share);
+	if (*res)
+		return NULL;
 	p = E.park_free;
 	if (!p)
 		return NULL;
@@ -380,6 +403,14 @@ static int park_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t e
 	int res;
 
 	elock();
+	/*
+	 * The user's bound before the event: a change refused for it is
+	 * not asked about (a hook would hear of a change that never comes).
+	 */
+	if (perm_wanted(in, type) && (res = over_bound(req, NULL))) {
+		eunlock();
+		return res;
+	}
 	res = start_perm(in, type, start, end, req, &ev);
 	if (res == 1)
 		res = park_on(ev, in, req, cont, arg);

@@ -66,6 +66,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
+#include <sys/types.h>
 #include "hsmfs/protocol.h"
 #include "lockcheck.h"
 #include "log.h"
@@ -75,6 +76,18 @@ struct fstate;
 struct fuse_req;
 struct inode;
 struct meta;
+
+/*
+ * Who made a request.  The engine holds the FUSE layer's request as an
+ * opaque handle (struct fuse_req *, never looked into) and asks about
+ * it only through cfg.caller and cfg.interrupted, so that it runs, and
+ * is tested, without FUSE.
+ */
+struct caller {
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+};
 
 #define EVENTS_MAX_PENDING 65536 /* upper bound of -o max_pending */
 
@@ -123,6 +136,10 @@ struct events_config {
 	unsigned max_parked_user;
 	/* has the FUSE session ended (unmounted)?  Then every wait ends. */
 	bool (*exiting)(void);
+	/* req's caller: who asked (req is not NULL) */
+	void (*caller)(struct fuse_req *req, struct caller *ret);
+	/* has req's caller given up on it (an interrupt)? */
+	bool (*interrupted)(struct fuse_req *req);
 };
 
 /* OR of the masks of connected hooks (route.c keeps it). */

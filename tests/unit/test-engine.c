@@ -12,7 +12,10 @@
  * hook's allow does not), PRE_ACCESS fills (the bytes a hook writes are
  * what the store holds after; a deny fails the read and commits
  * nothing), and PROGRESS (progress extends a fill's time, a PROGRESS
- * without progress does not).
+ * without progress does not), and parked requests (a request with a
+ * FUSE handle does not hold its thread: it parks, and its continuation
+ * gets the hooks' answer; one user's parked requests are bounded by
+ * max_parked_user, another user's are not; an interrupted caller leaves).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -55,6 +58,76 @@ static void no_reply(struct fuse_req *req, struct inode *in, int fd, uint64_t of
 }
 static bool not_exiting(void) { return false; }
 
+/*
+ * Requests with a handle: the engine never looks into struct fuse_req,
+ * it asks cfg.caller and cfg.interrupted, so a fake one stands in.
+ */
+struct fake_req {
+	uid_t uid;
+	pid_t pid;
+	bool interrupted;
+	/* the continuation's result: set once, by whichever thread */
+	bool done;
+	int res;
+	int calls;
+};
+
+static pthread_mutex_t req_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t req_cond = PTHREAD_COND_INITIALIZER;
+
+static void fake_caller(struct fuse_req *req, struct caller *ret)
+{
+	const struct fake_req *r = (const struct fake_req *)req;
+
+	ret->pid = r->pid;
+	ret->uid = r->uid;
+	ret->gid = r->uid;
+}
+
+static bool fake_interrupted(struct fuse_req *req)
+{
+	struct fake_req *r = (struct fake_req *)req;
+	bool i;
+
+	pthread_mutex_lock(&req_lock);
+	i = r->interrupted;
+	pthread_mutex_unlock(&req_lock);
+	return i;
+}
+
+static void fake_cont(void *arg, int res)
+{
+	struct fake_req *r = arg;
+
+	pthread_mutex_lock(&req_lock);
+	r->calls++;
+	r->res = res;
+	r->done = true;
+	pthread_cond_broadcast(&req_cond);
+	pthread_mutex_unlock(&req_lock);
+}
+
+/* Wait up to ms for r's continuation: its result, or 1 if it did not come. */
+static int fake_wait(struct fake_req *r, int ms)
+{
+	struct timespec ts;
+	int res;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&req_lock);
+	while (!r->done && pthread_cond_timedwait(&req_cond, &req_lock, &ts) == 0)
+		;
+	res = r->done ? r->res : 1;
+	pthread_mutex_unlock(&req_lock);
+	return res;
+}
+
 static int start_engine(void)
 {
 	char err[256], path[512];
@@ -70,6 +143,9 @@ static int start_engine(void)
 		.invalidate_entry = no_invalidate_entry,
 		.reply = no_reply,
 		.exiting = not_exiting,
+		.caller = fake_caller,
+		.interrupted = fake_interrupted,
+		.max_parked_user = 2,
 	};
 	struct cache_config ccfg = { .chunk = 65536 };
 	int res;
@@ -500,6 +576,75 @@ static void fills(void)
 	inode_forget(in, 1);
 }
 
+static void parking(void)
+{
+	/*
+	 * Users 1000 and 1001 count in different shares: the share is the
+	 * top six bits of uid * 2^64/phi, and consecutive uids step it by 39.
+	 */
+	struct fake_req r[6] = {
+		{ .uid = 1000, .pid = 10 }, { .uid = 1000, .pid = 11 },
+		{ .uid = 1000, .pid = 12 }, { .uid = 1001, .pid = 13 },
+		{ .uid = 1000, .pid = 14 }, { .uid = 1002, .pid = 15 },
+	};
+	struct inode *in[6];
+	struct proto_event ev[6];
+	char path[HSMFS_MAX_PATH + 1], name[16], asked[6][HSMFS_MAX_PATH + 1];
+	struct hook_conn w;
+	double t0;
+	int res[6], fd, n = 0;
+
+	ok(!hook_connect(HSMFS_KIND_WATCH, PM, "watch", &w), "a PRE_MODIFY watcher joins");
+	for (int i = 0; i < 6; i++) {
+		snprintf(name, sizeof(name), "parked%d", i);
+		in[i] = resident(name, 4096);
+	}
+	t0 = now_s();
+	for (int i = 0; i < 4; i++)
+		res[i] = events_modify(in[i], 0, 1, (struct fuse_req *)&r[i], fake_cont, &r[i]);
+	ok(res[0] == EVENTS_PARKED && res[1] == EVENTS_PARKED && now_s() - t0 < TIMEOUT_S / 2,
+	   "two changes of user 1000 park at once: the calling thread is not held");
+	ok(res[2] == -EAGAIN, "the third of user 1000 is over max_parked_user=2: EAGAIN (%d)",
+	   res[2]);
+	ok(res[3] == EVENTS_PARKED, "user 1001 is under its own bound: it parks");
+	for (int i = 0; i < 4; i++)
+		if (!hook_next(&w, &ev[n], asked[n], &fd, n < 3 ? 2000 : 300))
+			n++;
+	ok(n == 3 && strcmp(asked[0], "parked2") && strcmp(asked[1], "parked2") &&
+	   strcmp(asked[2], "parked2"),
+	   "the watcher is asked three times, never about the refused change (%d)", n);
+	ok(fake_wait(&r[0], 100) == 1 && fake_wait(&r[3], 0) == 1,
+	   "no continuation runs before the hook answers");
+	for (int i = 0; i < n; i++)
+		hook_answer(&w, ev[i].id, !strcmp(asked[i], "parked1") ? EPERM : 0, 0, 0, 0);
+	ok(fake_wait(&r[0], 2000) == 0 && fake_wait(&r[3], 2000) == 0,
+	   "the allows reach the parked changes' continuations");
+	ok(fake_wait(&r[1], 2000) == -EPERM, "and the deny reaches its own");
+	ok(r[0].calls == 1 && r[1].calls == 1 && r[2].calls == 0 && r[3].calls == 1,
+	   "each continuation once; none for the refused change");
+
+	/* the places came back: user 1000 parks again */
+	res[4] = events_modify(in[4], 0, 1, (struct fuse_req *)&r[4], fake_cont, &r[4]);
+	ok(res[4] == EVENTS_PARKED, "answered, user 1000's places are free again");
+	hook_next(&w, &ev[4], path, &fd, 2000);
+	hook_answer(&w, ev[4].id, 0, 0, 0, 0);
+	ok(fake_wait(&r[4], 2000) == 0, "and that change is allowed");
+
+	/* an interrupted caller leaves its event before the timeout */
+	res[5] = events_modify(in[5], 0, 1, (struct fuse_req *)&r[5], fake_cont, &r[5]);
+	hook_next(&w, &ev[5], path, &fd, 2000);
+	t0 = now_s();
+	pthread_mutex_lock(&req_lock);
+	r[5].interrupted = true;
+	pthread_mutex_unlock(&req_lock);
+	ok(res[5] == EVENTS_PARKED && fake_wait(&r[5], 2000) == -EINTR &&
+	   now_s() - t0 < TIMEOUT_S * 0.9, "an interrupted parked change ends EINTR (%.2f s)",
+	   now_s() - t0);
+	hook_close(&w);
+	for (int i = 0; i < 6; i++)
+		inode_forget(in[i], 1);
+}
+
 int main(void)
 {
 	int res;
@@ -510,6 +655,7 @@ int main(void)
 		return tap_done();
 	decision_rule();
 	fills();
+	parking();
 	hooks_stop();
 	events_shutdown();
 	cache_shutdown();
