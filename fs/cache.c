@@ -1,4 +1,5 @@
 /* cache.c - see cache.h */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -14,7 +15,8 @@
 #include "log.h"
 #include "meta.h"
 
-#define FREE_FRESH_MS 10 /* a free-space figure this old is read again */
+#define FREE_FRESH_MS 10   /* a free-space figure this old is read again */
+#define FREE_TRY_MS 1000   /* cache_try_admit() decides on one at most this old */
 
 /*
  * Rounds: C.round is odd while one runs.  The first round to start
@@ -41,8 +43,12 @@ static struct {
 	bool known;               /* used includes the database's sum */
 	int64_t early;            /* changes counted before that */
 	uint64_t free_avail, free_size; /* the store's free space, see free_space() */
-	int64_t free_at;          /* when read (monotonic ms) */
-	bool free_known;          /* read, and no known change since */
+	int64_t free_at;          /* when read (monotonic ms), 0: never */
+	int64_t free_spent;       /* bytes the cache grew by since (cache_account) */
+	uint64_t free_forgets;    /* forget_free() calls so far */
+	bool free_known;          /* read, and no ENOSPC or round since */
+	bool free_reading;        /* a thread reads it (C.lock dropped) */
+	bool free_wanted;         /* asked of the evictor (cache_try_admit) */
 	pthread_t thread;
 	uint64_t evicted_files, evicted_bytes, enospc;
 } C = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -63,58 +69,112 @@ static uint64_t fs_free(uint64_t *ret_size)
 
 /*
  * The store's free space as the policy sees it.  fstatvfs(2) can be a
- * network round trip (NFS), and admission asks under the engine's lock
- * once for each chunk a miss asks ahead: the figure is read again only
- * when it is FREE_FRESH_MS old or after a known change of the store's
- * allocation (cache_account(), a round starting, ENOSPC from the store:
- * forget_free()), and a decision that bytes do not fit is made again on
- * a figure just read (deficit()).  So a fill is admitted on an older
- * figure only when it fits and no fill, eviction or ENOSPC of this
- * daemon came since, for at most FREE_FRESH_MS.  Fills *ret with the
- * figure; returns whether it was read now.  C.lock held.
+ * network round trip (NFS): it is never called under C.lock (so never
+ * under the engine's lock either, which cache_try_admit() is called
+ * under).  The figure read is kept with the bytes the cache grew by
+ * since (cache_account), which it is lowered by.  It is read again when
+ * FREE_FRESH_MS old, after an ENOSPC from the store or the start of a
+ * round (forget_free()), and before a decision that bytes do not fit
+ * (deficit()).  cache_try_admit() does not read it: it decides on a
+ * figure up to FREE_TRY_MS old and asks the evictor thread to read a
+ * newer one, and on none (never read, or forgotten) it does not admit.
  */
-static bool free_space(struct evict_figures *ret, bool again)
+
+static int64_t mono_ms_now(void)
 {
 	struct timespec now;
-	int64_t ms;
-	bool read = false;
 
 	mono_now(&now);
-	ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
-	if (again || !C.free_known || ms - C.free_at >= FREE_FRESH_MS) {
-		C.free_avail = fs_free(&C.free_size);
-		C.free_at = ms;
-		C.free_known = true;
-		read = true;
-	}
-	ret->fs_avail = C.free_avail;
-	ret->fs_size = C.free_size;
-	return read;
+	return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
 }
 
-/* The store's allocation changed: the next decision reads the figure.  C.lock held. */
+/* Read the figure, C.lock dropped meanwhile.  C.lock held, not the engine's. */
+static void read_free(void)
+{
+	assert(lk_not_held(LK_ENGINE));
+	int64_t at = mono_ms_now(), spent = C.free_spent;
+	uint64_t forgets = C.free_forgets, size, avail;
+
+	if (C.free_reading) {
+		/* another thread reads it: its figure serves */
+		while (C.free_reading)
+			pthread_cond_wait(&C.done, &C.lock);
+		return;
+	}
+	C.free_reading = true;
+	lk_unlock(&C.lock, LK_CACHE);
+	avail = fs_free(&size);
+	lk_lock(&C.lock, LK_CACHE);
+	C.free_reading = false;
+	pthread_cond_broadcast(&C.done);
+	C.free_avail = avail;
+	C.free_size = size;
+	C.free_at = at;
+	/* what the cache grew by while it was read counts as not in it */
+	C.free_spent -= spent;
+	C.free_known = C.free_forgets == forgets;
+}
+
+/*
+ * Fills *ret with the figure (less what the cache grew by since it was
+ * read); with can_read it is read first when due (always with again),
+ * C.lock dropped meanwhile.  Without can_read: false when there is no
+ * figure to decide on.  C.lock held.
+ */
+static bool free_space(struct evict_figures *ret, bool again, bool can_read)
+{
+	int64_t age = mono_ms_now() - C.free_at;
+
+	if (can_read && (again || !C.free_known || !C.free_at || age >= FREE_FRESH_MS)) {
+		read_free();
+	} else if (!can_read && (!C.free_known || !C.free_at || age >= FREE_FRESH_MS)) {
+		if (!C.free_wanted && C.running) {
+			C.free_wanted = true;
+			pthread_cond_signal(&C.wake);
+		}
+		if (!C.free_known || !C.free_at || age >= FREE_TRY_MS)
+			return false;
+	}
+	ret->fs_avail = C.free_spent < 0 ? C.free_avail + (uint64_t)-C.free_spent :
+		       C.free_avail > (uint64_t)C.free_spent ? C.free_avail - (uint64_t)C.free_spent : 0;
+	ret->fs_size = C.free_size;
+	return true;
+}
+
+/* The store said it is full, or a round starts: read the figure again.  C.lock held. */
 static void forget_free(void)
 {
 	C.free_known = false;
+	C.free_forgets++;
 }
 
 /*
  * Bytes to evict so that need more fit (evict_policy_deficit), aiming
- * at the low watermark when slack is set.  C.lock held.
+ * at the low watermark when slack is set.  With can_read the figure is
+ * read when due, and again before deciding that need does not fit;
+ * without, UINT64_MAX when there is no figure to decide on.  C.lock
+ * held (dropped meanwhile with can_read).
  */
-static uint64_t deficit(uint64_t need, bool slack)
+static uint64_t deficit(uint64_t need, bool slack, bool can_read)
 {
-	struct evict_figures f = { .used = C.used, .reserved = C.reserved };
+	struct evict_figures f;
+	int64_t at = C.free_at;
 	uint64_t d;
 
-	if (!evict_policy_watches_free(&C.limits))
+	if (!evict_policy_watches_free(&C.limits)) {
+		f = (struct evict_figures){ .used = C.used, .reserved = C.reserved };
 		return evict_policy_deficit(&C.limits, &f, need, slack);
-	if (free_space(&f, false))
-		return evict_policy_deficit(&C.limits, &f, need, slack);
+	}
+	if (!free_space(&f, false, can_read))
+		return UINT64_MAX;
+	f.used = C.used;
+	f.reserved = C.reserved;
 	d = evict_policy_deficit(&C.limits, &f, need, slack);
 	/* does not fit on an older figure: decide on the current one */
-	if (d) {
-		free_space(&f, true);
+	if (d && can_read && C.free_at == at) {
+		free_space(&f, true, true);
+		f.used = C.used;
+		f.reserved = C.reserved;
 		d = evict_policy_deficit(&C.limits, &f, need, slack);
 	}
 	return d;
@@ -131,7 +191,7 @@ int cache_admit(uint64_t need, const struct timespec *deadline)
 	       pthread_cond_timedwait(&C.done, &C.lock, deadline) != ETIMEDOUT)
 		;
 	for (seen = UINT64_MAX;;) {
-		if (!deficit(need, false)) {
+		if (!deficit(need, false, true)) {
 			C.reserved += need;
 			break;
 		}
@@ -148,7 +208,7 @@ int cache_admit(uint64_t need, const struct timespec *deadline)
 		C.requested = true;
 		pthread_cond_signal(&C.wake);
 		if (pthread_cond_timedwait(&C.done, &C.lock, deadline) == ETIMEDOUT &&
-		    deficit(need, false)) {
+		    deficit(need, false, true)) {
 			res = -ENOSPC;
 			break;
 		}
@@ -164,7 +224,8 @@ int cache_try_admit(uint64_t need)
 	int res = 0;
 
 	lk_lock(&C.lock, LK_CACHE);
-	if (!C.known || deficit(need, false)) {
+	/* under the engine's lock: the figure is not read here */
+	if (!C.known || deficit(need, false, false)) {
 		/* make room for later, but do not wait for it */
 		if (C.known && C.running && !C.requested) {
 			if (need > C.want)
@@ -190,8 +251,7 @@ void cache_unreserve(uint64_t n)
 void cache_account(int64_t delta)
 {
 	lk_lock(&C.lock, LK_CACHE);
-	if (delta)
-		forget_free();
+	C.free_spent += delta; /* the figure of free space is lowered by it */
 	if (!C.known)
 		C.early += delta;
 	else if (delta < 0 && (uint64_t)-delta > C.used)
@@ -247,7 +307,7 @@ static uint64_t round_left(void *arg, uint64_t got)
 	if (got)
 		cache_evicted(got);
 	lk_lock(&C.lock, LK_CACHE);
-	left = deficit(want, true);
+	left = deficit(want, true, true);
 	lk_unlock(&C.lock, LK_CACHE);
 	return left;
 }
@@ -282,10 +342,17 @@ static void *evictor_main(void *arg)
 		};
 		bool any;
 
-		while (!C.requested && !C.stopping)
+		while (!C.requested && !C.stopping && !C.free_wanted)
 			pthread_cond_wait(&C.wake, &C.lock);
 		if (C.stopping)
 			break;
+		if (C.free_wanted) {
+			/* cache_try_admit() wants a newer figure */
+			C.free_wanted = false;
+			read_free();
+			if (!C.requested)
+				continue;
+		}
 		C.requested = false;
 		C.round++; /* odd: a round is running */
 		want = C.want;

@@ -33,9 +33,12 @@
  * can still be evicted from.
  *
  * Free space.  The figure of the store's free space is read again when
- * it is FREE_FRESH_MS old (cache.c) or after a known change of the
- * store's allocation, and always before a decision that bytes do not
- * fit: see free_space() in cache.c.
+ * it is FREE_FRESH_MS old (cache.c), after an ENOSPC or the start of a
+ * round, and always before a decision that bytes do not fit; between
+ * reads it is lowered by what the cache grew by.  It is never read
+ * (fstatvfs) under the cache's lock or the engine's: cache_try_admit()
+ * decides on a figure up to FREE_TRY_MS old and has the evictor thread
+ * read a newer one.  See free_space() in cache.c.
  *
  * Locking.  One mutex guards the counters; it is never held while
  * evicting, and it is taken after the events lock, never before it.
