@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "answer.h"
+#include "commit.h"
 #include "decide.h"
 #include "dirs.h"
 #include "engine.h"

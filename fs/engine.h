@@ -126,7 +126,8 @@ struct engine {
 	struct hook *hooks;
 	struct hook *rr;           /* round-robin position among fill hooks */
 	pthread_t timer;           /* expires events, resends, redispatches */
-	pthread_cond_t tcond;      /* wakes the timer to stop */
+	pthread_cond_t tcond;      /* wakes the timer: to stop, or stage_wanted */
+	bool stage_wanted;         /* a fill waits for a staging file: refill now */
 	bool timer_running;
 	uint64_t joins;            /* hooks that joined so far */
 	struct parked *park_pool;  /* max_pending entries */

@@ -12,6 +12,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 #include "cache.h"
+#include "commit.h"
 #include "fstate.h"
 #include "store.h"
 #include "hooks.h"
@@ -84,6 +85,7 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	uint64_t gen;
 	int res, sfd, n;
 	bool none, got_row, have_before = false, punched = false;
+	int64_t after;
 	struct stat before;
 	int64_t now;
 
@@ -179,10 +181,11 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 		}
 	}
 	now = allocated(sfd);
+	after = punched ? ctime_now(sfd) : -1;
 	free(mark);
 	elock();
-	if (punched)
-		ctime_kept(fs, sfd, &before);
+	/* no user change begins while it is evicting */
+	ctime_kept(fs, &before, after, fs->nchanges);
 	close_unlocked(sfd);
 	S.st.evictions_done++;
 	if (now >= 0) {

@@ -2,7 +2,6 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/falloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -16,29 +15,21 @@
 #include "evrec.h"
 #include "state.h"
 #include "evict-policy.h"
-#include "fault.h"
 #include "fstate.h"
 #include "hsmfs/protocol.h"
 #include "inode.h"
 #include "log.h"
 #include "meta.h"
 #include "ranges.h"
-#include "sha256.h"
 
 static void fstate_take_row(struct fstate *fs, struct meta_file *f);
 static int load_state(struct inode *in, bool cache_missing);
-#define COPY_PIECE (256u << 10)
 
-
-static int copy_stage(int from, int to, uint64_t start, uint64_t end, uint64_t *ret_done);
 static void touched(struct fstate *fs);
 static int set_flag(struct inode *in, uint32_t flag, bool on);
-static void present_changed(struct fstate *fs);
 static void becomes_dirty(struct fstate *fs);
 static void lost_track(struct fstate *fs, int err);
 static bool copying_over(const struct fstate *fs, uint64_t start, uint64_t end);
-static int fill_todo(const struct fstate *fs, uint64_t start, uint64_t end,
-		     struct rangeset *todo);
 static void change_unlink(struct events_change *c);
 
 /* Allocated bytes of the store file open at fd, or -1. */
@@ -221,14 +212,18 @@ static int load_state(struct inode *in, bool cache_missing)
 	return 0;
 }
 
+/* Reads of the row a reload makes before it gives up with -EBUSY. */
+#define RELOAD_TRIES 16
+
 int events_reload(struct inode *in)
 {
 	struct meta_file f;
 	struct fstate *fs;
-	uint64_t old_blocks;
-	int res;
+	uint64_t old_blocks, wbatch, gen, ino;
+	int res, tries = 0;
 
 	elock();
+again:
 	fs = inode_state(in);
 	if (!fs) {
 		inode_flags_clear(in, INODE_LOADED);
@@ -240,7 +235,43 @@ int events_reload(struct inode *in)
 		eunlock();
 		return -EBUSY;
 	}
-	res = meta_get(S.cfg.meta, fs->ino, &f);
+	/*
+	 * The row is read without S.lock (a read waits behind the writer's
+	 * commit and its fsync).  It is the row a read under the lock gives
+	 * when no daemon write of it came between: no writer's batch took a
+	 * snapshot of fs meanwhile or was writing one, and no eviction gave
+	 * it a new generation.  Otherwise it is read again.
+	 */
+	if (fs->wbatch > S.batch_done) {
+		/* a batch holding a snapshot of fs is being written */
+		if (++tries > RELOAD_TRIES) {
+			eunlock();
+			return -EBUSY;
+		}
+		pthread_cond_wait(&S.wdone, &S.lock);
+		goto again;
+	}
+	wbatch = fs->wbatch;
+	gen = fs->gen;
+	ino = fs->ino;
+	eunlock();
+	res = meta_get(S.cfg.meta, ino, &f);
+	elock();
+	if (inode_state(in) != fs || fs->wbatch != wbatch || fs->gen != gen) {
+		if (!res)
+			meta_file_free(&f);
+		if (++tries > RELOAD_TRIES) {
+			eunlock();
+			return -EBUSY;
+		}
+		goto again;
+	}
+	if (fs->inflight || fs->evicting || (inode_flags(in) & INODE_PASSTHROUGH)) {
+		eunlock();
+		if (!res)
+			meta_file_free(&f);
+		return -EBUSY;
+	}
 	old_blocks = fs->state == META_DIRTY ? 0 : fs->blocks;
 	if (res == -ENOENT) {
 		/* no row any more: a plain resident file */
@@ -294,171 +325,6 @@ int open_store(struct inode *in, int flags)
 	sfd = sfd < 0 ? -errno : sfd;
 	inode_fd_put(in);
 	return sfd;
-}
-
-/*
- * A staging file for one delivery of a fill event: an unnamed file in
- * STORE/.hsmfs of the file's size, which the hook writes at the file's
- * own offsets.  Only what the hook then allows is copied into the store
- * file (commit_fill), and only where no user change claimed the bytes;
- * a hook writing after its event ended writes into a file nobody reads,
- * and a hook of an older mount can never reach this mount's files.
- * Returns the descriptor or -errno.
- */
-static int new_stage(void)
-{
-	static _Atomic unsigned long seq;
-	int fd = openat(S.cfg.state_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-
-	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
-		char name[64];
-
-		/* no O_TMPFILE on this filesystem: a name, removed at once */
-		snprintf(name, sizeof(name), "stage.%d.%lu", (int)getpid(), ++seq);
-		fd = openat(S.cfg.state_fd, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-		if (fd >= 0)
-			unlinkat(S.cfg.state_fd, name, 0);
-	}
-	return fd < 0 ? -errno : fd;
-}
-
-/*
- * Keep STAGE_POOL fresh staging files ready, created without S.lock (the
- * timer calls this), so that a delivery takes one with no file created
- * under the lock.  Each is used for one delivery and then closed.
- */
-void stage_refill(void)
-{
-	may_block("the staging pool's refill");
-	for (;;) {
-		int fd;
-
-		elock();
-		if (S.nstage >= STAGE_POOL || S.stopping) {
-			eunlock();
-			return;
-		}
-		eunlock();
-		fd = new_stage();
-		if (fd < 0)
-			return;
-		elock();
-		if (S.nstage < STAGE_POOL) {
-			S.stage[S.nstage++] = fd;
-			fd = -1;
-		}
-		eunlock();
-		if (fd >= 0)
-			close(fd);
-	}
-}
-
-/*
- * A staging file of size bytes for one delivery: from the pool, else
- * (the pool ran dry) created here.  S.lock held.
- */
-int open_stage(uint64_t size)
-{
-	may_block("a staging file's open and ftruncate");
-	int fd;
-
-	ELOCK_HELD();
-	fd = S.nstage ? S.stage[--S.nstage] : new_stage();
-	if (fd < 0)
-		return fd;
-	if (ftruncate(fd, (off_t)size) < 0) {
-		int res = -errno;
-
-		close_unlocked(fd);
-		return res;
-	}
-	return fd;
-}
-
-#define COPY_PIECE (256u << 10)
-
-/*
- * Copy [start, end) from the staging file to the store file at the same
- * offsets, freeing the staging blocks as it goes (a full store needs no
- * more room than the fill itself).  *ret_done gets the end of what was
- * copied.  0 or -errno.
- */
-static int copy_stage(int from, int to, uint64_t start, uint64_t end, uint64_t *ret_done)
-{
-	uint64_t pos = start;
-	char *buf = NULL;
-	int res = 0;
-
-	while (pos < end) {
-		size_t want = end - pos > COPY_PIECE ? COPY_PIECE : (size_t)(end - pos);
-		loff_t in = (loff_t)pos, out = (loff_t)pos;
-		ssize_t n = buf ? -1 : copy_file_range(from, &in, to, &out, want, 0);
-
-		if (n < 0 && (buf || errno == EXDEV || errno == EOPNOTSUPP ||
-			      errno == ENOSYS || errno == EINVAL)) {
-			/* no in-kernel copy here: through a buffer */
-			if (!buf && !(buf = malloc(COPY_PIECE))) {
-				res = -ENOMEM;
-				break;
-			}
-			n = pread(from, buf, want, (off_t)pos);
-			if (n > 0)
-				n = pwrite(to, buf, (size_t)n, (off_t)pos);
-		}
-		if (n < 0) {
-			res = -errno;
-			break;
-		}
-		if (n == 0) {
-			res = -EIO; /* the staging file is shorter than the file */
-			break;
-		}
-		/* a fill of one piece frees its staging blocks at close anyway */
-		if (end - start > COPY_PIECE)
-			fallocate(from, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)pos, n);
-		pos += (uint64_t)n;
-	}
-	free(buf);
-	*ret_done = pos;
-	return res;
-}
-
-/*
- * Times are final: a fill's copy or an eviction's punch changes the
- * store file's mtime, which the mount shows.  Put back what it was
- * (before), unless a user change began meanwhile (then its own time is
- * the right one).  S.lock held (the change count is read under it).
- */
-void times_kept(struct fstate *fs, int fd, const struct stat *before,
-		uint64_t nchanges)
-{
-	ELOCK_HELD();
-	struct timespec tv[2] = { { 0, UTIME_OMIT }, before->st_mtim };
-
-	may_block("futimens of a store file");
-	if (fs->nchanges == nchanges && !fs->changes && futimens(fd, tv) == 0)
-		ctime_kept(fs, fd, before);
-}
-
-/*
- * The ctime cannot be set back: remember the one to show, the one
- * before the daemon's change (before) unless that was the daemon's own
- * too.  S.lock held.
- */
-void ctime_kept(struct fstate *fs, int fd, const struct stat *before)
-{
-	ELOCK_HELD();
-	struct stat after;
-	int64_t was = ns_of(&before->st_ctim);
-
-	may_block("fstat of a store file");
-	if (fstat(fd, &after) < 0)
-		return;
-	if (!fs->ctime_real || was != fs->ctime_real)
-		fs->ctime_shown = was;
-	fs->ctime_real = ns_of(&after.st_ctim);
-	atomic_store_explicit(&events_any_ctime, true, memory_order_relaxed);
-	persist_later(fs);
 }
 
 _Atomic bool events_any_ctime;
@@ -623,7 +489,7 @@ int events_mark_stale(struct inode *in)
 }
 
 /* After present grew: update the state name and the read-path bit. */
-static void present_changed(struct fstate *fs)
+void present_changed(struct fstate *fs)
 {
 	bool all = rs_contains(&fs->present, 0, fs->size);
 
@@ -808,174 +674,6 @@ static bool copying_over(const struct fstate *fs, uint64_t start, uint64_t end)
 	return false;
 }
 
-/*
- * What a fill of [start, end) may write: what is missing, within the
- * file's size, less every user change in flight.  0 or -ENOMEM.
- * S.lock held.
- */
-static int fill_todo(const struct fstate *fs, uint64_t start, uint64_t end,
-		     struct rangeset *todo)
-{
-	ELOCK_HELD();
-	struct range gap[16];
-	size_t n, k;
-	int res = 0;
-
-	if (end > fs->size)
-		end = fs->size;
-	while (start < end && !res) {
-		n = rs_missing(&fs->present, start, end, gap, 16);
-		for (k = 0; k < n && k < 16 && !res; k++)
-			res = rs_add(todo, gap[k].start, gap[k].end);
-		if (n <= 16)
-			break;
-		start = gap[15].end;
-	}
-	for (const struct events_change *c = fs->changes; c && !res; c = c->next)
-		res = rs_remove(todo, c->start, c->end);
-	return res;
-}
-
-bool fill_completes_digest(const struct fstate *fs, uint64_t start, uint64_t end)
-{
-	ELOCK_HELD();
-	struct range miss;
-
-	return fs->sha256 && fs->state != META_DIRTY && start < end &&
-	       !rs_missing(&fs->present, 0, start < fs->size ? start : fs->size, &miss, 1) &&
-	       (end >= fs->size || !rs_missing(&fs->present, end, fs->size, &miss, 1));
-}
-
-int file_digest(int stage, int dst, const struct rangeset *todo, uint64_t size, char got[65])
-{
-	ELOCK_NOT_HELD();
-	size_t bufsize = 256u << 10;
-	char *buf = malloc(bufsize);
-	struct sha256 s;
-	uint64_t pos = 0;
-	uint32_t i = 0;
-	int res = 0;
-
-	if (!buf)
-		return -ENOMEM;
-	sha256_init(&s);
-	while (pos < size) {
-		/* from stage inside todo's next range, from dst before it */
-		bool in = todo && i < todo->n && pos >= todo->v[i].start;
-		uint64_t end = in ? todo->v[i].end : todo && i < todo->n ? todo->v[i].start : size;
-		size_t n = end - pos < bufsize ? (size_t)(end - pos) : bufsize;
-		ssize_t r = pread(in ? stage : dst, buf, n, (off_t)pos);
-
-		if (r < 0) {
-			int e = errno;
-
-			free(buf);
-			return -e;
-		}
-		if (r == 0) {
-			res = -ENODATA; /* shorter than size */
-			break;
-		}
-		sha256_update(&s, buf, (size_t)r);
-		pos += (uint64_t)r;
-		if (in && pos >= todo->v[i].end)
-			i++;
-	}
-	free(buf);
-	sha256_hex(&s, got);
-	return res;
-}
-
-/*
- * Commit an allowed fill: copy what it may write (fill_todo) from its
- * staging file into the store file and mark that present.  Returns the
- * result the caller completes the event with (0 or -errno).  The copy
- * runs with S.lock dropped; meanwhile the event is COPYING, so
- * user changes of those bytes wait for it (events_change_begin) and
- * nobody else completes it.  Called with S.lock held, returns with it
- * held.
- */
-int commit_fill(struct event *ev)
-{
-	ELOCK_HELD();
-	struct rangeset todo = RANGESET_INIT, done = RANGESET_INIT;
-	struct fstate *fs = ev->fs;
-	int stage = ev->stage_fd, dst = fs->rw_fd, res;
-	struct timespec now;
-	int64_t b;
-
-	uint64_t nchanges = fs->nchanges, size = fs->size;
-	struct stat before;
-	bool have_before, check;
-	char want[65] = "", got[65] = "";
-
-	res = fill_todo(fs, ev->fill_start, ev->fill_end, &todo);
-	check = !res && todo.n && fill_completes_digest(fs, ev->fill_start, ev->fill_end);
-	if (check)
-		snprintf(want, sizeof(want), "%s", fs->sha256);
-	ev_set(ev, EV_COPYING);
-	eunlock();
-	/* digests before bytes: a fill that completes the file is checked first */
-	if (check) {
-		res = file_digest(stage, dst, &todo, size, got);
-		if (!res && strcmp(got, want))
-			res = -EBADMSG;
-		else if (res == -ENODATA)
-			res = -EIO; /* the hook wrote less than it said: its error, not the file's */
-	}
-	have_before = fstat(dst, &before) == 0;
-	for (uint32_t i = 0; !res && i < todo.n; i++) {
-		uint64_t upto;
-
-		res = copy_stage(stage, dst, todo.v[i].start, todo.v[i].end, &upto);
-		if (upto > todo.v[i].start && rs_add(&done, todo.v[i].start, upto) && !res)
-			res = -ENOMEM;
-	}
-	if (done.n)
-		fault_point(FAULT_FILL_COPIED);
-	b = allocated(dst);
-	elock();
-	if (have_before && done.n)
-		times_kept(fs, dst, &before, nchanges);
-	ev_set(ev, EV_FILLED); /* copied; the caller completes it */
-	pthread_cond_broadcast(&S.copied);
-	for (uint32_t i = 0; i < done.n; i++)
-		if (rs_add(&fs->present, done.v[i].start, done.v[i].end) && !res)
-			res = -ENOMEM; /* copied but not counted: fetched again */
-	if (done.n) {
-		mono_now(&now);
-		S.lat[lat_bucket((uint64_t)((now.tv_sec - ev->born.tv_sec) * 1000000 +
-					    (now.tv_nsec - ev->born.tv_nsec) / 1000))]++;
-		S.st.filled_bytes += rs_total(&done);
-		if (b >= 0 && fs->state != META_DIRTY) {
-			cache_account(b - (int64_t)fs->blocks);
-			fs->blocks = (uint64_t)b;
-		}
-		fs->atime = now_ms();
-		present_changed(fs);
-		if (check && !res && fs->unverified) {
-			/* checked above, before any byte was kept */
-			fs->unverified = false;
-			fs->state = META_RESIDENT;
-		}
-		persist_later(fs);
-	}
-	if (res == -EBADMSG) {
-		char path[HSMFS_MAX_PATH + 1];
-
-		fs->flags |= META_F_STALE;
-		persist_later(fs);
-		if (inode_path(fs->in, path, sizeof(path)) < 0)
-			snprintf(path, sizeof(path), "inode %llu", (unsigned long long)fs->ino);
-		elog_err("'%s' does not match its manifest's sha256 (%s, manifest %s): refused "
-			"before a byte was kept, stale; import it again", path, got, want);
-		res = -EIO;
-	}
-	rs_clear(&todo);
-	rs_clear(&done);
-	return res;
-}
-
 void events_change_begin(struct inode *in, struct events_change *c,
 			 uint64_t start, uint64_t end)
 {
@@ -989,7 +687,8 @@ void events_change_begin(struct inode *in, struct events_change *c,
 	elock();
 	for (;;) {
 		evict_wait(fs);
-		if (!copying_over(fs, start, end))
+		/* a fill's bytes, then the file's time (times_kept), go first */
+		if (!copying_over(fs, start, end) && !fs->restoring)
 			break;
 		pthread_cond_wait(&S.copied, &S.lock);
 	}

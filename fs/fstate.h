@@ -1,6 +1,7 @@
 /*
- * fstate.h - per-file range state (fstate.c): loads, user changes,
- * staging files, fill commits, the fast-path bits of inode.h.
+ * fstate.h - per-file range state (fstate.c): loads, reloads, opens,
+ * user changes and their claims, the fast-path bits of inode.h.  Fill
+ * commits and staging files are commit.h's.
  */
 #ifndef HSMFS_FSTATE_H
 #define HSMFS_FSTATE_H
@@ -28,6 +29,8 @@ struct fstate {
 	struct rangeset present;
 	struct event *inflight;    /* PRE_ACCESS events of this file */
 	bool queued;               /* on the writer's queue */
+	uint64_t wbatch;           /* the writer's batch (S.batch_taken) that
+				    * last took a snapshot of it, 0: none */
 	struct inode *in;          /* back pointer (the inode owns us) */
 	struct fstate *wnext;      /* writer queue link */
 	uint64_t gen;              /* the row's generation (see meta.h) */
@@ -51,6 +54,7 @@ struct fstate {
 	int sticky_err;            /* a failed data sync, for the next fsync */
 	int64_t ctime_real, ctime_shown; /* see meta_file (ns; 0: none) */
 	bool evicting;             /* see evict_begin() */
+	bool restoring;            /* times_kept() is putting the mtime back */
 	char *sha256;              /* the manifest's digest (hex, owned), or NULL */
 	bool unverified;           /* all present, the digest not checked yet:
 				    * shown partial until the writer checks */
@@ -141,42 +145,20 @@ bool events_pass_begin(struct inode *in);
 
 int64_t allocated(int fd);
 bool tracked(const struct fstate *fs);
-/*
- * Does a fill of [start, end) complete fs, whose manifest gave a digest?
- * Then no byte of it is kept or served before the digest is checked
- * (commit_fill; events_filled answers none early).  S.lock held.
- */
-bool fill_completes_digest(const struct fstate *fs, uint64_t start, uint64_t end);
-/*
- * The sha256 (hex) of a file of size bytes whose ranges todo (may be
- * NULL) are read from stage and the rest from dst: 0, -ENODATA when a
- * file is shorter than that (got is the digest of what there is), or
- * -errno when a read fails.  No lock held: it reads files.
- */
-int file_digest(int stage, int dst, const struct rangeset *todo, uint64_t size, char got[65]);
 void fstate_free(void *p);
 int open_store(struct inode *in, int flags);
-int open_stage(uint64_t size);
-void stage_refill(void);
 struct event *inflight_over(const struct fstate *fs, uint64_t start, uint64_t end);
 /* Shrink [*lo, *hi), around [start, end) that no event covers, to where no
  * event's hint overlaps it.  S.lock held. */
 void inflight_clip(const struct fstate *fs, uint64_t start, uint64_t end, uint64_t *lo,
 		   uint64_t *hi);
 void drop_rw_fd(struct fstate *fs);
+/* fs's present ranges changed: the inode bits follow.  S.lock held. */
+void present_changed(struct fstate *fs);
 /* Queue fs on S.wqueue for the writer (writeback.c).  S.lock held. */
 void persist_later(struct fstate *fs);
 /* Wait until fs is not being evicted (evict.c marks it).  S.lock held. */
 void evict_wait(const struct fstate *fs);
-/*
- * Commit ev, an allowed fill (copy its staging file in, less what users
- * changed meanwhile): the result to complete it with.  S.lock held,
- * dropped meanwhile.
- */
-int commit_fill(struct event *ev);
-void times_kept(struct fstate *fs, int fd, const struct stat *before,
-		uint64_t nchanges);
-void ctime_kept(struct fstate *fs, int fd, const struct stat *before);
 
 
 #endif

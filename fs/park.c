@@ -372,8 +372,9 @@ int park_on(struct event *ev, struct inode *in, struct fuse_req *req,
 	struct parked *p;
 	int res;
 
-	if (ev->st == EV_DONE)
-		return wait_event(ev, req); /* decided already (nobody to ask) */
+	/* decided already (nobody to ask), or no request to park: wait here */
+	if (ev->st == EV_DONE || !req)
+		return wait_event(ev, req);
 	p = park_take(req, &res);
 	if (!p && !res && engine_thread) {
 		/* an engine thread waiting could hold up the answer */

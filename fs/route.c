@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "commit.h"
 #include "engine.h"
 #include "event.h"
 #include "fstate.h"
@@ -165,8 +166,14 @@ static void dispatch(struct event *ev)
 			if (ev->stage_fd < 0) {
 				int fd = open_stage(ev->fs ? ev->fs->size : 0);
 
+				if (fd == -EAGAIN) {
+					/* none ready: it stays queued until the timer made some */
+					E.stage_wanted = true;
+					pthread_cond_signal(&E.tcond);
+					return;
+				}
 				if (fd < 0) {
-					elog_err("cannot create a staging file for a fill: %s",
+					elog_err("cannot size a staging file for a fill: %s",
 						strerror(-fd));
 					return;
 				}
@@ -242,7 +249,6 @@ struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
 {
 	ELOCK_HELD();
 	struct event *ev;
-	int sfd;
 
 	if (detached) {
 		ev = E.free_list;
@@ -262,18 +268,7 @@ struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
 	ev->end = end;
 	ev->hint_start = hs;
 	ev->hint_end = he;
-	/* one descriptor for all the file's events, not an open(2) each */
-	if (fs->rw_fd < 0) {
-		sfd = open_store(in, O_RDWR);
-		if (sfd < 0) {
-			if (!detached)
-				*res = sfd;
-			complete(ev, sfd); /* nobody holds it: released */
-			return NULL;
-		}
-		fs->rw_fd = sfd;
-	}
-	sfd = fs->rw_fd;
+	/* the store file is opened at open(2), or by the commit (commit_fill) */
 	ev->detached = detached;
 	if (!detached)
 		ev->waiters = 1; /* the caller's reference, for wait_event() */

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include "commit.h"
 #include "decide.h"
 #include "dirs.h"
 #include "engine.h"

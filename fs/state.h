@@ -14,21 +14,16 @@
  * It guards every field of S and of E unless a field says otherwise,
  * and every struct fstate and struct event.  A function whose comment
  * says "S.lock held" asserts it in debug builds (ELOCK_HELD).  No
- * punch, invalidation or fill copy runs with it held.  What may block
- * and still runs under it (each helper calls may_block(); a run with
- * HSMFS_LOCKCHECK=report:FILE lists every place with its stack), to be
- * moved out (closes and log lines asked for under it wait for the
- * unlock: close_unlocked(), elog() below):
- *   - commit_fill() and write_batch() (times_kept, ctime_kept): futimens
- *     and fstat of the store file;
- *   - dispatch() (open_stage) when the staging pool is empty: O_TMPFILE
- *     and ftruncate; start_fill() (open_store) when no descriptor was
- *     opened ahead at open(2), as for every detached fill;
- *   - cache_try_admit() (fs_free): fstatvfs, when the cached figure is
- *     too old (evict-policy.h);
- *   - events_reload(): the meta_get of the reload's WAL read.
- * Under the inode table's and the names' locks nothing may block, and
- * debug builds abort if something does.
+ * punch, invalidation or fill copy runs with it held, and nothing that
+ * may block (lockcheck.h: each helper calls may_block(), and debug
+ * builds abort): closes and log lines asked for under it wait for the
+ * unlock (close_unlocked(), elog() below), staging files are made by
+ * the timer (stage_refill), a store file is opened at open(2) or by the
+ * commit, the free-space figure is read by the cache off its lock, a
+ * reload reads its row first.  One exception stays, bracketed where it
+ * is: open_stage() sizes a pooled staging file (ftruncate of an empty
+ * unnamed file only this daemon holds: a size, no block, no name), as
+ * off the lock every fill would wait for a second thread.
  */
 /*
  * The durability order (each step is a fault point of fault.h, so that

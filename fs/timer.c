@@ -1,6 +1,7 @@
 /* timer.c - the engine's clock thread: see timer.h */
 #include <errno.h>
 #include <pthread.h>
+#include "commit.h"
 #include "engine.h"
 #include "event.h"
 #include "fstate.h"
@@ -53,11 +54,23 @@ void *timer_main(void *arg)
 	int64_t now;
 
 	elock();
+	mono_after(&ts, TICK_MS / 1000.0);
 	while (!S.stopping) {
-		mono_after(&ts, TICK_MS / 1000.0);
 		pthread_cond_timedwait(&E.tcond, &S.lock, &ts);
 		if (S.stopping)
 			break;
+		if (E.stage_wanted) {
+			/* the pool ran dry: fill it, then hand out what waits */
+			E.stage_wanted = false;
+			eunlock();
+			stage_refill();
+			elock();
+			if (E.queue)
+				redispatch_queue();
+		}
+		if (!mono_passed(&ts))
+			continue;
+		mono_after(&ts, TICK_MS / 1000.0);
 		/* unmounted: nobody reads the answers; every wait ends now */
 		exiting = S.cfg.exiting && S.cfg.exiting();
 		now = mono_ms();

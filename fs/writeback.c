@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
+#include "commit.h"
 #include "fstate.h"
 #include "store.h"
 #include "hooks.h"
@@ -35,6 +36,7 @@ struct snap {
 	uint64_t ino;       /* 0: not to be committed */
 	uint32_t state, flags;
 	uint64_t size, osize, gen, blocks;
+	uint64_t nchanges;   /* user changes begun by then (ctime_kept) */
 	int64_t atime;
 	int64_t ctime_real, ctime_shown;
 	struct rangeset rs;
@@ -136,6 +138,7 @@ static bool write_batch(struct snap *snaps, size_t cap)
 	for (fs = batch, i = 0; fs; fs = next, i++) {
 		next = fs->wnext;
 		snaps[i] = (struct snap){ .fs = fs };
+		fs->wbatch = S.batch_taken; /* events_reload() */
 		snaps[i].in = fs->in;
 		snaps[i].ino = fs->ino;
 		snaps[i].state = fs->state;
@@ -143,6 +146,7 @@ static bool write_batch(struct snap *snaps, size_t cap)
 		snaps[i].size = fs->size;
 		snaps[i].osize = fs->osize;
 		snaps[i].gen = fs->gen;
+		snaps[i].nchanges = fs->nchanges;
 		snaps[i].blocks = fs->blocks;
 		snaps[i].atime = fs->atime;
 		snaps[i].ctime_real = fs->ctime_real;
@@ -235,8 +239,10 @@ static bool write_batch(struct snap *snaps, size_t cap)
 				/* the daemon's own change: the ctime shown stays */
 				if (fstat(fd, &before) == 0 &&
 				    removexattr(path, STORE_MARKER_XATTR) == 0) {
+					int64_t after = ctime_now(fd);
+
 					elock();
-					ctime_kept(sn->fs, fd, &before);
+					ctime_kept(sn->fs, &before, after, sn->nchanges);
 					eunlock();
 				}
 				inode_fd_put(sn->in);

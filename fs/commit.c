@@ -1,0 +1,394 @@
+/* commit.c - fills' staging files and commits: see commit.h */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "cache.h"
+#include "clock.h"
+#include "commit.h"
+#include "evrec.h"
+#include "fault.h"
+#include "fstate.h"
+#include "hsmfs/protocol.h"
+#include "inode.h"
+#include "log.h"
+#include "meta.h"
+#include "ranges.h"
+#include "sha256.h"
+#include "state.h"
+
+#define COPY_PIECE (256u << 10) /* copied, and its staging blocks freed, at a time */
+
+/*
+ * A staging file for one delivery of a fill event: an unnamed file in
+ * STORE/.hsmfs of the file's size, which the hook writes at the file's
+ * own offsets.  Only what the hook then allows is copied into the store
+ * file (commit_fill), and only where no user change claimed the bytes;
+ * a hook writing after its event ended writes into a file nobody reads,
+ * and a hook of an older mount can never reach this mount's files.
+ * Returns the descriptor or -errno.
+ */
+static int new_stage(void)
+{
+	static _Atomic unsigned long seq;
+	int fd = openat(S.cfg.state_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+
+	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+		char name[64];
+
+		/* no O_TMPFILE on this filesystem: a name, removed at once */
+		snprintf(name, sizeof(name), "stage.%d.%lu", (int)getpid(), ++seq);
+		fd = openat(S.cfg.state_fd, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+		if (fd >= 0)
+			unlinkat(S.cfg.state_fd, name, 0);
+	}
+	return fd < 0 ? -errno : fd;
+}
+
+/*
+ * Keep STAGE_POOL fresh staging files ready, created without S.lock (the
+ * timer calls this), so that a delivery takes one with no file created
+ * under the lock.  Each is used for one delivery and then closed.
+ */
+void stage_refill(void)
+{
+	may_block("the staging pool's refill");
+	for (;;) {
+		int fd;
+
+		elock();
+		if (S.nstage >= STAGE_POOL || S.stopping) {
+			eunlock();
+			return;
+		}
+		eunlock();
+		fd = new_stage();
+		if (fd < 0) {
+			/* the timer's thread alone refills after start-up */
+			static int64_t warned;
+			int64_t now = mono_ms();
+
+			if (!warned || now - warned >= 60000) {
+				warned = now;
+				log_err("cannot create a staging file for fills: %s; "
+					"fills wait until one can be", strerror(-fd));
+			}
+			return;
+		}
+		elock();
+		if (S.nstage < STAGE_POOL) {
+			S.stage[S.nstage++] = fd;
+			fd = -1;
+		}
+		eunlock();
+		if (fd >= 0)
+			close(fd);
+	}
+}
+
+/*
+ * A staging file of size bytes for one delivery, from the pool; -EAGAIN
+ * when the pool is empty (none is created under S.lock: the caller has
+ * stage_refill() run, and asks again).  S.lock held.
+ */
+int open_stage(uint64_t size)
+{
+	ELOCK_HELD();
+	int fd, res;
+
+	if (!S.nstage)
+		return -EAGAIN;
+	fd = S.stage[--S.nstage];
+	/*
+	 * Sizing an empty unnamed file only this daemon holds changes its
+	 * size and nothing else (no block, no name): the one file call left
+	 * under S.lock (state.h), as off it every fill would wait for a
+	 * second thread.
+	 */
+	lk_block_ok_begin();
+	res = ftruncate(fd, (off_t)size) < 0 ? -errno : 0;
+	lk_block_ok_end();
+	if (res) {
+		close_unlocked(fd);
+		return res;
+	}
+	return fd;
+}
+
+/*
+ * Copy [start, end) from the staging file to the store file at the same
+ * offsets, freeing the staging blocks as it goes (a full store needs no
+ * more room than the fill itself).  *ret_done gets the end of what was
+ * copied.  0 or -errno.
+ */
+static int copy_stage(int from, int to, uint64_t start, uint64_t end, uint64_t *ret_done)
+{
+	uint64_t pos = start;
+	char *buf = NULL;
+	int res = 0;
+
+	while (pos < end) {
+		size_t want = end - pos > COPY_PIECE ? COPY_PIECE : (size_t)(end - pos);
+		loff_t in = (loff_t)pos, out = (loff_t)pos;
+		ssize_t n = buf ? -1 : copy_file_range(from, &in, to, &out, want, 0);
+
+		if (n < 0 && (buf || errno == EXDEV || errno == EOPNOTSUPP ||
+			      errno == ENOSYS || errno == EINVAL)) {
+			/* no in-kernel copy here: through a buffer */
+			if (!buf && !(buf = malloc(COPY_PIECE))) {
+				res = -ENOMEM;
+				break;
+			}
+			n = pread(from, buf, want, (off_t)pos);
+			if (n > 0)
+				n = pwrite(to, buf, (size_t)n, (off_t)pos);
+		}
+		if (n < 0) {
+			res = -errno;
+			break;
+		}
+		if (n == 0) {
+			res = -EIO; /* the staging file is shorter than the file */
+			break;
+		}
+		/* a fill of one piece frees its staging blocks at close anyway */
+		if (end - start > COPY_PIECE)
+			fallocate(from, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)pos, n);
+		pos += (uint64_t)n;
+	}
+	free(buf);
+	*ret_done = pos;
+	return res;
+}
+
+void times_kept(struct fstate *fs, int fd, const struct stat *before,
+		uint64_t nchanges)
+{
+	ELOCK_HELD();
+	struct timespec tv[2] = { { 0, UTIME_OMIT }, before->st_mtim };
+	int64_t after = -1;
+
+	if (fs->nchanges != nchanges || fs->changes || fs->restoring)
+		return;
+	fs->restoring = true;
+	eunlock();
+	may_block("futimens of a store file");
+	if (futimens(fd, tv) == 0)
+		after = ctime_now(fd);
+	elock();
+	fs->restoring = false;
+	pthread_cond_broadcast(&S.copied);
+	if (after >= 0)
+		ctime_kept(fs, before, after, nchanges);
+}
+
+int64_t ctime_now(int fd)
+{
+	struct stat st;
+
+	may_block("fstat of a store file");
+	return fstat(fd, &st) < 0 ? -1 : ns_of(&st.st_ctim);
+}
+
+/* The ctime cannot be set back: the one before the daemon's change is shown. */
+void ctime_kept(struct fstate *fs, const struct stat *before, int64_t after,
+		uint64_t nchanges)
+{
+	ELOCK_HELD();
+	int64_t was = ns_of(&before->st_ctim);
+
+	if (after < 0 || fs->nchanges != nchanges || fs->changes)
+		return;
+	if (!fs->ctime_real || was != fs->ctime_real)
+		fs->ctime_shown = was;
+	fs->ctime_real = after;
+	atomic_store_explicit(&events_any_ctime, true, memory_order_relaxed);
+	persist_later(fs);
+}
+
+/*
+ * What a fill of [start, end) may write: what is missing, within the
+ * file's size, less every user change in flight.  0 or -ENOMEM.
+ * S.lock held.
+ */
+static int fill_todo(const struct fstate *fs, uint64_t start, uint64_t end,
+		     struct rangeset *todo)
+{
+	ELOCK_HELD();
+	struct range gap[16];
+	size_t n, k;
+	int res = 0;
+
+	if (end > fs->size)
+		end = fs->size;
+	while (start < end && !res) {
+		n = rs_missing(&fs->present, start, end, gap, 16);
+		for (k = 0; k < n && k < 16 && !res; k++)
+			res = rs_add(todo, gap[k].start, gap[k].end);
+		if (n <= 16)
+			break;
+		start = gap[15].end;
+	}
+	for (const struct events_change *c = fs->changes; c && !res; c = c->next)
+		res = rs_remove(todo, c->start, c->end);
+	return res;
+}
+
+bool fill_completes_digest(const struct fstate *fs, uint64_t start, uint64_t end)
+{
+	ELOCK_HELD();
+	struct range miss;
+
+	return fs->sha256 && fs->state != META_DIRTY && start < end &&
+	       !rs_missing(&fs->present, 0, start < fs->size ? start : fs->size, &miss, 1) &&
+	       (end >= fs->size || !rs_missing(&fs->present, end, fs->size, &miss, 1));
+}
+
+int file_digest(int stage, int dst, const struct rangeset *todo, uint64_t size, char got[65])
+{
+	ELOCK_NOT_HELD();
+	size_t bufsize = 256u << 10;
+	char *buf = malloc(bufsize);
+	struct sha256 s;
+	uint64_t pos = 0;
+	uint32_t i = 0;
+	int res = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	sha256_init(&s);
+	while (pos < size) {
+		/* from stage inside todo's next range, from dst before it */
+		bool in = todo && i < todo->n && pos >= todo->v[i].start;
+		uint64_t end = in ? todo->v[i].end : todo && i < todo->n ? todo->v[i].start : size;
+		size_t n = end - pos < bufsize ? (size_t)(end - pos) : bufsize;
+		ssize_t r = pread(in ? stage : dst, buf, n, (off_t)pos);
+
+		if (r < 0) {
+			int e = errno;
+
+			free(buf);
+			return -e;
+		}
+		if (r == 0) {
+			res = -ENODATA; /* shorter than size */
+			break;
+		}
+		sha256_update(&s, buf, (size_t)r);
+		pos += (uint64_t)r;
+		if (in && pos >= todo->v[i].end)
+			i++;
+	}
+	free(buf);
+	sha256_hex(&s, got);
+	return res;
+}
+
+/*
+ * Commit an allowed fill: copy what it may write (fill_todo) from its
+ * staging file into the store file and mark that present.  Returns the
+ * result the caller completes the event with (0 or -errno).  The copy
+ * runs with S.lock dropped; meanwhile the event is COPYING, so
+ * user changes of those bytes wait for it (events_change_begin) and
+ * nobody else completes it.  Called with S.lock held, returns with it
+ * held.
+ */
+int commit_fill(struct event *ev)
+{
+	ELOCK_HELD();
+	struct rangeset todo = RANGESET_INIT, done = RANGESET_INIT;
+	struct fstate *fs = ev->fs;
+	int stage = ev->stage_fd, dst = fs->rw_fd, res;
+	struct timespec now;
+	int64_t b;
+
+	uint64_t nchanges = fs->nchanges, size = fs->size;
+	struct stat before;
+	bool have_before, check;
+	char want[65] = "", got[65] = "";
+
+	res = fill_todo(fs, ev->fill_start, ev->fill_end, &todo);
+	check = !res && todo.n && fill_completes_digest(fs, ev->fill_start, ev->fill_end);
+	if (check)
+		snprintf(want, sizeof(want), "%s", fs->sha256);
+	ev_set(ev, EV_COPYING);
+	eunlock();
+	/* a file not open (a prefetch): its store file is opened here, not under S.lock */
+	if (dst < 0 && !res && todo.n && (dst = open_store(fs->in, O_RDWR)) < 0)
+		res = dst;
+	/* digests before bytes: a fill that completes the file is checked first */
+	if (res) {
+		/* nothing to copy into */
+	} else if (check) {
+		res = file_digest(stage, dst, &todo, size, got);
+		if (!res && strcmp(got, want))
+			res = -EBADMSG;
+		else if (res == -ENODATA)
+			res = -EIO; /* the hook wrote less than it said: its error, not the file's */
+	}
+	have_before = dst >= 0 && fstat(dst, &before) == 0;
+	for (uint32_t i = 0; !res && i < todo.n; i++) {
+		uint64_t upto;
+
+		res = copy_stage(stage, dst, todo.v[i].start, todo.v[i].end, &upto);
+		if (upto > todo.v[i].start && rs_add(&done, todo.v[i].start, upto) && !res)
+			res = -ENOMEM;
+	}
+	if (done.n)
+		fault_point(FAULT_FILL_COPIED);
+	b = dst >= 0 ? allocated(dst) : -1;
+	elock();
+	if (dst >= 0 && dst != fs->rw_fd) {
+		/* kept for the file's next fills (drop_rw_fd) */
+		if (fs->rw_fd < 0)
+			fs->rw_fd = dst;
+		else
+			close_unlocked(dst);
+	}
+	if (have_before && done.n)
+		times_kept(fs, dst, &before, nchanges);
+	ev_set(ev, EV_FILLED); /* copied; the caller completes it */
+	pthread_cond_broadcast(&S.copied);
+	for (uint32_t i = 0; i < done.n; i++)
+		if (rs_add(&fs->present, done.v[i].start, done.v[i].end) && !res)
+			res = -ENOMEM; /* copied but not counted: fetched again */
+	if (done.n) {
+		mono_now(&now);
+		S.lat[lat_bucket((uint64_t)((now.tv_sec - ev->born.tv_sec) * 1000000 +
+					    (now.tv_nsec - ev->born.tv_nsec) / 1000))]++;
+		S.st.filled_bytes += rs_total(&done);
+		if (b >= 0 && fs->state != META_DIRTY) {
+			cache_account(b - (int64_t)fs->blocks);
+			fs->blocks = (uint64_t)b;
+		}
+		fs->atime = now_ms();
+		present_changed(fs);
+		if (check && !res && fs->unverified) {
+			/* checked above, before any byte was kept */
+			fs->unverified = false;
+			fs->state = META_RESIDENT;
+		}
+		persist_later(fs);
+	}
+	if (res == -EBADMSG) {
+		char path[HSMFS_MAX_PATH + 1];
+
+		fs->flags |= META_F_STALE;
+		persist_later(fs);
+		if (inode_path(fs->in, path, sizeof(path)) < 0)
+			snprintf(path, sizeof(path), "inode %llu", (unsigned long long)fs->ino);
+		elog_err("'%s' does not match its manifest's sha256 (%s, manifest %s): refused "
+			"before a byte was kept, stale; import it again", path, got, want);
+		res = -EIO;
+	}
+	rs_clear(&todo);
+	rs_clear(&done);
+	return res;
+}
