@@ -15,13 +15,8 @@ static const char *const lk_name[LK_N] = {
 	[LK_CACHE] = "the cache's lock", [LK_NAMES] = "the names' lock",
 	[LK_META] = "the database's lock",
 };
-/*
- * The locks under which nothing may block: enforced for these; for
- * S.lock and the cache's, whose exceptions state.h lists, reported
- * with HSMFS_LOCKCHECK=report only, until the list is empty.
- */
-#define NO_BLOCK (1u << LK_INODES | 1u << LK_NAMES)
-#define NO_BLOCK_LISTED (1u << LK_ENGINE | 1u << LK_CACHE)
+/* The locks under which nothing may block. */
+#define NO_BLOCK (1u << LK_ENGINE | 1u << LK_INODES | 1u << LK_CACHE | 1u << LK_NAMES)
 
 static __thread unsigned depth[LK_N]; /* LK_META is recursive */
 static __thread unsigned block_ok;
@@ -94,20 +89,10 @@ bool lk_not_held(enum lk l)
 
 void may_block(const char *what)
 {
-	static __thread int report = -1; /* per thread: no shared state */
-	unsigned rule = NO_BLOCK;
-
 	if (block_ok)
 		return;
-	if (report < 0) {
-		const char *mode = getenv("HSMFS_LOCKCHECK");
-
-		report = mode && strncmp(mode, "report", 6) == 0;
-	}
-	if (report)
-		rule |= NO_BLOCK_LISTED;
 	for (unsigned k = 0; k < LK_N; k++)
-		if (depth[k] && (rule >> k & 1))
+		if (depth[k] && (NO_BLOCK >> k & 1))
 			fail("%s may block and runs under %s", what, lk_name[k]);
 }
 

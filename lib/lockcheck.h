@@ -14,11 +14,9 @@
  * LK_NAMES: SQLite, a log line, an open, close, ftruncate, fstat,
  * futimens or fstatvfs of a store or staging file, a sync.  (Sends to
  * hooks never wait: MSG_DONTWAIT.)  Each such helper calls
- * may_block(what) first.  Under LK_INODES and LK_NAMES a broken rule
- * aborts; under LK_ENGINE and LK_CACHE the places that still block are
- * listed in state.h, and HSMFS_LOCKCHECK=report reports every one
- * (none aborts) until that list is empty.  An exception meant to stay
- * is bracketed by lk_block_ok_begin()/lk_block_ok_end() where it is.
+ * may_block(what) first, which aborts when the rule is broken.  The
+ * exceptions meant to stay (state.h lists them) are bracketed by
+ * lk_block_ok_begin()/lk_block_ok_end() where they are.
  *
  * lk_lock()/lk_unlock() take and drop a mutex and record it for the
  * calling thread; lk_wait() is pthread_cond_wait() on a recorded mutex.

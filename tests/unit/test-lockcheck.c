@@ -50,6 +50,12 @@ static void block_under_engine(void)
 	may_block("a test's open");
 }
 
+static void block_under_cache(void)
+{
+	lk_lock(&a, LK_CACHE);
+	may_block("a test's fstatvfs");
+}
+
 static void block_under_inodes(void)
 {
 	lk_lock(&a, LK_INODES);
@@ -124,8 +130,8 @@ int main(void)
 	ok(run(twice, NULL) == 1, "a lock taken twice aborts");
 	ok(run(recursive_meta, NULL) == 0, "the database's lock is recursive and may block");
 	ok(run(block_under_inodes, NULL) == 1, "may_block under the inode table's lock aborts");
-	ok(run(block_under_engine, NULL) == 0,
-	   "under S.lock, whose places state.h lists, it does not abort");
+	ok(run(block_under_engine, NULL) == 1, "may_block under S.lock aborts");
+	ok(run(block_under_cache, NULL) == 1, "may_block under the cache's lock aborts");
 	ok(run(block_bracketed, NULL) == 0, "may_block in a named exception, or unlocked, passes");
 	ok(run(unlock_unheld, NULL) == 1, "a lock dropped but not held aborts");
 	ok(run(held_states, NULL) == 0, "lk_held and lk_not_held say what this thread holds");
