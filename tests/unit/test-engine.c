@@ -649,6 +649,7 @@ int main(void)
 {
 	int res;
 
+	setvbuf(stdout, NULL, _IOLBF, 0); /* a crash keeps the lines before it */
 	log_set_level(LOG_LVL_ERR);
 	res = start_engine();
 	if (!ok(res == 0, "the engine starts on a store in %s (%d)", dir, res))
