@@ -15,8 +15,19 @@
  * without progress does not), and parked requests (a request with a
  * FUSE handle does not hold its thread: it parks, and its continuation
  * gets the hooks' answer; one user's parked requests are bounded by
- * max_parked_user, another user's are not; an interrupted caller leaves).
+ * max_parked_user, another user's are not; an interrupted caller leaves),
+ * and lazy directories (an unlisted directory is listed by a fill hook's
+ * PRE_DIR before it is used: the store then holds exactly the names the
+ * listing gives, as placeholders of its sizes and versions, and nobody
+ * is asked again; concurrent first looks wait for one listing; a deny or
+ * a bad listing fails the look and leaves the directory unlisted and
+ * empty; a refresh adds, removes and replaces what the origin changed
+ * and tells the kernel so, but the user's change wins: a file changed
+ * through the mount is kept as the user left it, dirty in memory or in
+ * its row, and a name removed through the mount while the refresh was
+ * asked is not made again).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -34,7 +45,9 @@
 #include "hooks.h"
 #include "inode.h"
 #include "log.h"
+#include "manifest.h"
 #include "meta.h"
+#include "names.h"
 #include "place.h"
 #include "proto.h"
 #include "store.h"
@@ -50,7 +63,39 @@ static char dir[] = "/tmp/hsmfs-test-engine-XXXXXX";
 
 static void no_invalidate(struct inode *in, uint64_t off, uint64_t len) {}
 static void no_invalidate_later(void) {}
-static void no_invalidate_entry(struct inode *d, const char *name) {}
+
+/* The names a refresh told the kernel to drop: "name name ". */
+static pthread_mutex_t inval_lock = PTHREAD_MUTEX_INITIALIZER;
+static char invalidated[1024];
+
+static void record_invalidate_entry(struct inode *d, const char *name)
+{
+	pthread_mutex_lock(&inval_lock);
+	if (strlen(invalidated) + strlen(name) + 2 < sizeof(invalidated)) {
+		strcat(invalidated, name);
+		strcat(invalidated, " ");
+	}
+	pthread_mutex_unlock(&inval_lock);
+}
+
+/* Was name's entry invalidated since invalidated[] was emptied? */
+static bool was_invalidated(const char *name)
+{
+	char key[300];
+	bool found;
+
+	snprintf(key, sizeof(key), " %s ", name);
+	pthread_mutex_lock(&inval_lock);
+	{
+		char all[sizeof(invalidated) + 1];
+
+		snprintf(all, sizeof(all), " %s", invalidated);
+		found = strstr(all, key) != NULL;
+	}
+	pthread_mutex_unlock(&inval_lock);
+	return found;
+}
+
 static void no_reply(struct fuse_req *req, struct inode *in, int fd, uint64_t off,
 		     uint64_t len, int res)
 {
@@ -140,7 +185,7 @@ static int start_engine(void)
 		.store_path = dir,
 		.invalidate = no_invalidate,
 		.invalidate_files_later = no_invalidate_later,
-		.invalidate_entry = no_invalidate_entry,
+		.invalidate_entry = record_invalidate_entry,
 		.reply = no_reply,
 		.exiting = not_exiting,
 		.caller = fake_caller,
@@ -335,6 +380,146 @@ static int store_bytes(const char *name, uint64_t off, void *buf, size_t len)
 	if (fd < 0)
 		return -errno;
 	n = pread(fd, buf, len, (off_t)off);
+	close(fd);
+	return n == (ssize_t)len ? 0 : -EIO;
+}
+
+/* --- lazy directories in the store --- */
+
+/* An unlisted directory name in the root, its names listed from origin. */
+static struct inode *lazy_dir(const char *name, const char *origin)
+{
+	struct manifest_entry e = { .path = (char *)name, .mode = 0755, .url = (char *)origin,
+				    .is_dir = true };
+	enum place_outcome out;
+	char err[256];
+	struct inode *in;
+	struct stat st;
+	bool created;
+	int dfd = openat(store.root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (dfd < 0 || meta_begin(meta))
+		return NULL;
+	if (place_entry(meta, dfd, name, name, &e, false, NULL, NULL, &created, &out, err,
+			sizeof(err)) || meta_commit(meta)) {
+		printf("# cannot make '%s': %s\n", name, err);
+		meta_rollback(meta);
+		close(dfd);
+		return NULL;
+	}
+	close(dfd);
+	if (inode_lookup(inode_root(), name, &st, &in))
+		return NULL;
+	/* as user.hsmfs.reload after an import: the engine looks again */
+	events_dir_forget(in);
+	return in;
+}
+
+/* The names in the store directory path, sorted, each followed by a blank. */
+static const char *names_in(const char *path)
+{
+	static char out[1024];
+	char full[600];
+	struct dirent **v;
+	int n;
+
+	snprintf(full, sizeof(full), "%s/%s", dir, path);
+	out[0] = 0;
+	n = scandir(full, &v, NULL, alphasort);
+	for (int i = 0; i < n; i++) {
+		if (strcmp(v[i]->d_name, ".") && strcmp(v[i]->d_name, "..") &&
+		    strlen(out) + strlen(v[i]->d_name) + 2 < sizeof(out)) {
+			strcat(out, v[i]->d_name);
+			strcat(out, " ");
+		}
+		free(v[i]);
+	}
+	if (n >= 0)
+		free(v);
+	return n < 0 ? "(none)" : out;
+}
+
+/* The row of path below the store root, *st its attributes: 0 or -errno. */
+static int row_of(const char *path, struct stat *st, struct meta_file *ret)
+{
+	if (fstatat(store.root_fd, path, st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	return meta_get(meta, st->st_ino, ret);
+}
+
+/* Is path a placeholder of size bytes and version v, nothing present? */
+static bool is_placeholder(const char *path, uint64_t size, const char *v)
+{
+	struct meta_file f;
+	struct stat st;
+	bool is;
+
+	if (row_of(path, &st, &f))
+		return false;
+	is = S_ISREG(st.st_mode) && f.state == META_PLACEHOLDER && f.size == size &&
+	     (uint64_t)st.st_size == size && f.version && !strcmp(f.version, v) &&
+	     !f.present.n;
+	meta_file_free(&f);
+	return is;
+}
+
+/* The state of path's row (enum meta_state), or 0 without one. */
+static uint32_t state_of(const char *path)
+{
+	struct meta_file f;
+	struct stat st;
+	uint32_t state;
+
+	if (row_of(path, &st, &f))
+		return 0;
+	state = f.state;
+	meta_file_free(&f);
+	return state;
+}
+
+/*
+ * The fill hook f takes the next event, which must be a PRE_DIR of path
+ * from origin, writes text into its descriptor as hsmfs-http does (JSON
+ * Lines) and answers err.  0, or -1 when no such event came.
+ */
+static int list_answer(struct hook_conn *f, const char *path, const char *origin,
+		       const char *text, int err)
+{
+	char p[HSMFS_MAX_PATH + 1];
+	struct proto_event ev;
+	ssize_t len = (ssize_t)strlen(text);
+	int fd, res;
+
+	if (hook_next(f, &ev, p, &fd, 2000))
+		return -1;
+	res = ev.type == HSMFS_EV_PRE_DIR && fd >= 0 && !strcmp(p, path) &&
+	      ev.origin.len == strlen(origin) && !memcmp(ev.origin.p, origin, ev.origin.len) &&
+	      ev.start == 0 && ev.end == 0 ? 0 : -1;
+	if (fd >= 0) {
+		if (pwrite(fd, text, (size_t)len, 0) != len)
+			res = -1;
+		close(fd);
+	}
+	hook_answer(f, ev.id, err, 0, 0, 0);
+	return res;
+}
+
+/*
+ * A change through the mount while the file is not open (written, then
+ * closed; the kernel still knows the inode): the user's bytes at off.
+ */
+static int user_writes(struct inode *in, const char *path, uint64_t off, const char *data)
+{
+	int fd = openat(store.root_fd, path, O_WRONLY | O_CLOEXEC);
+	size_t len = strlen(data);
+	struct events_change ch;
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	events_change_begin(in, &ch, off, off + len);
+	n = pwrite(fd, data, len, (off_t)off);
+	events_wrote(in, &ch, off, n > 0 ? (uint64_t)n : 0);
 	close(fd);
 	return n == (ssize_t)len ? 0 : -EIO;
 }
@@ -645,6 +830,224 @@ static void parking(void)
 		inode_forget(in[i], 1);
 }
 
+#define PD HSMFS_MASK(HSMFS_EV_PRE_DIR)
+#define ORIGIN "http://127.0.0.1:1/listed/"
+
+static void lazy_dirs(void)
+{
+	/* what the origin lists, first and at the refresh (hsmfs-http's lines) */
+	static const char first[] =
+		"{\"path\": \"keep\", \"size\": 100, \"version\": \"v1\", \"mtime\": 1700000000, "
+		"\"url\": \"" ORIGIN "keep\"}\n"
+		"{\"path\": \"chg\", \"size\": 200, \"version\": \"v1\", \"url\": \"" ORIGIN "chg\"}\n"
+		"{\"path\": \"drop\", \"size\": 300, \"version\": \"v1\", \"url\": \"" ORIGIN "drop\"}\n"
+		"{\"path\": \"dirty-chg\", \"size\": 400, \"version\": \"v1\", "
+		"\"url\": \"" ORIGIN "dirty-chg\"}\n"
+		"{\"path\": \"dirty-drop\", \"size\": 500, \"version\": \"v1\", "
+		"\"url\": \"" ORIGIN "dirty-drop\"}\n"
+		"{\"path\": \"dirty-gone\", \"size\": 800, \"version\": \"v1\", "
+		"\"url\": \"" ORIGIN "dirty-gone\"}\n"
+		"{\"path\": \"unlinked\", \"size\": 600, \"version\": \"v1\", "
+		"\"url\": \"" ORIGIN "unlinked\"}\n"
+		"{\"path\": \"empty\", \"size\": 0, \"url\": \"" ORIGIN "empty\"}\n"
+		"{\"path\": \"sub\", \"type\": \"dir\", \"url\": \"" ORIGIN "sub/\"}\n";
+	static const char second[] =
+		"{\"path\": \"keep\", \"size\": 100, \"version\": \"v1\", \"mtime\": 1700000000, "
+		"\"url\": \"" ORIGIN "keep\"}\n"
+		"{\"path\": \"chg\", \"size\": 250, \"version\": \"v2\", \"url\": \"" ORIGIN "chg\"}\n"
+		"{\"path\": \"dirty-chg\", \"size\": 450, \"version\": \"v2\", "
+		"\"url\": \"" ORIGIN "dirty-chg\"}\n"
+		"{\"path\": \"unlinked\", \"size\": 650, \"version\": \"v2\", "
+		"\"url\": \"" ORIGIN "unlinked\"}\n"
+		"{\"path\": \"empty\", \"size\": 0, \"url\": \"" ORIGIN "empty\"}\n"
+		"{\"path\": \"sub\", \"type\": \"dir\", \"url\": \"" ORIGIN "sub/\"}\n"
+		"{\"path\": \"new\", \"size\": 700, \"version\": \"v1\", \"url\": \"" ORIGIN "new\"}\n";
+	struct fake_req r = { .uid = 2000, .pid = 20 }, r2 = { .uid = 2000, .pid = 21 };
+	struct inode *d, *denied, *dd, *dc, *dg;
+	struct stat st, keep_st, chg_st, dc_st, dd_st, dg_st;
+	char path[HSMFS_MAX_PATH + 1], back[8];
+	struct proto_event ev;
+	struct meta_file f;
+	struct names_user u;
+	struct hook_conn h;
+	int fd, res;
+
+	ok(!hook_connect(HSMFS_KIND_FILL, PA | PD, "lister", &h), "a fill hook of PRE_DIR joins");
+	d = lazy_dir("listed", ORIGIN);
+	ok(d && state_of("listed") == META_DIR_UNLISTED && !strcmp(names_in("listed"), ""),
+	   "an unlisted directory, empty in the store");
+	if (!ok(d && !events_dir_known(d), "its names are not known")) {
+		hook_close(&h);
+		return;
+	}
+
+	/*
+	 * The first look lists it; a concurrent one waits for that listing.
+	 * Looks at names come with a FUSE request (there is no waiting in
+	 * the calling thread here): they park.
+	 */
+	res = events_dir(d, (struct fuse_req *)&r, fake_cont, &r);
+	ok(res == EVENTS_PARKED && !hook_next(&h, &ev, path, &fd, 2000) &&
+	   ev.type == HSMFS_EV_PRE_DIR && fd >= 0 && !strcmp(path, "listed") &&
+	   ev.origin.len == strlen(ORIGIN) && !memcmp(ev.origin.p, ORIGIN, ev.origin.len),
+	   "the first look parks and raises PRE_DIR to the fill hook, with a descriptor, the "
+	   "path and the directory's origin");
+	res = events_dir(d, (struct fuse_req *)&r2, fake_cont, &r2);
+	ok(res == EVENTS_PARKED, "a second look meanwhile parks too (%d)", res);
+	{
+		struct proto_event ev2;
+		int fd2;
+
+		ok(hook_next(&h, &ev2, path, &fd2, 200) == -ETIMEDOUT,
+		   "and asks for no listing of its own");
+	}
+	ok(fake_wait(&r, 100) == 1 && fake_wait(&r2, 0) == 1 && !strcmp(names_in("listed"), ""),
+	   "nothing is shown before the hook answers");
+	ok(pwrite(fd, first, strlen(first), 0) == (ssize_t)strlen(first),
+	   "the hook writes the listing");
+	close(fd);
+	hook_answer(&h, ev.id, 0, 0, 0, 0);
+	ok(fake_wait(&r, 2000) == 0 && fake_wait(&r2, 2000) == 0 && r.calls == 1 &&
+	   r2.calls == 1, "allowed: both looks go on, once each, when it is committed");
+	ok(!strcmp(names_in("listed"),
+		   "chg dirty-chg dirty-drop dirty-gone drop empty keep sub unlinked "),
+	   "the store holds exactly the listed names (%s)", names_in("listed"));
+	ok(is_placeholder("listed/keep", 100, "v1") && is_placeholder("listed/chg", 200, "v1") &&
+	   is_placeholder("listed/drop", 300, "v1") &&
+	   is_placeholder("listed/unlinked", 600, "v1"),
+	   "each file is a placeholder of its listed size and version");
+	res = row_of("listed/keep", &keep_st, &f);
+	ok(!res && f.origin && !strcmp(f.origin, ORIGIN "keep") &&
+	   keep_st.st_mtime == 1700000000 && (keep_st.st_mode & 07777) == 0644,
+	   "with its url as origin, its mtime, mode 0644");
+	if (!res)
+		meta_file_free(&f);
+	ok(state_of("listed/empty") == META_RESIDENT &&
+	   !fstatat(store.root_fd, "listed/empty", &st, 0) && st.st_size == 0,
+	   "an empty file is resident");
+	res = row_of("listed/sub", &st, &f);
+	ok(!res && S_ISDIR(st.st_mode) && f.state == META_DIR_UNLISTED && f.origin &&
+	   !strcmp(f.origin, ORIGIN "sub/"), "a directory is unlisted, with its url");
+	if (!res)
+		meta_file_free(&f);
+	ok(state_of("listed") == META_DIR_LISTED && events_dir_known(d),
+	   "the directory is listed, in the database and in memory");
+	memset(&r, 0, sizeof(r));
+	r.uid = 2000;
+	res = events_dir(d, (struct fuse_req *)&r, fake_cont, &r);
+	ok(res == 0 && hook_next(&h, &ev, path, &fd, 200) == -ETIMEDOUT && r.calls == 0,
+	   "a later look goes on at once and asks nobody (%d)", res);
+
+	/* a deny fails the look with the hook's errno and makes no names */
+	denied = lazy_dir("denied", ORIGIN "denied/");
+	memset(&r2, 0, sizeof(r2));
+	r2.uid = 2000;
+	res = events_dir(denied, (struct fuse_req *)&r2, fake_cont, &r2);
+	ok(res == EVENTS_PARKED &&
+	   !list_answer(&h, "denied", ORIGIN "denied/",
+			"{\"path\": \"x\", \"size\": 1, \"url\": \"" ORIGIN "denied/x\"}\n", EACCES),
+	   "a PRE_DIR the hook writes a listing for, and denies");
+	ok(fake_wait(&r2, 2000) == -EACCES, "the look fails with the hook's errno");
+	ok(!strcmp(names_in("denied"), "") && state_of("denied") == META_DIR_UNLISTED &&
+	   !events_dir_known(denied), "no names are made: the directory stays unlisted");
+	memset(&r2, 0, sizeof(r2));
+	r2.uid = 2000;
+	res = events_dir(denied, (struct fuse_req *)&r2, fake_cont, &r2);
+	ok(res == EVENTS_PARKED &&
+	   !list_answer(&h, "denied", ORIGIN "denied/",
+			"{\"path\": \"x\", \"size\": 1}\n{\"path\": \"a/b\", \"size\": 1}\n", 0),
+	   "the next look asks again; the hook allows a listing with a path in it");
+	ok(fake_wait(&r2, 2000) == -EIO && !strcmp(names_in("denied"), "") &&
+	   state_of("denied") == META_DIR_UNLISTED,
+	   "a bad listing fails the look with EIO and makes no names either");
+	memset(&r2, 0, sizeof(r2));
+	r2.uid = 2000;
+	res = events_dir_refresh(denied, (struct fuse_req *)&r2, fake_cont, &r2);
+	ok(res == EVENTS_UNLISTED && r2.calls == 0,
+	   "a refresh of an unlisted directory leaves it to its first look (%d)", res);
+	res = events_dir_refresh(inode_root(), (struct fuse_req *)&r2, fake_cont, &r2);
+	ok(res == -ENODATA && r2.calls == 0,
+	   "a refresh of a directory that is not lazy: ENODATA (%d)", res);
+
+	/*
+	 * The user changes three files (not open any more): dirty-chg and
+	 * dirty-gone are written and synced (their rows say dirty; the
+	 * kernel forgets the inodes), dirty-drop is written and still known
+	 * to the kernel (dirty in memory, perhaps not in its row yet).
+	 */
+	ok(!inode_lookup(d, "dirty-chg", &dc_st, &dc) && !events_load(dc) &&
+	   !user_writes(dc, "listed/dirty-chg", 0, "mine") && !events_fsync(dc) &&
+	   state_of("listed/dirty-chg") == META_DIRTY,
+	   "the user writes dirty-chg: its row is dirty once synced");
+	inode_forget(dc, 1);
+	ok(!inode_lookup(d, "dirty-gone", &dg_st, &dg) && !events_load(dg) &&
+	   !user_writes(dg, "listed/dirty-gone", 5, "gone") && !events_fsync(dg) &&
+	   state_of("listed/dirty-gone") == META_DIRTY,
+	   "the user writes dirty-gone: its row is dirty once synced");
+	inode_forget(dg, 1);
+	ok(!inode_lookup(d, "dirty-drop", &dd_st, &dd) && !events_load(dd) &&
+	   !user_writes(dd, "listed/dirty-drop", 10, "ours"),
+	   "the user writes dirty-drop, and keeps it in the kernel's cache");
+	fstatat(store.root_fd, "listed/chg", &chg_st, 0);
+
+	/* the refresh: the origin drops three names, adds one, changes three */
+	pthread_mutex_lock(&inval_lock);
+	invalidated[0] = 0;
+	pthread_mutex_unlock(&inval_lock);
+	memset(&r, 0, sizeof(r));
+	r.uid = 2000;
+	res = events_dir_refresh(d, (struct fuse_req *)&r, fake_cont, &r);
+	ok(res == EVENTS_PARKED && !hook_next(&h, &ev, path, &fd, 2000) &&
+	   ev.type == HSMFS_EV_PRE_DIR && !strcmp(path, "listed"),
+	   "a refresh of the listed directory asks the hook for a listing (%d)", res);
+	/* meanwhile the user removes a name the refresh would make again */
+	names_user_begin(&u, inode_ino(d), "unlinked", 0, NULL);
+	fstatat(store.root_fd, "listed/unlinked", &st, 0);
+	res = unlinkat(store.root_fd, "listed/unlinked", 0);
+	names_user_end(&u);
+	events_unlinked(st.st_ino);
+	pwrite(fd, second, strlen(second), 0);
+	close(fd);
+	hook_answer(&h, ev.id, 0, 0, 0, 0);
+	ok(!res && fake_wait(&r, 3000) == 0, "the user removes 'unlinked' meanwhile; the "
+	   "refresh is allowed and committed");
+	ok(!strcmp(names_in("listed"), "chg dirty-chg dirty-drop dirty-gone empty keep new sub "),
+	   "names: the added appears, the dropped clean one goes (%s)", names_in("listed"));
+	ok(is_placeholder("listed/new", 700, "v1"), "the added is a placeholder of its size");
+	ok(is_placeholder("listed/chg", 250, "v2") &&
+	   !fstatat(store.root_fd, "listed/chg", &st, 0) && st.st_ino != chg_st.st_ino,
+	   "the changed is a new placeholder of the new size and version");
+	ok(!fstatat(store.root_fd, "listed/keep", &st, 0) && st.st_ino == keep_st.st_ino &&
+	   is_placeholder("listed/keep", 100, "v1"), "the unchanged is left as it was");
+	res = row_of("listed/dirty-chg", &st, &f);
+	ok(!res && st.st_ino == dc_st.st_ino && f.state == META_DIRTY && f.version &&
+	   !strcmp(f.version, "v1") && st.st_size == 400 &&
+	   !store_bytes("listed/dirty-chg", 0, back, 4) && !memcmp(back, "mine", 4),
+	   "changed at the origin, the user's dirty file is kept as the user left it");
+	if (!res)
+		meta_file_free(&f);
+	ok(!fstatat(store.root_fd, "listed/dirty-drop", &st, 0) && st.st_ino == dd_st.st_ino &&
+	   !store_bytes("listed/dirty-drop", 10, back, 4) && !memcmp(back, "ours", 4),
+	   "dropped at the origin, the user's changed file stays with the user's bytes");
+	ok(!fstatat(store.root_fd, "listed/dirty-gone", &st, 0) && st.st_ino == dg_st.st_ino &&
+	   state_of("listed/dirty-gone") == META_DIRTY &&
+	   !store_bytes("listed/dirty-gone", 5, back, 4) && !memcmp(back, "gone", 4),
+	   "and so does one the kernel forgot, by its dirty row");
+	ok(fstatat(store.root_fd, "listed/unlinked", &st, 0) < 0 && errno == ENOENT,
+	   "the name the user removed during the refresh is not made again");
+	ok(was_invalidated("chg") && was_invalidated("drop") && was_invalidated("new") &&
+	   !was_invalidated("keep") && !was_invalidated("dirty-chg") &&
+	   !was_invalidated("dirty-drop") && !was_invalidated("dirty-gone") &&
+	   !was_invalidated("unlinked"),
+	   "the kernel is told of the names that changed, only those (%s)", invalidated);
+	ok(state_of("listed") == META_DIR_LISTED && events_dir_known(d),
+	   "the directory is still listed");
+	hook_close(&h);
+	inode_forget(dd, 1);
+	inode_forget(denied, 1);
+	inode_forget(d, 1);
+}
+
 int main(void)
 {
 	int res;
@@ -657,6 +1060,7 @@ int main(void)
 	decision_rule();
 	fills();
 	parking();
+	lazy_dirs();
 	hooks_stop();
 	events_shutdown();
 	cache_shutdown();
