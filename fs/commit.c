@@ -373,7 +373,7 @@ int commit_fill(struct event *ev)
 		if (check && !res && fs->unverified) {
 			/* checked above, before any byte was kept */
 			fs->unverified = false;
-			fs->state = META_RESIDENT;
+			fs_set(fs, META_RESIDENT);
 		}
 		persist_later(fs);
 	}

@@ -138,7 +138,9 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 
 		fs->present = row.present;
 		row.present = old; /* freed with row */
-		fs->state = row.state;
+		/* not all there now: a digest check waiting for it is void */
+		fs->unverified = false;
+		fs_set(fs, row.state);
 		fs->gen = row.gen;
 		inode_flags_set(in, INODE_NONRESIDENT);
 	}

@@ -72,7 +72,7 @@ static void fstate_take_row(struct fstate *fs, struct meta_file *f)
 {
 	fs->size = f->size;
 	fs->osize = f->state == META_DIRTY ? f->osize : f->size;
-	fs->state = f->state;
+	fs->state = f->state; /* a record read, not a step (fstate.h) */
 	fs->flags = f->flags;
 	fs->origin = f->origin;
 	fs->version = f->version;
@@ -279,8 +279,11 @@ again:
 		fs->blocks = 0;
 		rs_clear(&fs->present);
 		res = rs_add(&fs->present, 0, fs->size);
-		fs->state = META_RESIDENT;
+		fs->state = META_RESIDENT; /* a record read, not a step (fstate.h) */
 		fs->flags = 0;
+		fs->unverified = false;
+		free(fs->sha256);
+		fs->sha256 = NULL;
 		inode_flags_clear(in, INODE_NONRESIDENT | INODE_TRACKED);
 		eunlock();
 		return res;
@@ -500,12 +503,12 @@ void present_changed(struct fstate *fs)
 	if (all && fs->sha256) {
 		/* resident only once the writer checked the digest (writeback.c) */
 		fs->unverified = true;
-		fs->state = META_PARTIAL;
+		fs_set(fs, META_PARTIAL);
 		persist_later(fs);
 	} else if (all) {
-		fs->state = META_RESIDENT;
+		fs_set(fs, META_RESIDENT);
 	} else {
-		fs->state = fs->present.n ? META_PARTIAL : META_PLACEHOLDER;
+		fs_set(fs, fs->present.n ? META_PARTIAL : META_PLACEHOLDER);
 	}
 }
 
@@ -531,7 +534,7 @@ static void becomes_dirty(struct fstate *fs)
 		cache_account(-(int64_t)fs->blocks);
 		fs->blocks = 0;
 	}
-	fs->state = META_DIRTY;
+	fs_set(fs, META_DIRTY);
 	inode_flags_clear(fs->in, INODE_TRACKED); /* never evicted now */
 }
 

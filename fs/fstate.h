@@ -3,14 +3,47 @@
  * user changes and their claims, the fast-path bits of inode.h.  Fill
  * commits and staging files are commit.h's.
  */
+/*
+ * A file's state, fs->state (enum meta_state, meta.h), and the function
+ * behind every step.  Every step goes through fs_set(), which asserts
+ * in debug builds that it is an arrow here; a row read (fstate_take_row
+ * at a load or reload, events_reload of a file whose row went) sets the
+ * state it reads and is not a step.
+ *
+ *   PLACEHOLDER <--present_changed(): fills, evict_range(): evictions-->
+ *   PARTIAL <-----------------------------------------------------> RESIDENT
+ *       (any two of the three, as bytes come and go)
+ *
+ *   PARTIAL, unverified: every byte present, the manifest's digest not
+ *       checked yet (present_changed() of a file with a sha256 whose
+ *       last fill did not check it) --verify(), writeback.c--> RESIDENT,
+ *       or PLACEHOLDER and stale; an eviction voids the check
+ *       (evict_range() clears unverified: not all there any more)
+ *
+ *   PLACEHOLDER, PARTIAL, RESIDENT --becomes_dirty(): a user change--> DIRTY
+ *
+ *   DIRTY: the user's bytes.  No step leaves it: a user's change wins
+ *       over a fill, an eviction, a digest check; only a new row (an
+ *       import, then events_reload) replaces it.
+ *
+ * The inode bits follow: INODE_NONRESIDENT while a byte is missing
+ * (present_changed, evict_range, verify), INODE_TRACKED while the cache
+ * counts it (not DIRTY; becomes_dirty clears it).  The activities on a
+ * file are flags beside the state, each with its owner: evicting
+ * (evict.c), restoring (times_kept, commit.c), queued and wbatch (the
+ * writer), inflight (events of it), changes (user changes in flight).
+ */
 #ifndef HSMFS_FSTATE_H
 #define HSMFS_FSTATE_H
+
+#include <assert.h>
 
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include "meta.h"
 #include "ranges.h"
 
 struct event;
@@ -64,6 +97,23 @@ struct fstate {
 	pid_t to_pid;              /*   its result: see recently_failed() */
 	int to_err;
 };
+
+/* Is from -> to an arrow of the diagram above? */
+static inline bool fs_step_legal(uint32_t from, uint32_t to)
+{
+	if (to < META_PLACEHOLDER || to > META_DIRTY)
+		return false;
+	return from != META_DIRTY || to == META_DIRTY;
+}
+
+/* The one place a file's state steps.  S.lock held. */
+static inline void fs_set(struct fstate *fs, uint32_t to)
+{
+	assert(fs_step_legal(fs->state, to));
+	/* unverified: every byte there, waiting for its check */
+	assert(!fs->unverified || to == META_PARTIAL || to == META_DIRTY);
+	fs->state = to;
+}
 
 /* Look up in's per-file state once (at open).  0 or -errno. */
 int events_load(struct inode *in);

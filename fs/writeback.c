@@ -61,22 +61,22 @@ static int verify(struct snap *sn, int fd)
 	if (res && res != -ENODATA)
 		return res; /* a short file is checked: its digest differs */
 	elock();
-	if (!fs->unverified || fs->state == META_DIRTY) {
-		/* changed meanwhile (written, reloaded): this snapshot is old */
+	if (!fs->unverified || fs->state == META_DIRTY || fs->gen != sn->gen) {
+		/* changed meanwhile (written, evicted, reloaded): this snapshot is old */
 		sn->verify = false;
 		eunlock();
 		return 0;
 	}
 	fs->unverified = false;
 	if (!strcmp(got, sn->sha256)) {
-		fs->state = META_RESIDENT;
+		fs_set(fs, META_RESIDENT);
 		sn->state = META_RESIDENT;
 		eunlock();
 		return 0;
 	}
 	fs->flags |= META_F_STALE;
-	fs->state = META_PLACEHOLDER;
 	rs_clear(&fs->present);
+	fs_set(fs, META_PLACEHOLDER);
 	inode_flags_set(fs->in, INODE_NONRESIDENT);
 	sn->state = META_PLACEHOLDER;
 	sn->flags = fs->flags;

@@ -349,6 +349,53 @@ def test_sha256_first_read():
     shutil.rmtree(mirror, ignore_errors=True)
 
 
+def test_sha256_evicted_unverified():
+    """Two fills of a file's last ranges committed side by side (two fill
+    hooks, each commit slowed by HSMFS_DELAY): neither sees the file
+    complete, so the writer checks its digest after (unverified, shown
+    partial).  Evicted before that check it is not all there any more:
+    the check must not run on its holes and call it stale; read again,
+    it is fetched and checked."""
+    import hashlib
+    store, mirror = tmpdir("hsmfs-store-"), tmpdir("hsmfs-mirror-")
+    data = os.urandom(2 * 65536)
+    with open(os.path.join(mirror, "f"), "wb") as f:
+        f.write(data)
+    with Mount(store=store, opts="chunk=64k",
+               env={"HSMFS_DELAY": "fill-copied:300"}) as m:
+        eq(import_manifest(m.mnt, [{"path": "f", "size": len(data),
+                                    "sha256": hashlib.sha256(data).hexdigest()}])[0], 0,
+           "import with sha256")
+        with Hook(m.mnt, "--mirror", mirror, "--name", "h1"), \
+                Hook(m.mnt, "--mirror", mirror, "--name", "h2"):
+            got = {}
+
+            def read(off):
+                got[off] = odirect_read(m.path("f"), off, 65536)
+            ts = [threading.Thread(target=read, args=(off,)) for off in (0, 65536)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            eq(got.get(0, b"") + got.get(65536, b""), data, "both halves read")
+            st = os.getxattr(m.path("f"), "user.hsmfs.state")
+            ok(st.startswith(b"partial"), "complete, its digest not checked yet (%s)"
+               % st.decode())
+            eq(errno_of(lambda: os.setxattr(m.path("f"), "user.hsmfs.evict", b"")), 0,
+               "evicted before the writer checked it")
+            # the writer's next batch (the one that checks) ends before this returns
+            fd = os.open(m.path("f"), os.O_RDONLY)
+            os.fsync(fd)
+            os.close(fd)
+            st = os.getxattr(m.path("f"), "user.hsmfs.state")
+            ok(b"stale" not in st, "then not called stale (%s)" % st.decode())
+            eq(odirect_read(m.path("f"), 0, len(data)), data, "and it reads right again")
+            ok(wait_for(lambda: os.getxattr(m.path("f"), "user.hsmfs.state") == b"resident",
+                        "the file to be checked"), "and becomes resident once checked")
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
 def test_daemonized():
     """A daemon that forked into the background keeps its database locks
     (SQLite's POSIX locks belong to the process that took them): a second
@@ -425,6 +472,7 @@ def run_all():
     test_write_races_fill()
     test_sha256()
     test_sha256_first_read()
+    test_sha256_evicted_unverified()
     test_times_stay()
     test_failed_datasync()
     test_late_write()
