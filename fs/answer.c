@@ -28,6 +28,7 @@ int events_hook_joined(struct hook *h, const uint8_t *welcome, int len)
 	 * Every send to a hook runs under S.lock: WELCOME is still its first
 	 * frame.
 	 */
+	hashset_init(&h->quiet, HOOK_QUIET_MAX, false, NULL);
 	h->next = E.hooks;
 	E.hooks = h;
 	recompute_mask();
@@ -123,9 +124,7 @@ void events_hook_left(struct hook *h)
 		}
 	}
 	redispatch_queue();
-	free(h->quiet);
-	h->quiet = NULL;
-	h->nquiet = h->quiet_cap = 0;
+	hashset_free(&h->quiet);
 	elog_info("hook '%s' (pid %d) disconnected", h->name, (int)h->pid);
 	eunlock();
 	drain_ready();

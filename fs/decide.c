@@ -267,55 +267,22 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 }
 
 /*
- * QUIET is kept per hook: a set of store inode numbers, open addressing
- * (0 = empty slot), grown at half full up to HOOK_QUIET_MAX, past which
- * a QUIET is not kept (the hook gets more events, never fewer than it
- * should).  S.lock held.
+ * QUIET is kept per hook: a set of store inode numbers (hashset.h) of at
+ * most HOOK_QUIET_MAX, past which a QUIET is not kept (the hook gets
+ * more events, never fewer than it should).  S.lock held.
  */
 static bool quiet_has(const struct hook *h, uint64_t ino)
 {
 	ELOCK_HELD();
-	if (!h->quiet || !ino)
-		return false;
-	for (uint32_t i = (uint32_t)(ino * 0x9E3779B97F4A7C15ULL >> 32) & (h->quiet_cap - 1);;
-	     i = (i + 1) & (h->quiet_cap - 1)) {
-		if (h->quiet[i] == ino)
-			return true;
-		if (!h->quiet[i])
-			return false;
-	}
-}
-
-static void quiet_put(uint64_t *tab, uint32_t cap, uint64_t ino)
-{
-	uint32_t i = (uint32_t)(ino * 0x9E3779B97F4A7C15ULL >> 32) & (cap - 1);
-
-	while (tab[i] && tab[i] != ino)
-		i = (i + 1) & (cap - 1);
-	tab[i] = ino;
+	return ino && hashset_find(&h->quiet, ino) != HASHSET_NONE;
 }
 
 /* S.lock held. */
 void quiet_add(struct hook *h, uint64_t ino)
 {
 	ELOCK_HELD();
-	if (!ino || quiet_has(h, ino))
-		return;
-	if ((h->nquiet + 1) * 2 > h->quiet_cap) {
-		uint32_t cap = h->quiet_cap ? h->quiet_cap * 2 : 64;
-		uint64_t *tab;
-
-		if (h->nquiet >= HOOK_QUIET_MAX || !(tab = calloc(cap, sizeof(*tab))))
-			return;
-		for (uint32_t i = 0; i < h->quiet_cap; i++)
-			if (h->quiet[i])
-				quiet_put(tab, cap, h->quiet[i]);
-		free(h->quiet);
-		h->quiet = tab;
-		h->quiet_cap = cap;
-	}
-	quiet_put(h->quiet, h->quiet_cap, ino);
-	h->nquiet++;
+	if (ino)
+		(void)hashset_add(&h->quiet, ino, NULL); /* full or no memory: not kept */
 }
 
 /* Must h answer a permission event of type of in?  S.lock held. */

@@ -24,6 +24,7 @@
  *
  * Below the engine, under the same lock: the event record (evrec.h),
  * the shared state S (state.h), fstate.c (range state, fstate.h),
+ * commit.c (staging files, fill commits, commit.h),
  * evict.c (evict.h), writeback.c (writeback.h).  Above it, the FUSE
  * layer calls the engine through events.h; vattr.c reads the counters.
  *

@@ -3,7 +3,7 @@
  * and the one function that changes them.  The engine owns an event's
  * life (event.c: slots, references, complete(); route.c: dispatch;
  * answer.c: what hooks say); the state layer reads the fill an event
- * carries and commits it (fstate.c: commit_fill, a file's inflight
+ * carries and commits it (commit.c: commit_fill; fstate.c: a file's inflight
  * list), so the record sits here, below both.  Every field is guarded
  * by S.lock (state.h) unless it says otherwise.
  */

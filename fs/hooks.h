@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "hashset.h"
 #include "hsmfs/protocol.h"
 #include "proto.h"
 
@@ -47,10 +48,9 @@ struct hook {
 	uint32_t assigned;                 /* events sent and unanswered */
 	struct hook *next;                 /* the engine's list */
 	/* files this hook answered PRE_MODIFY with QUIET for (store inode
-	 * numbers, open addressing, 0 = empty), owned by the engine under
-	 * its lock and freed by its left handler */
-	uint64_t *quiet;
-	uint32_t nquiet, quiet_cap;
+	 * numbers, at most HOOK_QUIET_MAX), owned by the engine under its
+	 * lock: made by its joined handler, freed by its left handler */
+	struct hashset quiet;
 };
 
 #define HOOK_QUIET_MAX (1u << 20) /* QUIET past it is not kept: more events */

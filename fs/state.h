@@ -5,7 +5,7 @@
  * path reads.  Defined in state.c; one per process (one mount per
  * process).
  *
- * The state layer (fstate.c, evict.c, writeback.c) includes this and
+ * The state layer (fstate.c, commit.c, evict.c, writeback.c) includes this and
  * evrec.h, never engine.h: the engine's own state (event slots, parked
  * requests, the hook list) is E, in engine.h, above it.
  *
