@@ -23,9 +23,8 @@ struct event;
 struct fstate;
 
 /*
- * A staging file of size bytes for one delivery, from the pool, or
- * -EAGAIN when it is empty (none is created under S.lock: have the
- * timer run stage_refill(), and ask again), or -errno.  S.lock held.
+ * A staging file of size bytes for one delivery, from the pool (made
+ * here when it ran dry), or -errno.  S.lock held.
  */
 int open_stage(uint64_t size);
 /* Fill the staging pool (STAGE_POOL files).  Without S.lock. */

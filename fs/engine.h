@@ -128,7 +128,7 @@ struct engine {
 	struct hook *rr;           /* round-robin position among fill hooks */
 	pthread_t timer;           /* expires events, resends, redispatches */
 	pthread_cond_t tcond;      /* wakes the timer: to stop, or stage_wanted */
-	bool stage_wanted;         /* a fill waits for a staging file: refill now */
+	bool stage_wanted;         /* the staging pool is half gone or empty: refill now */
 	bool timer_running;
 	uint64_t joins;            /* hooks that joined so far */
 	struct parked *park_pool;  /* max_pending entries */

@@ -166,18 +166,17 @@ static void dispatch(struct event *ev)
 			if (ev->stage_fd < 0) {
 				int fd = open_stage(ev->fs ? ev->fs->size : 0);
 
-				if (fd == -EAGAIN) {
-					/* none ready: it stays queued until the timer made some */
-					E.stage_wanted = true;
-					pthread_cond_signal(&E.tcond);
-					return;
-				}
 				if (fd < 0) {
-					elog_err("cannot size a staging file for a fill: %s",
+					elog_err("cannot create a staging file for a fill: %s",
 						strerror(-fd));
 					return;
 				}
 				ev->stage_fd = fd;
+				/* half gone: the timer makes more before the next needs one */
+				if (S.nstage < STAGE_POOL / 2 && !E.stage_wanted) {
+					E.stage_wanted = true;
+					pthread_cond_signal(&E.tcond);
+				}
 			}
 			if (hooks_send_event(h, &pe, ev->stage_fd) != 0)
 				goto next;

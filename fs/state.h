@@ -18,12 +18,13 @@
  * may block (lockcheck.h: each helper calls may_block(), and debug
  * builds abort): closes and log lines asked for under it wait for the
  * unlock (close_unlocked(), elog() below), staging files are made by
- * the timer (stage_refill), a store file is opened at open(2) or by the
- * commit, the free-space figure is read by the cache off its lock, a
- * reload reads its row first.  One exception stays, bracketed where it
- * is: open_stage() sizes a pooled staging file (ftruncate of an empty
- * unnamed file only this daemon holds: a size, no block, no name), as
- * off the lock every fill would wait for a second thread.
+ * the timer (stage_refill) once the pool is half gone, a store file is
+ * opened at open(2) or by the commit, the free-space figure is read by
+ * the cache off its lock, a reload reads its row first.  Two file calls
+ * stay, both in open_stage() and bracketed there: an unnamed staging
+ * file made when a burst emptied the pool, and the ftruncate that
+ * sizes one (a size, no block, no name); either off the lock makes a
+ * fill wait for a second thread.
  */
 /*
  * The durability order (each step is a fault point of fault.h, so that
@@ -161,7 +162,7 @@ static inline bool events_access_watched(void)
 }
 
 #define LAT_BUCKETS 256
-#define STAGE_POOL 8          /* staging files kept ready (stage_refill) */
+#define STAGE_POOL 32         /* staging files kept ready (stage_refill) */
 
 /*
  * Latency histogram: 8 buckets per power of two of microseconds, so a

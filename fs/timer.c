@@ -56,11 +56,13 @@ void *timer_main(void *arg)
 	elock();
 	mono_after(&ts, TICK_MS / 1000.0);
 	while (!S.stopping) {
-		pthread_cond_timedwait(&E.tcond, &S.lock, &ts);
+		/* a wish for staging files made while it worked is not lost */
+		if (!E.stage_wanted)
+			pthread_cond_timedwait(&E.tcond, &S.lock, &ts);
 		if (S.stopping)
 			break;
 		if (E.stage_wanted) {
-			/* the pool ran dry: fill it, then hand out what waits */
+			/* the pool runs low: fill it (and hand out what a failed one left queued) */
 			E.stage_wanted = false;
 			eunlock();
 			stage_refill();
