@@ -332,11 +332,9 @@ static int hook_progress(struct hook_conn *c, uint64_t id, uint64_t done)
 
 /* --- files in the store --- */
 
-/* A placeholder of size bytes (an origin, a version), looked up. */
-static struct inode *placeholder(const char *name, uint64_t size)
+/* Place e in the store's root as an import does, and look it up. */
+static struct inode *place(const struct manifest_entry *e)
 {
-	struct manifest_entry e = { .path = (char *)name, .size = size, .mode = 0644,
-				    .url = "http://127.0.0.1:1/x", .version = "v1" };
 	enum place_outcome out;
 	char err[256];
 	struct inode *in;
@@ -346,15 +344,27 @@ static struct inode *placeholder(const char *name, uint64_t size)
 
 	if (dfd < 0 || meta_begin(meta))
 		return NULL;
-	if (place_entry(meta, dfd, name, name, &e, false, NULL, NULL, &created, &out, err,
+	if (place_entry(meta, dfd, e->path, e->path, e, false, NULL, NULL, &created, &out, err,
 			sizeof(err)) || meta_commit(meta)) {
+		printf("# cannot make '%s': %s\n", e->path, err);
+		meta_rollback(meta);
 		close(dfd);
 		return NULL;
 	}
 	close(dfd);
-	if (inode_lookup(inode_root(), name, &st, &in) || events_load(in))
+	if (inode_lookup(inode_root(), e->path, &st, &in))
 		return NULL;
 	return in;
+}
+
+/* A placeholder of size bytes (an origin, a version), looked up. */
+static struct inode *placeholder(const char *name, uint64_t size)
+{
+	struct manifest_entry e = { .path = (char *)name, .size = size, .mode = 0644,
+				    .url = "http://127.0.0.1:1/x", .version = "v1" };
+	struct inode *in = place(&e);
+
+	return in && !events_load(in) ? in : NULL;
 }
 
 /* A resident file of size bytes (no row: PRE_MODIFY asks the watchers). */
@@ -391,27 +401,11 @@ static struct inode *lazy_dir(const char *name, const char *origin)
 {
 	struct manifest_entry e = { .path = (char *)name, .mode = 0755, .url = (char *)origin,
 				    .is_dir = true };
-	enum place_outcome out;
-	char err[256];
-	struct inode *in;
-	struct stat st;
-	bool created;
-	int dfd = openat(store.root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct inode *in = place(&e);
 
-	if (dfd < 0 || meta_begin(meta))
-		return NULL;
-	if (place_entry(meta, dfd, name, name, &e, false, NULL, NULL, &created, &out, err,
-			sizeof(err)) || meta_commit(meta)) {
-		printf("# cannot make '%s': %s\n", name, err);
-		meta_rollback(meta);
-		close(dfd);
-		return NULL;
-	}
-	close(dfd);
-	if (inode_lookup(inode_root(), name, &st, &in))
-		return NULL;
 	/* as user.hsmfs.reload after an import: the engine looks again */
-	events_dir_forget(in);
+	if (in)
+		events_dir_forget(in);
 	return in;
 }
 
