@@ -80,19 +80,11 @@ static uint64_t fs_free(uint64_t *ret_size)
  * newer one, and on none (never read, or forgotten) it does not admit.
  */
 
-static int64_t mono_ms_now(void)
-{
-	struct timespec now;
-
-	mono_now(&now);
-	return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
-}
-
 /* Read the figure, C.lock dropped meanwhile.  C.lock held, not the engine's. */
 static void read_free(void)
 {
 	assert(lk_not_held(LK_ENGINE));
-	int64_t at = mono_ms_now(), spent = C.free_spent;
+	int64_t at = mono_ms(), spent = C.free_spent;
 	uint64_t forgets = C.free_forgets, size, avail;
 
 	if (C.free_reading) {
@@ -123,7 +115,7 @@ static void read_free(void)
  */
 static bool free_space(struct evict_figures *ret, bool again, bool can_read)
 {
-	int64_t age = mono_ms_now() - C.free_at;
+	int64_t age = mono_ms() - C.free_at;
 
 	if (can_read && (again || !C.free_known || !C.free_at || age >= FREE_FRESH_MS)) {
 		read_free();
@@ -225,9 +217,11 @@ int cache_try_admit(uint64_t need)
 
 	lk_lock(&C.lock, LK_CACHE);
 	/* under the engine's lock: the figure is not read here */
-	if (!C.known || deficit(need, false, false)) {
-		/* make room for later, but do not wait for it */
-		if (C.known && C.running && !C.requested) {
+	uint64_t d = C.known ? deficit(need, false, false) : UINT64_MAX;
+
+	if (d) {
+		/* make room for later, but do not wait for it (no figure: no round) */
+		if (d != UINT64_MAX && C.running && !C.requested) {
 			if (need > C.want)
 				C.want = need;
 			C.requested = true;
