@@ -31,10 +31,10 @@ static int recently_failed(const struct fstate *fs, uint64_t start, uint64_t end
 	ELOCK_HELD();
 	struct caller who;
 
-	if (!req)
-		return 0;
+	if (!req || !fs->to_at)
+		return 0; /* no failed fill to remember: the usual case */
 	S.cfg.caller(req, &who);
-	if (fs->to_at && who.pid == fs->to_pid && start < fs->to_hi &&
+	if (who.pid == fs->to_pid && start < fs->to_hi &&
 	    fs->to_lo < end && fs->to_joins == E.joins &&
 	    mono_ms() - fs->to_at < RETRY_FAIL_MS)
 		return fs->to_err;

@@ -257,7 +257,9 @@ again:
 	eunlock();
 	res = meta_get(S.cfg.meta, ino, &f);
 	elock();
-	if (inode_state(in) != fs || fs->wbatch != wbatch || fs->gen != gen) {
+	if (inode_state(in) != fs || fs->wbatch != wbatch || fs->gen != gen || fs->inflight ||
+	    fs->evicting || (inode_flags(in) & INODE_PASSTHROUGH)) {
+		/* touched meanwhile: look again (busy now: EBUSY above) */
 		if (!res)
 			meta_file_free(&f);
 		if (++tries > RELOAD_TRIES) {
@@ -265,12 +267,6 @@ again:
 			return -EBUSY;
 		}
 		goto again;
-	}
-	if (fs->inflight || fs->evicting || (inode_flags(in) & INODE_PASSTHROUGH)) {
-		eunlock();
-		if (!res)
-			meta_file_free(&f);
-		return -EBUSY;
 	}
 	old_blocks = fs->state == META_DIRTY ? 0 : fs->blocks;
 	if (res == -ENOENT) {
