@@ -98,9 +98,13 @@ void events_hook_left(struct hook *h)
 		if (!ev_live(ev))
 			continue;
 		if (ev->hook == h) {
-			/* fill events go to another fill hook, or wait for one */
+			/* fill events go to another fill hook, or wait for one;
+			 * an archive keeps its snapshot (read-only, unchanged) */
 			ev->hook = NULL;
-			if (ev->stage_fd >= 0) {
+			free(ev->new_version);
+			free(ev->new_origin);
+			ev->new_version = ev->new_origin = NULL;
+			if (ev->stage_fd >= 0 && ev->type != HSMFS_EV_ARCHIVE) {
 				close_unlocked(ev->stage_fd);
 				ev->stage_fd = -1;
 			}
@@ -186,6 +190,25 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 		eunlock();
 		return;
 	}
+	if (ev->type == HSMFS_EV_ARCHIVE && ev->hook == h) {
+		if (a->verdict == HSMFS_ALLOW && !ev->new_version) {
+			elog_err("hook '%s' allowed the archive of event %llu without ARCHIVED: not archived",
+				h->name, (unsigned long long)a->id);
+			complete(ev, -EPROTO);
+		} else if (a->verdict == HSMFS_ALLOW) {
+			/* done once every watcher allowed too */
+			ev_set(ev, EV_FILLED);
+			ev->hook->assigned--;
+			ev->hook = NULL;
+			if (!ev->ntargets)
+				complete(ev, 0);
+		} else {
+			/* ESTALE: a conflict; the archiver's, never a caller's */
+			complete(ev, a->error == ESTALE ? -ESTALE : deny_errno(a->error));
+		}
+		eunlock();
+		return;
+	}
 	if ((ev->type == HSMFS_EV_PRE_DIR || ev->type == HSMFS_EV_PRE_LOOKUP) &&
 	    ev->hook == h) {
 		if (a->verdict == HSMFS_ALLOW) {
@@ -214,7 +237,10 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 		if (ev->type == HSMFS_EV_PRE_MODIFY && (a->flags & HSMFS_ANSWER_QUIET))
 			quiet_add(h, inode_ino(ev->in));
 		if (!ev->ntargets && ev->type != HSMFS_EV_PRE_ACCESS &&
-		    ev->type != HSMFS_EV_PRE_DIR && ev->type != HSMFS_EV_PRE_LOOKUP)
+		    ev->type != HSMFS_EV_PRE_DIR && ev->type != HSMFS_EV_PRE_LOOKUP &&
+		    ev->type != HSMFS_EV_ARCHIVE)
+			complete(ev, 0);
+		else if (!ev->ntargets && ev->st == EV_FILLED && ev->type == HSMFS_EV_ARCHIVE)
 			complete(ev, 0);
 		else if (!ev->ntargets && ev->st == EV_FILLED && ev->type != HSMFS_EV_PRE_ACCESS)
 			commit_listing(ev);
@@ -250,7 +276,8 @@ static bool progress_enough(const struct event *ev, uint64_t *done)
 	struct timespec now;
 	double since;
 
-	if (ev->type == HSMFS_EV_PRE_ACCESS && ev->hint_end > ev->hint_start &&
+	if ((ev->type == HSMFS_EV_PRE_ACCESS || ev->type == HSMFS_EV_ARCHIVE) &&
+	    ev->hint_end > ev->hint_start &&
 	    *done > ev->hint_end - ev->hint_start)
 		*done = ev->hint_end - ev->hint_start;
 	if (*done <= ev->progress)
@@ -277,6 +304,34 @@ void events_progress(struct hook *h, const struct proto_progress *p)
 	ev->progress = done;
 	mono_after(&ev->deadline, S.cfg.timeout);
 	eunlock();
+}
+
+/*
+ * ARCHIVED: before its ALLOW, the archive hook says which version (and
+ * where) the snapshot is at the origin now.  Kept with the event for
+ * the archiver; a later ARCHIVED replaces it.
+ */
+void events_archived(struct hook *h, const struct proto_archived *a)
+{
+	struct event *ev;
+	char *v, *o;
+
+	v = strndup(a->version.p ? a->version.p : "", a->version.len);
+	o = a->origin.len ? strndup(a->origin.p, a->origin.len) : NULL;
+	elock();
+	ev = find_event(a->id);
+	if (v && (!a->origin.len || o) && ev && ev->type == HSMFS_EV_ARCHIVE && ev->hook == h &&
+	    ev->st == EV_SENT && !memchr(a->version.p ? a->version.p : "", 0, a->version.len) &&
+	    (!o || !memchr(a->origin.p, 0, a->origin.len))) {
+		free(ev->new_version);
+		free(ev->new_origin);
+		ev->new_version = v;
+		ev->new_origin = o;
+		v = o = NULL;
+	}
+	eunlock();
+	free(v);
+	free(o);
 }
 
 /*

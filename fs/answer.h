@@ -16,5 +16,6 @@ void events_hook_left(struct hook *h);
 void events_answer(struct hook *h, const struct proto_answer *a);
 void events_progress(struct hook *h, const struct proto_progress *p);
 void events_filled(struct hook *h, const struct proto_filled *f);
+void events_archived(struct hook *h, const struct proto_archived *a);
 
 #endif

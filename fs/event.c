@@ -150,6 +150,9 @@ static void release_slot(struct event *ev)
 	if (ev->type == HSMFS_EV_PRE_DIR || ev->type == HSMFS_EV_PRE_LOOKUP)
 		names_plan_end(ev->names_plan);
 	ev->names_plan = 0;
+	free(ev->new_version);
+	free(ev->new_origin);
+	ev->new_version = ev->new_origin = NULL;
 	inode_release(ev->in);
 	ev->in = NULL;
 	ev->fs = NULL;
@@ -200,6 +203,7 @@ void init_event(struct event *ev, uint32_t type, struct inode *in,
 	ev->side_lo = ev->side_hi = 0;
 	ev->dir_origin = NULL;
 	ev->name = NULL;
+	ev->new_version = ev->new_origin = NULL;
 	ev->refresh = false;
 	ev->result = 0;
 	ev->waiters = 0;
@@ -222,6 +226,8 @@ void init_event(struct event *ev, uint32_t type, struct inode *in,
 		S.st.pre_dir++;
 	else if (type == HSMFS_EV_PRE_LOOKUP)
 		S.st.pre_lookup++;
+	else if (type == HSMFS_EV_ARCHIVE)
+		S.st.archives++;
 	else
 		S.st.access_perm++;
 }

@@ -78,6 +78,7 @@ void events_shutdown(void);
  * The entry points the FUSE layer calls, each declared by the file that
  * defines it (vattr.h, of the FUSE layer itself, is included where used).
  */
+#include "archive.h"
 #include "decide.h"
 #include "dirs.h"
 #include "evict.h"

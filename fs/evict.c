@@ -301,15 +301,14 @@ static int evict_reached(struct inode *cur, const struct meta_victim *v, bool in
 	return res;
 }
 
-int evict_victim(const struct meta_victim *v, bool in_order, uint64_t *ret_freed)
+int walk_to(const char *path, uint64_t ino, struct inode **ret)
 {
 	struct inode *cur = inode_root(), *next;
 	struct stat st;
 	char *copy, *comp, *save = NULL;
 	int res = 0;
 
-	*ret_freed = 0;
-	copy = strdup(v->path);
+	copy = strdup(path);
 	if (!copy)
 		return -ENOMEM;
 	/* component by component, as the kernel would: no symlink followed */
@@ -327,21 +326,36 @@ int evict_victim(const struct meta_victim *v, bool in_order, uint64_t *ret_freed
 		cur = next;
 	}
 	free(copy);
-	if (!res && (cur == inode_root() || st.st_ino != v->ino || !S_ISREG(st.st_mode)))
+	if (!res && (cur == inode_root() || st.st_ino != ino || !S_ISREG(st.st_mode)))
 		res = -ESTALE;
 	if (res == -ESTALE || res == -ENOENT || res == -ENOTDIR) {
 		/* not there any more: the next open records where it went */
-		meta_set_path(S.cfg.meta, v->ino, NULL);
+		meta_set_path(S.cfg.meta, ino, NULL);
 		res = -ESTALE;
 	}
 	if (!res)
 		res = events_load(cur);
-	if (!res) {
-		elock();
-		res = evict_reached(cur, v, in_order, ret_freed);
-		eunlock();
+	if (res) {
+		if (cur != inode_root())
+			inode_forget(cur, 1);
+		return res;
 	}
-	if (cur != inode_root())
-		inode_forget(cur, 1);
+	*ret = cur;
+	return 0;
+}
+
+int evict_victim(const struct meta_victim *v, bool in_order, uint64_t *ret_freed)
+{
+	struct inode *cur;
+	int res;
+
+	*ret_freed = 0;
+	res = walk_to(v->path, v->ino, &cur);
+	if (res)
+		return res;
+	elock();
+	res = evict_reached(cur, v, in_order, ret_freed);
+	eunlock();
+	inode_forget(cur, 1);
 	return res;
 }

@@ -47,7 +47,8 @@ struct parked;
  *   SENT     a fill hook has it, or every permission target was sent it
  *   FILLED   PRE_ACCESS, PRE_DIR, PRE_LOOKUP: its fill hook allowed
  *            [fill_start, fill_end); committed once every watcher
- *            allowed too
+ *            allowed too.  ARCHIVE: its archive hook said ARCHIVED and
+ *            allowed; done (complete) once every watcher allowed too
  *   COPYING  being committed (on the lister's queue, or copied with
  *            S.lock dropped): nobody but the committer completes it; it
  *            neither times out nor is cancelled
@@ -91,12 +92,15 @@ struct event {
 				    * (owned, may be NULL) */
 	char *name;                /* PRE_LOOKUP: the name looked up (owned) */
 	bool refresh;              /* PRE_DIR: of a listed directory (hsmfsctl
-				    * refresh): its difference is applied */
+				    * refresh): its difference is applied;
+				    * ARCHIVE: unconditional (overwrite) */
 	uint64_t names_plan;       /* PRE_DIR, PRE_LOOKUP: the plan its name
 				    * changes are claimed under (names.h),
 				    * open from its start to its slot's release */
 	uint64_t side_lo, side_hi; /* PRE_ACCESS: the rest of its chunk's gap, asked
 				    * once it is filled (first_fill), or 0, 0 */
+	char *new_version;         /* ARCHIVE: what its archive hook said in */
+	char *new_origin;          /*   ARCHIVED (owned; the archiver takes them) */
 	int result;                /* 0 or -errno once EV_DONE */
 	uint32_t waiters;          /* references: threads in wait_event() and
 				    * parked reads; released at 0 once done */

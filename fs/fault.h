@@ -34,6 +34,9 @@
 #define FAULT_FILL_COPIED "fill-copied"           /* a fill copied in, not yet present */
 #define FAULT_LIST_MADE "listing-made"            /* a listing's entries made and synced */
 #define FAULT_LIST_COMMITTED "listing-committed"  /* a listing committed */
+#define FAULT_ARCHIVE_SNAPSHOT "archive-snapshot" /* a stable snapshot made */
+#define FAULT_ARCHIVE_ANSWERED "archive-answered" /* the archive hook answered */
+#define FAULT_ARCHIVE_COMMITTED "archive-committed" /* clean and version committed */
 #define FAULT_DATASYNC "datasync"                 /* fault_hit: a data sync fails */
 #define FAULT_BATCH_TAKEN "batch-taken"           /* fault_delay: the writer took its batch */
 

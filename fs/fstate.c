@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "cache.h"
@@ -436,7 +437,68 @@ void events_released(struct inode *in)
 		if (!inode_is_open(in))
 			ahead_closed(fs, true);
 		drop_rw_fd(fs);
+		archive_writeback(fs);
 	}
+	eunlock();
+}
+
+void archive_later(struct fstate *fs, int64_t due)
+{
+	ELOCK_HELD();
+	fs->arch_due = due;
+	if (fs->arch == ARCH_RUNNING) {
+		fs->arch_again = true;
+		return;
+	}
+	if (fs->arch == ARCH_QUEUED)
+		return;
+	fs->arch = ARCH_QUEUED;
+	inode_ref(fs->in); /* the queue's: archive.c releases it */
+	fs->anext = S.aqueue;
+	S.aqueue = fs;
+	pthread_cond_signal(&S.acond);
+}
+
+void archive_writeback(struct fstate *fs)
+{
+	ELOCK_HELD();
+	if (S.cfg.writeback < 0 || fs->state != META_DIRTY || (fs->flags & META_F_CONFLICT) ||
+	    S.stopping)
+		return;
+	archive_later(fs, mono_ms() + (int64_t)(S.cfg.writeback * 1000));
+}
+
+void events_created(struct inode *in)
+{
+	struct fstate *fs;
+
+	if (!S.cfg.track_new || !S.cfg.meta || inode_is_dir(in))
+		return;
+	fs = calloc(1, sizeof(*fs));
+	if (!fs) {
+		elog_err("out of memory: inode %llu made on the mount will not be archived",
+			 (unsigned long long)inode_ino(in));
+		return;
+	}
+	fs->rw_fd = -1;
+	fs->ino = inode_ino(in);
+	fs->in = in;
+	if (getrandom(&fs->gen, sizeof(fs->gen), 0) != sizeof(fs->gen))
+		fs->gen = (uint64_t)time(NULL) << 20 ^ fs->ino;
+	fs->state = META_DIRTY; /* a new record, not a step (fstate.h) */
+	fs->newrow = true;
+	fs->atime = fs->atime_saved = now_ms();
+	elock();
+	if (inode_state(in)) {
+		/* a name of a file that has state already (a link) */
+		eunlock();
+		free(fs);
+		return;
+	}
+	inode_set_state(in, fs);
+	inode_flags_set(in, INODE_STATEFUL | INODE_LOADED);
+	persist_later(fs);
+	archive_writeback(fs);
 	eunlock();
 }
 
@@ -564,6 +626,7 @@ static void user_changed(struct fstate *fs, int res, uint64_t size)
 	if (rs_contains(&fs->present, 0, fs->size))
 		inode_flags_clear(fs->in, INODE_NONRESIDENT);
 	persist_later(fs);
+	archive_writeback(fs);
 }
 
 /*
@@ -622,7 +685,7 @@ bool events_pass_begin(struct inode *in)
 	return ok;
 }
 
-void events_unseen_writes(struct inode *in, uint64_t size)
+void events_unseen_writes(struct inode *in, uint64_t size, bool open)
 {
 	struct fstate *fs = inode_state(in);
 	int res;
@@ -630,6 +693,12 @@ void events_unseen_writes(struct inode *in, uint64_t size)
 	if (!fs)
 		return;
 	elock();
+	if (open)
+		fs->unseen++;
+	else if (fs->unseen)
+		fs->unseen--;
+	if (size == UINT64_MAX)
+		size = fs->size;
 	/* every byte is the user's now: present, dirty, never fetched */
 	res = rs_add(&fs->present, 0, size);
 	if (!res && size < fs->size)
@@ -654,9 +723,20 @@ void events_truncated(struct inode *in, struct events_change *c, uint64_t old_si
 	eunlock();
 }
 
-void events_unlinked(uint64_t ino)
+void events_unlinked(struct inode *in, uint64_t ino)
 {
+	struct fstate *fs = in ? inode_state(in) : NULL;
 	uint64_t cached = 0;
+
+	if (fs) {
+		elock();
+		fs->gone = true;
+		fs->newrow = false;
+		/* a batch holding its row is written first: then it is deleted */
+		while (fs->wbatch > S.batch_done && S.writer_running)
+			pthread_cond_wait(&S.wdone, &S.lock);
+		eunlock();
+	}
 
 	if (S.cfg.meta && meta_delete(S.cfg.meta, ino, &cached))
 		elog_err("cannot forget the state of inode %llu: %s",

@@ -22,9 +22,19 @@
  *
  *   PLACEHOLDER, PARTIAL, RESIDENT --becomes_dirty(): a user change--> DIRTY
  *
- *   DIRTY: the user's bytes.  No step leaves it: a user's change wins
- *       over a fill, an eviction, a digest check; only a new row (an
- *       import, then events_reload) replaces it.
+ *   DIRTY: the user's bytes.  A user's change wins over a fill, an
+ *       eviction, a digest check; one step leaves it:
+ *   DIRTY --archived(), archive.c--> RESIDENT: every byte present, and
+ *       the origin holds exactly them (an archive hook said which
+ *       version) with no user change begun since its snapshot; the
+ *       version is recorded with the state, in one commit of the writer.
+ *       Else a new row (an import, then events_reload) replaces it.
+ *
+ *   Beside the state, the archive's: clean (an origin and a version,
+ *   not DIRTY), dirty (DIRTY), archiving (arch, memory only: a crash
+ *   leaves it dirty), conflict (DIRTY with META_F_CONFLICT: the origin
+ *   changed under the change; kept until hsmfsctl resolve), new (DIRTY
+ *   with no origin: made on the mount, never archived).
  *
  * The inode bits follow: INODE_NONRESIDENT while a byte is missing
  * (present_changed, evict_range, verify), INODE_TRACKED while the cache
@@ -96,20 +106,39 @@ struct fstate {
 	uint64_t to_joins;         /*   joined then, for whom (thread id), and */
 	pid_t to_pid;              /*   its result: see recently_failed() */
 	int to_err;
+	/* archive (archive.c; queued on S.aqueue by archive_later()) */
+	uint8_t arch;              /* ARCH_IDLE, ARCH_QUEUED, ARCH_RUNNING */
+	bool arch_again;           /* asked again while running: queue it after */
+	struct fstate *anext;      /* S.aqueue link */
+	int64_t arch_due;          /* not before (monotonic ms) */
+	int arch_err;              /* the last attempt's error, 0: none */
+	unsigned arch_tries;       /* attempts that failed in a row */
+	bool vchanged;             /* origin, version: the writer records them */
+	bool newrow;               /* made on the mount: the writer inserts its row */
+	bool gone;                 /* its last name went: never archived */
+	unsigned unseen;           /* opens writing in passthrough mode */
+	bool overwrite;            /* resolved for the local bytes: the next
+				    * archive is unconditional */
+	struct arch_wait *awaiters; /* requests waiting for its archive */
 };
+
+enum { ARCH_IDLE, ARCH_QUEUED, ARCH_RUNNING };
 
 /* Is from -> to an arrow of the diagram above? */
 static inline bool fs_step_legal(uint32_t from, uint32_t to)
 {
 	if (to < META_PLACEHOLDER || to > META_DIRTY)
 		return false;
-	return from != META_DIRTY || to == META_DIRTY;
+	return from != META_DIRTY || to == META_DIRTY || to == META_RESIDENT;
 }
 
 /* The one place a file's state steps.  S.lock held. */
 static inline void fs_set(struct fstate *fs, uint32_t to)
 {
 	assert(fs_step_legal(fs->state, to));
+	/* out of DIRTY only archived, with every byte there */
+	assert(fs->state != META_DIRTY || to == META_DIRTY ||
+	       rs_contains(&fs->present, 0, fs->size));
 	/* unverified: every byte there, waiting for its check */
 	assert(!fs->unverified || to == META_PARTIAL || to == META_DIRTY);
 	fs->state = to;
@@ -177,14 +206,21 @@ void events_wrote(struct inode *in, struct events_change *c, uint64_t off,
 		  uint64_t len);
 void events_truncated(struct inode *in, struct events_change *c,
 		      uint64_t old_size, uint64_t new_size);
-void events_unlinked(uint64_t ino);
+/*
+ * The last name of the file ino went (in: its inode, loaded, or NULL):
+ * its row goes, after any write of it the writer has begun, and a file
+ * made on the mount whose row is not written yet never gets one.
+ */
+void events_unlinked(struct inode *in, uint64_t ino);
 /*
  * in is open for writing where the daemon does not see the writes
  * (kernel passthrough): at open and again at release, its state becomes
  * dirty (every byte the user's, never fetched or evicted) with size, the
- * store file's size then.  Files without state: no-op.
+ * store file's size then (UINT64_MAX: not known, the size stays).
+ * open: at the open, else at its release; between them the file is
+ * never archived (its bytes change unseen).  Files without state: no-op.
  */
-void events_unseen_writes(struct inode *in, uint64_t size);
+void events_unseen_writes(struct inode *in, uint64_t size, bool open);
 /*
  * May in be opened in passthrough mode now (every byte present, nothing
  * filling, changing or being evicted, not stale or awaiting its digest)?
@@ -207,6 +243,21 @@ void drop_rw_fd(struct fstate *fs);
 void present_changed(struct fstate *fs);
 /* Queue fs on S.wqueue for the writer (writeback.c).  S.lock held. */
 void persist_later(struct fstate *fs);
+/*
+ * Archive fs once due (monotonic ms; archive.c takes S.aqueue): queued,
+ * or its due time replaced (the last change or ask decides); while it
+ * is being archived, queued again after.  S.lock held.
+ */
+void archive_later(struct fstate *fs, int64_t due);
+/* A user's change or close of fs: with write-back on, archive it later. */
+void archive_writeback(struct fstate *fs);
+/*
+ * A regular file was made on the mount (create, mknod, a link's target
+ * excluded): with S.cfg.track_new it gets state, dirty with no origin,
+ * and its row is inserted by the writer.  Called after the inode is
+ * made, before it is replied.
+ */
+void events_created(struct inode *in);
 /* Wait until fs is not being evicted (evict.c marks it).  S.lock held. */
 void evict_wait(const struct fstate *fs);
 

@@ -167,6 +167,7 @@ static void *conn_main(void *arg)
 		struct proto_answer ans;
 		struct proto_progress prog;
 		struct proto_filled filled;
+		struct proto_archived archived;
 		uint16_t type;
 		ssize_t n = recv(h->fd, buf, HSMFS_MAX_FRAME + 1, MSG_TRUNC);
 
@@ -211,7 +212,8 @@ static void *conn_main(void *arg)
 			}
 			h->kind = hello.kind;
 			h->version = version;
-			h->mask = hello.mask & (version >= 4 ? HSMFS_MASK_V4 :
+			h->mask = hello.mask & (version >= 6 ? HSMFS_MASK_V6 :
+						version >= 4 ? HSMFS_MASK_V4 :
 						version >= 3 ? HSMFS_MASK_V3 :
 						version >= 2 ? HSMFS_MASK_V2 : HSMFS_MASK_ALL);
 			copy_str(h->name, sizeof(h->name), hello.name);
@@ -258,6 +260,15 @@ static void *conn_main(void *arg)
 				goto out;
 			}
 			H.on.filled(h, &filled);
+			break;
+		case HSMFS_MSG_ARCHIVED:
+			if (h->version < 6)
+				goto unknown;
+			if (proto_dec_archived(buf, n, &archived)) {
+				refuse(h->fd, who, HSMFS_ERR_MALFORMED, "malformed ARCHIVED");
+				goto out;
+			}
+			H.on.archived(h, &archived);
 			break;
 		case HSMFS_MSG_HELLO:
 			refuse(h->fd, who, HSMFS_ERR_STATE, "HELLO sent twice");

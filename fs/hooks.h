@@ -68,6 +68,7 @@ struct hooks_handlers {
 	void (*answer)(struct hook *h, const struct proto_answer *a);
 	void (*progress)(struct hook *h, const struct proto_progress *p);
 	void (*filled)(struct hook *h, const struct proto_filled *f);
+	void (*archived)(struct hook *h, const struct proto_archived *a);
 };
 
 /*

@@ -78,6 +78,8 @@ static void usage(void)
 "                     (default: max_pending; a quarter with allow_other)\n"
 "  chunk=SIZE         alignment of fill hints (default 1M)\n"
 "  dir_ttl=SECONDS    list a listed directory again on a look after this (0: never)\n"
+"  archive_after=SECONDS  archive a changed file this long after its last\n"
+"                     change or close (default: only hsmfsctl archive, sync)\n"
 "  first_fill=SIZE    a read's miss waits for at most this much (default 128k;\n"
 "                     the rest of its chunk is fetched beside it; 0: the chunk)\n"
 "  readahead=SIZE     the kernel's readahead window of the mount (root only;\n"
@@ -251,6 +253,7 @@ static const struct hooks_handlers engine_answers = {
 	.answer = events_answer,
 	.progress = events_progress,
 	.filled = events_filled,
+	.archived = events_archived,
 };
 
 int main(int argc, char *argv[])
@@ -431,6 +434,9 @@ int main(int argc, char *argv[])
 			/* the window the kernel reads ahead in (bdi.h) */
 			.kernel_ra = o.readahead ? o.readahead : 128 << 10,
 			.dir_ttl = o.dir_ttl,
+			.writeback = o.archive_after,
+			/* a mount with an origin archives what is made on it */
+			.track_new = o.origin != NULL || o.archive_after >= 0,
 			.meta = meta,
 			.store_path = store_path,
 			.origin = o.origin,

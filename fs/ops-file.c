@@ -310,6 +310,7 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct inode *p = IN(parent), *in;
 	struct creds id;
 	int pfd, fd = -1, res;
+	bool made = false;
 
 	if (reserved(parent, name))
 		return -EPERM;
@@ -321,8 +322,17 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		struct names_user u;
 
 		names_user_begin(&u, inode_ino(p), name, 0, NULL);
-		fd = openat(pfd, name, open_flags(fi->flags) | O_CREAT | O_NOFOLLOW |
-					       (fi->flags & O_EXCL), mode);
+		/* made here, or opened (a name the kernel did not know of): which? */
+		for (int tries = 0; tries < 8; tries++) {
+			fd = openat(pfd, name, open_flags(fi->flags) | O_CREAT | O_EXCL | O_NOFOLLOW,
+				    mode);
+			made = fd >= 0;
+			if (fd >= 0 || errno != EEXIST || (fi->flags & O_EXCL))
+				break;
+			fd = openat(pfd, name, open_flags(fi->flags) | O_NOFOLLOW);
+			if (fd >= 0 || errno != ENOENT)
+				break; /* else removed meanwhile: make it again */
+		}
 		res = fd < 0 ? -errno : 0;
 		names_user_end(&u);
 		creds_as_daemon(&id);
@@ -336,6 +346,8 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		return res;
 	}
 	in = IN(e->ino);
+	if (made)
+		events_created(in); /* before the open below loads its state */
 	fi->fh = fd;
 	inode_open_inc(in);
 	/*

@@ -142,6 +142,7 @@ enum later_step {
 	LATER_COPY_DST,    /* after the source's wait (a read hold): the destination's PRE_MODIFY */
 	LATER_COPY,        /* after the destination's PRE_MODIFY: the bytes are copied */
 	LATER_REFRESH,     /* after hsmfsctl refresh of a directory: its value is answered */
+	LATER_ARCHIVE,     /* after hsmfsctl archive, sync or resolve: its value is answered */
 	LATER_STEPS        /* the number of steps */
 };
 
@@ -225,7 +226,7 @@ void ops_attr_init(void);   /* LATER_SETATTR */
 void ops_file_init(void);   /* LATER_CREATE, LATER_OPEN_* .. LATER_FALLOCATE */
 void ops_copy_init(void);   /* LATER_COPY_* */
 void ops_dir_init(void);    /* LATER_OPENDIR */
-void ops_xattr_init(void);  /* LATER_REFRESH */
+void ops_xattr_init(void);  /* LATER_REFRESH, LATER_ARCHIVE */
 
 /* The entry of name in parent, for the kernel (a lookup reference taken).  ops-names.c. */
 int do_lookup(fuse_ino_t parent, const char *name, struct fuse_entry_param *e);

@@ -133,6 +133,8 @@ void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, 
 		return;
 	if (!res)
 		res = do_make(req, parent, name, MK_NOD, mode, rdev, NULL, &e);
+	if (!res && S_ISREG(mode))
+		events_created(IN(e.ino));
 	reply_entry(req, res, &e);
 }
 
@@ -234,7 +236,7 @@ static int do_remove(fuse_ino_t parent, const char *name, int flags)
 		/* still reachable (an O_PATH descriptor): its state outlives the row */
 		if (victim)
 			events_load(victim);
-		events_unlinked(st.st_ino);
+		events_unlinked(victim, st.st_ino);
 	}
 	if (!res && flags)
 		events_dir_removed(st.st_ino);
@@ -317,7 +319,7 @@ static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 	    !S_ISDIR(dst_st.st_mode) && dst_st.st_ino != sst.st_ino) {
 		if (dst)
 			events_load(dst); /* as in do_remove() */
-		events_unlinked(dst_st.st_ino);
+		events_unlinked(dst, dst_st.st_ino);
 	}
 out:
 	if (pfd >= 0)

@@ -153,6 +153,46 @@ static int refresh_step(struct later *l, int res)
 	return 0;
 }
 
+/*
+ * hsmfsctl archive, sync and resolve: a getxattr of user.hsmfs.archive
+ * (of a file), user.hsmfs.sync (of the root) or user.hsmfs.resolve_local
+ * (of a file in conflict).  Its value is "ok" once the file is clean
+ * (every dirty file, for sync), or it fails with the archive's error
+ * (ESTALE: a conflict; ENOTCONN: no archive hook connected).  Asked for
+ * its size first (size 0), it says 16 and does nothing.
+ */
+static void ctl_archive(fuse_req_t req, fuse_ino_t ino, size_t size, int verb)
+{
+	struct later *l;
+	int res;
+
+	if (!size) {
+		reply_xattr(req, 16, NULL, 0);
+		return;
+	}
+	l = later_new(&(struct later){ .step = LATER_ARCHIVE, .req = req, .len = size }, 0);
+	if (!l) {
+		reply_xattr(req, -ENOMEM, NULL, size);
+		return;
+	}
+	if (verb == 1)
+		res = IN(ino) == inode_root() ? events_sync(later_resume, l) : -ENODATA;
+	else if (verb == 2)
+		res = events_resolve(IN(ino), later_resume, l);
+	else
+		res = events_archive(IN(ino), later_resume, l);
+	if (res != EVENTS_PARKED)
+		later_resume(l, res);
+}
+
+static int archive_step(struct later *l, int res)
+{
+	if (!res && l->len < 2)
+		res = -ERANGE;
+	reply_xattr(l->req, res ? res : 2, res ? NULL : "ok", l->len);
+	return 0;
+}
+
 void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	char *buf;
@@ -160,6 +200,11 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 
 	if (!strcmp(name, VIRT_PREFIX "refresh")) {
 		ctl_refresh(req, ino, size);
+		return;
+	}
+	if (!strcmp(name, VIRT_PREFIX "archive") || !strcmp(name, VIRT_PREFIX "sync") ||
+	    !strcmp(name, VIRT_PREFIX "resolve_local")) {
+		ctl_archive(req, ino, size, name[11] == 's' ? 1 : name[11] == 'r' ? 2 : 0);
 		return;
 	}
 	buf = size ? malloc(size) : NULL;
@@ -247,4 +292,5 @@ void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 void ops_xattr_init(void)
 {
 	later_handle(LATER_REFRESH, LATER_REFRESH, refresh_step);
+	later_handle(LATER_ARCHIVE, LATER_ARCHIVE, archive_step);
 }

@@ -186,6 +186,13 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 				    opt);
 		return 0;
 	}
+	if (KEY("archive_after")) {
+		if (!val || parse_seconds(val, &o->archive_after))
+			return fail(err, errlen,
+				    "option '%s' needs seconds from 0 to %.0f",
+				    opt, OPTS_TIMEOUT_MAX);
+		return 0;
+	}
 	if (KEY("dir_ttl")) {
 		if (!val || parse_seconds(val, &o->dir_ttl))
 			return fail(err, errlen,
@@ -372,6 +379,7 @@ static void set_defaults(struct hsmfs_opts *o)
 	o->attr_timeout = 1.0;
 	o->negative_timeout = 0.0;
 	o->timeout = 30.0;
+	o->archive_after = -1; /* only when asked */
 	o->progress_floor = OPTS_PROGRESS_FLOOR;
 	o->max_pending = 1024;
 	o->prefetch = OPTS_PREFETCH_DEFAULT;

@@ -74,6 +74,9 @@ struct hsmfs_opts {
 	double dir_ttl;          /* a listed directory is listed again on a look
 				  * this long after its listing, 0: never */
 	bool nohook_fail;        /* nohook=fail: no fill hook fails at once */
+	double archive_after;    /* archive_after=: a dirty file is archived this
+				  * long after its last change or close; -1
+				  * (default): only when asked */
 	unsigned max_pending;    /* event slots, default 1024 */
 	unsigned max_pending_user; /* requests one user may park; 0: default */
 	unsigned prefetch;       /* sibling files asked ahead, 0: off (default 8) */

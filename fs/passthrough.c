@@ -287,7 +287,7 @@ int pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi,
 		struct stat st;
 
 		if (fstat((int)fi->fh, &st) == 0)
-			events_unseen_writes(in, (uint64_t)st.st_size);
+			events_unseen_writes(in, (uint64_t)st.st_size, true);
 	}
 	plock();
 	set_mode((int)fi->fh, mode);
@@ -316,8 +316,8 @@ void pt_released(struct fuse_req *req, struct inode *in, struct fuse_file_info *
 		struct stat st;
 
 		/* what the kernel wrote: dirty, with the size it left */
-		if (fstat((int)fi->fh, &st) == 0)
-			events_unseen_writes(in, (uint64_t)st.st_size);
+		events_unseen_writes(in, fstat((int)fi->fh, &st) == 0 ? (uint64_t)st.st_size :
+									UINT64_MAX, false);
 	}
 	if (close_id) {
 		fuse_passthrough_close(req, close_id);

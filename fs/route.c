@@ -83,11 +83,13 @@ void fill_proto(const struct event *ev, struct proto_event *pe,
 	}
 	/*
 	 * PRE_MODIFY events carry the file's origin and version too; a fill
-	 * is of the recorded version, whose size is the origin's
+	 * is of the recorded version, whose size is the origin's; an archive
+	 * is of its snapshot, [0, hint_end) of its descriptor
 	 */
 	fs = ev->fs ? ev->fs : inode_state(ev->in);
 	if (fs) {
-		pe->file_size = ev->type == HSMFS_EV_PRE_ACCESS ? fs->osize : fs->size;
+		pe->file_size = ev->type == HSMFS_EV_PRE_ACCESS ? fs->osize :
+				ev->type == HSMFS_EV_ARCHIVE ? ev->hint_end : fs->size;
 		if (fs->origin) {
 			pe->origin.p = fs->origin;
 			pe->origin.len = strlen(fs->origin);
@@ -144,7 +146,7 @@ static void send_to_watchers(struct event *ev)
 	}
 }
 
-/* Try to hand a queued fill (PRE_ACCESS, PRE_DIR, PRE_LOOKUP) to a fill hook.  S.lock held. */
+/* Try to hand a queued fill (PRE_ACCESS, PRE_DIR, PRE_LOOKUP, ARCHIVE) to a fill hook.  S.lock held. */
 static void dispatch(struct event *ev)
 {
 	ELOCK_HELD();
@@ -155,7 +157,8 @@ static void dispatch(struct event *ev)
 	if (!E.hooks)
 		return;
 	fill_proto(ev, &pe, path, sizeof(path));
-	pe.flags = HSMFS_EVENT_HAS_FD;
+	pe.flags = HSMFS_EVENT_HAS_FD | (ev->refresh && ev->type == HSMFS_EV_ARCHIVE ?
+						 HSMFS_EVENT_OVERWRITE : 0);
 	start = E.rr && E.rr->next ? E.rr->next : E.hooks;
 	h = start;
 	do {
@@ -298,6 +301,44 @@ bool have_lookup_hook(void)
 		if (h->kind == HSMFS_KIND_FILL && (h->mask & HSMFS_MASK(HSMFS_EV_PRE_LOOKUP)))
 			return true;
 	return false;
+}
+
+bool have_archive_hook(struct inode *in)
+{
+	ELOCK_HELD();
+	for (struct hook *h = E.hooks; h; h = h->next)
+		if (h->kind == HSMFS_KIND_FILL && (h->mask & HSMFS_MASK(HSMFS_EV_ARCHIVE)) &&
+		    in_subtree(h, in))
+			return true;
+	return false;
+}
+
+int start_archive(struct inode *in, int fd, uint64_t size, uint32_t mode, int64_t mtime,
+		  bool overwrite, struct event **ret_ev)
+{
+	ELOCK_HELD();
+	struct event *ev = get_slot();
+
+	if (!ev) {
+		close_unlocked(fd);
+		elog_warn("no free event slot within the timeout (max_pending=%u)",
+			 S.cfg.max_pending);
+		return -EIO;
+	}
+	init_event(ev, HSMFS_EV_ARCHIVE, in, NULL);
+	ev->start = mode;
+	ev->end = mtime > 0 ? (uint64_t)mtime : 0;
+	ev->hint_start = 0;
+	ev->hint_end = size;
+	ev->stage_fd = fd; /* the snapshot, sent again to a next hook if one leaves */
+	ev->refresh = overwrite; /* of an ARCHIVE: HSMFS_EVENT_OVERWRITE */
+	ev->waiters = 1;   /* the caller's */
+	send_to_watchers(ev);
+	dispatch(ev);
+	if (ev->st == EV_QUEUED)
+		queue_add(ev);
+	*ret_ev = ev;
+	return 0;
 }
 
 /* PRE_DIR, or PRE_LOOKUP of name (owned, given to the event). */

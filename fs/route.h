@@ -50,6 +50,16 @@ struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
  */
 int start_listing(struct inode *dir, char *origin, struct fuse_req *req,
 		  struct event **ret_ev);
+/* Is an archive hook (fill, subscribed to ARCHIVE) connected for in? */
+bool have_archive_hook(struct inode *in);
+/*
+ * Start the ARCHIVE event of in: fd, a read-only descriptor of the
+ * snapshot of size bytes (owned by the event from here on), mode and
+ * mtime of it; overwrite: unconditional (HSMFS_EVENT_OVERWRITE).  0 with
+ * *ret_ev (one reference, the caller's), or -errno.
+ */
+int start_archive(struct inode *in, int fd, uint64_t size, uint32_t mode, int64_t mtime,
+		  bool overwrite, struct event **ret_ev);
 /* The same for the PRE_LOOKUP of name in dir (name: owned by the event). */
 int start_lookup(struct inode *dir, char *origin, char *name, struct fuse_req *req,
 		 struct event **ret_ev);

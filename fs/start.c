@@ -6,6 +6,7 @@
 #include "commit.h"
 #include "decide.h"
 #include "dirs.h"
+#include "archive.h"
 #include "engine.h"
 #include "event.h"
 #include "events.h"
@@ -21,6 +22,7 @@ int events_init(const struct events_config *cfg)
 	pthread_condattr_t ca;
 	unsigned i;
 	uint64_t nctimes = 0;
+	int res;
 
 	S.cfg = *cfg;
 	event_handlers_set(&(struct event_handlers){ .ask_side = ask_side, .resume = resume });
@@ -68,11 +70,14 @@ int events_init(const struct events_config *cfg)
 		return -EAGAIN;
 	E.roomer_running = true;
 	stage_refill();
-	return dirs_init();
+	res = dirs_init();
+	return res ? res : archive_init();
 }
 
 void events_shutdown(void)
 {
+	/* the archive under way finishes (within its event's timeout), the rest waits */
+	archive_shutdown();
 	elock();
 	/* nobody will answer now: pending events fail, parked reads get EIO */
 	for (unsigned i = 0; E.slots && i < S.cfg.max_pending; i++) {

@@ -132,6 +132,14 @@ struct events_config {
 	unsigned max_parked_user;
 	/* has the FUSE session ended (unmounted)?  Then every wait ends. */
 	bool (*exiting)(void);
+	/*
+	 * Write-back: a dirty file is archived this many seconds after its
+	 * last change, close or fsync; < 0: only when asked (hsmfsctl archive,
+	 * sync)
+	 */
+	double writeback;
+	/* files made on the mount get state and a row, to be archived */
+	bool track_new;
 	/* req's caller: who asked (req is not NULL) */
 	void (*caller)(struct fuse_req *req, struct caller *ret);
 	/* has req's caller given up on it (an interrupt)? */
@@ -201,6 +209,9 @@ struct state {
 	pthread_cond_t reads_done; /* a file's tracked reads went to 0 */
 	pthread_cond_t copied;     /* a fill's commit finished copying */
 	pthread_cond_t evicted;    /* an eviction ended (evict_end) */
+	/* the archive queue (archive_later(), taken by archive.c) */
+	struct fstate *aqueue;
+	pthread_cond_t acond;      /* the queue grew, or stopping */
 	int stage[STAGE_POOL];     /* fresh staging files (stage_refill) */
 	unsigned nstage;
 	struct events_stats st;    /* counters */

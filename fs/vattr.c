@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/types.h>
 #include "cache.h"
+#include "archive.h"
 #include "engine.h"
 #include "events.h"
 #include "fstate.h"
@@ -63,6 +64,7 @@ void events_get_stats(struct events_stats *ret)
 	ret->fill_p50_us = lat_percentile(S.lat, total, 50);
 	ret->fill_p90_us = lat_percentile(S.lat, total, 90);
 	ret->fill_p99_us = lat_percentile(S.lat, total, 99);
+	archive_stats(ret);
 	eunlock();
 }
 
@@ -134,11 +136,20 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 		elock();
 		fs = inode_state(in);
 		if (!strcmp(name, "user.hsmfs.state")) {
-			n = snprintf(val, sizeof(val), "%s%s%s%s",
+			n = snprintf(val, sizeof(val), "%s%s%s%s%s%s",
 				     fs ? meta_state_name(fs->state) : "resident",
+				     fs && fs->state == META_DIRTY && !fs->origin ? ",new" : "",
+				     fs && fs->arch == ARCH_RUNNING ? ",archiving" :
+				     fs && (fs->flags & META_F_CONFLICT) ? ",conflict" : "",
 				     fs && (fs->flags & META_F_PINNED) ? ",pinned" : "",
 				     fs && (fs->flags & META_F_STALE) ? ",stale" : "",
 				     inode_flags(in) & INODE_PASSTHROUGH ? ",passthrough" : "");
+		} else if (!strcmp(name, "user.hsmfs.archive_error") && fs && fs->arch_err) {
+			/* the last attempt's error and the attempts failed in a row */
+			n = snprintf(val, sizeof(val), "%s (%u attempt%s)", strerror(-fs->arch_err),
+				     fs->arch_tries, fs->arch_tries == 1 ? "" : "s");
+		} else if (!strcmp(name, "user.hsmfs.version") && fs && fs->version) {
+			n = snprintf(val, sizeof(val), "%s", fs->version);
 		} else if (!strcmp(name, "user.hsmfs.present")) {
 			n = snprintf(val, sizeof(val), "%llu",
 				     (unsigned long long)(fs ? rs_total(&fs->present) : size));

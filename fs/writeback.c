@@ -42,6 +42,10 @@ struct snap {
 	struct rangeset rs;
 	bool verify;        /* complete and unverified: check the digest */
 	char sha256[65];    /* the manifest's, when verify */
+	bool vchanged;      /* origin and version (owned copies) recorded too */
+	char *origin, *version;
+	bool newrow;        /* made on the mount: its row is inserted (path owned) */
+	char *path;
 };
 
 /*
@@ -99,10 +103,26 @@ static int commit_snaps(const struct snap *snaps, size_t n, char *why, size_t wh
 	for (i = 0; i < n && !res; i++) {
 		const struct snap *sn = &snaps[i];
 
+		if (sn->ino && sn->newrow) {
+			struct meta_file f = {
+				.ino = sn->ino, .size = sn->size, .osize = sn->osize,
+				.state = sn->state, .flags = sn->flags, .origin = sn->origin,
+				.version = sn->version, .present = sn->rs, .atime = sn->atime,
+				.gen = sn->gen, .path = sn->path, .blocks = sn->blocks,
+				.mode = 0644,
+			};
+
+			res = meta_put(S.cfg.meta, &f);
+			continue;
+		}
 		if (sn->ino)
 			res = meta_set_present(S.cfg.meta, sn->ino, &sn->rs, sn->state,
 					       sn->flags, sn->size, sn->osize, sn->gen, sn->atime,
 					       sn->blocks, sn->ctime_real, sn->ctime_shown);
+		/* an archive's result, in the same transaction as its state */
+		if (sn->ino && !res && sn->vchanged)
+			res = meta_set_version(S.cfg.meta, sn->ino, sn->gen, sn->origin,
+					       sn->version);
 		/* the row went, or a newer generation is there */
 		if (res == -ENOENT)
 			res = 0;
@@ -156,6 +176,18 @@ static bool write_batch(struct snap *snaps, size_t cap)
 		if (fs->unverified && fs->sha256 && fs->state != META_DIRTY) {
 			snaps[i].verify = true;
 			snprintf(snaps[i].sha256, sizeof(snaps[i].sha256), "%s", fs->sha256);
+		}
+		if (fs->vchanged || fs->newrow) {
+			char path[HSMFS_MAX_PATH + 1];
+
+			snaps[i].vchanged = fs->vchanged;
+			snaps[i].newrow = fs->newrow;
+			snaps[i].origin = fs->origin ? strdup(fs->origin) : NULL;
+			snaps[i].version = fs->version ? strdup(fs->version) : NULL;
+			snaps[i].path = fs->newrow && inode_path(fs->in, path, sizeof(path)) > 0 ?
+						strdup(path) : NULL;
+			if ((fs->origin && !snaps[i].origin) || (fs->version && !snaps[i].version))
+				snaps[i].ino = 0; /* no memory: retried on the next change */
 		}
 		fs->queued = false; /* from here on persist_later may queue it again */
 	}
@@ -221,6 +253,20 @@ static bool write_batch(struct snap *snaps, size_t cap)
 		for (i = 0; failed && !S.stopping && i < n; i++)
 			if (snaps[i].ino)
 				persist_later(snaps[i].fs);
+		/* recorded: what an archive or a create left is in the row now */
+		for (i = 0; !failed && i < n; i++) {
+			struct fstate *f = snaps[i].fs;
+
+			if (!snaps[i].ino)
+				continue;
+			if (snaps[i].newrow)
+				f->newrow = false;
+			if (snaps[i].vchanged && !strcmp(f->version ? f->version : "",
+							snaps[i].version ? snaps[i].version : "") &&
+			    !strcmp(f->origin ? f->origin : "",
+				    snaps[i].origin ? snaps[i].origin : ""))
+				f->vchanged = false;
+		}
 		eunlock();
 	}
 	for (i = 0; i < n; i++) {
@@ -249,6 +295,9 @@ static bool write_batch(struct snap *snaps, size_t cap)
 			}
 		}
 		rs_clear(&sn->rs);
+		free(sn->origin);
+		free(sn->version);
+		free(sn->path);
 		inode_release(sn->in);
 	}
 	return !failed;

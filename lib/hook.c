@@ -231,6 +231,27 @@ int hsmfs_hook_filled(struct hsmfs_hook *h, uint64_t id, uint64_t filled_start,
 	return send_buf(h, buf, proto_enc_filled(buf, &f));
 }
 
+int hsmfs_hook_archived(struct hsmfs_hook *h, uint64_t id, const char *version,
+			const char *origin)
+{
+	struct proto_archived a = { id, { version, (uint16_t)strlen(version) },
+				    { origin ? origin : "", (uint16_t)(origin ? strlen(origin) : 0) } };
+	uint8_t *buf;
+	int res;
+
+	if (h->welcome.version < 6)
+		return -EOPNOTSUPP;
+	if (strlen(version) > HSMFS_MAX_PATH || (origin && strlen(origin) > HSMFS_MAX_PATH))
+		return -EMSGSIZE;
+	buf = malloc(HSMFS_MAX_FRAME);
+	if (!buf)
+		return -ENOMEM;
+	res = proto_enc_archived(buf, &a);
+	res = res < 0 ? res : send_buf(h, buf, res);
+	free(buf);
+	return res;
+}
+
 int hsmfs_hook_fd(const struct hsmfs_hook *h)
 {
 	return h->fd;

@@ -22,7 +22,7 @@
 #define STR(x) STR_(x)
 
 enum { Q_GET, Q_PUT, Q_PRESENT, Q_DELETE, Q_COUNT, Q_LIST, Q_DELGEN, Q_LRU,
-       Q_TOTAL, Q_RENAME, Q_SETPATH, Q_ANYCTIME, Q_ANYDIR, Q_N };
+       Q_TOTAL, Q_RENAME, Q_SETPATH, Q_ANYCTIME, Q_ANYDIR, Q_SETVERSION, Q_DIRTY, Q_N };
 
 static const char *const queries[Q_N] = {
 	[Q_GET] = "SELECT size, mtime, mode, state, flags, origin, version, "
@@ -52,6 +52,11 @@ static const char *const queries[Q_N] = {
 	[Q_ANYCTIME] = "SELECT count(*) FROM files WHERE ctime_real <> 0",
 	/* directory rows (states 5 and 6): through the partial index */
 	[Q_ANYDIR] = "SELECT count(*) FROM (SELECT 1 FROM files WHERE state >= 5 LIMIT 1)",
+	[Q_SETVERSION] = "UPDATE files SET origin = ?2, version = ?3 WHERE ino = ?1 AND gen = ?4",
+	/* files to archive: dirty, not in conflict (flag 4), with a path */
+	[Q_DIRTY] = "SELECT ino, path, blocks, atime FROM files "
+		    "WHERE state = 4 AND flags & 4 = 0 AND path IS NOT NULL "
+		    "ORDER BY atime, ino LIMIT ?1 OFFSET ?2",
 };
 
 /* Each step brings the schema from version i to i + 1. */
@@ -176,6 +181,9 @@ static int migrate(struct meta *m)
  * after a transaction that outgrew it.  Best effort: a filesystem that
  * cannot preallocate just goes without.
  */
+static int rows_of(struct meta *m, int q, unsigned limit, uint64_t skip,
+		   struct meta_victim **ret, size_t *ret_n);
+
 static void reserve_log(const char *dbpath)
 {
 	char wal[4096];
@@ -502,7 +510,40 @@ int meta_count(struct meta *m, uint64_t *ret)
 int meta_lru(struct meta *m, unsigned limit, uint64_t skip, struct meta_victim **ret,
 	     size_t *ret_n)
 {
-	sqlite3_stmt *st = m->q[Q_LRU];
+	return rows_of(m, Q_LRU, limit, skip, ret, ret_n);
+}
+
+int meta_dirty(struct meta *m, unsigned limit, uint64_t skip, struct meta_victim **ret,
+	       size_t *ret_n)
+{
+	return rows_of(m, Q_DIRTY, limit, skip, ret, ret_n);
+}
+
+int meta_set_version(struct meta *m, uint64_t ino, uint64_t gen, const char *origin,
+		     const char *version)
+{
+	sqlite3_stmt *st = m->q[Q_SETVERSION];
+	int res;
+
+	mlock(m);
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+	sqlite3_bind_text(st, 2, origin, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, version, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 4, (sqlite3_int64)gen);
+	res = to_errno(m, sqlite3_step(st));
+	if (!res && sqlite3_changes(m->db) == 0)
+		res = -ENOENT;
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	munlock(m);
+	return res;
+}
+
+/* Rows of query q (ino, path, blocks, atime), limit after skip. */
+static int rows_of(struct meta *m, int q, unsigned limit, uint64_t skip,
+		   struct meta_victim **ret, size_t *ret_n)
+{
+	sqlite3_stmt *st = m->q[q];
 	struct meta_victim *v = calloc(limit ? limit : 1, sizeof(*v));
 	size_t n = 0;
 	int rc, res = 0, oom = 0;

@@ -44,6 +44,8 @@ enum meta_state {
 
 #define META_F_PINNED 0x1 /* keep fully present; never evict */
 #define META_F_STALE 0x2  /* origin changed under us: reads fail */
+#define META_F_CONFLICT 0x4 /* dirty, and the origin changed under the
+			     * change: not archived until resolved */
 
 struct meta_file {
 	uint64_t ino;        /* store inode number (key) */
@@ -115,6 +117,15 @@ int meta_delete(struct meta *m, uint64_t ino, uint64_t *ret_cached);
 int meta_lru(struct meta *m, unsigned limit, uint64_t skip, struct meta_victim **ret,
 	     size_t *ret_n);
 void meta_victims_free(struct meta_victim *v, size_t n);
+/* The same for the files to archive: dirty, not in conflict, oldest use first. */
+int meta_dirty(struct meta *m, unsigned limit, uint64_t skip, struct meta_victim **ret,
+	       size_t *ret_n);
+/*
+ * An archive put the file at its origin: record where and as which
+ * version, if the row is still generation gen (-ENOENT otherwise).
+ */
+int meta_set_version(struct meta *m, uint64_t ino, uint64_t gen, const char *origin,
+		     const char *version);
 
 /* Sum of the allocated bytes of clean rows: the cache's size. */
 int meta_cached_total(struct meta *m, uint64_t *ret);

@@ -19,6 +19,8 @@ const char *proto_event_name(uint32_t type)
 		return "PRE_DIR";
 	case HSMFS_EV_PRE_LOOKUP:
 		return "PRE_LOOKUP";
+	case HSMFS_EV_ARCHIVE:
+		return "ARCHIVE";
 	}
 	return "UNKNOWN";
 }
@@ -322,6 +324,33 @@ int proto_dec_filled(const uint8_t *pkt, size_t len, struct proto_filled *ret)
 	m.id = get(&c, 8);
 	m.filled_start = get(&c, 8);
 	m.filled_end = get(&c, 8);
+	if (dec_end(&c))
+		return -EBADMSG;
+	*ret = m;
+	return 0;
+}
+
+int proto_enc_archived(uint8_t *buf, const struct proto_archived *m)
+{
+	struct cur c = enc_begin(buf, HSMFS_MSG_ARCHIVED, 0);
+
+	put(&c, m->id, 8);
+	put_str(&c, m->version);
+	put_str(&c, m->origin);
+	return enc_end(&c);
+}
+
+int proto_dec_archived(const uint8_t *pkt, size_t len, struct proto_archived *ret)
+{
+	struct proto_archived m;
+	struct cur c;
+	uint16_t flags;
+
+	if (dec_begin(&c, pkt, len, HSMFS_MSG_ARCHIVED, &flags))
+		return -EBADMSG;
+	m.id = get(&c, 8);
+	m.version = get_str(&c);
+	m.origin = get_str(&c);
 	if (dec_end(&c))
 		return -EBADMSG;
 	*ret = m;

@@ -82,7 +82,16 @@ enum stats_show {
 	X(events, fill_p90_us, STATS_NUM, 39, "fill latency p90 (us)")         \
 	X(events, fill_p99_us, STATS_NUM, 40, "fill latency p99 (us)")         \
 	X(events, evictions_started, STATS_HIDDEN, 43, "evictions' punches begun") \
-	X(events, evictions_done, STATS_HIDDEN, 44, "evictions' punches ended")
+	X(events, evictions_done, STATS_HIDDEN, 44, "evictions' punches ended") \
+	X(events, archives, STATS_NUM, 45, "ARCHIVE events")                   \
+	/* files the archiver made clean, and their bytes */                  \
+	X(events, archived_files, STATS_NUM, 46, "files archived")             \
+	X(events, archived_bytes, STATS_SIZE, 47, "bytes archived")            \
+	X(events, archive_failed, STATS_NUM, 48, "archive attempts failed")    \
+	X(events, conflicts, STATS_NUM, 49, "archive conflicts")               \
+	/* not counts: the archive queue now (queued, and being archived) */  \
+	X(events, archive_pending, STATS_NUM, 50, "files waiting to be archived") \
+	X(events, archive_running, STATS_NUM, 51, "files being archived")
 
 #define STATS_INODE(X)                                                         \
 	X(inode, inodes, STATS_NUM, 41, "inodes remembered")                   \

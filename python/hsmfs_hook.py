@@ -12,7 +12,7 @@ file to write the bytes into), answer them.
         h.allow(ev["id"], ev["hint_start"], ev["hint_end"])
 
 The lower-level functions (frame, connect_socket, recv_frame,
-parse_event, answer, progress, filled) are the same protocol piece by
+parse_event, answer, progress, filled, archived) are the same protocol piece by
 piece.
 """
 import array
@@ -20,15 +20,16 @@ import os
 import socket
 import struct
 
-VERSION = 5
+VERSION = 6
 MAX_FRAME = 65536
-HELLO, WELCOME, EVENT, ANSWER, PROGRESS, CANCEL, ERROR, FILLED = 1, 2, 3, 4, 5, 6, 7, 8
+HELLO, WELCOME, EVENT, ANSWER, PROGRESS, CANCEL, ERROR, FILLED, ARCHIVED = 1, 2, 3, 4, 5, 6, 7, 8, 9
 # CANCEL reasons; any CANCEL ends its event
 CANCEL_TIMEOUT, CANCEL_INTERRUPTED, CANCEL_CLOSED = 1, 2, 3
 KIND = {"fill": 1, "watch": 2}
-EV = {"access": 1, "modify": 2, "open": 3, "read": 4, "dir": 5, "lookup": 6}
+EV = {"access": 1, "modify": 2, "open": 3, "read": 4, "dir": 5, "lookup": 6, "archive": 7}
 EVNAME = {1: "PRE_ACCESS", 2: "PRE_MODIFY", 3: "OPEN_PERM", 4: "ACCESS_PERM",
-          5: "PRE_DIR", 6: "PRE_LOOKUP"}
+          5: "PRE_DIR", 6: "PRE_LOOKUP", 7: "ARCHIVE"}
+ESTALE = 116  # DENY of an ARCHIVE: a conflict (the origin is not at the recorded version)
 ALLOW, DENY = 0, 1
 QUIET = 1  # flag of an allowing answer to PRE_MODIFY
 HAS_FD = 1  # flag of an event frame that carries a descriptor
@@ -139,6 +140,12 @@ def filled(s, eid, start, end):
     s.send(frame(FILLED, struct.pack("<QQQ", eid, start, end)))
 
 
+def archived(s, eid, version, origin=b""):
+    """Version 6, before the ALLOW of an ARCHIVE event: its snapshot is at
+    the origin as version (bytes), at origin (b"": the recorded one)."""
+    s.send(frame(ARCHIVED, struct.pack("<Q", eid) + string(version) + string(origin)))
+
+
 class Hook:
     """One connection: events() yields events, allow()/deny()/progress()/filled() answer."""
 
@@ -183,6 +190,15 @@ class Hook:
         if self.welcome.get("version", 0) < 5:
             return False
         filled(self.sock, eid, start, end)
+        return True
+
+    def archived(self, eid, version, origin=""):
+        """ARCHIVED (version 6): the snapshot of ARCHIVE event eid is at the
+        origin as version; allow() it next.  False, nothing sent, to an
+        older mount."""
+        if self.welcome.get("version", 0) < 6:
+            return False
+        archived(self.sock, eid, version.encode(), origin.encode())
         return True
 
     def close(self):

@@ -66,6 +66,14 @@ HSMFS_HOOK_API int hsmfs_hook_progress(struct hsmfs_hook *h, uint64_t id, uint64
 HSMFS_HOOK_API int hsmfs_hook_filled(struct hsmfs_hook *h, uint64_t id, uint64_t filled_start,
 				     uint64_t filled_end);
 
+/*
+ * Before the ALLOW of an ARCHIVE event: its snapshot (ev->fd) is at the
+ * origin as version, at origin (NULL or "": the recorded one).
+ * -EOPNOTSUPP from a mount older than protocol version 6.
+ */
+HSMFS_HOOK_API int hsmfs_hook_archived(struct hsmfs_hook *h, uint64_t id, const char *version,
+				       const char *origin);
+
 /* The socket, for poll(2). */
 HSMFS_HOOK_API int hsmfs_hook_fd(const struct hsmfs_hook *h);
 

@@ -29,7 +29,7 @@
 
 #include <stdint.h>
 
-#define HSMFS_PROTO_VERSION 5      /* the newest version this header describes */
+#define HSMFS_PROTO_VERSION 6      /* the newest version this header describes */
 #define HSMFS_MAX_FRAME 65536      /* largest frame either side sends */
 #define HSMFS_HDR_SIZE 8
 #define HSMFS_MAX_NAME 255         /* hook name in HELLO */
@@ -46,6 +46,8 @@ enum hsmfs_msg {
 	HSMFS_MSG_ERROR = 7,    /* hsmfs -> hook, then the socket closes */
 	HSMFS_MSG_FILLED = 8,   /* hook -> hsmfs, version 5: part of a fill
 				 * is written, final, and may be read now */
+	HSMFS_MSG_ARCHIVED = 9, /* hook -> hsmfs, version 6: an ARCHIVE event's
+				 * snapshot is at the origin as this version */
 };
 
 /* Hook kinds (HELLO). */
@@ -75,6 +77,20 @@ enum hsmfs_event_type {
 				  * listed yet is looked up; as PRE_DIR, the
 				  * hook writes that name's one entry, or
 				  * nothing (no such name), and allows */
+	HSMFS_EV_ARCHIVE = 7,    /* version 6: a file changed or made on the
+				  * mount goes to its origin.  An archive
+				  * (fill) hook gets a read-only descriptor
+				  * of a stable snapshot of its bytes
+				  * (file_size of them), path, the recorded
+				  * origin and version ("" for a file the
+				  * origin never had), and start: the
+				  * snapshot's mode (permission bits), end:
+				  * its mtime (seconds).  It uploads,
+				  * conditional on the version, sends
+				  * ARCHIVED with the new version and
+				  * allows; DENY ESTALE: a conflict (the
+				  * origin's object is not the recorded
+				  * version) */
 };
 #define HSMFS_MASK(ev) (1u << (ev))
 /* the events of version 1 (what "all" meant then, and still means) */
@@ -88,12 +104,18 @@ enum hsmfs_event_type {
 #define HSMFS_MASK_V4 (HSMFS_MASK_V3 | HSMFS_MASK(HSMFS_EV_PRE_DIR) | \
 		       HSMFS_MASK(HSMFS_EV_PRE_LOOKUP))
 
+/* ... version 6 */
+#define HSMFS_MASK_V6 (HSMFS_MASK_V4 | HSMFS_MASK(HSMFS_EV_ARCHIVE))
+
 /* ANSWER verdicts and flags. */
 enum hsmfs_verdict { HSMFS_ALLOW = 0, HSMFS_DENY = 1 };
 #define HSMFS_ANSWER_QUIET 0x1 /* PRE_MODIFY: no more for this file */
 
 /* EVENT flags. */
 #define HSMFS_EVENT_HAS_FD 0x1 /* a store descriptor came with the frame */
+#define HSMFS_EVENT_OVERWRITE 0x2 /* ARCHIVE: unconditional (hsmfsctl resolve
+				   * --keep-local): the local bytes replace
+				   * whatever the origin holds */
 
 /* CANCEL reasons. */
 enum hsmfs_cancel {
@@ -131,6 +153,10 @@ enum hsmfs_error {
  * PROGRESS: u64 id, u64 bytes_done
  * FILLED:   u64 id, u64 filled_start, u64 filled_end (version 5; a
  *           PRE_ACCESS event's fill hook, before its ANSWER)
+ * ARCHIVED: u64 id, string version, string origin (version 6; an
+ *           ARCHIVE event's archive hook, before its ALLOW: the
+ *           snapshot is at the origin as version, at origin; origin ""
+ *           keeps the recorded one)
  * CANCEL:   u64 id, u32 reason
  * ERROR:    u32 code, string message
  */

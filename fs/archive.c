@@ -1,0 +1,655 @@
+/* archive.c - the archiver: see archive.h */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "archive.h"
+#include "cache.h"
+#include "clock.h"
+#include "decide.h"
+#include "engine.h"
+#include "event.h"
+#include "evict.h"
+#include "fault.h"
+#include "fstate.h"
+#include "inode.h"
+#include "log.h"
+#include "meta.h"
+#include "park.h"
+#include "route.h"
+#include "writeback.h"
+
+#define ARCH_AGAIN 1          /* changed meanwhile: archive it again */
+#define BACKOFF_MIN_MS 1000
+#define BACKOFF_MAX_MS 60000
+#define SNAP_TRIES 8          /* snapshots a busy file gets before it waits */
+#define BUSY_MS 200           /* a file written unseen or changing: look again */
+
+/* A sync in progress: files it waits for, and its first failure. */
+struct sync_req {
+	void (*cont)(void *arg, int res);
+	void *arg;
+	unsigned pending;
+	int err;
+	struct sync_req *next;
+};
+
+static struct {
+	pthread_t thread;
+	bool running;
+	bool stop;              /* archive_shutdown() began */
+	struct sync_req *scans; /* syncs whose dirty files are to be found */
+	unsigned running_n;     /* files being archived (0 or 1) */
+} A;
+
+/* ------------------------------------------------------------ snapshot */
+
+/* Copy size bytes of src into dst (a clone where the store can). */
+static int clone_or_copy(int dst, int src, uint64_t size)
+{
+	char buf[65536];
+	off_t off = 0;
+
+	may_block("a snapshot's clone");
+	if (ioctl(dst, FICLONE, src) == 0)
+		return 0;
+	while ((uint64_t)off < size) {
+		size_t want = size - off > (1u << 30) ? (1u << 30) : (size_t)(size - off);
+		ssize_t n = copy_file_range(src, &off, dst, NULL, want, 0);
+
+		if (n > 0)
+			continue;
+		if (n == 0)
+			return -ENODATA; /* shorter than it said: changed */
+		if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+			return -errno;
+		/* plain reads and writes */
+		while ((uint64_t)off < size) {
+			ssize_t r = pread(src, buf, sizeof(buf) < size - off ? sizeof(buf) :
+					  (size_t)(size - off), off);
+
+			if (r <= 0)
+				return r < 0 ? -errno : -ENODATA;
+			if (pwrite(dst, buf, (size_t)r, off) != r)
+				return -errno;
+			off += r;
+		}
+	}
+	return 0;
+}
+
+/* What a snapshot was taken of. */
+struct snapshot {
+	uint64_t nchanges, gen, size;
+	int fd;             /* read-only, or -1 */
+	uint32_t mode;
+	int64_t mtime;
+	uint64_t blocks;    /* the store file's allocated bytes then */
+};
+
+/*
+ * Is fs the file its snapshot sn was taken of, unchanged since?
+ * S.lock held.
+ */
+static bool unchanged(const struct fstate *fs, const struct snapshot *sn)
+{
+	ELOCK_HELD();
+	return !fs->changes && !fs->unseen && fs->nchanges == sn->nchanges &&
+	       fs->gen == sn->gen && fs->size == sn->size && fs->state == META_DIRTY &&
+	       !fs->gone;
+}
+
+/*
+ * Take a stable snapshot of fs: 0, ARCH_AGAIN (changing now: later), or
+ * -errno.  Every byte is present (take_all first).  Without S.lock.
+ */
+static int take_snapshot(struct fstate *fs, struct snapshot *sn)
+{
+	struct inode *in = fs->in;
+	char path[32];
+	struct stat st;
+	int sfd, tmp, res;
+
+	for (int tries = 0; tries < SNAP_TRIES; tries++) {
+		elock();
+		if (fs->state != META_DIRTY || fs->gone) {
+			eunlock();
+			return 0; /* clean already (a reload), or gone */
+		}
+		if (fs->changes || fs->unseen || !rs_contains(&fs->present, 0, fs->size)) {
+			eunlock();
+			return ARCH_AGAIN;
+		}
+		sn->nchanges = fs->nchanges;
+		sn->gen = fs->gen;
+		sn->size = fs->size;
+		eunlock();
+		sfd = open_store(in, O_RDONLY);
+		if (sfd < 0)
+			return sfd;
+		tmp = openat(S.cfg.state_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+		if (tmp < 0) {
+			res = -errno;
+			close(sfd);
+			return res;
+		}
+		res = clone_or_copy(tmp, sfd, sn->size);
+		if (!res && fstat(sfd, &st) < 0)
+			res = -errno;
+		close(sfd);
+		if (!res && (uint64_t)st.st_size != sn->size)
+			res = -ENODATA;
+		elock();
+		if (res == -ENODATA || (!res && !unchanged(fs, sn))) {
+			/* a change began meanwhile: its bytes may be half in */
+			eunlock();
+			close(tmp);
+			continue;
+		}
+		eunlock();
+		if (res) {
+			close(tmp);
+			return res;
+		}
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", tmp);
+		sn->fd = open(path, O_RDONLY | O_CLOEXEC);
+		res = sn->fd < 0 ? -errno : 0;
+		close(tmp);
+		if (res)
+			return res;
+		sn->mode = st.st_mode & 07777;
+		sn->mtime = st.st_mtim.tv_sec;
+		sn->blocks = (uint64_t)st.st_blocks * 512;
+		fault_point(FAULT_ARCHIVE_SNAPSHOT);
+		return 0;
+	}
+	return ARCH_AGAIN;
+}
+
+/* ------------------------------------------------------------ one file */
+
+/*
+ * Archive fs once: 0 (clean, or nothing to do), ARCH_AGAIN, or -errno.
+ * Without S.lock.
+ */
+static int archive_one(struct fstate *fs)
+{
+	struct inode *in = fs->in;
+	struct snapshot sn = { .fd = -1 };
+	struct event *ev;
+	char *version = NULL, *origin = NULL;
+	uint64_t size, ticket;
+	bool held = false, all, overwrite;
+	int res;
+
+	/* 1. every byte present: what is missing of the recorded version comes first */
+	elock();
+	size = fs->size;
+	all = rs_contains(&fs->present, 0, size);
+	eunlock();
+	if (!all) {
+		res = events_pre_access(in, 0, size, NULL, &held);
+		if (held)
+			events_read_done(in);
+		if (res)
+			return res;
+	}
+	/* 2. a stable snapshot */
+	res = take_snapshot(fs, &sn);
+	if (res || sn.fd < 0)
+		return res;
+	/* 3. the archive hook uploads it */
+	elock();
+	if (!have_archive_hook(in)) {
+		eunlock();
+		close(sn.fd);
+		return -ENOTCONN;
+	}
+	overwrite = fs->overwrite;
+	res = start_archive(in, sn.fd, sn.size, sn.mode, sn.mtime, overwrite, &ev);
+	if (res) {
+		eunlock();
+		return res;
+	}
+	ev->waiters++; /* ours, beside wait_event's: its answer is read after */
+	res = wait_event(ev, NULL);
+	version = ev->new_version;
+	origin = ev->new_origin;
+	ev->new_version = ev->new_origin = NULL;
+	put_ref(ev);
+	eunlock();
+	fault_point(FAULT_ARCHIVE_ANSWERED);
+	if (res) {
+		free(version);
+		free(origin);
+		return res == EV_TIMEOUT ? -ETIMEDOUT : res;
+	}
+	/*
+	 * 4. The origin holds the snapshot as version now: that is the
+	 * recorded version from here on, changed meanwhile or not.  Clean
+	 * only if no change began since the snapshot.
+	 */
+	elock();
+	if (fs->gen != sn.gen || fs->gone) {
+		/* imported again, or removed: the archive says nothing of it */
+		eunlock();
+		free(version);
+		free(origin);
+		return 0;
+	}
+	free(fs->version);
+	fs->version = version;
+	if (origin) {
+		free(fs->origin);
+		fs->origin = origin;
+	}
+	fs->osize = sn.size;
+	fs->vchanged = true;
+	if (overwrite)
+		fs->overwrite = false; /* the origin has ours: conditional again */
+	if (unchanged(fs, &sn)) {
+		/* archived(): DIRTY -> RESIDENT, counted by the cache again */
+		fs_set(fs, META_RESIDENT);
+		fs->blocks = sn.blocks;
+		cache_account((int64_t)fs->blocks);
+		if (tracked(fs))
+			inode_flags_set(in, INODE_TRACKED);
+		res = 0;
+	} else {
+		res = ARCH_AGAIN;
+	}
+	/* the writer commits state and version in one transaction */
+	persist_later(fs);
+	ticket = S.batch_taken + 1;
+	S.urgent = true;
+	pthread_cond_signal(&S.wcond);
+	while (S.batch_done < ticket && S.writer_running && !S.stopping)
+		pthread_cond_wait(&S.wdone, &S.lock);
+	if (!res && (S.batch_done < ticket || S.batch_failed >= ticket))
+		res = -EIO; /* not recorded: archived again (and found there) later */
+	if (!res) {
+		S.st.archived_files++;
+		S.st.archived_bytes += sn.size;
+	}
+	eunlock();
+	if (!res)
+		fault_point(FAULT_ARCHIVE_COMMITTED);
+	return res;
+}
+
+/* ------------------------------------------------------------ the queue */
+
+/* Answer fs's waiters with res (their list, taken under S.lock). */
+static void answer_waiters(struct arch_wait *w, int res)
+{
+	while (w) {
+		struct arch_wait *next = w->next;
+
+		w->cont(w->arg, res);
+		free(w);
+		w = next;
+	}
+}
+
+/*
+ * The first due file of the queue, taken off it, or NULL with *next_due
+ * the earliest due time (0: empty).  S.lock held.
+ */
+static struct fstate *take_due(int64_t now, int64_t *next_due)
+{
+	ELOCK_HELD();
+	struct fstate **pp, **best = NULL;
+
+	*next_due = 0;
+	for (pp = &S.aqueue; *pp; pp = &(*pp)->anext) {
+		if ((*pp)->arch_due <= now) {
+			if (!best || (*pp)->arch_due < (*best)->arch_due)
+				best = pp;
+		} else if (!*next_due || (*pp)->arch_due < *next_due) {
+			*next_due = (*pp)->arch_due;
+		}
+	}
+	if (!best)
+		return NULL;
+	struct fstate *fs = *best;
+
+	*best = fs->anext;
+	fs->anext = NULL;
+	return fs;
+}
+
+/* A failed attempt's backoff: 1 s, doubling, at most 60 s. */
+static int64_t backoff_ms(unsigned tries)
+{
+	int64_t ms = BACKOFF_MIN_MS;
+
+	while (tries-- > 1 && ms < BACKOFF_MAX_MS)
+		ms *= 2;
+	return ms < BACKOFF_MAX_MS ? ms : BACKOFF_MAX_MS;
+}
+
+/* After an attempt on fs ended with res.  S.lock held; returns its waiters to answer. */
+static struct arch_wait *attempt_ended(struct fstate *fs, int res, int64_t now)
+{
+	ELOCK_HELD();
+	struct arch_wait *w = NULL;
+	bool again = fs->arch_again;
+
+	fs->arch = ARCH_IDLE;
+	fs->arch_again = false;
+	if (res == ARCH_AGAIN) {
+		/* changed while archived, or busy: its waiters wait on */
+		if (!A.stop)
+			archive_later(fs, now + (fs->changes || fs->unseen ? BUSY_MS : 0));
+		return NULL;
+	}
+	w = fs->awaiters;
+	fs->awaiters = NULL;
+	if (!res) {
+		fs->arch_err = 0;
+		fs->arch_tries = 0;
+		/* changed again since, asked again: once more */
+		if (again && fs->state == META_DIRTY && !A.stop)
+			archive_later(fs, fs->arch_due);
+		return w;
+	}
+	fs->arch_err = res;
+	fs->arch_tries++;
+	if (res == -ESTALE) {
+		elog_warn("inode %llu: conflict: the origin changed under a local change; "
+			  "kept, not archived (hsmfsctl resolve)", (unsigned long long)fs->ino);
+		S.st.conflicts++;
+		fs->flags |= META_F_CONFLICT;
+		persist_later(fs);
+		return w;
+	}
+	S.st.archive_failed++;
+	elog_warn("inode %llu: archive failed: %s (attempt %u)", (unsigned long long)fs->ino,
+		  strerror(-res), fs->arch_tries);
+	if ((again || S.cfg.writeback >= 0) && !A.stop && !fs->gone)
+		archive_later(fs, now + backoff_ms(fs->arch_tries));
+	return w;
+}
+
+/* A sync's waiter on one file. */
+static void sync_one(void *arg, int res)
+{
+	struct sync_req *r = arg;
+	bool last;
+
+	elock();
+	if (res && !r->err)
+		r->err = res;
+	last = !--r->pending;
+	eunlock();
+	if (last) {
+		if (r->cont)
+			r->cont(r->arg, r->err);
+		free(r);
+	}
+}
+
+/* Add a waiter to fs.  S.lock held.  false: no memory. */
+static bool add_waiter(struct fstate *fs, void (*cont)(void *arg, int res), void *arg)
+{
+	ELOCK_HELD();
+	struct arch_wait *w = malloc(sizeof(*w));
+
+	if (!w)
+		return false;
+	w->cont = cont;
+	w->arg = arg;
+	w->next = fs->awaiters;
+	fs->awaiters = w;
+	return true;
+}
+
+/*
+ * Find every dirty file for sync r: the writer's queue written first
+ * (so that a change or a file made just now has its row), then the
+ * database's dirty rows, each looked up by its path.  Without S.lock.
+ */
+static void sync_scan(struct sync_req *r)
+{
+	struct meta_victim *v = NULL;
+	uint64_t skip = 0;
+	size_t n = 0;
+
+	writeback_sync();
+	elock();
+	r->pending = 1; /* the scan's own, dropped at its end */
+	eunlock();
+	for (;;) {
+		if (meta_dirty(S.cfg.meta, 256, skip, &v, &n)) {
+			elock();
+			r->err = r->err ? r->err : -EIO;
+			eunlock();
+			break;
+		}
+		for (size_t i = 0; i < n; i++) {
+			struct inode *in;
+			struct fstate *fs;
+
+			if (walk_to(v[i].path, v[i].ino, &in))
+				continue; /* moved meanwhile: its next open records it */
+			elock();
+			fs = inode_state(in);
+			if (fs && fs->state == META_DIRTY && !fs->gone &&
+			    !(fs->flags & META_F_CONFLICT) && add_waiter(fs, sync_one, r)) {
+				r->pending++;
+				archive_later(fs, mono_ms());
+			} else if (fs && (fs->flags & META_F_CONFLICT) && !r->err) {
+				r->err = -ESTALE;
+			}
+			eunlock();
+			inode_forget(in, 1);
+		}
+		meta_victims_free(v, n);
+		if (n < 256)
+			break;
+		skip += n;
+	}
+	sync_one(r, 0);
+}
+
+static void *archiver_main(void *arg)
+{
+	(void)arg;
+	elock();
+	while (!A.stop) {
+		int64_t now = mono_ms(), next_due;
+		struct arch_wait *w;
+		struct fstate *fs;
+		int res;
+
+		if (A.scans) {
+			struct sync_req *r = A.scans;
+
+			A.scans = r->next;
+			eunlock();
+			sync_scan(r);
+			elock();
+			continue;
+		}
+		fs = take_due(now, &next_due);
+		if (!fs) {
+			struct timespec ts;
+
+			mono_after(&ts, next_due ? (double)(next_due - now) / 1000 : 1.0);
+			pthread_cond_timedwait(&S.acond, &S.lock, &ts);
+			continue;
+		}
+		fs->arch = ARCH_RUNNING;
+		A.running_n++;
+		eunlock();
+		res = fs->gone ? 0 : archive_one(fs);
+		elock();
+		A.running_n--;
+		w = attempt_ended(fs, res, mono_ms());
+		eunlock();
+		answer_waiters(w, res == -ENOTCONN ? -ENOTCONN : res);
+		inode_release(fs->in); /* the queue's reference */
+		elock();
+	}
+	/* not archived: left dirty for the next mount, their waiters told */
+	if (S.aqueue) {
+		unsigned n = 0;
+
+		for (struct fstate *fs = S.aqueue; fs; fs = fs->anext)
+			n++;
+		elog_warn("unmounted with %u file%s not archived yet: archived at the next mount "
+			  "(with write-back) or by hsmfsctl sync", n, n == 1 ? "" : "s");
+	}
+	while (S.aqueue) {
+		struct fstate *fs = S.aqueue;
+		struct arch_wait *w = fs->awaiters;
+
+		S.aqueue = fs->anext;
+		fs->awaiters = NULL;
+		fs->arch = ARCH_IDLE;
+		eunlock();
+		answer_waiters(w, -ESHUTDOWN);
+		inode_release(fs->in);
+		elock();
+	}
+	eunlock();
+	return NULL;
+}
+
+/* ------------------------------------------------------------ requests */
+
+int events_archive(struct inode *in, void (*cont)(void *arg, int res), void *arg)
+{
+	struct fstate *fs;
+	int res;
+
+	if (inode_is_dir(in))
+		return -EISDIR;
+	res = events_load(in);
+	if (res)
+		return res;
+	elock();
+	fs = inode_state(in);
+	if (!fs || (fs->state != META_DIRTY && !fs->origin)) {
+		res = -ENODATA; /* plain: no origin to archive to, not made here */
+	} else if (fs->state != META_DIRTY) {
+		res = 0;
+	} else if (fs->flags & META_F_CONFLICT) {
+		res = -ESTALE;
+	} else if (!A.running || A.stop) {
+		res = -ESHUTDOWN;
+	} else if (!add_waiter(fs, cont, arg)) {
+		res = -ENOMEM;
+	} else {
+		fs->arch_tries = 0; /* asked: at once, whatever the backoff said */
+		archive_later(fs, mono_ms());
+		res = EVENTS_PARKED;
+	}
+	eunlock();
+	return res;
+}
+
+int events_resolve(struct inode *in, void (*cont)(void *arg, int res), void *arg)
+{
+	struct fstate *fs;
+	int res = events_load(in);
+
+	if (res)
+		return res;
+	elock();
+	fs = inode_state(in);
+	if (fs && (fs->flags & META_F_CONFLICT)) {
+		fs->flags &= ~META_F_CONFLICT;
+		fs->overwrite = true;
+		fs->arch_err = 0;
+		persist_later(fs);
+	}
+	eunlock();
+	return events_archive(in, cont, arg);
+}
+
+int events_sync(void (*cont)(void *arg, int res), void *arg)
+{
+	struct sync_req *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return -ENOMEM;
+	r->cont = cont;
+	r->arg = arg;
+	elock();
+	if (!A.running || A.stop) {
+		eunlock();
+		free(r);
+		return -ESHUTDOWN;
+	}
+	r->next = A.scans;
+	A.scans = r;
+	pthread_cond_signal(&S.acond);
+	eunlock();
+	return EVENTS_PARKED;
+}
+
+/* The archive figures of the statistics.  S.lock held. */
+void archive_stats(struct events_stats *st)
+{
+	ELOCK_HELD();
+	uint64_t n = 0;
+
+	for (struct fstate *fs = S.aqueue; fs; fs = fs->anext)
+		n++;
+	st->archive_pending = n;
+	st->archive_running = A.running_n;
+}
+
+int archive_init(void)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&S.acond, &ca);
+	pthread_condattr_destroy(&ca);
+	if (!S.cfg.meta)
+		return 0;
+	/* with write-back, what a crash or an unmount left dirty goes now */
+	if (S.cfg.writeback >= 0)
+		A.scans = calloc(1, sizeof(*A.scans));
+	if (pthread_create(&A.thread, NULL, archiver_main, NULL))
+		return -EAGAIN;
+	elock();
+	A.running = true;
+	eunlock();
+	return 0;
+}
+
+void archive_shutdown(void)
+{
+	bool running;
+
+	elock();
+	running = A.running;
+	A.stop = true;
+	pthread_cond_broadcast(&S.acond);
+	eunlock();
+	if (running)
+		pthread_join(A.thread, NULL);
+	elock();
+	A.running = false;
+	while (A.scans) {
+		struct sync_req *r = A.scans;
+
+		A.scans = r->next;
+		eunlock();
+		if (r->cont)
+			r->cont(r->arg, -ESHUTDOWN);
+		free(r);
+		elock();
+	}
+	eunlock();
+}

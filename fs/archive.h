@@ -1,0 +1,88 @@
+/*
+ * archive.h - what users change goes back to the origin (archive.c).
+ *
+ * A dirty file (fstate.h: DIRTY, changed or made on the mount) is
+ * archived by one thread, the archiver, a file at a time:
+ *   1. every byte present: what is missing of the recorded version is
+ *      fetched first (a read of the whole file, as a reader's);
+ *   2. a stable snapshot: the store file is cloned (FICLONE; a copy where
+ *      the store cannot) into an unnamed staging file while no user
+ *      change is in flight, and again if one began meanwhile
+ *      ("archive-snapshot");
+ *   3. an ARCHIVE event gives a read-only descriptor of the snapshot to
+ *      one archive hook (a fill hook subscribed to ARCHIVE), and to
+ *      every watcher subscribed; the archive hook uploads it,
+ *      conditional on the recorded version, says ARCHIVED (the new
+ *      version) and allows ("archive-answered");
+ *   4. the new version is recorded whatever happened meanwhile (the
+ *      origin holds it now); the file becomes clean (fstate.h:
+ *      archived()) only if no user change began since the snapshot,
+ *      else it stays dirty and is archived again; the writer commits
+ *      state and version in one transaction, and the archive counts
+ *      once it is durable ("archive-committed").
+ * That is step 6 of the durability order (state.h).  A crash at any
+ * step leaves the row dirty: the file is archived again at the next
+ * mount (with write-back on, or at the next hsmfsctl archive or sync),
+ * and an archive hook that finds its own bytes at the origin under
+ * another version answers it as archived (hsmfs-hooks(7)), so a crash
+ * makes no conflict that did not happen.
+ *
+ * A deny with ESTALE is a conflict: the origin changed under the
+ * change.  The file keeps its bytes, shows conflict (META_F_CONFLICT)
+ * and is not archived again until events_resolve().  Other failures
+ * are retried with exponential backoff (1 s doubling to 60 s) while
+ * write-back is on; each file's last error and attempts stay in its
+ * state for status.
+ *
+ * Locks: the queue (S.aqueue) and each file's archive fields are
+ * guarded by S.lock; nothing blocking runs under it (the clone, the
+ * fetch and the wait for the hook drop it).  Files on the queue hold an
+ * inode reference.
+ */
+#ifndef HSMFS_ARCHIVE_H
+#define HSMFS_ARCHIVE_H
+
+#include <stdbool.h>
+#include "park.h" /* EVENTS_PARKED */
+
+struct inode;
+
+/* A request waiting for a file's archive. */
+struct arch_wait {
+	void (*cont)(void *arg, int res);
+	void *arg;
+	struct arch_wait *next;
+};
+
+/*
+ * hsmfsctl archive: archive in now.  0 (clean already, or not a file
+ * the mount archives: -ENODATA), -ESTALE (in conflict), -errno, or
+ * EVENTS_PARKED: cont(arg, res) once the file is clean (0), in
+ * conflict (-ESTALE) or the attempt failed (-errno), from the archiver
+ * thread, without S.lock.
+ */
+int events_archive(struct inode *in, void (*cont)(void *arg, int res), void *arg);
+
+/*
+ * hsmfsctl sync: archive every dirty file now and answer once each is
+ * clean or failed: cont(arg, 0), or the first failure (-ESTALE: a file
+ * is in conflict).  EVENTS_PARKED or -errno.
+ */
+int events_sync(void (*cont)(void *arg, int res), void *arg);
+
+/*
+ * hsmfsctl resolve --keep-local: settle a conflict of in for its local
+ * bytes: its next archive is unconditional (HSMFS_EVENT_OVERWRITE) and
+ * replaces whatever the origin holds.  Then as events_archive().
+ */
+int events_resolve(struct inode *in, void (*cont)(void *arg, int res), void *arg);
+
+/* The archive queue's figures for the statistics.  S.lock held. */
+struct events_stats;
+void archive_stats(struct events_stats *st);
+
+/* Start the archiver (events_init) and stop it (events_shutdown). */
+int archive_init(void);
+void archive_shutdown(void);
+
+#endif
