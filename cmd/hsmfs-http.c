@@ -57,6 +57,7 @@
 #include "clock.h"
 #include "hsmfs/hook.h"
 #include "http-answer.h"
+#include "http-archive.h"
 #include "http-list.h"
 #include "manifest.h"
 
@@ -95,6 +96,7 @@ static pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
  */
 struct job {
 	struct hsmfs_event ev;
+	uint16_t flags;   /* the event's (HSMFS_EVENT_OVERWRITE) */
 	struct job *next;
 };
 struct jobq {
@@ -635,7 +637,7 @@ static void take_event(struct hsmfs_event *ev)
 		return;
 	}
 	if (ev->type != HSMFS_EV_PRE_ACCESS && ev->type != HSMFS_EV_PRE_DIR &&
-	    ev->type != HSMFS_EV_PRE_LOOKUP) {
+	    ev->type != HSMFS_EV_PRE_LOOKUP && ev->type != HSMFS_EV_ARCHIVE) {
 		if (ev->fd >= 0)
 			close(ev->fd);
 		return;
@@ -648,6 +650,7 @@ static void take_event(struct hsmfs_event *ev)
 		return;
 	}
 	j->ev = *ev;
+	j->flags = hsmfs_hook_event_flags(hook);
 	j->next = NULL;
 	q = ev->type != HSMFS_EV_PRE_ACCESS ? &lists : ev->pid ? &fills : &later;
 	pthread_mutex_lock(&qlock);
@@ -782,7 +785,44 @@ static void *fetcher(void *arg)
 	return NULL;
 }
 
-/* A lister: PRE_DIR and PRE_LOOKUP events, one at a time. */
+static void tell_progress(void *arg, uint64_t bytes)
+{
+	hsmfs_hook_progress(hook, *(uint64_t *)arg, bytes);
+}
+
+/*
+ * An ARCHIVE: the snapshot to the file's URL (http-archive.h), retried
+ * with backoff on a server error or a lost connection; ESTALE (a
+ * conflict) and other refusals are final.
+ */
+static void archive_job(CURL *lc, struct job *j)
+{
+	struct http_archive_out out;
+	char *url = j->ev.origin[0] ? strdup(j->ev.origin) : join_url(cfg.origin, j->ev.path);
+	int err = url ? 0 : ENOMEM;
+
+	for (unsigned attempt = 0; url; attempt++) {
+		err = http_archive(lc, &j->ev, j->flags, url, cfg.s3, tell_progress, &j->ev.id,
+				   &out);
+		if ((err != EAGAIN && err != EIO && err != ETIMEDOUT) || attempt >= cfg.retries)
+			break;
+		logf_("archive of '/%s': %s; again in %u s", j->ev.path, out.why, 1u << attempt);
+		sleep(1u << attempt);
+	}
+	if (err) {
+		logf_("archive of '/%s': %s", j->ev.path, url ? out.why : strerror(err));
+		hsmfs_hook_deny(hook, j->ev.id, err);
+	} else if (hsmfs_hook_archived(hook, j->ev.id, out.version, out.origin) == 0) {
+		if (cfg.verbose)
+			logf_("archived '/%s' to %s as %s", j->ev.path, url, out.version);
+		hsmfs_hook_allow(hook, j->ev.id, 0, 0, 0);
+	} else {
+		hsmfs_hook_deny(hook, j->ev.id, EIO);
+	}
+	free(url);
+}
+
+/* A lister: PRE_DIR, PRE_LOOKUP and ARCHIVE events, one at a time. */
 static void *lister(void *arg)
 {
 	(void)arg;
@@ -803,6 +843,14 @@ static void *lister(void *arg)
 		lc = curl_easy_init(); /* its own callbacks; the listers' connections */
 		if (lc)
 			setup_handle(lc, true);
+		if (lc && j->ev.type == HSMFS_EV_ARCHIVE) {
+			archive_job(lc, j);
+			curl_easy_cleanup(lc);
+			if (j->ev.fd >= 0)
+				close(j->ev.fd);
+			free(j);
+			continue;
+		}
 		if (!lc)
 			err = ENOMEM;
 		else if (j->ev.fd < 0)
@@ -988,7 +1036,7 @@ int main(int argc, char **argv)
 
 	res = hsmfs_hook_connect(cfg.mountpoint, HSMFS_KIND_FILL,
 				 HSMFS_MASK(HSMFS_EV_PRE_ACCESS) | HSMFS_MASK(HSMFS_EV_PRE_DIR) |
-				 HSMFS_MASK(HSMFS_EV_PRE_LOOKUP),
+				 HSMFS_MASK(HSMFS_EV_PRE_LOOKUP) | HSMFS_MASK(HSMFS_EV_ARCHIVE),
 				 "hsmfs-http", NULL, &hook);
 	if (res) {
 		logf_("cannot connect to '%s': %s", cfg.mountpoint, strerror(-res));

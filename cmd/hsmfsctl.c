@@ -55,6 +55,9 @@ static void usage(FILE *f)
 "       hsmfsctl pin|prefetch [--jobs N] PATH...\n"
 "       hsmfsctl unpin PATH...\n"
 "       hsmfsctl refresh [--recursive] DIR...\n"
+"       hsmfsctl archive [--recursive] PATH...\n"
+"       hsmfsctl sync MOUNTPOINT\n"
+"       hsmfsctl resolve --keep-local PATH...\n"
 "       hsmfsctl -h|--help | -V|--version\n"
 "\n"
 "import  create placeholders from a JSON Lines manifest (one object per\n"
@@ -69,6 +72,9 @@ static void usage(FILE *f)
 "prefetch  fetch files or trees now, N files at a time (default 4), with progress\n"
 "refresh list directories again from their origin: new names appear, removed\n"
 "        ones go, changed files become placeholders of the new version\n"
+"archive send changed and new files to their origin now (exit 0: all there)\n"
+"sync    archive every changed file of a mount and wait for them\n"
+"resolve settle a conflict: the local bytes replace the origin's\n"
 "See hsmfsctl(1).\n");
 }
 
@@ -1440,6 +1446,144 @@ static int cmd_refresh(int argc, char **argv)
 	return bad ? X_PARTIAL : X_OK_;
 }
 
+/* ------------------------------------------------------------ archive */
+
+struct archive_run {
+	const char *verb;    /* "archive", "resolve" */
+	const char *xattr;   /* user.hsmfs.archive, user.hsmfs.resolve_local */
+	bool tty;
+	unsigned done, failed, skipped;
+};
+
+static const char *archive_why(int e)
+{
+	switch (e) {
+	case ESTALE: return "conflict: the origin changed under the local change "
+			    "(hsmfsctl resolve --keep-local to overwrite it)";
+	case ENOTCONN: return "no archive hook is connected to the mount";
+	case EOPNOTSUPP: return "not an hsmfs mount";
+	case ESHUTDOWN: return "the mount is shutting down";
+	default: return strerror(e);
+	}
+}
+
+/* One file: 0 archived (or clean), 1 nothing to archive, -1 failed (said why). */
+static int archive_one(struct archive_run *r, const char *path)
+{
+	char val[64];
+	ssize_t n = getxattr(path, r->xattr, val, sizeof(val) - 1);
+
+	if (n < 0 && errno == ENODATA)
+		return 1; /* a plain file: no origin, not made on the mount */
+	if (n < 0) {
+		int e = errno == ENOTSUP ? EOPNOTSUPP : errno;
+
+		if (r->tty)
+			fputc('\n', stderr);
+		fprintf(stderr, "hsmfsctl: %s '%s': %s\n", r->verb, path, archive_why(e));
+		return -1;
+	}
+	return 0;
+}
+
+static void archive_tree(struct archive_run *r, const char *path, bool recursive, int depth)
+{
+	struct stat st;
+	struct dirent *de;
+	DIR *d;
+	int res;
+
+	if (lstat(path, &st)) {
+		fprintf(stderr, "hsmfsctl: %s '%s': %s\n", r->verb, path, strerror(errno));
+		r->failed++;
+		return;
+	}
+	if (S_ISREG(st.st_mode)) {
+		res = archive_one(r, path);
+		r->done += res == 0;
+		r->failed += res < 0;
+		r->skipped += res > 0;
+		if (r->tty)
+			fprintf(stderr, "\r%s: %u done, %u failed", r->verb, r->done, r->failed);
+		return;
+	}
+	if (!S_ISDIR(st.st_mode) || !recursive || depth > 4096)
+		return;
+	if (!(d = opendir(path))) {
+		fprintf(stderr, "hsmfsctl: %s '%s': %s\n", r->verb, path, strerror(errno));
+		r->failed++;
+		return;
+	}
+	while ((de = readdir(d))) {
+		char sub[PATH_MAX];
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name) < (int)sizeof(sub))
+			archive_tree(r, sub, true, depth + 1);
+	}
+	closedir(d);
+}
+
+/*
+ * hsmfsctl archive [-r] PATH...: each changed or new file to its origin
+ * now; exit 0 only if every one is there.  resolve --keep-local PATH...:
+ * the same, over whatever the origin holds, for files in conflict.
+ */
+static int cmd_archive(int argc, char **argv, bool resolve)
+{
+	struct archive_run r = { resolve ? "resolve" : "archive",
+				 resolve ? "user.hsmfs.resolve_local" : "user.hsmfs.archive",
+				 isatty(STDERR_FILENO), 0, 0, 0 };
+	bool recursive = false;
+	int i = 1;
+
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		if (!resolve && (!strcmp(argv[i], "-r") || !strcmp(argv[i], "--recursive"))) {
+			recursive = true;
+		} else if (resolve && !strcmp(argv[i], "--keep-local")) {
+			continue;
+		} else {
+			fprintf(stderr, "hsmfsctl: %s: unknown option '%s'\n", r.verb, argv[i]);
+			return X_USAGE;
+		}
+	}
+	if (resolve && (argc < 2 || strcmp(argv[1], "--keep-local"))) {
+		fprintf(stderr, "hsmfsctl: resolve needs --keep-local (the local bytes go to the origin)\n");
+		return X_USAGE;
+	}
+	if (i == argc) {
+		fprintf(stderr, "hsmfsctl: %s needs a path\n", r.verb);
+		return X_USAGE;
+	}
+	for (; i < argc; i++)
+		archive_tree(&r, argv[i], recursive, 0);
+	if (r.tty)
+		fputc('\n', stderr);
+	return r.failed ? X_PARTIAL : X_OK_;
+}
+
+/* hsmfsctl sync MOUNTPOINT: every changed file archived, or why not. */
+static int cmd_sync(int argc, char **argv)
+{
+	char val[64];
+
+	if (argc != 2) {
+		fprintf(stderr, "hsmfsctl: sync needs a mount point\n");
+		return X_USAGE;
+	}
+	if (getxattr(argv[1], "user.hsmfs.sync", val, sizeof(val) - 1) < 0) {
+		int e = errno == ENOTSUP ? EOPNOTSUPP : errno;
+
+		fprintf(stderr, "hsmfsctl: sync '%s': %s\n", argv[1],
+			e == ENODATA ? "not the root of an hsmfs mount" :
+			e == ESTALE ? "a file is in conflict (hsmfsctl status shows which)" :
+				      archive_why(e));
+		return X_PARTIAL;
+	}
+	return X_OK_;
+}
+
 static int cmd_watch(int argc, char **argv)
 {
 	struct hsmfs_hook *h;
@@ -1509,6 +1653,12 @@ int main(int argc, char **argv)
 		return cmd_hooks(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "refresh"))
 		return cmd_refresh(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "archive"))
+		return cmd_archive(argc - 1, argv + 1, false);
+	if (!strcmp(argv[1], "resolve"))
+		return cmd_archive(argc - 1, argv + 1, true);
+	if (!strcmp(argv[1], "sync"))
+		return cmd_sync(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "stats"))
 		return cmd_stats(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "evict") || !strcmp(argv[1], "pin") ||

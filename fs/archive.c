@@ -190,6 +190,10 @@ static int archive_one(struct fstate *fs)
 
 	/* 1. every byte present: what is missing of the recorded version comes first */
 	elock();
+	if (!have_archive_hook(in)) {
+		eunlock();
+		return -ENOTCONN;
+	}
 	size = fs->size;
 	all = rs_contains(&fs->present, 0, size);
 	eunlock();
@@ -372,7 +376,7 @@ static struct arch_wait *attempt_ended(struct fstate *fs, int res, int64_t now)
 	S.st.archive_failed++;
 	elog_warn("inode %llu: archive failed: %s (attempt %u)", (unsigned long long)fs->ino,
 		  strerror(-res), fs->arch_tries);
-	if ((again || S.cfg.writeback >= 0) && !A.stop && !fs->gone)
+	if ((again || S.cfg.writeback_on) && !A.stop && !fs->gone)
 		archive_later(fs, now + backoff_ms(fs->arch_tries));
 	return w;
 }
@@ -618,7 +622,7 @@ int archive_init(void)
 	if (!S.cfg.meta)
 		return 0;
 	/* with write-back, what a crash or an unmount left dirty goes now */
-	if (S.cfg.writeback >= 0)
+	if (S.cfg.writeback_on)
 		A.scans = calloc(1, sizeof(*A.scans));
 	if (pthread_create(&A.thread, NULL, archiver_main, NULL))
 		return -EAGAIN;

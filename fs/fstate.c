@@ -450,8 +450,10 @@ void archive_later(struct fstate *fs, int64_t due)
 		fs->arch_again = true;
 		return;
 	}
-	if (fs->arch == ARCH_QUEUED)
+	if (fs->arch == ARCH_QUEUED) {
+		pthread_cond_signal(&S.acond); /* due sooner, maybe */
 		return;
+	}
 	fs->arch = ARCH_QUEUED;
 	inode_ref(fs->in); /* the queue's: archive.c releases it */
 	fs->anext = S.aqueue;
@@ -462,7 +464,7 @@ void archive_later(struct fstate *fs, int64_t due)
 void archive_writeback(struct fstate *fs)
 {
 	ELOCK_HELD();
-	if (S.cfg.writeback < 0 || fs->state != META_DIRTY || (fs->flags & META_F_CONFLICT) ||
+	if (!S.cfg.writeback_on || fs->state != META_DIRTY || (fs->flags & META_F_CONFLICT) ||
 	    S.stopping)
 		return;
 	archive_later(fs, mono_ms() + (int64_t)(S.cfg.writeback * 1000));

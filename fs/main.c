@@ -434,6 +434,7 @@ int main(int argc, char *argv[])
 			/* the window the kernel reads ahead in (bdi.h) */
 			.kernel_ra = o.readahead ? o.readahead : 128 << 10,
 			.dir_ttl = o.dir_ttl,
+			.writeback_on = o.archive_after >= 0,
 			.writeback = o.archive_after,
 			/* a mount with an origin archives what is made on it */
 			.track_new = o.origin != NULL || o.archive_after >= 0,

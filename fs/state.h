@@ -133,10 +133,11 @@ struct events_config {
 	/* has the FUSE session ended (unmounted)?  Then every wait ends. */
 	bool (*exiting)(void);
 	/*
-	 * Write-back: a dirty file is archived this many seconds after its
-	 * last change, close or fsync; < 0: only when asked (hsmfsctl archive,
-	 * sync)
+	 * Write-back (writeback_on): a dirty file is archived writeback
+	 * seconds after its last change, close or fsync; off: only when
+	 * asked (hsmfsctl archive, sync)
 	 */
+	bool writeback_on;
 	double writeback;
 	/* files made on the mount get state and a row, to be archived */
 	bool track_new;

@@ -17,6 +17,7 @@
 struct hsmfs_hook {
 	int fd;
 	struct proto_welcome welcome;
+	uint16_t last_flags; /* of the last EVENT hsmfs_hook_next() returned */
 	uint8_t buf[HSMFS_MAX_FRAME + 1];
 };
 
@@ -178,6 +179,7 @@ int hsmfs_hook_next(struct hsmfs_hook *h, struct hsmfs_event *ev)
 			copy_str(ev->origin, sizeof(ev->origin), pe.origin);
 			copy_str(ev->version, sizeof(ev->version), pe.version);
 			ev->fd = fd;
+			h->last_flags = pe.flags;
 			return 0;
 		}
 		if (fd >= 0)
@@ -250,6 +252,11 @@ int hsmfs_hook_archived(struct hsmfs_hook *h, uint64_t id, const char *version,
 	res = res < 0 ? res : send_buf(h, buf, res);
 	free(buf);
 	return res;
+}
+
+uint16_t hsmfs_hook_event_flags(const struct hsmfs_hook *h)
+{
+	return h->last_flags;
 }
 
 int hsmfs_hook_fd(const struct hsmfs_hook *h)

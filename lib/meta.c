@@ -53,9 +53,9 @@ static const char *const queries[Q_N] = {
 	/* directory rows (states 5 and 6): through the partial index */
 	[Q_ANYDIR] = "SELECT count(*) FROM (SELECT 1 FROM files WHERE state >= 5 LIMIT 1)",
 	[Q_SETVERSION] = "UPDATE files SET origin = ?2, version = ?3 WHERE ino = ?1 AND gen = ?4",
-	/* files to archive: dirty, not in conflict (flag 4), with a path */
+	/* files to archive: dirty (in conflict too), with a path */
 	[Q_DIRTY] = "SELECT ino, path, blocks, atime FROM files "
-		    "WHERE state = 4 AND flags & 4 = 0 AND path IS NOT NULL "
+		    "WHERE state = 4 AND path IS NOT NULL "
 		    "ORDER BY atime, ino LIMIT ?1 OFFSET ?2",
 };
 

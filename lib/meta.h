@@ -117,7 +117,7 @@ int meta_delete(struct meta *m, uint64_t ino, uint64_t *ret_cached);
 int meta_lru(struct meta *m, unsigned limit, uint64_t skip, struct meta_victim **ret,
 	     size_t *ret_n);
 void meta_victims_free(struct meta_victim *v, size_t n);
-/* The same for the files to archive: dirty, not in conflict, oldest use first. */
+/* The same for the files to archive: dirty (in conflict too), oldest use first. */
 int meta_dirty(struct meta *m, unsigned limit, uint64_t skip, struct meta_victim **ret,
 	       size_t *ret_n);
 /*

@@ -74,6 +74,12 @@ HSMFS_HOOK_API int hsmfs_hook_filled(struct hsmfs_hook *h, uint64_t id, uint64_t
 HSMFS_HOOK_API int hsmfs_hook_archived(struct hsmfs_hook *h, uint64_t id, const char *version,
 				       const char *origin);
 
+/*
+ * The flags of the last event hsmfs_hook_next() returned
+ * (HSMFS_EVENT_HAS_FD, HSMFS_EVENT_OVERWRITE).
+ */
+HSMFS_HOOK_API uint16_t hsmfs_hook_event_flags(const struct hsmfs_hook *h);
+
 /* The socket, for poll(2). */
 HSMFS_HOOK_API int hsmfs_hook_fd(const struct hsmfs_hook *h);
 

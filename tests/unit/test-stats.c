@@ -30,6 +30,9 @@ static int reference_json(const struct stats_snapshot *s, char *val, size_t size
 			"\"over_bound\": %llu, \"fill_p50_us\": %llu, "
 			"\"fill_p90_us\": %llu, \"fill_p99_us\": %llu, "
 			"\"evictions_started\": %llu, \"evictions_done\": %llu, "
+			"\"archives\": %llu, \"archived_files\": %llu, \"archived_bytes\": %llu, "
+			"\"archive_failed\": %llu, \"conflicts\": %llu, "
+			"\"archive_pending\": %llu, \"archive_running\": %llu, "
 			"\"inodes\": %llu, \"cached_fds\": %llu, "
 			"\"passthrough\": %d, \"passthrough_opens\": %llu, "
 			"\"passthrough_refused\": %llu, \"prefetched_files\": %llu, "
@@ -54,6 +57,10 @@ static int reference_json(const struct stats_snapshot *s, char *val, size_t size
 			(unsigned long long)es->fill_p90_us, (unsigned long long)es->fill_p99_us,
 			(unsigned long long)es->evictions_started,
 			(unsigned long long)es->evictions_done,
+			(unsigned long long)es->archives, (unsigned long long)es->archived_files,
+			(unsigned long long)es->archived_bytes, (unsigned long long)es->archive_failed,
+			(unsigned long long)es->conflicts, (unsigned long long)es->archive_pending,
+			(unsigned long long)es->archive_running,
 			(unsigned long long)s->inode.inodes, (unsigned long long)s->inode.cached_fds,
 			(int)ps->passthrough, (unsigned long long)ps->passthrough_opens,
 			(unsigned long long)ps->passthrough_refused,
@@ -83,7 +90,7 @@ int main(void)
 	n = stats_json(&s, got, sizeof(got));
 	m = reference_json(&s, want, sizeof(want));
 	ok(n == m && !strcmp(got, want), "and so with every counter 0");
-	ok(STATS_NFIELDS == 44, "44 counters (%d)", STATS_NFIELDS);
+	ok(STATS_NFIELDS == 51, "51 counters (%d)", STATS_NFIELDS);
 
 	n = stats_json(&s, small, sizeof(small));
 	ok(n == m && strlen(small) == sizeof(small) - 1 && !strncmp(small, want, sizeof(small) - 1),

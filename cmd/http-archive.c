@@ -1,0 +1,453 @@
+/* http-archive.c - hsmfs-http's archives: see http-archive.h */
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "http-archive.h"
+#include "http-list.h"
+
+/* What one request saw: its status and validators. */
+struct seen {
+	long status;
+	char etag[1024], lastmod[128];
+	long long length;  /* Content-Length, -1: none */
+};
+
+static void field(char *dst, size_t size, const char *v, size_t n)
+{
+	while (n && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' '))
+		n--;
+	while (n && *v == ' ') {
+		v++;
+		n--;
+	}
+	if (n >= size)
+		n = size - 1;
+	memcpy(dst, v, n);
+	dst[n] = '\0';
+}
+
+static size_t on_header(char *b, size_t sz, size_t n, void *arg)
+{
+	struct seen *s = arg;
+	size_t len = sz * n;
+
+	if (len > 5 && !strncmp(b, "HTTP/", 5)) {
+		/* a status line: a new response (a redirect, a 100) */
+		s->etag[0] = s->lastmod[0] = '\0';
+		s->length = -1;
+		s->status = 0;
+	} else if (len > 5 && !strncasecmp(b, "ETag:", 5)) {
+		field(s->etag, sizeof(s->etag), b + 5, len - 5);
+	} else if (len > 14 && !strncasecmp(b, "Last-Modified:", 14)) {
+		field(s->lastmod, sizeof(s->lastmod), b + 14, len - 14);
+	} else if (len > 15 && !strncasecmp(b, "Content-Length:", 15)) {
+		char v[32];
+
+		field(v, sizeof(v), b + 15, len - 15);
+		s->length = atoll(v);
+	}
+	return len;
+}
+
+static size_t discard(char *b, size_t sz, size_t n, void *arg)
+{
+	(void)b;
+	(void)arg;
+	return sz * n;
+}
+
+/* A body compared with the snapshot as it comes. */
+struct cmp {
+	int fd;
+	uint64_t pos, size;
+	bool differs;
+};
+
+static size_t compare_cb(char *b, size_t sz, size_t n, void *arg)
+{
+	struct cmp *c = arg;
+	size_t len = sz * n, done = 0;
+	char buf[65536];
+
+	while (done < len && !c->differs) {
+		size_t want = len - done < sizeof(buf) ? len - done : sizeof(buf);
+		ssize_t r;
+
+		if (c->pos + want > c->size) {
+			c->differs = true; /* longer */
+			break;
+		}
+		r = pread(c->fd, buf, want, (off_t)c->pos);
+		if (r != (ssize_t)want || memcmp(buf, b + done, want))
+			c->differs = true;
+		c->pos += want;
+		done += want;
+	}
+	return c->differs ? 0 : len; /* 0 stops the transfer */
+}
+
+/* The snapshot as a PUT's body. */
+struct upload {
+	int fd;
+	uint64_t pos, size;
+	void (*progress)(void *arg, uint64_t bytes);
+	void *arg;
+	uint64_t told;
+};
+
+static size_t read_cb(char *b, size_t sz, size_t n, void *arg)
+{
+	struct upload *u = arg;
+	size_t want = sz * n;
+	ssize_t r;
+
+	if (u->pos >= u->size)
+		return 0;
+	if (want > u->size - u->pos)
+		want = (size_t)(u->size - u->pos);
+	r = pread(u->fd, b, want, (off_t)u->pos);
+	if (r <= 0)
+		return CURL_READFUNC_ABORT;
+	u->pos += (uint64_t)r;
+	if (u->progress && u->pos - u->told >= (1u << 20)) {
+		u->told = u->pos;
+		u->progress(u->arg, u->pos);
+	}
+	return (size_t)r;
+}
+
+/* The handle reset to a plain request of url with our callbacks. */
+static void prepare(CURL *c, const char *url, struct seen *s, struct curl_slist *hdrs)
+{
+	memset(s, 0, sizeof(*s));
+	s->length = -1;
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, s);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, NULL);
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 1L);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(c, CURLOPT_NOBODY, 0L);
+	curl_easy_setopt(c, CURLOPT_UPLOAD, 0L);
+	curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+	curl_easy_setopt(c, CURLOPT_RANGE, NULL);
+	curl_easy_setopt(c, CURLOPT_TIMECONDITION, (long)CURL_TIMECOND_NONE);
+}
+
+static int perform(CURL *c, struct seen *s, char *why, size_t wlen)
+{
+	CURLcode rc = curl_easy_perform(c);
+
+	if (rc != CURLE_OK && rc != CURLE_WRITE_ERROR) {
+		snprintf(why, wlen, "%s", curl_easy_strerror(rc));
+		return rc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : EIO;
+	}
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &s->status);
+	return 0;
+}
+
+/* The recorded kind of validator of what s saw ("" if none). */
+static const char *validator(const struct seen *s, const char *recorded)
+{
+	if (recorded[0] && recorded[0] != '"' && strncmp(recorded, "W/", 2))
+		return s->lastmod; /* a date was recorded */
+	return s->etag[0] ? s->etag : s->lastmod;
+}
+
+/* Is the object at url byte for byte the snapshot?  1 yes, 0 no, or -errno. */
+static int same_bytes(CURL *c, const char *url, const struct hsmfs_event *ev,
+		      struct curl_slist *hdrs, char *why, size_t wlen)
+{
+	struct cmp cm = { ev->fd, 0, ev->file_size, false };
+	struct seen s;
+	int err;
+
+	prepare(c, url, &s, hdrs);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, compare_cb);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &cm);
+	err = perform(c, &s, why, wlen);
+	if (err)
+		return -err;
+	return s.status / 100 == 2 && !cm.differs && cm.pos == cm.size;
+}
+
+static void http_date(int64_t t, char *buf, size_t size)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	gmtime_r(&tt, &tm);
+	strftime(buf, size, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+}
+
+/* ---------------------------------------------------------------- file:// */
+
+static void file_version(const struct stat *st, char *buf, size_t size)
+{
+	snprintf(buf, size, "%lld%09ld-%lld", (long long)st->st_mtim.tv_sec,
+		 st->st_mtim.tv_nsec, (long long)st->st_size);
+}
+
+/* Is the file at fd byte for byte the snapshot? */
+static bool same_file(int fd, const struct hsmfs_event *ev)
+{
+	char a[65536], b[65536];
+	uint64_t off = 0;
+	struct stat st;
+
+	if (fstat(fd, &st) || (uint64_t)st.st_size != ev->file_size)
+		return false;
+	while (off < ev->file_size) {
+		size_t want = ev->file_size - off < sizeof(a) ? (size_t)(ev->file_size - off) :
+								 sizeof(a);
+
+		if (pread(fd, a, want, (off_t)off) != (ssize_t)want ||
+		    pread(ev->fd, b, want, (off_t)off) != (ssize_t)want || memcmp(a, b, want))
+			return false;
+		off += want;
+	}
+	return true;
+}
+
+static int archive_file(const struct hsmfs_event *ev, uint16_t flags, const char *url,
+			struct http_archive_out *out)
+{
+	char *path = curl_unescape(url + 7, 0), *dir = NULL, *tmp = NULL;
+	struct stat st;
+	int fd = -1, dfd = -1, err = 0;
+	char buf[65536];
+	uint64_t off = 0;
+
+	if (!path)
+		return ENOMEM;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 && !fstat(fd, &st) && !(flags & HSMFS_EVENT_OVERWRITE)) {
+		char cur[64];
+
+		file_version(&st, cur, sizeof(cur));
+		/* not the recorded version (or there at all, for a new file) */
+		if (!ev->origin[0] || strcmp(cur, ev->version)) {
+			if (!same_file(fd, ev)) {
+				snprintf(out->why, sizeof(out->why),
+					 "'%s' is not the recorded version (%s, recorded '%s')",
+					 path, cur, ev->version);
+				err = ESTALE;
+			} else {
+				snprintf(out->version, sizeof(out->version), "%s", cur);
+			}
+			goto out; /* the same bytes: archived already */
+		}
+	} else if (fd < 0 && errno == ENOENT && ev->origin[0] && ev->version[0] &&
+		   !(flags & HSMFS_EVENT_OVERWRITE)) {
+		snprintf(out->why, sizeof(out->why), "'%s' is gone from the origin", path);
+		err = ESTALE;
+		goto out;
+	}
+	dir = strdup(path);
+	if (!dir || asprintf(&tmp, "%s.hsmfs-XXXXXX", path) < 0) {
+		tmp = NULL;
+		err = ENOMEM;
+		goto out;
+	}
+	if (fd >= 0)
+		close(fd);
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		err = errno;
+		snprintf(out->why, sizeof(out->why), "cannot create '%s': %s", tmp, strerror(err));
+		free(tmp);
+		tmp = NULL;
+		goto out;
+	}
+	while (off < ev->file_size) {
+		size_t want = ev->file_size - off < sizeof(buf) ? (size_t)(ev->file_size - off) :
+								   sizeof(buf);
+		ssize_t r = pread(ev->fd, buf, want, (off_t)off);
+
+		if (r <= 0 || write(fd, buf, (size_t)r) != r) {
+			err = r < 0 || errno ? errno : EIO;
+			goto out;
+		}
+		off += (uint64_t)r;
+	}
+	fchmod(fd, (mode_t)(ev->start & 07777));
+	futimens(fd, (struct timespec[2]){ { 0, UTIME_OMIT }, { (time_t)ev->end, 0 } });
+	if (fsync(fd) || rename(tmp, path)) {
+		err = errno;
+		goto out;
+	}
+	free(tmp);
+	tmp = NULL;
+	dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0)
+		fsync(dfd);
+	if (fstat(fd, &st)) {
+		err = errno;
+		goto out;
+	}
+	file_version(&st, out->version, sizeof(out->version));
+out:
+	if (err && !out->why[0])
+		snprintf(out->why, sizeof(out->why), "%s", strerror(err));
+	if (tmp) {
+		unlink(tmp);
+		free(tmp);
+	}
+	if (fd >= 0)
+		close(fd);
+	if (dfd >= 0)
+		close(dfd);
+	free(dir);
+	curl_free(path);
+	if (!err && !ev->origin[0])
+		snprintf(out->origin, sizeof(out->origin), "%s", url);
+	return err;
+}
+
+/* ---------------------------------------------------------------- http */
+
+int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const char *url,
+		 bool s3, void (*progress)(void *arg, uint64_t bytes), void *arg,
+		 struct http_archive_out *out)
+{
+	struct curl_slist *hdrs = NULL, *put = NULL;
+	struct upload up = { ev->fd, 0, ev->file_size, progress, arg, 0 };
+	bool overwrite = flags & HSMFS_EVENT_OVERWRITE, fresh = !ev->origin[0];
+	char line[1200], date[64];
+	struct seen s;
+	int err, same;
+
+	memset(out, 0, sizeof(*out));
+	if (ev->fd < 0)
+		return EBADF;
+	if (!strncmp(url, "file://", 7))
+		return archive_file(ev, flags, url, out);
+	hdrs = curl_slist_append(hdrs, HTTP_IDENTITY);
+	if (s3)
+		hdrs = curl_slist_append(hdrs, HTTP_S3_EMPTY_PAYLOAD);
+	/* 1. what the origin holds now */
+	prepare(c, url, &s, hdrs);
+	curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+	err = perform(c, &s, out->why, sizeof(out->why));
+	if (err)
+		goto out;
+	if (s.status != 200 && s.status != 404) {
+		snprintf(out->why, sizeof(out->why), "HEAD %s: status %ld", url, s.status);
+		err = s.status >= 500 ? EAGAIN : EACCES;
+		goto out;
+	}
+	/* 2. the recorded version, or nothing for a new file: else compare */
+	if (!overwrite) {
+		bool as_recorded = fresh ? s.status == 404 :
+				   s.status == 200 && ev->version[0] &&
+				   !strcmp(validator(&s, ev->version), ev->version);
+
+		if (!as_recorded && s.status == 404) {
+			snprintf(out->why, sizeof(out->why), "%s is gone from the origin", url);
+			err = ESTALE;
+			goto out;
+		}
+		if (!as_recorded && ev->version[0] == '\0' && !fresh) {
+			/* no version recorded: nothing to be conditional on */
+			as_recorded = true;
+		}
+		if (!as_recorded) {
+			same = same_bytes(c, url, ev, hdrs, out->why, sizeof(out->why));
+			if (same < 0) {
+				err = -same;
+				goto out;
+			}
+			if (!same) {
+				snprintf(out->why, sizeof(out->why),
+					 "%s is not the recorded version (%s, recorded %s)", url,
+					 validator(&s, ev->version)[0] ? validator(&s, ev->version) :
+									  "none",
+					 ev->version[0] ? ev->version : "none");
+				err = ESTALE;
+				goto out;
+			}
+			/* archived already (a repeat after a crash): its version is ours */
+			snprintf(out->version, sizeof(out->version), "%s",
+				 validator(&s, ev->version));
+			goto done;
+		}
+	}
+	/* 3. the upload, conditional where the server honours it */
+	put = curl_slist_append(put, HTTP_IDENTITY);
+	if (s3) /* the body is not signed: its hash would need a read of it first */
+		put = curl_slist_append(put, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+	if (!overwrite && fresh)
+		put = curl_slist_append(put, "If-None-Match: *");
+	else if (!overwrite && ev->version[0] == '"') {
+		snprintf(line, sizeof(line), "If-Match: %s", ev->version);
+		put = curl_slist_append(put, line);
+	}
+	http_date((int64_t)ev->end, date, sizeof(date));
+	snprintf(line, sizeof(line), "Date: %s", date);
+	put = curl_slist_append(put, line);
+	if (s3) {
+		snprintf(line, sizeof(line), "x-amz-meta-mtime: %llu", (unsigned long long)ev->end);
+		put = curl_slist_append(put, line);
+	}
+	put = curl_slist_append(put, "Expect:");
+	prepare(c, url, &s, put);
+	curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+	curl_easy_setopt(c, CURLOPT_READFUNCTION, read_cb);
+	curl_easy_setopt(c, CURLOPT_READDATA, &up);
+	curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)ev->file_size);
+	err = perform(c, &s, out->why, sizeof(out->why));
+	curl_easy_setopt(c, CURLOPT_UPLOAD, 0L);
+	curl_easy_setopt(c, CURLOPT_READFUNCTION, NULL);
+	if (err)
+		goto out;
+	if (s.status == 412) {
+		snprintf(out->why, sizeof(out->why), "PUT %s: precondition failed (412)", url);
+		err = ESTALE;
+		goto out;
+	}
+	if (s.status / 100 != 2) {
+		snprintf(out->why, sizeof(out->why), "PUT %s: status %ld", url, s.status);
+		err = s.status >= 500 ? EAGAIN : s.status == 413 ? EFBIG :
+		      s.status == 507 ? ENOSPC : EACCES;
+		goto out;
+	}
+	if (progress)
+		progress(arg, ev->file_size);
+	/* 4. the new version: the PUT's ETag, else a HEAD's */
+	if (s.etag[0]) {
+		snprintf(out->version, sizeof(out->version), "%s", s.etag);
+	} else {
+		prepare(c, url, &s, hdrs);
+		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+		err = perform(c, &s, out->why, sizeof(out->why));
+		if (err)
+			goto out;
+		if (s.status != 200 || (s.length >= 0 && (uint64_t)s.length != ev->file_size)) {
+			snprintf(out->why, sizeof(out->why),
+				 "HEAD %s after the upload: status %ld, length %lld of %llu", url,
+				 s.status, s.length, (unsigned long long)ev->file_size);
+			err = s.status == 200 ? ESTALE : EIO;
+			goto out;
+		}
+		snprintf(out->version, sizeof(out->version), "%s",
+			 s.etag[0] ? s.etag : s.lastmod);
+	}
+done:
+	if (fresh)
+		snprintf(out->origin, sizeof(out->origin), "%s", url);
+out:
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+	curl_slist_free_all(hdrs);
+	curl_slist_free_all(put);
+	return err;
+}

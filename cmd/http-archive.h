@@ -1,0 +1,47 @@
+/*
+ * http-archive.h - hsmfs-http's archives (ARCHIVE events): the snapshot
+ * of ev->fd goes to the file's URL (its recorded origin, else the
+ * mount's origin joined with its path).
+ *
+ *   file://   a temporary file beside the target, its mode and mtime
+ *             set, fsync, rename into place, the directory synced; the
+ *             version is "MTIME_NS-SIZE" of the result.
+ *   http(s)   PUT (WebDAV, S3), conditional: If-Match on the recorded
+ *             ETag, If-None-Match: * for a file the origin never had.
+ *             Servers that ignore conditions on PUT (nginx's dav module)
+ *             are checked with a HEAD just before the PUT; the window
+ *             between the two remains (hsmfs-http(1)).  The mtime goes
+ *             as the Date header (nginx's dav module keeps it) and, with
+ *             s3, as x-amz-meta-mtime.  The version is the PUT's ETag,
+ *             else a HEAD's after it (ETag, else Last-Modified).
+ * Unless ev is HSMFS_EVENT_OVERWRITE, an object that is not the recorded
+ * version (or one there already, for a new file) is compared with the
+ * snapshot byte for byte: the same bytes are archived already (a
+ * repeat after a crash), under the version they have; others are a
+ * conflict (ESTALE), and nothing is written.
+ *
+ * Returns 0 with the new version (and the URL for a new file, else "")
+ * or an errno for the event's DENY, with a one-line reason in why.
+ * progress(arg, bytes) is called as the upload goes.
+ */
+#ifndef HSMFS_HTTP_ARCHIVE_H
+#define HSMFS_HTTP_ARCHIVE_H
+
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hsmfs/hook.h"
+
+struct http_archive_out {
+	char version[1024];
+	char origin[4096];
+	char why[3072];
+};
+
+int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const char *url,
+		 bool s3, void (*progress)(void *arg, uint64_t bytes), void *arg,
+		 struct http_archive_out *out);
+
+#endif

@@ -1,0 +1,260 @@
+#!/usr/bin/env python3
+"""Archive: what users change goes back to the origin.
+
+A real nginx with the WebDAV module is the origin; hsmfs-http is the
+mount's fill and archive hook.  Changed files, new files and a file
+changed in part (its missing bytes fetched first) reach the origin byte
+for byte with hsmfsctl archive and sync, and become clean (resident,
+with the origin's new ETag).  A change made at the origin meanwhile is a
+conflict: nothing is uploaded, the local bytes stay, resolve
+--keep-local settles it.  A hook of our own holds an upload while the
+user writes: the origin gets the one consistent snapshot, the file
+stays dirty and is archived again with the later bytes.  The daemon is
+killed at each archive step (archive-snapshot, archive-answered,
+archive-committed): after the next mount, with archive_after=0, the
+file is archived by itself, clean, and no conflict is reported that did
+not happen (the origin holding our bytes under another version is not
+one).
+"""
+import os
+import shutil
+import socket
+import struct
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (HSMFS, HSMFSCTL, Mount, Nginx, eq, main, ok, run, tmpdir,  # noqa: E402
+                     wait_for, write_tree)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "python"))
+import hsmfs_hook  # noqa: E402
+
+HTTP = os.environ.get("HSMFS_HTTP") or os.path.join(os.path.dirname(os.path.abspath(HSMFS)),
+                                                    "hsmfs-http")
+DAV = ("dav_methods PUT DELETE MKCOL MOVE; create_full_put_path on; "
+       "dav_access user:rw group:r all:r; client_max_body_size 0;")
+
+
+def state(m, *p):
+    return os.getxattr(m.path(*p), "user.hsmfs.state").decode()
+
+
+def put(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def get(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def etag_of(ng, name):
+    """The ETag nginx gives the object now (a HEAD)."""
+    s = socket.create_connection(("127.0.0.1", ng.port))
+    s.sendall(b"HEAD /data/%s HTTP/1.0\r\n\r\n" % name.encode())
+    head = b""
+    while True:
+        b = s.recv(4096)
+        if not b:
+            break
+        head += b
+    s.close()
+    for line in head.decode().split("\r\n"):
+        if line.lower().startswith("etag:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def archive(*paths):
+    return run([HSMFSCTL, "archive"] + list(paths))
+
+
+def test_dav():
+    root, store = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-")
+    os.chmod(root, 0o777)
+    big = os.urandom(3 << 20)
+    write_tree(root, {"data/a.txt": b"alpha", "data/big.bin": big, "data/sub/c.txt": b"gamma"})
+    os.chmod(os.path.join(root, "data"), 0o777)
+    os.chmod(os.path.join(root, "data", "sub"), 0o777)
+    for n in ("a.txt", "big.bin", "sub/c.txt"):
+        os.chmod(os.path.join(root, "data", n), 0o666)
+    with Nginx(root, extra=DAV) as ng:
+        with Mount(store=store, opts="hook=%s,origin=%s" % (HTTP, ng.url("data/"))) as m:
+            eq(get(m.path("a.txt")), b"alpha", "a file of the origin reads")
+            eq(state(m, "a.txt"), "resident", "and is clean: resident, with its version")
+            put(m.path("a.txt"), b"alpha, changed here")
+            eq(state(m, "a.txt"), "dirty", "a change makes it dirty")
+            rc, out = archive(m.path("a.txt"))
+            eq(rc, 0, "hsmfsctl archive of it succeeds (%s)" % out.strip())
+            eq(get(os.path.join(root, "data", "a.txt")), b"alpha, changed here",
+               "the origin holds the change, byte for byte")
+            eq(state(m, "a.txt"), "resident", "and the file is clean again")
+            eq(os.getxattr(m.path("a.txt"), "user.hsmfs.version").decode(), etag_of(ng, "a.txt"),
+               "its recorded version is the origin's new ETag")
+
+            put(m.path("new.txt"), b"made on the mount")
+            eq(state(m, "new.txt"), "dirty,new", "a file made on the mount is new")
+            rc, out = archive(m.path("new.txt"))
+            eq(rc, 0, "archive of a new file (%s)" % out.strip())
+            eq(get(os.path.join(root, "data", "new.txt")), b"made on the mount",
+               "it is at the origin, under the mount's origin and its path")
+            eq(state(m, "new.txt"), "resident", "clean")
+            ok(os.getxattr(m.path("new.txt"), "user.hsmfs.origin").decode().endswith("/new.txt"),
+               "and its origin is recorded")
+
+            # a change of part of a file whose rest was never fetched
+            with open(m.path("big.bin"), "r+b") as f:
+                f.seek(1 << 20)
+                f.write(b"HERE")
+            ok(state(m, "big.bin").startswith("dirty"), "a change in part: dirty")
+            rc, out = archive(m.path("big.bin"))
+            eq(rc, 0, "archive of a file changed in part (%s)" % out.strip())
+            want = big[:1 << 20] + b"HERE" + big[(1 << 20) + 4:]
+            ok(get(os.path.join(root, "data", "big.bin")) == want,
+               "the origin holds the change and every byte around it")
+
+            # a conflict: the origin changes under a local change
+            put(m.path("a.txt"), b"mine again")
+            put(os.path.join(root, "data", "a.txt"), b"theirs, written at the origin")
+            rc, out = archive(m.path("a.txt"))
+            ok(rc != 0 and "conflict" in out, "a change at the origin meanwhile: a conflict (%s)"
+               % out.strip())
+            eq(get(os.path.join(root, "data", "a.txt")), b"theirs, written at the origin",
+               "nothing was uploaded")
+            eq(get(m.path("a.txt")), b"mine again", "the local bytes are kept and read")
+            eq(state(m, "a.txt"), "dirty,conflict", "and it shows conflict")
+            rc, out = run([HSMFSCTL, "sync", m.mnt])
+            ok(rc != 0 and "conflict" in out, "sync says a file is in conflict (%s)" % out.strip())
+            rc, out = run([HSMFSCTL, "resolve", "--keep-local", m.path("a.txt")])
+            eq(rc, 0, "resolve --keep-local (%s)" % out.strip())
+            eq(get(os.path.join(root, "data", "a.txt")), b"mine again",
+               "the local bytes replaced the origin's")
+            eq(state(m, "a.txt"), "resident", "clean")
+
+            # sync: every changed file of the mount
+            put(m.path("sub", "c.txt"), b"gamma, changed")
+            os.mkdir(m.path("made"))
+            put(m.path("made", "d.txt"), b"delta")
+            for i in range(20):
+                put(m.path("made", "f%02d" % i), b"file %d" % i)
+            rc, out = run([HSMFSCTL, "sync", m.mnt])
+            eq(rc, 0, "hsmfsctl sync (%s)" % out.strip())
+            eq(get(os.path.join(root, "data", "sub", "c.txt")), b"gamma, changed",
+               "a changed file in a directory is at the origin")
+            eq(get(os.path.join(root, "data", "made", "d.txt")), b"delta",
+               "a new file in a new directory too")
+            ok(all(get(os.path.join(root, "data", "made", "f%02d" % i)) == b"file %d" % i
+                   for i in range(20)), "and all twenty small ones")
+            stats = run([HSMFSCTL, "stats", "--json", m.mnt])[1]
+            ok('"archived_files": 26' in stats and '"conflicts": 1' in stats,
+               "stats count 26 files archived, one conflict")
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(store, ignore_errors=True)
+
+
+class HoldingHook:
+    """An archive hook of our own: holds each upload until released, keeps
+    the bytes of every snapshot it was given."""
+
+    def __init__(self, mnt):
+        self.h = hsmfs_hook.connect(mnt, "fill", ["archive"], "holder")
+        self.uploads = []  # (path, bytes)
+        self.gate = threading.Event()
+        self.got = threading.Event()
+        self.n = 0
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def run(self):
+        for ev in self.h.events():
+            if "cancel" in ev:
+                continue
+            fd = ev["fd"]
+            data = os.pread(fd, ev["size"], 0)
+            os.close(fd)
+            self.got.set()
+            self.gate.wait()
+            self.n += 1
+            self.uploads.append((ev["path"], data))
+            self.h.archived(ev["id"], '"v%d"' % self.n)
+            self.h.allow(ev["id"])
+
+    def close(self):
+        self.h.close()
+
+
+def test_write_during_upload():
+    store = tmpdir("hsmfs-store-")
+    # no origin to list from; files made on it are archived (archive_after=)
+    with Mount(store=store, opts="archive_after=3600") as m:
+        put(m.path("f"), b"first version")
+        hook = HoldingHook(m.mnt)
+        res = {}
+        t = threading.Thread(target=lambda: res.update(r=archive(m.path("f"))))
+        t.start()
+        ok(hook.got.wait(10), "the hook got the archive event")
+        eq(state(m, "f"), "dirty,new,archiving", "the file shows archiving meanwhile")
+        put(m.path("f"), b"second version, longer")
+        hook.gate.set()
+        t.join(30)
+        eq(res.get("r", (None,))[0], 0, "the archive ends once the later bytes are archived too")
+        eq([d for _, d in hook.uploads], [b"first version", b"second version, longer"],
+           "the origin got the consistent snapshot, then the later bytes")
+        eq(state(m, "f"), "resident", "clean only after the latest is archived")
+        eq(os.getxattr(m.path("f"), "user.hsmfs.version").decode(), '"v2"',
+           "its version is the second upload's")
+        hook.close()
+    shutil.rmtree(store, ignore_errors=True)
+
+
+def test_crash_points():
+    root = tmpdir("hsmfs-origin-")
+    os.chmod(root, 0o777)
+    write_tree(root, {"data/a.txt": b"alpha"})
+    os.chmod(os.path.join(root, "data"), 0o777)
+    os.chmod(os.path.join(root, "data", "a.txt"), 0o666)
+    with Nginx(root, extra=DAV) as ng:
+        for step in ("archive-snapshot", "archive-answered", "archive-committed"):
+            store = tmpdir("hsmfs-store-")
+            body = ("changed before a crash at %s" % step).encode()
+            m = Mount(store=store, opts="hook=%s,origin=%s" % (HTTP, ng.url("data/")),
+                      env={"HSMFS_CRASH_AT": step + ":1"}, expect_exit=99)
+            m.start()
+            try:
+                get(m.path("a.txt"))
+                put(m.path("a.txt"), body)
+                put(m.path("n-" + step), body)
+                for n in ("a.txt", "n-" + step):
+                    fd = os.open(m.path(n), os.O_RDONLY)
+                    os.fsync(fd)
+                    os.close(fd)
+                rc, out = archive(m.path("a.txt"))
+                status = m.exited(10)
+                eq(status, 99, "the daemon crashed at %s" % step)
+            finally:
+                m.cleanup()
+            with Mount(store=store, opts="hook=%s,origin=%s,archive_after=0" %
+                       (HTTP, ng.url("data/"))) as m2:
+                wait_for(lambda: state(m2, "a.txt") == "resident" and
+                         state(m2, "n-" + step) == "resident",
+                         "both archived by themselves after %s" % step)
+                eq(get(os.path.join(root, "data", "a.txt")), body,
+                   "after a crash at %s the origin holds the change" % step)
+                eq(get(os.path.join(root, "data", "n-" + step)), body, "and the new file")
+                stats = run([HSMFSCTL, "stats", "--json", m2.mnt])[1]
+                ok('"conflicts": 0' in stats, "no conflict that did not happen (%s)" % step)
+            shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test():
+    test_dav()
+    test_write_during_upload()
+    test_crash_points()
+
+
+main(test)
