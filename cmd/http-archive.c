@@ -236,7 +236,7 @@ static int archive_file(const struct hsmfs_event *ev, uint16_t flags, const char
 
 		file_version(&st, cur, sizeof(cur));
 		/* not the recorded version (or there at all, for a new file) */
-		if (!ev->origin[0] || strcmp(cur, ev->version)) {
+		if ((flags & HSMFS_EVENT_NEW) || (ev->version[0] && strcmp(cur, ev->version))) {
 			if (!same_file(fd, ev)) {
 				snprintf(out->why, sizeof(out->why),
 					 "'%s' is not the recorded version (%s, recorded '%s')",
@@ -247,7 +247,7 @@ static int archive_file(const struct hsmfs_event *ev, uint16_t flags, const char
 			}
 			goto out; /* the same bytes: archived already */
 		}
-	} else if (fd < 0 && errno == ENOENT && ev->origin[0] && ev->version[0] &&
+	} else if (fd < 0 && errno == ENOENT && !(flags & HSMFS_EVENT_NEW) && ev->version[0] &&
 		   !(flags & HSMFS_EVENT_OVERWRITE)) {
 		snprintf(out->why, sizeof(out->why), "'%s' is gone from the origin", path);
 		err = ESTALE;
@@ -309,7 +309,7 @@ out:
 		close(dfd);
 	free(dir);
 	curl_free(path);
-	if (!err && !ev->origin[0])
+	if (!err && (flags & HSMFS_EVENT_NEW))
 		snprintf(out->origin, sizeof(out->origin), "%s", url);
 	return err;
 }
@@ -322,7 +322,7 @@ int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const ch
 {
 	struct curl_slist *hdrs = NULL, *put = NULL;
 	struct upload up = { ev->fd, 0, ev->file_size, progress, arg, 0 };
-	bool overwrite = flags & HSMFS_EVENT_OVERWRITE, fresh = !ev->origin[0];
+	bool overwrite = flags & HSMFS_EVENT_OVERWRITE, fresh = flags & HSMFS_EVENT_NEW;
 	char line[1200], date[64];
 	struct seen s;
 	int err, same;

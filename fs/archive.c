@@ -216,7 +216,9 @@ static int archive_one(struct fstate *fs)
 		return -ENOTCONN;
 	}
 	overwrite = fs->overwrite;
-	res = start_archive(in, sn.fd, sn.size, sn.mode, sn.mtime, overwrite, &ev);
+	res = start_archive(in, sn.fd, sn.size, sn.mode, sn.mtime,
+			    (overwrite ? HSMFS_EVENT_OVERWRITE : 0) |
+				    (fs->flags & META_F_NEW ? HSMFS_EVENT_NEW : 0), &ev);
 	if (res) {
 		eunlock();
 		return res;
@@ -255,6 +257,7 @@ static int archive_one(struct fstate *fs)
 	}
 	fs->osize = sn.size;
 	fs->vchanged = true;
+	fs->flags &= ~META_F_NEW; /* the origin has it now */
 	if (overwrite)
 		fs->overwrite = false; /* the origin has ours: conditional again */
 	if (unchanged(fs, &sn)) {
@@ -540,7 +543,7 @@ int events_archive(struct inode *in, void (*cont)(void *arg, int res), void *arg
 		return res;
 	elock();
 	fs = inode_state(in);
-	if (!fs || (fs->state != META_DIRTY && !fs->origin)) {
+	if (!fs) {
 		res = -ENODATA; /* plain: no origin to archive to, not made here */
 	} else if (fs->state != META_DIRTY) {
 		res = 0;

@@ -205,6 +205,7 @@ void init_event(struct event *ev, uint32_t type, struct inode *in,
 	ev->name = NULL;
 	ev->new_version = ev->new_origin = NULL;
 	ev->refresh = false;
+	ev->aflags = 0;
 	ev->result = 0;
 	ev->waiters = 0;
 	ev->parked = NULL;

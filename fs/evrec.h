@@ -92,8 +92,8 @@ struct event {
 				    * (owned, may be NULL) */
 	char *name;                /* PRE_LOOKUP: the name looked up (owned) */
 	bool refresh;              /* PRE_DIR: of a listed directory (hsmfsctl
-				    * refresh): its difference is applied;
-				    * ARCHIVE: unconditional (overwrite) */
+				    * refresh): its difference is applied */
+	uint16_t aflags;           /* ARCHIVE: its HSMFS_EVENT_* flags */
 	uint64_t names_plan;       /* PRE_DIR, PRE_LOOKUP: the plan its name
 				    * changes are claimed under (names.h),
 				    * open from its start to its slot's release */

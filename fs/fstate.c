@@ -488,6 +488,7 @@ void events_created(struct inode *in)
 	if (getrandom(&fs->gen, sizeof(fs->gen), 0) != sizeof(fs->gen))
 		fs->gen = (uint64_t)time(NULL) << 20 ^ fs->ino;
 	fs->state = META_DIRTY; /* a new record, not a step (fstate.h) */
+	fs->flags = META_F_NEW;
 	fs->newrow = true;
 	fs->atime = fs->atime_saved = now_ms();
 	elock();

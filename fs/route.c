@@ -157,8 +157,7 @@ static void dispatch(struct event *ev)
 	if (!E.hooks)
 		return;
 	fill_proto(ev, &pe, path, sizeof(path));
-	pe.flags = HSMFS_EVENT_HAS_FD | (ev->refresh && ev->type == HSMFS_EV_ARCHIVE ?
-						 HSMFS_EVENT_OVERWRITE : 0);
+	pe.flags = HSMFS_EVENT_HAS_FD | (ev->type == HSMFS_EV_ARCHIVE ? ev->aflags : 0);
 	start = E.rr && E.rr->next ? E.rr->next : E.hooks;
 	h = start;
 	do {
@@ -314,7 +313,7 @@ bool have_archive_hook(struct inode *in)
 }
 
 int start_archive(struct inode *in, int fd, uint64_t size, uint32_t mode, int64_t mtime,
-		  bool overwrite, struct event **ret_ev)
+		  uint16_t flags, struct event **ret_ev)
 {
 	ELOCK_HELD();
 	struct event *ev = get_slot();
@@ -331,7 +330,7 @@ int start_archive(struct inode *in, int fd, uint64_t size, uint32_t mode, int64_
 	ev->hint_start = 0;
 	ev->hint_end = size;
 	ev->stage_fd = fd; /* the snapshot, sent again to a next hook if one leaves */
-	ev->refresh = overwrite; /* of an ARCHIVE: HSMFS_EVENT_OVERWRITE */
+	ev->aflags = flags;
 	ev->waiters = 1;   /* the caller's */
 	send_to_watchers(ev);
 	dispatch(ev);

@@ -55,11 +55,11 @@ bool have_archive_hook(struct inode *in);
 /*
  * Start the ARCHIVE event of in: fd, a read-only descriptor of the
  * snapshot of size bytes (owned by the event from here on), mode and
- * mtime of it; overwrite: unconditional (HSMFS_EVENT_OVERWRITE).  0 with
+ * mtime of it; flags: HSMFS_EVENT_OVERWRITE, HSMFS_EVENT_NEW.  0 with
  * *ret_ev (one reference, the caller's), or -errno.
  */
 int start_archive(struct inode *in, int fd, uint64_t size, uint32_t mode, int64_t mtime,
-		  bool overwrite, struct event **ret_ev);
+		  uint16_t flags, struct event **ret_ev);
 /* The same for the PRE_LOOKUP of name in dir (name: owned by the event). */
 int start_lookup(struct inode *dir, char *origin, char *name, struct fuse_req *req,
 		 struct event **ret_ev);

@@ -50,6 +50,14 @@
  *      runs on dirs.c's lister thread, not on the hook's connection);
  *      its unlisted mark goes after.  Memory (and
  *      so every request) sees the directory listed only after that.
+ *   6. An archive (archive.h): the snapshot is made ("archive-snapshot"),
+ *      the archive hook uploads it and answers ("archive-answered"), then
+ *      the writer commits the new version with the clean state in one
+ *      transaction ("archive-committed"); until that commit the row says
+ *      dirty, so a crash at any point archives the file again, and the
+ *      hook finds its own bytes there (no conflict).  A user change begun
+ *      after the snapshot keeps the file dirty: the version is recorded,
+ *      the clean state is not.
  * So after a crash at any point a range is never present without its
  * bytes, and an acknowledged write is never lost.
  */

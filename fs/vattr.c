@@ -138,7 +138,7 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 		if (!strcmp(name, "user.hsmfs.state")) {
 			n = snprintf(val, sizeof(val), "%s%s%s%s%s%s",
 				     fs ? meta_state_name(fs->state) : "resident",
-				     fs && fs->state == META_DIRTY && !fs->origin ? ",new" : "",
+				     fs && (fs->flags & META_F_NEW) ? ",new" : "",
 				     fs && fs->arch == ARCH_RUNNING ? ",archiving" :
 				     fs && (fs->flags & META_F_CONFLICT) ? ",conflict" : "",
 				     fs && (fs->flags & META_F_PINNED) ? ",pinned" : "",

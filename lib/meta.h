@@ -46,6 +46,7 @@ enum meta_state {
 #define META_F_STALE 0x2  /* origin changed under us: reads fail */
 #define META_F_CONFLICT 0x4 /* dirty, and the origin changed under the
 			     * change: not archived until resolved */
+#define META_F_NEW 0x8    /* made on the mount: the origin never had it */
 
 struct meta_file {
 	uint64_t ino;        /* store inode number (key) */

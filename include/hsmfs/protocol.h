@@ -116,6 +116,8 @@ enum hsmfs_verdict { HSMFS_ALLOW = 0, HSMFS_DENY = 1 };
 #define HSMFS_EVENT_OVERWRITE 0x2 /* ARCHIVE: unconditional (hsmfsctl resolve
 				   * --keep-local): the local bytes replace
 				   * whatever the origin holds */
+#define HSMFS_EVENT_NEW 0x4       /* ARCHIVE: made on the mount, the origin
+				   * never had it (If-None-Match: *) */
 
 /* CANCEL reasons. */
 enum hsmfs_cancel {

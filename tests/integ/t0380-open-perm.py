@@ -50,7 +50,7 @@ def test_deny_resident():
         eq(stats(m).get("open_perm"), 0, "no subscriber: no OPEN_PERM event")
         with Hook(m.mnt, "--kind", "watch", "--mask", "open", "--mode", "deny",
                   "--errno", str(errno.EACCES), "--name", "policy") as h:
-            eq(h.lines()[0]["welcome"]["version"], 5, "WELCOME says version 5 (the newest)")
+            eq(h.lines()[0]["welcome"]["version"], 6, "WELCOME says version 6 (the newest)")
             eq(errno_of(lambda: read(m.path("sec/a.secret"))), errno.EACCES,
                "open of a resident file denied by the hook")
             ev = h.events("OPEN_PERM")

@@ -182,7 +182,7 @@ def test_protocol():
         s.close()
 
         h = hsmfs_hook.connect(m.mnt, "fill", ["access"], "raw")
-        eq(h.welcome["version"], 5, "a new hook speaks version 5")
+        eq(h.welcome["version"], 6, "a new hook speaks version 6")
         h.filled(999999, 0, P)  # no such event: ignored
         first = in_thread(lambda: dread(m.path("f"), 300 * K, P))
         ev = next(e for e in h.events() if e.get("type") == "PRE_ACCESS")
