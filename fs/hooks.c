@@ -262,7 +262,7 @@ static void *conn_main(void *arg)
 			H.on.filled(h, &filled);
 			break;
 		case HSMFS_MSG_ARCHIVED:
-			if (h->version < 6)
+			if (h->version < 6 || !H.on.archived)
 				goto unknown;
 			if (proto_dec_archived(buf, n, &archived)) {
 				refuse(h->fd, who, HSMFS_ERR_MALFORMED, "malformed ARCHIVED");

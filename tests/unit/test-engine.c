@@ -25,7 +25,12 @@
  * and tells the kernel so, but the user's change wins: a file changed
  * through the mount is kept as the user left it, dirty in memory or in
  * its row, and a name removed through the mount while the refresh was
- * asked is not made again).
+ * asked is not made again), and archives (an ARCHIVE event carries a
+ * read-only snapshot; the archive hook and every watcher must allow;
+ * an allow without ARCHIVED, a deny or a hook gone archive nothing, and
+ * a hook gone hands the same snapshot to the next; a change after the
+ * snapshot keeps the file dirty and archives it again; ESTALE is a
+ * conflict, kept until resolved).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -224,7 +229,8 @@ static int start_engine(void)
 							   .left = events_hook_left,
 							   .answer = events_answer,
 							   .progress = events_progress,
-							   .filled = events_filled });
+							   .filled = events_filled,
+							   .archived = events_archived });
 }
 
 /* --- a hook of our own: raw frames on the engine's socket --- */
@@ -326,6 +332,15 @@ static int hook_progress(struct hook_conn *c, uint64_t id, uint64_t done)
 	struct proto_progress p = { .id = id, .bytes_done = done };
 	uint8_t buf[HSMFS_MAX_FRAME];
 	int len = proto_enc_progress(buf, &p);
+
+	return len > 0 && send(c->fd, buf, len, MSG_NOSIGNAL) == len ? 0 : -EIO;
+}
+
+static int hook_archived(struct hook_conn *c, uint64_t id, const char *version)
+{
+	struct proto_archived a = { .id = id, .version = { version, (uint16_t)strlen(version) } };
+	uint8_t buf[HSMFS_MAX_FRAME];
+	int len = proto_enc_archived(buf, &a);
 
 	return len > 0 && send(c->fd, buf, len, MSG_NOSIGNAL) == len ? 0 : -EIO;
 }
@@ -1042,6 +1057,130 @@ static void lazy_dirs(void)
 	inode_forget(d, 1);
 }
 
+/* --- archive --- */
+
+/* The archive of in asked, as hsmfsctl archive asks it: r's continuation gets it. */
+static int ask_archive(struct inode *in, struct fake_req *r)
+{
+	memset(r, 0, sizeof(*r));
+	return events_archive(in, fake_cont, r);
+}
+
+/* The state of in: its row's, as the writer committed it. */
+static bool row_says(const char *path, uint32_t state, const char *version)
+{
+	struct meta_file f;
+	struct stat st;
+	bool yes;
+
+	if (row_of(path, &st, &f))
+		return false;
+	yes = f.state == state && (!version || (f.version && !strcmp(f.version, version)));
+	meta_file_free(&f);
+	return yes;
+}
+
+static void archiving(void)
+{
+	struct hook_conn a, a2, w;
+	struct proto_event ev;
+	char path[HSMFS_MAX_PATH + 1], got[64];
+	struct fake_req r;
+	struct inode *in;
+	int fd, res;
+
+	in = placeholder("arch", 8);
+	ok(in && !user_writes(in, "arch", 0, "mine....") && !events_fsync(in) &&
+	   row_says("arch", META_DIRTY, "v1"), "a file changed through the mount is dirty");
+	ok(ask_archive(in, &r) == EVENTS_PARKED && fake_wait(&r, 3000) == -ENOTCONN,
+	   "with no archive hook its archive fails at once: ENOTCONN");
+
+	ok(!hook_connect(HSMFS_KIND_FILL, HSMFS_MASK(HSMFS_EV_ARCHIVE), "archiver", &a) &&
+	   !hook_connect(HSMFS_KIND_WATCH, HSMFS_MASK(HSMFS_EV_ARCHIVE), "veto", &w),
+	   "an archive hook and a watcher of archives join");
+	res = ask_archive(in, &r);
+	ok(res == EVENTS_PARKED && !hook_next(&a, &ev, path, &fd, 2000) &&
+	   ev.type == HSMFS_EV_ARCHIVE && fd >= 0 && ev.file_size == 8 &&
+	   !strcmp(path, "arch") && ev.version.len == 2 && !memcmp(ev.version.p, "v1", 2),
+	   "ARCHIVE: a descriptor, the size, path and recorded version");
+	ok(pread(fd, got, 8, 0) == 8 && !memcmp(got, "mine....", 8) &&
+	   pwrite(fd, "x", 1, 0) < 0, "its descriptor reads the snapshot, and only reads");
+	close(fd);
+	hook_archived(&a, ev.id, "v2");
+	hook_answer(&a, ev.id, 0, 0, 0, 0);
+	ok(fake_wait(&r, 300) == 1, "the archive hook's allow alone does not decide it");
+	ok(!hook_next(&w, &ev, path, &fd, 2000) && ev.type == HSMFS_EV_ARCHIVE && fd < 0,
+	   "the watcher has it too, without a descriptor");
+	hook_answer(&w, ev.id, EACCES, 0, 0, 0);
+	ok(fake_wait(&r, 3000) == -EACCES && row_says("arch", META_DIRTY, NULL),
+	   "the watcher's deny wins: not archived, still dirty");
+	hook_close(&w);
+
+	/* an allow without ARCHIVED: the hook did not say where the bytes are */
+	ask_archive(in, &r);
+	hook_next(&a, &ev, path, &fd, 2000);
+	close(fd);
+	hook_answer(&a, ev.id, 0, 0, 0, 0);
+	ok(fake_wait(&r, 3000) == -EPROTO && row_says("arch", META_DIRTY, NULL),
+	   "an allow without ARCHIVED is not an archive (EPROTO)");
+
+	/* the archive hook leaves mid-upload: another gets the same snapshot */
+	ask_archive(in, &r);
+	hook_next(&a, &ev, path, &fd, 2000);
+	close(fd);
+	hook_close(&a);
+	ok(!hook_connect(HSMFS_KIND_FILL, HSMFS_MASK(HSMFS_EV_ARCHIVE), "archiver2", &a2) &&
+	   !hook_next(&a2, &ev, path, &fd, 2000) && ev.type == HSMFS_EV_ARCHIVE &&
+	   pread(fd, got, 8, 0) == 8 && !memcmp(got, "mine....", 8),
+	   "its hook left: the next archive hook gets the same snapshot");
+	close(fd);
+	/* a user change after the snapshot: the version is recorded, the file stays dirty */
+	ok(!user_writes(in, "arch", 0, "MINE"), "the user writes meanwhile");
+	hook_archived(&a2, ev.id, "v3");
+	hook_answer(&a2, ev.id, 0, 0, 0, 0);
+	ok(!hook_next(&a2, &ev, path, &fd, 3000) && pread(fd, got, 8, 0) == 8 &&
+	   !memcmp(got, "MINE....", 8) && ev.version.len == 2 && !memcmp(ev.version.p, "v3", 2),
+	   "changed after its snapshot: archived again, the later bytes, on the version just made");
+	close(fd);
+	ok(fake_wait(&r, 200) == 1, "the request waits for that one");
+	hook_archived(&a2, ev.id, "v4");
+	hook_answer(&a2, ev.id, 0, 0, 0, 0);
+	ok(fake_wait(&r, 3000) == 0 && row_says("arch", META_RESIDENT, "v4"),
+	   "then it is clean, its row resident at the new version");
+	ok(ask_archive(in, &r) == 0, "a clean file's archive is done at once");
+
+	/* a conflict: kept, shown, not archived again */
+	ok(!user_writes(in, "arch", 0, "again"), "the user changes it again");
+	ask_archive(in, &r);
+	hook_next(&a2, &ev, path, &fd, 2000);
+	close(fd);
+	hook_answer(&a2, ev.id, ESTALE, 0, 0, 0);
+	ok(fake_wait(&r, 3000) == -ESTALE, "a deny with ESTALE is a conflict");
+	ok(ask_archive(in, &r) == -ESTALE, "in conflict, it is not archived again");
+	ok(!events_fsync(in) && !store_bytes("arch", 0, got, 5) && !memcmp(got, "again", 5),
+	   "and its bytes are the user's");
+	{
+		struct meta_file f;
+		struct stat st;
+
+		res = row_of("arch", &st, &f);
+		ok(!res && f.state == META_DIRTY && (f.flags & META_F_CONFLICT),
+		   "its row says dirty, in conflict");
+		if (!res)
+			meta_file_free(&f);
+	}
+	memset(&r, 0, sizeof(r));
+	res = events_resolve(in, fake_cont, &r);
+	ok(res == EVENTS_PARKED && !hook_next(&a2, &ev, path, &fd, 2000) &&
+	   (ev.flags & HSMFS_EVENT_OVERWRITE), "resolved for the local bytes: an unconditional archive");
+	close(fd);
+	hook_archived(&a2, ev.id, "v5");
+	hook_answer(&a2, ev.id, 0, 0, 0, 0);
+	ok(fake_wait(&r, 3000) == 0 && row_says("arch", META_RESIDENT, "v5"), "and clean after");
+	hook_close(&a2);
+	inode_forget(in, 1);
+}
+
 int main(void)
 {
 	int res;
@@ -1055,6 +1194,7 @@ int main(void)
 	fills();
 	parking();
 	lazy_dirs();
+	archiving();
 	hooks_stop();
 	events_shutdown();
 	cache_shutdown();
