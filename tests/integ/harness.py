@@ -653,6 +653,19 @@ class Origin:
                     same-second rewrite: the Last-Modified is kept)
     Every request is recorded in `requests` as (method, path, range header,
     status, headers sent by the client).
+
+    PUT (an archive) is answered as a conforming server does: If-Match
+    that is not the file's ETag, or If-None-Match: * of a file that
+    exists, is 412; else the bytes are kept and 201 says their ETag.
+    `put_script[path]` is a list of what the next PUTs of path do instead,
+    one each, in order:
+      500          read the body, answer 500
+      reset        read half the body, then close the connection
+      stall        read the body, then answer nothing for `stall_s` seconds
+      race-412     another writer's bytes (`other[path]`) land first, then
+                   the conditions are judged (a change between the
+                   client's check and its PUT)
+    `puts` records (path, status, bytes kept or None).
     """
 
     def __init__(self):
@@ -662,6 +675,9 @@ class Origin:
         self.mode = "good"
         self.modes = {}
         self.trickle_rate = 2
+        self.put_script = {}
+        self.puts = []
+        self.stall_s = 30
         self.requests = []
         self.bodies = []  # (path, status, sent whole?) of every GET's body
         self.server = None
@@ -672,8 +688,12 @@ class Origin:
         self.dates[path] = date
 
     def etag(self, path):
+        return self.etag_of_bytes(self.files[path])
+
+    @staticmethod
+    def etag_of_bytes(data):
         import hashlib
-        return '"%s"' % hashlib.sha256(self.files[path]).hexdigest()[:16]
+        return '"%s"' % hashlib.sha256(data).hexdigest()[:16]
 
     def url(self, path=""):
         return "http://127.0.0.1:%d/%s" % (self.server.server_address[1], path)
@@ -694,6 +714,40 @@ class Origin:
 
             def do_GET(self):
                 self.answer(head=False)
+
+            def do_PUT(self):
+                path = self.path.lstrip("/")
+                n = int(self.headers.get("Content-Length", "0"))
+                script = origin.put_script.get(path) or []
+                step = script.pop(0) if script else None
+                origin.requests.append(("PUT", path, "", step or "put", dict(self.headers)))
+                if step == "reset":
+                    self.rfile.read(n // 2)
+                    origin.puts.append((path, None, None))
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                body = self.rfile.read(n)
+                if step == "500":
+                    origin.puts.append((path, 500, None))
+                    return self.send(500, [], b"try later", False)
+                if step == "stall":
+                    origin.puts.append((path, None, None))
+                    time.sleep(origin.stall_s)
+                    self.close_connection = True
+                    return
+                if step == "race-412":
+                    origin.files[path] = origin.other[path]
+                have = origin.files.get(path)
+                im, inm = self.headers.get("If-Match"), self.headers.get("If-None-Match")
+                if (im and (have is None or im != origin.etag(path))) or \
+                        (inm == "*" and have is not None):
+                    origin.puts.append((path, 412, None))
+                    return self.send(412, [], b"precondition failed", False)
+                origin.files[path] = body
+                origin.dates[path] = self.headers.get("Date", origin.dates.get(path, ""))
+                origin.puts.append((path, 201, body))
+                return self.send(201, [("ETag", origin.etag(path))], b"", False)
 
             def send(self, status, headers, body, head, rate=None):
                 self.send_response_only(status)

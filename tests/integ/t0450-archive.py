@@ -207,7 +207,42 @@ def test_write_during_upload():
         eq(state(m, "f"), "resident", "clean only after the latest is archived")
         eq(os.getxattr(m.path("f"), "user.hsmfs.version").decode(), '"v2"',
            "its version is the second upload's")
+
+        # renamed while its upload runs: archived as it was, clean
+        put(m.path("g"), b"to be renamed")
+        hook.gate.clear()
+        hook.got.clear()
+        t = threading.Thread(target=lambda: res.update(g=archive(m.path("g"))))
+        t.start()
+        ok(hook.got.wait(10), "the hook got the archive of g")
+        os.rename(m.path("g"), m.path("g2"))
+        hook.gate.set()
+        t.join(30)
+        eq(res.get("g", (None,))[0], 0, "a file renamed during its upload is archived")
+        eq(hook.uploads[-1], ("g", b"to be renamed"), "its snapshot, under the path it had")
+        eq(state(m, "g2"), "resident", "and clean under its new name")
+
+        # removed while its upload runs: no row comes back
+        put(m.path("h"), b"to be removed")
+        hook.gate.clear()
+        hook.got.clear()
+        t = threading.Thread(target=lambda: res.update(h=archive(m.path("h"))))
+        t.start()
+        ok(hook.got.wait(10), "the hook got the archive of h")
+        os.unlink(m.path("h"))
+        hook.gate.set()
+        t.join(30)
+        eq(res.get("h", (None,))[0], 0, "a file removed during its upload: the archive ends")
+        n_up = len(hook.uploads)
+        rc, out = run([HSMFSCTL, "sync", m.mnt])
+        eq(rc, 0, "sync after it (%s)" % out.strip())
+        eq(len(hook.uploads), n_up, "and nothing more was archived")
         hook.close()
+    import sqlite3
+    db = sqlite3.connect(os.path.join(store, ".hsmfs", "meta.db"))
+    paths = sorted(r[0] for r in db.execute("SELECT path FROM files WHERE path IS NOT NULL"))
+    db.close()
+    eq(paths, ["f", "g2"], "the database has rows of f and g2, none of the removed h")
     shutil.rmtree(store, ignore_errors=True)
 
 

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Archive to a misbehaving origin of our own (harness.Origin on 127.0.0.1).
+
+A conforming server that honours If-Match and If-None-Match: a change
+landing between hsmfs-http's check and its PUT is refused with 412, and
+that is a conflict (the other writer's bytes stay, ours stay local); a
+new file whose name exists at the origin with other bytes is one too,
+with the same bytes it is archived already.  500s then recovery, and a
+connection reset mid-upload, are retried until the bytes are there.  A
+stalled upload fails the archive at the mount's timeout, the file stays
+dirty with its error shown, and the next archive succeeds.
+"""
+import os
+import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (HSMFS, HSMFSCTL, Mount, Origin, eq, import_manifest, main, ok,  # noqa: E402
+                     run, tmpdir)
+
+HTTP = os.environ.get("HSMFS_HTTP") or os.path.join(os.path.dirname(os.path.abspath(HSMFS)),
+                                                    "hsmfs-http")
+
+
+def state(m, p):
+    return os.getxattr(m.path(p), "user.hsmfs.state").decode()
+
+
+def put(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def get(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def archive(m, p):
+    return run([HSMFSCTL, "archive", m.path(p)])
+
+
+def test():
+    store = tmpdir("hsmfs-store-")
+    with Origin() as o:
+        for n in ("race", "flaky", "reset", "stall"):
+            o.add(n, ("%s at the origin" % n).encode())
+        o.add("taken", b"someone else's")
+        o.add("same", b"made twice")
+        # archive_after= (not used here) tracks files made on the mount,
+        # whose URL is hsmfs-http's --origin joined with their path
+        with Mount(store=store, opts="hook=%s --retries 3 --origin %s,timeout=4,"
+                   "archive_after=3600" % (HTTP, o.url())) as m:
+            rc, out = import_manifest(m.mnt, [
+                {"path": n, "size": len(o.files[n]), "url": o.url(n), "version": o.etag(n)}
+                for n in ("race", "flaky", "reset", "stall")])
+            eq(rc, 0, "imported with urls and ETags (%s)" % out.strip())
+            for n in ("race", "flaky", "reset", "stall"):
+                get(m.path(n))
+                put(m.path(n), ("%s, changed on the mount" % n).encode())
+
+            o.other["race"] = b"another writer's bytes"
+            o.put_script["race"] = ["race-412"]
+            rc, out = archive(m, "race")
+            ok(rc != 0 and "conflict" in out,
+               "a change between the check and the PUT: 412, a conflict (%s)" % out.strip())
+            eq(o.files["race"], b"another writer's bytes", "the other writer's bytes stay")
+            eq(get(m.path("race")), b"race, changed on the mount", "ours stay local")
+            eq(state(m, "race"), "dirty,conflict", "shown as a conflict")
+            puts = [p for p in o.requests if p[0] == "PUT" and p[1] == "race"]
+            ok(puts and puts[0][4].get("If-Match") == o.etag_of_bytes(b"race at the origin"),
+               "the PUT was conditional on the recorded ETag")
+
+            o.put_script["flaky"] = ["500", "500"]
+            rc, out = archive(m, "flaky")
+            eq(rc, 0, "500, 500, then a good answer: archived (%s)" % out.strip())
+            eq(o.files["flaky"], b"flaky, changed on the mount", "the origin holds the change")
+            eq([s for p, s, _ in o.puts if p == "flaky"], [500, 500, 201], "after three PUTs")
+
+            o.put_script["reset"] = ["reset"]
+            rc, out = archive(m, "reset")
+            eq(rc, 0, "a reset mid-upload, retried: archived (%s)" % out.strip())
+            eq(o.files["reset"], b"reset, changed on the mount", "the whole change is there")
+
+            o.put_script["stall"] = ["stall"]
+            o.stall_s = 8
+            rc, out = archive(m, "stall")
+            ok(rc != 0, "a stalled upload fails the archive at the timeout (%s)" % out.strip())
+            ok(state(m, "stall").startswith("dirty"), "the file stays dirty")
+            err = os.getxattr(m.path("stall"), "user.hsmfs.archive_error").decode()
+            ok("attempt" in err, "its last error is shown (%s)" % err)
+            eq(o.files["stall"], b"stall at the origin", "and the origin has nothing of it")
+            rc, out = archive(m, "stall")
+            eq(rc, 0, "the next archive succeeds (%s)" % out.strip())
+            eq(o.files["stall"], b"stall, changed on the mount", "the change is there")
+
+            put(m.path("taken"), b"mine")
+            rc, out = archive(m, "taken")
+            ok(rc != 0 and "conflict" in out,
+               "a new file whose name the origin has with other bytes: a conflict (%s)"
+               % out.strip())
+            eq(o.files["taken"], b"someone else's", "nothing overwritten")
+            put(m.path("same"), b"made twice")
+            rc, out = archive(m, "same")
+            eq(rc, 0, "a new file the origin has with the same bytes: archived already")
+            eq(state(m, "same"), "resident", "clean")
+            ok(not [p for p in o.puts if p[0] == "same"], "without a PUT")
+            ok(state(m, "taken") == "dirty,new,conflict" and get(m.path("taken")) == b"mine",
+               "the conflicting new file keeps its bytes")
+    shutil.rmtree(store, ignore_errors=True)
+
+
+main(test)
