@@ -394,7 +394,8 @@ int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const ch
 	}
 	http_date((int64_t)ev->end, date, sizeof(date));
 	snprintf(line, sizeof(line), "Date: %s", date);
-	put = curl_slist_append(put, line);
+	if (!s3) /* S3 takes Date for the request's time (a skew is refused) */
+		put = curl_slist_append(put, line);
 	if (s3) {
 		snprintf(line, sizeof(line), "x-amz-meta-mtime: %llu", (unsigned long long)ev->end);
 		put = curl_slist_append(put, line);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """hsmfs-http against an S3-compatible server on loopback (s3rver), with
 AWS SigV4: reads work with the right keys, and a wrong access key fails
-with EACCES and a clear log line.  Skipped where s3rver is not installed
+with EACCES and a clear log line; archives go back with PutObject.  Skipped where s3rver is not installed
 (HSMFS_S3RVER names its executable; tests/run-all.sh installs it with npm).
 """
 import errno
@@ -173,6 +173,45 @@ def test():
                        "--aws-keys-file", bad])
         ok(rc != 0 and "HTTP 403: InvalidAccessKeyId" in out,
            "a refused listing names S3's error too: %s" % out.strip())
+
+        # archive: a changed object and a new one go back with PutObject
+        abase = base + "arch/"
+        p = os.path.join(d, "upload")
+        with open(p, "wb") as f:
+            f.write(b"archived object")
+        eq(run(["curl", "-s", "-f", "-H", SHA_HDR, "--aws-sigv4", SIG, "--user",
+                "S3RVER:S3RVER", "-T", p, abase + "obj"])[0], 0, "upload arch/obj")
+        rc, out = run(["curl", "-s", "-I", "-H", SHA_HDR, "--aws-sigv4", SIG, "--user",
+                       "S3RVER:S3RVER", abase + "obj"])
+        etag = [l.split(":", 1)[1].strip() for l in out.splitlines()
+                if l.lower().startswith("etag:")][0]
+        ahook = "hook=%s --aws-sigv4 %s --aws-keys-file %s --origin %s,archive_after=3600" % (
+            HTTP, SIG, keys, abase)
+        with Mount(opts=ahook) as m:
+            eq(import_manifest(m.mnt, [{"path": "obj", "size": 15, "url": abase + "obj",
+                                        "version": etag}])[0], 0, "import arch/obj")
+            with open(m.path("obj"), "r+b") as f:
+                f.write(b"ARCHIVED")
+            os.mkdir(m.path("sub"))
+            with open(m.path("sub", "new.bin"), "wb") as f:
+                f.write(b"made on the mount" * 1000)
+            rc, out = run([os.environ.get("HSMFSCTL", "hsmfsctl"), "archive", "-r", m.mnt])
+            eq(rc, 0, "hsmfsctl archive -r to S3 (%s)" % out.strip())
+            for key, want in (("obj", b"ARCHIVED object"),
+                              ("sub/new.bin", b"made on the mount" * 1000)):
+                got = subprocess.run(["curl", "-s", "-f", "-H", SHA_HDR, "--aws-sigv4", SIG,
+                                      "--user", "S3RVER:S3RVER", abase + key],
+                                     stdout=subprocess.PIPE).stdout
+                ok(got == want, "the bucket holds %s as changed, byte for byte" % key)
+                eq(os.getxattr(m.path(key), "user.hsmfs.state").decode(), "resident",
+                   "%s is clean" % key)
+            rc, out = run(["curl", "-s", "-I", "-H", SHA_HDR, "--aws-sigv4", SIG, "--user",
+                           "S3RVER:S3RVER", abase + "obj"])
+            etag = [l.split(":", 1)[1].strip() for l in out.splitlines()
+                    if l.lower().startswith("etag:")][0]
+            eq(os.getxattr(m.path("obj"), "user.hsmfs.version").decode(), etag,
+               "its recorded version is the bucket's new ETag")
+            ok("x-amz-meta-mtime" in out.lower(), "and the object keeps its mtime as metadata")
     finally:
         srv.kill()
         srv.wait()
