@@ -406,6 +406,8 @@ int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const ch
 	curl_easy_setopt(c, CURLOPT_READFUNCTION, read_cb);
 	curl_easy_setopt(c, CURLOPT_READDATA, &up);
 	curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)ev->file_size);
+	/* fewer, larger reads of the snapshot: 64 KiB each cost a round of callbacks */
+	curl_easy_setopt(c, CURLOPT_UPLOAD_BUFFERSIZE, 512L * 1024);
 	err = perform(c, &s, out->why, sizeof(out->why));
 	curl_easy_setopt(c, CURLOPT_UPLOAD, 0L);
 	curl_easy_setopt(c, CURLOPT_READFUNCTION, NULL);

@@ -30,6 +30,8 @@
 #define BACKOFF_MAX_MS 60000
 #define SNAP_TRIES 8          /* snapshots a busy file gets before it waits */
 #define BUSY_MS 200           /* a file written unseen or changing: look again */
+#define ARCHIVERS 8           /* files archived at once (each waits for a round
+			       * trip or three to the origin) */
 
 /* A sync in progress: files it waits for, and its first failure. */
 struct sync_req {
@@ -41,11 +43,13 @@ struct sync_req {
 };
 
 static struct {
-	pthread_t thread;
+	pthread_t threads[ARCHIVERS];
+	unsigned created;       /* threads started */
+	unsigned nthreads;      /* of which not ended */
 	bool running;
 	bool stop;              /* archive_shutdown() began */
 	struct sync_req *scans; /* syncs whose dirty files are to be found */
-	unsigned running_n;     /* files being archived (0 or 1) */
+	unsigned running_n;     /* files being archived (at most ARCHIVERS) */
 } A;
 
 /* ------------------------------------------------------------ snapshot */
@@ -142,6 +146,13 @@ static int take_snapshot(struct fstate *fs, struct snapshot *sn)
 		res = clone_or_copy(tmp, sfd, sn->size);
 		if (!res && fstat(sfd, &st) < 0)
 			res = -errno;
+		/*
+		 * The clean state's commit syncs the store file's data first
+		 * (durability step 1): its writeback starts now, beside the
+		 * upload, rather than after it.
+		 */
+		if (!res)
+			(void)sync_file_range(sfd, 0, 0, SYNC_FILE_RANGE_WRITE);
 		close(sfd);
 		if (!res && (uint64_t)st.st_size != sn->size)
 			res = -ENODATA;
@@ -504,7 +515,12 @@ static void *archiver_main(void *arg)
 		inode_release(fs->in); /* the queue's reference */
 		elock();
 	}
-	/* not archived: left dirty for the next mount, their waiters told */
+	/* the last archiver out: what is not archived is left dirty for the
+	 * next mount, its waiters told */
+	if (--A.nthreads) {
+		eunlock();
+		return NULL;
+	}
 	if (S.aqueue) {
 		unsigned n = 0;
 
@@ -627,12 +643,16 @@ int archive_init(void)
 	/* with write-back, what a crash or an unmount left dirty goes now */
 	if (S.cfg.writeback_on)
 		A.scans = calloc(1, sizeof(*A.scans));
-	if (pthread_create(&A.thread, NULL, archiver_main, NULL))
-		return -EAGAIN;
 	elock();
-	A.running = true;
+	for (unsigned i = 0; i < ARCHIVERS; i++) {
+		if (pthread_create(&A.threads[i], NULL, archiver_main, NULL))
+			break;
+		A.nthreads++;
+		A.created++;
+	}
+	A.running = A.nthreads > 0;
 	eunlock();
-	return 0;
+	return A.running ? 0 : -EAGAIN;
 }
 
 void archive_shutdown(void)
@@ -644,8 +664,8 @@ void archive_shutdown(void)
 	A.stop = true;
 	pthread_cond_broadcast(&S.acond);
 	eunlock();
-	if (running)
-		pthread_join(A.thread, NULL);
+	for (unsigned i = 0; running && i < A.created; i++)
+		pthread_join(A.threads[i], NULL);
 	elock();
 	A.running = false;
 	while (A.scans) {

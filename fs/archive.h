@@ -2,7 +2,8 @@
  * archive.h - what users change goes back to the origin (archive.c).
  *
  * A dirty file (fstate.h: DIRTY, changed or made on the mount) is
- * archived by one thread, the archiver, a file at a time:
+ * archived by one of the archiver threads (ARCHIVERS of them, archive.c:
+ * an upload waits for the origin's round trips), each a file at a time:
  *   1. every byte present: what is missing of the recorded version is
  *      fetched first (a read of the whole file, as a reader's);
  *   2. a stable snapshot: the store file is cloned (FICLONE; a copy where
