@@ -8,15 +8,20 @@ new file whose name exists at the origin with other bytes is one too,
 with the same bytes it is archived already.  500s then recovery, and a
 connection reset mid-upload, are retried until the bytes are there.  A
 stalled upload fails the archive at the mount's timeout, the file stays
-dirty with its error shown, and the next archive succeeds.
+dirty with its error shown, and the next archive succeeds.  hsmfs-http
+killed mid-upload: the restarted one gets the same snapshot and archives
+it.
 """
 import os
 import shutil
+import signal
+import subprocess
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFS, HSMFSCTL, Mount, Origin, eq, import_manifest, main, ok,  # noqa: E402
-                     run, tmpdir)
+                     run, tmpdir, wait_for)
 
 HTTP = os.environ.get("HSMFS_HTTP") or os.path.join(os.path.dirname(os.path.abspath(HSMFS)),
                                                     "hsmfs-http")
@@ -93,6 +98,29 @@ def test():
             rc, out = archive(m, "stall")
             eq(rc, 0, "the next archive succeeds (%s)" % out.strip())
             eq(o.files["stall"], b"stall, changed on the mount", "the change is there")
+
+            # hsmfs-http killed mid-upload: its restart archives the file
+            o.add("killed", b"killed at the origin")
+            rc, out = import_manifest(m.mnt, [{"path": "killed", "size": 20,
+                                               "url": o.url("killed"),
+                                               "version": o.etag("killed")}])
+            put(m.path("killed"), b"killed, changed on the mount")
+            o.put_script["killed"] = ["stall"]
+            o.stall_s = 20
+            res = {}
+            t = threading.Thread(target=lambda: res.update(r=archive(m, "killed")))
+            t.start()
+            wait_for(lambda: any(p[0] == "killed" for p in o.puts), "the upload began")
+            pids = [int(x) for x in subprocess.run(["pgrep", "-f", "hsmfs-http.*%s" % m.mnt],
+                                                   stdout=subprocess.PIPE).stdout.split()]
+            ok(len(pids) == 1, "one hsmfs-http serves the mount (%s)" % pids)
+            for pid in pids:
+                os.kill(pid, signal.SIGKILL)
+            t.join(40)
+            eq(res.get("r", (None,))[0], 0,
+               "hsmfs-http killed mid-upload: restarted, it archives the file")
+            eq(o.files["killed"], b"killed, changed on the mount", "the origin holds it whole")
+            eq(state(m, "killed"), "resident", "clean")
 
             put(m.path("taken"), b"mine")
             rc, out = archive(m, "taken")
