@@ -637,7 +637,8 @@ static void take_event(struct hsmfs_event *ev)
 		return;
 	}
 	if (ev->type != HSMFS_EV_PRE_ACCESS && ev->type != HSMFS_EV_PRE_DIR &&
-	    ev->type != HSMFS_EV_PRE_LOOKUP && ev->type != HSMFS_EV_ARCHIVE) {
+	    ev->type != HSMFS_EV_PRE_LOOKUP && ev->type != HSMFS_EV_ARCHIVE &&
+	    ev->type != HSMFS_EV_ARCHIVE_NAME) {
 		if (ev->fd >= 0)
 			close(ev->fd);
 		return;
@@ -822,6 +823,32 @@ static void archive_job(CURL *lc, struct job *j)
 	free(url);
 }
 
+/* An ARCHIVE_NAME: the object removed or moved (http-archive.h). */
+static void name_job(CURL *lc, struct job *j)
+{
+	struct http_archive_out out = { .why = "out of memory" };
+	char *to = j->ev.start == HSMFS_NAME_RENAMED ? join_url(cfg.origin, j->ev.path) : NULL;
+	int err = j->ev.start == HSMFS_NAME_RENAMED && !to ? ENOMEM : 0;
+
+	for (unsigned attempt = 0; !err || err == EAGAIN || err == EIO; attempt++) {
+		err = http_archive_name(lc, &j->ev, to, cfg.s3, &out);
+		if ((err != EAGAIN && err != EIO && err != ETIMEDOUT) || attempt >= cfg.retries)
+			break;
+		sleep(1u << attempt);
+	}
+	if (err && err != ENOENT)
+		logf_("%s of '/%s' at the origin: %s",
+		      j->ev.start == HSMFS_NAME_RENAMED ? "rename" : "removal", j->ev.path, out.why);
+	if (err)
+		hsmfs_hook_deny(hook, j->ev.id, err);
+	else if (j->ev.start == HSMFS_NAME_RENAMED &&
+		 hsmfs_hook_archived(hook, j->ev.id, out.version, out.origin))
+		hsmfs_hook_deny(hook, j->ev.id, EIO);
+	else
+		hsmfs_hook_allow(hook, j->ev.id, 0, 0, 0);
+	free(to);
+}
+
 /* A lister: PRE_DIR, PRE_LOOKUP and ARCHIVE events, one at a time. */
 static void *lister(void *arg)
 {
@@ -843,8 +870,11 @@ static void *lister(void *arg)
 		lc = curl_easy_init(); /* its own callbacks; the listers' connections */
 		if (lc)
 			setup_handle(lc, true);
-		if (lc && j->ev.type == HSMFS_EV_ARCHIVE) {
-			archive_job(lc, j);
+		if (lc && (j->ev.type == HSMFS_EV_ARCHIVE || j->ev.type == HSMFS_EV_ARCHIVE_NAME)) {
+			if (j->ev.type == HSMFS_EV_ARCHIVE)
+				archive_job(lc, j);
+			else
+				name_job(lc, j);
 			curl_easy_cleanup(lc);
 			if (j->ev.fd >= 0)
 				close(j->ev.fd);
@@ -1036,7 +1066,8 @@ int main(int argc, char **argv)
 
 	res = hsmfs_hook_connect(cfg.mountpoint, HSMFS_KIND_FILL,
 				 HSMFS_MASK(HSMFS_EV_PRE_ACCESS) | HSMFS_MASK(HSMFS_EV_PRE_DIR) |
-				 HSMFS_MASK(HSMFS_EV_PRE_LOOKUP) | HSMFS_MASK(HSMFS_EV_ARCHIVE),
+				 HSMFS_MASK(HSMFS_EV_PRE_LOOKUP) | HSMFS_MASK(HSMFS_EV_ARCHIVE) |
+					 HSMFS_MASK(HSMFS_EV_ARCHIVE_NAME),
 				 "hsmfs-http", NULL, &hook);
 	if (res) {
 		logf_("cannot connect to '%s': %s", cfg.mountpoint, strerror(-res));

@@ -454,3 +454,198 @@ out:
 	curl_slist_free_all(put);
 	return err;
 }
+
+/* ---------------------------------------------------------------- names */
+
+/* A request of method to url with extra headers h: 0 with s, or an errno. */
+static int request(CURL *c, const char *method, const char *url, struct curl_slist *h,
+		   struct seen *s, char *why, size_t wlen)
+{
+	int err;
+
+	prepare(c, url, s, h);
+	if (!strcmp(method, "HEAD"))
+		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+	else
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	err = perform(c, s, why, wlen);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, NULL);
+	curl_easy_setopt(c, CURLOPT_NOBODY, 0L);
+	return err;
+}
+
+/* file://: the object's removal or rename (no validator but our own) */
+static int name_file(const struct hsmfs_event *ev, const char *from, const char *to,
+		     struct http_archive_out *out)
+{
+	char *f = curl_unescape(from + 7, 0), *t = to ? curl_unescape(to + 7, 0) : NULL;
+	struct stat st;
+	char cur[64];
+	int err = 0;
+
+	if (!f || (to && !t)) {
+		err = ENOMEM;
+		goto out;
+	}
+	if (lstat(f, &st)) {
+		/* gone: removed, or moved already (a repeat after a crash) */
+		if (t && !lstat(t, &st)) {
+			file_version(&st, out->version, sizeof(out->version));
+			snprintf(out->origin, sizeof(out->origin), "%s", to);
+		} else {
+			err = ENOENT;
+		}
+		goto out;
+	}
+	file_version(&st, cur, sizeof(cur));
+	if (ev->version[0] && strcmp(cur, ev->version)) {
+		snprintf(out->why, sizeof(out->why), "'%s' is not the recorded version", f);
+		err = ESTALE;
+		goto out;
+	}
+	if (!t) {
+		err = unlink(f) ? errno : 0;
+		goto out;
+	}
+	{
+		char *dir = strdup(t), *slash = dir ? strrchr(dir, '/') : NULL;
+
+		/* the new name's directories, as a PUT into them makes them */
+		for (char *p = dir ? dir + 1 : NULL; p && slash && p < slash; p++)
+			if (*p == '/') {
+				*p = '\0';
+				mkdir(dir, 0755);
+				*p = '/';
+			}
+		if (slash) {
+			*slash = '\0';
+			mkdir(dir, 0755);
+		}
+		free(dir);
+	}
+	if (rename(f, t) || lstat(t, &st)) {
+		err = errno;
+		goto out;
+	}
+	file_version(&st, out->version, sizeof(out->version));
+	snprintf(out->origin, sizeof(out->origin), "%s", to);
+out:
+	if (err && !out->why[0])
+		snprintf(out->why, sizeof(out->why), "%s", strerror(err));
+	curl_free(f);
+	curl_free(t);
+	return err;
+}
+
+int http_archive_name(CURL *c, const struct hsmfs_event *ev, const char *to, bool s3,
+		      struct http_archive_out *out)
+{
+	const char *from = ev->origin;
+	struct curl_slist *hdrs = NULL, *h2 = NULL;
+	char line[4300];
+	struct seen s;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	if (!from[0]) {
+		snprintf(out->why, sizeof(out->why), "no URL recorded");
+		return EINVAL;
+	}
+	if (ev->start == HSMFS_NAME_REMOVED)
+		to = NULL;
+	if (!strncmp(from, "file://", 7))
+		return name_file(ev, from, to, out);
+	if (to && !strcmp(from, to)) {
+		snprintf(out->version, sizeof(out->version), "%s", ev->version);
+		snprintf(out->origin, sizeof(out->origin), "%s", to);
+		return 0;
+	}
+	hdrs = curl_slist_append(hdrs, HTTP_IDENTITY);
+	if (s3)
+		hdrs = curl_slist_append(hdrs, HTTP_S3_EMPTY_PAYLOAD);
+	/* 1. the object as it is now */
+	err = request(c, "HEAD", from, hdrs, &s, out->why, sizeof(out->why));
+	if (err)
+		goto out;
+	if (s.status == 404) {
+		/* removed, or moved already (a repeat after a crash) */
+		if (to && !(err = request(c, "HEAD", to, hdrs, &s, out->why, sizeof(out->why))) &&
+		    s.status == 200 && (!ev->version[0] ||
+					!strcmp(validator(&s, ev->version), ev->version))) {
+			snprintf(out->version, sizeof(out->version), "%s", validator(&s, ev->version));
+			snprintf(out->origin, sizeof(out->origin), "%s", to);
+		} else if (!err) {
+			err = ENOENT;
+		}
+		goto out;
+	}
+	if (s.status != 200) {
+		snprintf(out->why, sizeof(out->why), "HEAD %s: status %ld", from, s.status);
+		err = s.status >= 500 ? EAGAIN : EACCES;
+		goto out;
+	}
+	if (ev->version[0] && strcmp(validator(&s, ev->version), ev->version)) {
+		snprintf(out->why, sizeof(out->why), "%s is not the recorded version", from);
+		err = ESTALE;
+		goto out;
+	}
+	/* 2. removed, moved (WebDAV), or copied and removed (S3) */
+	for (struct curl_slist *h = hdrs; h; h = h->next)
+		h2 = curl_slist_append(h2, h->data);
+	if (ev->version[0] == '"') {
+		snprintf(line, sizeof(line), "If-Match: %s", ev->version);
+		h2 = curl_slist_append(h2, line);
+	}
+	if (to && !s3) {
+		snprintf(line, sizeof(line), "Destination: %s", to);
+		h2 = curl_slist_append(h2, line);
+		h2 = curl_slist_append(h2, "Overwrite: T");
+		err = request(c, "MOVE", from, h2, &s, out->why, sizeof(out->why));
+	} else if (to) {
+		const char *p = strstr(from, "://");
+
+		p = p ? strchr(p + 3, '/') : NULL;
+		snprintf(line, sizeof(line), "x-amz-copy-source: %s", p ? p : "/");
+		curl_slist_free_all(h2);
+		h2 = curl_slist_append(NULL, HTTP_IDENTITY);
+		h2 = curl_slist_append(h2, HTTP_S3_EMPTY_PAYLOAD);
+		h2 = curl_slist_append(h2, line);
+		err = request(c, "PUT", to, h2, &s, out->why, sizeof(out->why));
+		if (!err && s.status / 100 == 2)
+			err = request(c, "DELETE", from, hdrs, &s, out->why, sizeof(out->why));
+	} else {
+		err = request(c, "DELETE", from, h2, &s, out->why, sizeof(out->why));
+	}
+	if (err)
+		goto out;
+	if (s.status == 412) {
+		snprintf(out->why, sizeof(out->why), "%s: precondition failed (412)", from);
+		err = ESTALE;
+		goto out;
+	}
+	if (s.status / 100 != 2 && s.status != 404) {
+		snprintf(out->why, sizeof(out->why), "%s %s: status %ld", to ? "MOVE" : "DELETE",
+			 from, s.status);
+		err = s.status >= 500 ? EAGAIN : EACCES;
+		goto out;
+	}
+	/* 3. a rename's object: its version at its new URL */
+	if (to) {
+		err = request(c, "HEAD", to, hdrs, &s, out->why, sizeof(out->why));
+		if (!err && s.status != 200) {
+			snprintf(out->why, sizeof(out->why), "HEAD %s after the move: status %ld", to,
+				 s.status);
+			err = EIO;
+		}
+		if (!err) {
+			snprintf(out->version, sizeof(out->version), "%s",
+				 validator(&s, ev->version));
+			snprintf(out->origin, sizeof(out->origin), "%s", to);
+		}
+	}
+out:
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+	curl_slist_free_all(hdrs);
+	curl_slist_free_all(h2);
+	return err;
+}

@@ -37,11 +37,22 @@
 struct http_archive_out {
 	char version[1024];
 	char origin[4096];
-	char why[3072];
+	char why[8400];
 };
 
 int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const char *url,
 		 bool s3, void (*progress)(void *arg, uint64_t bytes), void *arg,
 		 struct http_archive_out *out);
+
+/*
+ * An ARCHIVE_NAME: the object at ev->origin removed (DELETE), or moved
+ * to the URL to (WebDAV MOVE with Overwrite; S3 CopyObject, then
+ * DeleteObject; file:// rename), conditional on ev->version as above.
+ * An object gone already is ENOENT, or, for a rename whose new URL
+ * holds the version, done (a repeat after a crash).  0 with the moved
+ * object's version and URL in out, or an errno.
+ */
+int http_archive_name(CURL *c, const struct hsmfs_event *ev, const char *to, bool s3,
+		      struct http_archive_out *out);
 
 #endif

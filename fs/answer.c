@@ -101,9 +101,11 @@ void events_hook_left(struct hook *h)
 			/* fill events go to another fill hook, or wait for one;
 			 * an archive keeps its snapshot (read-only, unchanged) */
 			ev->hook = NULL;
-			free(ev->new_version);
-			free(ev->new_origin);
-			ev->new_version = ev->new_origin = NULL;
+			if (ev->type == HSMFS_EV_ARCHIVE) {
+				free(ev->new_version);
+				free(ev->new_origin);
+				ev->new_version = ev->new_origin = NULL;
+			}
 			if (ev->stage_fd >= 0 && ev->type != HSMFS_EV_ARCHIVE) {
 				close_unlocked(ev->stage_fd);
 				ev->stage_fd = -1;
@@ -190,6 +192,20 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 		eunlock();
 		return;
 	}
+	if (ev->type == HSMFS_EV_ARCHIVE_NAME && ev->hook == h) {
+		if (a->verdict == HSMFS_ALLOW) {
+			ev_set(ev, EV_FILLED);
+			ev->hook->assigned--;
+			ev->hook = NULL;
+			if (!ev->ntargets)
+				complete(ev, 0);
+		} else {
+			complete(ev, a->error == ESTALE || a->error == ENOENT ? -(int)a->error :
+									   deny_errno(a->error));
+		}
+		eunlock();
+		return;
+	}
 	if (ev->type == HSMFS_EV_ARCHIVE && ev->hook == h) {
 		if (a->verdict == HSMFS_ALLOW && !ev->new_version) {
 			elog_err("hook '%s' allowed the archive of event %llu without ARCHIVED: not archived",
@@ -238,9 +254,10 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 			quiet_add(h, inode_ino(ev->in));
 		if (!ev->ntargets && ev->type != HSMFS_EV_PRE_ACCESS &&
 		    ev->type != HSMFS_EV_PRE_DIR && ev->type != HSMFS_EV_PRE_LOOKUP &&
-		    ev->type != HSMFS_EV_ARCHIVE)
+		    ev->type != HSMFS_EV_ARCHIVE && ev->type != HSMFS_EV_ARCHIVE_NAME)
 			complete(ev, 0);
-		else if (!ev->ntargets && ev->st == EV_FILLED && ev->type == HSMFS_EV_ARCHIVE)
+		else if (!ev->ntargets && ev->st == EV_FILLED &&
+			 (ev->type == HSMFS_EV_ARCHIVE || ev->type == HSMFS_EV_ARCHIVE_NAME))
 			complete(ev, 0);
 		else if (!ev->ntargets && ev->st == EV_FILLED && ev->type != HSMFS_EV_PRE_ACCESS)
 			commit_listing(ev);
@@ -320,7 +337,8 @@ void events_archived(struct hook *h, const struct proto_archived *a)
 	o = a->origin.len ? strndup(a->origin.p, a->origin.len) : NULL;
 	elock();
 	ev = find_event(a->id);
-	if (v && (!a->origin.len || o) && ev && ev->type == HSMFS_EV_ARCHIVE && ev->hook == h &&
+	if (v && (!a->origin.len || o) && ev &&
+	    (ev->type == HSMFS_EV_ARCHIVE || ev->type == HSMFS_EV_ARCHIVE_NAME) && ev->hook == h &&
 	    ev->st == EV_SENT && !memchr(a->version.p ? a->version.p : "", 0, a->version.len) &&
 	    (!o || !memchr(a->origin.p, 0, a->origin.len))) {
 		free(ev->new_version);

@@ -48,6 +48,15 @@ static struct {
 	unsigned nthreads;      /* of which not ended */
 	bool running;
 	bool stop;              /* archive_shutdown() began */
+	/* names (the ops table): one thread applies them in order */
+	pthread_t namer;
+	bool namer_running;
+	unsigned name_syncs;    /* syncs waiting for every name to be applied */
+	bool names_idle;        /* the namer found no op left since asked */
+	int names_err;          /* the last op's failure, 0: none */
+	unsigned names_tries;
+	int64_t names_retry_at; /* mono ms */
+	pthread_cond_t names_done; /* names_idle or names_err changed */
 	struct sync_req *scans; /* syncs whose dirty files are to be found */
 	unsigned running_n;     /* files being archived (at most ARCHIVERS) */
 } A;
@@ -301,6 +310,255 @@ static int archive_one(struct fstate *fs)
 	return res;
 }
 
+/* ------------------------------------------------------------ names */
+
+static int64_t backoff_ms(unsigned tries);
+
+/*
+ * The ARCHIVE_NAME event of kind: its result, and the object's version
+ * and URL the hook said (owned by the caller; NULL if it said none).
+ * Without S.lock.
+ */
+static int name_event(uint32_t kind, const char *path, const char *origin, const char *version,
+		      char **ret_version, char **ret_origin)
+{
+	char *p = strdup(path ? path : ""), *o = origin ? strdup(origin) : NULL;
+	char *v = version ? strdup(version) : NULL;
+	struct event *ev;
+	int res;
+
+	*ret_version = *ret_origin = NULL;
+	if (!p || (origin && !o) || (version && !v)) {
+		free(p);
+		free(o);
+		free(v);
+		return -ENOMEM;
+	}
+	elock();
+	if (!have_archive_hook(inode_root())) {
+		eunlock();
+		free(p);
+		free(o);
+		free(v);
+		return -ENOTCONN;
+	}
+	res = start_name_archive(kind, p, o, v, &ev);
+	if (res) {
+		eunlock();
+		return res;
+	}
+	ev->waiters++;
+	res = wait_event(ev, NULL);
+	*ret_version = ev->new_version;
+	*ret_origin = ev->new_origin;
+	ev->new_version = ev->new_origin = NULL;
+	put_ref(ev);
+	eunlock();
+	return res == EV_TIMEOUT ? -ETIMEDOUT : res;
+}
+
+/* Wait for the writer to commit what is queued now.  S.lock held.  0 or -EIO. */
+static int committed(void)
+{
+	ELOCK_HELD();
+	uint64_t ticket = S.batch_taken + 1;
+
+	S.urgent = true;
+	pthread_cond_signal(&S.wcond);
+	while (S.batch_done < ticket && S.writer_running && !S.stopping)
+		pthread_cond_wait(&S.wdone, &S.lock);
+	return S.batch_done < ticket || S.batch_failed >= ticket ? -EIO : 0;
+}
+
+/*
+ * Apply one op at the origin: 0 (done, or nothing to do any more: it is
+ * dropped), or -errno (kept, tried again).  A conflict (the origin's
+ * object is not the version the op was recorded with) is logged and
+ * counted, and the op dropped: the origin's object stays as it is.
+ */
+static int apply_name(const struct meta_op *op)
+{
+	char *version = NULL, *origin = NULL;
+	struct meta_file f;
+	struct inode *in;
+	struct fstate *fs;
+	int res;
+
+	if (op->kind == META_OP_DELETE) {
+		res = name_event(HSMFS_NAME_REMOVED, op->path, op->origin, op->version, &version,
+				 &origin);
+		free(version);
+		free(origin);
+		if (res == -ESTALE) {
+			elog_warn("'%s' was removed on the mount but changed at the origin (%s): "
+				  "kept there", op->path, op->origin);
+			elock();
+			S.st.conflicts++;
+			eunlock();
+		}
+		return res == -ENOENT || res == -ESTALE ? 0 : res;
+	}
+	if (op->kind != META_OP_RENAME)
+		return 0;
+	/* the file as it is now: its object, where the op says it goes */
+	res = meta_get(S.cfg.meta, op->ino, &f);
+	if (res)
+		return res == -ENOENT ? 0 : res;
+	res = f.path && f.origin ? walk_to(f.path, op->ino, &in) : -ESTALE;
+	meta_file_free(&f);
+	if (res)
+		return res == -ESTALE || res == -ENOENT ? 0 : res;
+	elock();
+	fs = inode_state(in);
+	while (fs && fs->arch == ARCH_RUNNING && !A.stop) {
+		struct timespec ts;
+
+		mono_after(&ts, 0.05);
+		pthread_cond_timedwait(&S.ncond, &S.lock, &ts);
+	}
+	if (!fs || !fs->origin || fs->gone || A.stop) {
+		eunlock();
+		inode_forget(in, 1);
+		return A.stop ? -ESHUTDOWN : 0;
+	}
+	fs->naming = true;
+	{
+		char *o = strdup(fs->origin), *v = fs->version ? strdup(fs->version) : NULL;
+
+		eunlock();
+		res = o ? name_event(HSMFS_NAME_RENAMED, op->path, o, v, &version, &origin) :
+			  -ENOMEM;
+		elock();
+		if (!res && !origin) {
+			elog_err("the archive hook moved '%s' without ARCHIVED: not recorded",
+				 op->path);
+			res = -EPROTO;
+		}
+		if (!res && fs->origin && !strcmp(fs->origin, o)) {
+			free(fs->origin);
+			fs->origin = origin;
+			origin = NULL;
+			if (version) {
+				free(fs->version);
+				fs->version = version;
+				version = NULL;
+			}
+			fs->vchanged = true;
+			persist_later(fs);
+			res = committed();
+		}
+		free(o);
+		free(v);
+	}
+	fs->naming = false;
+	pthread_cond_broadcast(&S.acond); /* it may be due meanwhile */
+	eunlock();
+	free(version);
+	free(origin);
+	inode_forget(in, 1);
+	if (res == -ESTALE) {
+		elog_warn("'%s' was renamed on the mount but changed at the origin: "
+			  "its object stays where it was", op->path);
+		elock();
+		S.st.conflicts++;
+		eunlock();
+	}
+	return res == -ENOENT || res == -ESTALE ? 0 : res;
+}
+
+/*
+ * The namer: the ops table, oldest first, one at a time (a later op may
+ * depend on an earlier: a removal of the name a rename then takes),
+ * while write-back is on or a sync waits for them.  A failed op stays
+ * at the head and is tried again with backoff.
+ */
+static void *namer_main(void *arg)
+{
+	(void)arg;
+	elock();
+	while (!A.stop) {
+		int64_t now = mono_ms();
+		struct meta_op op;
+		struct timespec ts;
+		int res;
+
+		if ((!S.cfg.writeback_on && !A.name_syncs) ||
+		    (A.names_retry_at && now < A.names_retry_at)) {
+			mono_after(&ts, A.names_retry_at > now ?
+					(double)(A.names_retry_at - now) / 1000 : 1.0);
+			pthread_cond_timedwait(&S.ncond, &S.lock, &ts);
+			continue;
+		}
+		S.names_wanted = false;
+		eunlock();
+		res = meta_op_first(S.cfg.meta, &op);
+		if (res == -ENOENT) {
+			elock();
+			A.names_idle = true;
+			pthread_cond_broadcast(&A.names_done);
+			if (!S.names_wanted && !A.stop) {
+				mono_after(&ts, 1.0);
+				pthread_cond_timedwait(&S.ncond, &S.lock, &ts);
+			}
+			continue;
+		}
+		if (!res) {
+			res = apply_name(&op);
+			if (!res) {
+				fault_point(FAULT_NAME_APPLIED);
+				res = meta_op_done(S.cfg.meta, op.seq);
+			}
+			meta_op_free(&op);
+		}
+		elock();
+		if (res == -ENOTCONN) {
+			/* no archive hook yet: not an attempt, looked at again soon */
+			A.names_err = res;
+			A.names_retry_at = mono_ms() + BACKOFF_MIN_MS;
+		} else if (res) {
+			A.names_tries++;
+			A.names_err = res;
+			A.names_retry_at = mono_ms() + backoff_ms(A.names_tries);
+			elog_warn("a name change could not be applied at the origin: %s (attempt %u)",
+				  strerror(-res), A.names_tries);
+			S.st.archive_failed++;
+		} else {
+			A.names_tries = 0;
+			A.names_err = 0;
+			A.names_retry_at = 0;
+		}
+		pthread_cond_broadcast(&A.names_done);
+	}
+	eunlock();
+	return NULL;
+}
+
+/*
+ * A sync's first part: every op applied, or the first failure.  Without
+ * S.lock.
+ */
+static int names_synced(void)
+{
+	int res = 0;
+
+	elock();
+	if (!A.namer_running) {
+		eunlock();
+		return 0;
+	}
+	A.name_syncs++;
+	A.names_idle = false;
+	A.names_err = 0;
+	A.names_retry_at = 0; /* asked: at once */
+	pthread_cond_broadcast(&S.ncond);
+	while (!A.stop && !A.names_idle && !A.names_err)
+		pthread_cond_wait(&A.names_done, &S.lock);
+	res = A.stop ? -ESHUTDOWN : A.names_idle ? 0 : A.names_err;
+	A.name_syncs--;
+	eunlock();
+	return res;
+}
+
 /* ------------------------------------------------------------ the queue */
 
 /* Answer fs's waiters with res (their list, taken under S.lock). */
@@ -326,6 +584,8 @@ static struct fstate *take_due(int64_t now, int64_t *next_due)
 
 	*next_due = 0;
 	for (pp = &S.aqueue; *pp; pp = &(*pp)->anext) {
+		if ((*pp)->naming)
+			continue; /* its rename goes first; taken after */
 		if ((*pp)->arch_due <= now) {
 			if (!best || (*pp)->arch_due < (*best)->arch_due)
 				best = pp;
@@ -378,6 +638,12 @@ static struct arch_wait *attempt_ended(struct fstate *fs, int res, int64_t now)
 		return w;
 	}
 	fs->arch_err = res;
+	if (res == -ENOTCONN) {
+		/* no archive hook yet (a mount's first second): not an attempt */
+		if ((again || S.cfg.writeback_on) && !A.stop && !fs->gone)
+			archive_later(fs, now + BACKOFF_MIN_MS);
+		return w;
+	}
 	fs->arch_tries++;
 	if (res == -ESTALE) {
 		elog_warn("inode %llu: conflict: the origin changed under a local change; "
@@ -438,11 +704,19 @@ static void sync_scan(struct sync_req *r)
 	struct meta_victim *v = NULL;
 	uint64_t skip = 0;
 	size_t n = 0;
+	int res;
 
 	writeback_sync();
 	elock();
 	r->pending = 1; /* the scan's own, dropped at its end */
 	eunlock();
+	/* names first: a renamed file's bytes go to where its name went */
+	res = r->cont ? names_synced() : 0;
+	if (res) {
+		elock();
+		r->err = r->err ? r->err : res;
+		eunlock();
+	}
 	for (;;) {
 		if (meta_dirty(S.cfg.meta, 256, skip, &v, &n)) {
 			elock();
@@ -640,6 +914,8 @@ int archive_init(void)
 	pthread_condattr_destroy(&ca);
 	if (!S.cfg.meta)
 		return 0;
+	pthread_cond_init(&S.ncond, &ca);
+	pthread_cond_init(&A.names_done, &ca);
 	/* with write-back, what a crash or an unmount left dirty goes now */
 	if (S.cfg.writeback_on)
 		A.scans = calloc(1, sizeof(*A.scans));
@@ -652,6 +928,8 @@ int archive_init(void)
 	}
 	A.running = A.nthreads > 0;
 	eunlock();
+	if (A.running && !pthread_create(&A.namer, NULL, namer_main, NULL))
+		A.namer_running = true;
 	return A.running ? 0 : -EAGAIN;
 }
 
@@ -663,7 +941,12 @@ void archive_shutdown(void)
 	running = A.running;
 	A.stop = true;
 	pthread_cond_broadcast(&S.acond);
+	pthread_cond_broadcast(&S.ncond);
+	pthread_cond_broadcast(&A.names_done);
 	eunlock();
+	if (A.namer_running)
+		pthread_join(A.namer, NULL);
+	A.namer_running = false;
 	for (unsigned i = 0; running && i < A.created; i++)
 		pthread_join(A.threads[i], NULL);
 	elock();

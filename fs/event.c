@@ -227,7 +227,7 @@ void init_event(struct event *ev, uint32_t type, struct inode *in,
 		S.st.pre_dir++;
 	else if (type == HSMFS_EV_PRE_LOOKUP)
 		S.st.pre_lookup++;
-	else if (type == HSMFS_EV_ARCHIVE)
+	else if (type == HSMFS_EV_ARCHIVE || type == HSMFS_EV_ARCHIVE_NAME)
 		S.st.archives++;
 	else
 		S.st.access_perm++;

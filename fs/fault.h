@@ -37,6 +37,8 @@
 #define FAULT_ARCHIVE_SNAPSHOT "archive-snapshot" /* a stable snapshot made */
 #define FAULT_ARCHIVE_ANSWERED "archive-answered" /* the archive hook answered */
 #define FAULT_ARCHIVE_COMMITTED "archive-committed" /* clean and version committed */
+#define FAULT_NAME_APPLIED "name-applied"         /* a name's op done at the origin,
+						   * not yet dropped from the log */
 #define FAULT_DATASYNC "datasync"                 /* fault_hit: a data sync fails */
 #define FAULT_BATCH_TAKEN "batch-taken"           /* fault_delay: the writer took its batch */
 

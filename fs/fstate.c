@@ -461,6 +461,14 @@ void archive_later(struct fstate *fs, int64_t due)
 	pthread_cond_signal(&S.acond);
 }
 
+void archive_names_wanted(void)
+{
+	elock();
+	S.names_wanted = true;
+	pthread_cond_broadcast(&S.ncond);
+	eunlock();
+}
+
 void archive_writeback(struct fstate *fs)
 {
 	ELOCK_HELD();
@@ -519,6 +527,24 @@ void events_renamed(struct inode *parent, const char *name,
 	    snprintf(from + a, sizeof(from) - a, "%s%s", a ? "/" : "", name) >= (int)sizeof(from) - a ||
 	    snprintf(to + b, sizeof(to) - b, "%s%s", b ? "/" : "", newname) >= (int)sizeof(to) - b)
 		return; /* the next open records the path */
+	if (S.cfg.track_new) {
+		/* the origin's objects follow at the next archive of names */
+		int res = meta_begin(S.cfg.meta);
+
+		if (!res)
+			res = meta_op_renamed(S.cfg.meta, from, to);
+		if (!res)
+			res = meta_rename(S.cfg.meta, from, to);
+		if (!res)
+			res = meta_commit(S.cfg.meta);
+		if (!res) {
+			archive_names_wanted();
+			return;
+		}
+		elog_warn("cannot record the rename of '%s' for the origin: %s", from,
+			  meta_errmsg(S.cfg.meta));
+		meta_rollback(S.cfg.meta);
+	}
 	if (meta_rename(S.cfg.meta, from, to))
 		elog_warn("cannot record the rename of '%s': %s", from,
 			 meta_errmsg(S.cfg.meta));
@@ -726,7 +752,7 @@ void events_truncated(struct inode *in, struct events_change *c, uint64_t old_si
 	eunlock();
 }
 
-void events_unlinked(struct inode *in, uint64_t ino)
+void events_unlinked(struct inode *in, uint64_t ino, bool user)
 {
 	struct fstate *fs = in ? inode_state(in) : NULL;
 	uint64_t cached = 0;
@@ -741,9 +767,38 @@ void events_unlinked(struct inode *in, uint64_t ino)
 		eunlock();
 	}
 
-	if (S.cfg.meta && meta_delete(S.cfg.meta, ino, &cached))
+	if (S.cfg.meta && user && S.cfg.track_new) {
+		/*
+		 * Removed by its user: the origin's object goes too, at the next
+		 * archive of names (archive.c), recorded with the row's removal
+		 * in one transaction
+		 */
+		struct meta_file f;
+		int res = meta_begin(S.cfg.meta);
+
+		if (!res && !meta_get(S.cfg.meta, ino, &f)) {
+			if (f.state < META_DIR_UNLISTED && f.origin && !(f.flags & META_F_NEW))
+				res = meta_op_add(S.cfg.meta, META_OP_DELETE, ino, f.path, f.origin,
+						  f.version);
+			meta_file_free(&f);
+		}
+		if (!res)
+			res = meta_delete(S.cfg.meta, ino, &cached);
+		if (!res)
+			res = meta_commit(S.cfg.meta);
+		if (res) {
+			elog_err("cannot record the removal of inode %llu: %s",
+				 (unsigned long long)ino, meta_errmsg(S.cfg.meta));
+			meta_rollback(S.cfg.meta);
+			cached = 0;
+			meta_delete(S.cfg.meta, ino, &cached);
+		} else {
+			archive_names_wanted();
+		}
+	} else if (S.cfg.meta && meta_delete(S.cfg.meta, ino, &cached)) {
 		elog_err("cannot forget the state of inode %llu: %s",
 			(unsigned long long)ino, meta_errmsg(S.cfg.meta));
+	}
 	if (cached)
 		cache_account(-(int64_t)cached);
 }

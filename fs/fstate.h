@@ -119,6 +119,8 @@ struct fstate {
 	unsigned unseen;           /* opens writing in passthrough mode */
 	bool overwrite;            /* resolved for the local bytes: the next
 				    * archive is unconditional */
+	bool naming;               /* its rename goes to the origin: not
+				    * archived meanwhile (archive.c) */
 	struct arch_wait *awaiters; /* requests waiting for its archive */
 };
 
@@ -171,7 +173,8 @@ int events_reload(struct inode *in);
 void events_opened(struct inode *in);
 void events_released(struct inode *in);
 
-/* A name was renamed through the mount: recorded paths follow. */
+/* A name was renamed through the mount: recorded paths follow (and, on a
+ * mount that archives, the origin's objects at the next archive of names). */
 void events_renamed(struct inode *parent, const char *name,
 		    struct inode *newparent, const char *newname);
 
@@ -209,9 +212,13 @@ void events_truncated(struct inode *in, struct events_change *c,
 /*
  * The last name of the file ino went (in: its inode, loaded, or NULL):
  * its row goes, after any write of it the writer has begun, and a file
- * made on the mount whose row is not written yet never gets one.
+ * made on the mount whose row is not written yet never gets one.  user:
+ * removed through the mount (not by a listing); on a mount that
+ * archives, the origin's object is to be removed too (meta.h: ops).
  */
-void events_unlinked(struct inode *in, uint64_t ino);
+void events_unlinked(struct inode *in, uint64_t ino, bool user);
+/* Names changed that the origin is to follow (ops recorded): wake archive.c. */
+void archive_names_wanted(void);
 /*
  * in is open for writing where the daemon does not see the writes
  * (kernel passthrough): at open and again at release, its state becomes

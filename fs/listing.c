@@ -357,11 +357,11 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 			/* made or changed meanwhile through the mount, or in use:
 			 * theirs wins */
 			unlinkat(S.cfg.state_fd, tmp, l->v[i].is_dir ? AT_REMOVEDIR : 0);
-			events_unlinked(NULL, made.st_ino);
+			events_unlinked(NULL, made.st_ino, false);
 			kept++;
 		} else if (plan[i] == P_REPLACE) {
 			if (old.st_nlink == 1)
-				events_unlinked(NULL, old.st_ino);
+				events_unlinked(NULL, old.st_ino, false);
 			changed++;
 		} else {
 			added++;
@@ -410,7 +410,7 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 			}
 			if (gone) {
 				if (dirent_dir || st.st_nlink == 1)
-					events_unlinked(NULL, st.st_ino);
+					events_unlinked(NULL, st.st_ino, false);
 				removed++;
 				if (S.cfg.invalidate_entry)
 					S.cfg.invalidate_entry(dir, de->d_name);

@@ -236,7 +236,7 @@ static int do_remove(fuse_ino_t parent, const char *name, int flags)
 		/* still reachable (an O_PATH descriptor): its state outlives the row */
 		if (victim)
 			events_load(victim);
-		events_unlinked(victim, st.st_ino);
+		events_unlinked(victim, st.st_ino, true);
 	}
 	if (!res && flags)
 		events_dir_removed(st.st_ino);
@@ -305,6 +305,13 @@ static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 	res = renameat2(pfd, name, npfd, newname, flags) < 0 ? -errno : 0;
 	names_user_end(&u);
 	inode_fd_put(np);
+	/* the name replaced goes first: at the origin too, before the move onto it */
+	if (!res && !(flags & RENAME_EXCHANGE) && dst_st.st_nlink == 1 &&
+	    !S_ISDIR(dst_st.st_mode) && dst_st.st_ino != sst.st_ino) {
+		if (dst)
+			events_load(dst); /* as in do_remove() */
+		events_unlinked(dst, dst_st.st_ino, true);
+	}
 	if (!res && !(flags & RENAME_EXCHANGE))
 		events_renamed(p, name, np, newname);
 	if (!res && src != dst) {
@@ -314,12 +321,6 @@ static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 			inode_moved(dst, p, name);
 		else if (dst)
 			inode_unaliased(dst);
-	}
-	if (!res && !(flags & RENAME_EXCHANGE) && dst_st.st_nlink == 1 &&
-	    !S_ISDIR(dst_st.st_mode) && dst_st.st_ino != sst.st_ino) {
-		if (dst)
-			events_load(dst); /* as in do_remove() */
-		events_unlinked(dst, dst_st.st_ino);
 	}
 out:
 	if (pfd >= 0)

@@ -66,7 +66,8 @@ void fill_proto(const struct event *ev, struct proto_event *pe,
 	pe->hint_end = ev->hint_end;
 	pe->path.p = path;
 	pe->path.len = n > 0 ? n : 0;
-	if (ev->type == HSMFS_EV_PRE_LOOKUP && ev->name && pe->path.len < pathsize - 1) {
+	if ((ev->type == HSMFS_EV_PRE_LOOKUP || ev->type == HSMFS_EV_ARCHIVE_NAME) && ev->name &&
+	    pe->path.len < pathsize - 1) {
 		/* the path of the name looked up: its directory's, and the name */
 		int k = snprintf(path + pe->path.len, pathsize - pe->path.len, "%s%s",
 				 pe->path.len ? "/" : "", ev->name);
@@ -74,10 +75,16 @@ void fill_proto(const struct event *ev, struct proto_event *pe,
 		pe->path.len = k > 0 && (size_t)k < pathsize - pe->path.len ?
 				       pe->path.len + k : pe->path.len;
 	}
-	if (ev->type == HSMFS_EV_PRE_DIR || ev->type == HSMFS_EV_PRE_LOOKUP) {
+	if (ev->type == HSMFS_EV_PRE_DIR || ev->type == HSMFS_EV_PRE_LOOKUP ||
+	    ev->type == HSMFS_EV_ARCHIVE_NAME) {
 		if (ev->dir_origin) {
 			pe->origin.p = ev->dir_origin;
 			pe->origin.len = strlen(ev->dir_origin);
+		}
+		if (ev->type == HSMFS_EV_ARCHIVE_NAME && ev->new_version) {
+			/* before an answer, the version the name's object has */
+			pe->version.p = ev->new_version;
+			pe->version.len = strlen(ev->new_version);
 		}
 		return;
 	}
@@ -157,7 +164,8 @@ static void dispatch(struct event *ev)
 	if (!E.hooks)
 		return;
 	fill_proto(ev, &pe, path, sizeof(path));
-	pe.flags = HSMFS_EVENT_HAS_FD | (ev->type == HSMFS_EV_ARCHIVE ? ev->aflags : 0);
+	pe.flags = ev->type == HSMFS_EV_ARCHIVE_NAME ? 0 :
+		   HSMFS_EVENT_HAS_FD | (ev->type == HSMFS_EV_ARCHIVE ? ev->aflags : 0);
 	start = E.rr && E.rr->next ? E.rr->next : E.hooks;
 	h = start;
 	do {
@@ -165,7 +173,7 @@ static void dispatch(struct event *ev)
 		    (h->mask & HSMFS_MASK(ev->type)) &&
 		    in_subtree(h, ev->in)) {
 			/* every delivery writes into a staging file of its own */
-			if (ev->stage_fd < 0) {
+			if (ev->stage_fd < 0 && ev->type != HSMFS_EV_ARCHIVE_NAME) {
 				int fd = open_stage(ev->fs ? ev->fs->size : 0);
 
 				if (fd < 0) {
@@ -300,6 +308,33 @@ bool have_lookup_hook(void)
 		if (h->kind == HSMFS_KIND_FILL && (h->mask & HSMFS_MASK(HSMFS_EV_PRE_LOOKUP)))
 			return true;
 	return false;
+}
+
+int start_name_archive(uint32_t kind, char *path, char *origin, char *version,
+		       struct event **ret_ev)
+{
+	ELOCK_HELD();
+	struct event *ev = get_slot();
+
+	if (!ev) {
+		free(path);
+		free(origin);
+		free(version);
+		return -EIO;
+	}
+	init_event(ev, HSMFS_EV_ARCHIVE_NAME, inode_root(), NULL);
+	ev->start = kind;
+	ev->end = 0;
+	ev->name = path;          /* the path, below the root */
+	ev->dir_origin = origin;  /* the object's URL */
+	ev->new_version = version; /* its version, until the answer's */
+	ev->waiters = 1;
+	send_to_watchers(ev);
+	dispatch(ev);
+	if (ev->st == EV_QUEUED)
+		queue_add(ev);
+	*ret_ev = ev;
+	return 0;
 }
 
 bool have_archive_hook(struct inode *in)

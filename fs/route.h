@@ -50,6 +50,14 @@ struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
  */
 int start_listing(struct inode *dir, char *origin, struct fuse_req *req,
 		  struct event **ret_ev);
+/*
+ * Start the ARCHIVE_NAME event of kind (HSMFS_NAME_*) of path (below the
+ * root), of the object origin at version (all owned by the event from
+ * here on; the answer's ARCHIVED replaces version in ev->new_version).
+ * 0 with *ret_ev (one reference, the caller's), or -errno.
+ */
+int start_name_archive(uint32_t kind, char *path, char *origin, char *version,
+		       struct event **ret_ev);
 /* Is an archive hook (fill, subscribed to ARCHIVE) connected for in? */
 bool have_archive_hook(struct inode *in);
 /*

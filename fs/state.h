@@ -58,6 +58,11 @@
  *      hook finds its own bytes there (no conflict).  A user change begun
  *      after the snapshot keeps the file dirty: the version is recorded,
  *      the clean state is not.
+ *   7. A name changed on the mount (a removal, a rename) is recorded in
+ *      the ops table in the transaction that changes the rows; the namer
+ *      applies the oldest at the origin, then drops it ("name-applied"
+ *      between the two); a crash there applies it again, and the hook
+ *      finds it done (the object gone, or at its new URL).
  * So after a crash at any point a range is never present without its
  * bytes, and an acknowledged write is never lost.
  */
@@ -221,6 +226,8 @@ struct state {
 	/* the archive queue (archive_later(), taken by archive.c) */
 	struct fstate *aqueue;
 	pthread_cond_t acond;      /* the queue grew, or stopping */
+	bool names_wanted;         /* names changed: ops recorded (meta.h) */
+	pthread_cond_t ncond;      /* names_wanted set, or stopping */
 	int stage[STAGE_POOL];     /* fresh staging files (stage_refill) */
 	unsigned nstage;
 	struct events_stats st;    /* counters */

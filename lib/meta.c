@@ -22,7 +22,8 @@
 #define STR(x) STR_(x)
 
 enum { Q_GET, Q_PUT, Q_PRESENT, Q_DELETE, Q_COUNT, Q_LIST, Q_DELGEN, Q_LRU,
-       Q_TOTAL, Q_RENAME, Q_SETPATH, Q_ANYCTIME, Q_ANYDIR, Q_SETVERSION, Q_DIRTY, Q_N };
+       Q_TOTAL, Q_RENAME, Q_SETPATH, Q_ANYCTIME, Q_ANYDIR, Q_SETVERSION, Q_DIRTY,
+       Q_OPADD, Q_OPFIRST, Q_OPDONE, Q_OPRENAMED, Q_OPCOUNT, Q_N };
 
 static const char *const queries[Q_N] = {
 	[Q_GET] = "SELECT size, mtime, mode, state, flags, origin, version, "
@@ -52,6 +53,15 @@ static const char *const queries[Q_N] = {
 	[Q_ANYCTIME] = "SELECT count(*) FROM files WHERE ctime_real <> 0",
 	/* directory rows (states 5 and 6): through the partial index */
 	[Q_ANYDIR] = "SELECT count(*) FROM (SELECT 1 FROM files WHERE state >= 5 LIMIT 1)",
+	[Q_OPADD] = "INSERT INTO ops (kind, ino, path, origin, version) VALUES (?1, ?2, ?3, ?4, ?5)",
+	[Q_OPFIRST] = "SELECT seq, kind, ino, path, origin, version FROM ops ORDER BY seq LIMIT 1",
+	[Q_OPDONE] = "DELETE FROM ops WHERE seq = ?1",
+	/* a rename of ?1 to ?2: each file at or below it with an origin, its new path */
+	[Q_OPRENAMED] = "INSERT INTO ops (kind, ino, path) SELECT 2, ino, "
+			"?2 || substr(path, length(?1) + 1) FROM files "
+			"WHERE (path = ?1 OR (path > ?1 || '/' AND path < ?1 || '0')) "
+			"AND state < 5 AND origin IS NOT NULL ORDER BY path",
+	[Q_OPCOUNT] = "SELECT count(*) FROM ops",
 	[Q_SETVERSION] = "UPDATE files SET origin = ?2, version = ?3 WHERE ino = ?1 AND gen = ?4",
 	/* files to archive: dirty (in conflict too), with a path */
 	[Q_DIRTY] = "SELECT ino, path, blocks, atime FROM files "
@@ -84,6 +94,9 @@ static const char *const migrations[] = {
 	"CREATE INDEX files_dirs ON files (state) WHERE state >= 5;",
 	/* 4 -> 5: the recorded version's size where the file's differs (NULL: the same) */
 	"ALTER TABLE files ADD COLUMN osize INTEGER;",
+	/* 5 -> 6: names changed on the mount, to be applied at the origin, in order */
+	"CREATE TABLE ops (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind INTEGER NOT NULL,"
+	" ino INTEGER NOT NULL, path TEXT, origin TEXT, version TEXT);",
 };
 
 struct meta {
@@ -517,6 +530,93 @@ int meta_dirty(struct meta *m, unsigned limit, uint64_t skip, struct meta_victim
 	       size_t *ret_n)
 {
 	return rows_of(m, Q_DIRTY, limit, skip, ret, ret_n);
+}
+
+int meta_op_add(struct meta *m, uint32_t kind, uint64_t ino, const char *path,
+		const char *origin, const char *version)
+{
+	sqlite3_stmt *st = m->q[Q_OPADD];
+	int res;
+
+	mlock(m);
+	sqlite3_bind_int(st, 1, (int)kind);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)ino);
+	sqlite3_bind_text(st, 3, path, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, origin, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, version, -1, SQLITE_STATIC);
+	res = to_errno(m, sqlite3_step(st));
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	munlock(m);
+	return res;
+}
+
+int meta_op_renamed(struct meta *m, const char *from, const char *to)
+{
+	sqlite3_stmt *st = m->q[Q_OPRENAMED];
+	int res;
+
+	mlock(m);
+	sqlite3_bind_text(st, 1, from, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, to, -1, SQLITE_STATIC);
+	res = to_errno(m, sqlite3_step(st));
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	munlock(m);
+	return res;
+}
+
+int meta_op_first(struct meta *m, struct meta_op *ret)
+{
+	sqlite3_stmt *st = m->q[Q_OPFIRST];
+	int rc, res = 0, oom = 0;
+
+	memset(ret, 0, sizeof(*ret));
+	mlock(m);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		ret->seq = sqlite3_column_int64(st, 0);
+		ret->kind = (uint32_t)sqlite3_column_int(st, 1);
+		ret->ino = (uint64_t)sqlite3_column_int64(st, 2);
+		ret->path = col_text(st, 3, &oom);
+		ret->origin = col_text(st, 4, &oom);
+		ret->version = col_text(st, 5, &oom);
+	} else {
+		res = rc == SQLITE_DONE ? -ENOENT : to_errno(m, rc);
+	}
+	sqlite3_reset(st);
+	munlock(m);
+	if (!res && oom) {
+		meta_op_free(ret);
+		res = -ENOMEM;
+	}
+	return res;
+}
+
+int meta_op_done(struct meta *m, int64_t seq)
+{
+	sqlite3_stmt *st = m->q[Q_OPDONE];
+	int res;
+
+	mlock(m);
+	sqlite3_bind_int64(st, 1, seq);
+	res = to_errno(m, sqlite3_step(st));
+	sqlite3_reset(st);
+	munlock(m);
+	return res;
+}
+
+int meta_op_count(struct meta *m, uint64_t *ret)
+{
+	return one_number(m, Q_OPCOUNT, ret);
+}
+
+void meta_op_free(struct meta_op *op)
+{
+	free(op->path);
+	free(op->origin);
+	free(op->version);
+	memset(op, 0, sizeof(*op));
 }
 
 int meta_set_version(struct meta *m, uint64_t ino, uint64_t gen, const char *origin,

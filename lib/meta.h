@@ -30,7 +30,7 @@
 
 #include "ranges.h"
 
-#define META_SCHEMA_VERSION 5
+#define META_SCHEMA_VERSION 6
 
 enum meta_state {
 	META_PLACEHOLDER = 1, /* nothing present yet */
@@ -121,6 +121,31 @@ void meta_victims_free(struct meta_victim *v, size_t n);
 /* The same for the files to archive: dirty (in conflict too), oldest use first. */
 int meta_dirty(struct meta *m, unsigned limit, uint64_t skip, struct meta_victim **ret,
 	       size_t *ret_n);
+/*
+ * Names changed on the mount, to be applied at the origin in order (the
+ * ops table, archive.c): a removal of a file the origin has (path: the
+ * path it had; origin, version: its object then), or a rename (path:
+ * its new path; its object is the file's when applied).
+ */
+#define META_OP_DELETE 1
+#define META_OP_RENAME 2
+struct meta_op {
+	int64_t seq;
+	uint32_t kind;
+	uint64_t ino;
+	char *path, *origin, *version; /* owned, may be NULL */
+};
+int meta_op_add(struct meta *m, uint32_t kind, uint64_t ino, const char *path,
+		const char *origin, const char *version);
+/* A rename of from to to: a rename op for each file at or below from
+ * that has an origin (before meta_rename(), in its transaction). */
+int meta_op_renamed(struct meta *m, const char *from, const char *to);
+/* The oldest op (-ENOENT: none); free with meta_op_free(). */
+int meta_op_first(struct meta *m, struct meta_op *ret);
+int meta_op_done(struct meta *m, int64_t seq);
+int meta_op_count(struct meta *m, uint64_t *ret);
+void meta_op_free(struct meta_op *op);
+
 /*
  * An archive put the file at its origin: record where and as which
  * version, if the row is still generation gen (-ENOENT otherwise).

@@ -21,6 +21,8 @@ const char *proto_event_name(uint32_t type)
 		return "PRE_LOOKUP";
 	case HSMFS_EV_ARCHIVE:
 		return "ARCHIVE";
+	case HSMFS_EV_ARCHIVE_NAME:
+		return "ARCHIVE_NAME";
 	}
 	return "UNKNOWN";
 }

@@ -26,9 +26,10 @@ HELLO, WELCOME, EVENT, ANSWER, PROGRESS, CANCEL, ERROR, FILLED, ARCHIVED = 1, 2,
 # CANCEL reasons; any CANCEL ends its event
 CANCEL_TIMEOUT, CANCEL_INTERRUPTED, CANCEL_CLOSED = 1, 2, 3
 KIND = {"fill": 1, "watch": 2}
-EV = {"access": 1, "modify": 2, "open": 3, "read": 4, "dir": 5, "lookup": 6, "archive": 7}
+EV = {"access": 1, "modify": 2, "open": 3, "read": 4, "dir": 5, "lookup": 6, "archive": 7, "archive_name": 8}
 EVNAME = {1: "PRE_ACCESS", 2: "PRE_MODIFY", 3: "OPEN_PERM", 4: "ACCESS_PERM",
-          5: "PRE_DIR", 6: "PRE_LOOKUP", 7: "ARCHIVE"}
+          5: "PRE_DIR", 6: "PRE_LOOKUP", 7: "ARCHIVE",
+          8: "ARCHIVE_NAME"}
 ESTALE = 116  # DENY of an ARCHIVE: a conflict (the origin is not at the recorded version)
 ALLOW, DENY = 0, 1
 QUIET = 1  # flag of an allowing answer to PRE_MODIFY

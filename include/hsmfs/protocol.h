@@ -91,6 +91,18 @@ enum hsmfs_event_type {
 				  * allows; DENY ESTALE: a conflict (the
 				  * origin's object is not the recorded
 				  * version) */
+	HSMFS_EV_ARCHIVE_NAME = 8, /* version 6: a name changed on the mount
+				  * goes to the origin, with no descriptor.
+				  * start 1, a removal: path is the path
+				  * the file had, origin and version its
+				  * object's; start 2, a rename: path is
+				  * the new path, origin and version the
+				  * object's now.  The hook removes or
+				  * moves the object (conditional on the
+				  * version), says ARCHIVED for a rename
+				  * (the object's version and URL now) and
+				  * allows; an object gone already is
+				  * done; DENY ESTALE: a conflict */
 };
 #define HSMFS_MASK(ev) (1u << (ev))
 /* the events of version 1 (what "all" meant then, and still means) */
@@ -105,7 +117,11 @@ enum hsmfs_event_type {
 		       HSMFS_MASK(HSMFS_EV_PRE_LOOKUP))
 
 /* ... version 6 */
-#define HSMFS_MASK_V6 (HSMFS_MASK_V4 | HSMFS_MASK(HSMFS_EV_ARCHIVE))
+#define HSMFS_MASK_V6 (HSMFS_MASK_V4 | HSMFS_MASK(HSMFS_EV_ARCHIVE) | \
+		       HSMFS_MASK(HSMFS_EV_ARCHIVE_NAME))
+/* ARCHIVE_NAME's kinds (its start) */
+#define HSMFS_NAME_REMOVED 1
+#define HSMFS_NAME_RENAMED 2
 
 /* ANSWER verdicts and flags. */
 enum hsmfs_verdict { HSMFS_ALLOW = 0, HSMFS_DENY = 1 };

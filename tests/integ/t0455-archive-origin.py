@@ -28,7 +28,7 @@ HTTP = os.environ.get("HSMFS_HTTP") or os.path.join(os.path.dirname(os.path.absp
 
 
 def state(m, p):
-    return os.getxattr(m.path(p), "user.hsmfs.state").decode()
+    return os.getxattr(m.path(p), "user.hsmfs.state").decode().replace(",passthrough", "")
 
 
 def put(path, data):

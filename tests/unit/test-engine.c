@@ -1014,7 +1014,7 @@ static void lazy_dirs(void)
 	fstatat(store.root_fd, "listed/unlinked", &st, 0);
 	res = unlinkat(store.root_fd, "listed/unlinked", 0);
 	names_user_end(&u);
-	events_unlinked(NULL, st.st_ino);
+	events_unlinked(NULL, st.st_ino, true);
 	pwrite(fd, second, strlen(second), 0);
 	close(fd);
 	hook_answer(&h, ev.id, 0, 0, 0, 0);
