@@ -798,20 +798,29 @@ static void tell_progress(void *arg, uint64_t bytes)
  */
 static void archive_job(CURL *lc, struct job *j)
 {
-	struct http_archive_out out;
-	char *url = j->ev.origin[0] ? strdup(j->ev.origin) : join_url(cfg.origin, j->ev.path);
+	struct http_archive_out out = { .why = "out of memory" };
+	char *url = j->ev.origin[0] ? strdup(j->ev.origin) :
+		    cfg.origin[0] ? join_url(cfg.origin, j->ev.path) : NULL;
 	int err = url ? 0 : ENOMEM;
 
-	for (unsigned attempt = 0; url; attempt++) {
+	if (!j->ev.origin[0] && !cfg.origin[0]) {
+		/* never a URL made of the path alone: its first name would be a host */
+		snprintf(out.why, sizeof(out.why), "no origin to archive to (--origin, or the "
+			 "mount's origin=)");
+		err = EINVAL;
+	}
+
+	for (unsigned attempt = 0; url && !err;) {
 		err = http_archive(lc, &j->ev, j->flags, url, cfg.s3, tell_progress, &j->ev.id,
 				   &out);
 		if ((err != EAGAIN && err != EIO && err != ETIMEDOUT) || attempt >= cfg.retries)
 			break;
 		logf_("archive of '/%s': %s; again in %u s", j->ev.path, out.why, 1u << attempt);
-		sleep(1u << attempt);
+		sleep(1u << attempt++);
+		err = 0;
 	}
 	if (err) {
-		logf_("archive of '/%s': %s", j->ev.path, url ? out.why : strerror(err));
+		logf_("archive of '/%s': %s", j->ev.path, out.why);
 		hsmfs_hook_deny(hook, j->ev.id, err);
 	} else if (hsmfs_hook_archived(hook, j->ev.id, out.version, out.origin) == 0) {
 		if (cfg.verbose)
@@ -827,14 +836,22 @@ static void archive_job(CURL *lc, struct job *j)
 static void name_job(CURL *lc, struct job *j)
 {
 	struct http_archive_out out = { .why = "out of memory" };
-	char *to = j->ev.start == HSMFS_NAME_RENAMED ? join_url(cfg.origin, j->ev.path) : NULL;
+	char *to = j->ev.start == HSMFS_NAME_RENAMED && cfg.origin[0] ?
+			   join_url(cfg.origin, j->ev.path) : NULL;
 	int err = j->ev.start == HSMFS_NAME_RENAMED && !to ? ENOMEM : 0;
 
-	for (unsigned attempt = 0; !err || err == EAGAIN || err == EIO; attempt++) {
+	if (j->ev.start == HSMFS_NAME_RENAMED && !cfg.origin[0]) {
+		snprintf(out.why, sizeof(out.why), "no origin to move to (--origin, or the "
+			 "mount's origin=)");
+		err = EINVAL;
+	}
+
+	for (unsigned attempt = 0; !err && (j->ev.start != HSMFS_NAME_RENAMED || to);) {
 		err = http_archive_name(lc, &j->ev, to, cfg.s3, &out);
 		if ((err != EAGAIN && err != EIO && err != ETIMEDOUT) || attempt >= cfg.retries)
 			break;
-		sleep(1u << attempt);
+		sleep(1u << attempt++);
+		err = 0;
 	}
 	if (err && err != ENOENT)
 		logf_("%s of '/%s' at the origin: %s",

@@ -149,7 +149,8 @@ static int perform(CURL *c, struct seen *s, char *why, size_t wlen)
 	CURLcode rc = curl_easy_perform(c);
 
 	if (rc != CURLE_OK && rc != CURLE_WRITE_ERROR) {
-		snprintf(why, wlen, "%s", curl_easy_strerror(rc));
+		if (why)
+			snprintf(why, wlen, "%s", curl_easy_strerror(rc));
 		return rc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : EIO;
 	}
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &s->status);
@@ -162,6 +163,14 @@ static const char *validator(const struct seen *s, const char *recorded)
 	if (recorded[0] && recorded[0] != '"' && strncmp(recorded, "W/", 2))
 		return s->lastmod; /* a date was recorded */
 	return s->etag[0] ? s->etag : s->lastmod;
+}
+
+/* Is v a version archive_file() made ("MTIME_NS-SIZE")? */
+static bool file_made(const char *v)
+{
+	size_t n = strspn(v, "0123456789");
+
+	return n && v[n] == '-' && v[n + 1] && strspn(v + n + 1, "0123456789") == strlen(v + n + 1);
 }
 
 /* Is the object at url byte for byte the snapshot?  1 yes, 0 no, or -errno. */
@@ -178,7 +187,37 @@ static int same_bytes(CURL *c, const char *url, const struct hsmfs_event *ev,
 	err = perform(c, &s, why, wlen);
 	if (err)
 		return -err;
-	return s.status / 100 == 2 && !cm.differs && cm.pos == cm.size;
+	if (s.status / 100 != 2) {
+		/* no answer to the question: not a conflict (gone since, or a 5xx) */
+		snprintf(why, wlen, "GET %s to compare: status %ld", url, s.status);
+		return s.status == 404 || s.status >= 500 ? -EAGAIN : -EIO;
+	}
+	return !cm.differs && cm.pos == cm.size;
+}
+
+/* WebDAV without create_full_put_path: each collection of url's path, made. */
+static void make_collections(CURL *c, const char *url, struct curl_slist *hdrs)
+{
+	const char *p = strstr(url, "://");
+	char *u = strdup(url);
+	struct seen s;
+
+	p = p ? strchr(p + 3, '/') : NULL;
+	if (!u || !p) {
+		free(u);
+		return;
+	}
+	for (char *q = u + (p - url) + 1; (q = strchr(q, '/')); q++) {
+		char keep = q[1];
+
+		q[1] = '\0';
+		prepare(c, u, &s, hdrs);
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "MKCOL");
+		(void)perform(c, &s, NULL, 0); /* 405: there already */
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, NULL);
+		q[1] = keep;
+	}
+	free(u);
 }
 
 static void http_date(int64_t t, char *buf, size_t size)
@@ -236,7 +275,8 @@ static int archive_file(const struct hsmfs_event *ev, uint16_t flags, const char
 
 		file_version(&st, cur, sizeof(cur));
 		/* not the recorded version (or there at all, for a new file) */
-		if ((flags & HSMFS_EVENT_NEW) || (ev->version[0] && strcmp(cur, ev->version))) {
+		if ((flags & HSMFS_EVENT_NEW) ||
+		    (file_made(ev->version) && strcmp(cur, ev->version))) {
 			if (!same_file(fd, ev)) {
 				snprintf(out->why, sizeof(out->why),
 					 "'%s' is not the recorded version (%s, recorded '%s')",
@@ -247,8 +287,8 @@ static int archive_file(const struct hsmfs_event *ev, uint16_t flags, const char
 			}
 			goto out; /* the same bytes: archived already */
 		}
-	} else if (fd < 0 && errno == ENOENT && !(flags & HSMFS_EVENT_NEW) && ev->version[0] &&
-		   !(flags & HSMFS_EVENT_OVERWRITE)) {
+	} else if (fd < 0 && errno == ENOENT && !(flags & HSMFS_EVENT_NEW) &&
+		   file_made(ev->version) && !(flags & HSMFS_EVENT_OVERWRITE)) {
 		snprintf(out->why, sizeof(out->why), "'%s' is gone from the origin", path);
 		err = ESTALE;
 		goto out;
@@ -261,6 +301,12 @@ static int archive_file(const struct hsmfs_event *ev, uint16_t flags, const char
 	}
 	if (fd >= 0)
 		close(fd);
+	/* its directories, as a PUT makes them (made on the mount) */
+	for (char *q = strchr(dir + 1, '/'); q; q = strchr(q + 1, '/')) {
+		*q = '\0';
+		mkdir(dir, 0755);
+		*q = '/';
+	}
 	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0) {
 		err = errno;
@@ -272,10 +318,16 @@ static int archive_file(const struct hsmfs_event *ev, uint16_t flags, const char
 	while (off < ev->file_size) {
 		size_t want = ev->file_size - off < sizeof(buf) ? (size_t)(ev->file_size - off) :
 								   sizeof(buf);
-		ssize_t r = pread(ev->fd, buf, want, (off_t)off);
+		ssize_t r = pread(ev->fd, buf, want, (off_t)off), w;
 
-		if (r <= 0 || write(fd, buf, (size_t)r) != r) {
-			err = r < 0 || errno ? errno : EIO;
+		if (r <= 0) {
+			err = r < 0 ? errno : ENODATA; /* the snapshot is shorter than it said */
+			goto out;
+		}
+		errno = 0;
+		w = write(fd, buf, (size_t)r);
+		if (w != r) {
+			err = w < 0 && errno ? errno : ENOSPC;
 			goto out;
 		}
 		off += (uint64_t)r;
@@ -322,7 +374,7 @@ int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const ch
 {
 	struct curl_slist *hdrs = NULL, *put = NULL;
 	struct upload up = { ev->fd, 0, ev->file_size, progress, arg, 0 };
-	bool overwrite = flags & HSMFS_EVENT_OVERWRITE, fresh = flags & HSMFS_EVENT_NEW;
+	bool overwrite = flags & HSMFS_EVENT_OVERWRITE, fresh = flags & HSMFS_EVENT_NEW, want_etag;
 	char line[1200], date[64];
 	struct seen s;
 	int err, same;
@@ -401,16 +453,23 @@ int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const ch
 		put = curl_slist_append(put, line);
 	}
 	put = curl_slist_append(put, "Expect:");
-	prepare(c, url, &s, put);
-	curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
-	curl_easy_setopt(c, CURLOPT_READFUNCTION, read_cb);
-	curl_easy_setopt(c, CURLOPT_READDATA, &up);
-	curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)ev->file_size);
-	/* fewer, larger reads of the snapshot: 64 KiB each cost a round of callbacks */
-	curl_easy_setopt(c, CURLOPT_UPLOAD_BUFFERSIZE, 512L * 1024);
-	err = perform(c, &s, out->why, sizeof(out->why));
-	curl_easy_setopt(c, CURLOPT_UPLOAD, 0L);
-	curl_easy_setopt(c, CURLOPT_READFUNCTION, NULL);
+	for (int again = 0; again < 2; again++) {
+		up.pos = up.told = 0;
+		prepare(c, url, &s, put);
+		curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(c, CURLOPT_READFUNCTION, read_cb);
+		curl_easy_setopt(c, CURLOPT_READDATA, &up);
+		curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)ev->file_size);
+		/* fewer, larger reads of the snapshot: 64 KiB each cost a round of callbacks */
+		curl_easy_setopt(c, CURLOPT_UPLOAD_BUFFERSIZE, 512L * 1024);
+		err = perform(c, &s, out->why, sizeof(out->why));
+		curl_easy_setopt(c, CURLOPT_UPLOAD, 0L);
+		curl_easy_setopt(c, CURLOPT_READFUNCTION, NULL);
+		if (err || s.status != 409 || s3)
+			break;
+		/* a WebDAV collection missing (a directory made on the mount) */
+		make_collections(c, url, hdrs);
+	}
 	if (err)
 		goto out;
 	if (s.status == 412) {
@@ -426,8 +485,16 @@ int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const ch
 	}
 	if (progress)
 		progress(arg, ev->file_size);
-	/* 4. the new version: the PUT's ETag, else a HEAD's */
-	if (s.etag[0]) {
+	/*
+	 * 4. The new version: an ETag where the server gives one (nginx's
+	 * is its size and mtime, its Last-Modified the mtime alone, to the
+	 * second: the ETag tells more changes apart), else the date: the
+	 * PUT's ETag, else a HEAD's.  (A listing that records dates, nginx's,
+	 * then sees another version: a refresh makes the file a placeholder
+	 * of the same bytes, fetched again when read.)
+	 */
+	want_etag = true;
+	if (want_etag && s.etag[0]) {
 		snprintf(out->version, sizeof(out->version), "%s", s.etag);
 	} else {
 		prepare(c, url, &s, hdrs);
@@ -443,7 +510,8 @@ int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const ch
 			goto out;
 		}
 		snprintf(out->version, sizeof(out->version), "%s",
-			 s.etag[0] ? s.etag : s.lastmod);
+			 want_etag ? (s.etag[0] ? s.etag : s.lastmod) :
+				     (s.lastmod[0] ? s.lastmod : s.etag));
 	}
 done:
 	if (fresh)

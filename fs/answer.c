@@ -147,6 +147,22 @@ static int deny_errno(uint32_t e)
 	}
 }
 
+/*
+ * An archive hook's deny: these errnos reach the archiver (and hsmfsctl)
+ * as they are, each says something the others do not (ESTALE: a
+ * conflict; EFBIG, EINVAL, ENAMETOOLONG: never, as it is; ENOENT: gone);
+ * others are EIO.
+ */
+static int archive_errno(uint32_t e)
+{
+	switch (e) {
+	case ESTALE: case EFBIG: case EINVAL: case ENAMETOOLONG: case ENOENT:
+		return -(int)e;
+	default:
+		return deny_errno(e);
+	}
+}
+
 static void answer_one(struct hook *h, const struct proto_answer *a)
 {
 	struct event *ev;
@@ -200,8 +216,7 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 			if (!ev->ntargets)
 				complete(ev, 0);
 		} else {
-			complete(ev, a->error == ESTALE || a->error == ENOENT ? -(int)a->error :
-									   deny_errno(a->error));
+			complete(ev, archive_errno(a->error));
 		}
 		eunlock();
 		return;
@@ -213,6 +228,7 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 			complete(ev, -EPROTO);
 		} else if (a->verdict == HSMFS_ALLOW) {
 			/* done once every watcher allowed too */
+			ev->uploaded = true;
 			ev_set(ev, EV_FILLED);
 			ev->hook->assigned--;
 			ev->hook = NULL;
@@ -220,7 +236,7 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 				complete(ev, 0);
 		} else {
 			/* ESTALE: a conflict; the archiver's, never a caller's */
-			complete(ev, a->error == ESTALE ? -ESTALE : deny_errno(a->error));
+			complete(ev, archive_errno(a->error));
 		}
 		eunlock();
 		return;

@@ -205,11 +205,15 @@ static int archive_one(struct fstate *fs)
 	struct event *ev;
 	char *version = NULL, *origin = NULL;
 	uint64_t size, ticket;
-	bool held = false, all, overwrite;
-	int res;
+	bool held = false, all, overwrite, uploaded;
+	int res, failed;
 
 	/* 1. every byte present: what is missing of the recorded version comes first */
 	elock();
+	if (fs->gone || fs->state != META_DIRTY) {
+		eunlock();
+		return 0; /* removed, or clean already (a reload) */
+	}
 	if (!have_archive_hook(in)) {
 		eunlock();
 		return -ENOTCONN;
@@ -245,22 +249,29 @@ static int archive_one(struct fstate *fs)
 	}
 	ev->waiters++; /* ours, beside wait_event's: its answer is read after */
 	res = wait_event(ev, NULL);
+	/* its archive hook allowed: the origin has the snapshot, whatever a
+	 * watcher or the timeout said after */
+	uploaded = ev->uploaded && ev->new_version;
 	version = ev->new_version;
 	origin = ev->new_origin;
 	ev->new_version = ev->new_origin = NULL;
 	put_ref(ev);
 	eunlock();
 	fault_point(FAULT_ARCHIVE_ANSWERED);
-	if (res) {
+	if (res == EV_TIMEOUT)
+		res = -ETIMEDOUT;
+	if (res && !uploaded) {
 		free(version);
 		free(origin);
-		return res == EV_TIMEOUT ? -ETIMEDOUT : res;
+		return res;
 	}
 	/*
 	 * 4. The origin holds the snapshot as version now: that is the
-	 * recorded version from here on, changed meanwhile or not.  Clean
-	 * only if no change began since the snapshot.
+	 * recorded version from here on, changed meanwhile or not (or the
+	 * next archive would find a conflict that is not one).  Clean only
+	 * if the event succeeded and no change began since the snapshot.
 	 */
+	failed = res;
 	elock();
 	if (fs->gen != sn.gen || fs->gone) {
 		/* imported again, or removed: the archive says nothing of it */
@@ -278,14 +289,25 @@ static int archive_one(struct fstate *fs)
 	fs->osize = sn.size;
 	fs->vchanged = true;
 	fs->flags &= ~META_F_NEW; /* the origin has it now */
+	free(fs->sha256); /* the manifest's digest, of the version before */
+	fs->sha256 = NULL;
 	if (overwrite)
 		fs->overwrite = false; /* the origin has ours: conditional again */
-	if (unchanged(fs, &sn)) {
+	if (failed) {
+		res = failed;
+	} else if (unchanged(fs, &sn)) {
 		/* archived(): DIRTY -> RESIDENT, counted by the cache again */
 		fs_set(fs, META_RESIDENT);
 		fs->blocks = sn.blocks;
 		cache_account((int64_t)fs->blocks);
-		if (tracked(fs))
+		/*
+		 * Its reads are counted from now on (tracked(), cache limits);
+		 * one that began uncounted may be running on an open file: it
+		 * is not evicted until its last close (track_pending).
+		 */
+		if (tracked(fs) && inode_is_open(in))
+			fs->track_pending = true;
+		else if (tracked(fs))
 			inode_flags_set(in, INODE_TRACKED);
 		res = 0;
 	} else {
@@ -298,8 +320,8 @@ static int archive_one(struct fstate *fs)
 	pthread_cond_signal(&S.wcond);
 	while (S.batch_done < ticket && S.writer_running && !S.stopping)
 		pthread_cond_wait(&S.wdone, &S.lock);
-	if (!res && (S.batch_done < ticket || S.batch_failed >= ticket))
-		res = -EIO; /* not recorded: archived again (and found there) later */
+	if (res <= 0 && (S.batch_done < ticket || S.batch_failed >= ticket))
+		res = res ? res : -EIO; /* not recorded: archived again (and found there) later */
 	if (!res) {
 		S.st.archived_files++;
 		S.st.archived_bytes += sn.size;
@@ -612,21 +634,26 @@ static int64_t backoff_ms(unsigned tries)
 	return ms < BACKOFF_MAX_MS ? ms : BACKOFF_MAX_MS;
 }
 
-/* After an attempt on fs ended with res.  S.lock held; returns its waiters to answer. */
-static struct arch_wait *attempt_ended(struct fstate *fs, int res, int64_t now)
+/*
+ * After an attempt on fs ended with *resp.  S.lock held; returns its
+ * waiters to answer, with *resp.
+ */
+static struct arch_wait *attempt_ended(struct fstate *fs, int *resp, int64_t now)
 {
+	int res = *resp;
 	ELOCK_HELD();
 	struct arch_wait *w = NULL;
 	bool again = fs->arch_again;
 
 	fs->arch = ARCH_IDLE;
 	fs->arch_again = false;
-	if (res == ARCH_AGAIN) {
+	if (res == ARCH_AGAIN && !A.stop) {
 		/* changed while archived, or busy: its waiters wait on */
-		if (!A.stop)
-			archive_later(fs, now + (fs->changes || fs->unseen ? BUSY_MS : 0));
+		archive_later(fs, now + (fs->changes || fs->unseen ? BUSY_MS : 0));
 		return NULL;
 	}
+	if (res == ARCH_AGAIN)
+		res = *resp = -ESHUTDOWN; /* stopping: its waiters are told, it stays dirty */
 	w = fs->awaiters;
 	fs->awaiters = NULL;
 	if (!res) {
@@ -656,6 +683,9 @@ static struct arch_wait *attempt_ended(struct fstate *fs, int res, int64_t now)
 	S.st.archive_failed++;
 	elog_warn("inode %llu: archive failed: %s (attempt %u)", (unsigned long long)fs->ino,
 		  strerror(-res), fs->arch_tries);
+	/* the origin will not take it as it is: again only when asked */
+	if (res == -EFBIG || res == -EINVAL || res == -ENAMETOOLONG)
+		return w;
 	if ((again || S.cfg.writeback_on) && !A.stop && !fs->gone)
 		archive_later(fs, now + backoff_ms(fs->arch_tries));
 	return w;
@@ -780,12 +810,12 @@ static void *archiver_main(void *arg)
 		fs->arch = ARCH_RUNNING;
 		A.running_n++;
 		eunlock();
-		res = fs->gone ? 0 : archive_one(fs);
+		res = archive_one(fs);
 		elock();
 		A.running_n--;
-		w = attempt_ended(fs, res, mono_ms());
+		w = attempt_ended(fs, &res, mono_ms());
 		eunlock();
-		answer_waiters(w, res == -ENOTCONN ? -ENOTCONN : res);
+		answer_waiters(w, res);
 		inode_release(fs->in); /* the queue's reference */
 		elock();
 	}

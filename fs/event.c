@@ -204,6 +204,7 @@ void init_event(struct event *ev, uint32_t type, struct inode *in,
 	ev->dir_origin = NULL;
 	ev->name = NULL;
 	ev->new_version = ev->new_origin = NULL;
+	ev->uploaded = false;
 	ev->refresh = false;
 	ev->aflags = 0;
 	ev->result = 0;

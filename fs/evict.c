@@ -38,7 +38,7 @@ static struct evict_facts facts_of(const struct fstate *fs, bool open)
 {
 	ELOCK_HELD();
 	return (struct evict_facts){
-		.dirty = fs->state == META_DIRTY,
+		.dirty = fs->state == META_DIRTY || fs->track_pending,
 		.pinned = fs->flags & META_F_PINNED,
 		.filling = fs->inflight != NULL,
 		.changing = fs->changes != NULL,

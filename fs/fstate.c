@@ -436,6 +436,11 @@ void events_released(struct inode *in)
 		touched(fs);
 		if (!inode_is_open(in))
 			ahead_closed(fs, true);
+		if (!inode_is_open(in) && fs->track_pending) {
+			fs->track_pending = false;
+			if (tracked(fs))
+				inode_flags_set(in, INODE_TRACKED);
+		}
 		drop_rw_fd(fs);
 		archive_writeback(fs);
 	}
@@ -621,6 +626,8 @@ static void becomes_dirty(struct fstate *fs)
 		cache_account(-(int64_t)fs->blocks);
 		fs->blocks = 0;
 	}
+	fs->unverified = false; /* the user's bytes: no digest says what they are */
+	fs->track_pending = false;
 	fs_set(fs, META_DIRTY);
 	inode_flags_clear(fs->in, INODE_TRACKED); /* never evicted now */
 }
@@ -726,6 +733,7 @@ void events_unseen_writes(struct inode *in, uint64_t size, bool open)
 		fs->unseen++;
 	else if (fs->unseen)
 		fs->unseen--;
+	fs->nchanges++; /* a change the daemon never saw: no snapshot before it holds */
 	if (size == UINT64_MAX)
 		size = fs->size;
 	/* every byte is the user's now: present, dirty, never fetched */
@@ -755,12 +763,15 @@ void events_truncated(struct inode *in, struct events_change *c, uint64_t old_si
 void events_unlinked(struct inode *in, uint64_t ino, bool user)
 {
 	struct fstate *fs = in ? inode_state(in) : NULL;
-	uint64_t cached = 0;
+	uint64_t cached = 0, counted = 0;
 
 	if (fs) {
 		elock();
 		fs->gone = true;
 		fs->newrow = false;
+		/* what the cache counts of it is memory's: the row may lag */
+		counted = fs->state == META_DIRTY ? 0 : fs->blocks;
+		fs->blocks = 0;
 		/* a batch holding its row is written first: then it is deleted */
 		while (fs->wbatch > S.batch_done && S.writer_running)
 			pthread_cond_wait(&S.wdone, &S.lock);
@@ -799,6 +810,8 @@ void events_unlinked(struct inode *in, uint64_t ino, bool user)
 		elog_err("cannot forget the state of inode %llu: %s",
 			(unsigned long long)ino, meta_errmsg(S.cfg.meta));
 	}
+	if (fs)
+		cached = counted;
 	if (cached)
 		cache_account(-(int64_t)cached);
 }

@@ -119,6 +119,9 @@ struct fstate {
 	unsigned unseen;           /* opens writing in passthrough mode */
 	bool overwrite;            /* resolved for the local bytes: the next
 				    * archive is unconditional */
+	bool track_pending;        /* archived while open: its reads are
+				    * counted (INODE_TRACKED) and it may be
+				    * evicted from its last close on */
 	bool naming;               /* its rename goes to the origin: not
 				    * archived meanwhile (archive.c) */
 	struct arch_wait *awaiters; /* requests waiting for its archive */

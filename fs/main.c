@@ -529,6 +529,9 @@ int main(int argc, char *argv[])
 
 out:
 	prefetch_shutdown(); /* before the engine: it starts fills */
+	/* the uploads under way finish while their hooks are still there */
+	if (events_up)
+		archive_shutdown();
 	if (hook_up)
 		supervise_stop();
 	ready_shutdown(); /* after the hook's last word: it may join late */

@@ -322,15 +322,33 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		struct names_user u;
 
 		names_user_begin(&u, inode_ino(p), name, 0, NULL);
-		/* made here, or opened (a name the kernel did not know of): which? */
-		for (int tries = 0; tries < 8; tries++) {
-			fd = openat(pfd, name, open_flags(fi->flags) | O_CREAT | O_EXCL | O_NOFOLLOW,
-				    mode);
-			made = fd >= 0;
-			if (fd >= 0 || errno != EEXIST || (fi->flags & O_EXCL))
+		/*
+		 * Made here, or opened (a name the kernel did not know of):
+		 * which?  O_EXCL first; a name that exists is opened as
+		 * O_CREAT would (after a few races with its removal, by
+		 * O_CREAT itself, not knowing).
+		 */
+		for (int tries = 0;; tries++) {
+			int excl = tries < 4 ? O_EXCL : 0;
+
+			fd = openat(pfd, name, open_flags(fi->flags) | O_CREAT | O_NOFOLLOW |
+					       (fi->flags & O_EXCL) | excl, mode);
+			made = fd >= 0 && excl;
+			if (fd >= 0 || errno != EEXIST || (fi->flags & O_EXCL) || !excl)
 				break;
 			fd = openat(pfd, name, open_flags(fi->flags) | O_NOFOLLOW);
-			if (fd >= 0 || errno != ENOENT)
+			if (fd >= 0) {
+				struct stat fst;
+
+				/* as O_CREAT: a directory there is EISDIR */
+				if (!fstat(fd, &fst) && S_ISDIR(fst.st_mode)) {
+					close(fd);
+					fd = -1;
+					errno = EISDIR;
+				}
+				break;
+			}
+			if (errno != ENOENT)
 				break; /* else removed meanwhile: make it again */
 		}
 		res = fd < 0 ? -errno : 0;

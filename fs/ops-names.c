@@ -312,8 +312,6 @@ static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 			events_load(dst); /* as in do_remove() */
 		events_unlinked(dst, dst_st.st_ino, true);
 	}
-	if (!res && !(flags & RENAME_EXCHANGE))
-		events_renamed(p, name, np, newname);
 	if (!res && src != dst) {
 		if (src)
 			inode_moved(src, np, newname);
@@ -322,6 +320,13 @@ static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		else if (dst)
 			inode_unaliased(dst);
 	}
+	/*
+	 * The rows' paths after the inodes' (a row the writer inserts
+	 * meanwhile takes the path then, and its writer looks again after
+	 * its commit: writeback.c)
+	 */
+	if (!res && !(flags & RENAME_EXCHANGE))
+		events_renamed(p, name, np, newname);
 out:
 	if (pfd >= 0)
 		inode_fd_put(p);

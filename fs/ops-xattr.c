@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #include "events.h"
 #include "inode.h"
@@ -161,6 +162,25 @@ static int refresh_step(struct later *l, int res)
  * (ESTALE: a conflict; ENOTCONN: no archive hook connected).  Asked for
  * its size first (size 0), it says 16 and does nothing.
  */
+/*
+ * Resolving a conflict for the local bytes overwrites the origin's: the
+ * file's owner decides (or root, or the mount's owner), not any reader.
+ */
+static bool may_resolve(fuse_req_t req, struct inode *in)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct stat st;
+	int fd = inode_fd_get(in);
+	bool ok;
+
+	if (fd < 0)
+		return false;
+	ok = !fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) &&
+	     (ctx->uid == 0 || ctx->uid == st.st_uid || ctx->uid == getuid());
+	inode_fd_put(in);
+	return ok;
+}
+
 static void ctl_archive(fuse_req_t req, fuse_ino_t ino, size_t size, int verb)
 {
 	struct later *l;
@@ -178,7 +198,7 @@ static void ctl_archive(fuse_req_t req, fuse_ino_t ino, size_t size, int verb)
 	if (verb == 1)
 		res = IN(ino) == inode_root() ? events_sync(later_resume, l) : -ENODATA;
 	else if (verb == 2)
-		res = events_resolve(IN(ino), later_resume, l);
+		res = may_resolve(req, IN(ino)) ? events_resolve(IN(ino), later_resume, l) : -EPERM;
 	else
 		res = events_archive(IN(ino), later_resume, l);
 	if (res != EVENTS_PARKED)

@@ -294,6 +294,16 @@ static bool write_batch(struct snap *snaps, size_t cap)
 				inode_fd_put(sn->in);
 			}
 		}
+		/*
+		 * A row inserted under the path its snapshot had: a rename since
+		 * (whose own update found no row) is caught up with here
+		 */
+		if (sn->ino && sn->newrow && sn->path && !failed) {
+			char now[HSMFS_MAX_PATH + 1];
+
+			if (inode_path(sn->in, now, sizeof(now)) > 0 && strcmp(now, sn->path))
+				meta_set_path(S.cfg.meta, sn->ino, now);
+		}
 		rs_clear(&sn->rs);
 		free(sn->origin);
 		free(sn->version);

@@ -62,7 +62,9 @@ static const char *const queries[Q_N] = {
 			"WHERE (path = ?1 OR (path > ?1 || '/' AND path < ?1 || '0')) "
 			"AND state < 5 AND origin IS NOT NULL ORDER BY path",
 	[Q_OPCOUNT] = "SELECT count(*) FROM ops",
-	[Q_SETVERSION] = "UPDATE files SET origin = ?2, version = ?3 WHERE ino = ?1 AND gen = ?4",
+	/* an archive's version: the manifest's digest was of the old one */
+	[Q_SETVERSION] = "UPDATE files SET origin = ?2, version = ?3, sha256 = NULL "
+			 "WHERE ino = ?1 AND gen = ?4",
 	/* files to archive: dirty (in conflict too), with a path */
 	[Q_DIRTY] = "SELECT ino, path, blocks, atime FROM files "
 		    "WHERE state = 4 AND path IS NOT NULL "

@@ -148,7 +148,8 @@ void meta_op_free(struct meta_op *op);
 
 /*
  * An archive put the file at its origin: record where and as which
- * version, if the row is still generation gen (-ENOENT otherwise).
+ * version (the manifest's sha256, of another version, goes), if the row
+ * is still generation gen (-ENOENT otherwise).
  */
 int meta_set_version(struct meta *m, uint64_t ino, uint64_t gen, const char *origin,
 		     const char *version);

@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""Archive: the races and answers a review found, each a case.
+
+1. A write through a passthrough open (root: the kernel writes the store
+   file itself) during an upload is a change: the file stays dirty and
+   the later bytes are archived too, never marked clean on the old ones.
+2. A file imported with a manifest sha256, changed and archived, is read
+   back after an eviction: the digest of the old version is not checked
+   against the new one (it would make the file stale, unreadable).
+3. A watcher that denies after the archive hook uploaded: the origin has
+   the bytes, so their version is recorded; the next archive is no
+   conflict.
+4. An unmount while an upload runs waits for it (its hook still there)
+   and records it: clean after the next mount.
+5. A new file renamed while the writer inserts its row (an editor's save:
+   a temporary name, then the real one): hsmfsctl sync still finds it.
+6. A file made on a mount with no origin: hsmfs-http refuses to archive
+   it (EINVAL) rather than asking a host named after its first path
+   component.
+7. An origin that refuses a file as too large (413): EFBIG, not retried
+   as if it would pass later.
+"""
+import errno
+import os
+import shutil
+import sqlite3
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (HSMFS, HSMFSCTL, Mount, Nginx, eq, import_manifest, main, ok,  # noqa: E402
+                     run, skip, tmpdir, wait_for, write_tree)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "python"))
+import hsmfs_hook  # noqa: E402
+
+HTTP = os.environ.get("HSMFS_HTTP") or os.path.join(os.path.dirname(os.path.abspath(HSMFS)),
+                                                    "hsmfs-http")
+
+
+def state(m, *p):
+    return os.getxattr(m.path(*p), "user.hsmfs.state").decode()
+
+
+def core(m, *p):
+    return state(m, *p).replace(",passthrough", "")
+
+
+def put(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def get(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def archive(path):
+    return run([HSMFSCTL, "archive", path])
+
+
+class Holder:
+    """An archive hook that holds each upload until released."""
+
+    def __init__(self, mnt, hold=True):
+        self.h = hsmfs_hook.connect(mnt, "fill", ["archive"], "holder")
+        self.uploads = []
+        self.gate = threading.Event()
+        if not hold:
+            self.gate.set()
+        self.got = threading.Event()
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def run(self):
+        try:
+            for ev in self.h.events():
+                if "cancel" in ev:
+                    continue
+                data = os.pread(ev["fd"], ev["size"], 0)
+                os.close(ev["fd"])
+                self.got.set()
+                self.gate.wait()
+                self.uploads.append(data)
+                self.h.archived(ev["id"], '"v%d"' % len(self.uploads))
+                self.h.allow(ev["id"])
+        except OSError:
+            pass
+
+    def close(self):
+        self.h.close()
+
+
+def open_pt(m, name, flags):
+    """An open of name in passthrough mode (root), or None."""
+    for _ in range(200):
+        fd = os.open(m.path(name), flags)
+        if "passthrough" in state(m, name):
+            return fd
+        os.close(fd)
+        time.sleep(0.02)
+    return None
+
+
+def test_passthrough_write():
+    if os.geteuid() != 0:
+        skip("a passthrough write during an upload", "passthrough needs root")
+        return
+    store = tmpdir("hsmfs-store-")
+    with Mount(store=store, opts="archive_after=3600") as m:
+        put(m.path("f"), b"first version!")
+        hook = Holder(m.mnt)
+        res = {}
+        t = threading.Thread(target=lambda: res.update(r=archive(m.path("f"))))
+        t.start()
+        ok(hook.got.wait(10), "the upload of the first version runs")
+        fd = open_pt(m, "f", os.O_WRONLY)
+        ok(fd is not None, "an open for writing passes through")
+        if fd is not None:
+            os.pwrite(fd, b"FIRST VERSION!", 0)
+            os.close(fd)
+            wait_for(lambda: "passthrough" not in state(m, "f"), "its release")
+        hook.gate.set()
+        t.join(30)
+        eq(res.get("r", (None,))[0], 0, "the archive ends")
+        eq(hook.uploads, [b"first version!", b"FIRST VERSION!"],
+           "the passthrough write was a change: archived again with its bytes")
+        eq(core(m, "f"), "resident", "and clean only then")
+        hook.close()
+    shutil.rmtree(store, ignore_errors=True)
+
+
+def test_digest():
+    import hashlib
+    mirror, store = tmpdir("hsmfs-mirror-"), tmpdir("hsmfs-store-")
+    data = b"original bytes\n"
+    write_tree(mirror, {"a.txt": data})
+    with Mount(store=store, opts="hook=%s" % HTTP) as m:
+        rc, out = import_manifest(m.mnt, [{
+            "path": "a.txt", "size": len(data), "url": "file://" + os.path.join(mirror, "a.txt"),
+            "sha256": hashlib.sha256(data).hexdigest()}])
+        eq(rc, 0, "imported with a sha256 (%s)" % out.strip())
+        eq(get(m.path("a.txt")), data, "it reads, its digest checked")
+        with open(m.path("a.txt"), "r+b") as f:
+            f.write(b"CHANGED")
+        rc, out = archive(m.path("a.txt"))
+        eq(rc, 0, "archived to file:// (%s)" % out.strip())
+        want = b"CHANGED" + data[7:]
+        eq(get(os.path.join(mirror, "a.txt")), want, "the origin has the change")
+        rc, out = run([HSMFSCTL, "evict", m.path("a.txt")])
+        eq(rc, 0, "evicted (%s)" % out.strip())
+        try:
+            got = get(m.path("a.txt"))
+        except OSError as e:
+            got = e.errno
+        eq(got, want, "read back from the origin: the old digest is not checked")
+        ok("stale" not in state(m, "a.txt"), "not stale (%s)" % state(m, "a.txt"))
+    shutil.rmtree(mirror, ignore_errors=True)
+    shutil.rmtree(store, ignore_errors=True)
+
+
+def test_watcher_after_upload():
+    store = tmpdir("hsmfs-store-")
+    with Mount(store=store, opts="archive_after=3600") as m:
+        put(m.path("f"), b"first version!")
+        hook = Holder(m.mnt, hold=False)
+        w = hsmfs_hook.connect(m.mnt, "watch", ["archive"], "denier")
+        deny = [True]
+
+        def wrun():
+            for ev in w.events():
+                if "cancel" in ev:
+                    continue
+                if deny[0]:
+                    wait_for(lambda: hook.uploads, "the upload")
+                    w.deny(ev["id"], errno.EPERM)
+                else:
+                    w.allow(ev["id"])
+        threading.Thread(target=wrun, daemon=True).start()
+        rc, out = archive(m.path("f"))
+        ok(rc != 0, "the watcher's deny after the upload fails the archive (%s)" % out.strip())
+        eq(os.getxattr(m.path("f"), "user.hsmfs.version").decode(), '"v1"',
+           "but the origin has the bytes: their version is recorded")
+        eq(core(m, "f"), "dirty", "the file stays dirty, no longer new")
+        deny[0] = False
+        rc, out = archive(m.path("f"))
+        eq(rc, 0, "the next archive is no conflict (%s)" % out.strip())
+        eq(core(m, "f"), "resident", "clean")
+        hook.close()
+        w.close()
+    shutil.rmtree(store, ignore_errors=True)
+
+
+def test_unmount_finishes():
+    store = tmpdir("hsmfs-store-")
+    m = Mount(store=store, opts="archive_after=1,timeout=20")
+    m.start()
+    try:
+        hook = Holder(m.mnt)
+        put(m.path("f"), b"bytes before the unmount")
+        ok(hook.got.wait(10), "its upload runs")
+        threading.Timer(1.0, hook.gate.set).start()
+        t0 = time.monotonic()
+        eq(m.stop(), 0, "unmounted")
+        took = time.monotonic() - t0
+        ok(0.8 <= took < 10, "the unmount waited for the upload (%.1f s), not the timeout" % took)
+        eq(hook.uploads, [b"bytes before the unmount"], "which was made")
+    finally:
+        m.cleanup()
+    db = sqlite3.connect(os.path.join(store, ".hsmfs", "meta.db"))
+    rows = list(db.execute("SELECT state, version FROM files"))
+    db.close()
+    eq(rows, [(3, '"v1"')], "and recorded: the row is resident at its version")
+    shutil.rmtree(store, ignore_errors=True)
+
+
+def test_rename_before_row():
+    store = tmpdir("hsmfs-store-")
+    with Mount(store=store, opts="archive_after=3600",
+               env={"HSMFS_DELAY": "batch-taken:1000"}) as m:
+        hook = Holder(m.mnt, hold=False)
+        put(m.path("f.tmp"), b"saved bytes")
+        time.sleep(0.3)  # the writer took its batch with the row of f.tmp
+        os.rename(m.path("f.tmp"), m.path("f"))
+        rc, out = run([HSMFSCTL, "sync", m.mnt])
+        eq(rc, 0, "sync (%s)" % out.strip())
+        eq(hook.uploads, [b"saved bytes"], "the renamed new file was archived")
+        eq(core(m, "f"), "resident", "clean")
+        hook.close()
+    db = sqlite3.connect(os.path.join(store, ".hsmfs", "meta.db"))
+    paths = [r[0] for r in db.execute("SELECT path FROM files")]
+    db.close()
+    eq(paths, ["f"], "its row has its name")
+    shutil.rmtree(store, ignore_errors=True)
+
+
+def test_no_origin():
+    store = tmpdir("hsmfs-store-")
+    with Mount(store=store, opts="archive_after=3600,hook=%s" % HTTP) as m:
+        wait_for(lambda: "hsmfs-http" in run([HSMFSCTL, "hooks", m.mnt])[1], "hsmfs-http joined")
+        os.mkdir(m.path("somehost.invalid"))
+        put(m.path("somehost.invalid", "secret.txt"), b"private")
+        rc, out = archive(m.path("somehost.invalid", "secret.txt"))
+        ok(rc != 0 and "Invalid argument" in out, "no origin: refused (%s)" % out.strip())
+        ok("resolve host" not in m.output() and "no origin to archive to" in m.output(),
+           "and no host was asked")
+    shutil.rmtree(store, ignore_errors=True)
+
+
+def test_too_large():
+    root, store = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-")
+    os.chmod(root, 0o777)
+    os.mkdir(os.path.join(root, "o"))
+    os.chmod(os.path.join(root, "o"), 0o777)
+    with Nginx(root, extra="dav_methods PUT DELETE MOVE; create_full_put_path on; "
+               "client_max_body_size 1k;") as ng:
+        with Mount(store=store, opts="hook=%s,origin=%s,archive_after=0" %
+                   (HTTP, ng.url("o/"))) as m:
+            os.listdir(m.mnt)
+            put(m.path("big"), b"x" * 4096)
+            rc, out = archive(m.path("big"))
+            ok(rc != 0 and "too large" in out, "413: EFBIG (%s)" % out.strip())
+            time.sleep(3)
+            err = os.getxattr(m.path("big"), "user.hsmfs.archive_error").decode()
+            ok("1 attempt" in err or "2 attempts" in err,
+               "not retried with write-back on (%s)" % err)
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(store, ignore_errors=True)
+
+
+def test():
+    test_passthrough_write()
+    test_digest()
+    test_watcher_after_upload()
+    test_unmount_finishes()
+    test_rename_before_row()
+    test_no_origin()
+    test_too_large()
+
+
+main(test)
