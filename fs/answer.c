@@ -208,21 +208,9 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 		eunlock();
 		return;
 	}
-	if (ev->type == HSMFS_EV_ARCHIVE_NAME && ev->hook == h) {
-		if (a->verdict == HSMFS_ALLOW) {
-			ev_set(ev, EV_FILLED);
-			ev->hook->assigned--;
-			ev->hook = NULL;
-			if (!ev->ntargets)
-				complete(ev, 0);
-		} else {
-			complete(ev, archive_errno(a->error));
-		}
-		eunlock();
-		return;
-	}
-	if (ev->type == HSMFS_EV_ARCHIVE && ev->hook == h) {
-		if (a->verdict == HSMFS_ALLOW && !ev->new_version) {
+	if ((ev->type == HSMFS_EV_ARCHIVE || ev->type == HSMFS_EV_ARCHIVE_NAME) &&
+	    ev->hook == h) {
+		if (a->verdict == HSMFS_ALLOW && ev->type == HSMFS_EV_ARCHIVE && !ev->new_version) {
 			elog_err("hook '%s' allowed the archive of event %llu without ARCHIVED: not archived",
 				h->name, (unsigned long long)a->id);
 			complete(ev, -EPROTO);

@@ -204,7 +204,7 @@ static int archive_one(struct fstate *fs)
 	struct snapshot sn = { .fd = -1 };
 	struct event *ev;
 	char *version = NULL, *origin = NULL;
-	uint64_t size, ticket;
+	uint64_t size;
 	bool held = false, all, overwrite, uploaded;
 	int res, failed;
 
@@ -315,12 +315,7 @@ static int archive_one(struct fstate *fs)
 	}
 	/* the writer commits state and version in one transaction */
 	persist_later(fs);
-	ticket = S.batch_taken + 1;
-	S.urgent = true;
-	pthread_cond_signal(&S.wcond);
-	while (S.batch_done < ticket && S.writer_running && !S.stopping)
-		pthread_cond_wait(&S.wdone, &S.lock);
-	if (res <= 0 && (S.batch_done < ticket || S.batch_failed >= ticket))
+	if (writeback_next_batch() && res <= 0)
 		res = res ? res : -EIO; /* not recorded: archived again (and found there) later */
 	if (!res) {
 		S.st.archived_files++;
@@ -377,19 +372,6 @@ static int name_event(uint32_t kind, const char *path, const char *origin, const
 	put_ref(ev);
 	eunlock();
 	return res == EV_TIMEOUT ? -ETIMEDOUT : res;
-}
-
-/* Wait for the writer to commit what is queued now.  S.lock held.  0 or -EIO. */
-static int committed(void)
-{
-	ELOCK_HELD();
-	uint64_t ticket = S.batch_taken + 1;
-
-	S.urgent = true;
-	pthread_cond_signal(&S.wcond);
-	while (S.batch_done < ticket && S.writer_running && !S.stopping)
-		pthread_cond_wait(&S.wdone, &S.lock);
-	return S.batch_done < ticket || S.batch_failed >= ticket ? -EIO : 0;
 }
 
 /*
@@ -467,7 +449,7 @@ static int apply_name(const struct meta_op *op)
 			}
 			fs->vchanged = true;
 			persist_later(fs);
-			res = committed();
+			res = writeback_next_batch();
 		}
 		free(o);
 		free(v);

@@ -201,6 +201,19 @@ next:
 	} while (h != start);
 }
 
+/*
+ * A new event goes out: to its watchers, and to a fill hook, or on the
+ * queue of those waiting for one.  S.lock held.
+ */
+static void launch(struct event *ev)
+{
+	ELOCK_HELD();
+	send_to_watchers(ev);
+	dispatch(ev);
+	if (ev->st == EV_QUEUED)
+		queue_add(ev);
+}
+
 /* S.lock held. */
 void redispatch_queue(void)
 {
@@ -284,10 +297,7 @@ struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
 	ev->reserved = reserved; /* from here on the event gives it back */
 	ev->fnext = fs->inflight;
 	fs->inflight = ev;
-	send_to_watchers(ev);
-	dispatch(ev);
-	if (ev->st == EV_QUEUED)
-		queue_add(ev);
+	launch(ev);
 	return ev;
 }
 
@@ -329,10 +339,7 @@ int start_name_archive(uint32_t kind, char *path, char *origin, char *version,
 	ev->dir_origin = origin;  /* the object's URL */
 	ev->new_version = version; /* its version, until the answer's */
 	ev->waiters = 1;
-	send_to_watchers(ev);
-	dispatch(ev);
-	if (ev->st == EV_QUEUED)
-		queue_add(ev);
+	launch(ev);
 	*ret_ev = ev;
 	return 0;
 }
@@ -367,10 +374,7 @@ int start_archive(struct inode *in, int fd, uint64_t size, uint32_t mode, int64_
 	ev->stage_fd = fd; /* the snapshot, sent again to a next hook if one leaves */
 	ev->aflags = flags;
 	ev->waiters = 1;   /* the caller's */
-	send_to_watchers(ev);
-	dispatch(ev);
-	if (ev->st == EV_QUEUED)
-		queue_add(ev);
+	launch(ev);
 	*ret_ev = ev;
 	return 0;
 }
@@ -402,10 +406,7 @@ static int start_dir_event(uint32_t type, struct inode *dir, char *origin, char 
 	ev->name = name;
 	ev->start = ev->end = ev->hint_start = ev->hint_end = 0;
 	ev->waiters = 1; /* the caller's */
-	send_to_watchers(ev);
-	dispatch(ev);
-	if (ev->st == EV_QUEUED)
-		queue_add(ev);
+	launch(ev);
 	*ret_ev = ev;
 	return 0;
 }

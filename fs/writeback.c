@@ -396,10 +396,21 @@ void writeback_sync(void)
 	eunlock();
 }
 
+int writeback_next_batch(void)
+{
+	ELOCK_HELD();
+	uint64_t ticket = S.batch_taken + 1;
+
+	S.urgent = true;
+	pthread_cond_signal(&S.wcond);
+	while (S.batch_done < ticket && S.writer_running && !S.stopping)
+		pthread_cond_wait(&S.wdone, &S.lock);
+	return S.batch_done < ticket || S.batch_failed >= ticket ? -EIO : 0;
+}
+
 int events_fsync(struct inode *in)
 {
 	struct fstate *fs = inode_state(in);
-	uint64_t ticket;
 	int res;
 
 	if (!fs || !S.cfg.meta)
@@ -411,12 +422,7 @@ int events_fsync(struct inode *in)
 	 * already); the caller's fsync returns once that batch committed.
 	 */
 	persist_later(fs);
-	ticket = S.batch_taken + 1;
-	S.urgent = true;
-	pthread_cond_signal(&S.wcond);
-	while (S.batch_done < ticket && S.writer_running && !S.stopping)
-		pthread_cond_wait(&S.wdone, &S.lock);
-	res = S.batch_done < ticket || S.batch_failed >= ticket ? -EIO : 0;
+	res = writeback_next_batch();
 	if (fs->sticky_err) {
 		res = fs->sticky_err;
 		fs->sticky_err = 0;

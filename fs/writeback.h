@@ -25,6 +25,13 @@ void *writer_main(void *arg);
 void writeback_sync(void);
 
 /*
+ * Wait until a batch the writer takes after now is committed (what is
+ * queued now is in it): 0, or -EIO when it was not.  S.lock held (the
+ * wait drops it).
+ */
+int writeback_next_batch(void);
+
+/*
  * fsync/fdatasync of a file with state, after the store file's own
  * sync succeeded: returns once its present ranges and dirty state are
  * committed durably, or the error that kept them from being (a failed

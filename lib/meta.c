@@ -198,6 +198,7 @@ static int migrate(struct meta *m)
  */
 static int rows_of(struct meta *m, int q, unsigned limit, uint64_t skip,
 		   struct meta_victim **ret, size_t *ret_n);
+static int two_texts(struct meta *m, int q, const char *a, const char *b);
 
 static void reserve_log(const char *dbpath)
 {
@@ -555,17 +556,7 @@ int meta_op_add(struct meta *m, uint32_t kind, uint64_t ino, const char *path,
 
 int meta_op_renamed(struct meta *m, const char *from, const char *to)
 {
-	sqlite3_stmt *st = m->q[Q_OPRENAMED];
-	int res;
-
-	mlock(m);
-	sqlite3_bind_text(st, 1, from, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, to, -1, SQLITE_STATIC);
-	res = to_errno(m, sqlite3_step(st));
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
-	munlock(m);
-	return res;
+	return two_texts(m, Q_OPRENAMED, from, to);
 }
 
 int meta_op_first(struct meta *m, struct meta_op *ret)

@@ -28,31 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFS, HSMFSCTL, Mount, Nginx, eq, main, ok, run, tmpdir,  # noqa: E402
                      wait_for, write_tree)
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                "python"))
-import hsmfs_hook  # noqa: E402
-
-HTTP = os.environ.get("HSMFS_HTTP") or os.path.join(os.path.dirname(os.path.abspath(HSMFS)),
-                                                    "hsmfs-http")
-DAV = ("dav_methods PUT DELETE MKCOL MOVE; create_full_put_path on; "
-       "dav_access user:rw group:r all:r; client_max_body_size 0;")
-
-
-def state(m, *p):
-    """The file's state, less ",passthrough" (an open of root's mount may
-    still be releasing)."""
-    return os.getxattr(m.path(*p), "user.hsmfs.state").decode().replace(",passthrough", "")
-
-
-def put(path, data):
-    with open(path, "wb") as f:
-        f.write(data)
-
-
-def get(path):
-    with open(path, "rb") as f:
-        return f.read()
-
+from archiving import DAV, HTTP, Holder, archive, get, put, state  # noqa: E402
 
 def etag_of(ng, name):
     """The ETag nginx gives the object now (a HEAD)."""
@@ -69,10 +45,6 @@ def etag_of(ng, name):
         if line.lower().startswith("etag:"):
             return line.split(":", 1)[1].strip()
     return None
-
-
-def archive(*paths):
-    return run([HSMFSCTL, "archive"] + list(paths))
 
 
 def test_dav():
@@ -194,43 +166,12 @@ def test_dav():
     shutil.rmtree(store, ignore_errors=True)
 
 
-class HoldingHook:
-    """An archive hook of our own: holds each upload until released, keeps
-    the bytes of every snapshot it was given."""
-
-    def __init__(self, mnt):
-        self.h = hsmfs_hook.connect(mnt, "fill", ["archive"], "holder")
-        self.uploads = []  # (path, bytes)
-        self.gate = threading.Event()
-        self.got = threading.Event()
-        self.n = 0
-        self.t = threading.Thread(target=self.run, daemon=True)
-        self.t.start()
-
-    def run(self):
-        for ev in self.h.events():
-            if "cancel" in ev:
-                continue
-            fd = ev["fd"]
-            data = os.pread(fd, ev["size"], 0)
-            os.close(fd)
-            self.got.set()
-            self.gate.wait()
-            self.n += 1
-            self.uploads.append((ev["path"], data))
-            self.h.archived(ev["id"], '"v%d"' % self.n)
-            self.h.allow(ev["id"])
-
-    def close(self):
-        self.h.close()
-
-
 def test_write_during_upload():
     store = tmpdir("hsmfs-store-")
     # no origin to list from; files made on it are archived (archive_after=)
     with Mount(store=store, opts="archive_after=3600") as m:
         put(m.path("f"), b"first version")
-        hook = HoldingHook(m.mnt)
+        hook = Holder(m.mnt)
         res = {}
         t = threading.Thread(target=lambda: res.update(r=archive(m.path("f"))))
         t.start()

@@ -22,27 +22,11 @@ import threading
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFS, HSMFSCTL, Mount, Origin, eq, import_manifest, main, ok,  # noqa: E402
                      run, tmpdir, wait_for)
-
-HTTP = os.environ.get("HSMFS_HTTP") or os.path.join(os.path.dirname(os.path.abspath(HSMFS)),
-                                                    "hsmfs-http")
-
-
-def state(m, p):
-    return os.getxattr(m.path(p), "user.hsmfs.state").decode().replace(",passthrough", "")
-
-
-def put(path, data):
-    with open(path, "wb") as f:
-        f.write(data)
-
-
-def get(path):
-    with open(path, "rb") as f:
-        return f.read()
-
+from archiving import HTTP, get, put, state  # noqa: E402
 
 def archive(m, p):
     return run([HSMFSCTL, "archive", m.path(p)])
+
 
 
 def test():

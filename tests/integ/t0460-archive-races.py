@@ -32,73 +32,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFS, HSMFSCTL, Mount, Nginx, eq, import_manifest, main, ok,  # noqa: E402
                      run, skip, tmpdir, wait_for, write_tree)
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                "python"))
-import hsmfs_hook  # noqa: E402
+from archiving import HTTP, Holder, archive, get, put, state  # noqa: E402
+import hsmfs_hook  # noqa: E402,I100 (on the path archiving puts it on)
 
-HTTP = os.environ.get("HSMFS_HTTP") or os.path.join(os.path.dirname(os.path.abspath(HSMFS)),
-                                                    "hsmfs-http")
-
-
-def state(m, *p):
-    return os.getxattr(m.path(*p), "user.hsmfs.state").decode()
-
-
-def core(m, *p):
-    return state(m, *p).replace(",passthrough", "")
-
-
-def put(path, data):
-    with open(path, "wb") as f:
-        f.write(data)
-
-
-def get(path):
-    with open(path, "rb") as f:
-        return f.read()
-
-
-def archive(path):
-    return run([HSMFSCTL, "archive", path])
-
-
-class Holder:
-    """An archive hook that holds each upload until released."""
-
-    def __init__(self, mnt, hold=True):
-        self.h = hsmfs_hook.connect(mnt, "fill", ["archive"], "holder")
-        self.uploads = []
-        self.gate = threading.Event()
-        if not hold:
-            self.gate.set()
-        self.got = threading.Event()
-        self.t = threading.Thread(target=self.run, daemon=True)
-        self.t.start()
-
-    def run(self):
-        try:
-            for ev in self.h.events():
-                if "cancel" in ev:
-                    continue
-                data = os.pread(ev["fd"], ev["size"], 0)
-                os.close(ev["fd"])
-                self.got.set()
-                self.gate.wait()
-                self.uploads.append(data)
-                self.h.archived(ev["id"], '"v%d"' % len(self.uploads))
-                self.h.allow(ev["id"])
-        except OSError:
-            pass
-
-    def close(self):
-        self.h.close()
+core = state
 
 
 def open_pt(m, name, flags):
     """An open of name in passthrough mode (root), or None."""
     for _ in range(200):
         fd = os.open(m.path(name), flags)
-        if "passthrough" in state(m, name):
+        if "passthrough" in os.getxattr(m.path(name), "user.hsmfs.state").decode():
             return fd
         os.close(fd)
         time.sleep(0.02)
@@ -122,11 +66,12 @@ def test_passthrough_write():
         if fd is not None:
             os.pwrite(fd, b"FIRST VERSION!", 0)
             os.close(fd)
-            wait_for(lambda: "passthrough" not in state(m, "f"), "its release")
+            wait_for(lambda: "passthrough" not in
+                     os.getxattr(m.path("f"), "user.hsmfs.state").decode(), "its release")
         hook.gate.set()
         t.join(30)
         eq(res.get("r", (None,))[0], 0, "the archive ends")
-        eq(hook.uploads, [b"first version!", b"FIRST VERSION!"],
+        eq(hook.bytes(), [b"first version!", b"FIRST VERSION!"],
            "the passthrough write was a change: archived again with its bytes")
         eq(core(m, "f"), "resident", "and clean only then")
         hook.close()
@@ -207,7 +152,7 @@ def test_unmount_finishes():
         eq(m.stop(), 0, "unmounted")
         took = time.monotonic() - t0
         ok(0.8 <= took < 10, "the unmount waited for the upload (%.1f s), not the timeout" % took)
-        eq(hook.uploads, [b"bytes before the unmount"], "which was made")
+        eq(hook.bytes(), [b"bytes before the unmount"], "which was made")
     finally:
         m.cleanup()
     db = sqlite3.connect(os.path.join(store, ".hsmfs", "meta.db"))
@@ -227,7 +172,7 @@ def test_rename_before_row():
         os.rename(m.path("f.tmp"), m.path("f"))
         rc, out = run([HSMFSCTL, "sync", m.mnt])
         eq(rc, 0, "sync (%s)" % out.strip())
-        eq(hook.uploads, [b"saved bytes"], "the renamed new file was archived")
+        eq(hook.bytes(), [b"saved bytes"], "the renamed new file was archived")
         eq(core(m, "f"), "resident", "clean")
         hook.close()
     db = sqlite3.connect(os.path.join(store, ".hsmfs", "meta.db"))

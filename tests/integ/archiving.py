@@ -1,0 +1,77 @@
+"""What the archive tests share (t0450, t0455, t0460): reading and writing
+whole files, a file's state, hsmfsctl archive, and an archive hook of our
+own that holds each upload until released."""
+import os
+import sys
+import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import HSMFS, HSMFSCTL, run  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "python"))
+import hsmfs_hook  # noqa: E402
+
+HTTP = os.environ.get("HSMFS_HTTP") or os.path.join(os.path.dirname(os.path.abspath(HSMFS)),
+                                                    "hsmfs-http")
+# nginx as a WebDAV origin
+DAV = ("dav_methods PUT DELETE MKCOL MOVE; create_full_put_path on; "
+       "dav_access user:rw group:r all:r; client_max_body_size 0;")
+
+
+def state(m, *p):
+    """The file's state, less ",passthrough" (an open of root's mount may
+    still be releasing)."""
+    return os.getxattr(m.path(*p), "user.hsmfs.state").decode().replace(",passthrough", "")
+
+
+def put(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def get(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def archive(*paths):
+    """hsmfsctl archive PATHS: (exit status, output)."""
+    return run([HSMFSCTL, "archive"] + list(paths))
+
+
+class Holder:
+    """An archive hook of our own: each upload is held until gate is set
+    (set at once unless hold), then answered ARCHIVED "vN" (N: its number)
+    and allowed.  uploads: (path, the snapshot's bytes) of each."""
+
+    def __init__(self, mnt, hold=True):
+        self.h = hsmfs_hook.connect(mnt, "fill", ["archive"], "holder")
+        self.uploads = []
+        self.gate = threading.Event()
+        if not hold:
+            self.gate.set()
+        self.got = threading.Event()  # an event arrived (cleared by the test)
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def run(self):
+        try:
+            for ev in self.h.events():
+                if "cancel" in ev:
+                    continue
+                data = os.pread(ev["fd"], ev["size"], 0)
+                os.close(ev["fd"])
+                self.got.set()
+                self.gate.wait()
+                self.uploads.append((ev["path"], data))
+                self.h.archived(ev["id"], '"v%d"' % len(self.uploads))
+                self.h.allow(ev["id"])
+        except OSError:
+            pass
+
+    def bytes(self):
+        return [d for _, d in self.uploads]
+
+    def close(self):
+        self.h.close()
