@@ -64,9 +64,9 @@ class Holder:
                 os.close(ev["fd"])
                 self.got.set()
                 self.gate.wait()
-                self.uploads.append((ev["path"], data))
-                self.h.archived(ev["id"], '"v%d"' % len(self.uploads))
+                self.h.archived(ev["id"], '"v%d"' % (len(self.uploads) + 1))
                 self.h.allow(ev["id"])
+                self.uploads.append((ev["path"], data))  # once answered
         except OSError:
             pass
 

@@ -121,6 +121,9 @@ def test_watcher_after_upload():
                     continue
                 if deny[0]:
                     wait_for(lambda: hook.uploads, "the upload")
+                    # the archive hook's allow went out on its own socket
+                    # first; the daemon reads the two connections apart
+                    time.sleep(0.3)
                     w.deny(ev["id"], errno.EPERM)
                 else:
                     w.allow(ev["id"])
