@@ -799,8 +799,9 @@ static ssize_t xattr(const char *p, const char *name, char *buf, size_t size)
 static int status_file(const char *p, const struct stat *st, bool json,
 		       struct totals *t, bool *first)
 {
-	char state[64], present[32], origin[4200], filling[64];
+	char state[64], present[32], origin[4200], filling[64], aerr[128];
 	unsigned long long pr, done = 0, bytes = 0;
+	const char *arch;
 	bool fetching;
 
 	if (xattr(p, "user.hsmfs.state", state, sizeof(state)) < 0) {
@@ -815,6 +816,12 @@ static int status_file(const char *p, const struct stat *st, bool json,
 	fetching = xattr(p, "user.hsmfs.filling", filling, sizeof(filling)) > 0 &&
 		   sscanf(filling, "%llu %llu", &done, &bytes) == 2;
 	pr = strtoull(present, NULL, 10);
+	/* the archive's side of the state (hsmfs(8), ARCHIVE) */
+	arch = strstr(state, "conflict") ? "conflict" : strstr(state, "archiving") ? "archiving" :
+	       strstr(state, "new") ? "new" : !strncmp(state, "dirty", 5) ? "dirty" :
+	       origin[0] ? "clean" : "";
+	if (xattr(p, "user.hsmfs.archive_error", aerr, sizeof(aerr)) < 0)
+		aerr[0] = '\0';
 	t->files++;
 	t->size += st->st_size;
 	t->present += pr;
@@ -826,6 +833,14 @@ static int status_file(const char *p, const struct stat *st, bool json,
 		json_str(state);
 		printf(", \"origin\": ");
 		json_str(origin);
+		if (arch[0]) {
+			printf(", \"archive\": ");
+			json_str(arch);
+		}
+		if (aerr[0]) {
+			printf(", \"archive_error\": ");
+			json_str(aerr);
+		}
 		if (fetching)
 			printf(", \"fetching\": {\"done\": %llu, \"bytes\": %llu}", done, bytes);
 		printf("}");
@@ -839,6 +854,8 @@ static int status_file(const char *p, const struct stat *st, bool json,
 			human(b, sizeof(b), (long long)bytes);
 			printf("  (fetching: %s of %s)", a, b);
 		}
+		if (aerr[0] && strcmp(arch, "clean"))
+			printf("  (archive failed: %s)", aerr);
 		putchar('\n');
 	}
 	*first = false;
