@@ -15,7 +15,9 @@ Against it, in the same run and through the same link: curl uploading
 the same files one at a time (one process, one kept-alive connection,
 PUT after PUT), and rclone mount of the same origin as a WebDAV remote
 with --vfs-cache-mode writes, timed from the last close until every
-object is at the origin (skipped when rclone is not installed).  After
+object is at the origin (skipped when rclone, or nginx's dav-ext module
+for the PROPFIND it lists with, libnginx-mod-http-dav-ext, is not
+installed).  After
 each run every object at the origin is compared with what was written.
 
 Reported: seconds per run (median, min-max), the big file's rate against
@@ -37,6 +39,8 @@ HSMFSCTL = os.environ.get("HSMFSCTL", "hsmfsctl")
 HTTP = os.environ.get("HSMFS_HTTP", "hsmfs-http")
 DAV = ("dav_methods PUT DELETE MKCOL MOVE; create_full_put_path on; "
        "dav_access user:rw group:rw all:r; client_max_body_size 0;")
+# rclone's WebDAV remote lists with PROPFIND: Debian's dav-ext module
+DAV_EXT_SO = "/usr/lib/nginx/modules/ngx_http_dav_ext_module.so"
 
 
 class WanProxy:
@@ -120,8 +124,8 @@ def run_curl(px, root, files):
 
 def run_rclone(px, root, files):
     exe = shutil.which("rclone")
-    if not exe:
-        return None
+    if not exe or not os.path.exists(DAV_EXT_SO):
+        return None  # rclone, or the PROPFIND it lists with, is not installed
     mnt, cache = tmpdir("hsmfs-bench-rclone-"), tmpdir("hsmfs-bench-rcache-")
     env = dict(os.environ, RCLONE_CONFIG_O_TYPE="webdav", RCLONE_CONFIG_O_URL=px.url("o/"),
                RCLONE_CONFIG_O_VENDOR="other")
@@ -167,7 +171,9 @@ def main():
         for r in range(args.runs):
             for tool, fn in (("hsmfs", run_hsmfs), ("curl", run_curl), ("rclone", run_rclone)):
                 root = fresh_origin()
-                ng = Nginx(root, extra=DAV).start()
+                ext = os.path.exists(DAV_EXT_SO)
+                ng = Nginx(root, extra=DAV + (" dav_ext_methods PROPFIND OPTIONS;" if ext else ""),
+                           main="load_module %s;\n" % DAV_EXT_SO if ext else "").start()
                 px = WanProxy(ng.port, delay, rate)
                 try:
                     t = fn(px, root, files)

@@ -499,7 +499,7 @@ class Nginx:
     every path under its own directory.  extra goes into the server block.
     """
 
-    def __init__(self, root, extra="", tls=None, http2=False):
+    def __init__(self, root, extra="", tls=None, http2=False, main=""):
         import shutil as _sh
         self.exe = _sh.which("nginx") or "/usr/sbin/nginx"
         self.dir = tmpdir("hsmfs-nginx-")
@@ -507,6 +507,7 @@ class Nginx:
         self.extra = extra
         self.tls = tls  # (cert, key) paths: serve https
         self.http2 = http2  # and offer HTTP/2 by ALPN
+        self.main = main  # directives of the main context (load_module)
         self.port = None
         self.proc = None
 
@@ -524,7 +525,7 @@ class Nginx:
         d = self.dir
         conf = os.path.join(d, "nginx.conf")
         with open(conf, "w") as f:
-            f.write("""
+            f.write(self.main + """
 daemon off;
 master_process off;
 worker_processes 1;
