@@ -785,7 +785,8 @@ static void *archiver_main(void *arg)
 		if (!fs) {
 			struct timespec ts;
 
-			mono_after(&ts, next_due ? (double)(next_due - now) / 1000 : 1.0);
+			mono_after(&ts, next_due && next_due - now < ARCH_LOOK_MS ?
+					(double)(next_due - now) / 1000 : ARCH_LOOK_MS / 1000.0);
 			pthread_cond_timedwait(&S.acond, &S.lock, &ts);
 			continue;
 		}

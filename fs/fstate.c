@@ -450,20 +450,25 @@ void events_released(struct inode *in)
 void archive_later(struct fstate *fs, int64_t due)
 {
 	ELOCK_HELD();
+	/* an archiver looks at the queue every ARCH_LOOK_MS: woken only for sooner */
+	bool soon = due < mono_ms() + ARCH_LOOK_MS;
+
 	fs->arch_due = due;
 	if (fs->arch == ARCH_RUNNING) {
 		fs->arch_again = true;
 		return;
 	}
 	if (fs->arch == ARCH_QUEUED) {
-		pthread_cond_signal(&S.acond); /* due sooner, maybe */
+		if (soon)
+			pthread_cond_signal(&S.acond);
 		return;
 	}
 	fs->arch = ARCH_QUEUED;
 	inode_ref(fs->in); /* the queue's: archive.c releases it */
 	fs->anext = S.aqueue;
 	S.aqueue = fs;
-	pthread_cond_signal(&S.acond);
+	if (soon)
+		pthread_cond_signal(&S.acond);
 }
 
 void archive_names_wanted(void)

@@ -128,6 +128,7 @@ struct fstate {
 };
 
 enum { ARCH_IDLE, ARCH_QUEUED, ARCH_RUNNING };
+#define ARCH_LOOK_MS 1000 /* an idle archiver looks at its queue at least this often */
 
 /* Is from -> to an arrow of the diagram above? */
 static inline bool fs_step_legal(uint32_t from, uint32_t to)

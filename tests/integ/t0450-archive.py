@@ -101,6 +101,12 @@ def test_dav():
                "nothing was uploaded")
             eq(get(m.path("a.txt")), b"mine again", "the local bytes are kept and read")
             eq(state(m, "a.txt"), "dirty,conflict", "and it shows conflict")
+            import json
+            st = json.loads(run([HSMFSCTL, "status", "--json", m.path("a.txt"),
+                                 m.path("new.txt")])[1])
+            eq([(f["archive"], "archive_error" in f) for f in st["files"]],
+               [("conflict", True), ("clean", False)],
+               "hsmfsctl status --json says conflict, with its error, and clean")
             rc, out = run([HSMFSCTL, "sync", m.mnt])
             ok(rc != 0 and "conflict" in out, "sync says a file is in conflict (%s)" % out.strip())
             rc, out = run([HSMFSCTL, "resolve", "--keep-local", m.path("a.txt")])
