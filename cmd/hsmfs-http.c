@@ -79,8 +79,9 @@ static struct {
 	char *aws_userpwd;
 	bool s3;                 /* the origin is a bucket: list with ListObjectsV2 */
 	unsigned list_page;      /* ListObjectsV2 max-keys, 0: the server's */
+	uint64_t part_size;      /* S3 multipart uploads of files over this */
 	bool verbose;
-} cfg = { .connections = 8, .retries = 4, .connect_timeout = 10,
+} cfg = { .connections = 8, .retries = 4, .connect_timeout = 10, .part_size = 64 << 20,
 	  .low_speed_limit = 1024, .low_speed_time = 30 };
 
 static struct hsmfs_hook *hook;
@@ -811,8 +812,8 @@ static void archive_job(CURL *lc, struct job *j)
 	}
 
 	for (unsigned attempt = 0; url && !err;) {
-		err = http_archive(lc, &j->ev, j->flags, url, cfg.s3, tell_progress, &j->ev.id,
-				   &out);
+		err = http_archive(lc, &j->ev, j->flags, url, cfg.s3, cfg.part_size, tell_progress,
+				   &j->ev.id, &out);
 		if ((err != EAGAIN && err != EIO && err != ETIMEDOUT) || attempt >= cfg.retries)
 			break;
 		logf_("archive of '/%s': %s; again in %u s", j->ev.path, out.why, 1u << attempt);
@@ -824,7 +825,9 @@ static void archive_job(CURL *lc, struct job *j)
 		hsmfs_hook_deny(hook, j->ev.id, err);
 	} else if (hsmfs_hook_archived(hook, j->ev.id, out.version, out.origin) == 0) {
 		if (cfg.verbose)
-			logf_("archived '/%s' to %s as %s", j->ev.path, url, out.version);
+			logf_("archived '/%s' to %s as %s%s%.0u%s", j->ev.path, url, out.version,
+			      out.parts ? " (a multipart upload of " : "", out.parts,
+			      out.parts ? " parts)" : "");
 		hsmfs_hook_allow(hook, j->ev.id, 0, 0, 0);
 	} else {
 		hsmfs_hook_deny(hook, j->ev.id, EIO);
@@ -961,6 +964,8 @@ static void usage(FILE *f)
 "                        AWS_SECRET_ACCESS_KEY\n"
 "  --s3                  the origin is an S3 bucket's URL: list directories\n"
 "                        with ListObjectsV2 (implied by --aws-sigv4)\n"
+"  --part-size MIB       S3: archive files over this as multipart uploads of\n"
+"                        parts this size, 4 at a time (default 64, at least 5)\n"
 "  --page-size N         keys a ListObjectsV2 page asks for (default: the\n"
 "                        server's, 1000 on S3)\n"
 "  --verbose             log every transfer\n"
@@ -987,6 +992,7 @@ int main(int argc, char **argv)
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "s3", no_argument, NULL, '3' },
 		{ "page-size", required_argument, NULL, 'P' },
+		{ "part-size", required_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -1019,6 +1025,13 @@ int main(int argc, char **argv)
 		case 'v': cfg.verbose = true; break;
 		case '3': cfg.s3 = true; break;
 		case 'P': cfg.list_page = atoi(optarg) > 0 ? atoi(optarg) : 0; break;
+		case 'M':
+			cfg.part_size = strtoull(optarg, NULL, 10) << 20;
+			if (cfg.part_size < (5ull << 20)) {
+				logf_("--part-size is in MiB, 5 at least (S3's smallest part)");
+				return 1;
+			}
+			break;
 		case 'h': usage(stdout); return 0;
 		case 'V':
 			printf("hsmfs-http %s (%s)\n", HSMFS_VERSION, curl_version());

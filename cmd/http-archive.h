@@ -13,7 +13,9 @@
  *             between the two remains (hsmfs-http(1)).  The mtime goes
  *             as the Date header (nginx's dav module keeps it) and, with
  *             s3, as x-amz-meta-mtime.  The version is the PUT's ETag,
- *             else a HEAD's after it (ETag, else Last-Modified).
+ *             else a HEAD's after it (ETag, else Last-Modified).  With
+ *             s3, a file over part_size (0: never) goes as a multipart
+ *             upload, four parts at a time, aborted on any failure.
  * Unless ev is HSMFS_EVENT_OVERWRITE, an object that is not the recorded
  * version (or one there already, for a new file) is compared with the
  * snapshot byte for byte: the same bytes are archived already (a
@@ -37,12 +39,13 @@
 struct http_archive_out {
 	char version[1024];
 	char origin[4096];
+	unsigned parts;          /* of a multipart upload, 0: one PUT */
 	char why[8400];
 };
 
 int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const char *url,
-		 bool s3, void (*progress)(void *arg, uint64_t bytes), void *arg,
-		 struct http_archive_out *out);
+		 bool s3, uint64_t part_size, void (*progress)(void *arg, uint64_t bytes),
+		 void *arg, struct http_archive_out *out);
 
 /*
  * An ARCHIVE_NAME: the object at ev->origin removed (DELETE), or moved

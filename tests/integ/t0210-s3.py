@@ -185,8 +185,8 @@ def test():
                        "S3RVER:S3RVER", abase + "obj"])
         etag = [l.split(":", 1)[1].strip() for l in out.splitlines()
                 if l.lower().startswith("etag:")][0]
-        ahook = "hook=%s --aws-sigv4 %s --aws-keys-file %s --origin %s,archive_after=3600" % (
-            HTTP, SIG, keys, abase)
+        ahook = ("hook=%s --aws-sigv4 %s --aws-keys-file %s --origin %s --part-size 5 --verbose,"
+                 "archive_after=3600" % (HTTP, SIG, keys, abase))
         with Mount(opts=ahook) as m:
             eq(import_manifest(m.mnt, [{"path": "obj", "size": 15, "url": abase + "obj",
                                         "version": etag}])[0], 0, "import arch/obj")
@@ -195,10 +195,14 @@ def test():
             os.mkdir(m.path("sub"))
             with open(m.path("sub", "new.bin"), "wb") as f:
                 f.write(b"made on the mount" * 1000)
+            big = os.urandom(12 * 1024 * 1024 + 3)
+            with open(m.path("sub", "big.bin"), "wb") as f:
+                f.write(big)
             rc, out = run([os.environ.get("HSMFSCTL", "hsmfsctl"), "archive", "-r", m.mnt])
             eq(rc, 0, "hsmfsctl archive -r to S3 (%s)" % out.strip())
             for key, want in (("obj", b"ARCHIVED object"),
-                              ("sub/new.bin", b"made on the mount" * 1000)):
+                              ("sub/new.bin", b"made on the mount" * 1000),
+                              ("sub/big.bin", big)):
                 got = subprocess.run(["curl", "-s", "-f", "-H", SHA_HDR, "--aws-sigv4", SIG,
                                       "--user", "S3RVER:S3RVER", abase + key],
                                      stdout=subprocess.PIPE).stdout
@@ -212,6 +216,17 @@ def test():
             eq(os.getxattr(m.path("obj"), "user.hsmfs.version").decode(), etag,
                "its recorded version is the bucket's new ETag")
             ok("x-amz-meta-mtime" in out.lower(), "and the object keeps its mtime as metadata")
+            rc, out = run(["curl", "-s", "-I", "-H", SHA_HDR, "--aws-sigv4", SIG, "--user",
+                           "S3RVER:S3RVER", abase + "sub/big.bin"])
+            etag = [l.split(":", 1)[1].strip() for l in out.splitlines()
+                    if l.lower().startswith("etag:")][0]
+            ok(m.logged("sub/big.bin") and m.logged("a multipart upload of 3 parts"),
+               "a file over --part-size went as a multipart upload of 3 parts")
+            eq(os.getxattr(m.path("sub", "big.bin"), "user.hsmfs.version").decode(), etag,
+               "its version is the object's ETag")
+            ls = run(["curl", "-s", "-H", SHA_HDR, "--aws-sigv4", SIG, "--user", "S3RVER:S3RVER",
+                      base + "?uploads"])[1]
+            ok("<UploadId>" not in ls, "and no upload is left unfinished")
     finally:
         srv.kill()
         srv.wait()
