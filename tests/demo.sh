@@ -7,7 +7,8 @@
 # /usr/local (so mount(8) and fstab find it), then, as the user who ran
 # sudo, makes a lazy-fetch mount of a sample tree whose bytes live in a
 # local "origin" directory (a slow tier, file:// URLs), with hsmfs-http as the fill
-# hook: the first read of a range fetches it, the second does not.
+# hook: the first read of a range fetches it, the second does not; a
+# change made on the mount is archived back to the origin.
 # Nothing is left mounted.
 set -eu
 cd "$(dirname "$0")/.."
@@ -69,6 +70,14 @@ cat mnt/docs/hello.txt
 say "cmp mnt/big.bin origin/big.bin   # the rest is fetched as it is read"
 cmp mnt/big.bin origin/big.bin && echo identical
 hsmfsctl status mnt
+say "echo 'and from the mount' >>mnt/docs/hello.txt   # a change: dirty, local"
+echo "and from the mount" >>mnt/docs/hello.txt
+hsmfsctl status mnt/docs/hello.txt | head -2
+say "hsmfsctl archive mnt/docs/hello.txt   # back to the origin; clean again"
+hsmfsctl archive mnt/docs/hello.txt
+hsmfsctl status mnt/docs/hello.txt | head -2
+say cat origin/docs/hello.txt
+cat origin/docs/hello.txt
 say fusermount3 -u mnt
 fusermount3 -u mnt
 echo
