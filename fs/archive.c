@@ -56,6 +56,7 @@ static struct {
 	int names_err;          /* the last op's failure, 0: none */
 	unsigned names_tries;
 	int64_t names_retry_at; /* mono ms */
+	uint64_t names_pending; /* ops in the table, as the namer last counted */
 	pthread_cond_t names_done; /* names_idle or names_err changed */
 	struct sync_req *scans; /* syncs whose dirty files are to be found */
 	unsigned running_n;     /* files being archived (at most ARCHIVERS) */
@@ -484,7 +485,15 @@ static void *namer_main(void *arg)
 		int64_t now = mono_ms();
 		struct meta_op op;
 		struct timespec ts;
+		uint64_t count = 0;
 		int res;
+
+		/* the ops waiting, for the statistics (read each turn, at least a second apart) */
+		eunlock();
+		res = meta_op_count(S.cfg.meta, &count);
+		elock();
+		if (!res)
+			A.names_pending = count;
 
 		if ((!S.cfg.writeback_on && !A.name_syncs) ||
 		    (A.names_retry_at && now < A.names_retry_at)) {
@@ -909,12 +918,16 @@ int events_sync(void (*cont)(void *arg, int res), void *arg)
 void archive_stats(struct events_stats *st)
 {
 	ELOCK_HELD();
-	uint64_t n = 0;
+	uint64_t n = 0, bytes = 0;
 
-	for (struct fstate *fs = S.aqueue; fs; fs = fs->anext)
+	for (struct fstate *fs = S.aqueue; fs; fs = fs->anext) {
 		n++;
+		bytes += fs->size;
+	}
 	st->archive_pending = n;
+	st->archive_pending_bytes = bytes;
 	st->archive_running = A.running_n;
+	st->names_pending = A.names_pending;
 }
 
 int archive_init(void)

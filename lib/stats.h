@@ -91,7 +91,10 @@ enum stats_show {
 	X(events, conflicts, STATS_NUM, 49, "archive conflicts")               \
 	/* not counts: the archive queue now (queued, and being archived) */  \
 	X(events, archive_pending, STATS_NUM, 50, "files waiting to be archived") \
-	X(events, archive_running, STATS_NUM, 51, "files being archived")
+	X(events, archive_running, STATS_NUM, 51, "files being archived")    \
+	X(events, archive_pending_bytes, STATS_SIZE, 52, "bytes waiting to be archived") \
+	/* removals and renames recorded, not yet applied at the origin */     \
+	X(events, names_pending, STATS_NUM, 53, "name changes waiting for the origin")
 
 #define STATS_INODE(X)                                                         \
 	X(inode, inodes, STATS_NUM, 41, "inodes remembered")                   \

@@ -16,6 +16,7 @@ file is archived by itself, clean, and no conflict is reported that did
 not happen (the origin holding our bytes under another version is not
 one).
 """
+import json
 import os
 import shutil
 import socket
@@ -101,7 +102,6 @@ def test_dav():
                "nothing was uploaded")
             eq(get(m.path("a.txt")), b"mine again", "the local bytes are kept and read")
             eq(state(m, "a.txt"), "dirty,conflict", "and it shows conflict")
-            import json
             st = json.loads(run([HSMFSCTL, "status", "--json", m.path("a.txt"),
                                  m.path("new.txt")])[1])
             eq([(f["archive"], "archive_error" in f) for f in st["files"]],
@@ -140,8 +140,14 @@ def test_dav():
             os.rename(m.path("made"), m.path("made2"))
             os.rename(m.path("new.txt"), m.path("big.bin"))  # over a file the origin has
             ok(os.path.exists(os.path.join(origin, "a.txt")), "not before the sync")
+
+            def names_pending():
+                s = json.loads(run([HSMFSCTL, "stats", "--json", m.mnt])[1])
+                return s["names_pending"]
+            wait_for(lambda: names_pending() >= 25, "25 name changes counted as pending")
             rc, out = run([HSMFSCTL, "sync", m.mnt])
             eq(rc, 0, "sync applies the names (%s)" % out.strip())
+            wait_for(lambda: names_pending() == 0, "none pending after it")
             ok(not os.path.exists(os.path.join(origin, "a.txt")),
                "a file removed on the mount is removed at the origin")
             ok(not os.path.exists(os.path.join(origin, "sub", "c.txt")) and
