@@ -30,7 +30,9 @@
  * an allow without ARCHIVED, a deny or a hook gone archive nothing, and
  * a hook gone hands the same snapshot to the next; a change after the
  * snapshot keeps the file dirty and archives it again; ESTALE is a
- * conflict, kept until resolved).
+ * conflict, kept until resolved), and names (the ops a sync applies, in
+ * order, each with its object; a rename's answer moves the recorded
+ * object; a removal in conflict is dropped and counted).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -336,13 +338,20 @@ static int hook_progress(struct hook_conn *c, uint64_t id, uint64_t done)
 	return len > 0 && send(c->fd, buf, len, MSG_NOSIGNAL) == len ? 0 : -EIO;
 }
 
-static int hook_archived(struct hook_conn *c, uint64_t id, const char *version)
+static int hook_archived_at(struct hook_conn *c, uint64_t id, const char *version,
+			    const char *origin)
 {
-	struct proto_archived a = { .id = id, .version = { version, (uint16_t)strlen(version) } };
+	struct proto_archived a = { .id = id, .version = { version, (uint16_t)strlen(version) },
+				    .origin = { origin, (uint16_t)strlen(origin) } };
 	uint8_t buf[HSMFS_MAX_FRAME];
 	int len = proto_enc_archived(buf, &a);
 
 	return len > 0 && send(c->fd, buf, len, MSG_NOSIGNAL) == len ? 0 : -EIO;
+}
+
+static int hook_archived(struct hook_conn *c, uint64_t id, const char *version)
+{
+	return hook_archived_at(c, id, version, "");
 }
 
 /* --- files in the store --- */
@@ -1181,6 +1190,73 @@ static void archiving(void)
 	inode_forget(in, 1);
 }
 
+/*
+ * Names (the ops table) applied at a sync, in order: a removal, then a
+ * rename whose answer moves the file's recorded object; a removal the
+ * hook calls a conflict is dropped, counted, and does not stop the ops
+ * after it.  Content archives the sync also asks for are denied here.
+ */
+static void names(void)
+{
+	char path[HSMFS_MAX_PATH + 1], seen[256] = "";
+	struct events_stats st0, st1;
+	struct proto_event ev;
+	struct meta_file f;
+	struct hook_conn a;
+	struct fake_req r;
+	struct inode *in;
+	struct stat sst;
+	uint64_t n = 1;
+	int fd;
+
+	in = placeholder("ren", 4);
+	ok(in != NULL && !hook_connect(HSMFS_KIND_FILL, HSMFS_MASK(HSMFS_EV_ARCHIVE) |
+				       HSMFS_MASK(HSMFS_EV_ARCHIVE_NAME), "namer", &a),
+	   "a file with an origin, and an archive hook of names");
+	ok(!meta_op_add(meta, META_OP_DELETE, 991, "gone", "http://o/gone", "g1") &&
+	   !meta_op_add(meta, META_OP_RENAME, inode_ino(in), "ren2", NULL, NULL) &&
+	   !meta_op_add(meta, META_OP_DELETE, 992, "theirs", "http://o/theirs", "t1"),
+	   "three name changes recorded: a removal, a rename, a removal");
+	elock();
+	st0 = S.st;
+	eunlock();
+	memset(&r, 0, sizeof(r));
+	ok(events_sync(fake_cont, &r) == EVENTS_PARKED, "a sync");
+	for (int i = 0; i < 20 && fake_wait(&r, 1) == 1; i++) {
+		if (hook_next(&a, &ev, path, &fd, 2000))
+			break;
+		if (fd >= 0)
+			close(fd);
+		if (ev.type != HSMFS_EV_ARCHIVE_NAME) {
+			hook_answer(&a, ev.id, EACCES, 0, 0, 0);
+			continue;
+		}
+		snprintf(seen + strlen(seen), sizeof(seen) - strlen(seen), "%llu:%s:%.*s:%.*s ",
+			 (unsigned long long)ev.start, path, (int)ev.origin.len, ev.origin.p,
+			 (int)ev.version.len, ev.version.p);
+		if (!strcmp(path, "ren2"))
+			hook_archived_at(&a, ev.id, "r2", "http://o/ren2");
+		hook_answer(&a, ev.id, !strcmp(path, "theirs") ? ESTALE : 0, 0, 0, 0);
+	}
+	fake_wait(&r, 3000);
+	ok(!strcmp(seen, "1:gone:http://o/gone:g1 2:ren2:http://127.0.0.1:1/x:v1 "
+			 "1:theirs:http://o/theirs:t1 "),
+	   "the hook is asked in order, each with its object and version (%s)", seen);
+	if (meta_op_count(meta, &n))
+		n = UINT64_MAX;
+	ok(n == 0, "every op is done or dropped (%llu left)", (unsigned long long)n);
+	ok(!row_of("ren", &sst, &f) && f.origin && !strcmp(f.origin, "http://o/ren2") &&
+	   f.version && !strcmp(f.version, "r2"), "the renamed file's object is recorded where "
+	   "the hook moved it");
+	meta_file_free(&f);
+	elock();
+	st1 = S.st;
+	eunlock();
+	ok(st1.conflicts == st0.conflicts + 1, "the removal the origin had changed: a conflict");
+	hook_close(&a);
+	inode_forget(in, 1);
+}
+
 int main(void)
 {
 	int res;
@@ -1195,6 +1271,7 @@ int main(void)
 	parking();
 	lazy_dirs();
 	archiving();
+	names();
 	hooks_stop();
 	events_shutdown();
 	cache_shutdown();
