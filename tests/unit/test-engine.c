@@ -1198,7 +1198,7 @@ static void archiving(void)
  */
 static void names(void)
 {
-	char path[HSMFS_MAX_PATH + 1], seen[256] = "";
+	char path[HSMFS_MAX_PATH + 1], seen[1024] = "";
 	struct events_stats st0, st1;
 	struct proto_event ev;
 	struct meta_file f;
@@ -1231,9 +1231,11 @@ static void names(void)
 			hook_answer(&a, ev.id, EACCES, 0, 0, 0);
 			continue;
 		}
-		snprintf(seen + strlen(seen), sizeof(seen) - strlen(seen), "%llu:%s:%.*s:%.*s ",
-			 (unsigned long long)ev.start, path, (int)ev.origin.len, ev.origin.p,
-			 (int)ev.version.len, ev.version.p);
+		if (strlen(seen) < sizeof(seen) - 256)
+			snprintf(seen + strlen(seen), 256, "%llu:%.60s:%.*s:%.*s ",
+				 (unsigned long long)ev.start, path,
+				 (int)(ev.origin.len < 60 ? ev.origin.len : 60), ev.origin.p,
+				 (int)(ev.version.len < 60 ? ev.version.len : 60), ev.version.p);
 		if (!strcmp(path, "ren2"))
 			hook_archived_at(&a, ev.id, "r2", "http://o/ren2");
 		hook_answer(&a, ev.id, !strcmp(path, "theirs") ? ESTALE : 0, 0, 0, 0);
