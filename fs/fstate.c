@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "cache.h"
@@ -21,6 +20,7 @@
 #include "inode.h"
 #include "log.h"
 #include "meta.h"
+#include "place.h"
 #include "ranges.h"
 
 static void fstate_take_row(struct fstate *fs, struct meta_file *f);
@@ -503,8 +503,7 @@ void events_created(struct inode *in)
 	fs->rw_fd = -1;
 	fs->ino = inode_ino(in);
 	fs->in = in;
-	if (getrandom(&fs->gen, sizeof(fs->gen), 0) != sizeof(fs->gen))
-		fs->gen = (uint64_t)time(NULL) << 20 ^ fs->ino;
+	fs->gen = place_new_gen();
 	fs->state = META_DIRTY; /* a new record, not a step (fstate.h) */
 	fs->flags = META_F_NEW;
 	fs->newrow = true;

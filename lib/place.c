@@ -20,8 +20,7 @@ static bool same_str(const char *a, const char *b)
 	return (!a && !b) || (a && b && !strcmp(a, b));
 }
 
-/* A new generation: a write-behind of an older file must not apply. */
-static uint64_t new_gen(void)
+uint64_t place_new_gen(void)
 {
 	uint64_t g;
 
@@ -39,7 +38,7 @@ static int put_row(struct meta *m, struct meta_file *row, struct meta_file *defe
 {
 	int res;
 
-	row->gen = new_gen();
+	row->gen = place_new_gen();
 	if (defer) {
 		*defer = *row;
 		defer->path = strdup(row->path);

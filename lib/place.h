@@ -80,5 +80,8 @@ int place_entry_deferred(struct meta *m, int dfd, const char *name, const char *
  * asked).  0 or -errno.
  */
 int place_listed(struct meta *m, int dfd);
+/* A new generation for a row (meta.h): a write-behind of an older file
+ * with the same inode number must not apply to it. */
+uint64_t place_new_gen(void);
 
 #endif

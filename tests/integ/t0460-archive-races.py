@@ -19,6 +19,8 @@
    component.
 7. An origin that refuses a file as too large (413): EFBIG, not retried
    as if it would pass later.
+8. resolve --keep-local (an unconditional overwrite at the origin) is the
+   file's owner's: another user who can read the file may not.
 """
 import errno
 import os
@@ -166,12 +168,21 @@ def test_unmount_finishes():
 
 
 def test_rename_before_row():
-    store = tmpdir("hsmfs-store-")
+    store, logdir = tmpdir("hsmfs-store-"), tmpdir("hsmfs-steps-")
+    steps = os.path.join(logdir, "steps")
     with Mount(store=store, opts="archive_after=3600",
-               env={"HSMFS_DELAY": "batch-taken:1000"}) as m:
+               env={"HSMFS_DELAY": "batch-taken:1000", "HSMFS_CRASH_LOG": steps}) as m:
         hook = Holder(m.mnt, hold=False)
+
+        def taken():
+            try:
+                return open(steps).read().count("- batch-taken")
+            except OSError:
+                return 0
+        before = taken()
         put(m.path("f.tmp"), b"saved bytes")
-        time.sleep(0.3)  # the writer took its batch with the row of f.tmp
+        # the writer took its batch with the row of f.tmp (and waits a second)
+        wait_for(lambda: taken() > before, "the writer's batch with the new row")
         os.rename(m.path("f.tmp"), m.path("f"))
         rc, out = run([HSMFSCTL, "sync", m.mnt])
         eq(rc, 0, "sync (%s)" % out.strip())
@@ -183,6 +194,7 @@ def test_rename_before_row():
     db.close()
     eq(paths, ["f"], "its row has its name")
     shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(logdir, ignore_errors=True)
 
 
 def test_no_origin():
@@ -219,7 +231,33 @@ def test_too_large():
     shutil.rmtree(store, ignore_errors=True)
 
 
+def test_resolve_owner():
+    """resolve --keep-local overwrites the origin's object: the file's owner
+    (or root, or the mount's owner) may, another user who can read it not."""
+    import pwd
+    if os.geteuid() != 0:
+        skip("resolve --keep-local by another user", "needs root to be another user")
+        return
+    store = tmpdir("hsmfs-store-")
+    with Mount(store=store, opts="allow_other,archive_after=3600") as m:
+        d = m.mnt
+        while d != "/":  # the way to the mount, for the other user
+            os.chmod(d, os.stat(d).st_mode | 0o005)
+            d = os.path.dirname(d)
+        put(m.path("f"), b"root's bytes")
+        os.chmod(m.path("f"), 0o644)
+        rc, out = run(["runuser", "-u", pwd.getpwuid(65534).pw_name, "--", HSMFSCTL, "resolve",
+                       "--keep-local", m.path("f")])
+        ok(rc != 0 and "Operation not permitted" in out,
+           "another user who can read it may not (%s)" % out.strip())
+        rc, out = run([HSMFSCTL, "resolve", "--keep-local", m.path("f")])
+        ok(rc != 0 and "no archive hook" in out,
+           "its owner may: the archive itself is what fails here (%s)" % out.strip())
+    shutil.rmtree(store, ignore_errors=True)
+
+
 def test():
+    test_resolve_owner()
     test_passthrough_write()
     test_digest()
     test_watcher_after_upload()
