@@ -196,6 +196,31 @@ static int take_snapshot(struct fstate *fs, struct snapshot *sn)
 /* ------------------------------------------------------------ one file */
 
 /*
+ * Wait for an archive event ev (the caller's reference, from its start)
+ * and take what its archive hook said: the version and URL of ARCHIVED
+ * (owned by the caller, NULL if none), and whether the hook allowed
+ * (*ret_uploaded, may be NULL: the origin has the bytes, whatever a
+ * watcher or the timeout said after).  Its result: 0 or -errno.  S.lock
+ * held.
+ */
+static int answer_of(struct event *ev, char **ret_version, char **ret_origin,
+		     bool *ret_uploaded)
+{
+	ELOCK_HELD();
+	int res;
+
+	ev->waiters++; /* ours, beside wait_event's: the answer is read after */
+	res = wait_event(ev, NULL);
+	if (ret_uploaded)
+		*ret_uploaded = ev->uploaded && ev->new_version;
+	*ret_version = ev->new_version;
+	*ret_origin = ev->new_origin;
+	ev->new_version = ev->new_origin = NULL;
+	put_ref(ev);
+	return res == EV_TIMEOUT ? -ETIMEDOUT : res;
+}
+
+/*
  * Archive fs once: 0 (clean, or nothing to do), ARCH_AGAIN, or -errno.
  * Without S.lock.
  */
@@ -248,19 +273,9 @@ static int archive_one(struct fstate *fs)
 		eunlock();
 		return res;
 	}
-	ev->waiters++; /* ours, beside wait_event's: its answer is read after */
-	res = wait_event(ev, NULL);
-	/* its archive hook allowed: the origin has the snapshot, whatever a
-	 * watcher or the timeout said after */
-	uploaded = ev->uploaded && ev->new_version;
-	version = ev->new_version;
-	origin = ev->new_origin;
-	ev->new_version = ev->new_origin = NULL;
-	put_ref(ev);
+	res = answer_of(ev, &version, &origin, &uploaded);
 	eunlock();
 	fault_point(FAULT_ARCHIVE_ANSWERED);
-	if (res == EV_TIMEOUT)
-		res = -ETIMEDOUT;
 	if (res && !uploaded) {
 		free(version);
 		free(origin);
@@ -365,14 +380,9 @@ static int name_event(uint32_t kind, const char *path, const char *origin, const
 		eunlock();
 		return res;
 	}
-	ev->waiters++;
-	res = wait_event(ev, NULL);
-	*ret_version = ev->new_version;
-	*ret_origin = ev->new_origin;
-	ev->new_version = ev->new_origin = NULL;
-	put_ref(ev);
+	res = answer_of(ev, ret_version, ret_origin, NULL);
 	eunlock();
-	return res == EV_TIMEOUT ? -ETIMEDOUT : res;
+	return res;
 }
 
 /*
