@@ -57,7 +57,7 @@ static void usage(FILE *f)
 "       hsmfsctl refresh [--recursive] DIR...\n"
 "       hsmfsctl archive [--recursive] PATH...\n"
 "       hsmfsctl sync MOUNTPOINT\n"
-"       hsmfsctl resolve --keep-local PATH...\n"
+"       hsmfsctl resolve --keep-local|--take-origin PATH...\n"
 "       hsmfsctl -h|--help | -V|--version\n"
 "\n"
 "import  create placeholders from a JSON Lines manifest (one object per\n"
@@ -74,7 +74,8 @@ static void usage(FILE *f)
 "        ones go, changed files become placeholders of the new version\n"
 "archive send changed and new files to their origin now (exit 0: all there)\n"
 "sync    archive every changed file of a mount and wait for them\n"
-"resolve settle a conflict: the local bytes replace the origin's\n"
+"resolve settle a conflict: the local bytes replace the origin's (--keep-local),\n"
+"        or the origin's replace them (--take-origin: the local change is lost)\n"
 "See hsmfsctl(1).\n");
 }
 
@@ -1469,6 +1470,7 @@ struct archive_run {
 	const char *verb;    /* "archive", "resolve" */
 	const char *xattr;   /* user.hsmfs.archive, user.hsmfs.resolve_local */
 	bool tty;
+	bool take;           /* resolve --take-origin */
 	unsigned done, failed, skipped;
 };
 
@@ -1476,7 +1478,8 @@ static const char *archive_why(int e)
 {
 	switch (e) {
 	case ESTALE: return "conflict: the origin changed under the local change "
-			    "(hsmfsctl resolve --keep-local to overwrite it)";
+			    "(hsmfsctl resolve --keep-local to overwrite it, "
+			    "--take-origin to drop it)";
 	case ENOTCONN: return "no archive hook is connected to the mount";
 	case EOPNOTSUPP: return "not an hsmfs mount";
 	case ESHUTDOWN: return "the mount is shutting down";
@@ -1490,14 +1493,19 @@ static int archive_one(struct archive_run *r, const char *path)
 	char val[64];
 	ssize_t n = getxattr(path, r->xattr, val, sizeof(val) - 1);
 
-	if (n < 0 && errno == ENODATA)
+	if (n < 0 && errno == ENODATA && !r->take)
 		return 1; /* a plain file: no origin, not made on the mount */
 	if (n < 0) {
 		int e = errno == ENOTSUP ? EOPNOTSUPP : errno;
 
 		if (r->tty)
 			fputc('\n', stderr);
-		fprintf(stderr, "hsmfsctl: %s '%s': %s\n", r->verb, path, archive_why(e));
+		fprintf(stderr, "hsmfsctl: %s '%s': %s\n", r->verb, path,
+			!r->take ? archive_why(e) :
+			e == ENODATA ? "not a file of a directory listed from an origin "
+				       "(a file imported or made on the mount has no listing to take)" :
+			e == EBUSY ? "open, being changed or being archived: close it and try again" :
+				     archive_why(e));
 		return -1;
 	}
 	return 0;
@@ -1545,7 +1553,9 @@ static void archive_tree(struct archive_run *r, const char *path, bool recursive
 /*
  * hsmfsctl archive [-r] PATH...: each changed or new file to its origin
  * now; exit 0 only if every one is there.  resolve --keep-local PATH...:
- * the same, over whatever the origin holds, for files in conflict.
+ * the same, over whatever the origin holds, for files in conflict;
+ * resolve --take-origin PATH...: their local change dropped for the
+ * origin's version.
  */
 static int cmd_archive(int argc, char **argv, bool resolve)
 {
@@ -1555,18 +1565,25 @@ static int cmd_archive(int argc, char **argv, bool resolve)
 	bool recursive = false;
 	int i = 1;
 
+	unsigned sides = 0;
+
 	for (; i < argc && argv[i][0] == '-'; i++) {
 		if (!resolve && (!strcmp(argv[i], "-r") || !strcmp(argv[i], "--recursive"))) {
 			recursive = true;
 		} else if (resolve && !strcmp(argv[i], "--keep-local")) {
-			continue;
+			sides |= 1;
+		} else if (resolve && !strcmp(argv[i], "--take-origin")) {
+			sides |= 2;
+			r.take = true;
+			r.xattr = "user.hsmfs.resolve_origin";
 		} else {
 			fprintf(stderr, "hsmfsctl: %s: unknown option '%s'\n", r.verb, argv[i]);
 			return X_USAGE;
 		}
 	}
-	if (resolve && (argc < 2 || strcmp(argv[1], "--keep-local"))) {
-		fprintf(stderr, "hsmfsctl: resolve needs --keep-local (the local bytes go to the origin)\n");
+	if (resolve && sides != 1 && sides != 2) {
+		fprintf(stderr, "hsmfsctl: resolve needs one of --keep-local (the local bytes go "
+				"to the origin) and --take-origin (the origin's replace them)\n");
 		return X_USAGE;
 	}
 	if (i == argc) {

@@ -13,6 +13,7 @@
 #include "cache.h"
 #include "clock.h"
 #include "decide.h"
+#include "dirs.h"
 #include "engine.h"
 #include "event.h"
 #include "evict.h"
@@ -26,10 +27,14 @@
 #include "writeback.h"
 
 #define ARCH_AGAIN 1          /* changed meanwhile: archive it again */
+#define ARCH_ROOM 2           /* no room for a snapshot now (see attempt_ended) */
 #define BACKOFF_MIN_MS 1000
 #define BACKOFF_MAX_MS 60000
 #define SNAP_TRIES 8          /* snapshots a busy file gets before it waits */
 #define BUSY_MS 200           /* a file written unseen or changing: look again */
+#define RATE_SECS 10          /* the upload rate's window (stats) */
+#define PRESS_SAY_MS 60000    /* archive_pressure() logs at most this often */
+#define PRESS_MAX 32          /* files archive_pressure() makes due at once */
 #define ARCHIVERS 8           /* files archived at once (each waits for a round
 			       * trip or three to the origin) */
 
@@ -60,7 +65,40 @@ static struct {
 	pthread_cond_t names_done; /* names_idle or names_err changed */
 	struct sync_req *scans; /* syncs whose dirty files are to be found */
 	unsigned running_n;     /* files being archived (at most ARCHIVERS) */
+	uint64_t running_bytes; /* their sizes */
+	uint64_t pressed;       /* files archived early for room (archive_pressure) */
+	int64_t pressed_said;   /* when that was last logged (mono ms) */
+	/* bytes the origin took, per second of the last RATE_SECS (rate_add) */
+	uint64_t rate_bytes[RATE_SECS];
+	int64_t rate_sec[RATE_SECS];
 } A;
+
+/* The origin took bytes of an upload that ended now.  S.lock held. */
+static void rate_add(uint64_t bytes)
+{
+	ELOCK_HELD();
+	int64_t sec = mono_ms() / 1000;
+	unsigned i = (unsigned)(sec % RATE_SECS);
+
+	if (A.rate_sec[i] != sec) {
+		A.rate_sec[i] = sec;
+		A.rate_bytes[i] = 0;
+	}
+	A.rate_bytes[i] += bytes;
+}
+
+/* Bytes a second the origin took over the last RATE_SECS.  S.lock held. */
+static uint64_t rate_now(void)
+{
+	ELOCK_HELD();
+	int64_t sec = mono_ms() / 1000;
+	uint64_t sum = 0;
+
+	for (unsigned i = 0; i < RATE_SECS; i++)
+		if (A.rate_sec[i] > sec - RATE_SECS)
+			sum += A.rate_bytes[i];
+	return sum / RATE_SECS;
+}
 
 /* ------------------------------------------------------------ snapshot */
 
@@ -120,8 +158,10 @@ static bool unchanged(const struct fstate *fs, const struct snapshot *sn)
 }
 
 /*
- * Take a stable snapshot of fs: 0, ARCH_AGAIN (changing now: later), or
- * -errno.  Every byte is present (take_all first).  Without S.lock.
+ * Take a stable snapshot of fs: 0, ARCH_AGAIN (changing now: later),
+ * ARCH_ROOM (the store has no room for a copy, even after a round of
+ * eviction), or -errno.  Every byte is present (take_all first).
+ * Without S.lock.
  */
 static int take_snapshot(struct fstate *fs, struct snapshot *sn)
 {
@@ -129,6 +169,7 @@ static int take_snapshot(struct fstate *fs, struct snapshot *sn)
 	char path[32];
 	struct stat st;
 	int sfd, tmp, res;
+	bool room_asked = false;
 
 	for (int tries = 0; tries < SNAP_TRIES; tries++) {
 		elock();
@@ -154,6 +195,20 @@ static int take_snapshot(struct fstate *fs, struct snapshot *sn)
 			return res;
 		}
 		res = clone_or_copy(tmp, sfd, sn->size);
+		if ((res == -ENOSPC || res == -EDQUOT) && !room_asked) {
+			/* a copy needs room (a clone does not): a round of eviction, once */
+			close(sfd);
+			close(tmp);
+			room_asked = true;
+			if (cache_make_room(sn->size))
+				return ARCH_ROOM;
+			continue;
+		}
+		if (res == -ENOSPC || res == -EDQUOT) {
+			close(sfd);
+			close(tmp);
+			return ARCH_ROOM;
+		}
 		if (!res && fstat(sfd, &st) < 0)
 			res = -errno;
 		/*
@@ -221,8 +276,8 @@ static int answer_of(struct event *ev, char **ret_version, char **ret_origin,
 }
 
 /*
- * Archive fs once: 0 (clean, or nothing to do), ARCH_AGAIN, or -errno.
- * Without S.lock.
+ * Archive fs once: 0 (clean, or nothing to do), ARCH_AGAIN, ARCH_ROOM
+ * or -errno.  Without S.lock.
  */
 static int archive_one(struct fstate *fs)
 {
@@ -289,6 +344,7 @@ static int archive_one(struct fstate *fs)
 	 */
 	failed = res;
 	elock();
+	rate_add(sn.size);
 	if (fs->gen != sn.gen || fs->gone) {
 		/* imported again, or removed: the archive says nothing of it */
 		eunlock();
@@ -648,6 +704,13 @@ static struct arch_wait *attempt_ended(struct fstate *fs, int *resp, int64_t now
 
 	fs->arch = ARCH_IDLE;
 	fs->arch_again = false;
+	if (res == ARCH_ROOM && A.running_n && !A.stop) {
+		/* others' snapshots hold the room: once one ends, not a failure */
+		archive_later(fs, now + BUSY_MS);
+		return NULL;
+	}
+	if (res == ARCH_ROOM)
+		res = *resp = -ENOSPC;
 	if (res == ARCH_AGAIN && !A.stop) {
 		/* changed while archived, or busy: its waiters wait on */
 		archive_later(fs, now + (fs->changes || fs->unseen ? BUSY_MS : 0));
@@ -809,12 +872,16 @@ static void *archiver_main(void *arg)
 			pthread_cond_timedwait(&S.acond, &S.lock, &ts);
 			continue;
 		}
+		uint64_t size = fs->size;
+
 		fs->arch = ARCH_RUNNING;
 		A.running_n++;
+		A.running_bytes += size;
 		eunlock();
 		res = archive_one(fs);
 		elock();
 		A.running_n--;
+		A.running_bytes -= size;
 		w = attempt_ended(fs, &res, mono_ms());
 		eunlock();
 		answer_waiters(w, res);
@@ -903,6 +970,165 @@ int events_resolve(struct inode *in, void (*cont)(void *arg, int res), void *arg
 	return events_archive(in, cont, arg);
 }
 
+void archive_pressure(uint64_t need)
+{
+	struct fstate *pick[PRESS_MAX];
+	int64_t now = mono_ms();
+	uint64_t going;
+	unsigned n = 0, i;
+
+	elock();
+	if (!A.running || A.stop || !S.cfg.writeback_on) {
+		eunlock();
+		return;
+	}
+	/* what is being archived, or due, makes room already */
+	going = A.running_bytes;
+	for (struct fstate *fs = S.aqueue; fs; fs = fs->anext)
+		if (fs->arch_due <= now)
+			going += fs->size;
+	/* the oldest changes not due yet, failed ones left to their backoff */
+	for (struct fstate *fs = S.aqueue; fs && going < need; fs = fs->anext) {
+		if (fs->arch_due <= now || fs->arch_tries || fs->naming)
+			continue;
+		if (n == PRESS_MAX && fs->arch_due >= pick[n - 1]->arch_due)
+			continue;
+		i = n < PRESS_MAX ? n++ : n - 1;
+		for (; i > 0 && pick[i - 1]->arch_due > fs->arch_due; i--)
+			pick[i] = pick[i - 1];
+		pick[i] = fs;
+	}
+	/* due now, in the order of their changes (take_due takes the earliest) */
+	for (i = 0; i < n && going < need; i++) {
+		pick[i]->arch_due = now - PRESS_MAX + i;
+		going += pick[i]->size;
+		A.pressed++;
+	}
+	bool say = i && now - A.pressed_said >= PRESS_SAY_MS;
+
+	if (i)
+		pthread_cond_broadcast(&S.acond);
+	if (say)
+		A.pressed_said = now;
+	eunlock();
+	/* once a spell of pressure, not each round */
+	if (say)
+		elog_info("the store is short of %llu bytes: changed files archived now, to be "
+			  "released (%llu so far)", (unsigned long long)need,
+			  (unsigned long long)A.pressed);
+}
+
+/* A resolve --take-origin in progress: the listings of in's directory. */
+struct take_req {
+	struct inode *in, *dir;   /* referenced */
+	struct fuse_req *req;
+	bool listed, refreshed;   /* asked */
+	void (*cont)(void *arg, int res);
+	void *arg;
+};
+
+/* Forget the take of ino; was it done?  S.lock held. */
+static bool take_end(uint64_t ino)
+{
+	ELOCK_HELD();
+	bool done = false;
+
+	for (unsigned i = 0; i < S.ntakes; i++)
+		if (S.takes[i].ino == ino) {
+			done = S.takes[i].done;
+			S.takes[i] = S.takes[--S.ntakes];
+			break;
+		}
+	return done;
+}
+
+/*
+ * The next step of a take, after the last ended with res: the
+ * directory listed (a first listing if it never was: a lookup made the
+ * file's name alone), then listed again (the refresh replaces the
+ * file), then the answer: 0 if the refresh replaced or removed it.
+ * Without S.lock.
+ */
+static void take_step(void *arg, int res)
+{
+	struct take_req *t = arg;
+	bool done;
+
+	if (!res && !t->listed) {
+		t->listed = true;
+		res = events_dir(t->dir, t->req, take_step, t);
+		if (res == EVENTS_PARKED)
+			return;
+	}
+	if (!res && !t->refreshed) {
+		t->refreshed = true;
+		res = events_dir_refresh(t->dir, t->req, take_step, t);
+		if (res == EVENTS_PARKED)
+			return;
+	}
+	elock();
+	done = take_end(inode_ino(t->in));
+	eunlock();
+	if (res == EVENTS_UNLISTED || res == -ENODATA)
+		res = -ENODATA; /* not a directory listed from an origin */
+	else if (!res && !done)
+		res = -EBUSY; /* open or changed again meanwhile: kept */
+	if (!res)
+		elog_info("inode %llu: its local change dropped for the origin's version "
+			  "(hsmfsctl resolve --take-origin)", (unsigned long long)inode_ino(t->in));
+	t->cont(t->arg, res);
+	inode_release(t->dir);
+	inode_release(t->in);
+	free(t);
+}
+
+int events_take_origin(struct inode *in, struct fuse_req *req,
+		       void (*cont)(void *arg, int res), void *arg)
+{
+	struct take_req *t;
+	struct inode *parent;
+	struct fstate *fs;
+	char *name;
+	int res = events_load(in), fd;
+	bool dirty;
+
+	if (res)
+		return res;
+	elock();
+	fs = inode_state(in);
+	dirty = fs && fs->state == META_DIRTY;
+	if (!dirty)
+		res = fs && fs->origin ? 0 : -ENODATA; /* clean already */
+	else if ((fs->flags & META_F_NEW) || !fs->origin)
+		res = -ENODATA; /* the origin never had it */
+	else if (fs->arch == ARCH_RUNNING)
+		res = -EBUSY; /* open files are the refresh's to refuse (a release may lag) */
+	else if (take_wanted(fs->ino))
+		res = -EALREADY;
+	else if (S.ntakes == TAKES_MAX)
+		res = -EAGAIN;
+	else
+		S.takes[S.ntakes++] = (struct take){ .ino = fs->ino };
+	eunlock();
+	if (res || !dirty)
+		return res;
+	t = calloc(1, sizeof(*t));
+	fd = t ? inode_parent_fd_get(in, &parent, &name) : -ENOMEM;
+	if (fd < 0) {
+		elock();
+		take_end(inode_ino(in));
+		eunlock();
+		free(t);
+		return fd;
+	}
+	inode_ref(parent);
+	inode_parent_fd_put(parent, name);
+	inode_ref(in);
+	*t = (struct take_req){ .in = in, .dir = parent, .req = req, .cont = cont, .arg = arg };
+	take_step(t, 0);
+	return EVENTS_PARKED;
+}
+
 int events_sync(void (*cont)(void *arg, int res), void *arg)
 {
 	struct sync_req *r = calloc(1, sizeof(*r));
@@ -938,6 +1164,8 @@ void archive_stats(struct events_stats *st)
 	st->archive_pending_bytes = bytes;
 	st->archive_running = A.running_n;
 	st->names_pending = A.names_pending;
+	st->archive_rate = rate_now();
+	st->archived_for_room = A.pressed;
 }
 
 int archive_init(void)

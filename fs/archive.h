@@ -78,6 +78,34 @@ int events_sync(void (*cont)(void *arg, int res), void *arg);
  */
 int events_resolve(struct inode *in, void (*cont)(void *arg, int res), void *arg);
 
+/*
+ * hsmfsctl resolve --take-origin: drop in's local change (a conflict's,
+ * or any change of a file the origin has) for what the origin holds
+ * now: its directory is listed (events_dir, if only a lookup made the
+ * name) and listed again (events_dir_refresh), and the refresh replaces
+ * the file by the listed version, a placeholder, or removes it if the
+ * origin no longer has it.  Only a directory listed from the origin
+ * can: -ENODATA for a file imported or made on the mount; -EBUSY while
+ * it is being archived, or if it is open or being changed when the
+ * refresh comes to it.  0 (clean already), -errno, or EVENTS_PARKED:
+ * cont(arg, res) once the refresh ended, without S.lock.  A crash
+ * before the refresh's rename leaves the change as it was.
+ */
+struct fuse_req;
+int events_take_origin(struct inode *in, struct fuse_req *req,
+		       void (*cont)(void *arg, int res), void *arg);
+
+/*
+ * The store is short of need bytes that the cache cannot free (the
+ * evictor, with write-back on: cache_init's on.archive): changed files
+ * whose archive is not due yet are archived now, the oldest change
+ * first, until those being archived or due add up to need; once clean
+ * they are cache, and the next rounds release them, least recently
+ * used first.  At most PRESS_MAX files a call; files whose last attempt
+ * failed keep their backoff.  No lock held.
+ */
+void archive_pressure(uint64_t need);
+
 /* The archive queue's figures for the statistics.  S.lock held. */
 struct events_stats;
 void archive_stats(struct events_stats *st);

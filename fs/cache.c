@@ -293,6 +293,12 @@ int cache_make_room(uint64_t need)
 	return res;
 }
 
+/* Does the evictor watch the free space for changed files (write-back on)? */
+static bool pressure_watched(void)
+{
+	return C.cfg.on.archive && evict_policy_watches_free(&C.limits);
+}
+
 /* evict_policy_round()'s view of the cache: count got, say what is left.  No lock held. */
 static uint64_t round_left(void *arg, uint64_t got)
 {
@@ -336,8 +342,24 @@ static void *evictor_main(void *arg)
 		};
 		bool any;
 
-		while (!C.requested && !C.stopping && !C.free_wanted)
-			pthread_cond_wait(&C.wake, &C.lock);
+		while (!C.requested && !C.stopping && !C.free_wanted) {
+			if (!pressure_watched()) {
+				pthread_cond_wait(&C.wake, &C.lock);
+				continue;
+			}
+			/* changed files fill the store too: look at it now and then */
+			struct timespec ts;
+
+			mono_now(&ts);
+			ts.tv_nsec += EVICT_PRESSURE_MS * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			if (pthread_cond_timedwait(&C.wake, &C.lock, &ts) == ETIMEDOUT &&
+			    deficit(0, false, true))
+				C.requested = true;
+		}
 		if (C.stopping)
 			break;
 		if (C.free_wanted) {
@@ -357,6 +379,18 @@ static void *evictor_main(void *arg)
 		r.force = force;
 		any = evict_policy_round(&r);
 		lk_lock(&C.lock, LK_CACHE);
+		if (C.cfg.on.archive) {
+			/* what clean files could not give: changed files archived for it */
+			uint64_t short_of = deficit(want, true, true);
+
+			if (short_of < force && !any)
+				short_of = force;
+			if (short_of && short_of != UINT64_MAX) {
+				lk_unlock(&C.lock, LK_CACHE);
+				C.cfg.on.archive(short_of);
+				lk_lock(&C.lock, LK_CACHE);
+			}
+		}
 		C.freed_last = any;
 		C.round++;
 		pthread_cond_broadcast(&C.done);

@@ -35,6 +35,19 @@
  *   limits.  A fill that still does not fit after a round that freed
  *   nothing fails with ENOSPC.
  *
+ *   Changed files.  They are the user's data, not cache: never evicted
+ *   while dirty, and cache_max does not count them.  They fill the
+ *   store's filesystem, though: with write-back on (archive_after) and
+ *   cache_min_free set, the evictor reads the free space every
+ *   EVICT_PRESSURE_MS; below cache_min_free it runs a round, and if
+ *   clean files cannot make the room back to the low watermark, changed
+ *   files are archived before their time, the oldest change first,
+ *   for the bytes still missing (the "archived_for_room" statistic);
+ *   once archived they are clean, and the next rounds release them,
+ *   least recently used first.  cache_min_free is the buffer: a writer
+ *   that outruns the origin's upload until it is spent gets ENOSPC
+ *   (after a round, as above), never a lost or released change.
+ *
  * The predicates are pure: the caller gives the figures and the facts
  * and holds whatever lock makes them true.  evict_policy_round() runs a
  * round through the handlers the layer above registered (cache_init).
@@ -55,6 +68,8 @@ struct meta_victim;
 #define EVICT_ATIME_SLACK_MS 1000 /* a use this much after its listed time:
 				   * passed over (out of order) */
 #define EVICT_BATCH 256           /* candidates read from the database at a time */
+#define EVICT_PRESSURE_MS 250     /* with write-back on and cache_min_free: how
+				   * often the evictor reads the free space */
 
 /* When: the limits (cache_max, cache_min_free) and the fill granularity. */
 struct evict_limits {
@@ -147,6 +162,13 @@ struct evict_handlers {
 	 * another -errno when it is not evictable now.
 	 */
 	int (*evict)(const struct meta_victim *v, bool in_order, uint64_t *ret_freed);
+	/*
+	 * With write-back on (else NULL): the store is short of need bytes
+	 * that no clean file could give; archive changed files now, the
+	 * oldest change first, so that later rounds release them
+	 * (archive_pressure() in archive.h).  Must not block.
+	 */
+	void (*archive)(uint64_t need);
 };
 
 /* One round, as cache.c's evictor asks for it. */

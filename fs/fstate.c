@@ -471,6 +471,23 @@ void archive_later(struct fstate *fs, int64_t due)
 		pthread_cond_signal(&S.acond);
 }
 
+bool take_wanted(uint64_t ino)
+{
+	ELOCK_HELD();
+	for (unsigned i = 0; i < S.ntakes; i++)
+		if (S.takes[i].ino == ino)
+			return true;
+	return false;
+}
+
+void take_done(uint64_t ino)
+{
+	ELOCK_HELD();
+	for (unsigned i = 0; i < S.ntakes; i++)
+		if (S.takes[i].ino == ino)
+			S.takes[i].done = true;
+}
+
 void archive_names_wanted(void)
 {
 	elock();

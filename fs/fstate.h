@@ -260,6 +260,14 @@ void persist_later(struct fstate *fs);
  * is being archived, queued again after.  S.lock held.
  */
 void archive_later(struct fstate *fs, int64_t due);
+/*
+ * hsmfsctl resolve --take-origin of the file ino (archive.c) asks the
+ * refresh of its directory (listing.c) to replace or remove it though
+ * it is dirty: is it asked?  And the refresh did (take_done).  S.lock
+ * held.
+ */
+bool take_wanted(uint64_t ino);
+void take_done(uint64_t ino);
 /* A user's change or close of fs: with write-back on, archive it later. */
 void archive_writeback(struct fstate *fs);
 /*

@@ -196,7 +196,11 @@ static void orphaned(struct inode *victim)
 		events_mark_stale(victim);
 }
 
-/* Open, or changed through the mount (perhaps not in the database yet)? */
+/*
+ * Open, or changed through the mount (perhaps not in the database yet)?
+ * A dirty file whose local change is dropped (hsmfsctl resolve
+ * --take-origin) is in use only while open or being changed.
+ */
 static bool in_use(struct inode *in)
 {
 	struct fstate *fs;
@@ -208,9 +212,32 @@ static bool in_use(struct inode *in)
 		return true;
 	elock();
 	fs = inode_state(in);
-	dirty = fs && (fs->state == META_DIRTY || fs->changes);
+	dirty = fs && (fs->changes || (fs->state == META_DIRTY && !take_wanted(fs->ino)));
 	eunlock();
 	return dirty;
+}
+
+/*
+ * Is the local change of ino dropped (resolve --take-origin)?  Asked
+ * of memory, whatever its row says yet (the writer may lag).  Without
+ * S.lock.
+ */
+static bool taking(uint64_t ino)
+{
+	bool take;
+
+	elock();
+	take = S.ntakes && take_wanted(ino);
+	eunlock();
+	return take;
+}
+
+/* The refresh replaced or removed the file ino: a take of it is done. */
+static void taken(uint64_t ino)
+{
+	elock();
+	take_done(ino);
+	eunlock();
 }
 
 /* Write the rows place_entry_deferred() handed back.  In a transaction. */
@@ -285,9 +312,15 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 						!strcmp(row.origin ? row.origin : "",
 							e->url ? e->url : "")));
 
-			plan[i] = same ? P_SAME :
-				  is_dir || e->is_dir || row.state == META_DIRTY ? P_KEEP :
-										 P_REPLACE;
+			if (is_dir || e->is_dir)
+				plan[i] = same ? P_SAME : P_KEEP;
+			else if (taking(st.st_ino))
+				plan[i] = P_REPLACE; /* its local change dropped: the origin's
+						      * bytes, even of the same version */
+			else if (row.state == META_DIRTY)
+				plan[i] = same ? P_SAME : P_KEEP;
+			else
+				plan[i] = same ? P_SAME : P_REPLACE;
 			meta_file_free(&row);
 		}
 		if (plan[i] == P_KEEP)
@@ -362,6 +395,7 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 		} else if (plan[i] == P_REPLACE) {
 			if (old.st_nlink == 1)
 				events_unlinked(NULL, old.st_ino, false);
+			taken(old.st_ino);
 			changed++;
 		} else {
 			added++;
@@ -391,7 +425,7 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 			    meta_get(S.cfg.meta, st.st_ino, &row))
 				continue; /* the user's own */
 			dirent_dir = S_ISDIR(st.st_mode);
-			if (row.state == META_DIRTY) {
+			if (row.state == META_DIRTY && !taking(st.st_ino)) {
 				meta_file_free(&row);
 				kept++;
 				continue;
@@ -411,6 +445,7 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 			if (gone) {
 				if (dirent_dir || st.st_nlink == 1)
 					events_unlinked(NULL, st.st_ino, false);
+				taken(st.st_ino);
 				removed++;
 				if (S.cfg.invalidate_entry)
 					S.cfg.invalidate_entry(dir, de->d_name);

@@ -464,7 +464,9 @@ int main(int argc, char *argv[])
 			.store_fd = store.root_fd,
 			.state_fd = store.state_fd,
 			.meta = meta,
-			.on = { .sync = writeback_sync, .evict = evict_victim },
+			.on = { .sync = writeback_sync, .evict = evict_victim,
+				/* write-back on: changed files make room too */
+				.archive = o.archive_after >= 0 ? archive_pressure : NULL },
 		};
 		char state_path[PATH_MAX + 16];
 

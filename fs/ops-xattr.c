@@ -156,8 +156,9 @@ static int refresh_step(struct later *l, int res)
 
 /*
  * hsmfsctl archive, sync and resolve: a getxattr of user.hsmfs.archive
- * (of a file), user.hsmfs.sync (of the root) or user.hsmfs.resolve_local
- * (of a file in conflict).  Its value is "ok" once the file is clean
+ * (of a file), user.hsmfs.sync (of the root), user.hsmfs.resolve_local
+ * (of a file in conflict) or user.hsmfs.resolve_origin (a dirty file of
+ * a listed directory: its change dropped, events_take_origin).  Its value is "ok" once the file is clean
  * (every dirty file, for sync), or it fails with the archive's error
  * (ESTALE: a conflict; ENOTCONN: no archive hook connected).  Asked for
  * its size first (size 0), it says 16 and does nothing.
@@ -199,6 +200,9 @@ static void ctl_archive(fuse_req_t req, fuse_ino_t ino, size_t size, int verb)
 		res = IN(ino) == inode_root() ? events_sync(later_resume, l) : -ENODATA;
 	else if (verb == 2)
 		res = may_resolve(req, IN(ino)) ? events_resolve(IN(ino), later_resume, l) : -EPERM;
+	else if (verb == 3)
+		res = may_resolve(req, IN(ino)) ?
+			      events_take_origin(IN(ino), req, later_resume, l) : -EPERM;
 	else
 		res = events_archive(IN(ino), later_resume, l);
 	if (res != EVENTS_PARKED)
@@ -223,8 +227,10 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 		return;
 	}
 	if (!strcmp(name, VIRT_PREFIX "archive") || !strcmp(name, VIRT_PREFIX "sync") ||
-	    !strcmp(name, VIRT_PREFIX "resolve_local")) {
-		ctl_archive(req, ino, size, name[11] == 's' ? 1 : name[11] == 'r' ? 2 : 0);
+	    !strcmp(name, VIRT_PREFIX "resolve_local") ||
+	    !strcmp(name, VIRT_PREFIX "resolve_origin")) {
+		ctl_archive(req, ino, size, name[11] == 's' ? 1 : !strcmp(name + 11, "resolve_local") ? 2 :
+					    name[11] == 'r' ? 3 : 0);
 		return;
 	}
 	buf = size ? malloc(size) : NULL;

@@ -202,6 +202,8 @@ static inline unsigned lat_bucket(uint64_t us)
 	return b < LAT_BUCKETS ? b : LAT_BUCKETS - 1;
 }
 
+#define TAKES_MAX 16 /* resolves --take-origin at once */
+
 struct state {
 	pthread_mutex_t lock;
 	struct events_config cfg;
@@ -228,6 +230,13 @@ struct state {
 	pthread_cond_t acond;      /* the queue grew, or stopping */
 	bool names_wanted;         /* names changed: ops recorded (meta.h) */
 	pthread_cond_t ncond;      /* names_wanted set, or stopping */
+	/* hsmfsctl resolve --take-origin: files whose local change the
+	 * refresh of their directory replaces (archive.c, listing.c) */
+	struct take {
+		uint64_t ino;
+		bool done;         /* replaced or removed by the refresh */
+	} takes[TAKES_MAX];
+	unsigned ntakes;
 	int stage[STAGE_POOL];     /* fresh staging files (stage_refill) */
 	unsigned nstage;
 	struct events_stats st;    /* counters */

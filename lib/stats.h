@@ -94,7 +94,12 @@ enum stats_show {
 	X(events, archive_running, STATS_NUM, 51, "files being archived")    \
 	X(events, archive_pending_bytes, STATS_SIZE, 52, "bytes waiting to be archived") \
 	/* removals and renames recorded, not yet applied at the origin */     \
-	X(events, names_pending, STATS_NUM, 53, "name changes waiting for the origin")
+	X(events, names_pending, STATS_NUM, 53, "name changes waiting for the origin") \
+	/* bytes a second the origin took, over the last 10 s (an upload    \
+	 * counts when it ends) */                                           \
+	X(events, archive_rate, STATS_SIZE, 54, "archived a second (last 10 s)") \
+	/* changed files archived before their time to make room */          \
+	X(events, archived_for_room, STATS_NUM, 55, "archived early for room")
 
 #define STATS_INODE(X)                                                         \
 	X(inode, inodes, STATS_NUM, 41, "inodes remembered")                   \

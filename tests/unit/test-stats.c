@@ -34,6 +34,7 @@ static int reference_json(const struct stats_snapshot *s, char *val, size_t size
 			"\"archive_failed\": %llu, \"conflicts\": %llu, "
 			"\"archive_pending\": %llu, \"archive_running\": %llu, "
 			"\"archive_pending_bytes\": %llu, \"names_pending\": %llu, "
+			"\"archive_rate\": %llu, \"archived_for_room\": %llu, "
 			"\"inodes\": %llu, \"cached_fds\": %llu, "
 			"\"passthrough\": %d, \"passthrough_opens\": %llu, "
 			"\"passthrough_refused\": %llu, \"prefetched_files\": %llu, "
@@ -64,6 +65,8 @@ static int reference_json(const struct stats_snapshot *s, char *val, size_t size
 			(unsigned long long)es->archive_running,
 			(unsigned long long)es->archive_pending_bytes,
 			(unsigned long long)es->names_pending,
+			(unsigned long long)es->archive_rate,
+			(unsigned long long)es->archived_for_room,
 			(unsigned long long)s->inode.inodes, (unsigned long long)s->inode.cached_fds,
 			(int)ps->passthrough, (unsigned long long)ps->passthrough_opens,
 			(unsigned long long)ps->passthrough_refused,
@@ -93,7 +96,7 @@ int main(void)
 	n = stats_json(&s, got, sizeof(got));
 	m = reference_json(&s, want, sizeof(want));
 	ok(n == m && !strcmp(got, want), "and so with every counter 0");
-	ok(STATS_NFIELDS == 53, "53 counters (%d)", STATS_NFIELDS);
+	ok(STATS_NFIELDS == 55, "55 counters (%d)", STATS_NFIELDS);
 
 	n = stats_json(&s, small, sizeof(small));
 	ok(n == m && strlen(small) == sizeof(small) - 1 && !strncmp(small, want, sizeof(small) - 1),
