@@ -723,8 +723,8 @@ int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const ch
 	 * is its size and mtime, its Last-Modified the mtime alone, to the
 	 * second: the ETag tells more changes apart), else the date: the
 	 * PUT's ETag, else a HEAD's.  (A listing that records dates, nginx's,
-	 * then sees another version: a refresh makes the file a placeholder
-	 * of the same bytes, fetched again when read.)
+	 * gives another kind of version: the mount's refresh takes the
+	 * listed mtime, which the PUT's Date set, as the same version.)
 	 */
 	want_etag = true;
 	if (want_etag && s.etag[0]) {

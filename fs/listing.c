@@ -240,6 +240,32 @@ static void taken(uint64_t ino)
 	eunlock();
 }
 
+/* Is v an entity tag (an ETag: quoted, or weak), not a date? */
+static bool is_etag(const char *v)
+{
+	return v[0] == '"' || !strncmp(v, "W/", 2);
+}
+
+/*
+ * Is the recorded version the listed entry's?  The same string; or, when
+ * an archive recorded the ETag its upload got and the listing gives
+ * dates (nginx: its Last-Modified is the mtime the upload set, its ETag
+ * that mtime and the size), the same when the listed mtime is the store
+ * file's (st) to the second: the sizes are compared by the caller.
+ */
+static bool same_version(const char *recorded, const struct manifest_entry *e,
+			 const struct stat *st)
+{
+	const char *listed = e->version ? e->version : "";
+
+	if (!recorded)
+		recorded = "";
+	if (!strcmp(recorded, listed))
+		return true;
+	return is_etag(recorded) && listed[0] && !is_etag(listed) && e->has_mtime &&
+	       e->mtime == (int64_t)st->st_mtim.tv_sec;
+}
+
 /* Write the rows place_entry_deferred() handed back.  In a transaction. */
 static int put_rows(const struct meta_file *rows, size_t n)
 {
@@ -307,8 +333,7 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 			bool is_dir = row.state == META_DIR_UNLISTED || row.state == META_DIR_LISTED;
 			bool same = is_dir == e->is_dir &&
 				    (is_dir || (row.size == e->size &&
-						!strcmp(row.version ? row.version : "",
-							e->version ? e->version : "") &&
+						same_version(row.version, e, &st) &&
 						!strcmp(row.origin ? row.origin : "",
 							e->url ? e->url : "")));
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Archive, the rest of the cycle: the origin's side of a conflict, and
-changed files that make room.
+"""Archive, the rest of the cycle: the origin's side of a conflict, what a
+later listing shows, and changed files that make room.
 
 resolve --take-origin: a real nginx with the WebDAV module is the origin
 of a zero-setup mount.  A conflict settled for the origin reads the
@@ -15,6 +15,12 @@ and cache_min_free, a writer writes more than the store holds, at a
 pace the origin keeps up with; no write fails, the oldest changes are
 archived before their time and released, every byte reaches the origin
 and every file reads back through the mount.
+
+Later listings: files archived to nginx with times set on the mount
+list, in a fresh mount of the origin, with the same names, sizes and
+mtimes, and a refresh of the mount that archived them keeps them
+resident (the listing's dates are the versions the uploads got; before,
+every refresh made them placeholders, fetched again).
 
 The upload rate of the statistics counts what the origin took.
 """
@@ -118,6 +124,42 @@ def test_take_origin():
     shutil.rmtree(store, ignore_errors=True)
 
 
+def test_times():
+    """What a later listing of the origin shows: the names, sizes and
+    times the mount gave (nginx keeps a PUT's Date as the mtime)."""
+    root, s1, s2 = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-"), tmpdir("hsmfs-store-")
+    os.chmod(root, 0o777)
+    write_tree(root, {"data/old.txt": b"old bytes"})
+    os.chmod(os.path.join(root, "data"), 0o777)
+    os.chmod(os.path.join(root, "data", "old.txt"), 0o666)
+    when = {"old.txt": 1700000000, "new.txt": 1600000000, "sub/deep.txt": 1500000000}
+    body = {"old.txt": b"old bytes, changed", "new.txt": b"new", "sub/deep.txt": b"deep" * 999}
+    with Nginx(root, extra=DAV) as ng:
+        opts = "hook=%s,origin=%s" % (HTTP, ng.url("data/"))
+        with Mount(store=s1, opts=opts) as m:
+            os.listdir(m.mnt)
+            os.mkdir(m.path("sub"))
+            for name, data in body.items():
+                put(m.path(name), data)
+                os.utime(m.path(name), (when[name], when[name]))
+            rc, out = run([HSMFSCTL, "sync", m.mnt])
+            eq(rc, 0, "sync (%s)" % out.strip())
+            rc, out = run([HSMFSCTL, "refresh", "--recursive", m.mnt])
+            eq([state(m, n) for n in body], ["resident"] * len(body),
+               "a refresh after the archive keeps them: the listing's dates are the "
+               "versions the uploads got (%s)" % out.strip())
+        with Mount(store=s2, opts=opts) as m:
+            got = {}
+            for name in body:
+                st = os.stat(m.path(name))
+                got[name] = (st.st_size, int(st.st_mtime))
+            eq(got, {n: (len(body[n]), when[n]) for n in body},
+               "a fresh mount of the origin lists the same names, sizes and times")
+            ok(all(get(m.path(n)) == body[n] for n in body), "and reads the same bytes")
+    for d in (root, s1, s2):
+        shutil.rmtree(d, ignore_errors=True)
+
+
 MIB = 1 << 20
 
 
@@ -170,6 +212,7 @@ def test_room():
 
 def test():
     test_take_origin()
+    test_times()
     test_room()
 
 
