@@ -835,9 +835,55 @@ static void archive_job(CURL *lc, struct job *j)
 	free(url);
 }
 
+/* An ARCHIVE_NAME of a directory: made or removed at the origin. */
+static void dir_job(CURL *lc, struct job *j)
+{
+	struct http_archive_out out = { .why = "out of memory" };
+	bool made = j->ev.start == HSMFS_NAME_MKDIR;
+	char *url = NULL;
+	int err = 0;
+
+	if (!cfg.origin[0]) {
+		snprintf(out.why, sizeof(out.why), "no origin (--origin, or the mount's origin=)");
+		err = EINVAL;
+	} else if (!j->ev.path[0]) {
+		snprintf(out.why, sizeof(out.why), "the root is not made or removed");
+		err = EINVAL;
+	} else {
+		char *u = join_url(cfg.origin, j->ev.path);
+
+		/* a collection's URL ends in "/" */
+		if (!u || asprintf(&url, "%s/", u) < 0) {
+			url = NULL;
+			err = ENOMEM;
+		}
+		free(u);
+	}
+	for (unsigned attempt = 0; !err;) {
+		err = http_archive_dir(lc, url, made, cfg.s3, &out);
+		if ((err != EAGAIN && err != EIO && err != ETIMEDOUT) || attempt >= cfg.retries)
+			break;
+		sleep(1u << attempt++);
+		err = 0;
+	}
+	if (err || out.why[0])
+		logf_("directory '/%s' %s at the origin: %s", j->ev.path,
+		      made ? "made" : "removed", out.why);
+	if (err)
+		hsmfs_hook_deny(hook, j->ev.id, err);
+	else
+		hsmfs_hook_allow(hook, j->ev.id, 0, 0, 0);
+	free(url);
+}
+
 /* An ARCHIVE_NAME: the object removed or moved (http-archive.h). */
 static void name_job(CURL *lc, struct job *j)
 {
+	if (j->ev.start == HSMFS_NAME_MKDIR || j->ev.start == HSMFS_NAME_RMDIR) {
+		dir_job(lc, j);
+		return;
+	}
+
 	struct http_archive_out out = { .why = "out of memory" };
 	char *to = j->ev.start == HSMFS_NAME_RENAMED && cfg.origin[0] ?
 			   join_url(cfg.origin, j->ev.path) : NULL;

@@ -760,6 +760,135 @@ out:
 
 /* A request of method to url with extra headers h: 0 with s, or an errno. */
 static int request(CURL *c, const char *method, const char *url, struct curl_slist *h,
+		   struct seen *s, char *why, size_t wlen);
+
+/* GET url into b (at most 1 MiB): 0 with s, or an errno. */
+static int get_body(CURL *c, const char *url, struct curl_slist *h, struct http_body *b,
+		    struct seen *s, char *why, size_t wlen)
+{
+	int err;
+
+	prepare(c, url, s, h);
+	b->max = 1 << 20;
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, http_body_cb);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
+	err = perform(c, s, why, wlen);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, NULL);
+	return err;
+}
+
+/* Is the body an empty JSON array ("[]", any white space)? */
+static bool empty_array(const struct http_body *b)
+{
+	const char *p = b->p ? b->p : "";
+
+	p += strspn(p, " \t\r\n");
+	if (*p++ != '[')
+		return false;
+	p += strspn(p, " \t\r\n");
+	if (*p++ != ']')
+		return false;
+	return p[strspn(p, " \t\r\n")] == '\0';
+}
+
+/* file://: a directory made with its parents, or removed if empty */
+static int dir_file(const char *url, bool made, struct http_archive_out *out)
+{
+	char *d = curl_unescape(url + 7, 0);
+	int err = 0;
+
+	if (!d)
+		return ENOMEM;
+	if (made) {
+		for (char *p = d + 1; *p; p++)
+			if (*p == '/') {
+				*p = '\0';
+				mkdir(d, 0755);
+				*p = '/';
+			}
+		if (mkdir(d, 0755) && errno != EEXIST)
+			err = errno;
+	} else if (rmdir(d)) {
+		if (errno == ENOTEMPTY || errno == EEXIST)
+			snprintf(out->why, sizeof(out->why), "'%s' is not empty: kept", d);
+		else if (errno != ENOENT)
+			err = errno;
+	}
+	if (err)
+		snprintf(out->why, sizeof(out->why), "'%s': %s", d, strerror(err));
+	curl_free(d);
+	return err;
+}
+
+int http_archive_dir(CURL *c, const char *url, bool made, bool s3,
+		     struct http_archive_out *out)
+{
+	struct curl_slist *hdrs = NULL;
+	struct http_body b = { 0 };
+	struct seen s;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	if (!strncmp(url, "file://", 7))
+		return dir_file(url, made, out);
+	hdrs = curl_slist_append(hdrs, HTTP_IDENTITY);
+	if (s3)
+		hdrs = curl_slist_append(hdrs, HTTP_S3_EMPTY_PAYLOAD);
+	if (made && s3) {
+		/* the marker: an empty object whose key ends in "/" */
+		struct curl_slist *h = curl_slist_append(NULL, HTTP_IDENTITY);
+
+		h = curl_slist_append(h, HTTP_S3_EMPTY_PAYLOAD);
+		h = curl_slist_append(h, "Content-Length: 0");
+		err = request(c, "PUT", url, h, &s, out->why, sizeof(out->why));
+		curl_slist_free_all(h);
+	} else if (made) {
+		err = request(c, "MKCOL", url, hdrs, &s, out->why, sizeof(out->why));
+		if (!err && s.status == 409) {
+			/* its parents first */
+			make_collections(c, url, hdrs);
+			err = request(c, "MKCOL", url, hdrs, &s, out->why, sizeof(out->why));
+		}
+		if (!err && s.status == 405)
+			s.status = 201; /* there already */
+	} else if (s3) {
+		/*
+		 * removed: its marker.  Keys below it are other objects, which
+		 * a DELETE of the marker leaves, and which keep the prefix
+		 * listed: nothing the mount never saw goes.
+		 */
+		err = request(c, "DELETE", url, hdrs, &s, out->why, sizeof(out->why));
+	} else {
+		/* removed: only what the origin lists as empty */
+		err = get_body(c, url, hdrs, &b, &s, out->why, sizeof(out->why));
+		if (!err && s.status == 200 && empty_array(&b)) {
+			struct curl_slist *h = curl_slist_append(NULL, HTTP_IDENTITY);
+
+			h = curl_slist_append(h, "Depth: infinity");
+			err = request(c, "DELETE", url, h, &s, out->why, sizeof(out->why));
+			curl_slist_free_all(h);
+		} else if (!err && s.status == 200) {
+			snprintf(out->why, sizeof(out->why), "%s is not empty at the origin (or not "
+				 "a JSON listing): kept", url);
+			s.status = 204;
+		}
+	}
+	free(b.p);
+	if (!err && s.status == 404)
+		s.status = 204; /* gone already */
+	if (!err && s.status / 100 != 2) {
+		snprintf(out->why, sizeof(out->why), "%s %s: status %ld",
+			 made ? (s3 ? "PUT" : "MKCOL") : "DELETE", url, s.status);
+		err = s.status >= 500 ? EAGAIN : EACCES;
+	}
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+	curl_slist_free_all(hdrs);
+	return err;
+}
+
+/* A request of method to url with extra headers h: 0 with s, or an errno. */
+static int request(CURL *c, const char *method, const char *url, struct curl_slist *h,
 		   struct seen *s, char *why, size_t wlen)
 {
 	int err;

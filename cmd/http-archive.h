@@ -58,4 +58,21 @@ int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const ch
 int http_archive_name(CURL *c, const struct hsmfs_event *ev, const char *to, bool s3,
 		      struct http_archive_out *out);
 
+/*
+ * An ARCHIVE_NAME of a directory (HSMFS_NAME_MKDIR, HSMFS_NAME_RMDIR) at
+ * url (ending in "/").  Made: WebDAV MKCOL (its parents first where the
+ * server wants them; one there already is done), S3 an empty "path/"
+ * object (the marker other tools make), file:// mkdir with its parents.
+ * Removed so that nothing the mount never saw goes with it: file://
+ * rmdir (only if empty); WebDAV, whose DELETE of a collection is
+ * recursive, only if its listing reads empty ("[]" of nginx's JSON
+ * autoindex; anything else keeps it), then DELETE, and a name made at
+ * the origin between the look and the DELETE is lost with it
+ * (hsmfs-http(1)); S3 the "path/" marker (keys below it are objects of
+ * their own, left, and keep the prefix listed).  A directory kept is
+ * 0 too, said in why.
+ */
+int http_archive_dir(CURL *c, const char *url, bool made, bool s3,
+		     struct http_archive_out *out);
+
 #endif

@@ -469,6 +469,22 @@ static int apply_name(const struct meta_op *op)
 		}
 		return res == -ENOENT || res == -ESTALE ? 0 : res;
 	}
+	if (op->kind == META_OP_MKDIR || op->kind == META_OP_RMDIR) {
+		bool made = op->kind == META_OP_MKDIR;
+
+		res = name_event(made ? HSMFS_NAME_MKDIR : HSMFS_NAME_RMDIR, op->path, NULL, NULL,
+				 &version, &origin);
+		free(version);
+		free(origin);
+		/* an origin that keeps no directories, or refuses this one: not again */
+		if (res && res != -EAGAIN && res != -EIO && res != -ETIMEDOUT &&
+		    res != -ENOTCONN && res != -ESHUTDOWN) {
+			elog_warn("directory '%s' was %s on the mount, not at the origin: %s",
+				  op->path, made ? "made" : "removed", strerror(-res));
+			return 0;
+		}
+		return res;
+	}
 	if (op->kind != META_OP_RENAME)
 		return 0;
 	/* the file as it is now: its object, where the op says it goes */

@@ -1,5 +1,6 @@
 /* fstate.c - per-file range state: see fstate.h */
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -539,26 +540,161 @@ void events_created(struct inode *in)
 	eunlock();
 }
 
+/* The path of parent/name into buf (HSMFS_MAX_PATH + 1): 0, or -errno. */
+static int path_of(struct inode *parent, const char *name, char *buf)
+{
+	int a = inode_path(parent, buf, HSMFS_MAX_PATH + 1);
+
+	if (a < 0)
+		return a;
+	if (snprintf(buf + a, HSMFS_MAX_PATH + 1 - a, "%s%s", a ? "/" : "", name) >=
+	    HSMFS_MAX_PATH + 1 - a)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/*
+ * Do directories made and removed on the mount follow at the origin?
+ * Where files made on it do: the archive hook knows where (origin=, or
+ * its own configuration).
+ */
+static bool dirs_follow(void)
+{
+	return S.cfg.meta && S.cfg.track_new;
+}
+
+void events_dir_named(struct inode *parent, const char *name, uint32_t op)
+{
+	char path[HSMFS_MAX_PATH + 1];
+
+	if (!dirs_follow() || path_of(parent, name, path))
+		return;
+	if (meta_op_add(S.cfg.meta, op, 0, path, NULL, NULL)) {
+		elog_warn("cannot record that directory '%s' was %s, for the origin: %s", path,
+			  op == META_OP_MKDIR ? "made" : "removed", meta_errmsg(S.cfg.meta));
+		return;
+	}
+	archive_names_wanted();
+}
+
+#define SUBDIRS_MAX 4096 /* directories below a renamed one carried to the origin */
+
+/*
+ * The directories below the directory base (paths relative to it, each
+ * parent before its children) into *ret: their number, at most
+ * SUBDIRS_MAX.  Free each and the array.
+ */
+static size_t subdirs_of(int base, char ***ret)
+{
+	char **v = NULL;
+	size_t n = 0;
+
+	for (size_t at = 0;; at++) {
+		const char *rel = at ? v[at - 1] : NULL; /* 0: base itself */
+		int fd = openat(base, rel ? rel : ".", O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+							 O_CLOEXEC);
+		DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+		struct dirent *de;
+
+		if (!d && fd >= 0)
+			close(fd);
+		while (d && (de = readdir(d)) && n < SUBDIRS_MAX) {
+			struct stat st;
+			char **nv, *p;
+
+			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+			    (de->d_type != DT_DIR && de->d_type != DT_UNKNOWN))
+				continue;
+			if (de->d_type == DT_UNKNOWN &&
+			    (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
+			     !S_ISDIR(st.st_mode)))
+				continue;
+			if (asprintf(&p, "%s%s%s", rel ? rel : "", rel ? "/" : "", de->d_name) < 0)
+				break;
+			nv = realloc(v, (n + 1) * sizeof(*v));
+			if (!nv) {
+				free(p);
+				break;
+			}
+			v = nv;
+			v[n++] = p;
+		}
+		if (d)
+			closedir(d);
+		if (at == n)
+			break;
+	}
+	if (n == SUBDIRS_MAX)
+		elog_warn("more than %d directories below a renamed one: those past them are "
+			  "not made at the origin unless a file goes into them", SUBDIRS_MAX);
+	*ret = v;
+	return n;
+}
+
+/*
+ * A directory renamed from -> to (in newparent as newname): its
+ * directories follow at the origin, made under the new name before the
+ * files move and removed under the old after them (deepest first, each
+ * only if empty there).  before: the ops to add first, else last.  In
+ * the caller's transaction.
+ */
+static int dir_renamed_ops(const char *from, const char *to, char **sub, size_t n, bool before)
+{
+	char path[HSMFS_MAX_PATH + 1];
+	int res;
+
+	if (before) {
+		res = meta_op_add(S.cfg.meta, META_OP_MKDIR, 0, to, NULL, NULL);
+		for (size_t i = 0; !res && i < n; i++)
+			if (snprintf(path, sizeof(path), "%s/%s", to, sub[i]) < (int)sizeof(path))
+				res = meta_op_add(S.cfg.meta, META_OP_MKDIR, 0, path, NULL, NULL);
+		return res;
+	}
+	res = 0;
+	for (size_t i = n; !res && i-- > 0;)
+		if (snprintf(path, sizeof(path), "%s/%s", from, sub[i]) < (int)sizeof(path))
+			res = meta_op_add(S.cfg.meta, META_OP_RMDIR, 0, path, NULL, NULL);
+	return res ? res : meta_op_add(S.cfg.meta, META_OP_RMDIR, 0, from, NULL, NULL);
+}
+
 void events_renamed(struct inode *parent, const char *name,
-		    struct inode *newparent, const char *newname)
+		    struct inode *newparent, const char *newname, bool dir)
 {
 	char from[HSMFS_MAX_PATH + 1], to[HSMFS_MAX_PATH + 1];
-	int a, b;
+	char **sub = NULL;
+	size_t nsub = 0;
 
 	if (!S.cfg.meta)
 		return;
-	a = inode_path(parent, from, sizeof(from));
-	b = inode_path(newparent, to, sizeof(to));
-	if (a < 0 || b < 0 ||
-	    snprintf(from + a, sizeof(from) - a, "%s%s", a ? "/" : "", name) >= (int)sizeof(from) - a ||
-	    snprintf(to + b, sizeof(to) - b, "%s%s", b ? "/" : "", newname) >= (int)sizeof(to) - b)
+	if (path_of(parent, name, from) || path_of(newparent, newname, to))
 		return; /* the next open records the path */
+	if (dir && dirs_follow()) {
+		int pfd = inode_fd_get(newparent), dfd;
+
+		dfd = pfd < 0 ? -1 : openat(pfd, newname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+							  O_CLOEXEC);
+		if (pfd >= 0)
+			inode_fd_put(newparent);
+		if (dfd >= 0) {
+			nsub = subdirs_of(dfd, &sub);
+			close(dfd);
+		}
+	}
 	if (S.cfg.track_new) {
 		/* the origin's objects follow at the next archive of names */
 		int res = meta_begin(S.cfg.meta);
 
+		if (!res && dir && dirs_follow())
+			res = dir_renamed_ops(from, to, sub, nsub, true);
 		if (!res)
 			res = meta_op_renamed(S.cfg.meta, from, to);
+		if (!res && dir && dirs_follow())
+			res = dir_renamed_ops(from, to, sub, nsub, false);
+		for (size_t i = 0; i < nsub; i++)
+			free(sub[i]);
+		free(sub);
+		sub = NULL;
+		nsub = 0;
 		if (!res)
 			res = meta_rename(S.cfg.meta, from, to);
 		if (!res)

@@ -178,9 +178,18 @@ void events_opened(struct inode *in);
 void events_released(struct inode *in);
 
 /* A name was renamed through the mount: recorded paths follow (and, on a
- * mount that archives, the origin's objects at the next archive of names). */
+ * mount that archives, the origin's objects at the next archive of names;
+ * a directory's (dir) directories too). */
 void events_renamed(struct inode *parent, const char *name,
-		    struct inode *newparent, const char *newname);
+		    struct inode *newparent, const char *newname, bool dir);
+/*
+ * A directory parent/name was made (op META_OP_MKDIR) or removed
+ * (META_OP_RMDIR) through the mount: where files made on the mount are
+ * archived (S.cfg.track_new), the origin's follows, in order with the
+ * other names (archive.c).
+ * Without S.lock.
+ */
+void events_dir_named(struct inode *parent, const char *name, uint32_t op);
 
 /* Set or clear the pinned flag (pinned files are never evicted). */
 int events_pin(struct inode *in, bool pin);

@@ -148,6 +148,8 @@ void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 		return;
 	if (!res)
 		res = do_make(req, parent, name, MK_DIR, mode, 0, NULL, &e);
+	if (!res)
+		events_dir_named(IN(parent), name, META_OP_MKDIR);
 	reply_entry(req, res, &e);
 }
 
@@ -238,8 +240,10 @@ static int do_remove(fuse_ino_t parent, const char *name, int flags)
 			events_load(victim);
 		events_unlinked(victim, st.st_ino, true);
 	}
-	if (!res && flags)
+	if (!res && flags) {
 		events_dir_removed(st.st_ino);
+		events_dir_named(p, name, META_OP_RMDIR);
+	}
 	if (!res && victim)
 		inode_unaliased(victim);
 	inode_release(victim);
@@ -326,7 +330,7 @@ static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 	 * its commit: writeback.c)
 	 */
 	if (!res && !(flags & RENAME_EXCHANGE))
-		events_renamed(p, name, np, newname);
+		events_renamed(p, name, np, newname, S_ISDIR(sst.st_mode));
 out:
 	if (pfd >= 0)
 		inode_fd_put(p);

@@ -124,11 +124,14 @@ int meta_dirty(struct meta *m, unsigned limit, uint64_t skip, struct meta_victim
 /*
  * Names changed on the mount, to be applied at the origin in order (the
  * ops table, archive.c): a removal of a file the origin has (path: the
- * path it had; origin, version: its object then), or a rename (path:
- * its new path; its object is the file's when applied).
+ * path it had; origin, version: its object then), a rename (path:
+ * its new path; its object is the file's when applied), or a directory
+ * made or removed (path; no object).
  */
 #define META_OP_DELETE 1
 #define META_OP_RENAME 2
+#define META_OP_MKDIR 3
+#define META_OP_RMDIR 4
 struct meta_op {
 	int64_t seq;
 	uint32_t kind;

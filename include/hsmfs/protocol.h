@@ -122,6 +122,8 @@ enum hsmfs_event_type {
 /* ARCHIVE_NAME's kinds (its start) */
 #define HSMFS_NAME_REMOVED 1
 #define HSMFS_NAME_RENAMED 2
+#define HSMFS_NAME_MKDIR 3   /* a directory made on the mount (path; no origin) */
+#define HSMFS_NAME_RMDIR 4   /* a directory removed: gone at the origin if empty there */
 
 /* ANSWER verdicts and flags. */
 enum hsmfs_verdict { HSMFS_ALLOW = 0, HSMFS_DENY = 1 };

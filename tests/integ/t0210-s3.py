@@ -227,6 +227,19 @@ def test():
             ls = run(["curl", "-s", "-H", SHA_HDR, "--aws-sigv4", SIG, "--user", "S3RVER:S3RVER",
                       base + "?uploads"])[1]
             ok("<UploadId>" not in ls, "and no upload is left unfinished")
+
+            def head(key):
+                out = run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-I",
+                           "-H", SHA_HDR, "--aws-sigv4", SIG, "--user", "S3RVER:S3RVER",
+                           abase + key])[1]
+                return out.strip()
+            os.mkdir(m.path("emptydir"))
+            rc, out = run([os.environ.get("HSMFSCTL", "hsmfsctl"), "sync", m.mnt])
+            eq((rc, head("emptydir/")), (0, "200"),
+               "an empty directory made on the mount is a \"emptydir/\" marker in the bucket")
+            os.rmdir(m.path("emptydir"))
+            rc, out = run([os.environ.get("HSMFSCTL", "hsmfsctl"), "sync", m.mnt])
+            eq((rc, head("emptydir/")), (0, "404"), "removed on the mount: its marker goes")
     finally:
         srv.kill()
         srv.wait()

@@ -160,6 +160,52 @@ def test_times():
         shutil.rmtree(d, ignore_errors=True)
 
 
+def test_dirs():
+    """Directories made, removed and renamed on the mount follow at the
+    origin, empty ones too; one the origin filled meanwhile is kept."""
+    root, store = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-")
+    os.chmod(root, 0o777)
+    write_tree(root, {"data/keep/k.txt": b"k", "data/old/o.txt": b"o"})
+    for d in ("data", "data/keep", "data/old"):
+        os.chmod(os.path.join(root, d), 0o777)
+    for f in ("data/keep/k.txt", "data/old/o.txt"):
+        os.chmod(os.path.join(root, f), 0o666)
+    o = os.path.join(root, "data")
+    with Nginx(root, extra=DAV) as ng:
+        with Mount(store=store, opts="hook=%s,origin=%s" % (HTTP, ng.url("data/"))) as m:
+            os.listdir(m.mnt)
+            os.mkdir(m.path("empty"))
+            os.makedirs(m.path("a", "b", "c"))
+            os.makedirs(m.path("x", "y"))
+            rc, out = run([HSMFSCTL, "sync", m.mnt])
+            eq(rc, 0, "sync (%s)" % out.strip())
+            ok(os.path.isdir(os.path.join(o, "empty")) and
+               os.path.isdir(os.path.join(o, "a", "b", "c")),
+               "empty directories made on the mount are made at the origin, nested ones too")
+            os.rename(m.path("x"), m.path("z"))
+            os.rmdir(m.path("empty"))
+            os.unlink(m.path("old", "o.txt"))
+            os.rmdir(m.path("old"))
+            os.listdir(m.path("keep"))
+            os.unlink(m.path("keep", "k.txt"))
+            os.rmdir(m.path("keep"))
+            put(os.path.join(o, "keep", "theirs.txt"), b"made at the origin meanwhile")
+            rc, out = run([HSMFSCTL, "sync", m.mnt])
+            eq(rc, 0, "sync (%s)" % out.strip())
+            ok(os.path.isdir(os.path.join(o, "z", "y")) and
+               not os.path.exists(os.path.join(o, "x")),
+               "a renamed tree of empty directories moves at the origin")
+            ok(not os.path.exists(os.path.join(o, "empty")) and
+               not os.path.exists(os.path.join(o, "old")),
+               "removed directories are removed at the origin, with the files removed in them")
+            eq(sorted(os.listdir(os.path.join(o, "keep"))), ["theirs.txt"],
+               "a directory the origin filled meanwhile is kept there, with what it holds")
+            eq(stats(m)["archive_failed"], 0, "no failed attempt")
+            ok(m.logged("is not empty at the origin"), "hsmfs-http says why it kept it")
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(store, ignore_errors=True)
+
+
 MIB = 1 << 20
 
 
@@ -213,6 +259,7 @@ def test_room():
 def test():
     test_take_origin()
     test_times()
+    test_dirs()
     test_room()
 
 

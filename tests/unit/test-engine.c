@@ -1214,9 +1214,12 @@ static void names(void)
 				       HSMFS_MASK(HSMFS_EV_ARCHIVE_NAME), "namer", &a),
 	   "a file with an origin, and an archive hook of names");
 	ok(!meta_op_add(meta, META_OP_DELETE, 991, "gone", "http://o/gone", "g1") &&
+	   !meta_op_add(meta, META_OP_MKDIR, 0, "d/e", NULL, NULL) &&
 	   !meta_op_add(meta, META_OP_RENAME, inode_ino(in), "ren2", NULL, NULL) &&
+	   !meta_op_add(meta, META_OP_RMDIR, 0, "d", NULL, NULL) &&
 	   !meta_op_add(meta, META_OP_DELETE, 992, "theirs", "http://o/theirs", "t1"),
-	   "three name changes recorded: a removal, a rename, a removal");
+	   "five name changes recorded: a removal, a directory made, a rename, a directory "
+	   "removed, a removal");
 	elock();
 	st0 = S.st;
 	eunlock();
@@ -1238,12 +1241,15 @@ static void names(void)
 				 (int)(ev.version.len < 60 ? ev.version.len : 60), ev.version.p);
 		if (!strcmp(path, "ren2"))
 			hook_archived_at(&a, ev.id, "r2", "http://o/ren2");
-		hook_answer(&a, ev.id, !strcmp(path, "theirs") ? ESTALE : 0, 0, 0, 0);
+		/* a directory refused (an origin without them): dropped, not retried */
+		hook_answer(&a, ev.id, !strcmp(path, "theirs") ? ESTALE :
+				       !strcmp(path, "d/e") ? EINVAL : 0, 0, 0, 0);
 	}
 	fake_wait(&r, 3000);
-	ok(!strcmp(seen, "1:gone:http://o/gone:g1 2:ren2:http://127.0.0.1:1/x:v1 "
-			 "1:theirs:http://o/theirs:t1 "),
-	   "the hook is asked in order, each with its object and version (%s)", seen);
+	ok(!strcmp(seen, "1:gone:http://o/gone:g1 3:d/e:: 2:ren2:http://127.0.0.1:1/x:v1 "
+			 "4:d:: 1:theirs:http://o/theirs:t1 "),
+	   "the hook is asked in order, each with its object and version, directories "
+	   "with their path alone, a refused one once (%s)", seen);
 	if (meta_op_count(meta, &n))
 		n = UINT64_MAX;
 	ok(n == 0, "every op is done or dropped (%llu left)", (unsigned long long)n);
