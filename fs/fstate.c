@@ -553,12 +553,7 @@ static int path_of(struct inode *parent, const char *name, char *buf)
 	return 0;
 }
 
-/*
- * Do directories made and removed on the mount follow at the origin?
- * Where files made on it do: the archive hook knows where (origin=, or
- * its own configuration).
- */
-static bool dirs_follow(void)
+bool events_names_follow(void)
 {
 	return S.cfg.meta && S.cfg.track_new;
 }
@@ -567,7 +562,7 @@ void events_dir_named(struct inode *parent, const char *name, uint32_t op)
 {
 	char path[HSMFS_MAX_PATH + 1];
 
-	if (!dirs_follow() || path_of(parent, name, path))
+	if (!events_names_follow() || path_of(parent, name, path))
 		return;
 	if (meta_op_add(S.cfg.meta, op, 0, path, NULL, NULL)) {
 		elog_warn("cannot record that directory '%s' was %s, for the origin: %s", path,
@@ -668,7 +663,7 @@ void events_renamed(struct inode *parent, const char *name,
 		return;
 	if (path_of(parent, name, from) || path_of(newparent, newname, to))
 		return; /* the next open records the path */
-	if (dir && dirs_follow()) {
+	if (dir && events_names_follow()) {
 		int pfd = inode_fd_get(newparent), dfd;
 
 		dfd = pfd < 0 ? -1 : openat(pfd, newname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
@@ -684,11 +679,11 @@ void events_renamed(struct inode *parent, const char *name,
 		/* the origin's objects follow at the next archive of names */
 		int res = meta_begin(S.cfg.meta);
 
-		if (!res && dir && dirs_follow())
+		if (!res && dir && events_names_follow())
 			res = dir_renamed_ops(from, to, sub, nsub, true);
 		if (!res)
 			res = meta_op_renamed(S.cfg.meta, from, to);
-		if (!res && dir && dirs_follow())
+		if (!res && dir && events_names_follow())
 			res = dir_renamed_ops(from, to, sub, nsub, false);
 		for (size_t i = 0; i < nsub; i++)
 			free(sub[i]);

@@ -190,6 +190,13 @@ void events_renamed(struct inode *parent, const char *name,
  * Without S.lock.
  */
 void events_dir_named(struct inode *parent, const char *name, uint32_t op);
+/*
+ * Do names changed on the mount follow at the origin (files made on it
+ * are archived: S.cfg.track_new)?  The archive hook knows where
+ * (origin=, or its own configuration).  Such a mount refuses
+ * RENAME_EXCHANGE, which no origin can apply as one step.
+ */
+bool events_names_follow(void);
 
 /* Set or clear the pinned flag (pinned files are never evicted). */
 int events_pin(struct inode *in, bool pin);

@@ -295,6 +295,10 @@ static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		return -EPERM;
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
 		return -EINVAL;
+	/* two objects swapped at once: no origin can (callers fall back, as
+	 * on the filesystems without it) */
+	if ((flags & RENAME_EXCHANGE) && events_names_follow())
+		return -EINVAL;
 	/* both names are the user's from their look to the rename (names.h) */
 	names_user_begin(&u, inode_ino(p), name, inode_ino(np), newname);
 	src = inode_hold_name(p, name, false, &sst);

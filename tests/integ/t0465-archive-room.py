@@ -162,7 +162,8 @@ def test_times():
 
 def test_dirs():
     """Directories made, removed and renamed on the mount follow at the
-    origin, empty ones too; one the origin filled meanwhile is kept."""
+    origin, empty ones too; one the origin filled meanwhile is kept.
+    RENAME_EXCHANGE, which no origin applies in one step, is refused."""
     root, store = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-")
     os.chmod(root, 0o777)
     write_tree(root, {"data/keep/k.txt": b"k", "data/old/o.txt": b"o"})
@@ -202,6 +203,15 @@ def test_dirs():
                "a directory the origin filled meanwhile is kept there, with what it holds")
             eq(stats(m)["archive_failed"], 0, "no failed attempt")
             ok(m.logged("is not empty at the origin"), "hsmfs-http says why it kept it")
+            # two objects swapped in one step: no origin can, so the mount refuses
+            import ctypes
+            put(m.path("s1"), b"one")
+            put(m.path("s2"), b"two")
+            libc = ctypes.CDLL(None, use_errno=True)
+            rc = libc.renameat2(-100, m.path("s1").encode(), -100, m.path("s2").encode(), 2)
+            eq((rc, ctypes.get_errno(), get(m.path("s1")), get(m.path("s2"))),
+               (-1, errno.EINVAL, b"one", b"two"),
+               "RENAME_EXCHANGE on a mount that archives: EINVAL, nothing swapped")
     shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(store, ignore_errors=True)
 
