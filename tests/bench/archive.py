@@ -33,7 +33,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integ"))
-from harness import Mount, Nginx, run, tmpdir, wait_for  # noqa: E402
+from harness import Mount, Nginx, WanProxy, run, tmpdir, wait_for  # noqa: E402
 
 HSMFSCTL = os.environ.get("HSMFSCTL", "hsmfsctl")
 HTTP = os.environ.get("HSMFS_HTTP", "hsmfs-http")
@@ -41,24 +41,6 @@ DAV = ("dav_methods PUT DELETE MKCOL MOVE; create_full_put_path on; "
        "dav_access user:rw group:rw all:r; client_max_body_size 0;")
 # rclone's WebDAV remote lists with PROPFIND: Debian's dav-ext module
 DAV_EXT_SO = "/usr/lib/nginx/modules/ngx_http_dav_ext_module.so"
-
-
-class WanProxy:
-    def __init__(self, port, delay_ms, rate_mbs):
-        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "wanproxy.py"),
-                                      "--to", str(port), "--delay-ms", str(delay_ms),
-                                      "--rate-mbs", str(rate_mbs)], stdout=subprocess.PIPE)
-        line = self.proc.stdout.readline()
-        if not line.strip().isdigit():
-            raise RuntimeError("wanproxy did not start")
-        self.port = int(line)
-
-    def url(self, path=""):
-        return "http://127.0.0.1:%d/%s" % (self.port, path)
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait()
 
 
 def files_of(kind, args):

@@ -631,6 +631,32 @@ http {
         return False
 
 
+class WanProxy:
+    """tests/bench/wanproxy.py in front of 127.0.0.1:port: a link of
+    delay_ms each way and rate_mbs MB/s, on loopback; started once it
+    prints its port (its readiness signal)."""
+
+    def __init__(self, port, delay_ms=10, rate_mbs=120):
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench",
+                            "wanproxy.py")
+        self.proc = subprocess.Popen([sys.executable, path, "--to", str(port),
+                                      "--delay-ms", str(delay_ms), "--rate-mbs", str(rate_mbs)],
+                                     stdout=subprocess.PIPE)
+        line = self.proc.stdout.readline()
+        if not line.strip().isdigit():
+            self.proc.kill()
+            self.proc.wait()
+            raise RuntimeError("wanproxy did not start")
+        self.port = int(line)
+
+    def url(self, path=""):
+        return "http://127.0.0.1:%d/%s" % (self.port, path)
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
 class Origin:
     """An origin of our own on 127.0.0.1 that answers as a broken server or
     proxy does: a test sets `mode` (per file with `modes`) to one of the

@@ -15,38 +15,17 @@ import hashlib
 import os
 import random
 import shutil
-import subprocess
 import sys
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import HSMFSCTL, Mount, Nginx, diag, eq, main, ok, run, tmpdir  # noqa: E402
+from harness import HSMFSCTL, Mount, Nginx, WanProxy, diag, eq, main, ok, run, tmpdir  # noqa: E402
 
 from archiving import DAV, HTTP  # noqa: E402
 
-WANPROXY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench",
-                        "wanproxy.py")
 MIB = 1 << 20
 BIG = (1024 if os.environ.get("HSMFS_LONG") else 64) * MIB
 SMALL, SMALL_SIZE = 200, 32 << 10
-
-
-class Proxy:
-    def __init__(self, port, delay_ms=10, rate_mbs=120):
-        self.proc = subprocess.Popen([sys.executable, WANPROXY, "--to", str(port),
-                                      "--delay-ms", str(delay_ms), "--rate-mbs", str(rate_mbs)],
-                                     stdout=subprocess.PIPE)
-        line = self.proc.stdout.readline()  # its readiness signal: the port
-        if not line.strip().isdigit():
-            raise RuntimeError("wanproxy did not start")
-        self.port = int(line)
-
-    def url(self, path=""):
-        return "http://127.0.0.1:%d/%s" % (self.port, path)
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait()
 
 
 def chunks(seed, size, step=4 * MIB):
@@ -90,7 +69,7 @@ def test():
     os.chmod(os.path.join(root, "o"), 0o777)
     want = {}
     with Nginx(root, extra=DAV) as ng:
-        px = Proxy(ng.port)
+        px = WanProxy(ng.port)
         try:
             with Mount(store=store, opts="hook=%s --connections 8,origin=%s"
                        % (HTTP, px.url("o/"))) as m:
