@@ -293,6 +293,26 @@ int cache_make_room(uint64_t need)
 	return res;
 }
 
+/*
+ * The part of a round's goal (deficit() with slack) that the store's
+ * free space asks, cache_max left out: changed files do not count in
+ * cache_max (archived, they would count and be evicted, for nothing),
+ * but they take the store's room.  C.lock held (dropped to read the
+ * figure).
+ */
+static uint64_t room_deficit(uint64_t need)
+{
+	struct evict_limits l = C.limits;
+	struct evict_figures f;
+
+	l.max = 0;
+	if (!evict_policy_watches_free(&l) || !free_space(&f, false, true))
+		return 0;
+	f.used = C.used;
+	f.reserved = C.reserved;
+	return evict_policy_deficit(&l, &f, need, true);
+}
+
 /* Does the evictor watch the free space for changed files (write-back on)? */
 static bool pressure_watched(void)
 {
@@ -350,14 +370,9 @@ static void *evictor_main(void *arg)
 			/* changed files fill the store too: look at it now and then */
 			struct timespec ts;
 
-			mono_now(&ts);
-			ts.tv_nsec += EVICT_PRESSURE_MS * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
+			mono_after(&ts, EVICT_PRESSURE_MS / 1000.0);
 			if (pthread_cond_timedwait(&C.wake, &C.lock, &ts) == ETIMEDOUT &&
-			    deficit(0, false, true))
+			    room_deficit(0))
 				C.requested = true;
 		}
 		if (C.stopping)
@@ -380,8 +395,9 @@ static void *evictor_main(void *arg)
 		any = evict_policy_round(&r);
 		lk_lock(&C.lock, LK_CACHE);
 		if (C.cfg.on.archive) {
-			/* what clean files could not give: changed files archived for it */
-			uint64_t short_of = deficit(want, true, true);
+			/* what clean files could not give of the store's room:
+			 * changed files archived for it */
+			uint64_t short_of = room_deficit(want);
 
 			if (short_of < force && !any)
 				short_of = force;

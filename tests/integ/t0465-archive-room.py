@@ -32,7 +32,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HSMFSCTL, Mount, Nginx, eq, is_root, main, ok, run, skip,  # noqa: E402
+from harness import (HSMFSCTL, Mount, Nginx, eq, errno_of, is_root, main, ok, run, skip,  # noqa: E402
                      tmpdir, tmpfs, tmpfs_drop, wait_for, write_tree)
 
 from archiving import DAV, HTTP, archive, get, put, state  # noqa: E402
@@ -50,8 +50,11 @@ def conflict(m, root, name, mine, theirs):
     """Make name a conflict: our change, theirs at the origin, an archive."""
     get(m.path(name))
     put(m.path(name), mine)
-    time.sleep(1.1)  # a new second: nginx's listing tells the versions apart
-    put(os.path.join(root, "data", name), theirs)
+    theirs_path = os.path.join(root, "data", name)
+    put(theirs_path, theirs)
+    # another second than the one recorded: nginx's dates tell the versions apart
+    t = os.stat(theirs_path).st_mtime + 10
+    os.utime(theirs_path, (t, t))
     rc, out = archive(m.path(name))
     ok(rc != 0 and "conflict" in out, "%s: a conflict (%s)" % (name, out.strip()))
 
@@ -266,10 +269,36 @@ def test_room():
         shutil.rmtree(root, ignore_errors=True)
 
 
+def test_not_for_cache_max():
+    """cache_max does not count changed files: a fill short of room under
+    it archives none of them early (archived, they would count, and only
+    be evicted again)."""
+    root, store = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-")
+    os.chmod(root, 0o777)
+    write_tree(root, {"data/pinned.bin": os.urandom(3 * MIB // 2), "data/r.bin": os.urandom(MIB)})
+    os.chmod(os.path.join(root, "data"), 0o777)
+    with Nginx(root, extra=DAV) as ng:
+        opts = ("hook=%s,origin=%s,archive_after=3600,cache_max=2M,chunk=1M,prefetch=0"
+                % (HTTP, ng.url("data/")))
+        with Mount(store=store, opts=opts) as m:
+            os.listdir(m.mnt)
+            rc, out = run([HSMFSCTL, "pin", m.path("pinned.bin")])
+            eq(rc, 0, "a pinned file fills the cache (%s)" % out.strip())
+            put(m.path("mine.txt"), b"a change" * 1000)
+            eq(errno_of(lambda: get(m.path("r.bin"))), errno.ENOSPC,
+               "a read that needs room nothing can give fails with ENOSPC")
+            s = stats(m)
+            eq((s["archived_for_room"], state(m, "mine.txt")), (0, "dirty,new"),
+               "and no changed file was archived early for it")
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(store, ignore_errors=True)
+
+
 def test():
     test_take_origin()
     test_times()
     test_dirs()
+    test_not_for_cache_max()
     test_room()
 
 
