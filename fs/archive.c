@@ -195,19 +195,14 @@ static int take_snapshot(struct fstate *fs, struct snapshot *sn)
 			return res;
 		}
 		res = clone_or_copy(tmp, sfd, sn->size);
-		if ((res == -ENOSPC || res == -EDQUOT) && !room_asked) {
+		if (res == -ENOSPC || res == -EDQUOT) {
 			/* a copy needs room (a clone does not): a round of eviction, once */
 			close(sfd);
 			close(tmp);
-			room_asked = true;
-			if (cache_make_room(sn->size))
+			if (room_asked || cache_make_room(sn->size))
 				return ARCH_ROOM;
+			room_asked = true;
 			continue;
-		}
-		if (res == -ENOSPC || res == -EDQUOT) {
-			close(sfd);
-			close(tmp);
-			return ARCH_ROOM;
 		}
 		if (!res && fstat(sfd, &st) < 0)
 			res = -errno;
@@ -681,6 +676,8 @@ static struct fstate *take_due(int64_t now, int64_t *next_due)
 	for (pp = &S.aqueue; *pp; pp = &(*pp)->anext) {
 		if ((*pp)->naming)
 			continue; /* its rename goes first; taken after */
+		if (S.ntakes && take_wanted((*pp)->ino))
+			continue; /* its change is being dropped (events_take_origin) */
 		if ((*pp)->arch_due <= now) {
 			if (!best || (*pp)->arch_due < (*best)->arch_due)
 				best = pp;
@@ -1021,6 +1018,7 @@ void archive_pressure(uint64_t need)
 		A.pressed++;
 	}
 	bool say = i && now - A.pressed_said >= PRESS_SAY_MS;
+	uint64_t so_far = A.pressed;
 
 	if (i)
 		pthread_cond_broadcast(&S.acond);
@@ -1031,7 +1029,7 @@ void archive_pressure(uint64_t need)
 	if (say)
 		elog_info("the store is short of %llu bytes: changed files archived now, to be "
 			  "released (%llu so far)", (unsigned long long)need,
-			  (unsigned long long)A.pressed);
+			  (unsigned long long)so_far);
 }
 
 /* A resolve --take-origin in progress: the listings of in's directory. */
@@ -1118,7 +1116,8 @@ int events_take_origin(struct inode *in, struct fuse_req *req,
 	else if ((fs->flags & META_F_NEW) || !fs->origin)
 		res = -ENODATA; /* the origin never had it */
 	else if (fs->arch == ARCH_RUNNING)
-		res = -EBUSY; /* open files are the refresh's to refuse (a release may lag) */
+		res = -EBUSY; /* open files are the refresh's to refuse (a release may lag);
+			       * from here the archiver passes it over (take_due) */
 	else if (take_wanted(fs->ino))
 		res = -EALREADY;
 	else if (S.ntakes == TAKES_MAX)
