@@ -12,6 +12,7 @@
 #include "lockcheck.h"
 #include "hashset.h"
 #include "inode.h"
+#include "saved.h"
 
 #define FUSE_ROOT_NODEID 1
 
@@ -27,6 +28,8 @@ struct inode {
 	int fd;                  /* cached O_PATH descriptor, or -1 */
 	mode_t type;             /* S_IFMT bits, fixed for an inode's life */
 	bool pinned;             /* fd kept: no alias reaches this inode */
+	uint32_t id;             /* node id: index of its saved record (saved.h) */
+	uint32_t gen;            /* the record's generation */
 	struct inode *parent;    /* alias parent (held via refs), NULL if none */
 	char *name;              /* alias name, NULL if none */
 	struct inode *lru_prev;  /* idle-fd LRU; linked iff fd >= 0, */
@@ -36,12 +39,149 @@ struct inode {
 static struct {
 	pthread_mutex_t lock;
 	struct inode root;       /* never freed, fd never closed */
+	struct inode lost;       /* what a node id no record was left for is:
+				  * no alias, so every use is ESTALE */
 	struct hashset set;      /* every inode but the root, by (dev, ino) */
 	struct inode lru;        /* sentinel: next = most recent */
 	size_t lru_len;
 	size_t cached_fds;       /* descriptors held by the cache */
 	size_t lru_max;
+	/* node id -> inode: chunks of SLOT_CHUNK, read without the lock */
+	_Atomic(struct inode *) *_Atomic slots[SAVED_NODES_MAX / 4096];
+	uint32_t *free_ids;      /* node ids free below the saved high-water mark */
+	size_t nfree_ids, cap_free_ids;
+	uint32_t *free_cells;    /* long-name cells likewise */
+	size_t nfree_cells, cap_free_cells;
 } T = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+#define SLOT_CHUNK 4096u
+
+/* ------------------------------------------- node ids and saved records */
+
+static struct inode *slot_get(uint64_t id)
+{
+	_Atomic(struct inode *) *c;
+
+	if (id >= SAVED_NODES_MAX)
+		return NULL;
+	c = atomic_load_explicit(&T.slots[id / SLOT_CHUNK], memory_order_acquire);
+	return c ? atomic_load_explicit(&c[id % SLOT_CHUNK], memory_order_relaxed) : NULL;
+}
+
+/* Lock held (or the table's set-up). */
+static int slot_set(uint32_t id, struct inode *in)
+{
+	_Atomic(struct inode *) *c = atomic_load_explicit(&T.slots[id / SLOT_CHUNK],
+							  memory_order_relaxed);
+
+	if (!c) {
+		if (!in)
+			return 0;
+		c = calloc(SLOT_CHUNK, sizeof(*c));
+		if (!c)
+			return -ENOMEM;
+		atomic_store_explicit(&T.slots[id / SLOT_CHUNK], c, memory_order_release);
+	}
+	atomic_store_explicit(&c[id % SLOT_CHUNK], in, memory_order_relaxed);
+	return 0;
+}
+
+static int push_u32(uint32_t **v, size_t *n, size_t *cap, uint32_t x)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 1024;
+		uint32_t *m = realloc(*v, c * sizeof(*m));
+
+		if (!m)
+			return -ENOMEM;
+		*v = m;
+		*cap = c;
+	}
+	(*v)[(*n)++] = x;
+	return 0;
+}
+
+/* A node id and its record for in.  Lock held. */
+static int rec_new(struct inode *in)
+{
+	struct saved_head *h = saved_head();
+	struct saved_node *r;
+	uint32_t id;
+
+	if (T.nfree_ids) {
+		id = T.free_ids[--T.nfree_ids];
+	} else {
+		if (h->nodes_hwm < 2)
+			h->nodes_hwm = 2; /* 0 is none, 1 the root */
+		if (h->nodes_hwm >= SAVED_NODES_MAX)
+			return -ENFILE;
+		id = h->nodes_hwm;
+	}
+	if (slot_set(id, in)) {
+		if (id != h->nodes_hwm)
+			T.nfree_ids++;
+		return -ENOMEM;
+	}
+	if (id == h->nodes_hwm)
+		h->nodes_hwm++;
+	r = saved_node(id);
+	in->id = id;
+	in->gen = ++r->gen;
+	r->dev = in->dev;
+	r->ino = in->ino;
+	r->nlookup = 0;
+	r->parent = 0;
+	r->long_name = 0;
+	r->name_len = 0;
+	r->type = in->type ? in->type : S_IFREG;
+	return 0;
+}
+
+static void cell_free(uint32_t cell)
+{
+	/* on failure the cell is lost until the next daemon's count: harmless */
+	if (cell)
+		(void)push_u32(&T.free_cells, &T.nfree_cells, &T.cap_free_cells, cell);
+}
+
+/* The record's alias: in->parent, in->name.  Lock held. */
+static void rec_alias(struct inode *in)
+{
+	struct saved_node *r = saved_node(in->id);
+	struct saved_head *h = saved_head();
+	size_t n = in->name ? strlen(in->name) : 0;
+
+	if (!r || in == &T.root)
+		return;
+	r->parent = 0; /* no alias while it changes: a crash here is ESTALE */
+	if (n > SAVED_NAME_INLINE && !r->long_name) {
+		if (T.nfree_cells)
+			r->long_name = T.free_cells[--T.nfree_cells];
+		else if (h->names_hwm < SAVED_NAMES_MAX)
+			r->long_name = h->names_hwm ? h->names_hwm++ : (h->names_hwm = 2, 1);
+	} else if (n <= SAVED_NAME_INLINE && r->long_name) {
+		cell_free(r->long_name);
+		r->long_name = 0;
+	}
+	if (n > SAVED_NAME_INLINE && !r->long_name)
+		return; /* no cell left: this node is not found again after a restart */
+	memcpy(r->long_name ? saved_name_cell(r->long_name) : r->name, in->name, n);
+	r->name_len = (uint16_t)n;
+	r->parent = in->parent ? in->parent->id : 0;
+}
+
+static void rec_free(struct inode *in)
+{
+	struct saved_node *r = saved_node(in->id);
+
+	r->type = 0;
+	r->parent = 0;
+	cell_free(r->long_name);
+	r->long_name = 0;
+	slot_set(in->id, NULL);
+	/* on failure lost until the next daemon: harmless */
+	(void)push_u32(&T.free_ids, &T.nfree_ids, &T.cap_free_ids, in->id);
+}
 
 static void (*state_dtor)(void *state);
 
@@ -150,10 +290,95 @@ static void lru_trim(void)
 	}
 }
 
-int inode_table_init(int root_fd, unsigned fd_cache_max)
+/*
+ * The inodes the last daemon left in the saved region (saved.h): each
+ * record a node, then the aliases between them.  A parent chain that
+ * does not reach the root (a record torn by the crash) leaves that node
+ * without an alias: ESTALE, for it alone.
+ */
+static struct inode *hash_find(dev_t dev, ino_t ino);
+
+static int restore(uint64_t *ret_n)
 {
+	struct saved_head *h = saved_head();
+	uint32_t id;
+	uint64_t n = 0;
+
+	for (id = 2; id < h->nodes_hwm; id++) {
+		struct saved_node *r = saved_node(id);
+		struct inode *in;
+
+		if (!r->type) {
+			if (push_u32(&T.free_ids, &T.nfree_ids, &T.cap_free_ids, id))
+				return -ENOMEM;
+			continue;
+		}
+		in = calloc(1, sizeof(*in));
+		if (!in)
+			return -ENOMEM;
+		in->dev = r->dev;
+		in->ino = r->ino;
+		in->type = r->type;
+		in->fd = -1;
+		in->id = id;
+		in->gen = r->gen;
+		in->nlookup = r->nlookup;
+		/* the key first: the set hashes it */
+		if (hash_find(in->dev, in->ino) || slot_set(id, in) ||
+		    hashset_add(&T.set, (uintptr_t)in, NULL) < 0) {
+			slot_set(id, NULL);
+			free(in);
+			r->type = 0; /* a duplicate (torn) or no memory: not kept */
+			continue;
+		}
+		n++;
+	}
+	for (id = 2; id < h->nodes_hwm; id++) {
+		struct inode *in = slot_get(id), *p;
+		struct saved_node *r = saved_node(id);
+		char name[SAVED_NAME_CELL];
+		unsigned depth = 0;
+
+		if (!in || !r->parent)
+			continue;
+		for (p = slot_get(r->parent); p && p != &T.root && depth < 4096; depth++)
+			p = saved_node(p->id)->parent ? slot_get(saved_node(p->id)->parent) : NULL;
+		p = slot_get(r->parent);
+		if (depth >= 4096 || !p || !saved_node_name(r, name) || strchr(name, '/') ||
+		    !(in->name = strdup(name))) {
+			r->parent = 0;
+			continue;
+		}
+		in->parent = p;
+		p->refs++;
+	}
+	/* the long-name cells in use; the rest are free */
+	{
+		uint8_t *used = calloc(h->names_hwm + 1, 1);
+
+		if (!used)
+			return -ENOMEM;
+		for (id = 2; id < h->nodes_hwm; id++) {
+			struct saved_node *r = saved_node(id);
+
+			if (r->type && r->long_name && r->long_name < h->names_hwm)
+				used[r->long_name] = 1;
+		}
+		for (id = 1; id < h->names_hwm; id++)
+			if (!used[id])
+				cell_free(id);
+		free(used);
+	}
+	*ret_n = n;
+	return 0;
+}
+
+int inode_table_init(int root_fd, unsigned fd_cache_max, bool restoring, uint64_t *ret_restored)
+{
+	struct saved_node *r = saved_node(1);
 	struct stat st;
 
+	*ret_restored = 0;
 	if (fstat(root_fd, &st) < 0)
 		return -errno;
 	hashset_init(&T.set, SIZE_MAX, false, inode_hash);
@@ -163,9 +388,19 @@ int inode_table_init(int root_fd, unsigned fd_cache_max)
 	T.root.type = S_IFDIR;
 	T.root.pinned = true;
 	T.root.nlookup = 1; /* the kernel's implicit reference, never forgotten */
+	T.root.id = FUSE_ROOT_NODEID;
+	T.lost.fd = -1;
+	T.lost.type = S_IFREG;
 	T.lru.lru_next = T.lru.lru_prev = &T.lru;
 	T.lru_max = fd_cache_max;
-	return 0;
+	if (slot_set(FUSE_ROOT_NODEID, &T.root))
+		return -ENOMEM;
+	if (restoring && (r->dev != st.st_dev || r->ino != st.st_ino))
+		return -ESTALE; /* another store's table */
+	r->dev = st.st_dev;
+	r->ino = st.st_ino;
+	r->type = S_IFDIR;
+	return restoring ? restore(ret_restored) : 0;
 }
 
 static void free_inode(struct inode *in)
@@ -186,6 +421,15 @@ void inode_table_destroy(void)
 	if (T.root.fd >= 0)
 		close(T.root.fd);
 	T.root.fd = -1;
+	/* the saved records stay: a daemon handing over leaves them to the next */
+	for (size_t i = 0; i < sizeof(T.slots) / sizeof(T.slots[0]); i++) {
+		free((void *)atomic_load_explicit(&T.slots[i], memory_order_relaxed));
+		T.slots[i] = NULL;
+	}
+	free(T.free_ids);
+	free(T.free_cells);
+	T.free_ids = T.free_cells = NULL;
+	T.nfree_ids = T.cap_free_ids = T.nfree_cells = T.cap_free_cells = 0;
 }
 
 struct inode *inode_root(void)
@@ -195,16 +439,23 @@ struct inode *inode_root(void)
 
 struct inode *inode_from_nodeid(uint64_t nodeid)
 {
-	if (nodeid == FUSE_ROOT_NODEID)
-		return &T.root;
-	return (struct inode *)(uintptr_t)nodeid;
+	struct inode *in = slot_get(nodeid);
+
+	/*
+	 * The kernel sends only node ids it was given and has not forgotten;
+	 * after a takeover one whose record a crash tore may be missing.
+	 */
+	return in ? in : &T.lost;
 }
 
 uint64_t inode_nodeid(const struct inode *in)
 {
-	if (in == &T.root)
-		return FUSE_ROOT_NODEID;
-	return (uintptr_t)in;
+	return in->id;
+}
+
+uint64_t inode_generation(const struct inode *in)
+{
+	return in->gen;
 }
 
 /*
@@ -351,11 +602,12 @@ static struct inode *hash_find(dev_t dev, ino_t ino)
  */
 static void maybe_free(struct inode *in)
 {
-	while (in && in != &T.root && !in->nlookup && !in->refs &&
+	while (in && in != &T.root && in != &T.lost && !in->nlookup && !in->refs &&
 	       !in->fd_users) {
 		struct inode *parent = in->parent;
 
 		hashset_remove(&T.set, (uintptr_t)in);
+		rec_free(in);
 		if (in->lru_next)
 			lru_unlink(in);
 		if (in->fd >= 0)
@@ -386,6 +638,7 @@ static int set_alias(struct inode *in, struct inode *parent, const char *name)
 	free(in->name);
 	in->name = n;
 	in->parent = name ? parent : NULL;
+	rec_alias(in);
 	if (old) {
 		old->refs--;
 		maybe_free(old);
@@ -420,7 +673,14 @@ int inode_lookup(struct inode *parent, const char *name, struct stat *ret_st,
 		in->ino = st.st_ino;
 		in->fd = -1;
 		in->type = st.st_mode & S_IFMT;
+		res = rec_new(in);
+		if (res) {
+			free(in);
+			lk_unlock(&T.lock, LK_INODES);
+			return res;
+		}
 		if (hashset_add(&T.set, (uintptr_t)in, NULL) < 0) {
+			rec_free(in);
 			free(in);
 			lk_unlock(&T.lock, LK_INODES);
 			return -ENOMEM;
@@ -443,6 +703,8 @@ int inode_lookup(struct inode *parent, const char *name, struct stat *ret_st,
 		return res;
 	}
 	in->nlookup++;
+	/* before the reply: a crash after it over-counts (a leak), never under */
+	saved_node(in->id)->nlookup = in->nlookup;
 	lk_unlock(&T.lock, LK_INODES);
 	*ret_st = st;
 	*ret = in;
@@ -451,6 +713,8 @@ int inode_lookup(struct inode *parent, const char *name, struct stat *ret_st,
 
 void inode_forget(struct inode *in, uint64_t n)
 {
+	if (in == &T.lost)
+		return;
 	lk_lock(&T.lock, LK_INODES);
 	if (in->nlookup < n) {
 		fprintf(stderr, "hsmfs: forget underflow on inode %llu\n",
@@ -458,6 +722,7 @@ void inode_forget(struct inode *in, uint64_t n)
 		abort();
 	}
 	in->nlookup -= n;
+	saved_node(in->id)->nlookup = in->nlookup;
 	maybe_free(in);
 	lk_unlock(&T.lock, LK_INODES);
 }

@@ -3,7 +3,12 @@
  *
  * One struct inode per store file the kernel holds a lookup reference
  * on, keyed by the store's (st_dev, st_ino).  The FUSE node id is the
- * struct's address (FUSE_ROOT_ID maps to the root inode).
+ * index of the inode's record in the saved region (saved.h: store
+ * (dev, ino), generation, lookup count, alias), which this module keeps
+ * in step under its lock, so that a daemon taking over after a crash
+ * resolves every node id the kernel still holds (inode_table_init()
+ * with restoring).  A node id is reused only once forgotten, with its
+ * generation bumped.
  *
  * Descriptors.  An inode does NOT pin an open descriptor: it records an
  * alias, (parent inode, name), where it was last seen.  When an
@@ -104,10 +109,13 @@ int inode_files(uint64_t **ret, size_t *ret_n);
 
 /*
  * Set up the table with the store root directory (takes ownership of
- * root_fd) and the maximum number of idle cached descriptors.
- * Returns 0 or -errno.
+ * root_fd) and the maximum number of idle cached descriptors, on the
+ * saved region (mapped already); restoring: rebuild the inodes the last
+ * daemon left there (*ret_restored of them).  Returns 0 or -errno
+ * (-ESTALE: the region is another store's).
  */
-int inode_table_init(int root_fd, unsigned fd_cache_max);
+int inode_table_init(int root_fd, unsigned fd_cache_max, bool restoring,
+		     uint64_t *ret_restored);
 
 /* Tear down; frees every inode and closes every descriptor. */
 void inode_table_destroy(void);
@@ -115,6 +123,8 @@ void inode_table_destroy(void);
 struct inode *inode_root(void);
 struct inode *inode_from_nodeid(uint64_t nodeid);
 uint64_t inode_nodeid(const struct inode *in);
+/* The generation of in's node id (fuse_entry_param.generation). */
+uint64_t inode_generation(const struct inode *in);
 
 /*
  * Look name up in parent: fstatat() it in the store, find or create the

@@ -26,7 +26,10 @@
 #include "evict.h"
 #include "hooks.h"
 #include "inode.h"
+#include "keeper.h"
 #include "meta.h"
+#include "ops-io.h"
+#include "saved.h"
 #include "rebuild.h"
 #include "log.h"
 #include "ops.h"
@@ -267,8 +270,11 @@ int main(int argc, char *argv[])
 	struct meta *meta = NULL;
 	bool cache_up = false, events_up = false, hooks_up = false, hook_up = false, was_clean = true;
 	char err[512], *store_path = NULL, *mnt_path = NULL, *esc, *fsname = NULL;
-	bool mounted = false, handlers = false, table = false;
-	int res, rc = 0, daemon_fd = -1;
+	bool mounted = false, handlers = false, table = false, fresh = true;
+	bool takeover, kept, in_syslog = false, serving = false;
+	int res, rc = 0, daemon_fd = -1, kfuse = -1, klock = -1, ksaved = -1;
+	const char *kmnt = NULL;
+	uint64_t restored = 0;
 
 	if (opts_parse(argc, argv, &o, err, sizeof(err))) {
 		log_err("%s", err);
@@ -284,6 +290,31 @@ int main(int argc, char *argv[])
 	}
 	if (o.debug)
 		log_set_level(LOG_LVL_DEBUG); /* -d: the daemon's own debug lines too */
+	/* started by a keeper (keeper.h): its mount, its lock, its saved region */
+	takeover = keeper_inherited(&kfuse, &klock, &ksaved, &kmnt, &in_syslog);
+	kept = takeover || !o.norestart;
+	if (takeover) {
+		o.foreground = true;
+		o.ready_fd = -1; /* the first daemon's, long gone */
+		if (in_syslog)
+			log_to_syslog("hsmfs", -1);
+	}
+	if (kept && !takeover)
+		ksaved = saved_make();
+	res = ksaved >= 0 || !kept ? saved_open_region(kept ? ksaved : -1, &fresh) : ksaved;
+	if (res) {
+		log_err("cannot map the table of what the kernel holds: %s", strerror(-res));
+		rc = EXIT_SERVE;
+		goto out;
+	}
+	if (takeover && fresh) {
+		log_err("the keeper's table is empty: nothing to take over");
+		rc = EXIT_SERVE;
+		goto out;
+	}
+	/* before anything is opened: the numbers of the last daemon's handles */
+	if (takeover && saved_reserve() < 0)
+		log_warn("cannot keep the open handles' numbers: %s", strerror(errno));
 
 	store_path = realpath(o.store, NULL);
 	if (!store_path) {
@@ -292,11 +323,12 @@ int main(int argc, char *argv[])
 		rc = EXIT_STORE;
 		goto out;
 	}
-	if (check_mountpoint(o.mountpoint)) {
+	/* a takeover must not look: the mountpoint is ours, and unserved */
+	if (!takeover && check_mountpoint(o.mountpoint)) {
 		rc = EXIT_MNT;
 		goto out;
 	}
-	mnt_path = realpath(o.mountpoint, NULL);
+	mnt_path = takeover ? (char *)kmnt : realpath(o.mountpoint, NULL);
 	if (!mnt_path) {
 		log_err("mountpoint '%s': %s", o.mountpoint, strerror(errno));
 		rc = EXIT_MNT;
@@ -320,7 +352,7 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 
-	res = store_open(store_path, &store, err, sizeof(err));
+	res = store_open_held(store_path, takeover ? klock : -1, &store, err, sizeof(err));
 	if (res) {
 		log_err("%s", err);
 		rc = EXIT_STORE;
@@ -344,7 +376,8 @@ int main(int argc, char *argv[])
 	}
 
 	res = inode_table_init(store.root_fd,
-			       o.fd_cache ? o.fd_cache : default_fd_cache());
+			       o.fd_cache ? o.fd_cache : default_fd_cache(), takeover,
+			       &restored);
 	if (res) {
 		log_err("cannot set up inode table: %s", strerror(-res));
 		rc = EXIT_STORE;
@@ -392,14 +425,24 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 	handlers = true;
-	if (fuse_session_mount(se, mnt_path)) {
+	if (takeover) {
+		res = ops_io_attach(se, kfuse, true);
+		if (res) {
+			log_err("cannot take over the mount at '%s': %s", mnt_path, strerror(-res));
+			rc = EXIT_SERVE;
+			goto out;
+		}
+		log_info("took over the mount at '%s' (%llu remembered inodes)", mnt_path,
+			 (unsigned long long)restored);
+	} else if (fuse_session_mount(se, mnt_path)) {
 		log_err("cannot mount '%s' at '%s' (see the message above)",
 			store_path, mnt_path);
 		rc = EXIT_MOUNT;
 		goto out;
+	} else {
+		mounted = true;
 	}
-	mounted = true;
-	if (!o.foreground) {
+	if (!o.foreground || (kept && !takeover)) {
 		/*
 		 * SQLite's locks are POSIX record locks, owned by the process
 		 * that took them: a connection carried across fork() would lose
@@ -409,7 +452,17 @@ int main(int argc, char *argv[])
 		 */
 		meta_close(meta);
 		meta = NULL;
-		daemon_fd = daemonize(store.state_fd);
+		if (!o.foreground)
+			daemon_fd = daemonize(store.state_fd);
+		if (kept) {
+			/* this process keeps the mount; the daemon is its child */
+			keeper_start(&(struct keeper_args){
+				.se = se, .fuse_fd = fuse_session_fd(se), .lock_fd = store.lock_fd,
+				.saved_fd = ksaved, .mnt = mnt_path, .argv = argv,
+				.syslog = !o.foreground,
+				.close_fds = { daemon_fd, o.ready_fd } });
+			mounted = false; /* the keeper unmounts */
+		}
 		res = open_meta(store_path, store.root_fd, &meta);
 		if (res) {
 			log_err("cannot open the metadata database in '%s/%s': %s", store_path,
@@ -418,7 +471,17 @@ int main(int argc, char *argv[])
 			goto out;
 		}
 	}
-	store_write_pid(&store, getpid());
+	if (!takeover) {
+		res = ops_io_attach(se, fuse_session_fd(se), false);
+		if (res) {
+			log_err("cannot serve the mount: %s", strerror(-res));
+			rc = EXIT_SERVE;
+			goto out;
+		}
+	}
+	serving = true;
+	/* the process that holds the mount: the keeper, when there is one */
+	store_write_pid(&store, kept ? getppid() : getpid());
 	/* with hook=, ready once the hook joined too (ready.h) */
 	ready_init(o.ready_fd, daemon_fd, o.hook != NULL, o.timeout);
 	ops_init(&ocfg);
@@ -509,6 +572,8 @@ int main(int argc, char *argv[])
 
 	if (o.readahead && bdi_readahead_start(mnt_path, o.readahead))
 		log_warn("cannot start setting readahead=, ignoring");
+	if (takeover)
+		ops_adopt_opens();
 
 	if (o.single_thread) {
 		res = fuse_session_loop(se);
@@ -528,6 +593,16 @@ int main(int argc, char *argv[])
 		log_err("serving failed: %s", strerror(-res));
 		rc = EXIT_SERVE;
 	}
+	if (kept && ops_handover_asked()) {
+		/*
+		 * hsmfsctl restart: what the writer holds is committed, the rest
+		 * is left as a crash leaves it, for the next daemon (keeper.h):
+		 * requests parked on hooks are the kernel's to send again.
+		 */
+		writeback_sync();
+		log_info("handing over to the next daemon");
+		_exit(KEEPER_HANDOVER);
+	}
 
 out:
 	prefetch_shutdown(); /* before the engine: it starts fills */
@@ -544,7 +619,7 @@ out:
 		cache_shutdown();
 	if (events_up) {
 		events_shutdown();
-		if (rc == 0 && mounted)
+		if (rc == 0 && serving)
 			check_mark_clean(store.state_fd);
 	}
 	if (mounted)

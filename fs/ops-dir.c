@@ -13,6 +13,7 @@
 #include "events.h"
 #include "inode.h"
 #include "ops-int.h"
+#include "saved.h"
 
 /* ------------------------------------------------------ open directories */
 
@@ -22,6 +23,44 @@ struct dir_handle {
 	struct dirent *entry; /* read but not yet returned, or NULL */
 	bool is_root;         /* hide STORE_STATE_DIR */
 };
+
+/*
+ * An open directory's handle is its descriptor's number (as a file's
+ * is): a daemon taking over reopens it there (ops_dir_adopt()).  This
+ * table finds the handle's state by that number; it is written before
+ * the reply that gives the kernel the number.
+ */
+static _Atomic(struct dir_handle *) *dirs;
+
+static struct dir_handle *dir_of(struct fuse_file_info *fi)
+{
+	return atomic_load_explicit(&dirs[fi->fh], memory_order_relaxed);
+}
+
+static void dir_set(int fd, struct dir_handle *d, struct inode *in)
+{
+	struct saved_open *r = saved_open_rec(fd);
+
+	atomic_store_explicit(&dirs[fd], d, memory_order_relaxed);
+	if (d) {
+		*r = (struct saved_open){ .node = (uint32_t)inode_nodeid(in),
+					  .flags = O_RDONLY | O_DIRECTORY,
+					  .kind = SAVED_OPEN_DIR };
+		if ((uint32_t)fd >= saved_head()->opens_hwm)
+			saved_head()->opens_hwm = (uint32_t)fd + 1;
+	} else {
+		r->kind = SAVED_OPEN_FREE;
+	}
+}
+
+static void dir_free(struct fuse_file_info *fi)
+{
+	struct dir_handle *d = dir_of(fi);
+
+	dir_set((int)fi->fh, NULL, NULL);
+	closedir(d->dp);
+	free(d);
+}
 
 static int do_opendir(fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -41,6 +80,11 @@ static int do_opendir(fuse_ino_t ino, struct fuse_file_info *fi)
 	inode_proc_path(fd, path);
 	dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	inode_fd_put(in);
+	if (dfd >= (int)SAVED_OPENS_MAX) {
+		close(dfd);
+		free(d);
+		return -EMFILE;
+	}
 	if (dfd < 0 || !(d->dp = fdopendir(dfd))) {
 		int res = -errno;
 
@@ -50,7 +94,26 @@ static int do_opendir(fuse_ino_t ino, struct fuse_file_info *fi)
 		return res;
 	}
 	d->is_root = in == inode_root();
-	fi->fh = (uintptr_t)d;
+	fi->fh = (uint64_t)dfd;
+	dir_set(dfd, d, in);
+	inode_open_inc(in);
+	return 0;
+}
+
+int ops_dir_adopt(int fd, struct inode *in)
+{
+	struct dir_handle *d = calloc(1, sizeof(*d));
+
+	if (!d)
+		return -ENOMEM;
+	d->dp = fdopendir(fd);
+	if (!d->dp) {
+		free(d);
+		return -errno;
+	}
+	d->offset = -1; /* the next readdir seeks where the kernel says */
+	d->is_root = in == inode_root();
+	dir_set(fd, d, in);
 	inode_open_inc(in);
 	return 0;
 }
@@ -61,8 +124,7 @@ static void reply_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 		fuse_reply_err(req, -res);
 	} else if (fuse_reply_open(req, fi) == -ENOENT) {
 		/* the opener was interrupted: the kernel never releases it */
-		closedir(((struct dir_handle *)(uintptr_t)fi->fh)->dp);
-		free((void *)(uintptr_t)fi->fh);
+		dir_free(fi);
 		inode_open_dec(IN(ino));
 	}
 }
@@ -87,10 +149,13 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static ssize_t do_readdir(fuse_req_t req, fuse_ino_t ino, char *buf, size_t size, off_t offset,
 			  struct fuse_file_info *fi, bool plus)
 {
-	struct dir_handle *d = (struct dir_handle *)(uintptr_t)fi->fh;
+	struct dir_handle *d = dir_of(fi);
 	char *p;
 	size_t rem = size;
 	int err = 0;
+
+	if (!d)
+		return -EBADF; /* a handle the daemon taking over could not reopen */
 
 	if (offset != d->offset) {
 		seekdir(d->dp, offset);
@@ -186,19 +251,19 @@ void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct dir_handle *d = (struct dir_handle *)(uintptr_t)fi->fh;
-
-	closedir(d->dp);
-	free(d);
-	inode_open_dec(IN(ino));
+	if (dir_of(fi)) {
+		dir_free(fi);
+		inode_open_dec(IN(ino));
+	} else {
+		close((int)fi->fh); /* a placeholder left by a takeover (saved.h) */
+	}
 	reply_err(req, 0);
 }
 
 void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-	struct dir_handle *d = (struct dir_handle *)(uintptr_t)fi->fh;
-	int fd = dirfd(d->dp);
-	int res = datasync ? fdatasync(fd) : fsync(fd);
+	int fd = dir_of(fi) ? dirfd(dir_of(fi)->dp) : -1;
+	int res = fd < 0 ? (errno = EBADF, -1) : datasync ? fdatasync(fd) : fsync(fd);
 
 	reply_err(req, res < 0 ? -errno : 0);
 }
@@ -215,5 +280,8 @@ static int opendir_again(struct later *l, int res)
 
 void ops_dir_init(void)
 {
+	dirs = calloc(SAVED_OPENS_MAX, sizeof(*dirs));
+	if (!dirs)
+		abort(); /* at start-up: 8 MB of address space */
 	later_handle(LATER_OPENDIR, LATER_OPENDIR, opendir_again);
 }

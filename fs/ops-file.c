@@ -22,6 +22,7 @@
 #include "names.h"
 #include "ops-file.h"
 #include "ops-int.h"
+#include "saved.h"
 #include "passthrough.h"
 #include "prefetch.h"
 #include "privs.h"
@@ -86,6 +87,27 @@ static void cold_direct(struct inode *in, struct fuse_file_info *fi)
 		fi->direct_io = 1;
 }
 
+/* The open whose descriptor (and handle) is fi->fh, for a daemon taking over. */
+static void saved_opened(struct fuse_file_info *fi, struct inode *in)
+{
+	struct saved_open *r = saved_open_rec((int)fi->fh);
+
+	if (!r)
+		return; /* past SAVED_OPENS_MAX: EBADF after a restart */
+	*r = (struct saved_open){ .node = (uint32_t)inode_nodeid(in), .flags = (uint32_t)fi->flags,
+				  .kind = SAVED_OPEN_FILE };
+	if (fi->fh >= saved_head()->opens_hwm)
+		saved_head()->opens_hwm = (uint32_t)fi->fh + 1;
+}
+
+static void saved_closed(struct fuse_file_info *fi)
+{
+	struct saved_open *r = saved_open_rec((int)fi->fh);
+
+	if (r)
+		r->kind = SAVED_OPEN_FREE;
+}
+
 /*
  * Open the store file of ino and fix the open's mode on the
  * subscriptions of generation gen (pt_gen(), read before the caller
@@ -110,6 +132,7 @@ static int do_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, ui
 	if (res < 0)
 		return -errno;
 	fi->fh = res;
+	saved_opened(fi, in);
 	fi->keep_cache = 1;
 	/*
 	 * A read-only descriptor has nothing for op_flush to report: its
@@ -124,6 +147,7 @@ static int do_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, ui
 		int err = events_load(in);
 
 		if (err) {
+			saved_closed(fi);
 			close(res);
 			*fi = fi0;
 			return err;
@@ -135,6 +159,7 @@ static int do_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, ui
 		events_opened(in);
 	/* the mode, fixed for this open, atomically with the subscriptions */
 	if (!inode_is_dir(in) && pt_opened(req, in, fi, gen, modify_asked) == PT_AGAIN) {
+		saved_closed(fi);
 		close(res);
 		inode_open_dec(in);
 		if (inode_flags(in) & INODE_STATEFUL)
@@ -150,6 +175,7 @@ static int do_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, ui
 static void open_undo(fuse_req_t req, struct inode *in, struct fuse_file_info *fi)
 {
 	pt_released(req, in, fi);
+	saved_closed(fi);
 	close(fi->fh);
 	inode_open_dec(in);
 	if (inode_flags(in) & INODE_STATEFUL)
@@ -367,6 +393,7 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (made)
 		events_created(in); /* before the open below loads its state */
 	fi->fh = fd;
+	saved_opened(fi, in);
 	inode_open_inc(in);
 	/*
 	 * An O_CREAT open of a name that exists may meet a file in
@@ -388,6 +415,7 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 			continue;
 		ask = events_pre_modify(in, 0, UINT64_MAX, req);
 		if (ask) {
+			saved_closed(fi);
 			close(fd);
 			inode_open_dec(in);
 			inode_forget(in, 1);
@@ -618,6 +646,7 @@ void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	pt_released(req, IN(ino), fi);
+	saved_closed(fi);
 	close(fi->fh);
 	inode_open_dec(IN(ino));
 	if (inode_flags(IN(ino)) & INODE_STATEFUL)

@@ -6,6 +6,8 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <fuse_lowlevel.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +19,20 @@ struct ops_config ops_cfg;
 bool ops_acls;
 bool ops_killpriv;
 struct fuse_session *ops_session;
+
+static _Atomic bool handover;
+
+void ops_handover(void)
+{
+	atomic_store(&handover, true);
+	if (ops_session)
+		fuse_session_exit(ops_session);
+}
+
+bool ops_handover_asked(void)
+{
+	return atomic_load(&handover);
+}
 
 /* The handler of each step (later_handle()); filled at start-up, read-only afterwards. */
 static later_step_fn *later_steps[LATER_STEPS];

@@ -14,6 +14,8 @@
  *                fallocate, lseek
  *   ops-copy.c   copy_file_range
  *   ops-dir.c    opendir, readdir(plus), releasedir, fsyncdir
+ *   ops-adopt.c  the handles a daemon taking over reopens (saved.h)
+ *   ops-io.c     the session's reads and writes of /dev/fuse (ops-io.h)
  *   ops-xattr.c  extended attributes and the user.hsmfs.* control verbs
  * beside the modules they call: creds.h (creating as the caller),
  * readbuf.h (reply buffers of reads), the engine (events.h).
@@ -227,6 +229,13 @@ void ops_file_init(void);   /* LATER_CREATE, LATER_OPEN_* .. LATER_FALLOCATE */
 void ops_copy_init(void);   /* LATER_COPY_* */
 void ops_dir_init(void);    /* LATER_OPENDIR */
 void ops_xattr_init(void);  /* LATER_REFRESH, LATER_ARCHIVE */
+
+/* ops-int.c: hsmfsctl restart (ops.h says it for main.c too) */
+void ops_handover(void);
+bool ops_handover_asked(void);
+
+/* ops-dir.c: the directory open at fd, reopened by a daemon taking over (ops-adopt.c). */
+int ops_dir_adopt(int fd, struct inode *in);
 
 /* The entry of name in parent, for the kernel (a lookup reference taken).  ops-names.c. */
 int do_lookup(fuse_ino_t parent, const char *name, struct fuse_entry_param *e);

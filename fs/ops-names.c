@@ -32,6 +32,7 @@ int do_lookup(fuse_ino_t parent, const char *name, struct fuse_entry_param *e)
 		return res;
 	events_shown_attr(in, &e->attr);
 	e->ino = inode_nodeid(in);
+	e->generation = inode_generation(in);
 	e->attr_timeout = ops_cfg.attr_timeout;
 	e->entry_timeout = ops_cfg.entry_timeout;
 	return 0;

@@ -19,6 +19,7 @@
 #include "events.h"
 #include "inode.h"
 #include "ops-int.h"
+#include "saved.h"
 #include "ops-inval.h"
 #include "vattr.h"
 
@@ -217,10 +218,38 @@ static int archive_step(struct later *l, int res)
 	return 0;
 }
 
+/*
+ * user.hsmfs.restart of the root (hsmfsctl restart): the daemon hands
+ * over to the hsmfs binary installed now (keeper.h), once this is
+ * answered.  Root's or the mount owner's; only under a keeper.
+ */
+static void ctl_restart(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	int res = 0;
+
+	if (IN(ino) != inode_root())
+		res = -ENODATA;
+	else if (ctx->uid != 0 && ctx->uid != getuid())
+		res = -EPERM;
+	else if (!saved_head()->kept)
+		res = -EOPNOTSUPP; /* -o norestart */
+	else if (size < 2)
+		res = -ERANGE;
+	reply_xattr(req, res ? res : 2, res ? NULL : "ok", size);
+	if (!res && size >= 2)
+		ops_handover();
+}
+
 void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	char *buf;
 	ssize_t res;
+
+	if (!strcmp(name, VIRT_PREFIX "restart")) {
+		ctl_restart(req, ino, size);
+		return;
+	}
 
 	if (!strcmp(name, VIRT_PREFIX "refresh")) {
 		ctl_refresh(req, ino, size);

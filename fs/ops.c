@@ -1,6 +1,7 @@
 /* ops.c - see ops.h and ops-int.h: the top of the FUSE layer */
 #include <assert.h>
 #include <fuse_lowlevel.h>
+#include <stdatomic.h>
 
 #include "creds.h"
 #include "log.h"

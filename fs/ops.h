@@ -46,6 +46,11 @@ bool ops_interrupted(struct fuse_req *req);
 /* Free what ops keeps between requests (the read reply buffers); at exit. */
 void ops_shutdown(void);
 const struct fuse_lowlevel_ops *ops_table(void);
+/* hsmfsctl restart: end the loop, to hand over (keeper.h); asked since? */
+void ops_handover(void);
+bool ops_handover_asked(void);
+/* A daemon taking over: reopen the last one's handles (after the engine started). */
+void ops_adopt_opens(void);
 unsigned long ops_table_size(void);
 
 #endif

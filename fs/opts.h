@@ -59,6 +59,7 @@ struct hsmfs_opts {
 	bool default_perms;      /* the kernel checks permissions (given, or
 				  * implied by allow_other) */
 	bool writeback;          /* writeback cache (default off) */
+	bool norestart;          /* no keeper: a crash ends the mount (keeper.h) */
 	bool nopassthrough;      /* never kernel passthrough (default: where allowed) */
 	bool cold_direct;        /* cold_reads=direct: a read-only open of a file
 				  * with bytes missing bypasses the mount's page

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "passthrough.h"
 #include "privs.h"
+#include "saved.h"
 
 /* What an open was made, by its store descriptor (fi->fh) */
 enum { M_NONE, M_CACHED, M_PT, M_PT_WRITE };
@@ -292,8 +293,40 @@ int pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi,
 	plock();
 	set_mode((int)fi->fh, mode);
 	P.st.passthrough_opens += mode != M_CACHED;
+	{
+		/* for a daemon taking over (pt_adopt()) */
+		struct saved_open *r = saved_open_rec((int)fi->fh);
+
+		if (r) {
+			r->pt_mode = mode;
+			r->backing_id = mode != M_CACHED ? id : 0;
+			r->pad = h->pt_writable;
+		}
+	}
 	punlock();
 	return 0;
+}
+
+void pt_adopt(struct inode *in, int fd, const struct saved_open *r)
+{
+	struct inode_head *h = head(in);
+	bool pt = r->pt_mode == M_PT || r->pt_mode == M_PT_WRITE;
+
+	/* the kernel still passes this open through: the inode stays whole */
+	if (pt && !h->backing_id)
+		events_pass_begin(in);
+	plock();
+	set_mode(fd, r->pt_mode);
+	if (pt) {
+		if (!h->backing_id) {
+			h->backing_id = r->backing_id;
+			h->pt_writable = r->pad & 1;
+		}
+		h->pt_opens++;
+	} else if (r->pt_mode == M_CACHED) {
+		h->cached_opens++;
+	}
+	punlock();
 }
 
 void pt_released(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi)

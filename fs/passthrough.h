@@ -61,6 +61,14 @@ struct fuse_file_info;
 struct fuse_req;
 struct inode;
 
+/*
+ * A daemon taking over: the open whose descriptor is fd, made by the
+ * last daemon with what r says (saved.h), counted as that one counted
+ * it: the kernel still passes it through with the backing id it got.
+ */
+struct saved_open;
+void pt_adopt(struct inode *in, int fd, const struct saved_open *r);
+
 /* At FUSE init: ask for passthrough if wanted and offered. */
 void pt_init(struct fuse_conn_info *conn, bool wanted);
 

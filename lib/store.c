@@ -12,6 +12,12 @@
 
 int store_open(const char *path, struct store *ret, char *err, size_t errlen)
 {
+	return store_open_held(path, -1, ret, err, errlen);
+}
+
+int store_open_held(const char *path, int held_fd, struct store *ret, char *err,
+		    size_t errlen)
+{
 	struct store s = { -1, -1, -1 };
 	struct stat st;
 	int res;
@@ -44,7 +50,10 @@ int store_open(const char *path, struct store *ret, char *err, size_t errlen)
 		goto fail;
 	}
 	/* O_PATH cannot be used with openat for creation; reopen the dir. */
-	{
+	if (held_fd >= 0) {
+		/* the keeper's: flock() on it again succeeds, it is the same lock */
+		s.lock_fd = fcntl(held_fd, F_DUPFD_CLOEXEC, 3);
+	} else {
 		char p[64];
 
 		snprintf(p, sizeof(p), "/proc/self/fd/%d/%s", s.state_fd,

@@ -49,6 +49,9 @@ struct store {
  * the message when known).  *ret is untouched on failure.
  */
 int store_open(const char *path, struct store *ret, char *err, size_t errlen);
+/* The same with the lock already held by held_fd (a keeper's, keeper.h). */
+int store_open_held(const char *path, int held_fd, struct store *ret, char *err,
+		    size_t errlen);
 
 /* Record the serving daemon's pid in the lock file (for messages). */
 void store_write_pid(const struct store *s, pid_t pid);

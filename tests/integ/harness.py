@@ -174,7 +174,7 @@ class Mount:
     """One hsmfs daemon serving STORE at MNT for the duration of a with."""
 
     def __init__(self, opts="", store=None, args=(), rlimit_nofile=None,
-                 expect_exit=0, env=None, exe=None):
+                 expect_exit=0, env=None, exe=None, restart=None):
         self.exe = exe or HSMFS  # the daemon binary
         self.dir = tmpdir()
         self.store = store or os.path.join(self.dir, "store")
@@ -186,6 +186,12 @@ class Mount:
         self.rlimit_nofile = rlimit_nofile
         self.expect_exit = expect_exit
         self.env = env  # added to the daemon's environment
+        # A test of a crash point checks how the mount ends: no keeper
+        # restarts the daemon there, unless the test asks for one.
+        if restart is None:
+            restart = not (env and "HSMFS_CRASH_AT" in env)
+        if not restart and "norestart" not in opts:
+            self.opts = opts + ("," if opts else "") + "norestart"
         self.proc = None
         self.log = os.path.join(self.dir, "hsmfs.log")
 
@@ -236,6 +242,29 @@ class Mount:
             raise DaemonError("daemon exited %s before ready:\n%s" %
                               (rc, self.output()))
         return self
+
+    def daemon_pid(self):
+        """The serving daemon's pid: the keeper's child, or the process
+        started when there is no keeper (-o norestart)."""
+        pid = self.proc.pid
+        try:
+            with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+                kids = f.read().split()
+        except OSError:
+            kids = []
+        return int(kids[0]) if kids else pid
+
+    def kill(self):
+        """kill -9 of the mount's holder (the keeper, or the daemon with
+        no keeper): the mount ends, as a crash ended it before keepers;
+        returns once the daemon is gone too."""
+        worker = self.daemon_pid()
+        self.proc.kill()
+        self.proc.wait()
+        if worker != self.proc.pid:
+            wait_for(lambda: not os.path.exists("/proc/%d" % worker) or
+                     open("/proc/%d/stat" % worker).read().split()[2] == "Z",
+                     "the daemon's end")
 
     def output(self):
         try:

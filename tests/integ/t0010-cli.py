@@ -102,7 +102,7 @@ def test():
         # stale mount: the daemon dies, the mountpoint stays
         m = Mount(store=store)
         m.start()
-        m.proc.kill()
+        m.kill()
         m.proc.wait()
         try:
             os.stat(m.mnt)

@@ -53,7 +53,7 @@ def test():
             rc, out = run(["du", "-s", "--apparent-size", "-B1", m.mnt])
             ok(rc == 0 and int(out.split()[0]) >= ((N + 99) // 100) * 5000,
                "du sums the tree: " + out.strip())
-            fds = daemon_fds(m.proc.pid)
+            fds = daemon_fds(m.daemon_pid())
             ok(fds < (NOFILE or 20000), "daemon holds %d descriptors" % fds)
 
             tarball = os.path.join(work, "t.tar")
@@ -66,7 +66,7 @@ def test():
             eq(rc, 0, "extracted copy equals the original")
             rc, out = run(["find", m.path("copy"), "-type", "f"])
             eq(len(out.splitlines()), N, "extracted file count")
-            fds = daemon_fds(m.proc.pid)
+            fds = daemon_fds(m.daemon_pid())
             ok(fds < (NOFILE or 20000), "daemon still holds only %d descriptors" % fds)
             rc, out = run(["rm", "-rf", m.path("copy")])
             eq(rc, 0, "rm -rf of the copy")

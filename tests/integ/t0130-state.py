@@ -108,7 +108,7 @@ def crash_round(store, mirror, data, seed, kill_what):
                                     stderr=subprocess.DEVNULL) for k in range(4)]
         time.sleep(rnd.uniform(0.02, 0.4))  # a random moment, by design
         if kill_what == "daemon":
-            m.proc.kill()
+            m.kill()
             m.proc.wait()
         else:
             hook.kill()
@@ -182,7 +182,7 @@ def test_unclean():
         wait_for(lambda: run(["sqlite3", os.path.join(store, ".hsmfs", "meta.db"),
                               "SELECT count(*) FROM files WHERE state = 2"])[1].strip() == "2",
                  "partial state committed")
-        m.proc.kill()
+        m.kill()
         m.proc.wait()
     finally:
         m.cleanup()

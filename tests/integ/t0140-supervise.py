@@ -53,7 +53,7 @@ def test():
     m.start()
     try:
         pid = wait_for(lambda: started(m), "hook start line in the log")[-1]
-        m.proc.kill()
+        m.kill()
         m.proc.wait()
 
         def gone():

@@ -146,7 +146,7 @@ def test_fsync_survives_kill():
         os.pwrite(fd, LOCAL, 300000)
         os.fsync(fd)
         os.close(fd)
-        m.proc.kill()  # at once: whatever fsync did not make durable is lost
+        m.kill()  # at once: whatever fsync did not make durable is lost
         m.proc.wait()
     finally:
         m.cleanup()

@@ -232,7 +232,7 @@ def test_fsync_during_batch():
                 t.join(15)
                 hung = t.is_alive()
                 if hung:
-                    m.proc.kill()  # the fsync fails then, and the test ends
+                    m.kill()  # the fsync fails then, and the test ends
                     t.join(15)
                 ok(not hung, "an fsync while the writer holds a batch returns (%r)" % done)
                 eq(done, {"fsync": 0}, "and is acknowledged")

@@ -78,7 +78,7 @@ def run_test():
                                          str(seed + k * 10 + j)], stderr=subprocess.DEVNULL)
                        for j in range(3)]
             time.sleep(rnd.uniform(0.1, 0.6))  # a random moment, by design
-            m.proc.kill()
+            m.kill()
             m.proc.wait()
         finally:
             for r in readers:

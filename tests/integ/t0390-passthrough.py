@@ -217,7 +217,7 @@ def test_passthrough_killed():
         ok("passthrough" in state(m, "p"), "opened for writing in passthrough mode")
         os.pwrite(fd, b"G" * 8192, 8192)
         os.fsync(fd)
-        m.proc.kill()
+        m.kill()
         m.proc.wait()
         try:
             os.close(fd)

@@ -51,6 +51,7 @@
 #include "events.h"
 #include "hooks.h"
 #include "inode.h"
+#include "saved.h"
 #include "log.h"
 #include "manifest.h"
 #include "meta.h"
@@ -211,7 +212,7 @@ static int start_engine(void)
 	res = meta_open(path, &meta);
 	if (res)
 		return res;
-	res = inode_table_init(store.root_fd, 64);
+	{ bool fr; saved_open_region(-1, &fr); uint64_t rn; res = inode_table_init(store.root_fd, 64, false, &rn); }
 	if (res)
 		return res;
 	ecfg.meta = meta;

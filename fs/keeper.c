@@ -1,0 +1,201 @@
+/* keeper.c - see keeper.h */
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "keeper.h"
+#include "log.h"
+#include "ops-io.h"
+#include "saved.h"
+
+#define ENV_FDS "HSMFS_KEEPER"
+#define ENV_MNT "HSMFS_KEEPER_MNT"
+#define ENV_SYSLOG "HSMFS_KEEPER_SYSLOG"
+
+static sigset_t old_mask;
+static pid_t keeper_pid;
+
+/* In the child: what the daemon needs of the keeper, then its own signals. */
+static void child_setup(const struct keeper_args *a)
+{
+	int fds[3] = { a->fuse_fd, a->lock_fd, a->saved_fd };
+
+	for (int i = 0; i < 3; i++)
+		fcntl(fds[i], F_SETFD, 0); /* kept across exec */
+	sigprocmask(SIG_SETMASK, &old_mask, NULL);
+	/* the keeper gone, the mount ends, as a daemon's death ended it without one */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != keeper_pid)
+		_exit(5); /* it died before the line above */
+}
+
+static pid_t spawn(const struct keeper_args *a, bool exec_it, const char *exe)
+{
+	pid_t pid = fork();
+
+	if (pid < 0) {
+		log_err("keeper: cannot start a daemon: %s", strerror(errno));
+		return -1;
+	}
+	if (pid > 0)
+		return pid;
+	child_setup(a);
+	if (!exec_it)
+		return 0;
+	{
+		char v[64];
+
+		snprintf(v, sizeof(v), "%d,%d,%d", a->fuse_fd, a->lock_fd, a->saved_fd);
+		setenv(ENV_FDS, v, 1);
+		setenv(ENV_MNT, a->mnt, 1);
+		if (a->syslog)
+			setenv(ENV_SYSLOG, "1", 1);
+		execv(exe, a->argv);
+		log_err("keeper: cannot run '%s': %s", exe, strerror(errno));
+		_exit(127);
+	}
+}
+
+static void describe(int status, char *buf, size_t n)
+{
+	if (WIFSIGNALED(status))
+		snprintf(buf, n, "was killed by signal %d (%s)", WTERMSIG(status),
+			 strsignal(WTERMSIG(status)));
+	else
+		snprintf(buf, n, "exited with status %d", WEXITSTATUS(status));
+}
+
+/* Is the kernel's connection still there (not unmounted, not aborted)? */
+static bool connected(int fd)
+{
+	struct pollfd p = { .fd = fd };
+
+	return !(poll(&p, 1, 0) == 1 && (p.revents & POLLERR));
+}
+
+static void finish(const struct keeper_args *a, int rc)
+{
+	/* closes the descriptor first: the kernel then ends the connection */
+	fuse_session_unmount(a->se);
+	_exit(rc);
+}
+
+void keeper_start(const struct keeper_args *a)
+{
+	sigset_t set;
+	char exe[PATH_MAX];
+	ssize_t n;
+	pid_t pid;
+	unsigned quick = 0;
+	bool stopping = false;
+	int64_t started;
+
+	/* the binary by its path: after an upgrade, the one installed now */
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = '\0';
+	if (n > 10 && !strcmp(exe + n - 10, " (deleted)"))
+		exe[n - 10] = '\0';
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigprocmask(SIG_BLOCK, &set, &old_mask);
+	started = mono_ms();
+	keeper_pid = getpid();
+	saved_head()->kept = 1;
+	pid = spawn(a, false, NULL);
+	if (pid == 0)
+		return; /* the first daemon: main() goes on */
+	if (pid < 0)
+		finish(a, 5);
+	for (int i = 0; i < 2; i++)
+		if (a->close_fds[i] >= 0)
+			close(a->close_fds[i]);
+	saved_head()->serving_pid = (uint32_t)pid;
+	for (;;) {
+		siginfo_t si;
+		int sig = sigwaitinfo(&set, &si), status;
+		pid_t w;
+		char why[96];
+
+		if (sig < 0)
+			continue;
+		if (sig != SIGCHLD) {
+			stopping = true;
+			kill(pid, SIGTERM);
+			continue;
+		}
+		w = waitpid(pid, &status, WNOHANG);
+		if (w != pid)
+			continue;
+		if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+			finish(a, 0);
+		describe(status, why, sizeof(why));
+		if (!connected(a->fuse_fd)) {
+			log_err("keeper: the daemon (pid %d) %s; the mount is gone already", (int)pid, why);
+			finish(a, WIFEXITED(status) ? WEXITSTATUS(status) : 5);
+		}
+		if (stopping) {
+			log_err("keeper: the daemon (pid %d) %s while stopping", (int)pid, why);
+			finish(a, WIFEXITED(status) ? WEXITSTATUS(status) : 5);
+		}
+		if (!(WIFEXITED(status) && WEXITSTATUS(status) == KEEPER_HANDOVER)) {
+			if (!ops_io_can_resend()) {
+				log_err("keeper: the daemon (pid %d) %s; this kernel cannot resend what it was asked (FUSE_HAS_RESEND, Linux 6.9): the mount ends",
+					(int)pid, why);
+				finish(a, WIFEXITED(status) ? WEXITSTATUS(status) : 5);
+			}
+			quick = mono_ms() - started < KEEPER_QUICK_S * 1000 ? quick + 1 : 0;
+			if (quick >= 5) {
+				log_err("keeper: the daemon (pid %d) %s, the fifth within %d s of its start: giving up, the mount ends",
+					(int)pid, why, KEEPER_QUICK_S);
+				finish(a, WIFEXITED(status) ? WEXITSTATUS(status) : 5);
+			}
+			log_err("keeper: the daemon (pid %d) %s; starting another", (int)pid, why);
+		} else {
+			saved_head()->handovers++;
+			log_info("keeper: the daemon (pid %d) handed over; starting %s", (int)pid, exe);
+		}
+		saved_head()->died_ms = mono_ms();
+		saved_head()->last_status = status;
+		saved_head()->restarts++;
+		started = mono_ms();
+		pid = spawn(a, true, exe);
+		if (pid < 0)
+			finish(a, 5);
+		saved_head()->serving_pid = (uint32_t)pid;
+	}
+}
+
+bool keeper_inherited(int *fuse_fd, int *lock_fd, int *saved_fd, const char **mnt,
+		      bool *syslog)
+{
+	const char *v = getenv(ENV_FDS), *m = getenv(ENV_MNT);
+	int fds[3];
+
+	if (!v || !m || sscanf(v, "%d,%d,%d", &fds[0], &fds[1], &fds[2]) != 3)
+		return false;
+	*mnt = strdup(m);
+	*syslog = getenv(ENV_SYSLOG) != NULL;
+	/* not for what this daemon starts (hooks) */
+	unsetenv(ENV_FDS);
+	unsetenv(ENV_MNT);
+	unsetenv(ENV_SYSLOG);
+	for (int i = 0; i < 3; i++)
+		fcntl(fds[i], F_SETFD, FD_CLOEXEC);
+	*fuse_fd = fds[0];
+	*lock_fd = fds[1];
+	*saved_fd = fds[2];
+	return *mnt != NULL;
+}

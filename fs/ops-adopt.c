@@ -1,0 +1,85 @@
+/*
+ * ops-adopt.c - a daemon taking over reopens what the last one had open.
+ *
+ * Every open file and directory handle the kernel holds is a store
+ * descriptor's number (ops-file.c, ops-dir.c) with a record in the
+ * saved region (saved.h).  saved_reserve() took each number at start;
+ * here each is opened again from its node, at that number, and counted
+ * as its open was: the inode's open count, the file's state and its
+ * open (events_opened()), its passthrough mode and backing id
+ * (pt_adopt()).  The flags are the open's, less those that made or
+ * emptied the file (O_CREAT, O_EXCL, O_TRUNC): the file is there.  A
+ * handle whose node cannot be reached again (removed while open, a
+ * record torn by the crash) keeps its placeholder: its reads and writes
+ * fail, until the kernel releases it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "events.h"
+#include "inode.h"
+#include "log.h"
+#include "ops-int.h"
+#include "ops.h"
+#include "passthrough.h"
+#include "saved.h"
+
+static int reopen(struct inode *in, const struct saved_open *r)
+{
+	char path[32];
+	int pfd, fd, flags;
+
+	flags = r->kind == SAVED_OPEN_DIR ? O_RDONLY | O_DIRECTORY :
+		(int)r->flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY);
+	pfd = inode_fd_get(in);
+	if (pfd < 0)
+		return pfd;
+	inode_proc_path(pfd, path);
+	fd = open(path, flags | O_CLOEXEC);
+	inode_fd_put(in);
+	return fd < 0 ? -errno : fd;
+}
+
+void ops_adopt_opens(void)
+{
+	struct saved_head *h = saved_head();
+	unsigned files = 0, dirs = 0, lost = 0;
+
+	for (uint32_t i = 0; i < h->opens_hwm && i < SAVED_OPENS_MAX; i++) {
+		struct saved_open *r = saved_open_rec((int)i);
+		struct inode *in;
+		int fd, res;
+
+		if (r->kind == SAVED_OPEN_FREE)
+			continue;
+		in = inode_from_nodeid(r->node);
+		fd = reopen(in, r);
+		res = fd < 0 ? fd : dup3(fd, (int)i, O_CLOEXEC) < 0 ? -errno : 0;
+		if (fd >= 0)
+			close(fd);
+		if (!res && r->kind == SAVED_OPEN_DIR)
+			res = ops_dir_adopt((int)i, in);
+		if (res) {
+			lost++;
+			if (r->kind == SAVED_OPEN_FILE)
+				inode_open_inc(in); /* as op_release() will count it */
+			log_warn("cannot reopen handle %u (node %u) after the restart: %s",
+				 i, r->node, strerror(-res));
+			continue; /* the placeholder stays until the kernel releases it */
+		}
+		if (r->kind == SAVED_OPEN_DIR) {
+			dirs++;
+			continue;
+		}
+		files++;
+		inode_open_inc(in);
+		if (!events_load(in) && (inode_flags(in) & INODE_STATEFUL))
+			events_opened(in);
+		pt_adopt(in, (int)i, r);
+	}
+	log_info("took over %u open file%s and %u director%s%s", files, files == 1 ? "" : "s",
+		 dirs, dirs == 1 ? "y" : "ies", lost ? " (some lost: see above)" : "");
+}

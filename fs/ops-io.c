@@ -1,0 +1,161 @@
+/* ops-io.c - see ops-io.h */
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "log.h"
+#include "ops-io.h"
+#include "saved.h"
+
+/*
+ * The kernel's side of the protocol that this file reads (fuse_kernel.h,
+ * protocol 7.40; the system's headers may be older than the kernel).
+ */
+struct k_in_header {
+	uint32_t len, opcode;
+	uint64_t unique, nodeid;
+	uint32_t uid, gid, pid;
+	uint16_t total_extlen, padding;
+};
+struct k_out_header {
+	uint32_t len;
+	int32_t error;
+	uint64_t unique;
+};
+struct k_init_in {
+	uint32_t major, minor, max_readahead, flags, flags2;
+};
+#define K_INIT 26
+#define K_NOTIFY_RESEND 7
+#define K_INIT_EXT (1u << 30)
+#define K_HAS_RESEND (1ULL << 39)
+_Static_assert(sizeof(struct k_in_header) == 40, "fuse_in_header");
+
+/* The replayed INIT's id: the kernel's ids count up from 1 and never set bit 62 */
+#define INIT_REPLAY_ID (1ULL << 62)
+
+static struct {
+	_Atomic bool replay;      /* the next read returns the saved INIT */
+	_Atomic bool first_reply; /* the pause is still to be measured */
+} IO;
+
+static __thread uint64_t cur_unique;
+
+uint64_t ops_io_unique(void)
+{
+	return cur_unique;
+}
+
+void ops_io_set_unique(uint64_t unique)
+{
+	cur_unique = unique;
+}
+
+bool ops_io_can_resend(void)
+{
+	const struct saved_head *h = saved_head();
+	const struct k_init_in *in;
+
+	if (!h || h->init_len < sizeof(struct k_in_header) + sizeof(*in))
+		return false;
+	in = (const void *)(h->init + sizeof(struct k_in_header));
+	return in->major == 7 && in->minor >= 36 && (in->flags & K_INIT_EXT) &&
+	       ((uint64_t)in->flags2 << 32 & K_HAS_RESEND);
+}
+
+static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
+{
+	struct saved_head *h = saved_head();
+	ssize_t res;
+	bool want = true;
+
+	if (atomic_compare_exchange_strong(&IO.replay, &want, false)) {
+		struct k_in_header *ih = buf;
+
+		if (len < h->init_len) {
+			errno = EINVAL;
+			return -1;
+		}
+		memcpy(buf, h->init, h->init_len);
+		ih->unique = INIT_REPLAY_ID;
+		cur_unique = 0;
+		return h->init_len;
+	}
+	res = read(fd, buf, len);
+	if (res >= (ssize_t)sizeof(struct k_in_header)) {
+		const struct k_in_header *ih = buf;
+
+		cur_unique = ih->unique;
+		if (ih->opcode == K_INIT && !h->init_len && (size_t)res <= sizeof(h->init)) {
+			memcpy(h->init, buf, (size_t)res);
+			h->init_len = (uint32_t)res;
+		}
+	}
+	return res;
+}
+
+static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	const struct k_out_header *oh = iov[0].iov_base;
+	ssize_t res;
+
+	if (iov[0].iov_len >= sizeof(*oh) && oh->unique == INIT_REPLAY_ID) {
+		size_t n = 0;
+
+		for (int i = 0; i < count; i++)
+			n += iov[i].iov_len;
+		/* the kernel has its INIT answer; ask again what it sent the dead daemon */
+		if (ops_io_can_resend()) {
+			struct k_out_header nh = { .len = sizeof(nh),
+						      .error = K_NOTIFY_RESEND };
+
+			if (write(fd, &nh, sizeof(nh)) < 0)
+				log_warn("cannot ask the kernel to resend requests: %s",
+					 strerror(errno));
+		}
+		return (ssize_t)n;
+	}
+	res = writev(fd, iov, count);
+	if (atomic_load_explicit(&IO.first_reply, memory_order_relaxed) && oh->unique) {
+		bool want = true;
+
+		if (atomic_compare_exchange_strong(&IO.first_reply, &want, false)) {
+			struct saved_head *h = saved_head();
+			int64_t now = mono_ms();
+
+			if (h->died_ms && now >= h->died_ms) {
+				h->pause_last_ms = (uint64_t)(now - h->died_ms);
+				if (h->pause_last_ms > h->pause_max_ms)
+					h->pause_max_ms = h->pause_last_ms;
+			}
+		}
+	}
+	return res;
+}
+
+static ssize_t io_splice_send(int fdin, off_t *offin, int fdout, off_t *offout, size_t len,
+			      unsigned int flags, void *userdata)
+{
+	return splice(fdin, offin, fdout, offout, len, flags);
+}
+
+int ops_io_attach(struct fuse_session *se, int fd, bool takeover)
+{
+	static const struct fuse_custom_io io = {
+		.read = io_read,
+		.writev = io_writev,
+		.splice_send = io_splice_send,
+		/* no splice_receive: every request is read, its id seen (ops-io.h) */
+	};
+
+	if (takeover && !saved_head()->init_len)
+		return -EPROTO; /* the last daemon died before INIT: nothing to replay */
+	atomic_store(&IO.replay, takeover);
+	atomic_store(&IO.first_reply, takeover);
+	return fuse_session_custom_io(se, &io, sizeof(io), fd);
+}

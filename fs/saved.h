@@ -1,0 +1,143 @@
+/*
+ * saved.h - what one serving daemon leaves for the next: the table the
+ * keeper holds (keeper.h).
+ *
+ * The kernel keeps a FUSE connection while any process holds its
+ * /dev/fuse descriptor, and keeps referring to what the daemon told it:
+ * node ids, their lookup counts, open file and directory handles.  A
+ * daemon that takes over after a crash must resolve every one of them
+ * at once.  So the daemon keeps them, as it goes, in one shared memory
+ * region (a memfd the keeper created and holds; an anonymous mapping
+ * when no keeper runs, -o norestart), and the next daemon maps the same
+ * region and rebuilds its tables from it:
+ *
+ *   - the head: the kernel's FUSE_INIT as it came (replayed into the
+ *     new session, keeper.c), and the keeper's counters (restarts, the
+ *     last cause, the longest pause);
+ *   - one node record per node id (inode.c): store (dev, ino), the
+ *     generation, the kernel's lookup count, the alias (parent node id,
+ *     name; a name past SAVED_NAME_INLINE bytes in a long-name cell);
+ *   - one open record per store descriptor number (ops-file.c,
+ *     ops-dir.c): which node it opened, its flags, its passthrough mode
+ *     and backing id; the FUSE file handle IS the descriptor number, so
+ *     the next daemon reopens each at the same number;
+ *   - the journal of operations that must not run twice (create, mknod,
+ *     mkdir, symlink, link, unlink, rmdir, rename), by request id: begun
+ *     before the store is changed, its result after, cleared once the
+ *     reply is sent.  A request the kernel resends (FUSE_NOTIFY_RESEND,
+ *     the id's high bit) whose record says done gets that result; begun
+ *     but not known done, the store says whether it happened.
+ *
+ * A record is written with plain stores by the one daemon that serves
+ * (under the lock of the module that owns it); nothing here is a
+ * synchronisation between processes: the next daemon starts only once
+ * the last one is dead (keeper.c waits for it).  A record torn by a
+ * crash can only name a wrong path or node: every reopen checks the
+ * store's (dev, ino) before it trusts one (inode.c), a mismatch is
+ * ESTALE for that node only.  Nothing here is fsynced or survives a
+ * reboot: it lives exactly as long as the kernel's connection.
+ *
+ * Costs: a lookup, forget or rename writes a 64-byte record; an open and
+ * a release a 16-byte one; a name operation two journal stores.  The
+ * region is reserved at its maximum size and only touched pages take
+ * memory (64 bytes per remembered inode).
+ */
+#ifndef HSMFS_SAVED_H
+#define HSMFS_SAVED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SAVED_MAGIC 0x6873666b65657031ULL /* "hsfkeep1" */
+#define SAVED_NODES_MAX (4u << 20)  /* node ids (0 and 1 unused: 1 is the root) */
+#define SAVED_NAMES_MAX (1u << 20)  /* long-name cells */
+#define SAVED_OPENS_MAX (1u << 20)  /* descriptor numbers */
+#define SAVED_JOURNAL 8192          /* journal records (a power of two) */
+#define SAVED_NAME_INLINE 20
+#define SAVED_NAME_CELL 256
+
+struct saved_head {
+	uint64_t magic;
+	uint64_t size;           /* of the whole region */
+	/* FUSE_INIT as the kernel sent it (its fuse_in_header and arguments) */
+	uint32_t init_len;       /* 0: not seen yet */
+	uint8_t init[128];
+	/* the keeper's: */
+	uint64_t restarts;       /* daemons started after the first */
+	int32_t last_status;     /* wait status of the last daemon that died */
+	uint32_t serving_pid;
+	int64_t died_ms;         /* mono_ms() of the last death, 0: none */
+	uint64_t pause_last_ms;  /* death to the next daemon's first reply */
+	uint64_t pause_max_ms;
+	uint64_t handovers;      /* of those, asked for (hsmfsctl restart) */
+	/* the daemon's: */
+	uint32_t nodes_hwm;      /* node ids used below this */
+	uint32_t names_hwm;      /* long-name cells used below this */
+	uint32_t opens_hwm;      /* descriptor numbers used below this */
+	uint32_t kept;           /* a keeper holds the mount (keeper.h) */
+};
+
+struct saved_node {
+	uint64_t dev, ino;
+	uint64_t nlookup;
+	uint32_t parent;         /* node id of the alias's parent, 0: none */
+	uint32_t gen;            /* generation of this node id */
+	uint32_t type;           /* S_IFMT; 0: the record is free */
+	uint32_t long_name;      /* cell index, 0: the name is inline */
+	uint16_t name_len;
+	char name[SAVED_NAME_INLINE];
+};
+_Static_assert(sizeof(struct saved_node) == 64, "one cache line a node");
+
+enum { SAVED_OPEN_FREE, SAVED_OPEN_FILE, SAVED_OPEN_DIR };
+
+struct saved_open {
+	uint32_t node;           /* node id */
+	uint32_t flags;          /* the open's flags */
+	int32_t backing_id;      /* passthrough backing id, 0: none */
+	uint8_t kind;            /* SAVED_OPEN_* */
+	uint8_t pt_mode;         /* passthrough.c's mode of the open */
+	uint16_t pad;
+};
+
+enum { SAVED_OP_BEGUN = 1, SAVED_OP_DONE = 2 };
+
+struct saved_op {
+	uint64_t unique;         /* request id, resend bit clear; 0: free */
+	uint32_t opcode;
+	int32_t result;          /* when done: 0 or -errno */
+	uint32_t state;          /* SAVED_OP_* */
+	uint32_t pad;
+};
+
+/*
+ * Map the region: fd from the keeper (-1: an anonymous one, no keeper).
+ * Returns 0 or -errno.  *ret_fresh: nothing was saved in it before (a
+ * first daemon).
+ */
+int saved_open_region(int fd, bool *ret_fresh);
+void saved_close_region(void);
+/* Make a region for a keeper to hold: a memfd, or -errno. */
+int saved_make(void);
+
+struct saved_head *saved_head(void);
+/* Records by index; NULL past the maximum. */
+struct saved_node *saved_node(uint32_t id);
+char *saved_name_cell(uint32_t cell);
+struct saved_open *saved_open_rec(int fd);
+struct saved_op *saved_journal(void);
+
+/*
+ * A daemon taking over, before it opens anything: every descriptor
+ * number the last daemon had a handle at is taken by a placeholder (a
+ * directory: reads and writes of it fail, never wrong bytes), so that
+ * nothing this daemon opens lands there; ops_adopt_opens() then reopens
+ * each in its place.  The number of handles, or -errno.
+ */
+int saved_reserve(void);
+
+/* The name of a node record, copied to buf (SAVED_NAME_CELL bytes); its length. */
+size_t saved_node_name(const struct saved_node *r, char *buf);
+
+#endif
