@@ -6,6 +6,7 @@
  *   hsmfsctl watch [--json] MOUNTPOINT
  *   hsmfsctl hooks MOUNTPOINT
  *   hsmfsctl stats [--json] MOUNTPOINT
+ *   hsmfsctl restart MOUNTPOINT
  *   hsmfsctl evict|pin|unpin|prefetch PATH...
  *
  * Exit codes: 0 success; 1 usage; 2 bad input (manifest); 3 the store or
@@ -51,6 +52,7 @@ static void usage(FILE *f)
 "       hsmfsctl watch [--json] MOUNTPOINT\n"
 "       hsmfsctl hooks MOUNTPOINT\n"
 "       hsmfsctl stats [--json] MOUNTPOINT\n"
+"       hsmfsctl restart MOUNTPOINT\n"
 "       hsmfsctl evict [--range START-END] PATH...\n"
 "       hsmfsctl pin|prefetch [--jobs N] PATH...\n"
 "       hsmfsctl unpin PATH...\n"
@@ -1393,6 +1395,60 @@ static int cmd_stats(int argc, char **argv)
 	return 0;
 }
 
+/* ------------------------------------------------------------ restart */
+
+/*
+ * The serving daemon hands over to the hsmfs binary installed now: the
+ * mount, its open files and its users stay (hsmfs(8), RESTARTS).  Waits
+ * for the new daemon's first answer and says how long the mount paused.
+ */
+static int cmd_restart(int argc, char **argv)
+{
+	char buf[4096];
+	long long before, after = -1;
+	ssize_t n;
+
+	if (argc != 2) {
+		fprintf(stderr, "hsmfsctl: restart needs one MOUNTPOINT\n");
+		return X_USAGE;
+	}
+	n = getxattr(argv[1], "user.hsmfs.stats", buf, sizeof(buf) - 1);
+	if (n < 0) {
+		fprintf(stderr, "hsmfsctl: '%s' is not an hsmfs mount: %s\n", argv[1],
+			strerror(errno));
+		return X_STORE;
+	}
+	buf[n] = '\0';
+	before = json_num(buf, "restarts");
+	n = getxattr(argv[1], "user.hsmfs.restart", buf, sizeof(buf) - 1);
+	if (n < 0) {
+		fprintf(stderr, "hsmfsctl: cannot restart '%s': %s\n", argv[1],
+			errno == EOPNOTSUPP ? "it was mounted with -o norestart" :
+			errno == ENODATA ? "not the mount's root" : strerror(errno));
+		return X_STORE;
+	}
+	/* each look waits in the kernel until a daemon serves it */
+	for (int i = 0; i < 600; i++) {
+		n = getxattr(argv[1], "user.hsmfs.stats", buf, sizeof(buf) - 1);
+		if (n < 0) {
+			fprintf(stderr, "hsmfsctl: '%s' after the restart: %s\n", argv[1],
+				strerror(errno));
+			return X_STORE;
+		}
+		buf[n] = '\0';
+		after = json_num(buf, "restarts");
+		if (after > before)
+			break;
+		nanosleep(&(struct timespec){ 0, 50000000 }, NULL);
+	}
+	if (after <= before) {
+		fprintf(stderr, "hsmfsctl: '%s': no new daemon within 30 s\n", argv[1]);
+		return X_STORE;
+	}
+	printf("restarted: the mount paused %lld ms\n", json_num(buf, "restart_pause_ms"));
+	return 0;
+}
+
 /* -------------------------------------------------------------- watch */
 
 /* ------------------------------------------------------------ refresh */
@@ -1695,6 +1751,8 @@ int main(int argc, char **argv)
 		return cmd_sync(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "stats"))
 		return cmd_stats(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "restart"))
+		return cmd_restart(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "evict") || !strcmp(argv[1], "pin") ||
 	    !strcmp(argv[1], "unpin") || !strcmp(argv[1], "prefetch"))
 		return cmd_act(argv[1], argc - 1, argv + 1);

@@ -22,6 +22,7 @@
 #include "names.h"
 #include "ops-file.h"
 #include "ops-int.h"
+#include "ops-io.h"
 #include "saved.h"
 #include "passthrough.h"
 #include "prefetch.h"
@@ -348,6 +349,7 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		struct names_user u;
 
 		names_user_begin(&u, inode_ino(p), name, 0, NULL);
+		resend_begin(ops_io_unique(), OP_CREATE, 0);
 		/*
 		 * Made here, or opened (a name the kernel did not know of):
 		 * which?  O_EXCL first; a name that exists is opened as
@@ -378,6 +380,7 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 				break; /* else removed meanwhile: make it again */
 		}
 		res = fd < 0 ? -errno : 0;
+		resend_done(res);
 		names_user_end(&u);
 		creds_as_daemon(&id);
 	}
@@ -433,14 +436,43 @@ static void reply_create(fuse_req_t req, int res, const struct fuse_entry_param 
 		fuse_reply_err(req, -res);
 	else if (fuse_reply_create(req, e, fi) == -ENOENT)
 		open_undo(req, IN(e->ino), fi);
+	resend_end();
 }
 
 void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	       struct fuse_file_info *fi)
 {
 	struct fuse_entry_param e;
-	int res = dir_wait(req, parent, &(struct later){ .step = LATER_CREATE, .parent = parent,
-							  .name = name, .mode = mode, .fi = *fi });
+	uint64_t aux;
+	int res, was;
+
+	/*
+	 * Resent (ops-resend.c), and the last daemon made the file: it is
+	 * opened as it is, neither refused (O_EXCL) nor emptied (O_TRUNC).
+	 */
+	switch (resend_lookup(ops_io_unique(), &aux, &was)) {
+	case RESEND_DONE:
+		if (was) {
+			reply_create(req, was, &e, fi);
+			return;
+		}
+		fi->flags &= ~(O_EXCL | O_TRUNC);
+		break;
+	case RESEND_BEGUN: {
+		struct stat st;
+		int pfd = inode_fd_get(IN(parent));
+
+		if (pfd >= 0) {
+			if (!fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW))
+				fi->flags &= ~(O_EXCL | O_TRUNC);
+			inode_fd_put(IN(parent));
+		}
+		break;
+	}
+	}
+	res = dir_wait(req, parent, &(struct later){ .step = LATER_CREATE, .parent = parent,
+						      .name = name, .mode = mode, .fi = *fi,
+						      .unique = ops_io_unique() });
 
 	if (res == EVENTS_PARKED)
 		return;
@@ -752,8 +784,10 @@ static int create_again(struct later *l, int res)
 {
 	if (res)
 		reply_err(l->req, res);
-	else
+	else {
+		ops_io_set_unique(l->unique); /* the request this run is for (ops-resend.c) */
 		op_create(l->req, l->parent, l->name, l->mode, &l->fi);
+	}
 	return 0;
 }
 

@@ -16,6 +16,7 @@
  *   ops-dir.c    opendir, readdir(plus), releasedir, fsyncdir
  *   ops-adopt.c  the handles a daemon taking over reopens (saved.h)
  *   ops-io.c     the session's reads and writes of /dev/fuse (ops-io.h)
+ *   ops-resend.c operations that must not run twice when resent
  *   ops-xattr.c  extended attributes and the user.hsmfs.* control verbs
  * beside the modules they call: creds.h (creating as the caller),
  * readbuf.h (reply buffers of reads), the engine (events.h).
@@ -180,6 +181,7 @@ struct later {
 	struct fuse_file_info fi_out; /* copy: the destination's open */
 	off_t off_out;                /* copy: the destination's offset */
 	bool held;                    /* copy: a read hold on the source (events_read_done()) */
+	uint64_t unique;              /* names, create: the request's id (ops-resend.c) */
 	char data[];                  /* write: its bytes (len) */
 };
 
@@ -229,6 +231,26 @@ void ops_file_init(void);   /* LATER_CREATE, LATER_OPEN_* .. LATER_FALLOCATE */
 void ops_copy_init(void);   /* LATER_COPY_* */
 void ops_dir_init(void);    /* LATER_OPENDIR */
 void ops_xattr_init(void);  /* LATER_REFRESH, LATER_ARCHIVE */
+
+/*
+ * ops-resend.c: operations that must not run twice; resend_adopt() takes
+ * the last daemon's journal (ops_io_attach(), taking over).  resend_lookup()
+ * of a request's id (ops_io_unique()): RESEND_NONE (run it), RESEND_DONE
+ * (*ret_res is what the last daemon's store change gave), RESEND_BEGUN
+ * (marked, result unknown: ask the store); *ret_aux as begun.  Around
+ * the store change: resend_begin() before, resend_done() after,
+ * resend_end() once answered (reply_entry(), reply_err() of the name
+ * operations and create).
+ */
+enum { RESEND_NONE, RESEND_DONE, RESEND_BEGUN };
+void resend_adopt(void);
+/* the kernel's opcodes, for the record (fuse_kernel.h) */
+enum { OP_SYMLINK = 6, OP_MKNOD = 8, OP_MKDIR = 9, OP_UNLINK = 10, OP_RMDIR = 11,
+       OP_RENAME = 12, OP_LINK = 13, OP_CREATE = 35 };
+int resend_lookup(uint64_t unique, uint64_t *ret_aux, int *ret_res);
+void resend_begin(uint64_t unique, uint32_t opcode, uint64_t aux);
+void resend_done(int res);
+void resend_end(void);
 
 /* ops-int.c: hsmfsctl restart (ops.h says it for main.c too) */
 void ops_handover(void);

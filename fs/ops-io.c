@@ -9,6 +9,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "ops-int.h"
 #include "ops-io.h"
 #include "saved.h"
 
@@ -41,7 +42,6 @@ _Static_assert(sizeof(struct k_in_header) == 40, "fuse_in_header");
 
 static struct {
 	_Atomic bool replay;      /* the next read returns the saved INIT */
-	_Atomic bool first_reply; /* the pause is still to be measured */
 } IO;
 
 static __thread uint64_t cur_unique;
@@ -102,13 +102,24 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	const struct k_out_header *oh = iov[0].iov_base;
-	ssize_t res;
 
 	if (iov[0].iov_len >= sizeof(*oh) && oh->unique == INIT_REPLAY_ID) {
 		size_t n = 0;
 
 		for (int i = 0; i < count; i++)
 			n += iov[i].iov_len;
+		/*
+		 * Ready to serve: the pause of this restart (what a request
+		 * waiting since the death waited, its own work apart) ends here.
+		 */
+		struct saved_head *h = saved_head();
+		int64_t now = mono_ms();
+
+		if (h->died_ms && now >= h->died_ms) {
+			h->pause_last_ms = (uint64_t)(now - h->died_ms);
+			if (h->pause_last_ms > h->pause_max_ms)
+				h->pause_max_ms = h->pause_last_ms;
+		}
 		/* the kernel has its INIT answer; ask again what it sent the dead daemon */
 		if (ops_io_can_resend()) {
 			struct k_out_header nh = { .len = sizeof(nh),
@@ -120,22 +131,7 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 		}
 		return (ssize_t)n;
 	}
-	res = writev(fd, iov, count);
-	if (atomic_load_explicit(&IO.first_reply, memory_order_relaxed) && oh->unique) {
-		bool want = true;
-
-		if (atomic_compare_exchange_strong(&IO.first_reply, &want, false)) {
-			struct saved_head *h = saved_head();
-			int64_t now = mono_ms();
-
-			if (h->died_ms && now >= h->died_ms) {
-				h->pause_last_ms = (uint64_t)(now - h->died_ms);
-				if (h->pause_last_ms > h->pause_max_ms)
-					h->pause_max_ms = h->pause_last_ms;
-			}
-		}
-	}
-	return res;
+	return writev(fd, iov, count);
 }
 
 static ssize_t io_splice_send(int fdin, off_t *offin, int fdout, off_t *offout, size_t len,
@@ -155,7 +151,8 @@ int ops_io_attach(struct fuse_session *se, int fd, bool takeover)
 
 	if (takeover && !saved_head()->init_len)
 		return -EPROTO; /* the last daemon died before INIT: nothing to replay */
+	if (takeover)
+		resend_adopt(); /* before any request is read */
 	atomic_store(&IO.replay, takeover);
-	atomic_store(&IO.first_reply, takeover);
 	return fuse_session_custom_io(se, &io, sizeof(io), fd);
 }

@@ -16,7 +16,7 @@
  * (keeper.c).
  *
  * Threads: the callbacks run on the loop's threads; the pause figure is
- * written once, by the first reply after a takeover.
+ * written once, when the replayed INIT is answered (the daemon serves).
  */
 #ifndef HSMFS_OPS_IO_H
 #define HSMFS_OPS_IO_H

@@ -18,6 +18,7 @@
 #include "inode.h"
 #include "names.h"
 #include "ops-int.h"
+#include "ops-io.h"
 
 int do_lookup(fuse_ino_t parent, const char *name, struct fuse_entry_param *e)
 {
@@ -44,6 +45,72 @@ static void reply_entry(fuse_req_t req, int res, const struct fuse_entry_param *
 		fuse_reply_err(req, -res);
 	else
 		fuse_reply_entry(req, e);
+	resend_end(); /* answered: its journal record goes (ops-resend.c) */
+}
+
+/* The store's inode number at name in parent, or 0: none (or unreachable). */
+static uint64_t name_ino(fuse_ino_t parent, const char *name)
+{
+	struct stat st;
+	int pfd = inode_fd_get(IN(parent)), r;
+
+	if (pfd < 0)
+		return 0;
+	r = fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW);
+	inode_fd_put(IN(parent));
+	return r ? 0 : (uint64_t)st.st_ino;
+}
+
+/*
+ * A request the kernel resent that the last daemon carried out
+ * (ops-resend.c): true, and *res its result.  want: the store shows it
+ * done (the name there: made; gone: removed; moved: a rename's file).
+ */
+static bool resent_done(uint64_t want_ino, fuse_ino_t parent, const char *name, bool made,
+			int *res)
+{
+	uint64_t aux = 0, ino;
+	int r = 0;
+
+	switch (resend_lookup(ops_io_unique(), &aux, &r)) {
+	case RESEND_DONE:
+		*res = r;
+		return true;
+	case RESEND_BEGUN:
+		ino = name_ino(parent, name);
+		if (want_ino ? ino == aux : made ? ino != 0 : ino == 0) {
+			*res = 0;
+			return true;
+		}
+		return false;
+	default:
+		return false;
+	}
+}
+
+/* A name made by the last daemon for this request: its entry, once. */
+static bool made_before(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fuse_entry_param e;
+	int res;
+
+	if (!resent_done(0, parent, name, true, &res))
+		return false;
+	if (!res)
+		res = do_lookup(parent, name, &e);
+	reply_entry(req, res, &e);
+	return true;
+}
+
+static bool removed_before(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	int res;
+
+	if (!resent_done(0, parent, name, false, &res))
+		return false;
+	reply_err(req, res);
+	resend_end();
+	return true;
 }
 
 /* An unknown name the kernel may cache as such (negative_timeout): e says so, 0. */
@@ -108,12 +175,14 @@ static int do_make(fuse_req_t req, fuse_ino_t parent, const char *name,
 		struct names_user u;
 
 		names_user_begin(&u, inode_ino(p), name, 0, NULL);
+		resend_begin(ops_io_unique(), kind == MK_DIR ? OP_MKDIR : OP_MKNOD, 0);
 		switch (kind) {
 		case MK_NOD: res = mknodat(pfd, name, mode, rdev); break;
 		case MK_DIR: res = mkdirat(pfd, name, mode); break;
 		default: res = symlinkat(link, pfd, name); break;
 		}
 		res = res < 0 ? -errno : 0;
+		resend_done(res);
 		names_user_end(&u);
 		creds_as_daemon(&id);
 	}
@@ -126,9 +195,13 @@ static int do_make(fuse_req_t req, fuse_ino_t parent, const char *name,
 void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
 	struct fuse_entry_param e;
-	int res = dir_wait(req, parent, &(struct later){ .step = LATER_MKNOD, .parent = parent,
-							  .name = name, .mode = mode,
-							  .rdev = rdev });
+	int res;
+
+	if (made_before(req, parent, name))
+		return;
+	res = dir_wait(req, parent, &(struct later){ .step = LATER_MKNOD, .parent = parent,
+						      .name = name, .mode = mode, .rdev = rdev,
+						      .unique = ops_io_unique() });
 
 	if (res == EVENTS_PARKED)
 		return;
@@ -142,8 +215,13 @@ void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, 
 void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
 	struct fuse_entry_param e;
-	int res = dir_wait(req, parent, &(struct later){ .step = LATER_MKDIR, .parent = parent,
-							  .name = name, .mode = mode });
+	int res;
+
+	if (made_before(req, parent, name))
+		return;
+	res = dir_wait(req, parent, &(struct later){ .step = LATER_MKDIR, .parent = parent,
+						      .name = name, .mode = mode,
+						      .unique = ops_io_unique() });
 
 	if (res == EVENTS_PARKED)
 		return;
@@ -157,8 +235,13 @@ void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
 	struct fuse_entry_param e;
-	int res = dir_wait(req, parent, &(struct later){ .step = LATER_SYMLINK, .parent = parent,
-							  .name = name, .name2 = link });
+	int res;
+
+	if (made_before(req, parent, name))
+		return;
+	res = dir_wait(req, parent, &(struct later){ .step = LATER_SYMLINK, .parent = parent,
+						      .name = name, .name2 = link,
+						      .unique = ops_io_unique() });
 
 	if (res == EVENTS_PARKED)
 		return;
@@ -188,8 +271,10 @@ static int do_link(fuse_ino_t ino, fuse_ino_t newparent, const char *newname,
 	/* linkat(AT_EMPTY_PATH) needs CAP_DAC_READ_SEARCH; /proc does not. */
 	inode_proc_path(fd, path);
 	names_user_begin(&u, inode_ino(np), newname, 0, NULL);
+	resend_begin(ops_io_unique(), OP_LINK, 0);
 	res = linkat(AT_FDCWD, path, npfd, newname, AT_SYMLINK_FOLLOW) < 0 ?
 		      -errno : 0;
+	resend_done(res);
 	names_user_end(&u);
 	inode_fd_put(np);
 	inode_fd_put(in);
@@ -201,9 +286,13 @@ static int do_link(fuse_ino_t ino, fuse_ino_t newparent, const char *newname,
 void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
 	struct fuse_entry_param e;
-	int res = dir_wait(req, newparent, &(struct later){ .step = LATER_LINK, .ino = ino,
-							     .newparent = newparent,
-							     .name = newname });
+	int res;
+
+	if (made_before(req, newparent, newname))
+		return;
+	res = dir_wait(req, newparent, &(struct later){ .step = LATER_LINK, .ino = ino,
+							 .newparent = newparent, .name = newname,
+							 .unique = ops_io_unique() });
 
 	if (res == EVENTS_PARKED)
 		return;
@@ -232,7 +321,9 @@ static int do_remove(fuse_ino_t parent, const char *name, int flags)
 		inode_release(victim);
 		return pfd;
 	}
+	resend_begin(ops_io_unique(), flags ? OP_RMDIR : OP_UNLINK, 0);
 	res = unlinkat(pfd, name, flags) < 0 ? -errno : 0;
+	resend_done(res);
 	names_user_end(&u);
 	inode_fd_put(p);
 	if (!res && !flags && st.st_nlink == 1) {
@@ -253,20 +344,29 @@ static int do_remove(fuse_ino_t parent, const char *name, int flags)
 
 void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	int res = dir_wait(req, parent, &(struct later){ .step = LATER_UNLINK, .parent = parent,
-							  .name = name });
+	int res;
 
+	if (removed_before(req, parent, name))
+		return;
+	res = dir_wait(req, parent, &(struct later){ .step = LATER_UNLINK, .parent = parent,
+						      .name = name, .unique = ops_io_unique() });
 	if (res == EVENTS_PARKED)
 		return;
 	if (!res)
 		res = do_remove(parent, name, 0);
 	reply_err(req, res);
+	resend_end();
 }
 
 void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct later args = { .step = LATER_RMDIR, .parent = parent, .name = name };
-	int res = dir_wait(req, parent, &args);
+	struct later args = { .step = LATER_RMDIR, .parent = parent, .name = name,
+			      .unique = ops_io_unique() };
+	int res;
+
+	if (removed_before(req, parent, name))
+		return;
+	res = dir_wait(req, parent, &args);
 
 	/* a directory not listed yet is empty only once its listing says so */
 	if (!res && atomic_load_explicit(&events_lazy_dirs, memory_order_relaxed)) {
@@ -282,6 +382,7 @@ void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (!res)
 		res = do_remove(parent, name, AT_REMOVEDIR);
 	reply_err(req, res);
+	resend_end();
 }
 
 static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
@@ -311,7 +412,10 @@ static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		res = npfd;
 		goto out;
 	}
+	/* done, if the file moved is found at the new name (ops-resend.c) */
+	resend_begin(ops_io_unique(), OP_RENAME, sst.st_ino);
 	res = renameat2(pfd, name, npfd, newname, flags) < 0 ? -errno : 0;
+	resend_done(res);
 	names_user_end(&u);
 	inode_fd_put(np);
 	/* the name replaced goes first: at the origin too, before the move onto it */
@@ -348,8 +452,16 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 	       const char *newname, unsigned int flags)
 {
 	struct later args = { .step = LATER_RENAME, .parent = parent, .name = name,
-			      .newparent = newparent, .name2 = newname, .flags = flags };
-	int res = dir_wait(req, parent, &args);
+			      .newparent = newparent, .name2 = newname, .flags = flags,
+			      .unique = ops_io_unique() };
+	int res;
+
+	if (resent_done(1, newparent, newname, true, &res)) {
+		reply_err(req, res);
+		resend_end();
+		return;
+	}
+	res = dir_wait(req, parent, &args);
 
 	if (!res)
 		res = dir_wait(req, newparent, &args);
@@ -358,6 +470,7 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 	if (!res)
 		res = do_rename(parent, name, newparent, newname, flags);
 	reply_err(req, res);
+	resend_end();
 }
 
 /*
@@ -371,6 +484,7 @@ static int names_again(struct later *l, int res)
 		reply_err(l->req, res);
 		return 0;
 	}
+	ops_io_set_unique(l->unique); /* the request this run is for (ops-resend.c) */
 	switch (l->step) {
 	case LATER_LOOKUP: op_lookup(l->req, l->parent, l->name); break;
 	case LATER_MKNOD: op_mknod(l->req, l->parent, l->name, l->mode, l->rdev); break;

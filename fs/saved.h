@@ -21,12 +21,7 @@
  *     ops-dir.c): which node it opened, its flags, its passthrough mode
  *     and backing id; the FUSE file handle IS the descriptor number, so
  *     the next daemon reopens each at the same number;
- *   - the journal of operations that must not run twice (create, mknod,
- *     mkdir, symlink, link, unlink, rmdir, rename), by request id: begun
- *     before the store is changed, its result after, cleared once the
- *     reply is sent.  A request the kernel resends (FUSE_NOTIFY_RESEND,
- *     the id's high bit) whose record says done gets that result; begun
- *     but not known done, the store says whether it happened.
+ *   - the journal of operations that must not run twice (ops-resend.c).
  *
  * A record is written with plain stores by the one daemon that serves
  * (under the lock of the module that owns it); nothing here is a
@@ -105,6 +100,7 @@ enum { SAVED_OP_BEGUN = 1, SAVED_OP_DONE = 2 };
 
 struct saved_op {
 	uint64_t unique;         /* request id, resend bit clear; 0: free */
+	uint64_t aux;            /* the operation's (a rename: the file it moves) */
 	uint32_t opcode;
 	int32_t result;          /* when done: 0 or -errno */
 	uint32_t state;          /* SAVED_OP_* */

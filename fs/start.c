@@ -25,6 +25,7 @@ int events_init(const struct events_config *cfg)
 	int res;
 
 	S.cfg = *cfg;
+	E.seq = cfg->seq_base;
 	event_handlers_set(&(struct event_handlers){ .ask_side = ask_side, .resume = resume });
 	/* a scan, once: is there a change time to show anywhere? */
 	if (cfg->meta && !meta_count_ctimes(cfg->meta, &nctimes) && nctimes)

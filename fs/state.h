@@ -102,6 +102,10 @@ struct caller {
 
 struct events_config {
 	unsigned max_pending; /* event slots */
+	/* the first event sequence: each daemon of a mount its own (keeper.h),
+	 * so that an answer meant for a dead daemon's event is never taken
+	 * for one of the next daemon's */
+	uint64_t seq_base;
 	double timeout;       /* seconds per event, extended by PROGRESS at
 			       * progress_floor bytes a second or more */
 	uint64_t progress_floor;

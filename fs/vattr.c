@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <sys/types.h>
 #include "cache.h"
 #include "archive.h"
@@ -20,6 +21,7 @@
 #include "stats.h"
 #include "store.h"
 #include "vattr.h"
+#include "saved.h"
 
 static uint64_t lat_value(unsigned b);
 static uint64_t lat_percentile(const uint64_t *h, uint64_t total, unsigned pct);
@@ -108,6 +110,17 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 		prefetch_stats(&s.prefetch);
 		cache_stats(&s.cache);
 		inode_counts(&s.inode.inodes, &s.inode.cached_fds);
+		{
+			const struct saved_head *h = saved_head();
+			int st = h->last_status;
+
+			s.keeper = (struct keeper_stats){
+				.restarts = h->restarts, .handovers = h->handovers,
+				.last_exit_signal = h->restarts && WIFSIGNALED(st) ? WTERMSIG(st) : 0,
+				.last_exit_status = h->restarts && WIFEXITED(st) ? WEXITSTATUS(st) : 0,
+				.restart_pause_ms = h->pause_last_ms,
+				.restart_pause_max_ms = h->pause_max_ms };
+		}
 		n = stats_json(&s, val, sizeof(val));
 	} else if (!strcmp(name, "user.hsmfs.socket") || !strcmp(name, "user.hsmfs.store")) {
 		if (in != inode_root())

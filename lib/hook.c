@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "hsmfs/hook.h"
@@ -16,6 +17,10 @@
 
 struct hsmfs_hook {
 	int fd;
+	/* what it connected with, to connect again (hsmfs_hook_next()) */
+	char *mountpoint, *name, *subtree;
+	uint32_t kind, mask;
+	time_t redialed;
 	struct proto_welcome welcome;
 	uint16_t last_flags; /* of the last EVENT hsmfs_hook_next() returned */
 	uint8_t buf[HSMFS_MAX_FRAME + 1];
@@ -72,17 +77,15 @@ static ssize_t recv_frame(struct hsmfs_hook *h, int *ret_fd)
 	return n;
 }
 
-int hsmfs_hook_connect(const char *mountpoint, uint32_t kind, uint32_t mask,
-		       const char *name, const char *subtree,
-		       struct hsmfs_hook **ret)
+/* Connect h to its mount and be welcomed: h->fd and h->welcome set, or -errno. */
+static int dial(struct hsmfs_hook *h)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	char path[4300], *dir, dcopy[4300];
-	struct hsmfs_hook *h;
 	ssize_t n;
 	int dfd = -1, res, pfd;
 
-	n = getxattr(mountpoint, "user.hsmfs.socket", path, sizeof(path) - 1);
+	n = getxattr(h->mountpoint, "user.hsmfs.socket", path, sizeof(path) - 1);
 	if (n < 0)
 		return errno == ENODATA || errno == ENOTSUP ? -ENOTCONN : -errno;
 	path[n] = '\0';
@@ -98,12 +101,6 @@ int hsmfs_hook_connect(const char *mountpoint, uint32_t kind, uint32_t mask,
 		snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s",
 			 dfd, strrchr(path, '/') + 1);
 	}
-	h = calloc(1, sizeof(*h));
-	if (!h) {
-		if (dfd >= 0)
-			close(dfd);
-		return -ENOMEM;
-	}
 	h->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	res = h->fd < 0 || connect(h->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ?
 		      -errno : 0;
@@ -112,9 +109,9 @@ int hsmfs_hook_connect(const char *mountpoint, uint32_t kind, uint32_t mask,
 	if (res)
 		goto fail;
 	struct proto_hello hello = {
-		1, HSMFS_PROTO_VERSION, kind, mask,
-		{ name ? name : "", (uint16_t)(name ? strlen(name) : 0) },
-		{ subtree ? subtree : "", (uint16_t)(subtree ? strlen(subtree) : 0) },
+		1, HSMFS_PROTO_VERSION, h->kind, h->mask,
+		{ h->name, (uint16_t)strlen(h->name) },
+		{ h->subtree, (uint16_t)strlen(h->subtree) },
 	};
 	res = send_buf(h, h->buf, proto_enc_hello(h->buf, &hello));
 	if (res)
@@ -130,11 +127,68 @@ int hsmfs_hook_connect(const char *mountpoint, uint32_t kind, uint32_t mask,
 		res = -EPROTO; /* an ERROR frame, or garbage */
 		goto fail;
 	}
-	*ret = h;
 	return 0;
 fail:
-	hsmfs_hook_close(h);
+	if (h->fd >= 0)
+		close(h->fd);
+	h->fd = -1;
 	return res;
+}
+
+int hsmfs_hook_connect(const char *mountpoint, uint32_t kind, uint32_t mask,
+		       const char *name, const char *subtree,
+		       struct hsmfs_hook **ret)
+{
+	struct hsmfs_hook *h = calloc(1, sizeof(*h));
+	int res;
+
+	if (!h)
+		return -ENOMEM;
+	h->fd = -1;
+	h->kind = kind;
+	h->mask = mask;
+	h->mountpoint = strdup(mountpoint);
+	h->name = strdup(name ? name : "");
+	h->subtree = strdup(subtree ? subtree : "");
+	if (!h->mountpoint || !h->name || !h->subtree) {
+		hsmfs_hook_close(h);
+		return -ENOMEM;
+	}
+	res = dial(h);
+	if (res) {
+		hsmfs_hook_close(h);
+		return res;
+	}
+	*ret = h;
+	return 0;
+}
+
+/*
+ * The daemon closed the connection: it was unmounted, or it died and
+ * its keeper started another (hsmfs(8), RESTARTS).  Connect again, at
+ * the same descriptor number (a caller may poll it): the socket's name
+ * is asked of the mount, which waits for the new daemon; an unmounted
+ * mount has none.  At most once a second (a daemon that closes on us
+ * again at once is not asked again).  0, or -ECONNRESET.
+ */
+static int redial(struct hsmfs_hook *h)
+{
+	struct hsmfs_hook t;
+	time_t now = time(NULL);
+
+	if (h->redialed && now - h->redialed < 1)
+		return -ECONNRESET;
+	h->redialed = now;
+	t = *h;
+	if (dial(&t))
+		return -ECONNRESET;
+	if (dup3(t.fd, h->fd, O_CLOEXEC) < 0) {
+		close(t.fd);
+		return -ECONNRESET;
+	}
+	close(t.fd);
+	h->welcome = t.welcome;
+	return 0;
 }
 
 static void copy_str(char *dst, size_t size, struct proto_str s)
@@ -155,6 +209,8 @@ int hsmfs_hook_next(struct hsmfs_hook *h, struct hsmfs_event *ev)
 		int fd;
 		ssize_t n = recv_frame(h, &fd);
 
+		if (n == -ECONNRESET && !redial(h))
+			continue;
 		if (n < 0)
 			return n;
 		if (proto_peek(h->buf, n, &type)) {
@@ -280,5 +336,8 @@ void hsmfs_hook_close(struct hsmfs_hook *h)
 		return;
 	if (h->fd >= 0)
 		close(h->fd);
+	free(h->mountpoint);
+	free(h->name);
+	free(h->subtree);
 	free(h);
 }

@@ -10,7 +10,8 @@
  *   owner  the member of struct stats_snapshot, and the module, whose
  *          struct holds it: cache (cache_stats()), events
  *          (events_get_stats()), inode (inode_counts()), pt
- *          (pt_get_stats()), prefetch (prefetch_stats());
+ *          (pt_get_stats()), prefetch (prefetch_stats()), keeper (the
+ *          saved region's head, saved.h);
  *   key    the JSON key and the name of the struct's field (uint64_t);
  *   show   how hsmfsctl shows it (enum stats_show);
  *   row    its line in hsmfsctl stats, from 1; every row number is used
@@ -110,6 +111,17 @@ enum stats_show {
 	X(pt, passthrough_opens, STATS_NUM, 35, "opens passed through")        \
 	X(pt, passthrough_refused, STATS_NUM, 36, "passthrough refused by the kernel")
 
+/* the keeper's (keeper.h): daemons that came and went */
+#define STATS_KEEPER(X)                                                        \
+	X(keeper, restarts, STATS_NUM, 56, "daemons started after the first")  \
+	X(keeper, handovers, STATS_NUM, 57, "of which by hsmfsctl restart")    \
+	/* how the last daemon that ended ended: a signal, or its status */    \
+	X(keeper, last_exit_signal, STATS_NUM, 58, "the last one ended by signal") \
+	X(keeper, last_exit_status, STATS_NUM, 59, "the last one's exit status") \
+	/* from a daemon's end to its successor's first reply, in ms */        \
+	X(keeper, restart_pause_ms, STATS_NUM, 60, "pause of the last restart (ms)") \
+	X(keeper, restart_pause_max_ms, STATS_NUM, 61, "longest pause of a restart (ms)")
+
 #define STATS_PREFETCH(X)                                                      \
 	X(prefetch, prefetched_files, STATS_NUM, 14, "sibling files prefetched") \
 	X(prefetch, prefetched_bytes, STATS_SIZE, 15, "bytes prefetched")      \
@@ -118,7 +130,8 @@ enum stats_show {
 
 /* Every counter, in the JSON's order. */
 #define STATS_FIELDS(X)                                                        \
-	STATS_CACHE(X) STATS_EVENTS(X) STATS_INODE(X) STATS_PT(X) STATS_PREFETCH(X)
+	STATS_CACHE(X) STATS_EVENTS(X) STATS_INODE(X) STATS_PT(X) STATS_PREFETCH(X) \
+	STATS_KEEPER(X)
 
 #define STATS_MEMBER_(owner, key, show, row, what) uint64_t key;
 #define STATS_ONE_(owner, key, show, row, what) +1
@@ -129,6 +142,7 @@ struct events_stats { STATS_EVENTS(STATS_MEMBER_) };
 struct inode_stats { STATS_INODE(STATS_MEMBER_) };
 struct pt_stats { STATS_PT(STATS_MEMBER_) };
 struct prefetch_stats { STATS_PREFETCH(STATS_MEMBER_) };
+struct keeper_stats { STATS_KEEPER(STATS_MEMBER_) };
 
 /* What user.hsmfs.stats reports: every owner's struct, read one by one. */
 struct stats_snapshot {
@@ -137,6 +151,7 @@ struct stats_snapshot {
 	struct inode_stats inode;
 	struct pt_stats pt;
 	struct prefetch_stats prefetch;
+	struct keeper_stats keeper;
 };
 
 /*

@@ -6,6 +6,12 @@
  * time; hsmfs_hook_allow(), _deny(), _progress() and _filled() may be
  * called from any thread at any time, also while another thread waits
  * in _next() (each is one send(2) of its own frame).
+ * When the daemon closes the connection, hsmfs_hook_next() connects
+ * again (at the same descriptor number) if the mount is still there, as
+ * it is when its keeper restarted the daemon (hsmfs(8), RESTARTS): the
+ * events that daemon had sent are sent again by the new one, under new
+ * ids; answers to the old ids are ignored.  It returns -ECONNRESET only
+ * once the mount is gone.
  * Every function returns 0 or -errno.  The descriptor of a fill event
  * (ev->fd) belongs to the caller, who must close it.  The protocol
  * itself is specified in hsmfs-hooks(7) and <hsmfs/protocol.h>.
