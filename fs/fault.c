@@ -76,6 +76,19 @@ void fault_point(const char *name)
 		usleep(ms * 1000);
 }
 
+void fault_named(const char *name)
+{
+	static unsigned long named; /* lock held */
+	const char *at = getenv("HSMFS_CRASH_AT"), *colon = at ? strchr(at, ':') : NULL;
+
+	if (!colon || (size_t)(colon - at) != strlen(name) || strncmp(at, name, colon - at))
+		return;
+	pthread_mutex_lock(&lock);
+	if (++named == strtoul(colon + 1, NULL, 10))
+		_exit(99);
+	pthread_mutex_unlock(&lock);
+}
+
 void fault_delay(const char *name)
 {
 	const char *logp = getenv("HSMFS_CRASH_LOG");

@@ -39,16 +39,22 @@
 #define FAULT_ARCHIVE_COMMITTED "archive-committed" /* clean and version committed */
 #define FAULT_NAME_APPLIED "name-applied"         /* a name's op done at the origin,
 						   * not yet dropped from the log */
+/* fault_named() points: crashed at only as NAME:K, not numbered steps */
+#define FAULT_OP_BEGUN "op-begun"                 /* a name operation marked, the store not changed */
+#define FAULT_OP_DONE "op-done"                   /* the store changed, the reply not sent */
 #define FAULT_DATASYNC "datasync"                 /* fault_hit: a data sync fails */
 #define FAULT_BATCH_TAKEN "batch-taken"           /* fault_delay: the writer took its batch */
 
 #ifndef NDEBUG
 void fault_point(const char *name);
+/* a crash point of HSMFS_CRASH_AT=NAME:K only (not counted as a step, not logged) */
+void fault_named(const char *name);
 void fault_delay(const char *name);
 bool fault_hit(const char *name);
 #else
 static inline void fault_point(const char *name) { (void)name; }
 static inline void fault_delay(const char *name) { (void)name; }
+static inline void fault_named(const char *name) { (void)name; }
 static inline bool fault_hit(const char *name) { (void)name; return false; }
 #endif
 

@@ -30,7 +30,7 @@
 #include <stdbool.h>
 
 #define KEEPER_HANDOVER 75 /* a daemon's exit status: start the next one now */
-#define KEEPER_QUICK_S 5
+#define KEEPER_QUICK_S 1
 
 struct fuse_session;
 

@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fault.h"
 #include "ops-int.h"
 #include "saved.h"
 
@@ -99,6 +100,7 @@ void resend_begin(uint64_t unique, uint32_t opcode, uint64_t aux)
 	}
 	pthread_mutex_unlock(&lock);
 	/* a full journal: the operation runs unmarked (as without a keeper) */
+	fault_named(FAULT_OP_BEGUN);
 }
 
 void resend_done(int res)
@@ -107,6 +109,7 @@ void resend_done(int res)
 		return;
 	mine->result = res;
 	__atomic_store_n(&mine->state, SAVED_OP_DONE, __ATOMIC_RELEASE);
+	fault_named(FAULT_OP_DONE);
 }
 
 void resend_end(void)

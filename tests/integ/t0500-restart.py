@@ -1,0 +1,352 @@
+#!/usr/bin/env python3
+"""The mount outlives its daemon (keeper.h): kill -9 of the serving daemon,
+and hsmfsctl restart.
+
+Each test mounts with the keeper (the default) and kills the serving
+daemon, the keeper's child, with SIGKILL, then checks that no user of
+the mount saw an error:
+  - users that live across the restart: a cwd on the mount, an open file
+    read on from where it was, a shared mapping, a directory stream half
+    read, a file made and written before the kill;
+  - a read parked on a slow hook when the daemon dies: the kernel resends
+    it (FUSE_NOTIFY_RESEND), the next daemon asks the hook again (a hook
+    of the C library connects again by itself, hsmfs-mirror), and the
+    read returns the right bytes;
+  - each name operation crashed between its journal mark and the store
+    change (op-begun) and between the change and the reply (op-done):
+    the resent request is applied once, and answered as if nothing had
+    happened (EEXIST, ENOENT never seen);
+  - a model workload (writers with fsync, readers, truncates, renames,
+    lazy fills through hsmfs-mirror) with the daemon killed at random
+    points several times: no operation fails, every byte equals the
+    model's; the seed is printed (HSMFS_SEED repeats a run);
+  - hsmfsctl restart while a reader streams a file: the reader sees
+    every byte, the stats count a handover, and the pause.
+"""
+import errno
+import mmap
+import os
+import random
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (HSMFS, HSMFSCTL, Hook, Mount, diag, eq, import_manifest, main,  # noqa: E402
+                     ok, run, tmpdir, wait_for, write_tree)
+
+MIRROR = os.path.join(os.path.dirname(os.path.abspath(HSMFS)), "hsmfs-mirror")
+
+
+def placeholders(m, mirror, files):
+    """files below mirror, imported as placeholders named as there (hsmfs-mirror's way)."""
+    write_tree(mirror, files)
+    rc, out = import_manifest(m.mnt, [{"path": n, "size": len(d)} for n, d in files.items()])
+    if rc:
+        raise RuntimeError("import: " + out)
+
+
+def stats(m):
+    import json
+    return json.loads(os.getxattr(m.mnt, "user.hsmfs.stats"))
+
+
+def kill_daemon(m):
+    """SIGKILL to the serving daemon; returns once the keeper has started
+    the next one (its pid differs) and it answers."""
+    old = m.daemon_pid()
+    ok(old != m.proc.pid, "a keeper runs the daemon (%d, keeper %d)" % (old, m.proc.pid))
+    before = stats(m)["restarts"]
+    os.kill(old, signal.SIGKILL)
+    wait_for(lambda: m.daemon_pid() not in (old, m.proc.pid), "the next daemon")
+    wait_for(lambda: stats(m)["restarts"] == before + 1, "the restart counted")
+
+
+def test_users():
+    big = os.urandom(3 << 20)
+    with Mount() as m:
+        write_tree(m.store, {"big": big, "d/keep": b"kept"})
+        for i in range(600):
+            open(m.spath("d", "e%04d" % i), "w").close()
+        cwd = os.getcwd()
+        os.chdir(m.path("d"))
+        try:
+            f = open(m.path("big"), "rb")
+            first = f.read(1 << 20)
+            mfd = os.open(m.path("big"), os.O_RDONLY)
+            mp = mmap.mmap(mfd, len(big), prot=mmap.PROT_READ)
+            dstream = os.scandir(m.path("d"))
+            seen = [next(dstream).name for _ in range(100)]
+            w = open(m.path("made"), "wb")
+            w.write(b"before ")
+            w.flush()
+            kill_daemon(m)
+            eq(open("keep", "rb").read(), b"kept", "a cwd on the mount: a relative open works")
+            eq(first + f.read(), big, "an open file reads on where it was")
+            eq(mp[len(big) - 4096:], big[-4096:], "a shared mapping reads its last page")
+            seen += [e.name for e in dstream]
+            eq(sorted(seen), sorted(["keep"] + ["e%04d" % i for i in range(600)]),
+               "a directory stream half read goes on: every name once")
+            w.write(b"after")
+            w.close()
+            eq(open(m.path("made"), "rb").read(), b"before after",
+               "a file written across the restart has both writes")
+            os.stat(m.mnt)
+            s = stats(m)
+            eq((s["restarts"], s["last_exit_signal"]), (1, 9),
+               "stats: one restart, the last daemon killed by signal 9")
+            ok(0 < s["restart_pause_ms"] < 5000, "the pause is measured (%d ms)" %
+               s["restart_pause_ms"])
+            mp.close()
+            os.close(mfd)
+            f.close()
+            dstream.close()
+        finally:
+            os.chdir(cwd)
+        ok(m.logged("starting another"), "the keeper logs why it restarted")
+
+
+def test_inflight():
+    """A read parked on a hook when the daemon dies."""
+    data = os.urandom(1 << 20)
+    mirror = tmpdir("hsmfs-mirror-")
+    with Mount(opts="timeout=20") as m:
+        placeholders(m, mirror, {"slow": data, "fast": data[:4096]})
+        hook = Hook(m.mnt, "--mirror", mirror, "--delay", "1.5")
+        got = {}
+
+        def reader():
+            try:
+                with open(m.path("slow"), "rb") as f:
+                    got["data"] = f.read()
+            except OSError as e:
+                got["err"] = e
+
+        t = threading.Thread(target=reader)
+        t.start()
+        wait_for(lambda: hook.events("pre_access") or hook.events(), "the hook asked")
+        kill_daemon(m)
+        hook.kill()  # pyhook does not connect again; a C hook does (below)
+        mirror_hook = subprocess.Popen([MIRROR, mirror, m.mnt])
+        t.join(30)
+        ok(not t.is_alive(), "the parked read ended")
+        eq((got.get("err"), got.get("data") == data), (None, True),
+           "the read resent to the next daemon returned the right bytes")
+        # hsmfs-mirror connects again after another restart
+        kill_daemon(m)
+        eq(open(m.path("fast"), "rb").read(), data[:4096],
+           "hsmfs-mirror connected again to the next daemon and filled")
+        ok(mirror_hook.poll() is None, "hsmfs-mirror still runs")
+        mirror_hook.terminate()
+        mirror_hook.wait()
+
+
+def crash_op(step, name, setup, op, check):
+    """Crash the daemon at step (op-begun, op-done) of op; the keeper
+    restarts it; op must return as if nothing happened, applied once."""
+    env = {"HSMFS_CRASH_AT": step + ":1"}
+    with Mount(env=env, restart=True) as m:
+        setup(m)
+        before = m.daemon_pid()
+        try:
+            r = op(m)
+            err = None
+        except OSError as e:
+            r, err = None, e
+        eq(err, None, "%s crashed at %s: no error" % (name, step))
+        ok(m.daemon_pid() != before, "%s: the daemon did crash at %s" % (name, step))
+        check(m, r)
+
+
+def test_names():
+    def mk(m):
+        # in the store: the crash is the operation's, not the set-up's
+        write_tree(m.store, {"d/f": b"x", "d/g": b"y"})
+        os.mkdir(m.spath("d", "empty"))
+
+    cases = [
+        ("mkdir", lambda m: os.mkdir(m.path("d", "new")),
+         lambda m, r: ok(os.path.isdir(m.spath("d", "new")), "mkdir: made once")),
+        ("create O_EXCL", lambda m: os.close(os.open(m.path("d", "c"),
+                                                      os.O_CREAT | os.O_EXCL | os.O_WRONLY)),
+         lambda m, r: ok(os.path.isfile(m.spath("d", "c")), "create: made once")),
+        ("symlink", lambda m: os.symlink("f", m.path("d", "s")),
+         lambda m, r: eq(os.readlink(m.spath("d", "s")), "f", "symlink: made once")),
+        ("link", lambda m: os.link(m.path("d", "f"), m.path("d", "h")),
+         lambda m, r: eq(os.stat(m.spath("d", "f")).st_nlink, 2, "link: made once")),
+        ("unlink", lambda m: os.unlink(m.path("d", "f")),
+         lambda m, r: ok(not os.path.exists(m.spath("d", "f")), "unlink: gone")),
+        ("rmdir", lambda m: os.rmdir(m.path("d", "empty")),
+         lambda m, r: ok(not os.path.exists(m.spath("d", "empty")), "rmdir: gone")),
+        ("rename", lambda m: os.rename(m.path("d", "f"), m.path("d", "g")),
+         lambda m, r: eq((os.path.exists(m.spath("d", "f")),
+                          open(m.spath("d", "g"), "rb").read()), (False, b"x"),
+                         "rename: moved once, over the old g")),
+        ("mknod fifo", lambda m: os.mkfifo(m.path("d", "p")),
+         lambda m, r: ok(stat.S_ISFIFO(os.lstat(m.spath("d", "p")).st_mode),
+                         "mknod: made once")),
+    ]
+    for step in ("op-begun", "op-done"):
+        for name, op, check in cases:
+            crash_op(step, name, mk, op, check)
+
+
+class Model:
+    """Each worker owns its files; the model is its bytes."""
+
+    def __init__(self, m, rnd, wid, lazy):
+        self.m, self.rnd, self.wid = m, rnd, wid
+        self.files = {}
+        self.lazy = lazy  # {name: bytes} placeholders filled on first read
+        self.errors = []
+
+    def name(self, i):
+        return "w%d-%d" % (self.wid, i)
+
+    def step(self):
+        r, m = self.rnd, self.m
+        i = r.randrange(4)
+        n = self.name(i)
+        p = m.path(n)
+        what = r.randrange(6)
+        if n not in self.files or what == 0:
+            data = bytearray(os.urandom(r.randrange(1, 256 << 10)))
+            with open(p, "wb") as f:
+                f.write(data)
+                if r.randrange(2):
+                    f.flush()
+                    os.fsync(f.fileno())
+            self.files[n] = data
+        elif what == 1:
+            data = self.files[n]
+            off = r.randrange(len(data) + 1)
+            chunk = os.urandom(r.randrange(1, 64 << 10))
+            with open(p, "r+b") as f:
+                f.seek(off)
+                f.write(chunk)
+                if r.randrange(2):
+                    f.flush()
+                    os.fsync(f.fileno())
+            end = off + len(chunk)
+            if end > len(data):
+                data.extend(b"\0" * (end - len(data)))
+            data[off:end] = chunk
+        elif what == 2:
+            data = self.files[n]
+            size = r.randrange(len(data) + 1)
+            os.truncate(p, size)
+            del data[size:]
+        elif what == 3:
+            j = r.randrange(4)
+            to = self.name(j)
+            os.rename(p, m.path(to))
+            self.files[to] = self.files.pop(n)
+        elif what == 4 and self.lazy:
+            ln, want = r.choice(sorted(self.lazy.items()))
+            with open(m.path(ln), "rb") as f:
+                off = r.randrange(len(want))
+                f.seek(off)
+                got = f.read(r.randrange(1, 128 << 10))
+            if got != want[off:off + len(got)] or not got:
+                self.errors.append("lazy %s at %d: wrong bytes" % (ln, off))
+        else:
+            with open(p, "rb") as f:
+                got = f.read()
+            if got != bytes(self.files[n]):
+                self.errors.append("%s: %d bytes, the model %d" %
+                                   (n, len(got), len(self.files[n])))
+
+
+def test_workload():
+    seed = int(os.environ.get("HSMFS_SEED", random.randrange(1 << 30)))
+    diag("workload seed %d (HSMFS_SEED=%d repeats it)" % (seed, seed))
+    mirror = tmpdir("hsmfs-mirror-")
+    lazy = {"lazy%d" % i: os.urandom(1 << 20) for i in range(4)}
+    with Mount() as m:
+        placeholders(m, mirror, lazy)
+        hook = subprocess.Popen([MIRROR, mirror, m.mnt])
+        wait_for(lambda: "hsmfs-mirror" in os.getxattr(m.mnt, "user.hsmfs.hooks").decode(),
+                 "hsmfs-mirror joined")
+        stop = threading.Event()
+        models = [Model(m, random.Random(seed + w), w, lazy) for w in range(4)]
+        failures = []
+
+        def work(model):
+            while not stop.is_set():
+                try:
+                    model.step()
+                except OSError as e:
+                    failures.append("worker %d: %s" % (model.wid, e))
+                    return
+
+        threads = [threading.Thread(target=work, args=(x,)) for x in models]
+        for t in threads:
+            t.start()
+        kills = random.Random(seed)
+        for _ in range(5):
+            time.sleep(kills.uniform(1.05, 2.0))  # each lives > KEEPER_QUICK_S
+            kill_daemon(m)
+        time.sleep(0.3)
+        stop.set()
+        for t in threads:
+            t.join(60)
+        eq(failures, [], "no operation failed across 5 kills (seed %d)" % seed)
+        errs = [e for x in models for e in x.errors]
+        eq(errs, [], "every read equalled the model (seed %d)" % seed)
+        wrong = []
+        for x in models:
+            for n, data in x.files.items():
+                with open(m.path(n), "rb") as f:
+                    if f.read() != bytes(data):
+                        wrong.append(n)
+        eq(wrong, [], "every file's bytes equal the model's at the end (seed %d)" % seed)
+        s = stats(m)
+        eq(s["restarts"], 5, "five restarts counted")
+        diag("pauses: last %d ms, longest %d ms" % (s["restart_pause_ms"],
+                                                   s["restart_pause_max_ms"]))
+        hook.terminate()
+        hook.wait()
+
+
+def test_restart_cmd():
+    data = os.urandom(16 << 20)
+    with Mount() as m:
+        write_tree(m.store, {"stream": data})
+        got = {}
+
+        def reader():
+            out = []
+            try:
+                with open(m.path("stream"), "rb", buffering=0) as f:
+                    while True:
+                        b = f.read(64 << 10)
+                        if not b:
+                            break
+                        out.append(b)
+                        time.sleep(0.002)
+            except OSError as e:
+                got["err"] = e
+            got["data"] = b"".join(out)
+
+        t = threading.Thread(target=reader)
+        t.start()
+        time.sleep(0.1)
+        rc, out = run([HSMFSCTL, "restart", m.mnt])
+        eq(rc, 0, "hsmfsctl restart: " + out.strip())
+        ok("restarted" in out, "it says the pause")
+        t.join(60)
+        eq((got.get("err"), got.get("data") == data), (None, True),
+           "a reader streaming across hsmfsctl restart saw every byte")
+        s = stats(m)
+        eq((s["restarts"], s["handovers"], s["last_exit_status"]), (1, 1, 75),
+           "stats: one restart, a handover")
+    with Mount(opts="norestart") as m:
+        rc, out = run([HSMFSCTL, "restart", m.mnt])
+        ok(rc != 0 and "norestart" in out, "under -o norestart restart says why: " + out.strip())
+
+
+main(lambda: (test_users(), test_inflight(), test_names(), test_workload(),
+              test_restart_cmd()))
