@@ -8,11 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <dirent.h>
 
 #include "lockcheck.h"
 #include "hashset.h"
 #include "inode.h"
 #include "saved.h"
+#include "store.h"
 
 #define FUSE_ROOT_NODEID 1
 
@@ -39,6 +41,7 @@ struct inode {
 static struct {
 	pthread_mutex_t lock;
 	struct inode root;       /* never freed, fd never closed */
+	struct inode orphans;    /* STORE/.hsmfs, the parent of orphan links */
 	struct inode lost;       /* what a node id no record was left for is:
 				  * no alias, so every use is ESTALE */
 	struct hashset set;      /* every inode but the root, by (dev, ino) */
@@ -55,6 +58,8 @@ static struct {
 } T = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 #define SLOT_CHUNK 4096u
+#define ORPHANS_ID (SAVED_NODES_MAX - 1) /* node id of T.orphans: never the kernel's */
+#define ORPHAN_PREFIX "open-"
 
 /* ------------------------------------------- node ids and saved records */
 
@@ -113,7 +118,7 @@ static int rec_new(struct inode *in)
 	} else {
 		if (h->nodes_hwm < 2)
 			h->nodes_hwm = 2; /* 0 is none, 1 the root */
-		if (h->nodes_hwm >= SAVED_NODES_MAX)
+		if (h->nodes_hwm >= ORPHANS_ID)
 			return -ENFILE;
 		id = h->nodes_hwm;
 	}
@@ -341,7 +346,8 @@ static int restore(uint64_t *ret_n)
 
 		if (!in || !r->parent)
 			continue;
-		for (p = slot_get(r->parent); p && p != &T.root && depth < 4096; depth++)
+		for (p = slot_get(r->parent); p && p != &T.root && p != &T.orphans && depth < 4096;
+		     depth++)
 			p = saved_node(p->id)->parent ? slot_get(saved_node(p->id)->parent) : NULL;
 		p = slot_get(r->parent);
 		if (depth >= 4096 || !p || !saved_node_name(r, name) || strchr(name, '/') ||
@@ -373,6 +379,75 @@ static int restore(uint64_t *ret_n)
 	return 0;
 }
 
+static int set_alias(struct inode *in, struct inode *parent, const char *name);
+
+/* Orphan links a daemon before the last left (a crash of the keeper too). */
+static void orphans_clear(void)
+{
+	int fd = openat(T.orphans.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *e;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, ORPHAN_PREFIX, strlen(ORPHAN_PREFIX)))
+			unlinkat(dirfd(d), e->d_name, 0);
+	closedir(d);
+}
+
+bool inode_orphan_link(struct inode *in, char name[48])
+{
+	char path[32];
+	bool open;
+	int fd;
+
+	lk_lock(&T.lock, LK_INODES);
+	open = in->nopen > 0 && in->type == S_IFREG;
+	lk_unlock(&T.lock, LK_INODES);
+	if (!open || T.orphans.fd < 0 || !saved_head()->kept)
+		return false;
+	fd = inode_fd_get(in);
+	if (fd < 0)
+		return false;
+	snprintf(name, 48, ORPHAN_PREFIX "%llx-%llx", (unsigned long long)in->dev,
+		 (unsigned long long)in->ino);
+	inode_proc_path(fd, path);
+	open = !linkat(AT_FDCWD, path, T.orphans.fd, name, AT_SYMLINK_FOLLOW) || errno == EEXIST;
+	inode_fd_put(in);
+	return open;
+}
+
+void inode_orphan_settle(struct inode *in, const char *name, bool gone)
+{
+	if (!gone) {
+		unlinkat(T.orphans.fd, name, 0);
+		return;
+	}
+	lk_lock(&T.lock, LK_INODES);
+	set_alias(in, &T.orphans, name);
+	lk_unlock(&T.lock, LK_INODES);
+}
+
+/* An open of in ended (lock held): with none left, its orphan link's name to remove. */
+static char *orphan_closed(struct inode *in)
+{
+	return in->parent == &T.orphans && !in->nopen && in->name ? strdup(in->name) : NULL;
+}
+
+static void orphan_remove(struct inode *in, char *name)
+{
+	if (!name)
+		return;
+	/* the descriptor kept reaches it until it is forgotten (pinned) */
+	unlinkat(T.orphans.fd, name, 0);
+	inode_unaliased(in);
+	free(name);
+}
+
 int inode_table_init(int root_fd, unsigned fd_cache_max, bool restoring, uint64_t *ret_restored)
 {
 	struct saved_node *r = saved_node(1);
@@ -395,6 +470,14 @@ int inode_table_init(int root_fd, unsigned fd_cache_max, bool restoring, uint64_
 	T.lru_max = fd_cache_max;
 	if (slot_set(FUSE_ROOT_NODEID, &T.root))
 		return -ENOMEM;
+	T.orphans.fd = openat(root_fd, STORE_STATE_DIR, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	T.orphans.type = S_IFDIR;
+	T.orphans.pinned = true;
+	T.orphans.id = ORPHANS_ID;
+	if (T.orphans.fd >= 0 && slot_set(ORPHANS_ID, &T.orphans))
+		return -ENOMEM;
+	if (!restoring)
+		orphans_clear();
 	if (restoring && (r->dev != st.st_dev || r->ino != st.st_ino))
 		return -ESTALE; /* another store's table */
 	r->dev = st.st_dev;
@@ -421,6 +504,9 @@ void inode_table_destroy(void)
 	if (T.root.fd >= 0)
 		close(T.root.fd);
 	T.root.fd = -1;
+	if (T.orphans.fd >= 0)
+		close(T.orphans.fd);
+	T.orphans.fd = -1;
 	/* the saved records stay: a daemon handing over leaves them to the next */
 	for (size_t i = 0; i < sizeof(T.slots) / sizeof(T.slots[0]); i++) {
 		free((void *)atomic_load_explicit(&T.slots[i], memory_order_relaxed));
@@ -602,7 +688,8 @@ static struct inode *hash_find(dev_t dev, ino_t ino)
  */
 static void maybe_free(struct inode *in)
 {
-	while (in && in != &T.root && in != &T.lost && !in->nlookup && !in->refs &&
+	while (in && in != &T.root && in != &T.lost && in != &T.orphans && !in->nlookup &&
+	       !in->refs &&
 	       !in->fd_users) {
 		struct inode *parent = in->parent;
 
@@ -877,10 +964,14 @@ void inode_open_inc(struct inode *in)
 
 void inode_open_dec(struct inode *in)
 {
+	char *orphan;
+
 	lk_lock(&T.lock, LK_INODES);
 	assert(in->nopen > 0);
 	in->nopen--;
+	orphan = orphan_closed(in);
 	lk_unlock(&T.lock, LK_INODES);
+	orphan_remove(in, orphan); /* outside the lock: a syscall */
 }
 
 bool inode_is_open(struct inode *in)

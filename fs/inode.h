@@ -123,6 +123,18 @@ void inode_table_destroy(void);
 struct inode *inode_root(void);
 struct inode *inode_from_nodeid(uint64_t nodeid);
 uint64_t inode_nodeid(const struct inode *in);
+/*
+ * A file removed while open, under a keeper (keeper.h): before its name
+ * goes, a link in STORE/.hsmfs ("open-DEV-INO") keeps it reachable by a
+ * daemon taking over (its alias: saved.h), until its last open ends.
+ * inode_orphan_link(): made (name set), or not needed or not possible;
+ * inode_orphan_settle(): the name went (gone: the link is the alias now)
+ * or did not (the link goes); the last inode_open_dec() removes the
+ * link.  Links left by a keeper's death go when the next mount starts.
+ */
+bool inode_orphan_link(struct inode *in, char name[48]);
+void inode_orphan_settle(struct inode *in, const char *name, bool gone);
+
 /* The generation of in's node id (fuse_entry_param.generation). */
 uint64_t inode_generation(const struct inode *in);
 

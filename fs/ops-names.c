@@ -308,6 +308,8 @@ static int do_remove(fuse_ino_t parent, const char *name, int flags)
 	struct inode *p = IN(parent), *victim;
 	struct names_user u;
 	struct stat st;
+	char oname[48];
+	bool orphan;
 	int pfd, res;
 
 	if (reserved(parent, name))
@@ -322,8 +324,11 @@ static int do_remove(fuse_ino_t parent, const char *name, int flags)
 		return pfd;
 	}
 	resend_begin(ops_io_unique(), flags ? OP_RMDIR : OP_UNLINK, 0);
+	orphan = victim && !flags && inode_orphan_link(victim, oname);
 	res = unlinkat(pfd, name, flags) < 0 ? -errno : 0;
 	resend_done(res);
+	if (orphan)
+		inode_orphan_settle(victim, oname, !res);
 	names_user_end(&u);
 	inode_fd_put(p);
 	if (!res && !flags && st.st_nlink == 1) {
@@ -336,7 +341,7 @@ static int do_remove(fuse_ino_t parent, const char *name, int flags)
 		events_dir_removed(st.st_ino);
 		events_dir_named(p, name, META_OP_RMDIR);
 	}
-	if (!res && victim)
+	if (!res && victim && !orphan)
 		inode_unaliased(victim);
 	inode_release(victim);
 	return res;
@@ -391,6 +396,8 @@ static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 	struct inode *p = IN(parent), *np = IN(newparent), *src, *dst;
 	struct names_user u;
 	struct stat sst, dst_st;
+	char oname[48];
+	bool orphan = false;
 	int pfd, npfd, res;
 
 	if (reserved(parent, name) || reserved(newparent, newname))
@@ -414,8 +421,11 @@ static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 	}
 	/* done, if the file moved is found at the new name (ops-resend.c) */
 	resend_begin(ops_io_unique(), OP_RENAME, sst.st_ino);
+	orphan = dst && dst != src && !(flags & RENAME_EXCHANGE) && inode_orphan_link(dst, oname);
 	res = renameat2(pfd, name, npfd, newname, flags) < 0 ? -errno : 0;
 	resend_done(res);
+	if (orphan)
+		inode_orphan_settle(dst, oname, !res);
 	names_user_end(&u);
 	inode_fd_put(np);
 	/* the name replaced goes first: at the origin too, before the move onto it */
@@ -430,7 +440,7 @@ static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 			inode_moved(src, np, newname);
 		if (dst && (flags & RENAME_EXCHANGE))
 			inode_moved(dst, p, name);
-		else if (dst)
+		else if (dst && !orphan)
 			inode_unaliased(dst);
 	}
 	/*

@@ -7,7 +7,9 @@ daemon, the keeper's child, with SIGKILL, then checks that no user of
 the mount saw an error:
   - users that live across the restart: a cwd on the mount, an open file
     read on from where it was, a shared mapping, a directory stream half
-    read, a file made and written before the kill;
+    read, a file made and written before the kill, files removed and
+    replaced while open (their orphan links in STORE/.hsmfs go with
+    the last close);
   - a read parked on a slow hook when the daemon dies: the kernel resends
     it (FUSE_NOTIFY_RESEND), the next daemon asks the hook again (a hook
     of the C library connects again by itself, hsmfs-mirror), and the
@@ -68,7 +70,8 @@ def kill_daemon(m):
 def test_users():
     big = os.urandom(3 << 20)
     with Mount() as m:
-        write_tree(m.store, {"big": big, "d/keep": b"kept"})
+        write_tree(m.store, {"big": big, "d/keep": b"kept", "gone": b"removed while open",
+                             "over": b"replaced while open", "new": b"the new one"})
         for i in range(600):
             open(m.spath("d", "e%04d" % i), "w").close()
         cwd = os.getcwd()
@@ -83,7 +86,18 @@ def test_users():
             w = open(m.path("made"), "wb")
             w.write(b"before ")
             w.flush()
+            gone = open(m.path("gone"), "rb")
+            os.unlink(m.path("gone"))
+            over = open(m.path("over"), "rb")
+            os.rename(m.path("new"), m.path("over"))
             kill_daemon(m)
+            eq(gone.read(), b"removed while open", "a file removed while open reads on")
+            eq(over.read(), b"replaced while open", "a file replaced while open reads on")
+            eq(open(m.path("over"), "rb").read(), b"the new one", "its name is the new file's")
+            gone.close()
+            over.close()
+            wait_for(lambda: not [n for n in os.listdir(m.spath(".hsmfs")) if n.startswith("open-")],
+                     "the orphan links go with their last close")
             eq(open("keep", "rb").read(), b"kept", "a cwd on the mount: a relative open works")
             eq(first + f.read(), big, "an open file reads on where it was")
             eq(mp[len(big) - 4096:], big[-4096:], "a shared mapping reads its last page")
