@@ -42,6 +42,7 @@
 /* fault_named() points: crashed at only as NAME:K, not numbered steps */
 #define FAULT_OP_BEGUN "op-begun"                 /* a name operation marked, the store not changed */
 #define FAULT_OP_DONE "op-done"                   /* the store changed, the reply not sent */
+#define FAULT_OP_RELEASED "op-released"           /* an open released, the reply not sent */
 #define FAULT_DATASYNC "datasync"                 /* fault_hit: a data sync fails */
 #define FAULT_BATCH_TAKEN "batch-taken"           /* fault_delay: the writer took its batch */
 

@@ -32,6 +32,7 @@ struct inode {
 	bool pinned;             /* fd kept: no alias reaches this inode */
 	uint32_t id;             /* node id: index of its saved record (saved.h) */
 	uint32_t gen;            /* the record's generation */
+	_Atomic bool orphan;     /* the alias is an orphan link (inode_orphaned()) */
 	struct inode *parent;    /* alias parent (held via refs), NULL if none */
 	char *name;              /* alias name, NULL if none */
 	struct inode *lru_prev;  /* idle-fd LRU; linked iff fd >= 0, */
@@ -539,6 +540,11 @@ uint64_t inode_nodeid(const struct inode *in)
 	return in->id;
 }
 
+bool inode_orphaned(const struct inode *in)
+{
+	return atomic_load_explicit(&in->orphan, memory_order_relaxed);
+}
+
 uint64_t inode_generation(const struct inode *in)
 {
 	return in->gen;
@@ -725,6 +731,7 @@ static int set_alias(struct inode *in, struct inode *parent, const char *name)
 	free(in->name);
 	in->name = n;
 	in->parent = name ? parent : NULL;
+	atomic_store_explicit(&in->orphan, in->parent == &T.orphans, memory_order_relaxed);
 	rec_alias(in);
 	if (old) {
 		old->refs--;

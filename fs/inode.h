@@ -133,6 +133,8 @@ uint64_t inode_nodeid(const struct inode *in);
  * link.  Links left by a keeper's death go when the next mount starts.
  */
 bool inode_orphan_link(struct inode *in, char name[48]);
+/* Reached by its orphan link only: its link count shows one less (one relaxed load). */
+bool inode_orphaned(const struct inode *in);
 void inode_orphan_settle(struct inode *in, const char *name, bool gone);
 
 /* The generation of in's node id (fuse_entry_param.generation). */

@@ -41,6 +41,8 @@ static int do_getattr(fuse_ino_t ino, struct fuse_file_info *fi,
 			      -errno : 0;
 		inode_fd_put(in);
 	}
+	if (!res && inode_orphaned(in) && st->st_nlink)
+		st->st_nlink--; /* not the link that keeps it for a restart */
 	if (!res)
 		events_shown_attr(in, st);
 	return res;
@@ -171,6 +173,8 @@ static int do_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	res = fstatat(fd, "", ret_st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ?
 		      -errno : 0;
 	inode_fd_put(in);
+	if (!res && inode_orphaned(in) && ret_st->st_nlink)
+		ret_st->st_nlink--; /* as do_getattr() */
 	return res;
 err:
 	res = -errno;

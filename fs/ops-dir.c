@@ -43,13 +43,13 @@ static void dir_set(int fd, struct dir_handle *d, struct inode *in)
 
 	atomic_store_explicit(&dirs[fd], d, memory_order_relaxed);
 	if (d) {
-		*r = (struct saved_open){ .node = (uint32_t)inode_nodeid(in),
-					  .flags = O_RDONLY | O_DIRECTORY,
-					  .kind = SAVED_OPEN_DIR };
-		if ((uint32_t)fd >= saved_head()->opens_hwm)
-			saved_head()->opens_hwm = (uint32_t)fd + 1;
+		r->node = (uint32_t)inode_nodeid(in);
+		r->flags = O_RDONLY | O_DIRECTORY;
+		r->backing_id = 0;
+		r->pt_mode = 0;
+		saved_open_set(r, fd, SAVED_OPEN_DIR);
 	} else {
-		r->kind = SAVED_OPEN_FREE;
+		saved_open_set(r, fd, SAVED_OPEN_FREE);
 	}
 }
 
@@ -254,9 +254,14 @@ void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (dir_of(fi)) {
 		dir_free(fi);
 		inode_open_dec(IN(ino));
-	} else {
-		close((int)fi->fh); /* a placeholder left by a takeover (saved.h) */
+	} else if (saved_open_rec((int)fi->fh) &&
+		   __atomic_load_n(&saved_open_rec((int)fi->fh)->kind, __ATOMIC_ACQUIRE) ==
+			   SAVED_OPEN_DIR) {
+		/* a placeholder left by a takeover (saved.h) */
+		saved_open_set(saved_open_rec((int)fi->fh), (int)fi->fh, SAVED_OPEN_FREE);
+		close((int)fi->fh);
 	}
+	/* else a RELEASEDIR resent after the last daemon did it: done */
 	reply_err(req, 0);
 }
 

@@ -18,6 +18,7 @@
 #include "cache.h"
 #include "creds.h"
 #include "events.h"
+#include "fault.h"
 #include "inode.h"
 #include "names.h"
 #include "ops-file.h"
@@ -95,10 +96,11 @@ static void saved_opened(struct fuse_file_info *fi, struct inode *in)
 
 	if (!r)
 		return; /* past SAVED_OPENS_MAX: EBADF after a restart */
-	*r = (struct saved_open){ .node = (uint32_t)inode_nodeid(in), .flags = (uint32_t)fi->flags,
-				  .kind = SAVED_OPEN_FILE };
-	if (fi->fh >= saved_head()->opens_hwm)
-		saved_head()->opens_hwm = (uint32_t)fi->fh + 1;
+	r->node = (uint32_t)inode_nodeid(in);
+	r->flags = (uint32_t)fi->flags;
+	r->backing_id = 0;
+	r->pt_mode = 0;
+	saved_open_set(r, (int)fi->fh, SAVED_OPEN_FILE);
 }
 
 static void saved_closed(struct fuse_file_info *fi)
@@ -106,7 +108,7 @@ static void saved_closed(struct fuse_file_info *fi)
 	struct saved_open *r = saved_open_rec((int)fi->fh);
 
 	if (r)
-		r->kind = SAVED_OPEN_FREE;
+		saved_open_set(r, (int)fi->fh, SAVED_OPEN_FREE);
 }
 
 /*
@@ -677,12 +679,24 @@ void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	const struct saved_open *r = saved_open_rec((int)fi->fh);
+
+	/*
+	 * Not an open of ours: a RELEASE the kernel resent after the last
+	 * daemon had done it (ops-io.h), its descriptor number maybe reused
+	 * since.  Done already.
+	 */
+	if (r && __atomic_load_n(&r->kind, __ATOMIC_ACQUIRE) != SAVED_OPEN_FILE) {
+		reply_err(req, 0);
+		return;
+	}
 	pt_released(req, IN(ino), fi);
 	saved_closed(fi);
 	close(fi->fh);
 	inode_open_dec(IN(ino));
 	if (inode_flags(IN(ino)) & INODE_STATEFUL)
 		events_released(IN(ino));
+	fault_named(FAULT_OP_RELEASED);
 	reply_err(req, 0);
 }
 

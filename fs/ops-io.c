@@ -46,6 +46,25 @@ static struct {
 
 static __thread uint64_t cur_unique;
 
+/*
+ * ThreadSanitizer sees the kernel's ordering (a reply before the
+ * requests that follow from it: a lookup before the use of its node id,
+ * a release before the open that reuses its descriptor number) through
+ * its model of reads and writes of a descriptor it saw opened.  A daemon
+ * taking over inherited /dev/fuse across exec, unseen: the same order is
+ * said here, in those builds only.
+ */
+#if defined(__SANITIZE_THREAD__)
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+static char kernel_order;
+#define KERNEL_AFTER() __tsan_acquire(&kernel_order)
+#define KERNEL_BEFORE() __tsan_release(&kernel_order)
+#else
+#define KERNEL_AFTER() ((void)0)
+#define KERNEL_BEFORE() ((void)0)
+#endif
+
 uint64_t ops_io_unique(void)
 {
 	return cur_unique;
@@ -61,7 +80,8 @@ bool ops_io_can_resend(void)
 	const struct saved_head *h = saved_head();
 	const struct k_init_in *in;
 
-	if (!h || h->init_len < sizeof(struct k_in_header) + sizeof(*in))
+	if (!h || __atomic_load_n(&h->init_len, __ATOMIC_ACQUIRE) <
+			  sizeof(struct k_in_header) + sizeof(*in))
 		return false;
 	in = (const void *)(h->init + sizeof(struct k_in_header));
 	return in->major == 7 && in->minor >= 36 && (in->flags & K_INIT_EXT) &&
@@ -87,13 +107,16 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 		return h->init_len;
 	}
 	res = read(fd, buf, len);
+	KERNEL_AFTER();
 	if (res >= (ssize_t)sizeof(struct k_in_header)) {
 		const struct k_in_header *ih = buf;
 
 		cur_unique = ih->unique;
-		if (ih->opcode == K_INIT && !h->init_len && (size_t)res <= sizeof(h->init)) {
+		/* once, before any other request: the kernel sends INIT alone */
+		if (ih->opcode == K_INIT && !__atomic_load_n(&h->init_len, __ATOMIC_ACQUIRE) &&
+		    (size_t)res <= sizeof(h->init)) {
 			memcpy(h->init, buf, (size_t)res);
-			h->init_len = (uint32_t)res;
+			__atomic_store_n(&h->init_len, (uint32_t)res, __ATOMIC_RELEASE);
 		}
 	}
 	return res;
@@ -116,9 +139,11 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 		int64_t now = mono_ms();
 
 		if (h->died_ms && now >= h->died_ms) {
-			h->pause_last_ms = (uint64_t)(now - h->died_ms);
-			if (h->pause_last_ms > h->pause_max_ms)
-				h->pause_max_ms = h->pause_last_ms;
+			uint64_t p = (uint64_t)(now - h->died_ms);
+
+			__atomic_store_n(&h->pause_last_ms, p, __ATOMIC_RELAXED);
+			if (p > __atomic_load_n(&h->pause_max_ms, __ATOMIC_RELAXED))
+				__atomic_store_n(&h->pause_max_ms, p, __ATOMIC_RELAXED);
 		}
 		/* the kernel has its INIT answer; ask again what it sent the dead daemon */
 		if (ops_io_can_resend()) {
@@ -131,12 +156,14 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 		}
 		return (ssize_t)n;
 	}
+	KERNEL_BEFORE();
 	return writev(fd, iov, count);
 }
 
 static ssize_t io_splice_send(int fdin, off_t *offin, int fdout, off_t *offout, size_t len,
 			      unsigned int flags, void *userdata)
 {
+	KERNEL_BEFORE();
 	return splice(fdin, offin, fdout, offout, len, flags);
 }
 

@@ -86,6 +86,19 @@ struct saved_open *saved_open_rec(int fd)
 		       (struct saved_open *)(R + OFF_OPENS) + fd : NULL;
 }
 
+void saved_open_set(struct saved_open *r, int fd, uint8_t kind)
+{
+	uint32_t *hwm = &saved_head()->opens_hwm;
+	uint32_t want = (uint32_t)fd + 1, cur = __atomic_load_n(hwm, __ATOMIC_RELAXED);
+
+	/* the opens of other threads set it too */
+	while (kind != SAVED_OPEN_FREE && cur < want &&
+	       !__atomic_compare_exchange_n(hwm, &cur, want, true, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED))
+		;
+	__atomic_store_n(&r->kind, kind, __ATOMIC_RELEASE);
+}
+
 struct saved_op *saved_journal(void)
 {
 	return (struct saved_op *)(R + OFF_JOURNAL);

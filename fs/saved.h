@@ -24,7 +24,9 @@
  *   - the journal of operations that must not run twice (ops-resend.c).
  *
  * A record is written with plain stores by the one daemon that serves
- * (under the lock of the module that owns it); nothing here is a
+ * (under the lock of the module that owns it; an open record's kind and
+ * the head's figures with atomic ones, as threads of the daemon meet
+ * there without a lock); nothing here is a
  * synchronisation between processes: the next daemon starts only once
  * the last one is dead (keeper.c waits for it).  A record torn by a
  * crash can only name a wrong path or node: every reopen checks the
@@ -123,6 +125,11 @@ struct saved_node *saved_node(uint32_t id);
 char *saved_name_cell(uint32_t cell);
 struct saved_open *saved_open_rec(int fd);
 struct saved_op *saved_journal(void);
+/*
+ * An open record at descriptor fd made (its other fields written first)
+ * or freed: its kind stored, the high-water mark raised (any thread).
+ */
+void saved_open_set(struct saved_open *r, int fd, uint8_t kind);
 
 /*
  * A daemon taking over, before it opens anything: every descriptor

@@ -118,8 +118,9 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 				.restarts = h->restarts, .handovers = h->handovers,
 				.last_exit_signal = h->restarts && WIFSIGNALED(st) ? WTERMSIG(st) : 0,
 				.last_exit_status = h->restarts && WIFEXITED(st) ? WEXITSTATUS(st) : 0,
-				.restart_pause_ms = h->pause_last_ms,
-				.restart_pause_max_ms = h->pause_max_ms };
+				.restart_pause_ms = __atomic_load_n(&h->pause_last_ms, __ATOMIC_RELAXED),
+				.restart_pause_max_ms = __atomic_load_n(&h->pause_max_ms,
+									__ATOMIC_RELAXED) };
 		}
 		n = stats_json(&s, val, sizeof(val));
 	} else if (!strcmp(name, "user.hsmfs.socket") || !strcmp(name, "user.hsmfs.store")) {

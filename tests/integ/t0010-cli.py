@@ -4,6 +4,7 @@
 Each bad input must give exit status and one clear line, and leave the
 store exactly as it was.
 """
+import errno
 import os
 import shutil
 import signal
@@ -108,7 +109,9 @@ def test():
             os.stat(m.mnt)
             ok(False, "dead daemon leaves a stale mountpoint")
         except OSError as e:
-            ok(e.errno == 107, "dead daemon leaves ENOTCONN")
+            # ECONNABORTED while the kernel is still ending the connection
+            ok(e.errno in (errno.ENOTCONN, errno.ECONNABORTED),
+               "dead daemon leaves ENOTCONN (%s)" % errno.errorcode.get(e.errno))
         bad("stale mount", [store, m.mnt], 3, "fusermount3 -u %s" % m.mnt, store)
         unmount(m.mnt)
         ok(not is_mounted(m.mnt), "stale mount cleared as the message says")
