@@ -24,12 +24,15 @@ the mount saw an error:
     points several times: no operation fails, every byte equals the
     model's; the seed is printed (HSMFS_SEED repeats a run);
   - hsmfsctl restart while a reader streams a file: the reader sees
-    every byte, the stats count a handover, and the pause.
+    every byte, the stats count a handover, and the pause;
+  - the keeper: SIGTERM unmounts cleanly; five daemons that cannot start
+    make it give up and end the mount.
 """
 import errno
 import mmap
 import os
 import random
+import shutil
 import signal
 import stat
 import subprocess
@@ -382,5 +385,37 @@ def test_restart_cmd():
         ok(rc != 0 and "norestart" in out, "under -o norestart restart says why: " + out.strip())
 
 
+def test_keeper():
+    """The keeper's own ends: SIGTERM unmounts cleanly; a daemon that
+    cannot start again (its binary removed) makes it give up after five
+    quick deaths, unmount and exit with the last status."""
+    m = Mount().start()  # not a with: the test ends it
+    try:
+        open(m.path("f"), "w").close()
+        m.proc.send_signal(signal.SIGTERM)
+        eq(m.proc.wait(timeout=30), 0, "SIGTERM to the keeper: exit 0")
+        ok(not os.path.ismount(m.mnt), "and the mount is gone")
+    finally:
+        m.cleanup()
+    d = tmpdir("hsmfs-exe-")
+    exe = os.path.join(d, "hsmfs")
+    shutil.copy(HSMFS, exe)
+    m = Mount(exe=exe).start()
+    try:
+        os.unlink(exe)
+        os.kill(m.daemon_pid(), signal.SIGKILL)
+        eq(m.exited(30), 127, "five daemons that cannot start: the keeper gives up (127)")
+        ok(m.logged("giving up, the mount ends"), "and says so")
+        try:
+            os.stat(m.mnt)
+            ended = not os.path.ismount(m.mnt)
+        except OSError as e:
+            ended = e.errno in (errno.ENOTCONN, errno.ECONNABORTED)
+        ok(ended, "the mount ended")
+    finally:
+        m.cleanup()
+        shutil.rmtree(d, ignore_errors=True)
+
+
 main(lambda: (test_users(), test_inflight(), test_names(), test_workload(),
-              test_restart_cmd()))
+              test_restart_cmd(), test_keeper()))
