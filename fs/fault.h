@@ -43,6 +43,11 @@
 #define FAULT_OP_BEGUN "op-begun"                 /* a name operation marked, the store not changed */
 #define FAULT_OP_DONE "op-done"                   /* the store changed, the reply not sent */
 #define FAULT_OP_RELEASED "op-released"           /* an open released, the reply not sent */
+/* a daemon taking over (keeper.h), at each of its steps: */
+#define FAULT_TAKE_RESERVED "take-reserved"       /* handles' numbers taken */
+#define FAULT_TAKE_RESTORED "take-restored"       /* the inode table rebuilt */
+#define FAULT_TAKE_REPLAYED "take-replayed"       /* INIT replayed, resend asked */
+#define FAULT_TAKE_ADOPTED "take-adopted"         /* handles reopened, not yet serving */
 #define FAULT_DATASYNC "datasync"                 /* fault_hit: a data sync fails */
 #define FAULT_BATCH_TAKEN "batch-taken"           /* fault_delay: the writer took its batch */
 

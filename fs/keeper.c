@@ -60,7 +60,18 @@ static pid_t spawn(const struct keeper_args *a, bool exec_it, const char *exe)
 		setenv(ENV_MNT, a->mnt, 1);
 		if (a->syslog)
 			setenv(ENV_SYSLOG, "1", 1);
-		unsetenv("HSMFS_CRASH_AT"); /* a test's crash happens once (fault.h) */
+		/*
+		 * A test's crash happens once (fault.h); HSMFS_CRASH_TAKEOVER=NAME
+		 * crashes the first daemon started here at its takeover step NAME.
+		 */
+		unsetenv("HSMFS_CRASH_AT");
+		if (getenv("HSMFS_CRASH_TAKEOVER")) {
+			char at[80];
+
+			snprintf(at, sizeof(at), "%s:1", getenv("HSMFS_CRASH_TAKEOVER"));
+			setenv("HSMFS_CRASH_AT", at, 1);
+			unsetenv("HSMFS_CRASH_TAKEOVER");
+		}
 		execv(exe, a->argv);
 		log_err("keeper: cannot run '%s': %s", exe, strerror(errno));
 		_exit(127);
@@ -173,6 +184,7 @@ void keeper_start(const struct keeper_args *a)
 		saved_head()->restarts++;
 		started = mono_ms();
 		pid = spawn(a, true, exe);
+		unsetenv("HSMFS_CRASH_TAKEOVER"); /* the first restart's only */
 		if (pid < 0)
 			finish(a, 5);
 		saved_head()->serving_pid = (uint32_t)pid;

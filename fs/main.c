@@ -23,6 +23,7 @@
 #include "cache.h"
 #include "answer.h"
 #include "events.h"
+#include "fault.h"
 #include "evict.h"
 #include "hooks.h"
 #include "inode.h"
@@ -315,6 +316,8 @@ int main(int argc, char *argv[])
 	/* before anything is opened: the numbers of the last daemon's handles */
 	if (takeover && saved_reserve() < 0)
 		log_warn("cannot keep the open handles' numbers: %s", strerror(errno));
+	if (takeover)
+		fault_named(FAULT_TAKE_RESERVED);
 
 	store_path = realpath(o.store, NULL);
 	if (!store_path) {
@@ -384,6 +387,8 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 	table = true; /* the table owns store.root_fd now */
+	if (takeover)
+		fault_named(FAULT_TAKE_RESTORED);
 
 	esc = escape_commas(store_path);
 	if (!esc || asprintf(&fsname, "-ofsname=%s", esc) < 0)
@@ -573,8 +578,10 @@ int main(int argc, char *argv[])
 
 	if (o.readahead && bdi_readahead_start(mnt_path, o.readahead))
 		log_warn("cannot start setting readahead=, ignoring");
-	if (takeover)
+	if (takeover) {
 		ops_adopt_opens();
+		fault_named(FAULT_TAKE_ADOPTED);
+	}
 
 	if (o.single_thread) {
 		res = fuse_session_loop(se);

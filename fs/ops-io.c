@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "fault.h"
 #include "log.h"
 #include "ops-int.h"
 #include "ops-io.h"
@@ -154,6 +155,7 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 				log_warn("cannot ask the kernel to resend requests: %s",
 					 strerror(errno));
 		}
+		fault_named(FAULT_TAKE_REPLAYED);
 		return (ssize_t)n;
 	}
 	KERNEL_BEFORE();

@@ -13,9 +13,10 @@
  * it once answered (resend_end(), from the reply): a crash between the
  * change and the reply leaves the record, done or not.
  *
- * The daemon taking over copies the records left to a table of its own
- * and empties the journal (resend_adopt()).  A resent request then
- * finds (resend_lookup()):
+ * The daemon taking over finds the records left where they are: they go
+ * once their requests, resent, are answered (a daemon that dies taking
+ * over leaves them to the next).  A resent request finds
+ * (resend_lookup()):
  *   - no record: it never reached the store; it runs;
  *   - done: the result the store gave; the operation answers that
  *     (an entry looked up again, for one that made a name);
@@ -32,6 +33,7 @@
  * (one handler run makes the change and its reply on one thread).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,60 +45,81 @@
 #define RESEND_BIT (1ULL << 63)
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct saved_op *old;  /* the last daemon's records, by the same hash */
+static bool taking_over;       /* records of earlier daemons may be there */
 static __thread struct saved_op *mine;
+
+#define NEXT(i) (((i) + 1) & (SAVED_JOURNAL - 1))
+#define TOMB RESEND_BIT        /* a record answered: free for the next */
 
 static uint32_t slot_of(uint64_t unique)
 {
 	return (uint32_t)((unique * 0x9E3779B97F4A7C15ULL) >> 40) & (SAVED_JOURNAL - 1);
 }
 
-void resend_adopt(void)
+/* The record of u, or NULL.  lock held. */
+static struct saved_op *find(uint64_t u)
 {
 	struct saved_op *j = saved_journal();
 
-	old = calloc(SAVED_JOURNAL, sizeof(*old));
-	if (old)
-		memcpy(old, j, SAVED_JOURNAL * sizeof(*old));
-	memset(j, 0, SAVED_JOURNAL * sizeof(*j));
+	for (uint32_t i = slot_of(u), n = 0; n < SAVED_JOURNAL; n++, i = NEXT(i)) {
+		if (!j[i].unique)
+			return NULL;
+		if (j[i].unique == u)
+			return &j[i];
+	}
+	return NULL;
+}
+
+void resend_adopt(void)
+{
+	/*
+	 * The records stay where they are until their requests, resent,
+	 * are answered: a daemon that dies while taking over leaves them to
+	 * the next one (t0500 crashes it at each step of a takeover).
+	 */
+	taking_over = true;
 }
 
 int resend_lookup(uint64_t unique, uint64_t *ret_aux, int *ret_res)
 {
 	uint64_t u = unique & ~RESEND_BIT;
+	struct saved_op *r;
+	int res = RESEND_NONE;
 
-	if (!(unique & RESEND_BIT) || !old || !u)
+	mine = NULL; /* this handler's, from here (one left by a parked one is not) */
+	if (!(unique & RESEND_BIT) || !taking_over || !u)
 		return RESEND_NONE;
-	for (uint32_t i = slot_of(u), n = 0; n < SAVED_JOURNAL; n++, i = (i + 1) & (SAVED_JOURNAL - 1)) {
-		if (!old[i].unique)
-			return RESEND_NONE;
-		if (old[i].unique != u) /* another's, or a tombstone */
-			continue;
-		*ret_res = old[i].result;
-		*ret_aux = old[i].aux;
-		return old[i].state == SAVED_OP_DONE ? RESEND_DONE : RESEND_BEGUN;
+	pthread_mutex_lock(&lock);
+	r = find(u);
+	if (r && r->state) {
+		*ret_res = r->result;
+		*ret_aux = r->aux;
+		res = r->state == SAVED_OP_DONE ? RESEND_DONE : RESEND_BEGUN;
+		mine = r; /* its answer frees it (resend_end()) */
 	}
-	return RESEND_NONE;
+	pthread_mutex_unlock(&lock);
+	return res;
 }
 
 void resend_begin(uint64_t unique, uint32_t opcode, uint64_t aux)
 {
-	struct saved_op *j = saved_journal();
+	struct saved_op *j = saved_journal(), *r;
 	uint64_t u = unique & ~RESEND_BIT;
 
 	mine = NULL;
 	if (!u)
 		return;
 	pthread_mutex_lock(&lock);
-	for (uint32_t i = slot_of(u), n = 0; n < SAVED_JOURNAL; n++, i = (i + 1) & (SAVED_JOURNAL - 1)) {
-		if (j[i].unique && j[i].unique != RESEND_BIT && j[i].unique != u)
-			continue; /* taken (RESEND_BIT: a tombstone, free again) */
-		j[i].opcode = opcode;
-		j[i].aux = aux;
-		j[i].state = SAVED_OP_BEGUN;
-		j[i].unique = u;
-		mine = &j[i];
-		break;
+	r = find(u); /* begun before: a resent request, run again */
+	for (uint32_t i = slot_of(u), n = 0; !r && n < SAVED_JOURNAL; n++, i = NEXT(i))
+		if (!j[i].unique || j[i].unique == TOMB)
+			r = &j[i];
+	if (r) {
+		r->opcode = opcode;
+		r->aux = aux;
+		r->state = SAVED_OP_BEGUN;
+		r->unique = u;
+		mine = r;
 	}
 	pthread_mutex_unlock(&lock);
 	/* a full journal: the operation runs unmarked (as without a keeper) */
@@ -117,14 +140,9 @@ void resend_end(void)
 	if (!mine)
 		return;
 	pthread_mutex_lock(&lock);
-	/*
-	 * Freed so that a probe past it still finds the records after it:
-	 * a free slot ends a probe, so the record is kept as a tombstone
-	 * with no id of the kernel's (ids start at 1; this one is never
-	 * asked) until the journal is emptied at the next takeover.
-	 */
+	/* a tombstone: a probe goes past it, the next record may take it */
 	mine->state = 0;
-	mine->unique = RESEND_BIT;
+	mine->unique = TOMB;
 	pthread_mutex_unlock(&lock);
 	mine = NULL;
 }

@@ -25,6 +25,9 @@ the mount saw an error:
     model's; the seed is printed (HSMFS_SEED repeats a run);
   - hsmfsctl restart while a reader streams a file: the reader sees
     every byte, the stats count a handover, and the pause;
+  - the daemon taking over killed at each step of its takeover
+    (take-reserved, take-restored, take-adopted, take-replayed): the
+    next takes over from what it left;
   - the keeper: SIGTERM unmounts cleanly; five daemons that cannot start
     make it give up and end the mount.
 """
@@ -385,6 +388,29 @@ def test_restart_cmd():
         ok(rc != 0 and "norestart" in out, "under -o norestart restart says why: " + out.strip())
 
 
+def test_takeover_steps():
+    """The daemon taking over crashes at each of its steps; the next one
+    takes over from what the first left: the crashed mkdir's journal
+    record still answers it, the open file still reads on."""
+    data = os.urandom(1 << 20)
+    for step in ("take-reserved", "take-restored", "take-adopted", "take-replayed"):
+        env = {"HSMFS_CRASH_AT": "op-done:1", "HSMFS_CRASH_TAKEOVER": step}
+        with Mount(env=env, restart=True) as m:
+            write_tree(m.store, {"f": data})
+            f = open(m.path("f"), "rb")
+            head = f.read(4096)
+            try:
+                os.mkdir(m.path("d"))  # the first daemon dies once it is made
+                err = None
+            except OSError as e:
+                err = e
+            eq(err, None, "crashed at op-done, the next crashed at %s: mkdir succeeds" % step)
+            eq(stats(m)["restarts"], 2, "%s: two restarts" % step)
+            eq(head + f.read(), data, "%s: the open file reads on" % step)
+            f.close()
+            ok(os.path.isdir(m.spath("d")), "%s: the directory is there, made once" % step)
+
+
 def test_keeper():
     """The keeper's own ends: SIGTERM unmounts cleanly; a daemon that
     cannot start again (its binary removed) makes it give up after five
@@ -418,4 +444,4 @@ def test_keeper():
 
 
 main(lambda: (test_users(), test_inflight(), test_names(), test_workload(),
-              test_restart_cmd(), test_keeper()))
+              test_takeover_steps(), test_restart_cmd(), test_keeper()))
