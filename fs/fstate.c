@@ -17,6 +17,7 @@
 #include "state.h"
 #include "evict-policy.h"
 #include "fstate.h"
+#include "saved.h"
 #include "hsmfs/protocol.h"
 #include "inode.h"
 #include "log.h"
@@ -804,9 +805,31 @@ static void lost_track(struct fstate *fs, int err)
  * the new size, dirty, the read-path bit, queued for the writer.
  * S.lock held.
  */
-static void user_changed(struct fstate *fs, int res, uint64_t size)
+/*
+ * The change, answered before the writer commits it: a claim in the
+ * saved region for a daemon taking over (saved.h).  A full ring keeps
+ * none (the change is then as safe as without a keeper).  S.lock held.
+ */
+static void claim(struct fstate *fs, uint64_t start, uint64_t end, uint64_t size)
+{
+	struct saved_head *h = saved_head();
+	struct saved_claim *c;
+
+	ELOCK_HELD();
+	if (!h || h->claims_head - h->claims_tail >= SAVED_CLAIMS)
+		return;
+	c = saved_claim(h->claims_head);
+	*c = (struct saved_claim){ .ino = fs->ino, .start = start, .end = end, .size = size,
+				   .batch = S.batch_taken + 1, /* the next batch taken holds it */
+				   .node = (uint32_t)inode_nodeid(fs->in) };
+	h->claims_head++;
+}
+
+static void user_changed(struct fstate *fs, int res, uint64_t start, uint64_t end,
+			 uint64_t size)
 {
 	ELOCK_HELD();
+	claim(fs, start, end, size);
 	if (res)
 		lost_track(fs, res);
 	fs->size = size;
@@ -849,8 +872,41 @@ void events_wrote(struct inode *in, struct events_change *c, uint64_t off, uint6
 	 * user's, present like the written bytes (never fetched over).
 	 */
 	res = rs_add(&fs->present, off > fs->size ? fs->size : off, off + len);
-	user_changed(fs, res, off + len > fs->size ? off + len : fs->size);
+	user_changed(fs, res, off > fs->size ? fs->size : off, off + len,
+		     off + len > fs->size ? off + len : fs->size);
 	eunlock();
+}
+
+unsigned events_replay_claims(void)
+{
+	struct saved_head *h = saved_head();
+	uint64_t head = h->claims_head, i;
+	unsigned n = 0;
+
+	for (i = h->claims_tail; i < head; i++) {
+		struct saved_claim c = *saved_claim(i);
+		struct inode *in = inode_from_nodeid(c.node);
+		struct fstate *fs;
+		int res = 0;
+
+		/* a node the kernel forgot before the crash is not found: lost */
+		if (inode_ino(in) != c.ino || events_load(in) || !(fs = inode_state(in)))
+			continue;
+		elock();
+		if (c.end > c.start)
+			res = rs_add(&fs->present, c.start, c.end);
+		if (!res && c.size < fs->size)
+			res = rs_remove(&fs->present, c.size, UINT64_MAX);
+		fs->nchanges++;
+		user_changed(fs, res, c.start, c.end, c.size); /* claimed anew, after head */
+		eunlock();
+		n++;
+	}
+	elock();
+	if (h->claims_tail < head)
+		h->claims_tail = head; /* replayed: the new claims stand for them */
+	eunlock();
+	return n;
 }
 
 bool events_pass_begin(struct inode *in)
@@ -892,7 +948,7 @@ void events_unseen_writes(struct inode *in, uint64_t size, bool open)
 	res = rs_add(&fs->present, 0, size);
 	if (!res && size < fs->size)
 		res = rs_remove(&fs->present, size, UINT64_MAX);
-	user_changed(fs, res, size);
+	user_changed(fs, res, 0, size, size);
 	eunlock();
 }
 
@@ -908,7 +964,8 @@ void events_truncated(struct inode *in, struct events_change *c, uint64_t old_si
 		res = rs_remove(&fs->present, new_size, UINT64_MAX);
 	else
 		res = rs_add(&fs->present, old_size, new_size); /* zeros of our own */
-	user_changed(fs, res, new_size);
+	user_changed(fs, res, new_size < old_size ? 0 : old_size,
+		     new_size < old_size ? 0 : new_size, new_size);
 	eunlock();
 }
 

@@ -255,6 +255,12 @@ void events_unseen_writes(struct inode *in, uint64_t size, bool open);
  * eviction starts on it until passthrough.c clears the flag.
  */
 bool events_pass_begin(struct inode *in);
+/*
+ * A daemon taking over, before it serves: the user's changes the last
+ * one answered and its writer did not commit (saved.h's claims) applied
+ * again to their files' state; how many.
+ */
+unsigned events_replay_claims(void);
 
 int64_t allocated(int fd);
 bool tracked(const struct fstate *fs);

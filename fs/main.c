@@ -560,6 +560,19 @@ int main(int argc, char *argv[])
 			goto out;
 		}
 	}
+	if (takeover) {
+		/*
+		 * The user's changes the last daemon answered and never
+		 * committed, committed now: before the check below compares
+		 * the rows with the store, and before any read may fill.
+		 */
+		unsigned n = events_replay_claims();
+
+		if (n) {
+			writeback_sync();
+			log_info("took over %u change%s not yet recorded", n, n == 1 ? "" : "s");
+		}
+	}
 	if (!was_clean) {
 		uint64_t rows = 0;
 

@@ -14,7 +14,8 @@
 #define OFF_NAMES (OFF_NODES + ROUND((size_t)SAVED_NODES_MAX * sizeof(struct saved_node)))
 #define OFF_OPENS (OFF_NAMES + ROUND((size_t)SAVED_NAMES_MAX * SAVED_NAME_CELL))
 #define OFF_JOURNAL (OFF_OPENS + ROUND((size_t)SAVED_OPENS_MAX * sizeof(struct saved_open)))
-#define REGION (OFF_JOURNAL + ROUND((size_t)SAVED_JOURNAL * sizeof(struct saved_op)))
+#define OFF_CLAIMS (OFF_JOURNAL + ROUND((size_t)SAVED_JOURNAL * sizeof(struct saved_op)))
+#define REGION (OFF_CLAIMS + ROUND((size_t)SAVED_CLAIMS * sizeof(struct saved_claim)))
 
 static char *R;
 
@@ -97,6 +98,11 @@ void saved_open_set(struct saved_open *r, int fd, uint8_t kind)
 					    __ATOMIC_RELAXED))
 		;
 	__atomic_store_n(&r->kind, kind, __ATOMIC_RELEASE);
+}
+
+struct saved_claim *saved_claim(uint64_t i)
+{
+	return (struct saved_claim *)(R + OFF_CLAIMS) + i % SAVED_CLAIMS;
 }
 
 struct saved_op *saved_journal(void)

@@ -21,7 +21,14 @@
  *     ops-dir.c): which node it opened, its flags, its passthrough mode
  *     and backing id; the FUSE file handle IS the descriptor number, so
  *     the next daemon reopens each at the same number;
- *   - the journal of operations that must not run twice (ops-resend.c).
+ *   - the journal of operations that must not run twice (ops-resend.c);
+ *   - the user's changes to files with state (a write into a file with
+ *     bytes missing, a truncate) made and answered but not yet
+ *     committed by the writer: a ring, appended under S.lock as each
+ *     change ends (fstate.c), its tail moved on as the writer's batches
+ *     commit (writeback.c); a daemon taking over applies what is left
+ *     before it serves (events_replay_claims()), so a read never
+ *     fetches over bytes a user wrote.
  *
  * A record is written with plain stores by the one daemon that serves
  * (under the lock of the module that owns it; an open record's kind and
@@ -51,6 +58,7 @@
 #define SAVED_NAMES_MAX (1u << 20)  /* long-name cells */
 #define SAVED_OPENS_MAX (1u << 20)  /* descriptor numbers */
 #define SAVED_JOURNAL 8192          /* journal records (a power of two) */
+#define SAVED_CLAIMS 65536          /* user changes not yet committed */
 #define SAVED_NAME_INLINE 20
 #define SAVED_NAME_CELL 256
 
@@ -73,6 +81,8 @@ struct saved_head {
 	uint32_t names_hwm;      /* long-name cells used below this */
 	uint32_t opens_hwm;      /* descriptor numbers used below this */
 	uint32_t kept;           /* a keeper holds the mount (keeper.h) */
+	uint64_t claims_head;    /* the claims ring: appended here (S.lock) */
+	uint64_t claims_tail;    /* committed below this (S.lock) */
 };
 
 struct saved_node {
@@ -96,6 +106,16 @@ struct saved_open {
 	uint8_t kind;            /* SAVED_OPEN_* */
 	uint8_t pt_mode;         /* passthrough.c's mode of the open */
 	uint16_t pad;
+};
+
+/* A user's change of a file with state, answered, not yet committed. */
+struct saved_claim {
+	uint64_t ino;            /* the store file */
+	uint64_t start, end;     /* bytes made present (the user's), or none */
+	uint64_t size;           /* the file's size after the change */
+	uint64_t batch;          /* the writer's batch that commits it */
+	uint32_t node;           /* its node id */
+	uint32_t pad;
 };
 
 enum { SAVED_OP_BEGUN = 1, SAVED_OP_DONE = 2 };
@@ -125,6 +145,8 @@ struct saved_node *saved_node(uint32_t id);
 char *saved_name_cell(uint32_t cell);
 struct saved_open *saved_open_rec(int fd);
 struct saved_op *saved_journal(void);
+/* The claim at ring position i (any i: taken modulo SAVED_CLAIMS). */
+struct saved_claim *saved_claim(uint64_t i);
 /*
  * An open record at descriptor fd made (its other fields written first)
  * or freed: its kind stored, the high-water mark raised (any thread).

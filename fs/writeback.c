@@ -24,9 +24,26 @@
 #include "evrec.h"
 #include "state.h"
 #include "writeback.h"
+#include "saved.h"
 
 struct snap;
 static int commit_snaps(const struct snap *snaps, size_t n, char *why, size_t whysize);
+
+/*
+ * The claims of the user's changes (saved.h) that batch seq committed:
+ * the ring's tail moves past them.  A failed batch's stay, and every
+ * claim after them: a daemon taking over applies them again, which is
+ * the same done twice.  S.lock held.
+ */
+static void claims_committed(uint64_t seq)
+{
+	struct saved_head *h = saved_head();
+
+	ELOCK_HELD();
+	while (h && h->claims_tail < h->claims_head && saved_claim(h->claims_tail)->batch <= seq)
+		h->claims_tail++;
+}
+
 static bool write_batch(struct snap *snaps, size_t cap);
 
 /* What the writer commits of one file, taken under S.lock. */
@@ -371,6 +388,8 @@ void *writer_main(void *arg)
 		S.batch_done = seq;
 		if (!ok)
 			S.batch_failed = seq;
+		else
+			claims_committed(seq);
 		pthread_cond_broadcast(&S.wdone);
 		if (S.write_failing) {
 			mono_after(&ts, 1);

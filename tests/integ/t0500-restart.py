@@ -19,9 +19,12 @@ the mount saw an error:
     the resent request is applied once, and answered as if nothing had
     happened (EEXIST, ENOENT never seen); a RELEASE crashed after it was
     done (op-released) is not done again;
+  - writes into a file with bytes missing and a truncate that grew one,
+    answered but not committed when the daemon dies: none is fetched
+    over;
   - a model workload (writers with fsync, readers, truncates, renames,
-    lazy fills through hsmfs-mirror) with the daemon killed at random
-    points several times: no operation fails, every byte equals the
+    lazy fills through hsmfs-mirror, writes into placeholders) with the
+    daemon killed at random points several times: no operation fails, every byte equals the
     model's; the seed is printed (HSMFS_SEED repeats a run);
   - hsmfsctl restart while a reader streams a file: the reader sees
     every byte, the stats count a handover, and the pause;
@@ -237,9 +240,12 @@ def test_names():
 class Model:
     """Each worker owns its files; the model is its bytes."""
 
-    def __init__(self, m, rnd, wid, lazy):
+    def __init__(self, m, rnd, wid, lazy, own):
         self.m, self.rnd, self.wid = m, rnd, wid
         self.files = {}
+        # a placeholder of its own that it also writes into: the bytes it
+        # wrote must never be fetched over (the claims, saved.h)
+        self.own_name, self.own = own
         self.lazy = lazy  # {name: bytes} placeholders filled on first read
         self.errors = []
 
@@ -251,7 +257,7 @@ class Model:
         i = r.randrange(4)
         n = self.name(i)
         p = m.path(n)
-        what = r.randrange(6)
+        what = r.randrange(7)
         if n not in self.files or what == 0:
             data = bytearray(os.urandom(r.randrange(1, 256 << 10)))
             with open(p, "wb") as f:
@@ -284,6 +290,22 @@ class Model:
             to = self.name(j)
             os.rename(p, m.path(to))
             self.files[to] = self.files.pop(n)
+        elif what == 5:
+            data = self.own
+            off = r.randrange(len(data) + 4096)
+            chunk = os.urandom(r.randrange(1, 32 << 10))
+            with open(m.path(self.own_name), "r+b") as f:
+                f.seek(off)
+                f.write(chunk)
+            end = off + len(chunk)
+            if end > len(data):
+                data.extend(b"\0" * (end - len(data)))
+            data[off:end] = chunk
+            with open(m.path(self.own_name), "rb") as f:
+                f.seek(max(0, off - 4096))
+                want = bytes(data[max(0, off - 4096):end + 4096])
+                if f.read(len(want)) != want:
+                    self.errors.append("own %s around %d: wrong bytes" % (self.own_name, off))
         elif what == 4 and self.lazy:
             ln, want = r.choice(sorted(self.lazy.items()))
             with open(m.path(ln), "rb") as f:
@@ -300,18 +322,49 @@ class Model:
                                    (n, len(got), len(self.files[n])))
 
 
+def test_unrecorded():
+    """Writes into a file with bytes missing, answered and not yet
+    committed when the daemon dies: the next daemon applies them before
+    it serves, so no read fetches over them (the claims, saved.h)."""
+    data = os.urandom(4 << 20)
+    mirror = tmpdir("hsmfs-mirror-")
+    with Mount() as m:
+        placeholders(m, mirror, {"p": data, "q": data[:1 << 20]})
+        hook = subprocess.Popen([MIRROR, mirror, m.mnt])
+        wait_for(lambda: "hsmfs-mirror" in os.getxattr(m.mnt, "user.hsmfs.hooks").decode(),
+                 "hsmfs-mirror joined")
+        want = bytearray(data)
+        with open(m.path("p"), "r+b") as f:
+            for off in (1 << 20, 3 << 20, (4 << 20) - 100):
+                f.seek(off)
+                f.write(b"USER" * 1024)
+                want[off:off + 4096] = b"USER" * 1024
+        os.truncate(m.path("q"), 3 << 20)  # grown: zeros of the user's
+        kill_daemon(m)
+        ok(m.logged("not yet recorded"), "the next daemon applied the changes left")
+        eq(open(m.path("p"), "rb").read() == bytes(want), True,
+           "every byte written before the kill, none fetched over, the rest fetched")
+        got = open(m.path("q"), "rb").read()
+        eq((len(got), got[:1 << 20] == data[:1 << 20], got[1 << 20:] == bytes(2 << 20)),
+           (3 << 20, True, True), "a truncate that grew a partial file: its zeros stay")
+        hook.terminate()
+        hook.wait()
+
+
 def test_workload():
     seed = int(os.environ.get("HSMFS_SEED", random.randrange(1 << 30)))
     diag("workload seed %d (HSMFS_SEED=%d repeats it)" % (seed, seed))
     mirror = tmpdir("hsmfs-mirror-")
     lazy = {"lazy%d" % i: os.urandom(1 << 20) for i in range(4)}
+    own = {"own%d" % w: os.urandom(512 << 10) for w in range(4)}
     with Mount() as m:
-        placeholders(m, mirror, lazy)
+        placeholders(m, mirror, dict(lazy, **own))
         hook = subprocess.Popen([MIRROR, mirror, m.mnt])
         wait_for(lambda: "hsmfs-mirror" in os.getxattr(m.mnt, "user.hsmfs.hooks").decode(),
                  "hsmfs-mirror joined")
         stop = threading.Event()
-        models = [Model(m, random.Random(seed + w), w, lazy) for w in range(4)]
+        models = [Model(m, random.Random(seed + w), w, lazy,
+                        ("own%d" % w, bytearray(own["own%d" % w]))) for w in range(4)]
         failures = []
 
         def work(model):
@@ -338,6 +391,9 @@ def test_workload():
         eq(errs, [], "every read equalled the model (seed %d)" % seed)
         wrong = []
         for x in models:
+            with open(m.path(x.own_name), "rb") as f:
+                if f.read() != bytes(x.own):
+                    wrong.append(x.own_name)
             for n, data in x.files.items():
                 with open(m.path(n), "rb") as f:
                     if f.read() != bytes(data):
@@ -443,5 +499,5 @@ def test_keeper():
         shutil.rmtree(d, ignore_errors=True)
 
 
-main(lambda: (test_users(), test_inflight(), test_names(), test_workload(),
+main(lambda: (test_users(), test_inflight(), test_names(), test_unrecorded(), test_workload(),
               test_takeover_steps(), test_restart_cmd(), test_keeper()))
