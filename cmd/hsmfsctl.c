@@ -1286,6 +1286,19 @@ static int cmd_act(const char *what, int argc, char **argv)
 
 /* -------------------------------------------------------------- hooks */
 
+/* A user.hsmfs.* attribute of the mount's root, NUL-terminated: its length, or -1 (said why). */
+static ssize_t mount_xattr(const char *mnt, const char *name, char *buf, size_t size)
+{
+	ssize_t n = getxattr(mnt, name, buf, size - 1);
+
+	if (n < 0) {
+		fprintf(stderr, "hsmfsctl: '%s' is not an hsmfs mount: %s\n", mnt, strerror(errno));
+		return -1;
+	}
+	buf[n] = '\0';
+	return n;
+}
+
 static int cmd_hooks(int argc, char **argv)
 {
 	static char buf[1 << 20];
@@ -1296,13 +1309,9 @@ static int cmd_hooks(int argc, char **argv)
 		fprintf(stderr, "hsmfsctl: hooks needs a MOUNTPOINT\n");
 		return X_USAGE;
 	}
-	n = getxattr(argv[1], "user.hsmfs.hooks", buf, sizeof(buf) - 1);
-	if (n < 0) {
-		fprintf(stderr, "hsmfsctl: '%s' is not an hsmfs mount: %s\n", argv[1],
-			strerror(errno));
+	n = mount_xattr(argv[1], "user.hsmfs.hooks", buf, sizeof(buf));
+	if (n < 0)
 		return X_STORE;
-	}
-	buf[n] = '\0';
 	printf("%-24s %8s %-6s %-6s %8s  %s\n", "NAME", "PID", "KIND", "EVENTS",
 	       "PENDING", "SUBTREE");
 	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -1366,13 +1375,9 @@ static int cmd_stats(int argc, char **argv)
 		fprintf(stderr, "hsmfsctl: stats needs one MOUNTPOINT\n");
 		return X_USAGE;
 	}
-	n = getxattr(mnt, "user.hsmfs.stats", buf, sizeof(buf) - 1);
-	if (n < 0) {
-		fprintf(stderr, "hsmfsctl: '%s' is not an hsmfs mount: %s\n", mnt,
-			strerror(errno));
+	n = mount_xattr(mnt, "user.hsmfs.stats", buf, sizeof(buf));
+	if (n < 0)
 		return X_STORE;
-	}
-	buf[n] = '\0';
 	if (json) {
 		fputs(buf, stdout);
 		return 0;
@@ -1412,13 +1417,8 @@ static int cmd_restart(int argc, char **argv)
 		fprintf(stderr, "hsmfsctl: restart needs one MOUNTPOINT\n");
 		return X_USAGE;
 	}
-	n = getxattr(argv[1], "user.hsmfs.stats", buf, sizeof(buf) - 1);
-	if (n < 0) {
-		fprintf(stderr, "hsmfsctl: '%s' is not an hsmfs mount: %s\n", argv[1],
-			strerror(errno));
+	if (mount_xattr(argv[1], "user.hsmfs.stats", buf, sizeof(buf)) < 0)
 		return X_STORE;
-	}
-	buf[n] = '\0';
 	before = json_num(buf, "restarts");
 	n = getxattr(argv[1], "user.hsmfs.restart", buf, sizeof(buf) - 1);
 	if (n < 0) {
@@ -1429,13 +1429,8 @@ static int cmd_restart(int argc, char **argv)
 	}
 	/* each look waits in the kernel until a daemon serves it */
 	for (int i = 0; i < 600; i++) {
-		n = getxattr(argv[1], "user.hsmfs.stats", buf, sizeof(buf) - 1);
-		if (n < 0) {
-			fprintf(stderr, "hsmfsctl: '%s' after the restart: %s\n", argv[1],
-				strerror(errno));
+		if (mount_xattr(argv[1], "user.hsmfs.stats", buf, sizeof(buf)) < 0)
 			return X_STORE;
-		}
-		buf[n] = '\0';
 		after = json_num(buf, "restarts");
 		if (after > before)
 			break;
