@@ -2,7 +2,7 @@
 """Restarts of the serving daemon, measured (on demand; not part of the suite).
 
     HSMFS=... [HSMFS_OLD=...] python3 tests/bench/restart.py [--kills 20]
-        [--files 100000] [--runs 5]
+        [--files 100000] [--runs 5] [--parts pause,takeover,cost]
 
 1. Pause: a reader streams a 256 MiB resident file through the mount in
    64 KiB reads, its cached pages dropped at each pass
@@ -163,12 +163,17 @@ def main():
     ap.add_argument("--kills", type=int, default=20)
     ap.add_argument("--files", type=int, default=100000)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--parts", default="pause,takeover,cost")
     a = ap.parse_args()
-    pauses(a.kills, "nopassthrough")
-    if os.geteuid() == 0:
-        pauses(a.kills, "")
-    takeover(a.files)
-    cost(a.runs, a.files)
+    parts = a.parts.split(",")
+    if "pause" in parts:
+        pauses(a.kills, "nopassthrough")
+        if os.geteuid() == 0:
+            pauses(a.kills, "")
+    if "takeover" in parts:
+        takeover(a.files)
+    if "cost" in parts:
+        cost(a.runs, a.files)
 
 
 main()
