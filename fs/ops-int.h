@@ -246,7 +246,8 @@ enum { RESEND_NONE, RESEND_DONE, RESEND_BEGUN };
 void resend_adopt(void);
 /* the kernel's opcodes, for the record (fuse_kernel.h) */
 enum { OP_SYMLINK = 6, OP_MKNOD = 8, OP_MKDIR = 9, OP_UNLINK = 10, OP_RMDIR = 11,
-       OP_RENAME = 12, OP_LINK = 13, OP_CREATE = 35 };
+       OP_RENAME = 12, OP_LINK = 13, OP_SETXATTR = 21, OP_REMOVEXATTR = 24,
+       OP_CREATE = 35 };
 int resend_lookup(uint64_t unique, uint64_t *ret_aux, int *ret_res);
 void resend_begin(uint64_t unique, uint32_t opcode, uint64_t aux);
 void resend_done(int res);

@@ -7,7 +7,8 @@
  * operations are the same done twice: a read, a write at an offset, a
  * getattr, a setattr, a lookup.  These are not: create (O_EXCL), mknod,
  * mkdir, symlink and link (the name exists the second time: EEXIST),
- * unlink and rmdir (ENOENT), rename (ENOENT, or an exchange undone).
+ * unlink and rmdir (ENOENT), rename (ENOENT, or an exchange undone),
+ * removexattr and setxattr with XATTR_CREATE (ENODATA, EEXIST).
  * Each marks its request in the journal before it changes the store
  * (resend_begin()), its result right after (resend_done()), and clears
  * it once answered (resend_end(), from the reply): a crash between the

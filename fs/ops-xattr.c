@@ -19,6 +19,7 @@
 #include "events.h"
 #include "inode.h"
 #include "ops-int.h"
+#include "ops-io.h"
 #include "saved.h"
 #include "ops-inval.h"
 #include "vattr.h"
@@ -322,6 +323,29 @@ static int ctl_set(struct inode *in, const char *name, const char *value, size_t
 	return res;
 }
 
+/*
+ * A removal, or a set with XATTR_CREATE, is not the same done twice
+ * (ENODATA, EEXIST): marked for a resend (ops-resend.c).  A resent one
+ * the last daemon did gets its result; one it began may have happened,
+ * so that error is success.
+ */
+static ssize_t xattr_change(fuse_ino_t ino, int op, const char *name, const char *value,
+			    size_t size, int flags)
+{
+	uint64_t aux;
+	int was, known = resend_lookup(ops_io_unique(), &aux, &was);
+	ssize_t res;
+
+	if (known == RESEND_DONE)
+		return was;
+	resend_begin(ops_io_unique(), op == X_SET ? OP_SETXATTR : OP_REMOVEXATTR, 0);
+	res = do_xattr(IN(ino), op, name, (void *)value, size, flags);
+	if (known == RESEND_BEGUN && (res == -ENODATA || res == -EEXIST))
+		res = 0;
+	resend_done(res < 0 ? (int)res : 0);
+	return res;
+}
+
 void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 		 size_t size, int flags)
 {
@@ -333,15 +357,17 @@ void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
 	else if (is_virt(name))
 		res = ctl_set(IN(ino), name, value, size);
 	else
-		res = do_xattr(IN(ino), X_SET, name, (void *)value, size, flags);
+		res = xattr_change(ino, X_SET, name, value, size, flags);
 	reply_err(req, res < 0 ? (int)res : 0);
+	resend_end();
 }
 
 void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	ssize_t res = is_virt(name) ? -EPERM : do_xattr(IN(ino), X_REMOVE, name, NULL, 0, 0);
+	ssize_t res = is_virt(name) ? -EPERM : xattr_change(ino, X_REMOVE, name, NULL, 0, 0);
 
 	reply_err(req, res < 0 ? (int)res : 0);
+	resend_end();
 }
 
 void ops_xattr_init(void)

@@ -196,6 +196,7 @@ def test_names():
         # in the store: the crash is the operation's, not the set-up's
         write_tree(m.store, {"d/f": b"x", "d/g": b"y"})
         os.mkdir(m.spath("d", "empty"))
+        os.setxattr(m.spath("d", "f"), "user.t", b"1")
 
     cases = [
         ("mkdir", lambda m: os.mkdir(m.path("d", "new")),
@@ -215,6 +216,11 @@ def test_names():
          lambda m, r: eq((os.path.exists(m.spath("d", "f")),
                           open(m.spath("d", "g"), "rb").read()), (False, b"x"),
                          "rename: moved once, over the old g")),
+        ("removexattr", lambda m: os.removexattr(m.path("d", "f"), "user.t"),
+         lambda m, r: ok("user.t" not in os.listxattr(m.spath("d", "f")), "removexattr: gone")),
+        ("setxattr create", lambda m: os.setxattr(m.path("d", "g"), "user.n", b"v",
+                                                   os.XATTR_CREATE),
+         lambda m, r: eq(os.getxattr(m.spath("d", "g"), "user.n"), b"v", "setxattr: set once")),
         ("mknod fifo", lambda m: os.mkfifo(m.path("d", "p")),
          lambda m, r: ok(stat.S_ISFIFO(os.lstat(m.spath("d", "p")).st_mode),
                          "mknod: made once")),
