@@ -260,6 +260,14 @@ static const struct hooks_handlers engine_answers = {
 	.archived = events_archived,
 };
 
+/*
+ * The first daemon serves on the session its keeper mounted with: that
+ * session holds the mountpoint, which only fuse_session_unmount() frees,
+ * and unmounting is the keeper's.  So the daemon leaves it as it is at
+ * exit (it has no destroy handler to call), held here.
+ */
+static struct fuse_session *kept_session;
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
@@ -649,7 +657,9 @@ out:
 	bdi_readahead_stop(); /* its statfs returns once the mount is gone */
 	if (handlers)
 		fuse_remove_signal_handlers(se);
-	if (se)
+	if (se && kept && !takeover)
+		kept_session = se; /* the keeper's: see kept_session */
+	else if (se)
 		fuse_session_destroy(se);
 	ops_shutdown();
 	if (table)
