@@ -280,7 +280,7 @@ int main(int argc, char *argv[])
 	bool cache_up = false, events_up = false, hooks_up = false, hook_up = false, was_clean = true;
 	char err[512], *store_path = NULL, *mnt_path = NULL, *esc, *fsname = NULL;
 	bool mounted = false, handlers = false, table = false, fresh = true;
-	bool takeover, kept, in_syslog = false, serving = false;
+	bool takeover = false, kept = false, in_syslog = false, serving = false;
 	int res, rc = 0, daemon_fd = -1, kfuse = -1, klock = -1, ksaved = -1;
 	const char *kmnt = NULL;
 	uint64_t restored = 0;
