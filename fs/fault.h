@@ -20,7 +20,8 @@
  * first): not a step, nothing durable happens there.
  *
  * Release builds compile every call to nothing.  Not on any read or
- * write path: steps are taken by the write-behind, eviction and fsync.
+ * write path: steps are taken by the write-behind, eviction and fsync;
+ * a write's reply passes one named point (write-done), debug builds only.
  */
 #ifndef HSMFS_FAULT_H
 #define HSMFS_FAULT_H
@@ -43,6 +44,7 @@
 #define FAULT_OP_BEGUN "op-begun"                 /* a name operation marked, the store not changed */
 #define FAULT_OP_DONE "op-done"                   /* the store changed, the reply not sent */
 #define FAULT_OP_RELEASED "op-released"           /* an open released, the reply not sent */
+#define FAULT_WRITE_DONE "write-done"             /* a write in the store, the reply not sent */
 /* a daemon taking over (keeper.h), at each of its steps: */
 #define FAULT_TAKE_RESERVED "take-reserved"       /* handles' numbers taken */
 #define FAULT_TAKE_RESTORED "take-restored"       /* the inode table rebuilt */

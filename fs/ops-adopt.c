@@ -7,8 +7,10 @@
  * here each is opened again from its node, at that number, and counted
  * as its open was: the inode's open count, the file's state and its
  * open (events_opened()), its passthrough mode and backing id
- * (pt_adopt()).  The flags are the open's, less those that made or
- * emptied the file (O_CREAT, O_EXCL, O_TRUNC): the file is there.  A
+ * (pt_adopt()).  The descriptor is the one the open made
+ * (ops_store_flags(): no O_APPEND, a write-only open read-write under
+ * writeback), less what made or emptied the file (O_CREAT, O_EXCL,
+ * O_TRUNC): the file is there.  A
  * handle whose node cannot be reached again (removed while open, a
  * record torn by the crash) keeps its placeholder: its reads and writes
  * fail, until the kernel releases it.
@@ -33,7 +35,7 @@ static int reopen(struct inode *in, const struct saved_open *r)
 	int pfd, fd, flags;
 
 	flags = r->kind == SAVED_OPEN_DIR ? O_RDONLY | O_DIRECTORY :
-		(int)r->flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY);
+		ops_store_flags((int)r->flags) & ~O_TRUNC;
 	pfd = inode_fd_get(in);
 	if (pfd < 0)
 		return pfd;

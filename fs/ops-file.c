@@ -30,7 +30,12 @@
 #include "privs.h"
 #include "readbuf.h"
 
-static int open_flags(int flags)
+/*
+ * The store descriptor's flags for an open with the caller's flags: the
+ * open itself, and the reopen of its handle by a daemon taking over
+ * (ops-adopt.c), which must get the same descriptor.
+ */
+int ops_store_flags(int flags)
 {
 	/*
 	 * O_DIRECT is the kernel's business on the mount side; the store is
@@ -130,7 +135,7 @@ static int do_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, ui
 	if (fd < 0)
 		return fd;
 	inode_proc_path(fd, path);
-	res = open(path, open_flags(fi->flags));
+	res = open(path, ops_store_flags(fi->flags));
 	inode_fd_put(in);
 	if (res < 0)
 		return -errno;
@@ -361,12 +366,12 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		for (int tries = 0;; tries++) {
 			int excl = tries < 4 ? O_EXCL : 0;
 
-			fd = openat(pfd, name, open_flags(fi->flags) | O_CREAT | O_NOFOLLOW |
+			fd = openat(pfd, name, ops_store_flags(fi->flags) | O_CREAT | O_NOFOLLOW |
 					       (fi->flags & O_EXCL) | excl, mode);
 			made = fd >= 0 && excl;
 			if (fd >= 0 || errno != EEXIST || (fi->flags & O_EXCL) || !excl)
 				break;
-			fd = openat(pfd, name, open_flags(fi->flags) | O_NOFOLLOW);
+			fd = openat(pfd, name, ops_store_flags(fi->flags) | O_NOFOLLOW);
 			if (fd >= 0) {
 				struct stat fst;
 
@@ -612,10 +617,12 @@ static ssize_t do_write(fuse_req_t req, struct inode *in, struct fuse_bufvec *in
 /* The reply of a write: bytes written, or -errno. */
 static void reply_write(fuse_req_t req, ssize_t res)
 {
-	if (res < 0)
+	if (res < 0) {
 		fuse_reply_err(req, (int)-res);
-	else
-		fuse_reply_write(req, (size_t)res);
+		return;
+	}
+	fault_named(FAULT_WRITE_DONE); /* a resent write must land where it did */
+	fuse_reply_write(req, (size_t)res);
 }
 
 static int write_step(struct later *l, int res)

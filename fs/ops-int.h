@@ -260,6 +260,9 @@ bool ops_handover_asked(void);
 /* ops-dir.c: the directory open at fd, reopened by a daemon taking over (ops-adopt.c). */
 int ops_dir_adopt(int fd, struct inode *in);
 
+/* ops-file.c: the store descriptor's flags for an open's (the reopen too). */
+int ops_store_flags(int flags);
+
 /* The entry of name in parent, for the kernel (a lookup reference taken).  ops-names.c. */
 int do_lookup(fuse_ino_t parent, const char *name, struct fuse_entry_param *e);
 

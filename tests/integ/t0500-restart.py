@@ -473,6 +473,55 @@ def test_takeover_steps():
             ok(os.path.isdir(m.spath("d")), "%s: the directory is there, made once" % step)
 
 
+RWF_NOAPPEND = 0x20  # linux/fs.h
+
+
+def test_open_flags():
+    """A handle reopened by the daemon taking over is the store
+    descriptor the open had, not the caller's flags: an O_APPEND handle
+    still writes at the offset the kernel sends (pwritev2 RWF_NOAPPEND,
+    and a resent append is not appended twice); under writeback a
+    write-only handle still reads the page a partial write needs."""
+    with Mount(opts="nopassthrough") as m:
+        write_tree(m.store, {"log": b"0123456789"})
+        fd = os.open(m.path("log"), os.O_WRONLY | os.O_APPEND)
+        os.write(fd, b"ab")
+        kill_daemon(m)
+        os.write(fd, b"cd")
+        os.pwritev(fd, [b"X"], 0, RWF_NOAPPEND)
+        os.close(fd)
+        eq(open(m.path("log"), "rb").read(), b"X123456789abcd",
+           "O_APPEND across a restart: appends at the end, RWF_NOAPPEND at its offset")
+    with Mount(opts="nopassthrough,writeback") as m:
+        data = os.urandom(3 * 4096)
+        write_tree(m.store, {"f": data})
+        fd = os.open(m.path("f"), os.O_WRONLY)
+        kill_daemon(m)
+        try:
+            os.pwrite(fd, b"partial", 4096 + 100)
+            os.fsync(fd)
+            err = None
+        except OSError as e:
+            err = e
+        os.close(fd)
+        eq(err, None, "writeback: a write-only handle's partial-page write after a restart")
+        want = data[:4196] + b"partial" + data[4203:]
+        eq(open(m.path("f"), "rb").read() == want, True, "and the file holds it")
+    # a write done in the store, the daemon dead before its reply: the
+    # kernel resends it at the same offset, appends included
+    for flags in (os.O_WRONLY | os.O_APPEND, os.O_WRONLY):
+        with Mount(opts="nopassthrough", env={"HSMFS_CRASH_AT": "write-done:1"},
+                   restart=True) as m:
+            write_tree(m.store, {"log": b"0123456789"})
+            before = m.daemon_pid()
+            fd = os.open(m.path("log"), flags)
+            os.pwrite(fd, b"ab", 10)
+            ok(m.daemon_pid() != before, "the daemon died after the write, before its reply")
+            os.close(fd)
+            eq(open(m.path("log"), "rb").read(), b"0123456789ab",
+               "a resent write (flags %o) is written once" % flags)
+
+
 def test_keeper():
     """The keeper's own ends: SIGTERM unmounts cleanly; a daemon that
     cannot start again (its binary removed) makes it give up after five
@@ -505,5 +554,5 @@ def test_keeper():
         shutil.rmtree(d, ignore_errors=True)
 
 
-main(lambda: (test_users(), test_inflight(), test_names(), test_unrecorded(), test_workload(),
+main(lambda: (test_users(), test_open_flags(), test_inflight(), test_names(), test_unrecorded(), test_workload(),
               test_takeover_steps(), test_restart_cmd(), test_keeper()))
