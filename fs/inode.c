@@ -171,7 +171,8 @@ static void rec_alias(struct inode *in)
 	}
 	if (n > SAVED_NAME_INLINE && !r->long_name)
 		return; /* no cell left: this node is not found again after a restart */
-	memcpy(r->long_name ? saved_name_cell(r->long_name) : r->name, in->name, n);
+	if (n) /* no alias: in->name is NULL */
+		memcpy(r->long_name ? saved_name_cell(r->long_name) : r->name, in->name, n);
 	r->name_len = (uint16_t)n;
 	r->parent = in->parent ? in->parent->id : 0;
 }

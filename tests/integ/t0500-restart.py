@@ -50,6 +50,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFS, HSMFSCTL, Hook, Mount, diag, eq, import_manifest, main,  # noqa: E402
                      ok, run, tmpdir, wait_for, write_tree)
 
+FAULT_BATCH_TAKEN = "batch-taken"  # fs/fault.h
 MIRROR = os.path.join(os.path.dirname(os.path.abspath(HSMFS)), "hsmfs-mirror")
 
 
@@ -331,10 +332,13 @@ class Model:
 def test_unrecorded():
     """Writes into a file with bytes missing, answered and not yet
     committed when the daemon dies: the next daemon applies them before
-    it serves, so no read fetches over them (the claims, saved.h)."""
+    it serves, so no read fetches over them (the claims, saved.h).  The
+    writer holds each batch it takes for 2 s (HSMFS_DELAY), so the kill
+    surely finds them unrecorded: it commits within 50 ms otherwise, and
+    the kill could come after that."""
     data = os.urandom(4 << 20)
     mirror = tmpdir("hsmfs-mirror-")
-    with Mount() as m:
+    with Mount(env={"HSMFS_DELAY": FAULT_BATCH_TAKEN + ":2000"}) as m:
         placeholders(m, mirror, {"p": data, "q": data[:1 << 20]})
         hook = subprocess.Popen([MIRROR, mirror, m.mnt])
         wait_for(lambda: "hsmfs-mirror" in os.getxattr(m.mnt, "user.hsmfs.hooks").decode(),
