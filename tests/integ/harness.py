@@ -192,6 +192,9 @@ class Mount:
             restart = not (env and "HSMFS_CRASH_AT" in env)
         if not restart and "norestart" not in opts:
             self.opts = opts + ("," if opts else "") + "norestart"
+        # a daemon the keeper had to start again fails the test, unless
+        # the test kills daemons on purpose (it says so)
+        self.restarts_expected = bool(restart)
         self.proc = None
         self.log = os.path.join(self.dir, "hsmfs.log")
 
@@ -273,6 +276,21 @@ class Mount:
         except OSError:
             return ""
 
+    def daemon_failures(self):
+        """What the log says went wrong with a daemon the keeper then
+        replaced, or a sanitizer's report ('' if nothing): a serving
+        daemon's death is hidden from the exit status by its restart."""
+        out = self.output()
+        for sign in ("runtime error:", "ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                     "WARNING: ThreadSanitizer"):
+            if sign in out:
+                return "a sanitizer's report (%s)" % sign
+        if not self.restarts_expected:
+            died = [ln for ln in out.splitlines() if "starting another" in ln]
+            if died:
+                return died[0]
+        return ""
+
     def logged(self, text):
         """Whether text reaches the daemon's log within the deadline.  Lines
         of a supervised hook come through a pipe the daemon relays, so they
@@ -320,8 +338,10 @@ class Mount:
                 status = self.stop()
                 ok(status == self.expect_exit,
                    "daemon exited %s after unmount" % status)
+                bad = self.daemon_failures()
+                ok(not bad, "no daemon failed while mounted" + (": " + bad if bad else ""))
                 # an exception in the test: the daemon's side of it
-                if status != self.expect_exit or et is not None:
+                if status != self.expect_exit or et is not None or bad:
                     diag(self.output())
             elif self.proc:
                 ok(False, "daemon died while mounted (status %s)" %

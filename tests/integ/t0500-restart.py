@@ -70,6 +70,7 @@ def stats(m):
 def kill_daemon(m):
     """SIGKILL to the serving daemon; returns once the keeper has started
     the next one (its pid differs) and it answers."""
+    m.restarts_expected = True
     old = m.daemon_pid()
     ok(old != m.proc.pid, "a keeper runs the daemon (%d, keeper %d)" % (old, m.proc.pid))
     before = stats(m)["restarts"]
