@@ -52,6 +52,7 @@
 #define FAULT_TAKE_ADOPTED "take-adopted"         /* handles reopened, not yet serving */
 #define FAULT_DATASYNC "datasync"                 /* fault_hit: a data sync fails */
 #define FAULT_BATCH_TAKEN "batch-taken"           /* fault_delay: the writer took its batch */
+#define FAULT_INIT "init"                         /* fault_delay: INIT being answered */
 
 #ifndef NDEBUG
 void fault_point(const char *name);

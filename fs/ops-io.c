@@ -1,6 +1,7 @@
 /* ops-io.c - see ops-io.h */
 #include <errno.h>
 #include <fuse_lowlevel.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -41,9 +42,38 @@ _Static_assert(sizeof(struct k_in_header) == 40, "fuse_in_header");
 /* The replayed INIT's id: the kernel's ids count up from 1 and never set bit 62 */
 #define INIT_REPLAY_ID (1ULL << 62)
 
+/*
+ * A daemon taking over answers the replayed INIT before it reads any
+ * other request: the kernel, connected all along, has requests queued,
+ * and libfuse's workers would read them while the INIT is being
+ * answered (one starts another as soon as it has read a request),
+ * failing with EIO those read before libfuse marks INIT done and
+ * running the rest beside op_init().  So every read waits while
+ * IO.init_pending, which io_writev() clears with the INIT's reply.
+ * Locks: IO.lock is a leaf, held only to wait or to clear.
+ */
 static struct {
-	_Atomic bool replay;      /* the next read returns the saved INIT */
-} IO;
+	_Atomic bool replay;       /* the next read returns the saved INIT */
+	_Atomic bool init_pending; /* reads wait: the replayed INIT is not answered yet */
+	pthread_mutex_t lock;
+	pthread_cond_t answered;
+} IO = { .lock = PTHREAD_MUTEX_INITIALIZER, .answered = PTHREAD_COND_INITIALIZER };
+
+static void init_wait(void)
+{
+	pthread_mutex_lock(&IO.lock);
+	while (atomic_load(&IO.init_pending))
+		pthread_cond_wait(&IO.answered, &IO.lock);
+	pthread_mutex_unlock(&IO.lock);
+}
+
+static void init_answered(void)
+{
+	pthread_mutex_lock(&IO.lock);
+	atomic_store(&IO.init_pending, false);
+	pthread_cond_broadcast(&IO.answered);
+	pthread_mutex_unlock(&IO.lock);
+}
 
 static __thread uint64_t cur_unique;
 
@@ -107,6 +137,8 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 		cur_unique = 0;
 		return h->init_len;
 	}
+	if (__builtin_expect(atomic_load_explicit(&IO.init_pending, memory_order_acquire), 0))
+		init_wait();
 	res = read(fd, buf, len);
 	KERNEL_AFTER();
 	if (res >= (ssize_t)sizeof(struct k_in_header)) {
@@ -156,6 +188,7 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 					 strerror(errno));
 		}
 		fault_named(FAULT_TAKE_REPLAYED);
+		init_answered(); /* the other workers read on */
 		return (ssize_t)n;
 	}
 	KERNEL_BEFORE();
@@ -182,6 +215,7 @@ int ops_io_attach(struct fuse_session *se, int fd, bool takeover)
 		return -EPROTO; /* the last daemon died before INIT: nothing to replay */
 	if (takeover)
 		resend_adopt(); /* before any request is read */
+	atomic_store(&IO.init_pending, takeover);
 	atomic_store(&IO.replay, takeover);
 	return fuse_session_custom_io(se, &io, sizeof(io), fd);
 }

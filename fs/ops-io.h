@@ -11,7 +11,10 @@
  * daemon saved (saved.h) under an id the kernel never uses, and its
  * reply is kept from the kernel; right after it the daemon asks the
  * kernel to put every request it sent and saw no answer to back on the
- * queue.  The kernel marks those with the id's high bit.  That needs
+ * queue.  No other request is read until that INIT is answered: the
+ * kernel has them queued at once, and libfuse would fail with EIO, or
+ * run beside op_init(), those its other workers read meanwhile.
+ * The kernel marks resent ones with the id's high bit.  That needs
  * FUSE_HAS_RESEND (Linux 6.9): without it the keeper does not restart
  * (keeper.c).
  *

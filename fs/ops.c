@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 
 #include "creds.h"
+#include "fault.h"
 #include "log.h"
 #include "ops-int.h"
 #include "ops.h"
@@ -60,6 +61,7 @@ void ops_shutdown(void)
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
+	fault_delay(FAULT_INIT);
 	/* Truncation always arrives as setattr(size): one place to see it. */
 	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
 	if (ops_cfg.writeback && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))

@@ -527,6 +527,31 @@ def test_open_flags():
                "a resent write (flags %o) is written once" % flags)
 
 
+def test_requests_during_init():
+    """Requests the kernel sends while the daemon taking over answers the
+    replayed INIT wait for it: the kernel, connected all along, sends
+    them at once, and libfuse fails with EIO every request read before
+    its INIT is marked done, and runs the rest beside the INIT's own
+    work (op_init: passthrough, the read-buffer size...).  Here that
+    work takes 300 ms (HSMFS_DELAY init); the stats asked meanwhile must
+    come, and say passthrough as they did before the kill."""
+    with Mount(env={"HSMFS_DELAY": "init:300"}) as m:
+        m.restarts_expected = True
+        before = stats(m)["passthrough"]
+        old = m.daemon_pid()
+        os.kill(old, signal.SIGKILL)
+        wait_for(lambda: m.daemon_pid() not in (old, m.proc.pid), "the next daemon")
+        got, end = [], time.monotonic() + 0.6
+        while time.monotonic() < end:
+            try:
+                got.append(stats(m)["passthrough"])
+            except OSError as e:
+                got.append(e)
+        eq([g for g in got if g != before], [],
+           "stats asked during the takeover's INIT: no error, passthrough %s" % before)
+        eq(stats(m)["restarts"], 1, "one restart")
+
+
 def test_keeper():
     """The keeper's own ends: SIGTERM unmounts cleanly; a daemon that
     cannot start again (its binary removed) makes it give up after five
@@ -559,5 +584,5 @@ def test_keeper():
         shutil.rmtree(d, ignore_errors=True)
 
 
-main(lambda: (test_users(), test_open_flags(), test_inflight(), test_names(), test_unrecorded(), test_workload(),
+main(lambda: (test_users(), test_open_flags(), test_requests_during_init(), test_inflight(), test_names(), test_unrecorded(), test_workload(),
               test_takeover_steps(), test_restart_cmd(), test_keeper()))
