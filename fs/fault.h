@@ -53,6 +53,7 @@
 #define FAULT_DATASYNC "datasync"                 /* fault_hit: a data sync fails */
 #define FAULT_BATCH_TAKEN "batch-taken"           /* fault_delay: the writer took its batch */
 #define FAULT_INIT "init"                         /* fault_delay: INIT being answered */
+#define FAULT_RELEASING "releasing"               /* fault_delay: an open released, not answered */
 
 #ifndef NDEBUG
 void fault_point(const char *name);

@@ -251,18 +251,28 @@ void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	if (dir_of(fi)) {
-		dir_free(fi);
+	struct dir_handle *d = dir_of(fi);
+	int placeholder = -1;
+
+	if (d) {
+		dir_set((int)fi->fh, NULL, NULL);
 		inode_open_dec(IN(ino));
 	} else if (saved_open_rec((int)fi->fh) &&
 		   __atomic_load_n(&saved_open_rec((int)fi->fh)->kind, __ATOMIC_ACQUIRE) ==
 			   SAVED_OPEN_DIR) {
 		/* a placeholder left by a takeover (saved.h) */
 		saved_open_set(saved_open_rec((int)fi->fh), (int)fi->fh, SAVED_OPEN_FREE);
-		close((int)fi->fh);
+		placeholder = (int)fi->fh;
 	}
 	/* else a RELEASEDIR resent after the last daemon did it: done */
 	reply_err(req, 0);
+	/* closed once answered, as op_release() does, for the same reason */
+	if (d) {
+		closedir(d->dp);
+		free(d);
+	}
+	if (placeholder >= 0)
+		close(placeholder);
 }
 
 void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)

@@ -699,12 +699,18 @@ void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	pt_released(req, IN(ino), fi);
 	saved_closed(fi);
-	close(fi->fh);
 	inode_open_dec(IN(ino));
 	if (inode_flags(IN(ino)) & INODE_STATEFUL)
 		events_released(IN(ino));
 	fault_named(FAULT_OP_RELEASED);
+	fault_delay(FAULT_RELEASING);
 	reply_err(req, 0);
+	/*
+	 * Closed once answered: until then the number is not free for
+	 * another open, which a RELEASE resent by the kernel to the next
+	 * daemon (its record marked free above) would take for its own.
+	 */
+	close(fi->fh);
 }
 
 void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)

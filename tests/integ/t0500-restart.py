@@ -552,6 +552,34 @@ def test_requests_during_init():
         eq(stats(m)["restarts"], 1, "one restart")
 
 
+def test_release_reuse():
+    """A RELEASE done but not answered when the daemon dies is resent;
+    its descriptor number must not have gone to another open meanwhile
+    (the resent one would close that open's descriptor, and its reads
+    would go to whatever the next daemon opens at that number).  The
+    release is held between its work and its reply (HSMFS_DELAY
+    releasing), another file opened, the daemon killed."""
+    steps = os.path.join(tmpdir("hsmfs-steps-"), "log")
+    env = {"HSMFS_CRASH_LOG": steps, "HSMFS_DELAY": "releasing:1500"}
+    with Mount(opts="nopassthrough", env=env) as m:
+        write_tree(m.store, {"a": b"the a file", "b": b"the b file"})
+        # b open already: its next open takes no new path descriptor, and
+        # gets the lowest free number, the one a's release freed
+        fb0 = os.open(m.path("b"), os.O_RDONLY)
+        os.close(os.open(m.path("a"), os.O_RDONLY))
+        wait_for(lambda: os.path.exists(steps) and "- releasing" in open(steps).read(),
+                 "the release held before its reply")
+        fb = os.open(m.path("b"), os.O_RDONLY)
+        kill_daemon(m)
+        try:
+            got = os.pread(fb, 100, 0)
+        except OSError as e:
+            got = e
+        eq(got, b"the b file", "an open made while a release was answered reads its own file")
+        os.close(fb)
+        os.close(fb0)
+
+
 def test_keeper():
     """The keeper's own ends: SIGTERM unmounts cleanly; a daemon that
     cannot start again (its binary removed) makes it give up after five
@@ -584,5 +612,5 @@ def test_keeper():
         shutil.rmtree(d, ignore_errors=True)
 
 
-main(lambda: (test_users(), test_open_flags(), test_requests_during_init(), test_inflight(), test_names(), test_unrecorded(), test_workload(),
+main(lambda: (test_users(), test_open_flags(), test_release_reuse(), test_requests_during_init(), test_inflight(), test_names(), test_unrecorded(), test_workload(),
               test_takeover_steps(), test_restart_cmd(), test_keeper()))
