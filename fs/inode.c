@@ -359,6 +359,8 @@ static int restore(uint64_t *ret_n)
 		}
 		in->parent = p;
 		p->refs++;
+		/* as set_alias() says it: reached by its orphan link only */
+		atomic_store_explicit(&in->orphan, p == &T.orphans, memory_order_relaxed);
 	}
 	/* the long-name cells in use; the rest are free */
 	{

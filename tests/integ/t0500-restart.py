@@ -103,6 +103,7 @@ def test_users():
             over = open(m.path("over"), "rb")
             os.rename(m.path("new"), m.path("over"))
             kill_daemon(m)
+            eq(os.fstat(gone.fileno()).st_nlink, 0, "a file removed while open: no link, still")
             eq(gone.read(), b"removed while open", "a file removed while open reads on")
             eq(over.read(), b"replaced while open", "a file replaced while open reads on")
             eq(open(m.path("over"), "rb").read(), b"the new one", "its name is the new file's")
