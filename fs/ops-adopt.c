@@ -17,6 +17,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <fuse_lowlevel.h>
 #include <string.h>
 #include <unistd.h>
@@ -45,43 +47,105 @@ static int reopen(struct inode *in, const struct saved_open *r)
 	return fd < 0 ? -errno : fd;
 }
 
+/*
+ * Handles not reopened at takeover, tried again by ops_adopt_again():
+ * a rename the last daemon made and died before it moved the node's
+ * name (ops-names.c) leaves the node, and all below it, under a name
+ * the store no longer has until the kernel resends that rename.
+ * Written before serving, then under lost_lock (the rename's thread, a
+ * RELEASE of a lost handle: ops_adopt_forget()).
+ */
+static pthread_mutex_t lost_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t lost[SAVED_OPENS_MAX / 8];
+static _Atomic unsigned nlost;
+
+/* Handle i of record r, reopened at its number: 0 or -errno. */
+static int adopt_one(uint32_t i, const struct saved_open *r, bool counted)
+{
+	struct inode *in = inode_from_nodeid(r->node);
+	int fd, res;
+
+	fd = reopen(in, r);
+	res = fd < 0 ? fd : dup3(fd, (int)i, O_CLOEXEC) < 0 ? -errno : 0;
+	if (fd >= 0)
+		close(fd);
+	if (!res && r->kind == SAVED_OPEN_DIR)
+		res = ops_dir_adopt((int)i, in);
+	if (res) {
+		if (r->kind == SAVED_OPEN_FILE && !counted)
+			inode_open_inc(in); /* as op_release() will count it */
+		return res; /* the placeholder stays until the kernel releases it */
+	}
+	if (r->kind == SAVED_OPEN_DIR)
+		return 0;
+	if (!counted)
+		inode_open_inc(in);
+	if (!events_load(in) && (inode_flags(in) & INODE_STATEFUL))
+		events_opened(in);
+	pt_adopt(in, (int)i, r);
+	return 0;
+}
+
 void ops_adopt_opens(void)
 {
 	struct saved_head *h = saved_head();
-	unsigned files = 0, dirs = 0, lost = 0;
+	unsigned files = 0, dirs = 0;
 
 	for (uint32_t i = 0; i < h->opens_hwm && i < SAVED_OPENS_MAX; i++) {
 		struct saved_open *r = saved_open_rec((int)i);
-		struct inode *in;
-		int fd, res;
+		int res;
 
 		if (r->kind == SAVED_OPEN_FREE)
 			continue;
-		in = inode_from_nodeid(r->node);
-		fd = reopen(in, r);
-		res = fd < 0 ? fd : dup3(fd, (int)i, O_CLOEXEC) < 0 ? -errno : 0;
-		if (fd >= 0)
-			close(fd);
-		if (!res && r->kind == SAVED_OPEN_DIR)
-			res = ops_dir_adopt((int)i, in);
+		res = adopt_one(i, r, false);
 		if (res) {
-			lost++;
-			if (r->kind == SAVED_OPEN_FILE)
-				inode_open_inc(in); /* as op_release() will count it */
+			lost[i / 8] |= (uint8_t)(1u << (i % 8));
+			nlost++;
 			log_warn("cannot reopen handle %u (node %u) after the restart: %s",
 				 i, r->node, strerror(-res));
-			continue; /* the placeholder stays until the kernel releases it */
-		}
-		if (r->kind == SAVED_OPEN_DIR) {
+		} else if (r->kind == SAVED_OPEN_DIR) {
 			dirs++;
-			continue;
+		} else {
+			files++;
 		}
-		files++;
-		inode_open_inc(in);
-		if (!events_load(in) && (inode_flags(in) & INODE_STATEFUL))
-			events_opened(in);
-		pt_adopt(in, (int)i, r);
 	}
 	log_info("took over %u open file%s and %u director%s%s", files, files == 1 ? "" : "s",
-		 dirs, dirs == 1 ? "y" : "ies", lost ? " (some lost: see above)" : "");
+		 dirs, dirs == 1 ? "y" : "ies", nlost ? " (some lost: see above)" : "");
+}
+
+void ops_adopt_again(void)
+{
+	unsigned found = 0;
+
+	pthread_mutex_lock(&lost_lock);
+	for (uint32_t i = 0; nlost && i < SAVED_OPENS_MAX; i++) {
+		struct saved_open *r = saved_open_rec((int)i);
+
+		if (!(lost[i / 8] & (1u << (i % 8))))
+			continue;
+		/* released meanwhile (its record freed), or reopened now */
+		if (__atomic_load_n(&r->kind, __ATOMIC_ACQUIRE) == SAVED_OPEN_FREE ||
+		    !adopt_one(i, r, r->kind == SAVED_OPEN_FILE)) {
+			lost[i / 8] &= (uint8_t)~(1u << (i % 8));
+			nlost--;
+			found += r->kind != SAVED_OPEN_FREE;
+		}
+	}
+	pthread_mutex_unlock(&lost_lock);
+	if (found)
+		log_info("reopened %u handle%s once a resent rename was answered", found,
+			 found == 1 ? "" : "s");
+}
+
+void ops_adopt_forget(int fh)
+{
+	if (__builtin_expect(!atomic_load_explicit(&nlost, memory_order_relaxed), 1) || fh < 0 ||
+	    fh >= (int)SAVED_OPENS_MAX)
+		return;
+	pthread_mutex_lock(&lost_lock);
+	if (lost[fh / 8] & (1u << (fh % 8))) {
+		lost[fh / 8] &= (uint8_t)~(1u << (fh % 8));
+		nlost--;
+	}
+	pthread_mutex_unlock(&lost_lock);
 }

@@ -697,6 +697,7 @@ void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		reply_err(req, 0);
 		return;
 	}
+	ops_adopt_forget((int)fi->fh);
 	pt_released(req, IN(ino), fi);
 	saved_closed(fi);
 	inode_open_dec(IN(ino));

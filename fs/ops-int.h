@@ -260,6 +260,12 @@ bool ops_handover_asked(void);
 /* ops-dir.c: the directory open at fd, reopened by a daemon taking over (ops-adopt.c). */
 int ops_dir_adopt(int fd, struct inode *in);
 
+/* ops-adopt.c: the handles the takeover could not reopen, tried again
+ * (a resent rename was found done: the names are right now). */
+void ops_adopt_again(void);
+/* ops-adopt.c: handle fh is released: not tried again (before it closes). */
+void ops_adopt_forget(int fh);
+
 /* ops-file.c: the store descriptor's flags for an open's (the reopen too). */
 int ops_store_flags(int flags);
 

@@ -458,6 +458,24 @@ out:
 	return res;
 }
 
+/*
+ * A rename the last daemon made and may have died before giving the
+ * moved node its new name: given now, before the kernel hears it done,
+ * and the handles the takeover could not reopen under the old name
+ * (the node's, or below it) are tried again.
+ */
+static void resent_renamed(fuse_ino_t newparent, const char *newname)
+{
+	struct stat st;
+	struct inode *src = inode_hold_name(IN(newparent), newname, false, &st);
+
+	if (!src)
+		return;
+	inode_moved(src, IN(newparent), newname);
+	inode_release(src);
+	ops_adopt_again();
+}
+
 void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 	       const char *newname, unsigned int flags)
 {
@@ -467,6 +485,8 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 	int res;
 
 	if (resent_done(1, newparent, newname, true, &res)) {
+		if (!res)
+			resent_renamed(newparent, newname);
 		reply_err(req, res);
 		resend_end();
 		return;

@@ -171,11 +171,11 @@ def test_inflight():
         mirror_hook.wait()
 
 
-def crash_op(step, name, setup, op, check):
+def crash_op(step, name, setup, op, check, opts=""):
     """Crash the daemon at step (op-begun, op-done) of op; the keeper
     restarts it; op must return as if nothing happened, applied once."""
     env = {"HSMFS_CRASH_AT": step + ":1"}
-    with Mount(env=env, restart=True) as m:
+    with Mount(env=env, restart=True, opts=opts) as m:
         setup(m)
         before = m.daemon_pid()
         try:
@@ -244,6 +244,53 @@ def test_names():
                 eq(f.read(), b"y", "after a resent release every open reads") if _ == 0 else f.read()
         eq(stats(m)["restarts"], 1, "the resent release made no second crash")
     crash_op("op-released", "release", mk, reopen, still)
+
+    # a rename of an open file (a log rotated under its writer), crashed
+    # once done: the next daemon finds the file by its new name, so the
+    # handle is reopened and goes on
+    held = {}
+
+    def mk_open(m):
+        mk(m)
+        held["f"] = open(m.path("d", "f"), "r+b")
+
+    def rotated(m, r):
+        f = held.pop("f")
+        try:
+            f.write(b"w")
+            f.flush()
+            f.seek(0)
+            got = f.read()
+        except OSError as e:
+            got = e
+        try:
+            f.close()
+        except OSError:
+            pass
+        eq(got, b"w", "rename of an open file, crashed once done: its handle reads and writes on")
+        eq(open(m.path("d", "moved"), "rb").read(), b"w", "and the new name shows the write")
+    crash_op("op-done", "rename open", mk_open,
+             lambda m: os.rename(m.path("d", "f"), m.path("d", "moved")), rotated,
+             opts="nopassthrough")  # the handle's reads and writes reach the daemon
+
+    # the same for a file open below a renamed directory
+    def rotated_below(m, r):
+        f = held.pop("f")
+        try:
+            f.write(b"w")
+            f.flush()
+            f.seek(0)
+            got = f.read()
+        except OSError as e:
+            got = e
+        try:
+            f.close()
+        except OSError:
+            pass
+        eq(got, b"w", "a file open below a directory renamed, crashed once done: reads and "
+           "writes on")
+    crash_op("op-done", "rename dir", mk_open,
+             lambda m: os.rename(m.path("d"), m.path("d2")), rotated_below, opts="nopassthrough")
 
 
 class Model:
