@@ -50,6 +50,7 @@ int events_hook_joined(struct hook *h, const uint8_t *welcome, int len)
 		return -EIO;
 	}
 	E.joins++;
+	absent_joined(h); /* one of the last daemon's, back: it is asked from now */
 	elog_info("hook '%s' (pid %d, %s) connected", h->name, (int)h->pid,
 		 h->kind == HSMFS_KIND_FILL ? "fill" : "watch");
 	for (unsigned i = 0; i < S.cfg.max_pending; i++) {

@@ -299,7 +299,7 @@ bool perm_wanted(struct inode *in, uint32_t type)
 	for (const struct hook *h = E.hooks; h; h = h->next)
 		if (perm_target(h, in, type))
 			return true;
-	return false;
+	return __builtin_expect(E.nabsent, 0) && absent_wants(type);
 }
 
 /*
@@ -320,7 +320,8 @@ int start_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t end,
 	for (h = E.hooks; h; h = h->next)
 		if (perm_target(h, in, type))
 			break;
-	if (!h) {
+	/* a watcher of the last daemon's, not back yet (route.h), is asked too */
+	if (!h && !(__builtin_expect(E.nabsent, 0) && absent_wants(type))) {
 		/* every hook that watches it quieted it: the fast path may skip */
 		if (type == HSMFS_EV_PRE_MODIFY)
 			inode_flags_set(in, INODE_QUIET);
@@ -340,6 +341,8 @@ int start_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t end,
 	for (h = E.hooks; h; h = h->next)
 		if (perm_target(h, in, type))
 			add_target(ev, h, hooks_send_event(h, &pe, -1) == 0);
+	if (__builtin_expect(E.nabsent, 0) && wait_absent(ev, HSMFS_KIND_WATCH))
+		add_target(ev, NULL, true); /* no room to name it: the timeout decides */
 	ev_set(ev, EV_SENT);
 	if (!ev->ntargets)
 		complete(ev, 0);

@@ -51,6 +51,7 @@
 #include "hooks.h"
 #include "hsmfs/protocol.h"
 #include "lockcheck.h"
+#include "saved.h"
 #include "state.h"
 
 struct fstate;
@@ -126,6 +127,15 @@ struct engine {
 	struct event *queue;       /* PRE_ACCESS events waiting for a fill hook */
 	struct hook *hooks;
 	struct hook *rr;           /* round-robin position among fill hooks */
+	/*
+	 * Hooks the last daemon had and that have not connected again since
+	 * a takeover (route.c): asked for by name until one of that name
+	 * connects, or until absent_until (the mount's timeout after the
+	 * takeover).  Their subscriptions count in events_mask meanwhile.
+	 */
+	struct saved_hook absent[SAVED_HOOKS];
+	unsigned nabsent;
+	struct timespec absent_until;
 	pthread_t timer;           /* expires events, resends, redispatches */
 	pthread_cond_t tcond;      /* wakes the timer: to stop, or stage_wanted */
 	bool stage_wanted;         /* the staging pool is half gone or empty: refill now */

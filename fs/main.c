@@ -503,6 +503,7 @@ int main(int argc, char *argv[])
 		struct events_config ecfg = {
 			.max_pending = o.max_pending,
 			.seq_base = saved_head()->restarts << 28,
+			.takeover = takeover,
 			.timeout = o.timeout,
 			.progress_floor = o.progress_floor,
 			.nohook_fail = o.nohook_fail,

@@ -10,15 +10,14 @@
  * (pt_adopt()).  The descriptor is the one the open made
  * (ops_store_flags(): no O_APPEND, a write-only open read-write under
  * writeback), less what made or emptied the file (O_CREAT, O_EXCL,
- * O_TRUNC): the file is there.  A
- * handle whose node cannot be reached again (removed while open, a
- * record torn by the crash) keeps its placeholder: its reads and writes
- * fail, until the kernel releases it.
+ * O_TRUNC): the file is there.  A handle whose node cannot be reached
+ * again keeps its placeholder: its reads and writes fail, until the
+ * kernel releases it.  It is tried again (ops_lost_retry(), ops-int.h)
+ * once a resent rename is found done: the node was only under a name
+ * the last daemon had not moved yet.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <fuse_lowlevel.h>
 #include <string.h>
 #include <unistd.h>
@@ -47,18 +46,6 @@ static int reopen(struct inode *in, const struct saved_open *r)
 	return fd < 0 ? -errno : fd;
 }
 
-/*
- * Handles not reopened at takeover, tried again by ops_adopt_again():
- * a rename the last daemon made and died before it moved the node's
- * name (ops-names.c) leaves the node, and all below it, under a name
- * the store no longer has until the kernel resends that rename.
- * Written before serving, then under lost_lock (the rename's thread, a
- * RELEASE of a lost handle: ops_adopt_forget()).
- */
-static pthread_mutex_t lost_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint8_t lost[SAVED_OPENS_MAX / 8];
-static _Atomic unsigned nlost;
-
 /* Handle i of record r, reopened at its number: 0 or -errno. */
 static int adopt_one(uint32_t i, const struct saved_open *r, bool counted)
 {
@@ -86,11 +73,21 @@ static int adopt_one(uint32_t i, const struct saved_open *r, bool counted)
 	return 0;
 }
 
+/* A lost handle tried again (ops_lost_retry()): true once it needs no more. */
+static bool adopt_again(uint32_t i)
+{
+	struct saved_open *r = saved_open_rec((int)i);
+
+	return __atomic_load_n(&r->kind, __ATOMIC_ACQUIRE) == SAVED_OPEN_FREE ||
+	       !adopt_one(i, r, r->kind == SAVED_OPEN_FILE);
+}
+
 void ops_adopt_opens(void)
 {
 	struct saved_head *h = saved_head();
-	unsigned files = 0, dirs = 0;
+	unsigned files = 0, dirs = 0, lost = 0;
 
+	ops_lost_init(adopt_again);
 	for (uint32_t i = 0; i < h->opens_hwm && i < SAVED_OPENS_MAX; i++) {
 		struct saved_open *r = saved_open_rec((int)i);
 		int res;
@@ -99,8 +96,8 @@ void ops_adopt_opens(void)
 			continue;
 		res = adopt_one(i, r, false);
 		if (res) {
-			lost[i / 8] |= (uint8_t)(1u << (i % 8));
-			nlost++;
+			ops_lost_add(i);
+			lost++;
 			log_warn("cannot reopen handle %u (node %u) after the restart: %s",
 				 i, r->node, strerror(-res));
 		} else if (r->kind == SAVED_OPEN_DIR) {
@@ -110,42 +107,5 @@ void ops_adopt_opens(void)
 		}
 	}
 	log_info("took over %u open file%s and %u director%s%s", files, files == 1 ? "" : "s",
-		 dirs, dirs == 1 ? "y" : "ies", nlost ? " (some lost: see above)" : "");
-}
-
-void ops_adopt_again(void)
-{
-	unsigned found = 0;
-
-	pthread_mutex_lock(&lost_lock);
-	for (uint32_t i = 0; nlost && i < SAVED_OPENS_MAX; i++) {
-		struct saved_open *r = saved_open_rec((int)i);
-
-		if (!(lost[i / 8] & (1u << (i % 8))))
-			continue;
-		/* released meanwhile (its record freed), or reopened now */
-		if (__atomic_load_n(&r->kind, __ATOMIC_ACQUIRE) == SAVED_OPEN_FREE ||
-		    !adopt_one(i, r, r->kind == SAVED_OPEN_FILE)) {
-			lost[i / 8] &= (uint8_t)~(1u << (i % 8));
-			nlost--;
-			found += r->kind != SAVED_OPEN_FREE;
-		}
-	}
-	pthread_mutex_unlock(&lost_lock);
-	if (found)
-		log_info("reopened %u handle%s once a resent rename was answered", found,
-			 found == 1 ? "" : "s");
-}
-
-void ops_adopt_forget(int fh)
-{
-	if (__builtin_expect(!atomic_load_explicit(&nlost, memory_order_relaxed), 1) || fh < 0 ||
-	    fh >= (int)SAVED_OPENS_MAX)
-		return;
-	pthread_mutex_lock(&lost_lock);
-	if (lost[fh / 8] & (1u << (fh % 8))) {
-		lost[fh / 8] &= (uint8_t)~(1u << (fh % 8));
-		nlost--;
-	}
-	pthread_mutex_unlock(&lost_lock);
+		 dirs, dirs == 1 ? "y" : "ies", lost ? " (some lost: see above)" : "");
 }

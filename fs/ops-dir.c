@@ -261,7 +261,7 @@ void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		   __atomic_load_n(&saved_open_rec((int)fi->fh)->kind, __ATOMIC_ACQUIRE) ==
 			   SAVED_OPEN_DIR) {
 		/* a placeholder left by a takeover (saved.h) */
-		ops_adopt_forget((int)fi->fh);
+		ops_lost_forget(fi->fh);
 		saved_open_set(saved_open_rec((int)fi->fh), (int)fi->fh, SAVED_OPEN_FREE);
 		placeholder = (int)fi->fh;
 	}

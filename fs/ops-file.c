@@ -31,32 +31,6 @@
 #include "readbuf.h"
 
 /*
- * The store descriptor's flags for an open with the caller's flags: the
- * open itself, and the reopen of its handle by a daemon taking over
- * (ops-adopt.c), which must get the same descriptor.
- */
-int ops_store_flags(int flags)
-{
-	/*
-	 * O_DIRECT is the kernel's business on the mount side; the store is
-	 * read into our own unaligned buffers.
-	 */
-	flags &= ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW | O_DIRECT);
-	if (ops_cfg.writeback) {
-		/* the kernel may read pages of a file opened write-only */
-		if ((flags & O_ACCMODE) == O_WRONLY)
-			flags = (flags & ~O_ACCMODE) | O_RDWR;
-	}
-	/*
-	 * The kernel positions appends itself and sends every write with
-	 * its offset (pwritev2 RWF_NOAPPEND, a shared mapping's write-back
-	 * included): the store descriptor must write where it says.
-	 */
-	flags &= ~O_APPEND;
-	return flags | O_CLOEXEC;
-}
-
-/*
  * A file a hook watches the reads of (ACCESS_PERM) is opened past the
  * page cache, so that every read(2) reaches the daemon and is asked
  * about; such an open does not start passthrough (passthrough.c).  If
@@ -697,7 +671,7 @@ void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		reply_err(req, 0);
 		return;
 	}
-	ops_adopt_forget((int)fi->fh);
+	ops_lost_forget(fi->fh);
 	pt_released(req, IN(ino), fi);
 	saved_closed(fi);
 	inode_open_dec(IN(ino));

@@ -6,14 +6,18 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "events.h"
 #include "inode.h"
+#include "log.h"
 #include "ops-int.h"
+#include "saved.h"
 
 struct ops_config ops_cfg;
 bool ops_acls;
@@ -113,4 +117,91 @@ int dir_wait(fuse_req_t req, fuse_ino_t dir, const struct later *args)
 	if (res != EVENTS_PARKED)
 		later_free(l);
 	return res;
+}
+
+/* ------------------------------------------------------------ store flags */
+
+int ops_store_flags(int flags)
+{
+	/*
+	 * O_DIRECT is the kernel's business on the mount side; the store is
+	 * read into our own unaligned buffers.
+	 */
+	flags &= ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW | O_DIRECT);
+	if (ops_cfg.writeback) {
+		/* the kernel may read pages of a file opened write-only */
+		if ((flags & O_ACCMODE) == O_WRONLY)
+			flags = (flags & ~O_ACCMODE) | O_RDWR;
+	}
+	/*
+	 * The kernel positions appends itself and sends every write with
+	 * its offset (pwritev2 RWF_NOAPPEND, a shared mapping's write-back
+	 * included): the store descriptor must write where it says.
+	 */
+	flags &= ~O_APPEND;
+	return flags | O_CLOEXEC;
+}
+
+/* --------------------------------------------------------- lost handles */
+
+/*
+ * Handles a takeover could not reopen (ops-adopt.c), tried again once a
+ * resent rename is found done (ops-names.c): the last daemon died
+ * between the store's rename and the node's, which leaves the node, and
+ * all below it, under a name the store no longer has.  A RELEASE of one
+ * takes it off first (ops_lost_forget(), before its descriptor closes),
+ * so a retry never reopens over a number freed meanwhile.  Locks:
+ * lost_lock, a leaf but for the retry it calls under it.
+ */
+static pthread_mutex_t lost_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t lost[SAVED_OPENS_MAX / 8];
+static _Atomic unsigned nlost;
+static bool (*lost_retry)(uint32_t fh);
+
+void ops_lost_init(bool (*retry)(uint32_t fh))
+{
+	lost_retry = retry;
+}
+
+void ops_lost_add(uint32_t fh)
+{
+	pthread_mutex_lock(&lost_lock);
+	if (fh < SAVED_OPENS_MAX && !(lost[fh / 8] & (1u << (fh % 8)))) {
+		lost[fh / 8] |= (uint8_t)(1u << (fh % 8));
+		nlost++;
+	}
+	pthread_mutex_unlock(&lost_lock);
+}
+
+void ops_lost_forget(uint64_t fh)
+{
+	if (__builtin_expect(!atomic_load_explicit(&nlost, memory_order_relaxed), 1) ||
+	    fh >= SAVED_OPENS_MAX)
+		return;
+	pthread_mutex_lock(&lost_lock);
+	if (lost[fh / 8] & (1u << (fh % 8))) {
+		lost[fh / 8] &= (uint8_t)~(1u << (fh % 8));
+		nlost--;
+	}
+	pthread_mutex_unlock(&lost_lock);
+}
+
+void ops_lost_retry(void)
+{
+	unsigned found = 0;
+
+	if (!atomic_load_explicit(&nlost, memory_order_relaxed) || !lost_retry)
+		return;
+	pthread_mutex_lock(&lost_lock);
+	for (uint32_t i = 0; nlost && i < SAVED_OPENS_MAX; i++) {
+		if (!(lost[i / 8] & (1u << (i % 8))) || !lost_retry(i))
+			continue;
+		lost[i / 8] &= (uint8_t)~(1u << (i % 8));
+		nlost--;
+		found++;
+	}
+	pthread_mutex_unlock(&lost_lock);
+	if (found)
+		log_info("%u handle%s lost at the takeover reopened, or released, once a resent "
+			 "rename was answered", found, found == 1 ? "" : "s");
 }

@@ -260,14 +260,19 @@ bool ops_handover_asked(void);
 /* ops-dir.c: the directory open at fd, reopened by a daemon taking over (ops-adopt.c). */
 int ops_dir_adopt(int fd, struct inode *in);
 
-/* ops-adopt.c: the handles the takeover could not reopen, tried again
- * (a resent rename was found done: the names are right now). */
-void ops_adopt_again(void);
-/* ops-adopt.c: handle fh is released: not tried again (before it closes). */
-void ops_adopt_forget(int fh);
-
-/* ops-file.c: the store descriptor's flags for an open's (the reopen too). */
+/* The store descriptor's flags for an open with the caller's flags: the
+ * open's, and the reopen of its handle by a daemon taking over. */
 int ops_store_flags(int flags);
+/*
+ * Handles a takeover could not reopen (ops-int.c): marked by ops-adopt.c,
+ * which gives the retry (true: reopened, or released: done); tried
+ * again by ops_lost_retry() once a resent rename is found done; taken
+ * off by a RELEASE before its descriptor closes.
+ */
+void ops_lost_init(bool (*retry)(uint32_t fh));
+void ops_lost_add(uint32_t fh);
+void ops_lost_forget(uint64_t fh);
+void ops_lost_retry(void);
 
 /* The entry of name in parent, for the kernel (a lookup reference taken).  ops-names.c. */
 int do_lookup(fuse_ino_t parent, const char *name, struct fuse_entry_param *e);

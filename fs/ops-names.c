@@ -473,7 +473,7 @@ static void resent_renamed(fuse_ino_t newparent, const char *newname)
 		return;
 	inode_moved(src, IN(newparent), newname);
 	inode_release(src);
-	ops_adopt_again();
+	ops_lost_retry();
 }
 
 void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,

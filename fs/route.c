@@ -1,4 +1,5 @@
 /* route.c - which hooks get an event: see route.h */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,15 +35,115 @@ bool in_subtree(const struct hook *h, struct inode *in)
  */
 void recompute_mask(void)
 {
+	struct saved_hook *t = saved_hooks();
 	uint32_t m = 0;
+	unsigned n = 0;
 	struct hook *h;
 
 	ELOCK_HELD();
 	for (h = E.hooks; h; h = h->next)
 		m |= h->mask;
+	for (unsigned i = 0; i < E.nabsent; i++)
+		m |= E.absent[i].mask;
 	atomic_store_explicit(&events_mask, m, memory_order_relaxed);
 	if (S.cfg.subscriptions_changed)
 		S.cfg.subscriptions_changed();
+	/* what the next daemon asks for after a crash: these, and those
+	 * still absent (saved.h) */
+	if (!t)
+		return;
+	for (h = E.hooks; h && n < SAVED_HOOKS; h = h->next, n++) {
+		memcpy(t[n].name, h->name, sizeof(t[n].name));
+		t[n].mask = h->mask;
+		t[n].kind = h->kind;
+	}
+	for (unsigned i = 0; i < E.nabsent && n < SAVED_HOOKS; i++, n++)
+		t[n] = E.absent[i];
+	for (; n < SAVED_HOOKS && t[n].kind; n++)
+		t[n].kind = 0;
+}
+
+_Static_assert(SAVED_HOOK_NAME == HSMFS_MAX_NAME + 1, "a hook's name");
+
+void absent_load(double timeout)
+{
+	const struct saved_hook *t = saved_hooks();
+
+	ELOCK_HELD();
+	for (unsigned i = 0; t && i < SAVED_HOOKS && t[i].kind; i++) {
+		/* one record a name: the first (a watcher and a fill hook of
+		 * one name are one program's two connections, asked as one) */
+		bool dup = false;
+
+		for (unsigned j = 0; j < E.nabsent; j++)
+			dup |= !strcmp(E.absent[j].name, t[i].name) &&
+			       E.absent[j].kind == t[i].kind;
+		if (!dup)
+			E.absent[E.nabsent++] = t[i];
+	}
+	mono_after(&E.absent_until, timeout);
+	for (unsigned i = 0; i < E.nabsent; i++)
+		elog_info("waiting up to %.0f s for hook '%s' of the last daemon to connect again",
+			  timeout, E.absent[i].name);
+	if (E.nabsent)
+		recompute_mask();
+}
+
+void absent_joined(const struct hook *h)
+{
+	bool back = false;
+
+	ELOCK_HELD();
+	for (unsigned i = 0; i < E.nabsent;) {
+		if (!strcmp(E.absent[i].name, h->name) && E.absent[i].kind == h->kind) {
+			E.absent[i] = E.absent[--E.nabsent];
+			back = true;
+		} else {
+			i++;
+		}
+	}
+	if (back)
+		recompute_mask();
+}
+
+bool absent_wants(uint32_t type)
+{
+	ELOCK_HELD();
+	for (unsigned i = 0; i < E.nabsent; i++)
+		if (E.absent[i].kind == HSMFS_KIND_WATCH && (E.absent[i].mask & HSMFS_MASK(type)))
+			return true;
+	return false;
+}
+
+void absent_expire(void)
+{
+	ELOCK_HELD();
+	if (!E.nabsent || !mono_passed(&E.absent_until))
+		return;
+	for (unsigned i = 0; i < E.nabsent; i++)
+		elog_warn("hook '%s' of the last daemon did not connect again within the timeout: "
+			  "its events are no longer waited for", E.absent[i].name);
+	E.nabsent = 0;
+	recompute_mask();
+}
+
+int wait_absent(struct event *ev, uint32_t kind)
+{
+	ELOCK_HELD();
+	for (unsigned i = 0; i < E.nabsent; i++) {
+		void *o;
+
+		if (E.absent[i].kind != kind || !(E.absent[i].mask & HSMFS_MASK(ev->type)) ||
+		    ev->ntargets == HOOKS_MAX)
+			continue;
+		o = realloc(ev->orphans, (ev->norphans + 1) * sizeof(*ev->orphans));
+		if (!o)
+			return -ENOMEM;
+		ev->orphans = o;
+		memcpy(ev->orphans[ev->norphans++], E.absent[i].name, sizeof(*ev->orphans));
+		add_target(ev, NULL, true);
+	}
+	return 0;
 }
 
 /* S.lock held. */
@@ -151,6 +252,8 @@ static void send_to_watchers(struct event *ev)
 		}
 		add_target(ev, h, hooks_send_event(h, &pe, -1) == 0);
 	}
+	if (__builtin_expect(E.nabsent, 0) && wait_absent(ev, HSMFS_KIND_WATCH))
+		add_target(ev, NULL, true); /* no room to name it: the timeout decides */
 }
 
 /* Try to hand a queued fill (PRE_ACCESS, PRE_DIR, PRE_LOOKUP, ARCHIVE) to a fill hook.  S.lock held. */
@@ -254,6 +357,10 @@ bool have_fill_hook(void)
 	ELOCK_HELD();
 	for (struct hook *h = E.hooks; h; h = h->next)
 		if (h->kind == HSMFS_KIND_FILL)
+			return true;
+	/* one of the last daemon's, coming back: the fill waits for it */
+	for (unsigned i = 0; i < E.nabsent; i++)
+		if (E.absent[i].kind == HSMFS_KIND_FILL)
 			return true;
 	return false;
 }

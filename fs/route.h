@@ -21,6 +21,26 @@ struct proto_event;
 bool in_subtree(const struct hook *h, struct inode *in);
 /* events_mask from the hooks connected now; subscriptions_changed(). */
 void recompute_mask(void);
+/*
+ * A takeover: the hooks the last daemon had (saved.h) are absent until
+ * one of each name and kind connects (absent_joined(), once it has its
+ * WELCOME) or timeout seconds pass (absent_expire(), the timer's):
+ * their subscriptions count, and an event of theirs waits for them by
+ * name, as for a watcher that left (events_hook_left()).  Every
+ * connected hook and absent one is written to the saved table as the
+ * mask is recomputed, for the daemon after this one.
+ */
+void absent_load(double timeout);
+void absent_joined(const struct hook *h);
+void absent_expire(void);
+/* Does an absent watcher subscribe to type? */
+bool absent_wants(uint32_t type);
+/*
+ * ev waits for the absent hooks of kind that subscribed to its type,
+ * each a target to be named when it connects (events_hook_joined(), as
+ * for a watcher that left).  0, or -ENOMEM.
+ */
+int wait_absent(struct event *ev, uint32_t kind);
 /* The wire form of ev, its path written into path. */
 void fill_proto(const struct event *ev, struct proto_event *pe, char *path,
 		size_t pathsize);

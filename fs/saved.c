@@ -15,7 +15,8 @@
 #define OFF_OPENS (OFF_NAMES + ROUND((size_t)SAVED_NAMES_MAX * SAVED_NAME_CELL))
 #define OFF_JOURNAL (OFF_OPENS + ROUND((size_t)SAVED_OPENS_MAX * sizeof(struct saved_open)))
 #define OFF_CLAIMS (OFF_JOURNAL + ROUND((size_t)SAVED_JOURNAL * sizeof(struct saved_op)))
-#define REGION (OFF_CLAIMS + ROUND((size_t)SAVED_CLAIMS * sizeof(struct saved_claim)))
+#define OFF_HOOKS (OFF_CLAIMS + ROUND((size_t)SAVED_CLAIMS * sizeof(struct saved_claim)))
+#define REGION (OFF_HOOKS + ROUND((size_t)SAVED_HOOKS * sizeof(struct saved_hook)))
 
 static char *R;
 
@@ -103,6 +104,11 @@ void saved_open_set(struct saved_open *r, int fd, uint8_t kind)
 struct saved_claim *saved_claim(uint64_t i)
 {
 	return (struct saved_claim *)(R + OFF_CLAIMS) + i % SAVED_CLAIMS;
+}
+
+struct saved_hook *saved_hooks(void)
+{
+	return R ? (struct saved_hook *)(R + OFF_HOOKS) : NULL; /* no region: an engine alone */
 }
 
 struct saved_op *saved_journal(void)

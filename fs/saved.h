@@ -22,6 +22,9 @@
  *     and backing id; the FUSE file handle IS the descriptor number, so
  *     the next daemon reopens each at the same number;
  *   - the journal of operations that must not run twice (ops-resend.c);
+ *   - the hooks connected (name, kind, subscriptions; engine, route.c),
+ *     so that the next daemon asks for them until they connect again
+ *     (hooks_absent);
  *   - the user's changes to files with state (a write into a file with
  *     bytes missing, a truncate) made and answered but not yet
  *     committed by the writer: a ring, appended under S.lock as each
@@ -61,6 +64,8 @@
 #define SAVED_CLAIMS 65536          /* user changes not yet committed */
 #define SAVED_NAME_INLINE 20
 #define SAVED_NAME_CELL 256
+#define SAVED_HOOKS 64              /* hooks remembered (HOOKS_MAX) */
+#define SAVED_HOOK_NAME 256         /* HSMFS_MAX_NAME + 1 */
 
 struct saved_head {
 	uint64_t magic;
@@ -118,6 +123,13 @@ struct saved_claim {
 	uint32_t pad;
 };
 
+/* A hook connected to the last daemon (kind 0: the record is free). */
+struct saved_hook {
+	char name[SAVED_HOOK_NAME];
+	uint32_t kind;           /* HSMFS_KIND_* */
+	uint32_t mask;           /* its subscriptions */
+};
+
 enum { SAVED_OP_BEGUN = 1, SAVED_OP_DONE = 2 };
 
 struct saved_op {
@@ -145,6 +157,8 @@ struct saved_node *saved_node(uint32_t id);
 char *saved_name_cell(uint32_t cell);
 struct saved_open *saved_open_rec(int fd);
 struct saved_op *saved_journal(void);
+/* The hooks table, SAVED_HOOKS records; NULL with no region mapped. */
+struct saved_hook *saved_hooks(void);
 /* The claim at ring position i (any i: taken modulo SAVED_CLAIMS). */
 struct saved_claim *saved_claim(uint64_t i);
 /*

@@ -14,6 +14,7 @@
 #include "inode.h"
 #include "meta.h"
 #include "park.h"
+#include "route.h"
 #include "timer.h"
 #include "writeback.h"
 
@@ -71,6 +72,11 @@ int events_init(const struct events_config *cfg)
 		return -EAGAIN;
 	E.roomer_running = true;
 	stage_refill();
+	if (cfg->takeover) {
+		elock();
+		absent_load(cfg->timeout);
+		eunlock();
+	}
 	res = dirs_init();
 	return res ? res : archive_init();
 }

@@ -106,6 +106,7 @@ struct events_config {
 	 * so that an answer meant for a dead daemon's event is never taken
 	 * for one of the next daemon's */
 	uint64_t seq_base;
+	bool takeover;        /* the last daemon's hooks are waited for (route.h) */
 	double timeout;       /* seconds per event, extended by PROGRESS at
 			       * progress_floor bytes a second or more */
 	uint64_t progress_floor;

@@ -103,6 +103,7 @@ void *timer_main(void *arg)
 		}
 		if (E.queue)
 			redispatch_queue();
+		absent_expire();
 		if (E.ready || S.nstage < STAGE_POOL / 2) {
 			eunlock();
 			drain_ready();

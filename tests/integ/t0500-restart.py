@@ -628,6 +628,45 @@ def test_release_reuse():
         os.close(fb0)
 
 
+def test_watchers_back():
+    """A change waiting for a watch hook when the daemon dies is resent to
+    the next daemon, which has no hook yet: it must wait for the watcher
+    of the last daemon to connect again (by its name) and be asked, not
+    run unasked; a change made before it is back waits too."""
+    with Mount(opts="nopassthrough") as m:
+        write_tree(m.store, {"w": b"abc", "v": b"xyz"})
+        args = ("--kind", "watch", "--mask", "modify", "--mode", "deny", "--errno",
+                str(errno.EPERM), "--name", "guard")
+        guard = Hook(m.mnt, *(args + ("--delay", "30")))
+        res = {}
+
+        def change(name):
+            try:
+                with open(m.path(name), "r+b") as f:
+                    f.write(b"Z")
+                res[name] = None
+            except OSError as e:
+                res[name] = e.errno
+
+        t = threading.Thread(target=change, args=("w",))
+        t.start()
+        wait_for(lambda: guard.events(), "the watcher asked")
+        kill_daemon(m)
+        guard.kill()
+        t2 = threading.Thread(target=change, args=("v",))
+        t2.start()
+        time.sleep(0.3)
+        ok("v" not in res, "a change made before the watcher is back waits for it")
+        guard2 = Hook(m.mnt, *args)
+        t.join(30)
+        t2.join(30)
+        eq((res.get("w", "none"), res.get("v", "none")), (errno.EPERM, errno.EPERM),
+           "both asked of the watcher back, which denies them")
+        eq((open(m.spath("w"), "rb").read(), open(m.spath("v"), "rb").read()), (b"abc", b"xyz"),
+           "and nothing changed")
+        guard2.kill()
+
+
 def test_keeper():
     """The keeper's own ends: SIGTERM unmounts cleanly; a daemon that
     cannot start again (its binary removed) makes it give up after five
@@ -660,5 +699,5 @@ def test_keeper():
         shutil.rmtree(d, ignore_errors=True)
 
 
-main(lambda: (test_users(), test_open_flags(), test_release_reuse(), test_requests_during_init(), test_inflight(), test_names(), test_unrecorded(), test_workload(),
+main(lambda: (test_users(), test_open_flags(), test_watchers_back(), test_release_reuse(), test_requests_during_init(), test_inflight(), test_names(), test_unrecorded(), test_workload(),
               test_takeover_steps(), test_restart_cmd(), test_keeper()))
