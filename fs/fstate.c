@@ -453,8 +453,13 @@ void archive_later(struct fstate *fs, int64_t due)
 {
 	ELOCK_HELD();
 	/* an archiver looks at the queue every ARCH_LOOK_MS: woken only for sooner */
-	bool soon = due < mono_ms() + ARCH_LOOK_MS;
+	bool soon;
 
+	/* asked for (hsmfsctl archive, sync): a change meanwhile does not
+	 * put it off to its archive_after */
+	if (fs->awaiters && fs->arch == ARCH_QUEUED && fs->arch_due < due)
+		due = fs->arch_due;
+	soon = due < mono_ms() + ARCH_LOOK_MS;
 	fs->arch_due = due;
 	if (fs->arch == ARCH_RUNNING) {
 		fs->arch_again = true;

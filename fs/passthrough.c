@@ -315,6 +315,13 @@ void pt_adopt(struct inode *in, int fd, const struct saved_open *r)
 	/* the kernel still passes this open through: the inode stays whole */
 	if (pt && !h->backing_id)
 		events_pass_begin(in);
+	/* and writes the store unseen, as at the open (pt_open()) */
+	if (r->pt_mode == M_PT_WRITE && (inode_flags(in) & INODE_STATEFUL)) {
+		struct stat st;
+
+		if (fstat(fd, &st) == 0)
+			events_unseen_writes(in, (uint64_t)st.st_size, true);
+	}
 	plock();
 	set_mode(fd, r->pt_mode);
 	if (pt) {
