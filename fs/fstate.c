@@ -512,6 +512,9 @@ void archive_writeback(struct fstate *fs)
 	archive_later(fs, mono_ms() + (int64_t)(S.cfg.writeback * 1000));
 }
 
+static void claim_flags(struct fstate *fs, uint64_t start, uint64_t end, uint64_t size,
+			uint32_t flags);
+
 void events_created(struct inode *in)
 {
 	struct fstate *fs;
@@ -541,6 +544,9 @@ void events_created(struct inode *in)
 	}
 	inode_set_state(in, fs);
 	inode_flags_set(in, INODE_STATEFUL | INODE_LOADED);
+	/* its row comes with the writer's next batch: a daemon taking over
+	 * before that makes it again (events_replay_claims()) */
+	claim_flags(fs, 0, 0, 0, SAVED_CLAIM_MADE);
 	persist_later(fs);
 	archive_writeback(fs);
 	eunlock();
@@ -815,7 +821,8 @@ static void lost_track(struct fstate *fs, int err)
  * saved region for a daemon taking over (saved.h).  A full ring keeps
  * none (the change is then as safe as without a keeper).  S.lock held.
  */
-static void claim(struct fstate *fs, uint64_t start, uint64_t end, uint64_t size)
+static void claim_flags(struct fstate *fs, uint64_t start, uint64_t end, uint64_t size,
+			uint32_t flags)
 {
 	struct saved_head *h = saved_head();
 	struct saved_claim *c;
@@ -826,8 +833,13 @@ static void claim(struct fstate *fs, uint64_t start, uint64_t end, uint64_t size
 	c = saved_claim(h->claims_head);
 	*c = (struct saved_claim){ .ino = fs->ino, .start = start, .end = end, .size = size,
 				   .batch = S.batch_taken + 1, /* the next batch taken holds it */
-				   .node = (uint32_t)inode_nodeid(fs->in) };
+				   .node = (uint32_t)inode_nodeid(fs->in), .flags = flags };
 	h->claims_head++;
+}
+
+static void claim(struct fstate *fs, uint64_t start, uint64_t end, uint64_t size)
+{
+	claim_flags(fs, start, end, size, 0);
 }
 
 static void user_changed(struct fstate *fs, int res, uint64_t start, uint64_t end,
@@ -895,7 +907,17 @@ unsigned events_replay_claims(void)
 		int res = 0;
 
 		/* a node the kernel forgot before the crash is not found: lost */
-		if (inode_ino(in) != c.ino || events_load(in) || !(fs = inode_state(in)))
+		if (inode_ino(in) != c.ino || events_load(in))
+			continue;
+		if (c.flags & SAVED_CLAIM_MADE) {
+			/* made on the mount, its row never committed: made again */
+			if (!inode_state(in)) {
+				events_created(in);
+				n++;
+			}
+			continue;
+		}
+		if (!(fs = inode_state(in)))
 			continue;
 		elock();
 		if (c.end > c.start)

@@ -120,8 +120,9 @@ struct saved_claim {
 	uint64_t size;           /* the file's size after the change */
 	uint64_t batch;          /* the writer's batch that commits it */
 	uint32_t node;           /* its node id */
-	uint32_t pad;
+	uint32_t flags;          /* SAVED_CLAIM_MADE: made on the mount (no range) */
 };
+#define SAVED_CLAIM_MADE 1u
 
 /* A hook connected to the last daemon (kind 0: the record is free). */
 struct saved_hook {

@@ -696,6 +696,19 @@ def test_passthrough_writer():
         hook.close()
 
 
+def test_made_unrecorded():
+    """A file made on a mount that archives, its row not yet committed by
+    the writer (held 2 s, HSMFS_DELAY) when the daemon dies: the next
+    daemon records it as made on the mount (dirty, new), so it is still
+    archived; it was left a plain file nobody would archive."""
+    with Mount(opts="archive_after=3600", env={"HSMFS_DELAY": FAULT_BATCH_TAKEN + ":2000"}) as m:
+        with open(m.path("made"), "wb") as f:
+            f.write(b"made just before the crash")
+        kill_daemon(m)
+        eq(os.getxattr(m.path("made"), "user.hsmfs.state").decode().replace(",passthrough", ""),
+           "dirty,new", "the file made before the crash is still to be archived")
+
+
 def test_keeper():
     """The keeper's own ends: SIGTERM unmounts cleanly; a daemon that
     cannot start again (its binary removed) makes it give up after five
@@ -728,5 +741,5 @@ def test_keeper():
         shutil.rmtree(d, ignore_errors=True)
 
 
-main(lambda: (test_users(), test_open_flags(), test_passthrough_writer(), test_watchers_back(), test_release_reuse(), test_requests_during_init(), test_inflight(), test_names(), test_unrecorded(), test_workload(),
+main(lambda: (test_users(), test_open_flags(), test_made_unrecorded(), test_passthrough_writer(), test_watchers_back(), test_release_reuse(), test_requests_during_init(), test_inflight(), test_names(), test_unrecorded(), test_workload(),
               test_takeover_steps(), test_restart_cmd(), test_keeper()))
