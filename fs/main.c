@@ -378,6 +378,13 @@ int main(int argc, char *argv[])
 		rc = EXIT_STORE;
 		goto out;
 	}
+	if (takeover) {
+		unsigned n = ops_resend_removals();
+
+		if (n)
+			log_info("recorded %u removal%s the last daemon made in the store", n,
+				 n == 1 ? "" : "s");
+	}
 	if (!was_clean) {
 		uint64_t rows = 0;
 
@@ -581,6 +588,13 @@ int main(int argc, char *argv[])
 			writeback_sync();
 			log_info("took over %u change%s not yet recorded", n, n == 1 ? "" : "s");
 		}
+	}
+	if (takeover) {
+		unsigned n = ops_resend_removals();
+
+		if (n)
+			log_info("recorded %u removal%s the last daemon made in the store", n,
+				 n == 1 ? "" : "s");
 	}
 	if (!was_clean) {
 		uint64_t rows = 0;

@@ -109,3 +109,16 @@ void ops_adopt_opens(void)
 	log_info("took over %u open file%s and %u director%s%s", files, files == 1 ? "" : "s",
 		 dirs, dirs == 1 ? "y" : "ies", lost ? " (some lost: see above)" : "");
 }
+
+static bool removal_done(const struct saved_op *r)
+{
+	if (r->result || !(r->aux & RESEND_REMOVED_LAST))
+		return false;
+	events_unlinked(NULL, r->aux & ~RESEND_REMOVED_LAST, true);
+	return true;
+}
+
+unsigned ops_resend_removals(void)
+{
+	return resend_each_done(OP_UNLINK, removal_done);
+}

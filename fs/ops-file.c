@@ -317,11 +317,14 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct inode *p = IN(parent), *in;
 	struct creds id;
-	int pfd, fd = -1, res;
-	bool made = false;
+	uint64_t before = 0;
+	int pfd, fd = -1, res, was = 0;
+	bool made = false, made_before;
 
 	if (reserved(parent, name))
 		return -EPERM;
+	/* resent, and the last daemon made the file: made on the mount still */
+	made_before = resend_lookup(ops_io_unique(), &before, &was) == RESEND_DONE && before;
 	pfd = inode_fd_get(p);
 	if (pfd < 0)
 		return pfd;
@@ -361,6 +364,8 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 				break; /* else removed meanwhile: make it again */
 		}
 		res = fd < 0 ? -errno : 0;
+		made |= fd >= 0 && made_before;
+		resend_set_aux(made);
 		resend_done(res);
 		names_user_end(&u);
 		creds_as_daemon(&id);

@@ -250,6 +250,14 @@ enum { OP_SYMLINK = 6, OP_MKNOD = 8, OP_MKDIR = 9, OP_UNLINK = 10, OP_RMDIR = 11
        OP_CREATE = 35 };
 int resend_lookup(uint64_t unique, uint64_t *ret_aux, int *ret_res);
 void resend_begin(uint64_t unique, uint32_t opcode, uint64_t aux);
+/* what the change found, for a resent one (a create: 1 if it made the file) */
+void resend_set_aux(uint64_t aux);
+/* an unlink's aux: the file's store inode, and whether its last link went */
+#define RESEND_REMOVED_LAST (1ULL << 63)
+struct saved_op;
+/* fn of each record the last daemon left done, of opcode (taking over):
+ * how many it said true of */
+unsigned resend_each_done(uint32_t opcode, bool (*fn)(const struct saved_op *r));
 void resend_done(int res);
 void resend_end(void);
 

@@ -104,10 +104,20 @@ static bool made_before(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 static bool removed_before(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	int res;
+	uint64_t aux = 0;
+	int res, was;
 
 	if (!resent_done(0, parent, name, false, &res))
 		return false;
+	/*
+	 * What follows the store's removal, done again (each is the same
+	 * done twice): the file's row goes, and its removal is recorded for
+	 * the origin (events_unlinked() finds no row if the last daemon got
+	 * that far).
+	 */
+	if (!res && resend_lookup(ops_io_unique(), &aux, &was) != RESEND_NONE &&
+	    (aux & RESEND_REMOVED_LAST))
+		events_unlinked(NULL, aux & ~RESEND_REMOVED_LAST, true);
 	reply_err(req, res);
 	resend_end();
 	return true;
@@ -323,7 +333,8 @@ static int do_remove(fuse_ino_t parent, const char *name, int flags)
 		inode_release(victim);
 		return pfd;
 	}
-	resend_begin(ops_io_unique(), flags ? OP_RMDIR : OP_UNLINK, 0);
+	resend_begin(ops_io_unique(), flags ? OP_RMDIR : OP_UNLINK,
+		     !flags && st.st_nlink == 1 ? st.st_ino | RESEND_REMOVED_LAST : 0);
 	orphan = victim && !flags && inode_orphan_link(victim, oname);
 	res = unlinkat(pfd, name, flags) < 0 ? -errno : 0;
 	resend_done(res);

@@ -127,6 +127,12 @@ void resend_begin(uint64_t unique, uint32_t opcode, uint64_t aux)
 	fault_named(FAULT_OP_BEGUN);
 }
 
+void resend_set_aux(uint64_t aux)
+{
+	if (mine)
+		mine->aux = aux;
+}
+
 void resend_done(int res)
 {
 	if (!mine)
@@ -146,4 +152,21 @@ void resend_end(void)
 	mine->unique = TOMB;
 	pthread_mutex_unlock(&lock);
 	mine = NULL;
+}
+
+unsigned resend_each_done(uint32_t opcode, bool (*fn)(const struct saved_op *r))
+{
+	struct saved_op *j = saved_journal();
+	unsigned n = 0;
+
+	if (!taking_over)
+		return 0;
+	for (uint32_t i = 0; i < SAVED_JOURNAL; i++) {
+		struct saved_op r = j[i];
+
+		if (!r.unique || r.unique == TOMB || r.state != SAVED_OP_DONE || r.opcode != opcode)
+			continue;
+		n += fn(&r);
+	}
+	return n;
 }

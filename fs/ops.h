@@ -51,6 +51,13 @@ void ops_handover(void);
 bool ops_handover_asked(void);
 /* A daemon taking over: reopen the last one's handles (after the engine started). */
 void ops_adopt_opens(void);
+/*
+ * A daemon taking over, before the consistency check: the removals the
+ * last daemon made in the store and died before recording (their rows,
+ * the origin's delete) recorded now, from its journal (ops-resend.c);
+ * the check would drop the rows alone.  How many.
+ */
+unsigned ops_resend_removals(void);
 unsigned long ops_table_size(void);
 
 #endif

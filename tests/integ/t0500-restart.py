@@ -289,6 +289,38 @@ def test_names():
             pass
         eq(got, b"w", "a file open below a directory renamed, crashed once done: reads and "
            "writes on")
+    # a file created on a mount that archives, crashed once made: the
+    # resent create finds it made by the last daemon, and records it as
+    # made on the mount (it was opened as found: never archived)
+    def made_state(m, r):
+        eq(os.getxattr(m.path("d", "c"), "user.hsmfs.state").decode()
+           .replace(",passthrough", ""), "dirty,new", "create crashed once done: made on the mount")
+    crash_op("op-done", "create archived",
+             lambda m: write_tree(m.store, {"d/x": b""}),
+             lambda m: os.close(os.open(m.path("d", "c"), os.O_CREAT | os.O_EXCL | os.O_WRONLY)),
+             made_state, opts="archive_after=3600")
+
+    # a file of the origin removed on a mount that archives, crashed once
+    # removed: the resent unlink records the removal for the origin too
+    # (it was dropped: the origin kept the file, and a listing brought it back)
+    mirror = tmpdir("hsmfs-mirror-")
+
+    def mk_origin(m):
+        write_tree(mirror, {"o": b"at the origin"})
+        rc, out = import_manifest(m.mnt, [{"path": "o", "size": 13,
+                                           "url": "file://" + os.path.join(mirror, "o")}])
+        eq(rc, 0, "imported: " + out)
+
+    def removal_recorded(m, r):
+        try:
+            wait_for(lambda: stats(m)["names_pending"] == 1, "the removal recorded", deadline=5)
+            got = 1
+        except TimeoutError:
+            got = stats(m)["names_pending"]
+        eq(got, 1, "unlink crashed once done: its removal waits for the origin")
+    crash_op("op-done", "unlink archived", mk_origin, lambda m: os.unlink(m.path("o")),
+             removal_recorded, opts="archive_after=3600")
+
     crash_op("op-done", "rename dir", mk_open,
              lambda m: os.rename(m.path("d"), m.path("d2")), rotated_below, opts="nopassthrough")
 
