@@ -475,16 +475,24 @@ out:
  * and the handles the takeover could not reopen under the old name
  * (the node's, or below it) are tried again.
  */
-static void resent_renamed(fuse_ino_t newparent, const char *newname)
+static void resent_renamed(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+			   const char *newname)
 {
 	struct stat st;
 	struct inode *src = inode_hold_name(IN(newparent), newname, false, &st);
 
-	if (!src)
-		return;
-	inode_moved(src, IN(newparent), newname);
-	inode_release(src);
-	ops_lost_retry();
+	if (src) {
+		inode_moved(src, IN(newparent), newname);
+		inode_release(src);
+		ops_lost_retry();
+	}
+	/*
+	 * A file's rows after the node's, as do_rename() does (the same done
+	 * twice: the rows under the old name move, none is left the second
+	 * time); a directory's tree ops for the origin are not (hsmfs(8)).
+	 */
+	if (!S_ISDIR(st.st_mode) && st.st_nlink)
+		events_renamed(IN(parent), name, IN(newparent), newname, false);
 }
 
 void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
@@ -497,7 +505,7 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 
 	if (resent_done(1, newparent, newname, true, &res)) {
 		if (!res)
-			resent_renamed(newparent, newname);
+			resent_renamed(parent, name, newparent, newname);
 		reply_err(req, res);
 		resend_end();
 		return;

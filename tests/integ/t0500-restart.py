@@ -321,6 +321,19 @@ def test_names():
     crash_op("op-done", "unlink archived", mk_origin, lambda m: os.unlink(m.path("o")),
              removal_recorded, opts="archive_after=3600")
 
+    # and renamed: the resent rename records the move for the origin, and
+    # the file's row under its new name
+    def rename_recorded(m, r):
+        try:
+            wait_for(lambda: stats(m)["names_pending"] == 1, "the rename recorded", deadline=5)
+            got = 1
+        except TimeoutError:
+            got = stats(m)["names_pending"]
+        eq(got, 1, "rename crashed once done: the move waits for the origin")
+    crash_op("op-done", "rename archived", mk_origin,
+             lambda m: os.rename(m.path("o"), m.path("o2")), rename_recorded,
+             opts="archive_after=3600")
+
     crash_op("op-done", "rename dir", mk_open,
              lambda m: os.rename(m.path("d"), m.path("d2")), rotated_below, opts="nopassthrough")
 
