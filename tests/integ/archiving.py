@@ -75,3 +75,35 @@ class Holder:
 
     def close(self):
         self.h.close()
+
+
+def passthrough_writer_archived(m, between=None):
+    """A file made on m (archive_after=) and opened for writing through
+    passthrough (root: the kernel writes the store, unseen), between(m)
+    called while it is open; then hsmfsctl archive of it must take no
+    snapshot until it is closed, and archive its last bytes then.
+    False (nothing checked) where it does not pass through."""
+    import time
+    from harness import eq, skip
+    put(m.path("f"), b"first")
+    f = open(m.path("f"), "r+b")
+    os.fsync(f.fileno())  # its row committed
+    if "passthrough" not in os.getxattr(m.path("f"), "user.hsmfs.state").decode():
+        f.close()
+        skip("an archive waits for a passthrough writer", "no passthrough (not root)")
+        return False
+    if between:
+        between(m)
+    hook = Holder(m.mnt, hold=False)
+    res = {}
+    t = threading.Thread(target=lambda: res.update(r=archive(m.path("f"))))
+    t.start()
+    time.sleep(1.5)
+    eq(hook.uploads, [], "no snapshot while the passthrough writer is open")
+    f.write(b"second")
+    f.close()
+    t.join(30)
+    eq((res.get("r", (None,))[0], hook.uploads[-1:]), (0, [("f", b"second")]),
+       "archived once it is closed, with its last bytes")
+    hook.close()
+    return True

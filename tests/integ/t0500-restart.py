@@ -48,7 +48,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFS, HSMFSCTL, Hook, Mount, diag, eq, import_manifest, main,  # noqa: E402
-                     ok, run, skip, tmpdir, wait_for, write_tree)
+                     ok, run, tmpdir, wait_for, write_tree)
 
 FAULT_BATCH_TAKEN = "batch-taken"  # fs/fault.h
 MIRROR = os.path.join(os.path.dirname(os.path.abspath(HSMFS)), "hsmfs-mirror")
@@ -254,41 +254,34 @@ def test_names():
         mk(m)
         held["f"] = open(m.path("d", "f"), "r+b")
 
+    def write_read(what):
+        """The held handle writes and reads back; the test named what."""
+        def check(m, r):
+            f = held.pop("f")
+            try:
+                f.write(b"w")
+                f.flush()
+                f.seek(0)
+                got = f.read()
+            except OSError as e:
+                got = e
+            try:
+                f.close()
+            except OSError:
+                pass
+            eq(got, b"w", what + ", crashed once done: its handle reads and writes on")
+        return check
+
     def rotated(m, r):
-        f = held.pop("f")
-        try:
-            f.write(b"w")
-            f.flush()
-            f.seek(0)
-            got = f.read()
-        except OSError as e:
-            got = e
-        try:
-            f.close()
-        except OSError:
-            pass
-        eq(got, b"w", "rename of an open file, crashed once done: its handle reads and writes on")
+        write_read("rename of an open file")(m, r)
         eq(open(m.path("d", "moved"), "rb").read(), b"w", "and the new name shows the write")
     crash_op("op-done", "rename open", mk_open,
              lambda m: os.rename(m.path("d", "f"), m.path("d", "moved")), rotated,
              opts="nopassthrough")  # the handle's reads and writes reach the daemon
-
     # the same for a file open below a renamed directory
-    def rotated_below(m, r):
-        f = held.pop("f")
-        try:
-            f.write(b"w")
-            f.flush()
-            f.seek(0)
-            got = f.read()
-        except OSError as e:
-            got = e
-        try:
-            f.close()
-        except OSError:
-            pass
-        eq(got, b"w", "a file open below a directory renamed, crashed once done: reads and "
-           "writes on")
+    crash_op("op-done", "rename dir", mk_open, lambda m: os.rename(m.path("d"), m.path("d2")),
+             write_read("a file open below a renamed directory"), opts="nopassthrough")
+
     # a file created on a mount that archives, crashed once made: the
     # resent create finds it made by the last daemon, and records it as
     # made on the mount (it was opened as found: never archived)
@@ -311,31 +304,23 @@ def test_names():
                                            "url": "file://" + os.path.join(mirror, "o")}])
         eq(rc, 0, "imported: " + out)
 
-    def removal_recorded(m, r):
-        try:
-            wait_for(lambda: stats(m)["names_pending"] == 1, "the removal recorded", deadline=5)
-            got = 1
-        except TimeoutError:
-            got = stats(m)["names_pending"]
-        eq(got, 1, "unlink crashed once done: its removal waits for the origin")
+    def one_name_change(what):
+        """The check: one name change waits for the origin (names_pending)."""
+        def check(m, r):
+            try:
+                wait_for(lambda: stats(m)["names_pending"] == 1, what, deadline=5)
+                got = 1
+            except TimeoutError:
+                got = stats(m)["names_pending"]
+            eq(got, 1, what + " crashed once done: recorded for the origin")
+        return check
     crash_op("op-done", "unlink archived", mk_origin, lambda m: os.unlink(m.path("o")),
-             removal_recorded, opts="archive_after=3600")
-
+             one_name_change("unlink"), opts="archive_after=3600")
     # and renamed: the resent rename records the move for the origin, and
     # the file's row under its new name
-    def rename_recorded(m, r):
-        try:
-            wait_for(lambda: stats(m)["names_pending"] == 1, "the rename recorded", deadline=5)
-            got = 1
-        except TimeoutError:
-            got = stats(m)["names_pending"]
-        eq(got, 1, "rename crashed once done: the move waits for the origin")
     crash_op("op-done", "rename archived", mk_origin,
-             lambda m: os.rename(m.path("o"), m.path("o2")), rename_recorded,
+             lambda m: os.rename(m.path("o"), m.path("o2")), one_name_change("rename"),
              opts="archive_after=3600")
-
-    crash_op("op-done", "rename dir", mk_open,
-             lambda m: os.rename(m.path("d"), m.path("d2")), rotated_below, opts="nopassthrough")
 
 
 class Model:
@@ -717,29 +702,9 @@ def test_passthrough_writer():
     store, unseen) when the daemon dies: the next daemon counts that
     writer, so no archive takes a snapshot of it until it is closed (a
     snapshot meanwhile may hold half a write, and was called clean)."""
-    from archiving import Holder, archive, put
+    from archiving import passthrough_writer_archived
     with Mount(opts="archive_after=3600") as m:
-        put(m.path("f"), b"first")
-        f = open(m.path("f"), "r+b")
-        os.fsync(f.fileno())  # its row committed
-        if "passthrough" not in os.getxattr(m.path("f"), "user.hsmfs.state").decode():
-            f.close()
-            skip("a passthrough writer across a restart", "no passthrough (not root)")
-            return
-        kill_daemon(m)
-        hook = Holder(m.mnt, hold=False)
-        res = {}
-        t = threading.Thread(target=lambda: res.update(r=archive(m.path("f"))))
-        t.start()
-        time.sleep(1.5)
-        eq(hook.uploads, [], "no snapshot while the passthrough writer is open")
-        f.write(b"second")
-        f.close()
-        t.join(30)
-        eq((res.get("r", (None,))[0], hook.uploads[-1:]), (0, [("f", b"second")]),
-           "archived once it is closed, with its last bytes")
-        hook.close()
-
+        passthrough_writer_archived(m, kill_daemon)
 
 def test_made_unrecorded():
     """A file made on a mount that archives, its row not yet committed by
