@@ -731,6 +731,8 @@ static int set_flag(struct inode *in, uint32_t flag, bool on)
 	fs = inode_state(in);
 	if (fs && !!(fs->flags & flag) != on) {
 		fs->flags = on ? fs->flags | flag : fs->flags & ~flag;
+		/* answered now, committed with the writer's next batch */
+		claim_flags(fs, flag, 0, 0, on ? SAVED_CLAIM_SETFLAG : SAVED_CLAIM_CLEARFLAG);
 		persist_later(fs);
 	}
 	eunlock();
@@ -919,6 +921,17 @@ unsigned events_replay_claims(void)
 		}
 		if (!(fs = inode_state(in)))
 			continue;
+		if (c.flags & (SAVED_CLAIM_SETFLAG | SAVED_CLAIM_CLEARFLAG)) {
+			/* a pin, an unpin, stale: set again, committed anew */
+			elock();
+			fs->flags = c.flags & SAVED_CLAIM_SETFLAG ? fs->flags | (uint32_t)c.start :
+								  fs->flags & ~(uint32_t)c.start;
+			claim_flags(fs, c.start, 0, 0, c.flags);
+			persist_later(fs);
+			eunlock();
+			n++;
+			continue;
+		}
 		elock();
 		if (c.end > c.start)
 			res = rs_add(&fs->present, c.start, c.end);

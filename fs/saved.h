@@ -120,9 +120,11 @@ struct saved_claim {
 	uint64_t size;           /* the file's size after the change */
 	uint64_t batch;          /* the writer's batch that commits it */
 	uint32_t node;           /* its node id */
-	uint32_t flags;          /* SAVED_CLAIM_MADE: made on the mount (no range) */
+	uint32_t flags;          /* SAVED_CLAIM_*: no range then */
 };
-#define SAVED_CLAIM_MADE 1u
+#define SAVED_CLAIM_MADE 1u      /* made on the mount */
+#define SAVED_CLAIM_SETFLAG 2u   /* the row's flags in start set (pin, stale)... */
+#define SAVED_CLAIM_CLEARFLAG 4u /* ...or cleared (unpin) */
 
 /* A hook connected to the last daemon (kind 0: the record is free). */
 struct saved_hook {

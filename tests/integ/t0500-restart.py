@@ -719,6 +719,28 @@ def test_made_unrecorded():
            "dirty,new", "the file made before the crash is still to be archived")
 
 
+def test_pin_unrecorded():
+    """A pin answered, not yet committed by the writer (held 2 s,
+    HSMFS_DELAY) when the daemon dies: the next daemon has it (it was
+    lost, and the file could be evicted)."""
+    mirror = tmpdir("hsmfs-mirror-")
+    with Mount(env={"HSMFS_DELAY": FAULT_BATCH_TAKEN + ":2000"}) as m:
+        placeholders(m, mirror, {"p": b"to be pinned"})
+        hook = subprocess.Popen([MIRROR, mirror, m.mnt])
+        wait_for(lambda: "hsmfs-mirror" in os.getxattr(m.mnt, "user.hsmfs.hooks").decode(),
+                 "hsmfs-mirror joined")
+        eq(open(m.path("p"), "rb").read(), b"to be pinned", "filled")
+        time.sleep(0.1)
+        rc, out = run([HSMFSCTL, "pin", m.path("p")])
+        ok("pinned" in os.getxattr(m.path("p"), "user.hsmfs.state").decode(),
+           "pinned before the crash (%s)" % out.strip())
+        kill_daemon(m)
+        ok("pinned" in os.getxattr(m.path("p"), "user.hsmfs.state").decode(),
+           "and after it")
+        hook.terminate()
+        hook.wait()
+
+
 def test_keeper():
     """The keeper's own ends: SIGTERM unmounts cleanly; a daemon that
     cannot start again (its binary removed) makes it give up after five
@@ -751,5 +773,5 @@ def test_keeper():
         shutil.rmtree(d, ignore_errors=True)
 
 
-main(lambda: (test_users(), test_open_flags(), test_made_unrecorded(), test_passthrough_writer(), test_watchers_back(), test_release_reuse(), test_requests_during_init(), test_inflight(), test_names(), test_unrecorded(), test_workload(),
+main(lambda: (test_users(), test_open_flags(), test_pin_unrecorded(), test_made_unrecorded(), test_passthrough_writer(), test_watchers_back(), test_release_reuse(), test_requests_during_init(), test_inflight(), test_names(), test_unrecorded(), test_workload(),
               test_takeover_steps(), test_restart_cmd(), test_keeper()))
