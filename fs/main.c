@@ -327,6 +327,12 @@ int main(int argc, char *argv[])
 	if (takeover)
 		fault_named(FAULT_TAKE_RESERVED);
 
+	/* a hook that cannot run fails the mount now, not its first use */
+	if (o.hook && !takeover && supervise_check(o.hook, err, sizeof(err))) {
+		log_err("%s", err);
+		rc = EXIT_USAGE;
+		goto out;
+	}
 	store_path = realpath(o.store, NULL);
 	if (!store_path) {
 		log_err("store '%s': %s", o.store,

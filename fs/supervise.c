@@ -181,6 +181,71 @@ static char **hook_environ(void)
 	return envp;
 }
 
+/* The directory of the running hsmfs into dir (PATH_MAX): 0, or -1. */
+static int own_dir(char *dir)
+{
+	ssize_t n = readlink("/proc/self/exe", dir, PATH_MAX - 1);
+	char *slash;
+
+	if (n <= 0)
+		return -1;
+	dir[n] = '\0';
+	slash = strrchr(dir, '/');
+	if (!slash)
+		return -1;
+	*slash = '\0';
+	return 0;
+}
+
+int supervise_check(const char *command, char *err, size_t errlen)
+{
+	char prog[PATH_MAX], dir[PATH_MAX], cand[2 * PATH_MAX + 2];
+	const char *path = getenv("PATH"), *p, *end;
+	size_t n = strcspn(command, " \t");
+	bool found = false, plain = false;
+
+	if (!n || n >= sizeof(prog) || command[strcspn(command, "'\"\\$`;&|<>(){}*?[~=")] ||
+	    strchr(command, '\n'))
+		return 0; /* the shell's to read */
+	memcpy(prog, command, n);
+	prog[n] = '\0';
+	if (strchr(prog, '/')) {
+		found = !access(prog, F_OK);
+		plain = found && access(prog, X_OK);
+	} else {
+		/* as hook_environ() orders them: beside hsmfs, then PATH */
+		bool have_dir = !own_dir(dir);
+
+		if (have_dir) {
+			snprintf(cand, sizeof(cand), "%s/%s", dir, prog);
+			found = !access(cand, X_OK);
+		}
+		for (p = path ? path : "/usr/local/bin:/usr/bin:/bin"; !found && *p; p = end) {
+			end = strchr(p, ':');
+			if (!end)
+				end = p + strlen(p);
+			if (end > p) {
+				snprintf(cand, sizeof(cand), "%.*s/%s", (int)(end - p), p, prog);
+				found = !access(cand, X_OK);
+			}
+			if (*end == ':')
+				end++;
+		}
+	}
+	if (!found) {
+		snprintf(err, errlen, "hook command '%s' not found (%s): check -o hook=",
+			 prog, strchr(prog, '/') ? "no such file" :
+			 "looked beside hsmfs and in PATH");
+		return -ENOENT;
+	}
+	if (plain) {
+		snprintf(err, errlen, "hook command '%s' is not executable: check -o hook= "
+			 "or chmod +x it", prog);
+		return -EACCES;
+	}
+	return 0;
+}
+
 int supervise_start(const char *command, const char *mountpoint)
 {
 	sup.command = strdup(command);

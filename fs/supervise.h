@@ -13,6 +13,16 @@
 #ifndef HSMFS_SUPERVISE_H
 #define HSMFS_SUPERVISE_H
 
+#include <stddef.h>
+
+/*
+ * Before mounting: can COMMAND's program be run?  Its first word, as
+ * the hook would find it: a path, or a name looked up beside this hsmfs
+ * first, then in PATH.  A command whose first word the shell would
+ * expand or split (quotes, $, a redirection...) is left to the shell.
+ * 0, or -ENOENT / -EACCES with err saying which and how to fix it.
+ */
+int supervise_check(const char *command, char *err, size_t errlen);
 /* Copies its arguments.  0 or -errno. */
 int supervise_start(const char *command, const char *mountpoint);
 void supervise_stop(void);

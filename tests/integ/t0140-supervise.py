@@ -157,8 +157,31 @@ def test_ready():
     shutil.rmtree(mirror, ignore_errors=True)
 
 
+def test_missing_hook():
+    """A hook command that cannot be run fails the mount at once, with
+    one line naming it and why (it mounted, and the first ls hung while
+    the daemon restarted the missing command ten times)."""
+    d = tmpdir("hsmfs-nohook-")
+    store, mnt = os.path.join(d, "store"), os.path.join(d, "mnt")
+    os.mkdir(store)
+    os.mkdir(mnt)
+    plain = os.path.join(d, "not-a-program")
+    open(plain, "w").close()
+    for cmd, why in (("hsmfs-htp --origin x", "not found"), (plain + " arg", "not executable")):
+        p = subprocess.run([HSMFS, store, mnt, "-o", "hook=" + cmd], capture_output=True,
+                           timeout=30)
+        err = p.stderr.decode()
+        ok(p.returncode != 0 and why in err and cmd.split()[0] in err,
+           "hook=%s: the mount fails, saying so (%d: %s)" % (cmd.split()[0], p.returncode,
+                                                            err.strip()))
+        ok(not os.path.ismount(mnt), "and nothing is mounted")
+        eq(len(err.strip().splitlines()), 1, "in one line")
+    shutil.rmtree(d, ignore_errors=True)
+
+
 def run_all():
     test()
+    test_missing_hook()
     test_ready()
 
 
