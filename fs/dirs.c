@@ -581,6 +581,11 @@ int dirs_init(void)
 			else
 				elog_info("empty store: its names are listed from '%s' on first look",
 					 S.cfg.origin);
+		} else {
+			elog_warn("origin=%s: the store is not empty and has no state yet: it is "
+				  "served as it is, nothing is listed from the origin, which only files "
+				  "imported without a URL are fetched from (a zero-setup mount needs "
+				  "an empty store: hsmfs(8), origin=)", S.cfg.origin);
 		}
 		inode_fd_put(root);
 	} else if (S.cfg.origin && rows) {

@@ -36,6 +36,14 @@ def test():
         with Mount(store=store, opts="hook=%s,origin=%s" % (HTTP, ng.url("other/"))) as m:
             eq(sorted(os.listdir(m.mnt)), ["a.txt", "sub"], "a listed root keeps its names")
             ok(m.logged("its directories keep the origins"), "and the log says so")
+        # a plain directory with files, mounted with origin=: served as it
+        # is, nothing listed, and the log says so (it said nothing)
+        plain = tmpdir("hsmfs-plain-")
+        write_tree(plain, {"mine.txt": b"mine"})
+        with Mount(store=plain, opts="hook=%s,origin=%s" % (HTTP, ng.url("data/"))) as m:
+            eq(sorted(os.listdir(m.mnt)), ["mine.txt"], "a plain store with origin=: as it is")
+            ok(m.logged("is not empty"), "and the log says nothing is listed from the origin")
+        shutil.rmtree(plain, ignore_errors=True)
     shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(store, ignore_errors=True)
 
