@@ -255,7 +255,8 @@ int pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi,
 			/* not allowed (an unprivileged mount): do not ask again */
 			if (err == EPERM)
 				P.enabled = false;
-			if (err && !P.warned) {
+			/* EPERM unprivileged (the kernel allows it to root only): expected */
+			if (err && !P.warned && (err != EPERM || geteuid() == 0)) {
 				P.warned = true;
 				log_info("the kernel refused a passthrough backing file (%s): %s",
 					 strerror(err), err == EPERM ?

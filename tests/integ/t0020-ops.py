@@ -351,6 +351,9 @@ def test():
             for (name, w), (_, g) in zip(want, got):
                 eq(g, w, "same result on mount: %s" % name)
             eq(len(got), len(want), "transcript length")
+            # an unprivileged mount cannot pass through: expected, not news
+            ok("refused a passthrough" not in m.output(),
+               "no log line about a refused passthrough backing file")
 
             # the mount's view of inode numbers is the store's
             eq(os.stat(m.path("mm")).st_ino, os.stat(m.spath("mm")).st_ino,
