@@ -924,6 +924,19 @@ static int cmd_status(int argc, char **argv)
 		fprintf(stderr, "hsmfsctl: status needs at least one PATH\n");
 		return X_USAGE;
 	}
+	/* each PATH on a mount, before any table: none is news of a mount */
+	for (i = 1; i < argc; i++) {
+		char state[64];
+
+		if (!strcmp(argv[i], "--json") ||
+		    xattr(argv[i], "user.hsmfs.state", state, sizeof(state)) >= 0)
+			continue;
+		if (errno == ENODATA || errno == ENOTSUP)
+			fprintf(stderr, "hsmfsctl: '%s' is not on an hsmfs mount\n", argv[i]);
+		else
+			fprintf(stderr, "hsmfsctl: '%s': %s\n", argv[i], strerror(errno));
+		return X_STORE;
+	}
 	if (json)
 		printf("{\"files\": [");
 	else

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HSMFS, DEADLINE, Mount, diag, eq, is_mounted, is_root,
+from harness import (HSMFS, HSMFSCTL, DEADLINE, Mount, diag, eq, is_mounted, is_root,
                      main, ok, run, skip, tmpdir, tree_snapshot, unmount)
 
 
@@ -55,6 +55,14 @@ def test():
         for flag in ("--help", "-h"):
             rc, out = run([exe, flag])
             ok(rc == 0 and "usage: " + prog in out, "%s %s: its usage, exit 0" % (prog, flag))
+
+    # hsmfsctl status of a directory that is not on a mount: an error,
+    # not an empty table with a total and exit 0
+    plain = tmpdir("hsmfs-plain-")
+    rc, out = run([HSMFSCTL, "status", plain])
+    ok(rc != 0 and "not on an hsmfs mount" in out and "total" not in out,
+       "hsmfsctl status of a plain directory fails, saying so (%d: %s)" % (rc, out.strip()))
+    shutil.rmtree(plain, ignore_errors=True)
 
     d, store, mnt = fresh()
     try:
