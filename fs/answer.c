@@ -1,6 +1,7 @@
 /* answer.c - what hooks say to the engine: see answer.h */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -110,6 +111,25 @@ void events_hook_left(struct hook *h)
 			if (ev->stage_fd >= 0 && ev->type != HSMFS_EV_ARCHIVE) {
 				close_unlocked(ev->stage_fd);
 				ev->stage_fd = -1;
+			}
+			/*
+			 * A hook that dies on an event (a supervised one is
+			 * started again, and handed it again) is not handed it
+			 * for ever: the third loss fails it.  An archive keeps
+			 * its own backoff.
+			 */
+			if (ev->type != HSMFS_EV_ARCHIVE && ev->type != HSMFS_EV_ARCHIVE_NAME &&
+			    ++ev->hook_losses >= HOOK_LOSSES_MAX) {
+				char path[HSMFS_MAX_PATH + 1];
+
+				if (inode_path(ev->in, path, sizeof(path)) < 0)
+					snprintf(path, sizeof(path), "inode %llu",
+						 (unsigned long long)inode_ino(ev->in));
+				elog_warn("fill hooks left while handling the %s event of '/%s' %u "
+					  "times (the last '%s'): it fails", proto_event_name(ev->type),
+					  path, HOOK_LOSSES_MAX, h->name);
+				complete(ev, -EIO);
+				continue;
 			}
 			ev_set(ev, EV_QUEUED);
 			queue_add(ev);

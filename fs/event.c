@@ -197,6 +197,7 @@ void init_event(struct event *ev, uint32_t type, struct inode *in,
 	inode_ref(in);
 	ev->fs = NULL;
 	ev->hook = NULL;
+	ev->hook_losses = 0;
 	ev->ntargets = 0;
 	ev->detached = false;
 	ev->stream = false;

@@ -60,6 +60,8 @@ struct parked;
  */
 enum ev_state { EV_FREE, EV_QUEUED, EV_SENT, EV_FILLED, EV_COPYING, EV_DONE };
 
+#define HOOK_LOSSES_MAX 3 /* fill hooks that may leave holding one event */
+
 struct event {
 	uint64_t id;               /* 0 when free */
 	uint32_t type;             /* HSMFS_EV_* */
@@ -74,6 +76,8 @@ struct event {
 	int stage_fd;              /* PRE_ACCESS: the staging file of the
 				    * current delivery (owned), or -1 */
 	struct hook *hook;         /* PRE_ACCESS: the fill hook it went to */
+	uint8_t hook_losses;       /* fill hooks that left holding it: at
+				    * HOOK_LOSSES_MAX it fails (answer.c) */
 	struct hook *targets[HOOKS_MAX]; /* hooks yet to answer (all must allow);
 					  * NULL: one that left, see orphans */
 	bool unsent[HOOKS_MAX];    /* targets[i] could not take the event yet:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A fill/watch hook in Python, on the hsmfs_hook module (python/).
 
-    pyhook.py MOUNTPOINT --log FILE [--mode mirror|deny|deny-whole|allow-uid|silent|allow]
+    pyhook.py MOUNTPOINT --log FILE [--mode mirror|deny|deny-whole|allow-uid|silent|allow|crash]
               [--allow-uid UID]
               [--mirror DIR] [--errno N] [--delay S] [--delay-min BYTES]
               [--progress S]
@@ -168,6 +168,8 @@ def main():
             fd = fds[0] if fds else None
             for extra in fds[1:]:
                 os.close(extra)
+            if a.mode == "crash":
+                os._exit(3)  # a hook that dies on every event it is handed
             if a.mode == "silent":
                 if fd is not None:
                     os.close(fd)

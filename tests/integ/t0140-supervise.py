@@ -179,8 +179,29 @@ def test_missing_hook():
     shutil.rmtree(d, ignore_errors=True)
 
 
+def test_crashing_hook():
+    """A fill hook that dies on every event it is handed (supervised: it
+    is started again, and handed the same event) is not handed it for
+    ever: after three, the event fails, long before its timeout, and the
+    log says so."""
+    d = tmpdir("hsmfs-crash-")
+    log = os.path.join(d, "hook.log")
+    cmd = "%s %s --log %s --mode crash" % (sys.executable, PYHOOK, log)
+    with Mount(opts="timeout=60,hook=" + cmd.replace(",", "\\,")) as m:
+        eq(import_manifest(m.mnt, [{"path": "p", "size": 5000}])[0], 0, "import")
+        t0 = time.monotonic()
+        err = errno_of(lambda: open(m.path("p"), "rb").read())
+        took = time.monotonic() - t0
+        ok(err == errno.EIO and took < 20,
+           "a read whose hook dies on it fails with EIO in %.1f s (%s), not at the 60 s timeout"
+           % (took, errno.errorcode.get(err, err)))
+        ok(m.logged("left while handling"), "the log says why")
+    shutil.rmtree(d, ignore_errors=True)
+
+
 def run_all():
     test()
+    test_crashing_hook()
     test_missing_hook()
     test_ready()
 
