@@ -13,6 +13,7 @@
 #include "log.h"
 
 static enum log_level max_level = LOG_LVL_INFO;
+static char mount_tag[256];      /* "MOUNTPOINT: ", once known */
 static bool use_syslog;
 static int file_dir = -1, file_fd = -1; /* no syslog: LOG_FILE in file_dir */
 static pthread_mutex_t file_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -20,6 +21,11 @@ static pthread_mutex_t file_lock = PTHREAD_MUTEX_INITIALIZER;
 void log_set_level(enum log_level max)
 {
 	max_level = max;
+}
+
+void log_set_mount(const char *mountpoint)
+{
+	snprintf(mount_tag, sizeof(mount_tag), "%s: ", mountpoint);
 }
 
 void log_to_syslog(const char *ident, int state_fd)
@@ -68,8 +74,10 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 	may_block("a log line");
 	va_start(ap, fmt);
 	if (use_syslog) {
-		vsyslog(prio[lvl], fmt, ap);
+		/* which mount: a machine has several */
+		vsnprintf(buf, sizeof(buf), fmt, ap);
 		va_end(ap);
+		syslog(prio[lvl], "%s%s", mount_tag, buf);
 		return;
 	}
 	if (file_fd >= 0) {
@@ -77,7 +85,7 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 		struct tm tm;
 
 		n = (int)strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S ", localtime_r(&t, &tm));
-		n += snprintf(buf + n, sizeof(buf) - n, "hsmfs[%d]: ", (int)getpid());
+		n += snprintf(buf + n, sizeof(buf) - n, "hsmfs[%d]: %s", (int)getpid(), mount_tag);
 	} else {
 		n = snprintf(buf, sizeof(buf), "hsmfs: ");
 	}

@@ -2,7 +2,8 @@
  * log.h - the daemon's one log sink.
  *
  * Before daemonizing, messages go to stderr prefixed "hsmfs: ".  After
- * log_to_syslog(), they go to syslog(3) with the same text; on a machine
+ * log_to_syslog(), they go to syslog(3) with the same text, led by the
+ * mountpoint once log_set_mount() gave it; on a machine
  * without a syslog socket (/dev/log), to LOG_FILE in the store's state
  * directory instead, with a time, kept under LOG_FILE_MAX bytes by
  * turning it into LOG_FILE.1 (one old file kept).  Only the
@@ -21,6 +22,8 @@ void log_set_level(enum log_level max);
 #define LOG_FILE "hsmfs.log"
 #define LOG_FILE_MAX (1u << 20)
 
+/* Name the mount in every line to syslog or LOG_FILE from now on (copied). */
+void log_set_mount(const char *mountpoint);
 /* state_fd: the directory for LOG_FILE when there is no syslog (borrowed). */
 void log_to_syslog(const char *ident, int state_fd);
 void log_msg(enum log_level lvl, const char *fmt, ...)

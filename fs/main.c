@@ -305,7 +305,8 @@ int main(int argc, char *argv[])
 	if (takeover) {
 		o.foreground = true;
 		o.ready_fd = -1; /* the first daemon's, long gone */
-		if (in_syslog)
+		/* syslog, or the store's log file once the store is open */
+		if (in_syslog && !access("/dev/log", W_OK))
 			log_to_syslog("hsmfs", -1);
 	}
 	if (kept && !takeover)
@@ -369,12 +370,15 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 
+	log_set_mount(mnt_path);
 	res = store_open_held(store_path, takeover ? klock : -1, &store, err, sizeof(err));
 	if (res) {
 		log_err("%s", err);
 		rc = EXIT_STORE;
 		goto out;
 	}
+	if (takeover && in_syslog && access("/dev/log", W_OK))
+		log_to_syslog("hsmfs", store.state_fd); /* no syslog: the store's log file */
 	umask(0); /* modes arrive from the kernel with the caller's umask applied */
 	was_clean = check_was_clean(store.state_fd);
 	res = open_meta(store_path, store.root_fd, &meta);

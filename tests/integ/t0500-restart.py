@@ -48,7 +48,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFS, HSMFSCTL, Hook, Mount, diag, eq, import_manifest, main,  # noqa: E402
-                     ok, run, tmpdir, wait_for, write_tree)
+                     ok, run, skip, tmpdir, wait_for, write_tree)
 
 FAULT_BATCH_TAKEN = "batch-taken"  # fs/fault.h
 MIRROR = os.path.join(os.path.dirname(os.path.abspath(HSMFS)), "hsmfs-mirror")
@@ -741,6 +741,36 @@ def test_pin_unrecorded():
         hook.wait()
 
 
+def test_background_log():
+    """A mount in the background on a machine without a syslog socket
+    logs to STORE/.hsmfs/hsmfs.log, each line naming the mount; the
+    daemon a keeper starts after a crash logs there too (it logged to a
+    syslog that was not there: nothing said why the mount paused)."""
+    if os.path.exists("/dev/log"):
+        skip("the background log after a restart", "this machine has a syslog socket")
+        return
+    d = tmpdir("hsmfs-bg-")
+    store, mnt = os.path.join(d, "store"), os.path.join(d, "mnt")
+    os.mkdir(store)
+    os.mkdir(mnt)
+    eq(subprocess.run([HSMFS, store, mnt]).returncode, 0, "mounted in the background")
+    logf = os.path.join(store, ".hsmfs", "hsmfs.log")
+    try:
+        keeper = int(open(os.path.join(store, ".hsmfs", "lock")).read())
+        kids = open("/proc/%d/task/%d/children" % (keeper, keeper)).read().split()
+        os.kill(int(kids[0]), signal.SIGKILL)
+        wait_for(lambda: os.path.exists(logf) and "took over the mount" in open(logf).read(),
+                 "the next daemon's lines in the log", deadline=10)
+        ok(True, "the daemon started after the crash logs to the store's log")
+    except TimeoutError:
+        ok(False, "the daemon started after the crash logs to the store's log")
+    finally:
+        subprocess.run(["fusermount3", "-u", mnt])
+    lines = open(logf).read().splitlines() if os.path.exists(logf) else []
+    eq([ln for ln in lines if mnt not in ln], [], "every line names the mount")
+    shutil.rmtree(d, ignore_errors=True)
+
+
 def test_keeper():
     """The keeper's own ends: SIGTERM unmounts cleanly; a daemon that
     cannot start again (its binary removed) makes it give up after five
@@ -773,5 +803,5 @@ def test_keeper():
         shutil.rmtree(d, ignore_errors=True)
 
 
-main(lambda: (test_users(), test_open_flags(), test_pin_unrecorded(), test_made_unrecorded(), test_passthrough_writer(), test_watchers_back(), test_release_reuse(), test_requests_during_init(), test_inflight(), test_names(), test_unrecorded(), test_workload(),
+main(lambda: (test_users(), test_open_flags(), test_background_log(), test_pin_unrecorded(), test_made_unrecorded(), test_passthrough_writer(), test_watchers_back(), test_release_reuse(), test_requests_during_init(), test_inflight(), test_names(), test_unrecorded(), test_workload(),
               test_takeover_steps(), test_restart_cmd(), test_keeper()))
