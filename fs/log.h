@@ -24,6 +24,12 @@ void log_set_level(enum log_level max);
 
 /* Name the mount in every line to syslog or LOG_FILE from now on (copied). */
 void log_set_mount(const char *mountpoint);
+/*
+ * -o log=PATH (absolute): every line goes there from now on, with a
+ * time, kept under LOG_FILE_MAX bytes as LOG_FILE is (PATH.1); syslog
+ * and the store's file are not used.  0 or -errno.
+ */
+int log_to_path(const char *path);
 /* state_fd: the directory for LOG_FILE when there is no syslog (borrowed). */
 void log_to_syslog(const char *ident, int state_fd);
 void log_msg(enum log_level lvl, const char *fmt, ...)

@@ -93,6 +93,9 @@ static void usage(void)
 "  cache_min_free=SIZE|N%%  keep this much of the store's filesystem free\n"
 "  hook=COMMAND       start COMMAND MOUNTPOINT as a hook, restart it if it exits\n"
 "  origin=URL         base URL for files imported without one (for hsmfs-http)\n"
+"  log=FILE           log to FILE once mounted (default: syslog, else\n"
+"                     STORE/.hsmfs/hsmfs.log in the background)\n"
+"  log_level=LEVEL    err, warn, info (default) or debug\n"
 "  no_default_permissions  with allow_other, let hsmfs run every access\n"
 "                     with its own rights instead of the kernel's checks\n"
 "\n"
@@ -299,6 +302,19 @@ int main(int argc, char *argv[])
 	}
 	if (o.debug)
 		log_set_level(LOG_LVL_DEBUG); /* -d: the daemon's own debug lines too */
+	if (o.log_level >= 0)
+		log_set_level((enum log_level)o.log_level);
+	if (o.log_file && o.log_file[0] != '/') {
+		/* the daemon's directory is / by then */
+		char cwd[PATH_MAX], *abs = NULL;
+
+		if (!getcwd(cwd, sizeof(cwd)) || asprintf(&abs, "%s/%s", cwd, o.log_file) < 0) {
+			log_err("log=%s: cannot make it an absolute path", o.log_file);
+			return EXIT_USAGE;
+		}
+		free(o.log_file);
+		o.log_file = abs;
+	}
 	/* started by a keeper (keeper.h): its mount, its lock, its saved region */
 	takeover = keeper_inherited(&kfuse, &klock, &ksaved, &kmnt, &in_syslog);
 	kept = takeover || !o.norestart;
@@ -371,6 +387,8 @@ int main(int argc, char *argv[])
 	}
 
 	log_set_mount(mnt_path);
+	if (takeover && o.log_file && (res = log_to_path(o.log_file)) < 0)
+		log_err("log=%s: %s", o.log_file, strerror(-res));
 	res = store_open_held(store_path, takeover ? klock : -1, &store, err, sizeof(err));
 	if (res) {
 		log_err("%s", err);
@@ -471,6 +489,12 @@ int main(int argc, char *argv[])
 		goto out;
 	} else {
 		mounted = true;
+	}
+	/* from here on no error is the terminal's: log= takes the lines */
+	if (o.log_file && !takeover && (res = log_to_path(o.log_file)) < 0) {
+		log_err("log=%s: %s", o.log_file, strerror(-res));
+		rc = EXIT_USAGE;
+		goto out;
 	}
 	if (!o.foreground || (kept && !takeover)) {
 		/*

@@ -207,6 +207,23 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 		o->hook = strdup(val);
 		return o->hook ? 0 : fail(err, errlen, "out of memory");
 	}
+	if (KEY("log")) {
+		if (!val || !*val)
+			return fail(err, errlen, "option 'log=' needs a file");
+		free(o->log_file);
+		o->log_file = strdup(val);
+		return o->log_file ? 0 : fail(err, errlen, "out of memory");
+	}
+	if (KEY("log_level")) {
+		static const char *const names[] = { "err", "warn", "info", "debug" };
+
+		for (int i = 0; val && i < 4; i++)
+			if (!strcmp(val, names[i])) {
+				o->log_level = i;
+				return 0;
+			}
+		return fail(err, errlen, "option 'log_level' needs err, warn, info or debug");
+	}
 	if (KEY("origin")) {
 		if (!val || !*val)
 			return fail(err, errlen, "option 'origin=' needs a URL");
@@ -379,6 +396,7 @@ static void set_defaults(struct hsmfs_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->ready_fd = -1;
+	o->log_level = -1;
 	o->entry_timeout = 1.0;
 	o->attr_timeout = 1.0;
 	o->negative_timeout = 0.0;
@@ -495,7 +513,8 @@ void opts_free(struct hsmfs_opts *o)
 	free(o->fuse_opts);
 	free(o->hook);
 	free(o->origin);
-	o->store = o->mountpoint = o->fuse_opts = o->hook = o->origin = NULL;
+	free(o->log_file);
+	o->store = o->mountpoint = o->fuse_opts = o->hook = o->origin = o->log_file = NULL;
 }
 
 bool opts_fuse_conf_allows_other(const char *text)

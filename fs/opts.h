@@ -86,6 +86,8 @@ struct hsmfs_opts {
 	unsigned long long readahead;  /* the bdi's read_ahead (bytes), 0: as it is */
 	char *hook;              /* hook=COMMAND to start and supervise, or NULL */
 	char *origin;            /* origin=URL base for files with no url, or NULL */
+	char *log_file;          /* log=PATH: the log goes there, or NULL */
+	int log_level;           /* log_level=: a LOG_LVL_* (log.h), -1: the default */
 	unsigned long long cache_max;      /* cache_max=SIZE, 0 = no limit */
 	unsigned long long cache_min_free; /* cache_min_free=SIZE, 0 = none */
 	unsigned cache_min_free_pct;       /* cache_min_free=N%, 0 = none */

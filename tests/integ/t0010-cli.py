@@ -12,8 +12,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HSMFS, HSMFSCTL, DEADLINE, Mount, diag, eq, is_mounted, is_root,
-                     main, ok, run, skip, tmpdir, tree_snapshot, unmount)
+from harness import (HSMFS, HSMFSCTL, DEADLINE, Hook, Mount, diag, eq, is_mounted, is_root,
+                     main, ok, run, skip, tmpdir, tree_snapshot, unmount, wait_for)
 
 
 def fresh():
@@ -63,6 +63,23 @@ def test():
     ok(rc != 0 and "not on an hsmfs mount" in out and "total" not in out,
        "hsmfsctl status of a plain directory fails, saying so (%d: %s)" % (rc, out.strip()))
     shutil.rmtree(plain, ignore_errors=True)
+
+    # log=FILE, log_level=: the lines go there, each naming the mount,
+    # at the level asked; a bad level is refused at once
+    logdir = tmpdir("hsmfs-log-")
+    logf = os.path.join(logdir, "my.log")
+    with Mount(opts="log=%s,log_level=debug" % logf) as m:
+        Hook(m.mnt, "--kind", "watch", "--mask", "modify").kill()  # logged: info
+        wait_for(lambda: os.path.exists(logf) and "disconnected" in open(logf).read(),
+                 "the hook's lines in the log")
+    lines = open(logf).read().splitlines() if os.path.exists(logf) else []
+    ok(lines and all(m.mnt in ln for ln in lines) and "hsmfs: " not in m.output(),
+       "log=FILE: the lines go there, each naming the mount (%d lines)" % len(lines))
+    with Mount(opts="log=%s,log_level=err" % logf) as m:
+        Hook(m.mnt, "--kind", "watch", "--mask", "modify").kill()
+    eq(open(logf).read().splitlines(), lines, "log_level=err: no info line added")
+    bad("log_level=loud", [logdir, logdir + "/mnt", "-o", "log_level=loud"], 1, "log_level")
+    shutil.rmtree(logdir, ignore_errors=True)
 
     d, store, mnt = fresh()
     try:
