@@ -912,8 +912,9 @@ unsigned events_replay_claims(void)
 		if (inode_ino(in) != c.ino || events_load(in))
 			continue;
 		if (c.flags & SAVED_CLAIM_MADE) {
-			/* made on the mount, its row never committed: made again */
-			if (!inode_state(in)) {
+			/* made on the mount, its row never committed: made again,
+			 * unless removed since (open still: its orphan link) */
+			if (!inode_state(in) && !inode_orphaned(in)) {
 				events_created(in);
 				n++;
 			}

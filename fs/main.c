@@ -406,13 +406,6 @@ int main(int argc, char *argv[])
 		rc = EXIT_STORE;
 		goto out;
 	}
-	if (takeover) {
-		unsigned n = ops_resend_removals();
-
-		if (n)
-			log_info("recorded %u removal%s the last daemon made in the store", n,
-				 n == 1 ? "" : "s");
-	}
 	if (!was_clean) {
 		uint64_t rows = 0;
 
@@ -612,6 +605,18 @@ int main(int argc, char *argv[])
 	}
 	if (takeover) {
 		/*
+		 * The removals the last daemon made and did not record, first:
+		 * a claim of a file removed since is then of no row, and not
+		 * made again.
+		 */
+		unsigned n = ops_resend_removals();
+
+		if (n)
+			log_info("recorded %u removal%s the last daemon made in the store", n,
+				 n == 1 ? "" : "s");
+	}
+	if (takeover) {
+		/*
 		 * The user's changes the last daemon answered and never
 		 * committed, committed now: before the check below compares
 		 * the rows with the store, and before any read may fill.
@@ -622,13 +627,6 @@ int main(int argc, char *argv[])
 			writeback_sync();
 			log_info("took over %u change%s not yet recorded", n, n == 1 ? "" : "s");
 		}
-	}
-	if (takeover) {
-		unsigned n = ops_resend_removals();
-
-		if (n)
-			log_info("recorded %u removal%s the last daemon made in the store", n,
-				 n == 1 ? "" : "s");
 	}
 	if (!was_clean) {
 		uint64_t rows = 0;

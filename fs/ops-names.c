@@ -476,22 +476,28 @@ out:
  * (the node's, or below it) are tried again.
  */
 static void resent_renamed(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
-			   const char *newname)
+			   const char *newname, unsigned int flags)
 {
-	struct stat st;
+	struct stat st, xst;
 	struct inode *src = inode_hold_name(IN(newparent), newname, false, &st);
+	/* an exchange: the other node is at the old name now */
+	struct inode *other = flags & RENAME_EXCHANGE ?
+				      inode_hold_name(IN(parent), name, false, &xst) : NULL;
 
-	if (src) {
+	if (src)
 		inode_moved(src, IN(newparent), newname);
-		inode_release(src);
-		ops_lost_retry();
-	}
+	if (other && other != src)
+		inode_moved(other, IN(parent), name);
+	inode_release(src);
+	inode_release(other);
+	ops_lost_retry();
 	/*
 	 * A file's rows after the node's, as do_rename() does (the same done
 	 * twice: the rows under the old name move, none is left the second
-	 * time); a directory's tree ops for the origin are not (hsmfs(8)).
+	 * time); a directory's tree ops for the origin are not (hsmfs(8)),
+	 * and an exchange moves no rows (do_rename()).
 	 */
-	if (!S_ISDIR(st.st_mode) && st.st_nlink)
+	if (!(flags & RENAME_EXCHANGE) && !S_ISDIR(st.st_mode) && st.st_nlink)
 		events_renamed(IN(parent), name, IN(newparent), newname, false);
 }
 
@@ -505,7 +511,7 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 
 	if (resent_done(1, newparent, newname, true, &res)) {
 		if (!res)
-			resent_renamed(parent, name, newparent, newname);
+			resent_renamed(parent, name, newparent, newname, flags);
 		reply_err(req, res);
 		resend_end();
 		return;

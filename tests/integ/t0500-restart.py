@@ -282,6 +282,32 @@ def test_names():
     crash_op("op-done", "rename dir", mk_open, lambda m: os.rename(m.path("d"), m.path("d2")),
              write_read("a file open below a renamed directory"), opts="nopassthrough")
 
+    # an exchange of two open files, crashed once done: each handle goes
+    # on with its own file, each name shows the other's bytes
+    def mk_two(m):
+        mk(m)
+        held["f"] = open(m.path("d", "f"), "r+b")
+        held["g"] = open(m.path("d", "g"), "r+b")
+
+    def exchange(m):
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.renameat2(-100, m.path("d", "f").encode(), -100, m.path("d", "g").encode(), 2):
+            raise OSError(ctypes.get_errno(), "renameat2")
+
+    def exchanged(m, r):
+        f, g = held.pop("f"), held.pop("g")
+        try:
+            got = (os.pread(f.fileno(), 10, 0), os.pread(g.fileno(), 10, 0),
+                   open(m.path("d", "f"), "rb").read(), open(m.path("d", "g"), "rb").read())
+        except OSError as e:
+            got = e
+        f.close()
+        g.close()
+        eq(got, (b"x", b"y", b"y", b"x"),
+           "an exchange crashed once done: the handles read their files, the names swapped")
+    crash_op("op-done", "exchange", mk_two, exchange, exchanged, opts="nopassthrough")
+
     # a file created on a mount that archives, crashed once made: the
     # resent create finds it made by the last daemon, and records it as
     # made on the mount (it was opened as found: never archived)
@@ -714,9 +740,18 @@ def test_made_unrecorded():
     with Mount(opts="archive_after=3600", env={"HSMFS_DELAY": FAULT_BATCH_TAKEN + ":2000"}) as m:
         with open(m.path("made"), "wb") as f:
             f.write(b"made just before the crash")
+        # and one made and removed while still open (a temporary file):
+        # not made again, it is nobody's to archive
+        tmp = open(m.path("tmp"), "wb")
+        tmp.write(b"temporary")
+        tmp.flush()
+        os.unlink(m.path("tmp"))
         kill_daemon(m)
         eq(os.getxattr(m.path("made"), "user.hsmfs.state").decode().replace(",passthrough", ""),
            "dirty,new", "the file made before the crash is still to be archived")
+        ok("new" not in os.getxattr(tmp.fileno(), "user.hsmfs.state").decode(),
+           "the one removed while open is not made again")
+        tmp.close()
 
 
 def test_pin_unrecorded():
