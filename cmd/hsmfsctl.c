@@ -927,8 +927,11 @@ static int cmd_status(int argc, char **argv)
 	/* each PATH on a mount, before any table: none is news of a mount */
 	for (i = 1; i < argc; i++) {
 		char state[64];
+		struct stat st;
 
+		/* a link or a device has no state to show, on a mount or not */
 		if (!strcmp(argv[i], "--json") ||
+		    (!lstat(argv[i], &st) && !S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) ||
 		    xattr(argv[i], "user.hsmfs.state", state, sizeof(state)) >= 0)
 			continue;
 		if (errno == ENODATA || errno == ENOTSUP)

@@ -304,17 +304,6 @@ int main(int argc, char *argv[])
 		log_set_level(LOG_LVL_DEBUG); /* -d: the daemon's own debug lines too */
 	if (o.log_level >= 0)
 		log_set_level((enum log_level)o.log_level);
-	if (o.log_file && o.log_file[0] != '/') {
-		/* the daemon's directory is / by then */
-		char cwd[PATH_MAX], *abs = NULL;
-
-		if (!getcwd(cwd, sizeof(cwd)) || asprintf(&abs, "%s/%s", cwd, o.log_file) < 0) {
-			log_err("log=%s: cannot make it an absolute path", o.log_file);
-			return EXIT_USAGE;
-		}
-		free(o.log_file);
-		o.log_file = abs;
-	}
 	/* started by a keeper (keeper.h): its mount, its lock, its saved region */
 	takeover = keeper_inherited(&kfuse, &klock, &ksaved, &kmnt, &in_syslog);
 	kept = takeover || !o.norestart;

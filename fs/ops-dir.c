@@ -251,9 +251,11 @@ void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct dir_handle *d = dir_of(fi);
+	struct dir_handle *d;
 	int placeholder = -1;
 
+	ops_lost_forget(fi->fh); /* before anything is read of it: no retry meanwhile */
+	d = dir_of(fi);
 	if (d) {
 		dir_set((int)fi->fh, NULL, NULL);
 		inode_open_dec(IN(ino));
@@ -261,7 +263,6 @@ void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		   __atomic_load_n(&saved_open_rec((int)fi->fh)->kind, __ATOMIC_ACQUIRE) ==
 			   SAVED_OPEN_DIR) {
 		/* a placeholder left by a takeover (saved.h) */
-		ops_lost_forget(fi->fh);
 		saved_open_set(saved_open_rec((int)fi->fh), (int)fi->fh, SAVED_OPEN_FREE);
 		placeholder = (int)fi->fh;
 	}

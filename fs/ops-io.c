@@ -59,12 +59,19 @@ static struct {
 	pthread_cond_t answered;
 } IO = { .lock = PTHREAD_MUTEX_INITIALIZER, .answered = PTHREAD_COND_INITIALIZER };
 
+static void unlock_io(void *arg)
+{
+	pthread_mutex_unlock(arg);
+}
+
 static void init_wait(void)
 {
 	pthread_mutex_lock(&IO.lock);
+	/* libfuse cancels its workers at exit: one cancelled here unlocks */
+	pthread_cleanup_push(unlock_io, &IO.lock);
 	while (atomic_load(&IO.init_pending))
 		pthread_cond_wait(&IO.answered, &IO.lock);
-	pthread_mutex_unlock(&IO.lock);
+	pthread_cleanup_pop(1);
 }
 
 static void init_answered(void)

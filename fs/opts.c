@@ -208,8 +208,9 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 		return o->hook ? 0 : fail(err, errlen, "out of memory");
 	}
 	if (KEY("log")) {
-		if (!val || !*val)
-			return fail(err, errlen, "option 'log=' needs a file");
+		/* absolute: a daemon restarted in the background runs from / */
+		if (!val || val[0] != '/')
+			return fail(err, errlen, "option 'log=' needs an absolute path");
 		free(o->log_file);
 		o->log_file = strdup(val);
 		return o->log_file ? 0 : fail(err, errlen, "out of memory");

@@ -209,6 +209,13 @@ int supervise_check(const char *command, char *err, size_t errlen)
 		return 0; /* the shell's to read */
 	memcpy(prog, command, n);
 	prog[n] = '\0';
+	/* a builtin or keyword of the shell: the shell's to run */
+	for (const char *const *b = (const char *const[]){ "exec", "command", "eval", ".",
+							  "source", "if", "for", "while",
+							  "until", "case", "time", "!", NULL };
+	     *b; b++)
+		if (!strcmp(prog, *b))
+			return 0;
 	if (strchr(prog, '/')) {
 		found = !access(prog, F_OK);
 		plain = found && access(prog, X_OK);

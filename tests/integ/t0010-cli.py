@@ -63,6 +63,12 @@ def test():
     ok(rc != 0 and "not on an hsmfs mount" in out and "total" not in out,
        "hsmfsctl status of a plain directory fails, saying so (%d: %s)" % (rc, out.strip()))
     shutil.rmtree(plain, ignore_errors=True)
+    with Mount() as m:
+        open(m.path("f"), "w").close()
+        os.symlink("f", m.path("l"))
+        rc, out = run([HSMFSCTL, "status", m.path("f"), m.path("l")])
+        ok(rc == 0 and "total" in out, "hsmfsctl status of a file and a link on a mount: "
+           "a table (%d)" % rc)
 
     # log=FILE, log_level=: the lines go there, each naming the mount,
     # at the level asked; a bad level is refused at once
@@ -79,6 +85,7 @@ def test():
         Hook(m.mnt, "--kind", "watch", "--mask", "modify").kill()
     eq(open(logf).read().splitlines(), lines, "log_level=err: no info line added")
     bad("log_level=loud", [logdir, logdir + "/mnt", "-o", "log_level=loud"], 1, "log_level")
+    bad("log=relative", [logdir, logdir + "/mnt", "-o", "log=my.log"], 1, "absolute path")
     shutil.rmtree(logdir, ignore_errors=True)
 
     d, store, mnt = fresh()

@@ -176,6 +176,9 @@ def test_missing_hook():
                                                             err.strip()))
         ok(not os.path.ismount(mnt), "and nothing is mounted")
         eq(len(err.strip().splitlines()), 1, "in one line")
+    # a command led by a builtin of the shell is the shell's to run
+    with Mount(opts="hook=exec true") as m:
+        ok(os.path.ismount(m.mnt), "hook=exec true mounts")
     shutil.rmtree(d, ignore_errors=True)
 
 
