@@ -13,6 +13,26 @@
 
 #ifndef NDEBUG
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+/*
+ * The environment, read once: named points sit on the write and release
+ * paths of debug builds (the default build type), where a getenv() per
+ * request would be a scan of the environment per request.
+ */
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+static const char *env_at, *env_log, *env_delay;
+
+static void env_read(void)
+{
+	env_at = getenv("HSMFS_CRASH_AT");
+	env_log = getenv("HSMFS_CRASH_LOG");
+	env_delay = getenv("HSMFS_DELAY");
+}
+
+static void env_get(void)
+{
+	pthread_once(&env_once, env_read);
+}
 static unsigned long steps;
 
 /* HSMFS_DELAY=NAME:MS: MS for name, else 0 */
@@ -29,7 +49,10 @@ static void crash(void)
 
 static unsigned long delay_of(const char *name)
 {
-	const char *delay = getenv("HSMFS_DELAY"), *colon;
+	const char *delay, *colon;
+
+	env_get();
+	delay = env_delay;
 
 	colon = delay ? strchr(delay, ':') : NULL;
 	if (!colon || (size_t)(colon - delay) != strlen(name) ||
@@ -68,8 +91,8 @@ static bool crash_here(const char *at, const char *name, unsigned long n)
 
 void fault_point(const char *name)
 {
-	const char *at = getenv("HSMFS_CRASH_AT"), *logp = getenv("HSMFS_CRASH_LOG");
-	unsigned long n, ms = delay_of(name);
+	unsigned long n, ms = delay_of(name); /* env_get() */
+	const char *at = env_at, *logp = env_log;
 
 	if (at || logp) {
 		char tag[32];
@@ -91,7 +114,11 @@ void fault_point(const char *name)
 void fault_named(const char *name)
 {
 	static unsigned long named; /* lock held */
-	const char *at = getenv("HSMFS_CRASH_AT"), *colon = at ? strchr(at, ':') : NULL;
+	const char *at, *colon;
+
+	env_get();
+	at = env_at;
+	colon = at ? strchr(at, ':') : NULL;
 
 	if (!colon || (size_t)(colon - at) != strlen(name) || strncmp(at, name, colon - at))
 		return;
@@ -103,8 +130,8 @@ void fault_named(const char *name)
 
 void fault_delay(const char *name)
 {
-	const char *logp = getenv("HSMFS_CRASH_LOG");
-	unsigned long ms = delay_of(name);
+	unsigned long ms = delay_of(name); /* env_get() */
+	const char *logp = env_log;
 
 	if (!ms)
 		return;

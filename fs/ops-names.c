@@ -63,23 +63,28 @@ static uint64_t name_ino(fuse_ino_t parent, const char *name)
 
 /*
  * A request the kernel resent that the last daemon carried out
- * (ops-resend.c): true, and *res its result.  want: the store shows it
- * done (the name there: made; gone: removed; moved: a rename's file).
+ * (ops-resend.c): true, *res its result and *ret_aux its record's aux.
+ * want: the store shows it done (the name there: made; gone: removed;
+ * moved: a rename's file).
  */
 static bool resent_done(uint64_t want_ino, fuse_ino_t parent, const char *name, bool made,
-			int *res)
+			int *res, uint64_t *ret_aux)
 {
 	uint64_t aux = 0, ino;
 	int r = 0;
 
+	*ret_aux = 0;
+
 	switch (resend_lookup(ops_io_unique(), &aux, &r)) {
 	case RESEND_DONE:
 		*res = r;
+		*ret_aux = aux;
 		return true;
 	case RESEND_BEGUN:
 		ino = name_ino(parent, name);
 		if (want_ino ? ino == aux : made ? ino != 0 : ino == 0) {
 			*res = 0;
+			*ret_aux = aux;
 			return true;
 		}
 		return false;
@@ -92,9 +97,10 @@ static bool resent_done(uint64_t want_ino, fuse_ino_t parent, const char *name, 
 static bool made_before(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fuse_entry_param e;
+	uint64_t aux;
 	int res;
 
-	if (!resent_done(0, parent, name, true, &res))
+	if (!resent_done(0, parent, name, true, &res, &aux))
 		return false;
 	if (!res)
 		res = do_lookup(parent, name, &e);
@@ -104,10 +110,10 @@ static bool made_before(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 static bool removed_before(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	uint64_t aux = 0;
-	int res, was;
+	uint64_t aux;
+	int res;
 
-	if (!resent_done(0, parent, name, false, &res))
+	if (!resent_done(0, parent, name, false, &res, &aux))
 		return false;
 	/*
 	 * What follows the store's removal, done again (each is the same
@@ -115,8 +121,7 @@ static bool removed_before(fuse_req_t req, fuse_ino_t parent, const char *name)
 	 * the origin (events_unlinked() finds no row if the last daemon got
 	 * that far).
 	 */
-	if (!res && resend_lookup(ops_io_unique(), &aux, &was) != RESEND_NONE &&
-	    (aux & RESEND_REMOVED_LAST))
+	if (!res && (aux & RESEND_REMOVED_LAST))
 		events_unlinked(NULL, aux & ~RESEND_REMOVED_LAST, true);
 	reply_err(req, res);
 	resend_end();
@@ -507,9 +512,10 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 	struct later args = { .step = LATER_RENAME, .parent = parent, .name = name,
 			      .newparent = newparent, .name2 = newname, .flags = flags,
 			      .unique = ops_io_unique() };
+	uint64_t aux;
 	int res;
 
-	if (resent_done(1, newparent, newname, true, &res)) {
+	if (resent_done(1, newparent, newname, true, &res, &aux)) {
 		if (!res)
 			resent_renamed(parent, name, newparent, newname, flags);
 		reply_err(req, res);

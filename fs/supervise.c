@@ -146,41 +146,6 @@ static void *supervise_main(void *arg)
 	return NULL;
 }
 
-/*
- * The hook's environment: the daemon's, with the daemon's own directory
- * first in PATH, so that hook=hsmfs-http finds the hsmfs-http installed
- * (or built) beside this hsmfs before any other.  NULL: no memory.
- */
-static char **hook_environ(void)
-{
-	char exe[PATH_MAX], *slash, **envp, *path = NULL;
-	const char *old = getenv("PATH");
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	size_t count = 0, k = 0;
-
-	if (n <= 0)
-		return environ;
-	exe[n] = '\0';
-	slash = strrchr(exe, '/');
-	if (!slash)
-		return environ;
-	*slash = '\0';
-	if (asprintf(&path, "PATH=%s:%s", exe, old ? old : "/usr/local/bin:/usr/bin:/bin") < 0)
-		return NULL;
-	while (environ[count])
-		count++;
-	envp = calloc(count + 2, sizeof(*envp));
-	if (!envp) {
-		free(path);
-		return NULL;
-	}
-	envp[k++] = path;
-	for (size_t i = 0; i < count; i++)
-		if (strncmp(environ[i], "PATH=", 5))
-			envp[k++] = environ[i];
-	return envp;
-}
-
 /* The directory of the running hsmfs into dir (PATH_MAX): 0, or -1. */
 static int own_dir(char *dir)
 {
@@ -195,6 +160,35 @@ static int own_dir(char *dir)
 		return -1;
 	*slash = '\0';
 	return 0;
+}
+
+/*
+ * The hook's environment: the daemon's, with the daemon's own directory
+ * first in PATH, so that hook=hsmfs-http finds the hsmfs-http installed
+ * (or built) beside this hsmfs before any other.  NULL: no memory.
+ */
+static char **hook_environ(void)
+{
+	char exe[PATH_MAX], **envp, *path = NULL;
+	const char *old = getenv("PATH");
+	size_t count = 0, k = 0;
+
+	if (own_dir(exe))
+		return environ;
+	if (asprintf(&path, "PATH=%s:%s", exe, old ? old : "/usr/local/bin:/usr/bin:/bin") < 0)
+		return NULL;
+	while (environ[count])
+		count++;
+	envp = calloc(count + 2, sizeof(*envp));
+	if (!envp) {
+		free(path);
+		return NULL;
+	}
+	envp[k++] = path;
+	for (size_t i = 0; i < count; i++)
+		if (strncmp(environ[i], "PATH=", 5))
+			envp[k++] = environ[i];
+	return envp;
 }
 
 int supervise_check(const char *command, char *err, size_t errlen)
