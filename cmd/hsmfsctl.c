@@ -497,6 +497,15 @@ static int not_passthrough(void *arg, const char *relpath, char *err, size_t err
  * Make one placeholder (or unlisted directory).  *created is set when a
  * new entry was made (so a failed batch can remove it again).
  */
+/* Do paths a and b name entries of the same directory? */
+static bool same_parent(const char *a, const char *b)
+{
+	const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+	size_t la = sa ? (size_t)(sa - a) : 0, lb = sb ? (size_t)(sb - b) : 0;
+
+	return la == lb && !strncmp(a, b, la);
+}
+
 static int import_one(int root, const char *mnt, struct meta *m, struct item *it,
 		      bool *created, enum place_outcome *out, char *err, size_t errlen)
 {
@@ -685,7 +694,7 @@ check:
 	/* 3. apply in batches, each one transaction; a failed batch is undone */
 	for (i = 0; i < n; i += BATCH) {
 		size_t end = i + BATCH < n ? i + BATCH : n, j;
-		bool created[BATCH], changed[BATCH];
+		bool created[BATCH], changed[BATCH], made[BATCH];
 		int res = meta_begin(m);
 
 		for (j = i; !res && j < end; j++) {
@@ -700,6 +709,7 @@ check:
 			nnew += o == PLACE_NEW;
 			nchanged += o == PLACE_CHANGED;
 			changed[j - i] = o == PLACE_CHANGED && !items[j].e.is_dir;
+			made[j - i] = o == PLACE_NEW;
 			nsame += o == PLACE_SAME;
 		}
 		if (!res)
@@ -729,6 +739,36 @@ check:
 					break;
 				}
 				usleep(50000); /* a fill of the old version is finishing */
+			}
+		}
+		/*
+		 * and drops what its kernel holds of the directories that
+		 * gained names (their listings, and names it knew missing)
+		 */
+		for (j = i; mnt && j < end; j++) {
+			/* the root first: its reload drops every missing name */
+			if (made[j - i]) {
+				if (setxattr(mnt, "user.hsmfs.reload", "1", 1, 0) < 0) {
+					fprintf(stderr, "hsmfsctl: '%s': the mount did not reload it: %s\n",
+						mnt, strerror(errno));
+					rc = X_PARTIAL;
+				}
+				break;
+			}
+		}
+		for (j = i; mnt && j < end; j++) {
+			char p[PATH_MAX + 4200];
+			const char *slash = strrchr(items[j].e.path, '/');
+			size_t plen = slash ? (size_t)(slash - items[j].e.path) : 0;
+
+			if (!made[j - i] || !slash || (j > i && made[j - 1 - i] &&
+					     same_parent(items[j - 1].e.path, items[j].e.path)))
+				continue;
+			snprintf(p, sizeof(p), "%s/%.*s", mnt, (int)plen, items[j].e.path);
+			if (setxattr(p, "user.hsmfs.reload", "1", 1, 0) < 0) {
+				fprintf(stderr, "hsmfsctl: '%s': the mount did not reload it: %s\n",
+					p, strerror(errno));
+				rc = X_PARTIAL;
 			}
 		}
 	}

@@ -353,6 +353,17 @@ int commit_fill(struct event *ev)
 	}
 	if (have_before && done.n)
 		times_kept(fs, dst, &before, nchanges);
+	if (done.n && S.cfg.invalidate_attr) {
+		/*
+		 * The kernel keeps attributes long: the blocks a stat shows
+		 * changed, and one taken while the bytes were copied showed
+		 * the store's times before times_kept() put them back.  Still
+		 * COPYING: nothing completes the event meanwhile.
+		 */
+		eunlock();
+		S.cfg.invalidate_attr(fs->in);
+		elock();
+	}
 	ev_set(ev, EV_FILLED); /* copied; the caller completes it */
 	pthread_cond_broadcast(&S.copied);
 	for (uint32_t i = 0; i < done.n; i++)

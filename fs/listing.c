@@ -488,6 +488,9 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 		meta_put(S.cfg.meta, &row);
 		meta_file_free(&row);
 	}
+	/* the kernel's cached listing of dir, and its links and times */
+	if ((added || changed || removed) && S.cfg.invalidate)
+		S.cfg.invalidate(dir, 0, 0);
 	elog_info("refreshed '/%s': %u new, %u changed, %u gone, %u kept as they are", dirpath,
 		 added, changed, removed, kept);
 	free(plan);
@@ -663,6 +666,9 @@ int apply_listing(struct inode *dir, int stage, const char *name, bool refresh,
 		  (long long)(t_made - t_parsed), (long long)(t_synced - t_made),
 		  (long long)(now_ms() - t_synced));
 out:
+	/* names made below dir: its links and times changed */
+	if (!res && S.cfg.invalidate_attr)
+		S.cfg.invalidate_attr(dir);
 	free_rows(rows, l.n);
 	if (dfd >= 0)
 		close(dfd);

@@ -62,9 +62,13 @@ static void usage(void)
 "  -V, --version      print the version\n"
 "\n"
 "hsmfs options (-o):\n"
-"  entry_timeout=S    seconds the kernel caches names (default 1)\n"
-"  attr_timeout=S     seconds the kernel caches attributes (default 1)\n"
-"  negative_timeout=S seconds the kernel caches missing names (default 0)\n"
+"  entry_timeout=S    seconds the kernel caches names (default 3600)\n"
+"  attr_timeout=S     seconds the kernel caches attributes (default 3600)\n"
+"  negative_timeout=S seconds the kernel caches missing names (default:\n"
+"                     entry_timeout on Linux 6.16 and later, else 0)\n"
+"  store_shared       another program changes the store beside the mount:\n"
+"                     names and attributes cached 1 s, missing names and\n"
+"                     directory listings not at all\n"
 "  fd_cache=N         idle store descriptors kept open (default RLIMIT_NOFILE/4)\n"
 "  max_threads=N      worker threads (default 10)\n"
 "  writeback          use the kernel's writeback cache\n"
@@ -435,6 +439,8 @@ int main(int argc, char *argv[])
 		.entry_timeout = o.entry_timeout,
 		.attr_timeout = o.attr_timeout,
 		.negative_timeout = o.negative_timeout,
+		.dir_ttl = o.dir_ttl,
+		.cache_dirs = !o.store_shared,
 		.writeback = o.writeback,
 		/* the kernel caches a passthrough file's pages itself */
 		.passthrough = !o.nopassthrough && !o.writeback,
@@ -546,6 +552,7 @@ int main(int argc, char *argv[])
 			.invalidate_files_later = ops_invalidate_files_later,
 			.subscriptions_changed = pt_subscriptions_changed,
 			.invalidate_entry = ops_invalidate_entry,
+			.invalidate_attr = ops_invalidate_attr,
 			.reply = ops_read_reply,
 			.exiting = ops_exiting,
 			.caller = ops_caller,

@@ -11,7 +11,14 @@
 struct ops_config {
 	double entry_timeout;    /* seconds the kernel may cache a name */
 	double attr_timeout;     /* seconds the kernel may cache attributes */
-	double negative_timeout; /* seconds the kernel may cache ENOENT */
+	double negative_timeout; /* seconds the kernel may cache ENOENT; -1:
+				  * decided at INIT (op_init: entry_timeout
+				  * where the kernel can drop every name at
+				  * once, else 0) */
+	double dir_ttl;          /* names in a directory listed again after
+				  * this (dir_ttl=) are cached no longer */
+	bool cache_dirs;         /* the kernel keeps directory listings
+				  * across opens (not with store_shared) */
 	bool writeback;          /* ask for the kernel writeback cache */
 	bool passthrough;        /* pass resident files through (passthrough.h) */
 	bool default_perms;      /* the kernel checks permissions: it may

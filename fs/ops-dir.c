@@ -95,6 +95,15 @@ static int do_opendir(fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	d->is_root = in == inode_root();
 	fi->fh = (uint64_t)dfd;
+	/*
+	 * The kernel keeps the listing across opens (FOPEN_CACHE_DIR |
+	 * FOPEN_KEEP_CACHE): a change through the mount resets it, and the
+	 * daemon drops it after each change it makes to the directory
+	 * itself (listing.c, hsmfsctl import's reload), with its attributes,
+	 * whose mtime the kernel checks at each rewind.
+	 */
+	fi->cache_readdir = ops_cfg.cache_dirs;
+	fi->keep_cache = ops_cfg.cache_dirs;
 	dir_set(dfd, d, in);
 	inode_open_inc(in);
 	return 0;

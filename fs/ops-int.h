@@ -75,6 +75,7 @@
 #define HSMFS_OPS_INT_H
 
 #include <fuse_lowlevel.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -89,6 +90,8 @@ extern struct ops_config ops_cfg;       /* ops_init(); op_init() may clear cold_
 extern bool ops_acls;                   /* the kernel enforces POSIX ACLs (op_init) */
 extern bool ops_killpriv;               /* set-ID bits are ours to drop (op_init, privs.h) */
 extern struct fuse_session *ops_session; /* ops_set_session(), or NULL */
+extern atomic_bool ops_epoch;           /* the kernel drops every name at once
+					 * (op_init; ops_invalidate_names()) */
 
 static inline struct inode *IN(fuse_ino_t ino)
 {

@@ -5,8 +5,10 @@
  */
 #include <fuse_lowlevel.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "events.h"
 #include "inode.h"
@@ -153,6 +155,27 @@ void ops_inval_stop(void)
 		free(iv);
 	}
 	IV.tail = &IV.head;
+}
+
+void ops_invalidate_attr(struct inode *in)
+{
+	/* a negative offset: the attributes alone, no page is touched */
+	if (ops_session)
+		fuse_lowlevel_notify_inval_inode(ops_session, inode_nodeid(in), -1, 0);
+}
+
+/* FUSE_NOTIFY_INC_EPOCH (Linux 6.16, protocol 7.44): no payload */
+#define K_NOTIFY_INC_EPOCH 8
+atomic_bool ops_epoch;
+
+bool ops_invalidate_names(void)
+{
+	struct { uint32_t len; int32_t error; uint64_t unique; } h = {
+		.len = sizeof(h), .error = K_NOTIFY_INC_EPOCH };
+
+	if (!ops_session || !atomic_load_explicit(&ops_epoch, memory_order_relaxed))
+		return false;
+	return write(fuse_session_fd(ops_session), &h, sizeof(h)) == (ssize_t)sizeof(h);
 }
 
 void ops_invalidate_entry(struct inode *dir, const char *name)

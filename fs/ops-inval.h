@@ -7,6 +7,7 @@
 #ifndef HSMFS_OPS_INVAL_H
 #define HSMFS_OPS_INVAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct inode;
@@ -17,6 +18,20 @@ struct inode;
  * pages the kernel holds until its reply; see events.h.
  */
 void ops_invalidate(struct inode *in, uint64_t off, uint64_t len);
+/*
+ * Drop the kernel's attributes of in (not its pages): the next stat asks.
+ * Any thread, from any request (no page or inode lock is taken); no
+ * engine lock held.
+ */
+void ops_invalidate_attr(struct inode *in);
+/*
+ * Every name the kernel holds, positive or negative, is asked again at
+ * its next use (FUSE_NOTIFY_INC_EPOCH, Linux 6.16): for names made in
+ * the store that the daemon cannot list (an import into a live mount).
+ * Any thread, any request.  false: the kernel cannot (ops_epoch unset),
+ * or the write failed.
+ */
+bool ops_invalidate_names(void);
 /* Drop the kernel's entry of name in dir; never from a request that holds dir's lock. */
 void ops_invalidate_entry(struct inode *dir, const char *name);
 /*

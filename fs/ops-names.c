@@ -20,6 +20,19 @@
 #include "ops-int.h"
 #include "ops-io.h"
 
+/*
+ * How long the kernel may keep a name of parent: entry_timeout, but no
+ * longer than dir_ttl in a directory listed again after it, so that a
+ * look reaches the daemon, which lists it again (dirs.h).
+ */
+static double name_timeout(fuse_ino_t parent, double t)
+{
+	if (ops_cfg.dir_ttl > 0 && t > ops_cfg.dir_ttl &&
+	    (inode_flags(IN(parent)) & INODE_DIR_TTL))
+		return ops_cfg.dir_ttl;
+	return t;
+}
+
 int do_lookup(fuse_ino_t parent, const char *name, struct fuse_entry_param *e)
 {
 	struct inode *in;
@@ -35,7 +48,7 @@ int do_lookup(fuse_ino_t parent, const char *name, struct fuse_entry_param *e)
 	e->ino = inode_nodeid(in);
 	e->generation = inode_generation(in);
 	e->attr_timeout = ops_cfg.attr_timeout;
-	e->entry_timeout = ops_cfg.entry_timeout;
+	e->entry_timeout = name_timeout(parent, ops_cfg.entry_timeout);
 	return 0;
 }
 
@@ -129,10 +142,10 @@ static bool removed_before(fuse_req_t req, fuse_ino_t parent, const char *name)
 }
 
 /* An unknown name the kernel may cache as such (negative_timeout): e says so, 0. */
-static int negative_entry(struct fuse_entry_param *e)
+static int negative_entry(fuse_ino_t parent, struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
-	e->entry_timeout = ops_cfg.negative_timeout;
+	e->entry_timeout = name_timeout(parent, ops_cfg.negative_timeout);
 	return 0;
 }
 
@@ -148,7 +161,7 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (!res) {
 		res = do_lookup(parent, name, &e);
 		if (res == -ENOENT && ops_cfg.negative_timeout > 0)
-			res = negative_entry(&e);
+			res = negative_entry(parent, &e);
 	}
 	reply_entry(req, res, &e);
 }

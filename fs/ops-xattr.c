@@ -294,7 +294,14 @@ static int ctl_set(struct inode *in, const char *name, const char *value, size_t
 	if (!strcmp(verb, "reload")) {
 		/* hsmfsctl import changed this file in the store */
 		if (inode_is_dir(in)) {
+			/*
+			 * or made names in this directory: the kernel's
+			 * missing names anywhere are asked again (their
+			 * names are the import's, not known here), and this
+			 * directory's listing and attributes below
+			 */
 			events_dir_forget(in);
+			ops_invalidate_names();
 			res = 0;
 		} else {
 			res = events_reload(in);

@@ -111,6 +111,15 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		log_info("cold_reads=direct needs Linux 6.6; cold files are read "
 			 "through the page cache");
 	}
+	/*
+	 * Missing names are cached long only where the kernel can be told
+	 * to drop every name at once: an import into a live mount makes
+	 * names the daemon cannot list (ops_invalidate_names()).
+	 */
+	atomic_store(&ops_epoch, conn->proto_major > 7 ||
+				 (conn->proto_major == 7 && conn->proto_minor >= 44));
+	if (ops_cfg.negative_timeout < 0)
+		ops_cfg.negative_timeout = atomic_load(&ops_epoch) ? ops_cfg.entry_timeout : 0;
 	pt_init(conn, ops_cfg.passthrough);
 	ready_live();
 }

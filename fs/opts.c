@@ -338,6 +338,10 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 		o->cold_direct = !strcmp(val, "direct");
 		return 0;
 	}
+	if (!val && KEY("store_shared")) {
+		o->store_shared = true;
+		return 0;
+	}
 	if (!val && (KEY("writeback") || KEY("nowriteback"))) {
 		o->writeback = KEY("writeback");
 		return 0;
@@ -398,9 +402,9 @@ static void set_defaults(struct hsmfs_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->ready_fd = -1;
 	o->log_level = -1;
-	o->entry_timeout = 1.0;
-	o->attr_timeout = 1.0;
-	o->negative_timeout = 0.0;
+	o->entry_timeout = -1; /* the defaults depend on store_shared */
+	o->attr_timeout = -1;
+	o->negative_timeout = -1;
 	o->timeout = 30.0;
 	o->archive_after = -1; /* only when asked */
 	o->progress_floor = OPTS_PROGRESS_FLOOR;
@@ -490,6 +494,12 @@ int opts_parse(int argc, char *const argv[], struct hsmfs_opts *ret, char *err,
 	if (!res && o.no_default_perms && saw_dp)
 		res = fail(err, errlen,
 			   "default_permissions and no_default_permissions contradict each other");
+	if (o.entry_timeout < 0)
+		o.entry_timeout = o.store_shared ? OPTS_SHARED_TIMEOUT : OPTS_CACHE_DEFAULT;
+	if (o.attr_timeout < 0)
+		o.attr_timeout = o.store_shared ? OPTS_SHARED_TIMEOUT : OPTS_CACHE_DEFAULT;
+	if (o.negative_timeout < 0 && o.store_shared)
+		o.negative_timeout = 0;
 	/* a fill is a chunk: a cache that cannot hold two could never turn over */
 	if (!res && o.cache_max && o.cache_max < 2 * o.chunk)
 		res = fail(err, errlen,

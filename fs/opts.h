@@ -33,6 +33,13 @@
 
 /* Bounds of the numeric options, documented in hsmfs(8). */
 #define OPTS_TIMEOUT_MAX 86400.0 /* entry/attr/negative cache, seconds */
+/*
+ * The kernel's caches of names and attributes by default: long, since
+ * the daemon tells the kernel of every change it makes itself and every
+ * other change comes through the mount (store_shared: short).
+ */
+#define OPTS_CACHE_DEFAULT 3600.0
+#define OPTS_SHARED_TIMEOUT 1.0  /* store_shared: entry and attr */
 #define OPTS_PROGRESS_FLOOR (16u << 10) /* progress_floor= default, bytes a second */
 #define OPTS_FD_CACHE_MIN 16
 #define OPTS_FD_CACHE_MAX 1000000
@@ -64,9 +71,16 @@ struct hsmfs_opts {
 	bool cold_direct;        /* cold_reads=direct: a read-only open of a file
 				  * with bytes missing bypasses the mount's page
 				  * cache (default cached) */
-	double entry_timeout;    /* seconds, default 1 */
-	double attr_timeout;     /* seconds, default 1 */
-	double negative_timeout; /* seconds, default 0 */
+	bool store_shared;       /* store_shared: another program changes the
+				  * store beside the mount: short caches, no
+				  * cached directory listings */
+	double entry_timeout;    /* seconds, default OPTS_CACHE_DEFAULT (1
+				  * with store_shared) */
+	double attr_timeout;     /* seconds, as entry_timeout */
+	double negative_timeout; /* seconds; -1 (the default without
+				  * store_shared, 0 with it): entry_timeout
+				  * where the kernel can drop every name at
+				  * once (Linux 6.16), else 0 (op_init) */
 	unsigned fd_cache;       /* max cached O_PATH fds, 0 = auto */
 	unsigned max_threads;    /* FUSE worker threads, 0 = libfuse default */
 	double timeout;          /* seconds an event may take, default 30 */

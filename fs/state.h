@@ -134,6 +134,12 @@ struct events_config {
 	void (*subscriptions_changed)(void);
 	/* drop the kernel's cached entry of name in dir (refresh) */
 	void (*invalidate_entry)(struct inode *dir, const char *name);
+	/*
+	 * drop the kernel's cached attributes of in, not its pages: a fill
+	 * or a listing changed what a stat shows (blocks; a directory's
+	 * links and times); any thread, from any request, without S.lock
+	 */
+	void (*invalidate_attr)(struct inode *in);
 	bool cache_limited;   /* cache_max or cache_min_free: admit fills */
 	/*
 	 * Answer a parked read (events_read()): res < 0 fails it, else the

@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""The kernel keeps names, attributes, missing names and directory
+listings long by default (entry_timeout, attr_timeout, negative_timeout
+3600 s, cached readdir); every change the daemon makes by itself is
+invalidated before it is reported done.
+
+For each such change (a refresh adding, removing, renaming and changing
+files and adding a directory; an import into a live mount; a fill; an
+eviction; a listing made by a first look) a watcher thread keeps
+stat-ing and listing the names involved with the caches warm, and from
+the moment the change is reported done it must see the new truth only:
+never an old name, size, time, link count or listing, and never a
+missing name that exists now.  store_shared restores the short caches.
+"""
+import errno
+import os
+import shutil
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (HSMFS, HSMFSCTL, Hook, Mount, Nginx, eq, import_manifest, main, ok,
+                     run, tmpdir, wait_for, write_tree)  # noqa: E402
+
+HTTP = os.path.join(os.path.dirname(os.path.abspath(HSMFS)), "hsmfs-http")
+
+
+def view(path, names, dirstat=True):
+    """What a user sees: the listing of path, its link count (dirstat)
+    and (size, mtime, nlink) or an errno for each name below it."""
+    got = {"": sorted(os.listdir(path))}
+    if dirstat:
+        # (which makes the kernel ask for the directory's attributes
+        # again after a readdir: its atime; and a changed mtime drops
+        # its cached listing)
+        got[".nlink"] = os.stat(path).st_nlink
+    for n in names:
+        try:
+            st = os.stat(os.path.join(path, n))
+            got[n] = (st.st_size, int(st.st_mtime), st.st_nlink)
+        except OSError as e:
+            got[n] = errno.errorcode[e.errno]
+    return got
+
+
+class Watcher:
+    """Looks at path and names in a loop; once told the change is done
+    (expect()), every look must equal the truth given."""
+
+    def __init__(self, path, names, dirstat=True):
+        self.path, self.names, self.dirstat = path, names, dirstat
+        self.want, self.bad, self.looks = None, [], 0
+        self.stop = threading.Event()
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def run(self):
+        while not self.stop.is_set():
+            want = self.want
+            got = view(self.path, self.names, self.dirstat)
+            if want is not None:
+                self.looks += 1
+                if got != want and len(self.bad) < 3:
+                    self.bad.append(got)
+
+    def expect(self, want, secs=0.3):
+        self.want = want
+        time.sleep(secs)
+
+    def close(self):
+        self.stop.set()
+        self.t.join()
+
+
+def test_refresh():
+    """hsmfsctl refresh: what the origin changed is seen at once."""
+    root, store = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-")
+    os.chmod(root, 0o755)
+    write_tree(root, {"keep.txt": b"keep", "gone.txt": b"gone", "old-name": b"renamed",
+                      "changed.txt": b"first version"})
+    names = ["keep.txt", "gone.txt", "old-name", "new-name", "changed.txt", "new.txt",
+             "newdir"]
+    with Nginx(root) as ng, Mount(store=store,
+                                  opts="hook=%s,origin=%s" % (HTTP, ng.url())) as m:
+        wait_for(lambda: m.logged("hook 'hsmfs-http'"), "hsmfs-http connected")
+        before = view(m.mnt, names)
+        eq(before["new.txt"], "ENOENT", "a name the origin does not have yet is missing")
+        w = Watcher(m.mnt, names)
+        time.sleep(0.2)  # the caches warm, the missing names cached as missing
+        # the origin changes
+        os.unlink(os.path.join(root, "gone.txt"))
+        os.rename(os.path.join(root, "old-name"), os.path.join(root, "new-name"))
+        with open(os.path.join(root, "changed.txt"), "wb") as f:
+            f.write(b"the second version, longer")
+        os.utime(os.path.join(root, "changed.txt"), (1000000, 1000000))
+        write_tree(root, {"new.txt": b"new", "newdir/x": b"x"})
+        os.chmod(os.path.join(root, "newdir"), 0o755)
+        rc, out = run([HSMFSCTL, "refresh", m.mnt])
+        eq(rc, 0, "hsmfsctl refresh: " + out.strip())
+        want = {"": ["changed.txt", "keep.txt", "new-name", "new.txt", "newdir"],
+                ".nlink": before[".nlink"] + 1,
+                "keep.txt": before["keep.txt"], "gone.txt": "ENOENT", "old-name": "ENOENT",
+                "new-name": (7, before["old-name"][1], 1),
+                "changed.txt": (26, 1000000, 1), "new.txt": (3, before["keep.txt"][1], 1)}
+        want["new.txt"] = (3, int(os.stat(os.path.join(root, "new.txt")).st_mtime), 1)
+        want["new-name"] = (7, int(os.stat(os.path.join(root, "new-name")).st_mtime), 1)
+        want["newdir"] = (os.stat(m.path("newdir")).st_size,
+                          int(os.stat(m.path("newdir")).st_mtime), 2)
+        w.expect(want)
+        w.close()
+        eq(w.bad, [], "after the refresh every look sees the origin's names and sizes "
+           "(%d looks)" % w.looks)
+        ok(w.looks > 10, "looked often (%d)" % w.looks)
+        eq(os.listdir(m.path("newdir")), ["x"], "the new directory lists")
+        # a name nobody looked up: no entry of the kernel's drops the
+        # cached listing on its own
+        w = Watcher(m.mnt, [], dirstat=False)
+        time.sleep(0.2)
+        write_tree(root, {"later.txt": b"later"})
+        rc, out = run([HSMFSCTL, "refresh", m.mnt])
+        eq(rc, 0, "hsmfsctl refresh again: " + out.strip())
+        w.expect({"": sorted(want[""] + ["later.txt"])})
+        w.close()
+        eq(w.bad, [], "a name only added is in the listing at once (%d looks)" % w.looks)
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(store, ignore_errors=True)
+
+
+def test_import_live():
+    """hsmfsctl import -m into a live mount: new names (missing until now,
+    in a cached listing) and a changed size are seen at once."""
+    mirror = tmpdir("hsmfs-mirror-")
+    with Mount() as m:
+        eq(import_manifest(m.mnt, [{"path": "a.txt", "size": 10, "mtime": 1000},
+                                   {"path": "d/one", "size": 1, "mtime": 1000}])[0], 0,
+           "first import")
+        names = ["a.txt", "b.txt", "d", "e"]
+        before = view(m.mnt, names)
+        eq((before["b.txt"], sorted(os.listdir(m.path("d")))), ("ENOENT", ["one"]),
+           "b.txt missing, d listed")
+        w, wd = Watcher(m.mnt, names), Watcher(m.path("d"), ["one", "two"])
+        time.sleep(0.2)
+        rc, out = import_manifest(m.mnt, [{"path": "a.txt", "size": 20, "mtime": 2000},
+                                          {"path": "b.txt", "size": 5, "mtime": 3000},
+                                          {"path": "d/two", "size": 2, "mtime": 4000},
+                                          {"path": "e/f", "size": 3, "mtime": 5000}])
+        eq(rc, 0, "import into the live mount: " + out.strip())
+        want = {"": ["a.txt", "b.txt", "d", "e"], ".nlink": before[".nlink"] + 1,
+                "a.txt": (20, 2000, 1), "b.txt": (5, 3000, 1),
+                "d": before["d"][:2] + (2,), "e": None}
+        st = os.stat(m.path("e"))
+        want["e"] = (st.st_size, int(st.st_mtime), 2)
+        want["d"] = (os.stat(m.path("d")).st_size, int(os.stat(m.path("d")).st_mtime), 2)
+        wd.want = {"": ["one", "two"], ".nlink": 2, "one": (1, 1000, 1), "two": (2, 4000, 1)}
+        w.expect(want)
+        w.close()
+        wd.close()
+        eq(w.bad, [], "after the import every look sees the new names and sizes (%d looks)"
+           % w.looks)
+        eq(wd.bad, [], "and the cached listing of d shows the new name (%d looks)" % wd.looks)
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
+def test_fill_evict():
+    """A fill shows its blocks at once, and an eviction their going;
+    neither moves the times a stat shows."""
+    data = os.urandom(3 << 20)
+    mirror = write_tree(tmpdir("hsmfs-mirror-"), {"f": data})
+    with Mount() as m:
+        eq(import_manifest(m.mnt, [{"path": "f", "size": len(data), "mtime": 1234}])[0], 0,
+           "import")
+        with Hook(m.mnt, "--mirror", mirror):
+            st = os.stat(m.path("f"))
+            eq((st.st_blocks, int(st.st_mtime)), (0, 1234), "a placeholder: no blocks")
+            # filled with no read of the user's (a read alone makes the
+            # kernel ask for the attributes again: its atime)
+            rc, out = run([HSMFSCTL, "prefetch", m.path("f")])
+            eq(rc, 0, "prefetch: " + out.strip())
+            st = os.stat(m.path("f"))
+            ok(st.st_blocks * 512 >= len(data), "filled: its blocks shown at once (%d)"
+               % st.st_blocks)
+            with open(m.path("f"), "rb") as f:
+                eq(f.read() == data, True, "and it reads whole")
+            eq(int(st.st_mtime), 1234, "and its time as it was")
+            rc, out = run([HSMFSCTL, "evict", m.path("f")])
+            eq(rc, 0, "evict: " + out.strip())
+            st = os.stat(m.path("f"))
+            eq((st.st_blocks, int(st.st_mtime), st.st_size), (0, 1234, len(data)),
+               "evicted: no blocks shown at once, time and size as they were")
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
+def test_first_listing():
+    """A directory's first look lists it: its link count is seen at once
+    (the kernel had it from before the listing)."""
+    root = tmpdir("hsmfs-origin-")
+    os.chmod(root, 0o755)
+    write_tree(root, {"a/b/x": b"x", "a/c/y": b"y", "a/z": b"z"})
+    for d in ("a", "a/b", "a/c"):
+        os.chmod(os.path.join(root, d), 0o755)
+    with Nginx(root) as ng, Mount(opts="hook=%s,origin=%s" % (HTTP, ng.url())) as m:
+        wait_for(lambda: m.logged("hook 'hsmfs-http'"), "hsmfs-http connected")
+        def shown(p):
+            st = os.stat(p)
+            return st.st_nlink, st.st_mtime_ns
+
+        eq(os.stat(m.path("a")).st_nlink, 2, "a, not listed yet: two links")
+        # the lookup of a name in it makes that name (hsmfs-http answers
+        # PRE_LOOKUP): a's time moved (a readdir would make the kernel ask
+        # for its attributes again anyway: its atime)
+        eq(os.stat(m.path("a/z")).st_size, 1, "a name in a looked up")
+        eq(shown(m.path("a")), shown(m.spath("a")), "a's time is the store's at once")
+        eq(sorted(os.listdir(m.path("a"))), ["b", "c", "z"], "a listed")
+        eq(shown(m.path("a")), shown(m.spath("a")), "its two directories counted at once")
+
+
+def test_cached():
+    """The defaults keep names, missing names and listings in the kernel:
+    what another program does to the store beside the mount is not seen
+    (the daemon did not do it), even after a second; store_shared sees it
+    within a second (its names and attributes cached for one, missing
+    names and listings not at all)."""
+    for opts, cached in (("", True), ("store_shared", False)):
+        with Mount(opts=opts) as m:
+            with open(m.path("f"), "w") as f:
+                f.write("12345")
+            names = ["f", "missing"]
+            seen = view(m.mnt, names)
+            eq(seen["missing"], "ENOENT", "missing")
+            time.sleep(0.2)
+            # beside the mount, as store_shared allows
+            with open(m.spath("missing"), "w"):
+                pass
+            with open(m.spath("f"), "a") as f:
+                f.write("678")
+            time.sleep(1.3)
+            now = view(m.mnt, names)
+            if cached:
+                eq(now, seen, "defaults: names, sizes, missing names and the listing "
+                   "come from the kernel's caches after a second")
+            else:
+                eq((now[""], now["missing"][0], now["f"][0]), (["f", "missing"], 0, 8),
+                   "store_shared: a change beside the mount is seen after a second")
+
+
+def all_tests():
+    test_cached()
+    test_refresh()
+    test_import_live()
+    test_fill_evict()
+    test_first_listing()
+
+
+main(all_tests)
