@@ -71,7 +71,10 @@ def test():
     eq(rc, 0, "pkg-config hsmfs-hook: %s" % flags.strip())
     work = tmpdir("hsmfs-lib-")
     exe = os.path.join(work, "mirror")
-    rc, out = sh(["cc", "-o", exe, os.path.join(SRC, "cmd", "hsmfs-mirror.c")] + flags.split(),
+    srcs = glob.glob(os.path.join(dest, "**", "doc", "hsmfs", "examples", "hsmfs-mirror.c"),
+                     recursive=True)
+    ok(len(srcs) == 1, "the C example hsmfs-hooks(7) builds is installed")
+    rc, out = sh(["cc", "-o", exe, srcs[0] if srcs else "hsmfs-mirror.c"] + flags.split(),
                  env=env)
     if not eq(rc, 0, "a hook built against the installed library through pkg-config"):
         diag(out[-2000:])
