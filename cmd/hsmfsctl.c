@@ -497,13 +497,75 @@ static int not_passthrough(void *arg, const char *relpath, char *err, size_t err
  * Make one placeholder (or unlisted directory).  *created is set when a
  * new entry was made (so a failed batch can remove it again).
  */
-/* Do paths a and b name entries of the same directory? */
-static bool same_parent(const char *a, const char *b)
+/* A live mount re-reads the directory rel (NULL: the root) of mnt: 0, or -1 said. */
+static int reload_dir(const char *mnt, const char *rel)
 {
-	const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
-	size_t la = sa ? (size_t)(sa - a) : 0, lb = sb ? (size_t)(sb - b) : 0;
+	char p[PATH_MAX + 4200];
 
-	return la == lb && !strncmp(a, b, la);
+	snprintf(p, sizeof(p), "%s%s%s", mnt, rel ? "/" : "", rel ? rel : "");
+	if (setxattr(p, "user.hsmfs.reload", "1", 1, 0) == 0)
+		return 0;
+	fprintf(stderr, "hsmfsctl: '%s': the mount did not reload it: %s\n", p, strerror(errno));
+	return -1;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * After a batch of n items went into the store of the live mount mnt,
+ * made[k] where item k is a new name: the mount drops what its kernel
+ * holds of each directory that gained a name, made ones included (their
+ * listings, links and times), and every name it knew missing (the
+ * root's reload, first).  0, or -1: a reload failed (said).
+ */
+static int reload_made(const char *mnt, const struct item *items, const bool *made, size_t n)
+{
+	char **dirs = NULL;
+	size_t nd = 0, cap = 0, k;
+	bool oom = false;
+	int res = 0;
+
+	for (k = 0; k < n && !made[k]; k++)
+		;
+	if (k == n)
+		return 0;
+	res = reload_dir(mnt, NULL);
+	/* every directory above a new name: open_parent() may have made them */
+	for (k = 0; k < n && !oom; k++) {
+		const char *path = items[k].e.path, *sl;
+
+		for (sl = made[k] ? strchr(path, '/') : NULL; sl; sl = strchr(sl + 1, '/')) {
+			if (nd == cap) {
+				char **m = realloc(dirs, (cap = cap ? 2 * cap : 64) * sizeof(*dirs));
+
+				if (!m) {
+					oom = true;
+					break;
+				}
+				dirs = m;
+			}
+			if (!(dirs[nd] = strndup(path, (size_t)(sl - path)))) {
+				oom = true;
+				break;
+			}
+			nd++;
+		}
+	}
+	if (oom) {
+		fprintf(stderr, "hsmfsctl: out of memory: the mount may show the import late\n");
+		res = -1;
+	}
+	qsort(dirs, nd, sizeof(*dirs), cmp_str);
+	for (k = 0; k < nd; k++)
+		if ((!k || strcmp(dirs[k], dirs[k - 1])) && reload_dir(mnt, dirs[k]))
+			res = -1;
+	for (k = 0; k < nd; k++)
+		free(dirs[k]);
+	free(dirs);
+	return res;
 }
 
 static int import_one(int root, const char *mnt, struct meta *m, struct item *it,
@@ -719,6 +781,9 @@ check:
 			for (size_t k = i; k < j || (k == j && k < end && created[k - i]); k++)
 				if (created[k - i])
 					remove_path(root, items[k].e.path, items[k].e.is_dir);
+			/* names a look meanwhile may have cached: asked again */
+			if (mnt)
+				reload_dir(mnt, NULL);
 			fprintf(stderr, "hsmfsctl: import stopped; lines %u to %u were not imported\n",
 				items[i].line, items[n - 1].line);
 			rc = i ? X_PARTIAL : X_INPUT;
@@ -745,32 +810,8 @@ check:
 		 * and drops what its kernel holds of the directories that
 		 * gained names (their listings, and names it knew missing)
 		 */
-		for (j = i; mnt && j < end; j++) {
-			/* the root first: its reload drops every missing name */
-			if (made[j - i]) {
-				if (setxattr(mnt, "user.hsmfs.reload", "1", 1, 0) < 0) {
-					fprintf(stderr, "hsmfsctl: '%s': the mount did not reload it: %s\n",
-						mnt, strerror(errno));
-					rc = X_PARTIAL;
-				}
-				break;
-			}
-		}
-		for (j = i; mnt && j < end; j++) {
-			char p[PATH_MAX + 4200];
-			const char *slash = strrchr(items[j].e.path, '/');
-			size_t plen = slash ? (size_t)(slash - items[j].e.path) : 0;
-
-			if (!made[j - i] || !slash || (j > i && made[j - 1 - i] &&
-					     same_parent(items[j - 1].e.path, items[j].e.path)))
-				continue;
-			snprintf(p, sizeof(p), "%s/%.*s", mnt, (int)plen, items[j].e.path);
-			if (setxattr(p, "user.hsmfs.reload", "1", 1, 0) < 0) {
-				fprintf(stderr, "hsmfsctl: '%s': the mount did not reload it: %s\n",
-					p, strerror(errno));
-				rc = X_PARTIAL;
-			}
-		}
+		if (mnt && reload_made(mnt, items + i, made, end - i))
+			rc = X_PARTIAL;
 	}
 	/* directories imported unlisted: the live mount lists them on first look */
 	for (i = 0; mnt && i < n; i++)

@@ -282,7 +282,14 @@ static int evict_reached(struct inode *cur, const struct meta_victim *v, bool in
 		 * The kernel's cache of it stays: its pages hold the right
 		 * bytes, and an invalidation could wait on a page a read
 		 * of this open file holds while that read waits for room.
+		 * Its attributes go (no page is touched): its blocks, and a
+		 * stat between the punch and the times put back.
 		 */
+		if (S.cfg.invalidate_attr) {
+			eunlock();
+			S.cfg.invalidate_attr(cur);
+			elock();
+		}
 		return res;
 	}
 	evict_begin(fs);

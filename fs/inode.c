@@ -229,17 +229,25 @@ void inode_flags_clear_all(uint32_t bits)
 	lk_unlock(&T.lock, LK_INODES);
 }
 
-int inode_files(uint64_t **ret, size_t *ret_n)
+/* The node ids of the table's nodes of type (S_IFREG, S_IFDIR: the root too). */
+static int ids_of(mode_t type, uint64_t **ret, size_t *ret_n)
 {
 	uint64_t *v = NULL;
 	size_t n = 0, cap = 0;
 	int res = 0;
 
 	lk_lock(&T.lock, LK_INODES);
+	if (type == S_IFDIR) {
+		v = malloc(256 * sizeof(*v));
+		if (!v)
+			res = -ENOMEM;
+		else
+			v[n++] = inode_nodeid(&T.root), cap = 256;
+	}
 	HASHSET_EACH(&T.set, pos) {
 		struct inode *in = of_key(hashset_key(&T.set, pos));
 
-		if (in->type != S_IFREG)
+		if (res || in->type != type)
 			continue;
 		if (n == cap) {
 			size_t c = cap ? cap * 2 : 256;
@@ -263,6 +271,16 @@ int inode_files(uint64_t **ret, size_t *ret_n)
 	*ret = v;
 	*ret_n = n;
 	return res;
+}
+
+int inode_files(uint64_t **ret, size_t *ret_n)
+{
+	return ids_of(S_IFREG, ret, ret_n);
+}
+
+int inode_dirs(uint64_t **ret, size_t *ret_n)
+{
+	return ids_of(S_IFDIR, ret, ret_n);
 }
 
 _Static_assert(offsetof(struct inode, head) == 0, "inode head first");

@@ -106,6 +106,8 @@ void inode_flags_clear_all(uint32_t bits);
  * meanwhile is refused by the kernel, harmlessly).
  */
 int inode_files(uint64_t **ret, size_t *ret_n);
+/* The same of every directory, the root's first. */
+int inode_dirs(uint64_t **ret, size_t *ret_n);
 
 /*
  * Set up the table with the store root directory (takes ownership of

@@ -410,6 +410,9 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 			names_release(dino, name);
 			if (!r && victim && old.st_nlink == 1)
 				orphaned(victim);
+			/* its other names (the user's links): one link fewer */
+			if (!r && victim && old.st_nlink > 1 && S.cfg.invalidate_attr)
+				S.cfg.invalidate_attr(victim);
 		}
 		if (r) {
 			/* made or changed meanwhile through the mount, or in use:
@@ -450,7 +453,14 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 			    meta_get(S.cfg.meta, st.st_ino, &row))
 				continue; /* the user's own */
 			dirent_dir = S_ISDIR(st.st_mode);
-			if (row.state == META_DIRTY && !taking(st.st_ino)) {
+			/*
+			 * A file of more than one name: a user linked it (a
+			 * listing makes one name a file), and which name is
+			 * the origin's is not known: every one stays, the user's
+			 * change wins.
+			 */
+			if ((row.state == META_DIRTY && !taking(st.st_ino)) ||
+			    (!dirent_dir && st.st_nlink > 1)) {
 				meta_file_free(&row);
 				kept++;
 				continue;
@@ -488,7 +498,10 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 		meta_put(S.cfg.meta, &row);
 		meta_file_free(&row);
 	}
-	/* the kernel's cached listing of dir, and its links and times */
+	/* the kernel's names (each invalidate_entry above), its cached
+	 * listing of dir, and dir's links and times */
+	if ((added || changed || removed) && S.cfg.invalidate_names)
+		S.cfg.invalidate_names();
 	if ((added || changed || removed) && S.cfg.invalidate)
 		S.cfg.invalidate(dir, 0, 0);
 	elog_info("refreshed '/%s': %u new, %u changed, %u gone, %u kept as they are", dirpath,

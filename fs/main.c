@@ -553,6 +553,7 @@ int main(int argc, char *argv[])
 			.subscriptions_changed = pt_subscriptions_changed,
 			.invalidate_entry = ops_invalidate_entry,
 			.invalidate_attr = ops_invalidate_attr,
+			.invalidate_names = ops_invalidate_names,
 			.reply = ops_read_reply,
 			.exiting = ops_exiting,
 			.caller = ops_caller,

@@ -32,6 +32,14 @@
 struct inval {
 	struct inval *next;
 	uint64_t nodeid, off, len;
+	int kind;
+	char name[]; /* INV_ENTRY's */
+};
+
+enum {
+	INV_PAGES,  /* nodeid's [off, off + len); nodeid 0: every regular file's */
+	INV_ENTRY,  /* the entry name of directory nodeid */
+	INV_ALL,    /* every node's attributes, every directory's listing */
 };
 
 static struct {
@@ -52,6 +60,18 @@ struct inval *inval_new(uint64_t nodeid, uint64_t off, uint64_t len)
 	return iv;
 }
 
+static struct inval *inval_new_entry(uint64_t nodeid, const char *name)
+{
+	size_t n = strlen(name) + 1;
+	struct inval *iv = malloc(sizeof(*iv) + n);
+
+	if (iv) {
+		*iv = (struct inval){ .nodeid = nodeid, .kind = INV_ENTRY };
+		memcpy(iv->name, name, n);
+	}
+	return iv;
+}
+
 void inval_post(struct inval *iv)
 {
 	pthread_mutex_lock(&IV.lock);
@@ -66,6 +86,28 @@ static void inval_one(uint64_t nodeid, uint64_t off, uint64_t len)
 {
 	if (ops_session && !fuse_session_exited(ops_session))
 		fuse_lowlevel_notify_inval_inode(ops_session, nodeid, (off_t)off, (off_t)len);
+}
+
+/*
+ * What the kernel holds of every node the daemon knows: attributes,
+ * and a directory's cached listing (its pages; a file's pages stay:
+ * they are the file's bytes).  Out of memory: as much as was listed.
+ */
+static void inval_all(void)
+{
+	uint64_t *ids;
+	size_t n;
+
+	if (!inode_files(&ids, &n)) {
+		for (size_t i = 0; i < n; i++)
+			inval_one(ids[i], (uint64_t)-1, 0);
+		free(ids);
+	}
+	if (!inode_dirs(&ids, &n)) {
+		for (size_t i = 0; i < n; i++)
+			inval_one(ids[i], 0, 0);
+		free(ids);
+	}
 }
 
 static void *inval_thread(void *arg)
@@ -87,7 +129,15 @@ static void *inval_thread(void *arg)
 			struct inval *iv = list;
 
 			list = iv->next;
-			if (iv->nodeid) {
+			if (iv->kind == INV_ENTRY) {
+				/* may wait for the directory's lock: nobody waits for it here */
+				if (ops_session && !fuse_session_exited(ops_session))
+					fuse_lowlevel_notify_inval_entry(ops_session, iv->nodeid,
+									 iv->name,
+									 strlen(iv->name));
+			} else if (iv->kind == INV_ALL) {
+				inval_all();
+			} else if (iv->nodeid) {
 				inval_one(iv->nodeid, iv->off, iv->len);
 				events_cache_dropped();
 			} else {
@@ -180,7 +230,26 @@ bool ops_invalidate_names(void)
 
 void ops_invalidate_entry(struct inode *dir, const char *name)
 {
-	if (ops_session)
-		fuse_lowlevel_notify_inval_entry(ops_session, inode_nodeid(dir), name,
-						 strlen(name));
+	struct inval *iv;
+
+	/* where the kernel has the epoch, the caller's ops_invalidate_names() drops it */
+	if (!ops_session || atomic_load_explicit(&ops_epoch, memory_order_relaxed))
+		return;
+	iv = inval_new_entry(inode_nodeid(dir), name);
+	if (iv)
+		inval_post(iv);
+	else
+		log_warn("out of memory: a name the daemon changed stays cached until "
+			 "entry_timeout");
+}
+
+void ops_invalidate_all_later(void)
+{
+	struct inval *iv = inval_new(0, 0, 0);
+
+	ops_invalidate_names();
+	if (iv) {
+		iv->kind = INV_ALL;
+		inval_post(iv);
+	}
 }

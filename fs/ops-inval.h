@@ -32,8 +32,22 @@ void ops_invalidate_attr(struct inode *in);
  * or the write failed.
  */
 bool ops_invalidate_names(void);
-/* Drop the kernel's entry of name in dir; never from a request that holds dir's lock. */
+/*
+ * The kernel's entry of name in dir is stale.  Never waits for dir's
+ * lock (a rename into an unlisted directory holds it while its lookup
+ * waits for the lister, which calls this): where the kernel has the
+ * epoch, nothing here (the caller calls ops_invalidate_names() once its
+ * changes are made); elsewhere dropped soon on the invalidator thread.
+ * Any thread, any lock held.
+ */
 void ops_invalidate_entry(struct inode *dir, const char *name);
+/*
+ * After a daemon taking over: every name asked again, and every node's
+ * attributes and every directory's cached listing dropped soon on the
+ * invalidator thread (what the last daemon changed and died before
+ * telling the kernel).  Any thread.
+ */
+void ops_invalidate_all_later(void);
 /*
  * Drop the kernel's page cache of every regular file, soon, on the
  * invalidator thread (a hook that watches reads joined).  Any thread,

@@ -12,6 +12,7 @@
 #include "fault.h"
 #include "log.h"
 #include "ops-int.h"
+#include "ops-inval.h"
 #include "ops-io.h"
 #include "saved.h"
 
@@ -185,6 +186,11 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 			if (p > __atomic_load_n(&h->pause_max_ms, __ATOMIC_RELAXED))
 				__atomic_store_n(&h->pause_max_ms, p, __ATOMIC_RELAXED);
 		}
+		/*
+		 * What the kernel caches long may be what the dead daemon
+		 * changed and died before telling it: dropped, soon.
+		 */
+		ops_invalidate_all_later();
 		/* the kernel has its INIT answer; ask again what it sent the dead daemon */
 		if (ops_io_can_resend()) {
 			struct k_out_header nh = { .len = sizeof(nh),

@@ -301,8 +301,8 @@ static int ctl_set(struct inode *in, const char *name, const char *value, size_t
 			 * directory's listing and attributes below
 			 */
 			events_dir_forget(in);
-			ops_invalidate_names();
-			res = 0;
+			/* a kernel that has the epoch and refused it: say so */
+			res = ops_invalidate_names() || !atomic_load(&ops_epoch) ? 0 : -EIO;
 		} else {
 			res = events_reload(in);
 		}

@@ -132,8 +132,14 @@ struct events_config {
 	 * (pt_subscriptions_changed); called under S.lock
 	 */
 	void (*subscriptions_changed)(void);
-	/* drop the kernel's cached entry of name in dir (refresh) */
+	/*
+	 * the kernel's cached entry of name in dir is stale (refresh): it
+	 * never waits for dir's lock; then invalidate_names() once the
+	 * changes are made (ops_invalidate_entry())
+	 */
 	void (*invalidate_entry)(struct inode *dir, const char *name);
+	/* every name the kernel holds asked again at its next use; false: cannot */
+	bool (*invalidate_names)(void);
 	/*
 	 * drop the kernel's cached attributes of in, not its pages: a fill
 	 * or a listing changed what a stat shows (blocks; a directory's

@@ -307,6 +307,9 @@ static bool write_batch(struct snap *snaps, size_t cap)
 					elock();
 					ctime_kept(sn->fs, &before, after, sn->nchanges);
 					eunlock();
+					/* a stat meanwhile showed the store's new ctime */
+					if (S.cfg.invalidate_attr)
+						S.cfg.invalidate_attr(sn->in);
 				}
 				inode_fd_put(sn->in);
 			}

@@ -15,13 +15,15 @@ missing name that exists now.  store_shared restores the short caches.
 import errno
 import os
 import shutil
+import subprocess
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HSMFS, HSMFSCTL, Hook, Mount, Nginx, eq, import_manifest, main, ok,
-                     run, tmpdir, wait_for, write_tree)  # noqa: E402
+from harness import (HSMFS, HSMFSCTL, Hook, Mount, Nginx, diag, eq, import_manifest, main,
+                     ok, run, tmpdir, wait_for, write_tree)  # noqa: E402
+from harness import done as done_tests  # noqa: E402
 
 HTTP = os.path.join(os.path.dirname(os.path.abspath(HSMFS)), "hsmfs-http")
 
@@ -244,12 +246,160 @@ def test_cached():
                    "store_shared: a change beside the mount is seen after a second")
 
 
+def abort_mount(m):
+    """Unstick a deadlocked mount: abort its FUSE connection through a
+    fusectl of our own (root; a daemon thread stuck in the kernel holds
+    /dev/fuse, so killing it frees nothing); True if done."""
+    d = tmpdir("hsmfs-fusectl-")
+    try:
+        if subprocess.run(["mount", "-t", "fusectl", "none", d],
+                          stderr=subprocess.DEVNULL).returncode:
+            return False
+        try:
+            with open(os.path.join(d, str(os.minor(m.dev)), "abort"), "w") as f:
+                f.write("1")
+            return True
+        except OSError:
+            return False
+        finally:
+            subprocess.run(["umount", d])
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_refresh_rename_race():
+    """A refresh drops the kernel's names without waiting for a
+    directory's lock: a rename from the refreshed directory into one not
+    listed yet holds that lock while its lookup waits for the lister,
+    which hung behind the refresh for good."""
+    root = tmpdir("hsmfs-origin-")
+    os.chmod(root, 0o755)
+    write_tree(root, {"x": b"x", "b/inside": b"i"})
+    os.chmod(os.path.join(root, "b"), 0o755)
+    with Nginx(root) as ng, Mount(opts="hook=%s,origin=%s" % (HTTP, ng.url()),
+                                  env={"HSMFS_DELAY": "listing-committed:2000"}) as m:
+        wait_for(lambda: m.logged("hook 'hsmfs-http'"), "hsmfs-http connected")
+        m.dev = os.stat(m.mnt).st_dev
+        eq(sorted(os.listdir(m.mnt)), ["b", "x"], "the root listed")
+        os.stat(m.path("b"))  # looked up, not listed
+        write_tree(root, {"new": b"new"})
+        ref = subprocess.Popen([HSMFSCTL, "refresh", m.mnt])
+        time.sleep(0.5)  # the refresh's changes made; the lister waits at the point
+        done = {}
+
+        def mv():
+            try:
+                os.rename(m.path("x"), m.path("b", "x"))
+                done["r"] = 0
+            except OSError as e:
+                done["r"] = e.errno
+
+        t = threading.Thread(target=mv, daemon=True)
+        t.start()
+        t.join(15)
+        hung = t.is_alive()
+        ok(not hung and done.get("r") == 0, "the rename into the unlisted directory went "
+           "on beside the refresh (%s)" % ("hung" if hung else done.get("r")))
+        if hung and not abort_mount(m):
+            diag("the mount cannot be aborted (not root): stopping here")
+            done_tests()
+            os._exit(1)
+        if hung:
+            ref.kill()
+            m.restarts_expected = True
+            m.expect_exit = None
+        ok(ref.wait(10) == 0, "and the refresh finished")
+        if hung:
+            return
+        if not hung:
+            eq(sorted(os.listdir(m.mnt)), ["b", "new"], "the refresh's name and the rename "
+               "both seen")
+            eq(sorted(os.listdir(m.path("b"))), ["inside", "x"], "b listed with x in it")
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_refresh_links():
+    """A user's hard link to a file the origin removed keeps it; one to a
+    file the origin changed shows its link count at once."""
+    root = tmpdir("hsmfs-origin-")
+    os.chmod(root, 0o755)
+    write_tree(root, {"f": b"first", "gone": b"gone"})
+    with Nginx(root) as ng, Mount(opts="hook=%s,origin=%s" % (HTTP, ng.url())) as m:
+        wait_for(lambda: m.logged("hook 'hsmfs-http'"), "hsmfs-http connected")
+        eq(sorted(os.listdir(m.mnt)), ["f", "gone"], "listed")
+        os.mkdir(m.path("u"))
+        os.link(m.path("f"), m.path("u/g"))
+        os.link(m.path("gone"), m.path("u/gone2"))
+        eq(os.stat(m.path("u/g")).st_nlink, 2, "linked")
+        eq(open(m.path("u/gone2"), "rb").read(), b"gone", "read (its bytes are local)")
+        with open(os.path.join(root, "f"), "wb") as fh:
+            fh.write(b"second version")
+        os.utime(os.path.join(root, "f"), (1, 1))
+        os.unlink(os.path.join(root, "gone"))
+        rc, out = run([HSMFSCTL, "refresh", m.mnt])
+        eq(rc, 0, "refresh: " + out.strip())
+        eq(os.stat(m.path("u/g")).st_nlink, 1, "the changed file's other name: one link "
+           "now, seen at once")
+        eq(open(m.path("f"), "rb").read(), b"second version", "f is the new version")
+        eq(open(m.path("u/gone2"), "rb").read(), b"gone", "the user's link to a removed "
+           "file reads on")
+        ok("gone" in os.listdir(m.mnt), "and the name it shares stays (which one is the "
+           "origin's is not known: the user's change wins)")
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_evict_open():
+    """The evictor's work on an open file shows at once: its blocks go."""
+    MiB = 1 << 20
+    a, b = os.urandom(4 * MiB), os.urandom(8 * MiB)
+    mirror = write_tree(tmpdir("hsmfs-mirror-"), {"a": a, "b": b})
+    with Mount(opts="cache_max=4M,chunk=256k,prefetch=0") as m:
+        eq(import_manifest(m.mnt, [{"path": "a", "size": len(a), "mtime": 1234},
+                                   {"path": "b", "size": len(b), "mtime": 1234}])[0], 0,
+           "import")
+        with Hook(m.mnt, "--mirror", mirror):
+            with open(m.path("a"), "rb") as fa:
+                eq(fa.read() == a, True, "a read whole, and kept open")
+                fa.seek(0)
+                fa.read(4096)
+                before = os.stat(m.path("a")).st_blocks
+                with open(m.path("b"), "rb") as fb:
+                    eq(fb.read() == b, True, "b read: the cache is over its limit")
+                wait_for(lambda: os.stat(m.spath("a")).st_blocks < before,
+                         "a evicted while open")
+                st, real = os.stat(m.path("a")), os.stat(m.spath("a"))
+                eq((st.st_blocks, int(st.st_mtime)), (real.st_blocks, 1234),
+                   "the mount shows its blocks at once, its time as it was")
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
+def test_import_nested():
+    """An import that makes a directory below an existing one: the
+    existing one's listing and links are seen at once."""
+    with Mount() as m:
+        eq(import_manifest(m.mnt, [{"path": "d/one", "size": 1, "mtime": 1000}])[0], 0,
+           "first import")
+        w = Watcher(m.path("d"), ["sub"])
+        time.sleep(0.2)
+        rc, out = import_manifest(m.mnt, [{"path": "d/sub/x", "size": 2, "mtime": 2000}])
+        eq(rc, 0, "a nested import into the live mount: " + out.strip())
+        st = os.stat(m.path("d/sub"))
+        w.expect({"": ["one", "sub"], ".nlink": 3, "sub": (st.st_size, int(st.st_mtime), 2)})
+        w.close()
+        eq(w.bad, [], "d shows the directory made in it (%d looks)" % w.looks)
+        eq(os.listdir(m.path("d/sub")), ["x"], "which lists")
+
+
 def all_tests():
     test_cached()
     test_refresh()
     test_import_live()
     test_fill_evict()
     test_first_listing()
+    test_refresh_rename_race()
+    test_refresh_links()
+    test_evict_open()
+    test_import_nested()
 
 
 main(all_tests)
