@@ -558,7 +558,8 @@ static int reload_made(const char *mnt, const struct item *items, const bool *ma
 		fprintf(stderr, "hsmfsctl: out of memory: the mount may show the import late\n");
 		res = -1;
 	}
-	qsort(dirs, nd, sizeof(*dirs), cmp_str);
+	if (nd)
+		qsort(dirs, nd, sizeof(*dirs), cmp_str);
 	for (k = 0; k < nd; k++)
 		if ((!k || strcmp(dirs[k], dirs[k - 1])) && reload_dir(mnt, dirs[k]))
 			res = -1;
