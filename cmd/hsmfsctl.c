@@ -494,19 +494,24 @@ static int not_passthrough(void *arg, const char *relpath, char *err, size_t err
 }
 
 /*
- * Make one placeholder (or unlisted directory).  *created is set when a
- * new entry was made (so a failed batch can remove it again).
+ * The live mount mnt re-reads rel (NULL: the root) from its store: a
+ * file's state, or a directory's names.  A file being filled answers
+ * EBUSY for a while: asked again.  0, or -1 (said).
  */
-/* A live mount re-reads the directory rel (NULL: the root) of mnt: 0, or -1 said. */
-static int reload_dir(const char *mnt, const char *rel)
+static int reload(const char *mnt, const char *rel)
 {
 	char p[PATH_MAX + 4200];
 
 	snprintf(p, sizeof(p), "%s%s%s", mnt, rel ? "/" : "", rel ? rel : "");
-	if (setxattr(p, "user.hsmfs.reload", "1", 1, 0) == 0)
-		return 0;
-	fprintf(stderr, "hsmfsctl: '%s': the mount did not reload it: %s\n", p, strerror(errno));
-	return -1;
+	for (int tries = 0; setxattr(p, "user.hsmfs.reload", "1", 1, 0) < 0; tries++) {
+		if (errno != EBUSY || tries == 100) {
+			fprintf(stderr, "hsmfsctl: '%s': the mount did not reload it: %s\n", p,
+				strerror(errno));
+			return -1;
+		}
+		usleep(50000); /* a fill of the old version is finishing */
+	}
+	return 0;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -532,7 +537,7 @@ static int reload_made(const char *mnt, const struct item *items, const bool *ma
 		;
 	if (k == n)
 		return 0;
-	res = reload_dir(mnt, NULL);
+	res = reload(mnt, NULL);
 	/* every directory above a new name: open_parent() may have made them */
 	for (k = 0; k < n && !oom; k++) {
 		const char *path = items[k].e.path, *sl;
@@ -561,7 +566,7 @@ static int reload_made(const char *mnt, const struct item *items, const bool *ma
 	if (nd)
 		qsort(dirs, nd, sizeof(*dirs), cmp_str);
 	for (k = 0; k < nd; k++)
-		if ((!k || strcmp(dirs[k], dirs[k - 1])) && reload_dir(mnt, dirs[k]))
+		if ((!k || strcmp(dirs[k], dirs[k - 1])) && reload(mnt, dirs[k]))
 			res = -1;
 	for (k = 0; k < nd; k++)
 		free(dirs[k]);
@@ -569,6 +574,10 @@ static int reload_made(const char *mnt, const struct item *items, const bool *ma
 	return res;
 }
 
+/*
+ * Make one placeholder (or unlisted directory).  *created is set when a
+ * new entry was made (so a failed batch can remove it again).
+ */
 static int import_one(int root, const char *mnt, struct meta *m, struct item *it,
 		      bool *created, enum place_outcome *out, char *err, size_t errlen)
 {
@@ -784,29 +793,16 @@ check:
 					remove_path(root, items[k].e.path, items[k].e.is_dir);
 			/* names a look meanwhile may have cached: asked again */
 			if (mnt)
-				reload_dir(mnt, NULL);
+				reload(mnt, NULL);
 			fprintf(stderr, "hsmfsctl: import stopped; lines %u to %u were not imported\n",
 				items[i].line, items[n - 1].line);
 			rc = i ? X_PARTIAL : X_INPUT;
 			goto out;
 		}
 		/* a live mount re-reads the state of changed files and drops their cache */
-		for (j = i; mnt && j < end; j++) {
-			char p[PATH_MAX + 4200];
-
-			if (!changed[j - i])
-				continue;
-			snprintf(p, sizeof(p), "%s/%s", mnt, items[j].e.path);
-			for (int tries = 0; setxattr(p, "user.hsmfs.reload", "1", 1, 0) < 0; tries++) {
-				if (errno != EBUSY || tries == 100) {
-					fprintf(stderr, "hsmfsctl: '%s': the mount did not reload it: %s\n",
-						p, strerror(errno));
-					rc = X_PARTIAL;
-					break;
-				}
-				usleep(50000); /* a fill of the old version is finishing */
-			}
-		}
+		for (j = i; mnt && j < end; j++)
+			if (changed[j - i] && reload(mnt, items[j].e.path))
+				rc = X_PARTIAL;
 		/*
 		 * and drops what its kernel holds of the directories that
 		 * gained names (their listings, and names it knew missing)
@@ -817,7 +813,7 @@ check:
 	/* directories imported unlisted: the live mount lists them on first look */
 	for (i = 0; mnt && i < n; i++)
 		if (items[i].e.is_dir) {
-			setxattr(mnt, "user.hsmfs.reload", "1", 1, 0);
+			reload(mnt, NULL);
 			break;
 		}
 	if (atomic_load(&place_unmarked))

@@ -229,7 +229,7 @@ void inode_flags_clear_all(uint32_t bits)
 	lk_unlock(&T.lock, LK_INODES);
 }
 
-/* The node ids of the table's nodes of type (S_IFREG, S_IFDIR: the root too). */
+/* The node ids of the table's nodes of type (the root is not in the table). */
 static int ids_of(mode_t type, uint64_t **ret, size_t *ret_n)
 {
 	uint64_t *v = NULL;
@@ -237,17 +237,10 @@ static int ids_of(mode_t type, uint64_t **ret, size_t *ret_n)
 	int res = 0;
 
 	lk_lock(&T.lock, LK_INODES);
-	if (type == S_IFDIR) {
-		v = malloc(256 * sizeof(*v));
-		if (!v)
-			res = -ENOMEM;
-		else
-			v[n++] = inode_nodeid(&T.root), cap = 256;
-	}
 	HASHSET_EACH(&T.set, pos) {
 		struct inode *in = of_key(hashset_key(&T.set, pos));
 
-		if (res || in->type != type)
+		if (in->type != type)
 			continue;
 		if (n == cap) {
 			size_t c = cap ? cap * 2 : 256;

@@ -106,7 +106,7 @@ void inode_flags_clear_all(uint32_t bits);
  * meanwhile is refused by the kernel, harmlessly).
  */
 int inode_files(uint64_t **ret, size_t *ret_n);
-/* The same of every directory, the root's first. */
+/* The same of every directory but the root. */
 int inode_dirs(uint64_t **ret, size_t *ret_n);
 
 /*

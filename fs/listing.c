@@ -679,8 +679,8 @@ int apply_listing(struct inode *dir, int stage, const char *name, bool refresh,
 		  (long long)(t_made - t_parsed), (long long)(t_synced - t_made),
 		  (long long)(now_ms() - t_synced));
 out:
-	/* names made below dir: its links and times changed */
-	if (!res && S.cfg.invalidate_attr)
+	/* names made below dir: its links and times changed (a refresh's own, above) */
+	if (!res && !refresh && S.cfg.invalidate_attr)
 		S.cfg.invalidate_attr(dir);
 	free_rows(rows, l.n);
 	if (dfd >= 0)

@@ -1,7 +1,8 @@
 /*
- * ops-inval.c - the kernel's caches dropped: ops_invalidate() and
- * ops_invalidate_entry() at once, and the invalidator's thread for the
- * page cache of replied reads and of every file (see ops.h, ops-int.h).
+ * ops-inval.c - the kernel's caches dropped: a page range, attributes
+ * and every name (the epoch) at once; on the invalidator's thread the
+ * page cache of replied reads and of every file, a name where the kernel
+ * has no epoch, and everything after a takeover (see ops-inval.h).
  */
 #include <fuse_lowlevel.h>
 #include <pthread.h>
@@ -103,6 +104,7 @@ static void inval_all(void)
 			inval_one(ids[i], (uint64_t)-1, 0);
 		free(ids);
 	}
+	inval_one(inode_nodeid(inode_root()), 0, 0);
 	if (!inode_dirs(&ids, &n)) {
 		for (size_t i = 0; i < n; i++)
 			inval_one(ids[i], 0, 0);

@@ -1,7 +1,8 @@
 /*
  * ops-inval.h - the kernel's caches dropped (ops-inval.c), for main.c
  * (through ops.h) to hand the engine: the page cache of a range or of
- * every file, a name.  Calls into the session, ops_set_session()'s;
+ * every file, a node's attributes, a name, every name, and everything
+ * after a takeover.  Calls into the session, ops_set_session()'s;
  * without one they do nothing.
  */
 #ifndef HSMFS_OPS_INVAL_H

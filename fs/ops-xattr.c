@@ -302,7 +302,7 @@ static int ctl_set(struct inode *in, const char *name, const char *value, size_t
 			 */
 			events_dir_forget(in);
 			/* a kernel that has the epoch and refused it: say so */
-			res = ops_invalidate_names() || !atomic_load(&ops_epoch) ? 0 : -EIO;
+			res = (ops_invalidate_names() || !atomic_load(&ops_epoch)) ? 0 : -EIO;
 		} else {
 			res = events_reload(in);
 		}

@@ -52,7 +52,7 @@ class Watcher:
 
     def __init__(self, path, names, dirstat=True):
         self.path, self.names, self.dirstat = path, names, dirstat
-        self.want, self.bad, self.looks = None, [], 0
+        self.want, self.bad, self.looks, self.seen = None, [], 0, 0
         self.stop = threading.Event()
         self.t = threading.Thread(target=self.run, daemon=True)
         self.t.start()
@@ -61,14 +61,22 @@ class Watcher:
         while not self.stop.is_set():
             want = self.want
             got = view(self.path, self.names, self.dirstat)
+            self.seen += 1
             if want is not None:
                 self.looks += 1
                 if got != want and len(self.bad) < 3:
                     self.bad.append(got)
 
-    def expect(self, want, secs=0.3):
+    def warm(self, looks=20):
+        """Wait until it looked that often: the caches are warm, missing
+        names cached as missing."""
+        base = self.seen
+        wait_for(lambda: self.seen >= base + looks, "the watcher's looks")
+
+    def expect(self, want, looks=200):
+        """From now on every look must be want; wait for that many."""
         self.want = want
-        time.sleep(secs)
+        wait_for(lambda: self.looks >= looks, "the watcher's looks")
 
     def close(self):
         self.stop.set()
@@ -89,7 +97,7 @@ def test_refresh():
         before = view(m.mnt, names)
         eq(before["new.txt"], "ENOENT", "a name the origin does not have yet is missing")
         w = Watcher(m.mnt, names)
-        time.sleep(0.2)  # the caches warm, the missing names cached as missing
+        w.warm()
         # the origin changes
         os.unlink(os.path.join(root, "gone.txt"))
         os.rename(os.path.join(root, "old-name"), os.path.join(root, "new-name"))
@@ -118,7 +126,7 @@ def test_refresh():
         # a name nobody looked up: no entry of the kernel's drops the
         # cached listing on its own
         w = Watcher(m.mnt, [], dirstat=False)
-        time.sleep(0.2)
+        w.warm()
         write_tree(root, {"later.txt": b"later"})
         rc, out = run([HSMFSCTL, "refresh", m.mnt])
         eq(rc, 0, "hsmfsctl refresh again: " + out.strip())
@@ -142,7 +150,8 @@ def test_import_live():
         eq((before["b.txt"], sorted(os.listdir(m.path("d")))), ("ENOENT", ["one"]),
            "b.txt missing, d listed")
         w, wd = Watcher(m.mnt, names), Watcher(m.path("d"), ["one", "two"])
-        time.sleep(0.2)
+        w.warm()
+        wd.warm()
         rc, out = import_manifest(m.mnt, [{"path": "a.txt", "size": 20, "mtime": 2000},
                                           {"path": "b.txt", "size": 5, "mtime": 3000},
                                           {"path": "d/two", "size": 2, "mtime": 4000},
@@ -156,6 +165,7 @@ def test_import_live():
         want["d"] = (os.stat(m.path("d")).st_size, int(os.stat(m.path("d")).st_mtime), 2)
         wd.want = {"": ["one", "two"], ".nlink": 2, "one": (1, 1000, 1), "two": (2, 4000, 1)}
         w.expect(want)
+        wd.expect(wd.want)
         w.close()
         wd.close()
         eq(w.bad, [], "after the import every look sees the new names and sizes (%d looks)"
@@ -230,13 +240,12 @@ def test_cached():
             names = ["f", "missing"]
             seen = view(m.mnt, names)
             eq(seen["missing"], "ENOENT", "missing")
-            time.sleep(0.2)
             # beside the mount, as store_shared allows
             with open(m.spath("missing"), "w"):
                 pass
             with open(m.spath("f"), "a") as f:
                 f.write("678")
-            time.sleep(1.3)
+            time.sleep(1.3)  # what is measured: past store_shared's one second
             now = view(m.mnt, names)
             if cached:
                 eq(now, seen, "defaults: names, sizes, missing names and the listing "
@@ -276,15 +285,23 @@ def test_refresh_rename_race():
     os.chmod(root, 0o755)
     write_tree(root, {"x": b"x", "b/inside": b"i"})
     os.chmod(os.path.join(root, "b"), 0o755)
+    flog = os.path.join(tmpdir("hsmfs-faults-"), "log")
     with Nginx(root) as ng, Mount(opts="hook=%s,origin=%s" % (HTTP, ng.url()),
-                                  env={"HSMFS_DELAY": "listing-committed:2000"}) as m:
+                                  env={"HSMFS_DELAY": "listing-committed:2000",
+                                       "HSMFS_CRASH_LOG": flog}) as m:
         wait_for(lambda: m.logged("hook 'hsmfs-http'"), "hsmfs-http connected")
         m.dev = os.stat(m.mnt).st_dev
         eq(sorted(os.listdir(m.mnt)), ["b", "x"], "the root listed")
         os.stat(m.path("b"))  # looked up, not listed
         write_tree(root, {"new": b"new"})
+        def committed():
+            with open(flog) as f:
+                return f.read().count(" listing-committed\n")
+
+        before = committed()  # the root's first listing passed there
         ref = subprocess.Popen([HSMFSCTL, "refresh", m.mnt])
-        time.sleep(0.5)  # the refresh's changes made; the lister waits at the point
+        # the refresh committed; the lister waits at the point (logged first)
+        wait_for(lambda: committed() > before, "the refresh at listing-committed")
         done = {}
 
         def mv():
@@ -380,7 +397,7 @@ def test_import_nested():
         eq(import_manifest(m.mnt, [{"path": "d/one", "size": 1, "mtime": 1000}])[0], 0,
            "first import")
         w = Watcher(m.path("d"), ["sub"])
-        time.sleep(0.2)
+        w.warm()
         rc, out = import_manifest(m.mnt, [{"path": "d/sub/x", "size": 2, "mtime": 2000}])
         eq(rc, 0, "a nested import into the live mount: " + out.strip())
         st = os.stat(m.path("d/sub"))
@@ -388,6 +405,60 @@ def test_import_nested():
         w.close()
         eq(w.bad, [], "d shows the directory made in it (%d looks)" % w.looks)
         eq(os.listdir(m.path("d/sub")), ["x"], "which lists")
+
+
+def test_takeover():
+    """A daemon taking over drops what the kernel caches: the last one
+    may have changed the store and died before telling it.  (Shown here
+    with changes made beside the mount, which only that drop reveals.)"""
+    with Mount() as m:
+        with open(m.path("f"), "w") as f:
+            f.write("12345")
+        names = ["f", "missing"]
+        seen = view(m.mnt, names)
+        with open(m.spath("missing"), "w"):
+            pass
+        with open(m.spath("f"), "a") as f:
+            f.write("678")
+        eq(view(m.mnt, names), seen, "changes beside the mount: not seen (cached)")
+        m.restarts_expected = True
+        rc, out = run([HSMFSCTL, "restart", m.mnt])
+        eq(rc, 0, "hsmfsctl restart: " + out.strip())
+        ok(wait_for(lambda: view(m.mnt, names)["missing"] != "ENOENT",
+                    "the new daemon's drop of the kernel's caches", deadline=10),
+           "after the takeover the missing name is asked again")
+        now = view(m.mnt, names)
+        eq((now[""], now["f"][0]), (["f", "missing"], 8),
+           "and the listing and the size are the store's")
+
+
+def test_stale():
+    """A file made stale by a digest mismatch: nothing a stat shows moves
+    (no byte was kept), and its state says stale at once."""
+    import hashlib
+    data = b"twelve bytes"
+    mirror = write_tree(tmpdir("hsmfs-mirror-"), {"f": data})
+    with Mount() as m:
+        eq(import_manifest(m.mnt, [{"path": "f", "size": len(data), "mtime": 1234,
+                                    "sha256": hashlib.sha256(b"other").hexdigest()}])[0], 0,
+           "import with a wrong sha256")
+        with Hook(m.mnt, "--mirror", mirror):
+            before = view(m.mnt, ["f"])
+            eq(before["f"], (len(data), 1234, 1), "a placeholder")
+            w = Watcher(m.mnt, ["f"])
+            w.warm()
+            try:
+                open(m.path("f"), "rb").read()
+                got = 0
+            except OSError as e:
+                got = e.errno
+            eq(got, errno.EIO, "the read that completes it fails: the digest differs")
+            ok(b"stale" in os.getxattr(m.path("f"), "user.hsmfs.state"), "stale at once")
+            w.expect(before)
+            w.close()
+            eq(w.bad, [], "every look shows the file as it was (%d looks)" % w.looks)
+            eq(os.stat(m.path("f")).st_blocks, 0, "with no block kept")
+    shutil.rmtree(mirror, ignore_errors=True)
 
 
 def all_tests():
@@ -400,6 +471,8 @@ def all_tests():
     test_refresh_links()
     test_evict_open()
     test_import_nested()
+    test_takeover()
+    test_stale()
 
 
 main(all_tests)
