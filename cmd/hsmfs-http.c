@@ -972,6 +972,82 @@ static void *lister(void *arg)
 	return NULL;
 }
 
+/* A probe's response headers: the Content-Type's value kept. */
+static size_t probe_header(char *b, size_t sz, size_t n, void *arg)
+{
+	char *type = arg;
+	size_t len = sz * n;
+
+	if (len > 13 && !strncasecmp(b, "content-type:", 13)) {
+		size_t v = 13;
+
+		while (v < len && b[v] == ' ')
+			v++;
+		snprintf(type, 128, "%.*s", (int)(len - v), b + v);
+		type[strcspn(type, "\r\n;")] = '\0';
+	}
+	return len;
+}
+
+/*
+ * The mount's first start, its root never listed (HSMFS_PROBE=1,
+ * hsmfs-hooks(7)): does the origin's root answer as a listing?  One HEAD,
+ * so a huge root is not listed twice: of the root's URL (nginx: 2xx and
+ * JSON, the autoindex's type), or of the bucket (S3).  A wrong path, a
+ * bucket that is not there, an origin down or unknown, a page that is no
+ * listing: one line on standard error and false; the mount then fails
+ * with that line rather than every later look with EIO.
+ */
+static bool probe_origin(void)
+{
+	CURL *c = curl_easy_init();
+	struct curl_slist *hdrs = NULL;
+	char why[512] = "", type[128] = "";
+	size_t ol = strlen(cfg.origin);
+	bool slash = ol && cfg.origin[ol - 1] == '/';
+	char *url = NULL;
+	CURLcode rc = CURLE_OUT_OF_MEMORY;
+	long code = 0;
+
+	if (cfg.s3)
+		url = strndup(cfg.origin, slash ? ol - 1 : ol); /* the bucket */
+	else if (asprintf(&url, "%s%s", cfg.origin, slash ? "" : "/") < 0)
+		url = NULL;
+	hdrs = curl_slist_append(NULL, HTTP_IDENTITY);
+	if (cfg.s3 && hdrs)
+		hdrs = curl_slist_append(hdrs, HTTP_S3_EMPTY_PAYLOAD);
+	if (c && url && hdrs) {
+		setup_handle(c, true);
+		curl_easy_setopt(c, CURLOPT_URL, url);
+		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+		curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, probe_header);
+		curl_easy_setopt(c, CURLOPT_HEADERDATA, (void *)type);
+		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 1L);
+		/* within the mount's wait for its hook (timeout=, 30 s by default) */
+		curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
+		rc = curl_easy_perform(c);
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	}
+	if (rc != CURLE_OK)
+		snprintf(why, sizeof(why), "%s", curl_easy_strerror(rc));
+	else if (!strncmp(url, "file:", 5))
+		; /* a directory there: its listing is read as it is */
+	else if (code < 200 || code > 299)
+		snprintf(why, sizeof(why), "HTTP %ld", code);
+	else if (!cfg.s3 && !strstr(type, "json"))
+		snprintf(why, sizeof(why), "it answers %s, not a JSON listing (nginx: autoindex "
+			 "on; autoindex_format json;)", type[0] ? type : "with no type");
+	if (c)
+		curl_easy_cleanup(c);
+	curl_slist_free_all(hdrs);
+	if (why[0])
+		logf_("cannot list the origin '%s': %s; check -o origin=%s", cfg.origin, why,
+		      cfg.s3 ? " and the S3 options" : "");
+	free(url);
+	return !why[0];
+}
+
 static char *read_secret(const char *path)
 {
 	char buf[4096];
@@ -1140,6 +1216,9 @@ int main(int argc, char **argv)
 	curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
 	curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
 
+	if (cfg.origin[0] && getenv("HSMFS_PROBE") && !strcmp(getenv("HSMFS_PROBE"), "1") &&
+	    !probe_origin())
+		return HSMFS_HOOK_REFUSED;
 	res = hsmfs_hook_connect(cfg.mountpoint, HSMFS_KIND_FILL,
 				 HSMFS_MASK(HSMFS_EV_PRE_ACCESS) | HSMFS_MASK(HSMFS_EV_PRE_DIR) |
 				 HSMFS_MASK(HSMFS_EV_PRE_LOOKUP) | HSMFS_MASK(HSMFS_EV_ARCHIVE) |

@@ -1393,6 +1393,23 @@ static ssize_t mount_xattr(const char *mnt, const char *name, char *buf, size_t 
 	return n;
 }
 
+/* user.hsmfs.hooks, a line a hook: name, pid, kind, events, pending,
+ * answered, denied, timed out, p50 and p99 in microseconds, subtree */
+#define HOOK_FIELDS 11
+
+/* us microseconds, for a person: "-" (none), "850us", "12.3ms", "4.1s" */
+static void duration_us(char *buf, size_t n, unsigned long long us)
+{
+	if (!us)
+		snprintf(buf, n, "-");
+	else if (us < 1000)
+		snprintf(buf, n, "%lluus", us);
+	else if (us < 1000000)
+		snprintf(buf, n, "%.1fms", us / 1e3);
+	else
+		snprintf(buf, n, "%.1fs", us / 1e6);
+}
+
 static int cmd_hooks(int argc, char **argv)
 {
 	static char buf[1 << 20];
@@ -1406,17 +1423,27 @@ static int cmd_hooks(int argc, char **argv)
 	n = mount_xattr(argv[1], "user.hsmfs.hooks", buf, sizeof(buf));
 	if (n < 0)
 		return X_STORE;
-	printf("%-24s %8s %-6s %-6s %8s  %s\n", "NAME", "PID", "KIND", "EVENTS",
-	       "PENDING", "SUBTREE");
+	printf("%-20s %8s %-5s %-6s %7s %9s %7s %7s %9s %9s  %s\n", "NAME", "PID", "KIND",
+	       "EVENTS", "PENDING", "ANSWERED", "DENIED", "TIMEOUT", "P50", "P99", "SUBTREE");
 	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char *f[6] = { 0 }, *tsave;
+		char *f[HOOK_FIELDS] = { 0 }, *tsave, p50[16], p99[16];
 		int i = 0;
 
-		for (char *t = strtok_r(line, "\t", &tsave); t && i < 6;
+		for (char *t = strtok_r(line, "\t", &tsave); t && i < HOOK_FIELDS;
 		     t = strtok_r(NULL, "\t", &tsave))
 			f[i++] = t;
-		if (i == 6)
-			printf("%-24s %8s %-6s %-6s %8s  %s\n", f[0], f[1], f[2], f[3], f[4], f[5]);
+		if (i != HOOK_FIELDS)
+			continue;
+		duration_us(p50, sizeof(p50), strtoull(f[8], NULL, 10));
+		duration_us(p99, sizeof(p99), strtoull(f[9], NULL, 10));
+		printf("%-20s %8s %-5s %-6s %7s %9s %7s %7s %9s %9s  %s\n", f[0], f[1], f[2],
+		       f[3], f[4], f[5], f[6], f[7], p50, p99, f[10]);
+	}
+	/* the -o hook= command's last line: why an origin fails, most often */
+	n = getxattr(argv[1], "user.hsmfs.hook_said", buf, sizeof(buf) - 1);
+	if (n > 0) {
+		buf[n] = '\0';
+		printf("hook= last said: %s\n", buf);
 	}
 	return 0;
 }

@@ -184,6 +184,20 @@ static int archive_errno(uint32_t e)
 	}
 }
 
+/* h answered ev (allow or deny): its counters (struct hook).  S.lock held. */
+static void hook_answered(struct hook *h, const struct event *ev, uint32_t verdict)
+{
+	ELOCK_HELD();
+	struct timespec now;
+
+	mono_now(&now);
+	h->answered++;
+	if (verdict != HSMFS_ALLOW)
+		h->denied++;
+	h->lat[lat_bucket((uint64_t)((now.tv_sec - ev->born.tv_sec) * 1000000 +
+				     (now.tv_nsec - ev->born.tv_nsec) / 1000))]++;
+}
+
 static void answer_one(struct hook *h, const struct proto_answer *a)
 {
 	struct event *ev;
@@ -199,6 +213,7 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 		return;
 	}
 	if (ev->type == HSMFS_EV_PRE_ACCESS && ev->hook == h) {
+		hook_answered(h, ev, a->verdict);
 		if (a->verdict == HSMFS_ALLOW) {
 			uint64_t s = a->filled_start > ev->hint_start ?
 					     a->filled_start : ev->hint_start;
@@ -231,6 +246,7 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 	}
 	if ((ev->type == HSMFS_EV_ARCHIVE || ev->type == HSMFS_EV_ARCHIVE_NAME) &&
 	    ev->hook == h) {
+		hook_answered(h, ev, a->verdict);
 		if (a->verdict == HSMFS_ALLOW && ev->type == HSMFS_EV_ARCHIVE && !ev->new_version) {
 			elog_err("hook '%s' allowed the archive of event %llu without ARCHIVED: not archived",
 				h->name, (unsigned long long)a->id);
@@ -252,6 +268,7 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 	}
 	if ((ev->type == HSMFS_EV_PRE_DIR || ev->type == HSMFS_EV_PRE_LOOKUP) &&
 	    ev->hook == h) {
+		hook_answered(h, ev, a->verdict);
 		if (a->verdict == HSMFS_ALLOW) {
 			/* committed once every watcher allowed too */
 			ev_set(ev, EV_FILLED);
@@ -271,6 +288,7 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 	if (i == ev->ntargets || ev->unsent[i])
 		goto not_ours;
 	remove_target(ev, i);
+	hook_answered(h, ev, a->verdict);
 	if (a->verdict != HSMFS_ALLOW) {
 		complete(ev, deny_errno(a->error));
 	} else {

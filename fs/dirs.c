@@ -544,6 +544,19 @@ static int root_origin(void)
 	return res;
 }
 
+bool dirs_root_unlisted(void)
+{
+	ELOCK_NOT_HELD();
+	struct meta_file row;
+	bool unlisted_root;
+
+	if (meta_get(S.cfg.meta, inode_ino(inode_root()), &row))
+		return false;
+	unlisted_root = row.state == META_DIR_UNLISTED;
+	meta_file_free(&row);
+	return unlisted_root;
+}
+
 int dirs_init(void)
 {
 	ELOCK_NOT_HELD();

@@ -69,6 +69,12 @@ void events_dir_removed(uint64_t ino);
 /* Set the zero-setup root up and events_lazy_dirs, start the lister.
  * Without S.lock. */
 int dirs_init(void);
+/*
+ * Has the root never been listed (a zero-setup store whose first listing
+ * is still to come)?  After dirs_init(); for the mount-time probe
+ * (supervise.h).  Without S.lock.
+ */
+bool dirs_root_unlisted(void);
 /* Stop the lister once the listings queued are committed.  Without
  * S.lock, after S.stopping is set. */
 void dirs_shutdown(void);

@@ -250,6 +250,12 @@ void send_cancel(struct event *ev, uint32_t reason)
 void expire(struct event *ev)
 {
 	ELOCK_HELD();
+	/* each hook that had it and did not answer in time, counted */
+	if (ev->hook)
+		ev->hook->timeouts++;
+	for (unsigned i = 0; i < ev->ntargets; i++)
+		if (ev->targets[i] && !ev->unsent[i])
+			ev->targets[i]->timeouts++;
 	send_cancel(ev, HSMFS_CANCEL_TIMEOUT);
 	elog_warn("event %llu (%s) timed out%s", (unsigned long long)ev->id,
 		 proto_event_name(ev->type),

@@ -36,6 +36,8 @@
 #define HOOKS_MAX 64 /* connections served at once; more get ERROR */
 #define HOOKS_HELLO_TIMEOUT 5 /* seconds a new connection has to say HELLO */
 
+#define HOOK_LAT_BUCKETS 256 /* == LAT_BUCKETS (state.h) */
+
 struct hook {
 	int fd;                            /* the connection */
 	uint32_t kind;                     /* HSMFS_KIND_* */
@@ -46,6 +48,14 @@ struct hook {
 	pid_t pid;                         /* SO_PEERCRED */
 	uid_t uid;
 	uint32_t assigned;                 /* events sent and unanswered */
+	/*
+	 * The engine's, under its lock, for hsmfsctl hooks: answers and
+	 * denials given, events that ran out of time while it had them, and
+	 * each answer's latency from its event's start (the buckets of
+	 * state.h's lat_bucket()).
+	 */
+	uint64_t answered, denied, timeouts;
+	uint64_t lat[HOOK_LAT_BUCKETS];
 	struct hook *next;                 /* the engine's list */
 	/* files this hook answered PRE_MODIFY with QUIET for (store inode
 	 * numbers, at most HOOK_QUIET_MAX), owned by the engine under its

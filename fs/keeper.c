@@ -151,8 +151,9 @@ void keeper_start(const struct keeper_args *a)
 		w = waitpid(pid, &status, WNOHANG);
 		if (w != pid)
 			continue;
-		if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-			finish(a, 0);
+		if (WIFEXITED(status) && (WEXITSTATUS(status) == 0 ||
+					  WEXITSTATUS(status) == KEEPER_STOP))
+			finish(a, WEXITSTATUS(status));
 		describe(status, why, sizeof(why));
 		if (!connected(a->fuse_fd)) {
 			log_err("keeper: the daemon (pid %d) %s; the mount is gone already", (int)pid, why);

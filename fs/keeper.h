@@ -7,6 +7,8 @@
  * its child.  It does no FUSE request handling, no SQLite and no hook
  * I/O: it waits for the daemon to end and then
  *   - exit 0 (unmounted, or told to stop): unmounts and exits 0;
+ *   - KEEPER_STOP (the mount failed before it was ready): unmounts and
+ *     exits with it;
  *   - KEEPER_HANDOVER (hsmfsctl restart): starts the hsmfs binary now
  *     installed, at once;
  *   - anything else (a signal, an abort, a failure while serving): logs
@@ -30,6 +32,8 @@
 #include <stdbool.h>
 
 #define KEEPER_HANDOVER 75 /* a daemon's exit status: start the next one now */
+#define KEEPER_STOP 6      /* a daemon's exit status: unmount and exit with it,
+			    * never restart (its hook refused the mount) */
 #define KEEPER_QUICK_S 1
 
 struct fuse_session;

@@ -4,12 +4,16 @@
  *
  * Exit codes (hsmfs(8)): 0 clean unmount; 1 bad usage or option;
  * 2 store unusable or already mounted; 3 mountpoint unusable; 4 the
- * mount itself failed; 5 the daemon failed while serving.
+ * mount itself failed; 5 the daemon failed while serving; 6 the hook
+ * refused the mount before it was ready (supervise.h: a wrong origin).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +24,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "dirs.h"
 #include "cache.h"
 #include "answer.h"
 #include "events.h"
@@ -44,7 +49,7 @@
 #include "writeback.h"
 
 enum { EXIT_USAGE = 1, EXIT_STORE = 2, EXIT_MNT = 3, EXIT_MOUNT = 4,
-       EXIT_SERVE = 5 };
+       EXIT_SERVE = 5, EXIT_HOOK = KEEPER_STOP };
 
 static void usage(void)
 {
@@ -211,7 +216,9 @@ static unsigned default_fd_cache(void)
 
 /*
  * Fork; the parent waits until the child has seen FUSE INIT (or died)
- * and exits 0 only then, so "hsmfs ... && ls MNT" never races.
+ * and exits 0 only then, so "hsmfs ... && ls MNT" never races.  The
+ * child writes "R" (ready), or "E" and why the mount failed (ready.h):
+ * the parent prints that line and exits with the daemon's status.
  * Returns the descriptor the child must write to, in the child only.
  */
 static int daemonize(int state_fd)
@@ -230,13 +237,20 @@ static int daemonize(int state_fd)
 		exit(EXIT_SERVE);
 	}
 	if (pid > 0) {
-		close(pfd[1]);
-		if (read(pfd[0], &c, 1) == 1)
-			_exit(0);
+		char why[1024];
+		ssize_t n;
 		int status;
 
+		close(pfd[1]);
+		if (read(pfd[0], &c, 1) == 1 && c == 'R')
+			_exit(0);
+		n = read(pfd[0], why, sizeof(why) - 1);
+		why[n > 0 ? n : 0] = '\0';
 		waitpid(pid, &status, 0);
-		log_err("the daemon exited before the mount became ready");
+		if (why[0])
+			log_err("%s", why);
+		else
+			log_err("the daemon exited before the mount became ready");
 		_exit(WIFEXITED(status) && WEXITSTATUS(status) ?
 			      WEXITSTATUS(status) : EXIT_SERVE);
 	}
@@ -255,6 +269,20 @@ static int daemonize(int state_fd)
 	}
 	log_to_syslog("hsmfs", state_fd);
 	return pfd[1];
+}
+
+static pthread_t main_thread;
+static atomic_bool hook_refused;
+
+/*
+ * The supervised hook refused the mount before it was ready (supervise.h):
+ * the daemon ends as on SIGTERM, sent to the thread that runs the loop
+ * (libfuse's workers block signals; its wait there is interruptible).
+ */
+static void end_refused(void)
+{
+	atomic_store(&hook_refused, true);
+	pthread_kill(main_thread, SIGTERM);
 }
 
 /* The hook transport hands what hooks say to the engine (answer.h). */
@@ -632,7 +660,16 @@ int main(int argc, char *argv[])
 			log_warn("cannot start the consistency check, ignoring");
 	}
 	if (o.hook) {
-		res = supervise_start(o.hook, mnt_path);
+		/*
+		 * A new mount whose root was never listed asks its hook whether
+		 * it can serve it: a wrong origin fails the mount in one line,
+		 * not every later look with EIO; with nofail or _netdev it is
+		 * retried in the background instead.
+		 */
+		main_thread = pthread_self();
+		res = supervise_start(o.hook, mnt_path,
+				      !takeover && !o.background && dirs_root_unlisted(),
+				      end_refused);
 		if (res) {
 			log_err("cannot supervise hook '%s': %s", o.hook, strerror(-res));
 			rc = EXIT_SERVE;
@@ -662,7 +699,9 @@ int main(int argc, char *argv[])
 			fuse_loop_cfg_destroy(lcfg);
 		}
 	}
-	if (res < 0) {
+	if (atomic_load(&hook_refused)) {
+		rc = EXIT_HOOK; /* said: supervise.c logged it, ready.c told the parent */
+	} else if (res < 0) {
 		log_err("serving failed: %s", strerror(-res));
 		rc = EXIT_SERVE;
 	}
@@ -692,7 +731,7 @@ out:
 		cache_shutdown();
 	if (events_up) {
 		events_shutdown();
-		if (rc == 0 && serving)
+		if ((rc == 0 || rc == EXIT_HOOK) && serving)
 			check_mark_clean(store.state_fd);
 	}
 	if (mounted)

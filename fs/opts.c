@@ -140,6 +140,8 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 		val++;
 	if (!*opt)
 		return 0; /* "a,,b" */
+	if (!strcmp(opt, "nofail") || !strcmp(opt, "_netdev"))
+		o->background = true; /* and otherwise ignored */
 	if (in_list(ignored_opts, opt) || !strncmp(opt, "x-", 2) ||
 	    !strncmp(opt, "comment=", 8))
 		return 0;

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,7 +20,8 @@ static struct {
 	int ready_fd, daemon_fd;
 	bool wait_hook;          /* hook= given and not joined/exited yet */
 	bool live;               /* INIT answered */
-	bool done;               /* signalled */
+	bool done;               /* signalled, or refused */
+	bool refused;            /* the hook refused the mount: never ready */
 	bool stopping;
 	bool timer_up;
 	double bound;
@@ -153,6 +155,34 @@ void ready_hook_exited(void)
 	pthread_mutex_unlock(&R.lock);
 }
 
+bool ready_hook_refused(const char *why)
+{
+	bool failed;
+
+	pthread_mutex_lock(&R.lock);
+	failed = !R.done && !R.stopping;
+	if (failed) {
+		R.done = R.refused = true; /* never ready: the parent reads why */
+		if (R.ready_fd >= 0) {
+			close(R.ready_fd);
+			R.ready_fd = -1;
+		}
+		if (R.daemon_fd >= 0) {
+			char msg[1024];
+			int n = snprintf(msg, sizeof(msg), "E%s", why);
+
+			/* one write under PIPE_BUF: the parent reads it whole */
+			(void)!write(R.daemon_fd, msg, n < (int)sizeof(msg) ? (size_t)n :
+							     sizeof(msg) - 1);
+			close(R.daemon_fd);
+			R.daemon_fd = -1;
+		}
+		pthread_cond_broadcast(&R.cond);
+	}
+	pthread_mutex_unlock(&R.lock);
+	return failed;
+}
+
 void ready_shutdown(void)
 {
 	bool join;
@@ -179,7 +209,7 @@ bool ready_done(void)
 	bool d;
 
 	pthread_mutex_lock(&R.lock);
-	d = R.done;
+	d = R.done && !R.refused;
 	pthread_mutex_unlock(&R.lock);
 	return d;
 }

@@ -16,6 +16,12 @@
  * the process groups of the last few joiners are kept and looked at when
  * the spawn is.
  *
+ * A mount can also fail here: a hook started with HSMFS_PROBE=1 that
+ * exits with HSMFS_HOOK_REFUSED before the mount is ready says it cannot
+ * serve this mount (a wrong origin: hsmfs-hooks(7)); ready_hook_refused()
+ * then hands its reason to the daemonizing parent, which prints it and
+ * exits with the daemon's status, and --ready-fd is closed unwritten.
+ *
  * Locks: one mutex of its own, a leaf: taken with no other lock of this
  * module held, released before returning; callers may hold theirs.  It
  * writes to the two descriptors (a pipe, never blocking on 6 bytes)
@@ -26,6 +32,8 @@
 
 #include <stdbool.h>
 #include <sys/types.h>
+
+#include "hsmfs/protocol.h" /* HSMFS_HOOK_REFUSED */
 
 /*
  * ready_fd: --ready-fd, or -1; daemon_fd: the daemonizing parent's pipe,
@@ -41,6 +49,13 @@ void ready_hook_started(pid_t pid);
 void ready_hook_joined(pid_t pid);
 /* The supervised hook exited or could not start (supervise.c). */
 void ready_hook_exited(void);
+/*
+ * The supervised hook refused the mount (why: its last line of output).
+ * True when the mount was not ready yet: it has failed, the caller ends
+ * the daemon; false when it was (the hook is started again as after any
+ * exit).
+ */
+bool ready_hook_refused(const char *why);
 /* Stops the bound's timer; the descriptors are closed unwritten if the
  * mount never became ready. */
 void ready_shutdown(void);

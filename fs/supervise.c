@@ -27,8 +27,12 @@ static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool running, stopping;
+	bool probe;         /* the next spawn gets HSMFS_PROBE=1 */
 	pid_t pid;
 	char **envp;        /* environ, PATH led by the daemon's own directory */
+	char **probe_envp;  /* envp and HSMFS_PROBE=1 */
+	void (*refused)(void);
+	char last[512];     /* the hook's last line of output, under lock */
 } sup = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
 /*
@@ -39,7 +43,7 @@ static struct {
  * store (its staging files could not reach a later mount's files
  * anyway).  Only async-signal-safe calls between fork and exec.
  */
-static int spawn(pid_t *ret_pid)
+static int spawn(pid_t *ret_pid, char **envp)
 {
 	char *argv[] = { "/bin/sh", "-c", NULL, "hsmfs-hook", sup.mountpoint, NULL };
 	pid_t parent = getpid(), pid;
@@ -62,7 +66,7 @@ static int spawn(pid_t *ret_pid)
 		if (dup2(p[1], STDOUT_FILENO) < 0 || dup2(p[1], STDERR_FILENO) < 0 ||
 		    (nul >= 0 && dup2(nul, STDIN_FILENO) < 0))
 			_exit(127);
-		execve("/bin/sh", argv, sup.envp);
+		execve("/bin/sh", argv, envp);
 		_exit(127);
 	}
 	if (nul >= 0)
@@ -79,6 +83,17 @@ static int spawn(pid_t *ret_pid)
 	return p[0];
 }
 
+/* A line of the hook's output: logged, and kept as its last word. */
+static void hook_line(const char *line)
+{
+	log_info("hook: %s", line);
+	if (!line[0])
+		return;
+	pthread_mutex_lock(&sup.lock);
+	snprintf(sup.last, sizeof(sup.last), "%.*s", (int)sizeof(sup.last) - 1, line);
+	pthread_mutex_unlock(&sup.lock);
+}
+
 static void *supervise_main(void *arg)
 {
 	double backoff = 0.1;
@@ -91,8 +106,11 @@ static void *supervise_main(void *arg)
 		pid_t pid = 0;
 		int status, fd;
 
+		bool probing = sup.probe;
+
+		sup.probe = false; /* the first run's alone */
 		pthread_mutex_unlock(&sup.lock);
-		fd = spawn(&pid);
+		fd = spawn(&pid, probing ? sup.probe_envp : sup.envp);
 		pthread_mutex_lock(&sup.lock);
 		if (fd < 0) {
 			log_err("hook '%s' cannot start: %s", sup.command, strerror(-fd));
@@ -110,15 +128,36 @@ static void *supervise_main(void *arg)
 				for (ssize_t i = 0; i < n; i++) {
 					if (buf[i] == '\n' || used == sizeof(line) - 1) {
 						line[used] = '\0';
-						log_info("hook: %s", line);
+						hook_line(line);
 						used = 0;
 					}
 					if (buf[i] != '\n')
 						line[used++] = buf[i];
 				}
 			}
+			if (used) { /* a last line with no newline */
+				line[used] = '\0';
+				hook_line(line);
+			}
 			close(fd);
 			waitpid(pid, &status, 0);
+			if (probing && WIFEXITED(status) &&
+			    WEXITSTATUS(status) == HSMFS_HOOK_REFUSED) {
+				char why[sizeof(sup.last) + 64];
+
+				pthread_mutex_lock(&sup.lock);
+				snprintf(why, sizeof(why), "the hook refused the mount: %s",
+					 sup.last[0] ? sup.last : "it gave no reason");
+				pthread_mutex_unlock(&sup.lock);
+				if (ready_hook_refused(why)) {
+					log_err("%s", why);
+					if (sup.refused)
+						sup.refused();
+					pthread_mutex_lock(&sup.lock);
+					sup.pid = 0;
+					break; /* not started again: the mount ends */
+				}
+			}
 			ready_hook_exited();
 			pthread_mutex_lock(&sup.lock);
 			sup.pid = 0;
@@ -186,8 +225,8 @@ static char **hook_environ(void)
 	}
 	envp[k++] = path;
 	for (size_t i = 0; i < count; i++)
-		if (strncmp(environ[i], "PATH=", 5))
-			envp[k++] = environ[i];
+		if (strncmp(environ[i], "PATH=", 5) && strncmp(environ[i], "HSMFS_PROBE=", 12))
+			envp[k++] = environ[i]; /* HSMFS_PROBE: the first run's alone */
 	return envp;
 }
 
@@ -247,17 +286,45 @@ int supervise_check(const char *command, char *err, size_t errlen)
 	return 0;
 }
 
-int supervise_start(const char *command, const char *mountpoint)
+/* envp and HSMFS_PROBE=1, or NULL: no memory.  Shares envp's strings. */
+static char **probe_environ(char **envp)
+{
+	size_t count = 0;
+	char **out;
+
+	while (envp[count])
+		count++;
+	out = calloc(count + 2, sizeof(*out));
+	if (!out)
+		return NULL;
+	out[0] = "HSMFS_PROBE=1";
+	for (size_t i = 0; i < count; i++)
+		out[i + 1] = envp[i];
+	return out;
+}
+
+int supervise_start(const char *command, const char *mountpoint, bool probe,
+		    void (*refused)(void))
 {
 	sup.command = strdup(command);
 	sup.mountpoint = strdup(mountpoint);
 	sup.envp = hook_environ();
-	if (!sup.command || !sup.mountpoint || !sup.envp)
+	sup.probe_envp = sup.envp ? probe_environ(sup.envp) : NULL;
+	sup.probe = probe;
+	sup.refused = refused;
+	if (!sup.command || !sup.mountpoint || !sup.envp || !sup.probe_envp)
 		return -ENOMEM;
 	if (pthread_create(&sup.thread, NULL, supervise_main, NULL))
 		return -EAGAIN;
 	sup.running = true;
 	return 0;
+}
+
+void supervise_last_line(char *buf, size_t size)
+{
+	pthread_mutex_lock(&sup.lock);
+	snprintf(buf, size, "%s", sup.last);
+	pthread_mutex_unlock(&sup.lock);
 }
 
 void supervise_stop(void)
@@ -275,6 +342,8 @@ void supervise_stop(void)
 	free(sup.command);
 	free(sup.mountpoint);
 	sup.command = sup.mountpoint = NULL;
+	free(sup.probe_envp); /* its strings are envp's and a literal */
+	sup.probe_envp = NULL;
 	if (sup.envp && sup.envp != environ) {
 		free(sup.envp[0]); /* the PATH= string; the rest are environ's */
 		free(sup.envp);

@@ -9,10 +9,20 @@
  * starts over once a run lasted a minute.  At unmount it gets SIGTERM.
  * One thread does all of this; nothing here touches FUSE.  Each spawn
  * and exit is told to ready.h: the mount is ready once the hook joined.
+ *
+ * With probe, the first run has HSMFS_PROBE=1 in its environment: the
+ * mount is new and its root was never listed, so a hook that cannot
+ * serve it (an origin that does not answer, or answers no listing) may
+ * say so by printing one line and exiting with HSMFS_HOOK_REFUSED (78)
+ * before it joins.  If the mount is not ready yet it then fails: the
+ * line is handed to ready.h, the hook is not started again, and
+ * refused() is called to end the daemon.  Any other exit, or a refusal
+ * once the mount is ready, is restarted as usual.
  */
 #ifndef HSMFS_SUPERVISE_H
 #define HSMFS_SUPERVISE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /*
@@ -23,8 +33,14 @@
  * 0, or -ENOENT / -EACCES with err saying which and how to fix it.
  */
 int supervise_check(const char *command, char *err, size_t errlen);
-/* Copies its arguments.  0 or -errno. */
-int supervise_start(const char *command, const char *mountpoint);
+/*
+ * Copies its arguments; refused: called once, on the supervising thread,
+ * if the hook refused the mount (see above).  0 or -errno.
+ */
+int supervise_start(const char *command, const char *mountpoint, bool probe,
+		    void (*refused)(void));
+/* The last line the hook printed, "" if none (for statistics). */
+void supervise_last_line(char *buf, size_t size);
 void supervise_stop(void);
 
 #endif

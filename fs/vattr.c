@@ -20,10 +20,12 @@
 #include "ranges.h"
 #include "stats.h"
 #include "store.h"
+#include "supervise.h"
 #include "vattr.h"
 #include "saved.h"
 
 static uint64_t lat_value(unsigned b);
+_Static_assert(HOOK_LAT_BUCKETS == LAT_BUCKETS, "a hook's latency buckets are the fills'");
 static uint64_t lat_percentile(const uint64_t *h, uint64_t total, unsigned pct);
 
 static uint64_t lat_value(unsigned b)
@@ -84,13 +86,29 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 		if (!list)
 			return -ENOMEM;
 		elock();
-		for (struct hook *h = E.hooks; h && len < cap; h = h->next)
-			len += snprintf(list + len, cap - len, "%s\t%d\t%s\t%s%s\t%u\t%s\n",
+		/*
+		 * A line a hook: name, pid, kind, events, pending, answered,
+		 * denied, timed out, latency p50 and p99 (microseconds), subtree
+		 * (last: the one field that may hold a space).
+		 */
+		for (struct hook *h = E.hooks; h && len < cap; h = h->next) {
+			uint64_t total = 0;
+
+			for (unsigned b = 0; b < HOOK_LAT_BUCKETS; b++)
+				total += h->lat[b];
+			len += snprintf(list + len, cap - len,
+					"%s\t%d\t%s\t%s%s\t%u\t%llu\t%llu\t%llu\t%llu\t%llu\t%s\n",
 					h->name, (int)h->pid,
 					h->kind == HSMFS_KIND_FILL ? "fill" : "watch",
 					h->mask & HSMFS_MASK(HSMFS_EV_PRE_ACCESS) ? "A" : "-",
 					h->mask & HSMFS_MASK(HSMFS_EV_PRE_MODIFY) ? "M" : "-",
-					h->assigned, h->subtree[0] ? h->subtree : "/");
+					h->assigned, (unsigned long long)h->answered,
+					(unsigned long long)h->denied,
+					(unsigned long long)h->timeouts,
+					(unsigned long long)(total ? lat_percentile(h->lat, total, 50) : 0),
+					(unsigned long long)(total ? lat_percentile(h->lat, total, 99) : 0),
+					h->subtree[0] ? h->subtree : "/");
+		}
 		eunlock();
 		if (len > cap)
 			len = cap;
@@ -123,6 +141,10 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 									__ATOMIC_RELAXED) };
 		}
 		n = stats_json(&s, val, sizeof(val));
+	} else if (!strcmp(name, "user.hsmfs.hook_said") && in == inode_root()) {
+		/* the -o hook= command's last line of output: its last error, often */
+		supervise_last_line(val, sizeof(val));
+		n = strlen(val);
 	} else if (!strcmp(name, "user.hsmfs.socket") || !strcmp(name, "user.hsmfs.store")) {
 		if (in != inode_root())
 			return -ENODATA;

@@ -35,6 +35,15 @@
 #define HSMFS_MAX_NAME 255         /* hook name in HELLO */
 #define HSMFS_MAX_PATH 4096        /* path strings */
 
+/*
+ * Not a frame: the exit status of a hook started by -o hook= with
+ * HSMFS_PROBE=1 in its environment that cannot serve the mount (its
+ * origin cannot be listed...).  Exiting with it before HELLO, after one
+ * line on standard error, fails a mount that is not ready yet with that
+ * line (hsmfs-hooks(7), HSMFS_PROBE).  EX_CONFIG of sysexits.h.
+ */
+#define HSMFS_HOOK_REFUSED 78
+
 /* Message types. */
 enum hsmfs_msg {
 	HSMFS_MSG_HELLO = 1,    /* hook -> hsmfs */

@@ -99,8 +99,14 @@ def test():
             ok(f.read() == data["x"], "and the one named y, x's")
         from harness import HSMFSCTL, run
         rc, out = run([HSMFSCTL, "hooks", m.mnt])
-        ok(rc == 0 and re.search(r"^hsmfs-mirror +\d+ fill +A- +0 +/$", out, re.M),
-           "hsmfsctl hooks lists it: " + out.strip().splitlines()[-1])
+        row = re.search(r"^hsmfs-mirror +\d+ fill +A- +0 +(\d+) +(\d+) +0 +(\S+) +(\S+) +/$",
+                        out, re.M)
+        ok(rc == 0 and row, "hsmfsctl hooks lists it:\n" + out)
+        # its answers so far: the fills of the reads above (g's refused), each timed
+        ok(row and int(row.group(1)) >= 3 and row.group(2) == "1" and row.group(3) != "-" and
+           row.group(4) != "-", "with its answers, its denial and their latency counted")
+        ok("last said: hsmfs-mirror: 'g' has 5000 bytes" in out,
+           "and the hook's last line, its refusal of g")
     # a hook named without a path is looked up beside the running hsmfs
     # first: a build directory's hsmfs finds its own hsmfs-mirror
     with Mount(opts="hook=hsmfs-mirror %s" % mirror, env={"PATH": "/usr/bin:/bin"}) as m:

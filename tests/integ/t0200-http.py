@@ -13,6 +13,7 @@ import json
 import os
 import random
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -20,7 +21,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFS, HSMFSCTL, Mount, Nginx, diag, eq, hog, import_manifest,  # noqa: E402
                      is_root, main, errno_of, ok, run, skip, tmpdir, tmpfs, tmpfs_drop,
-                     wait_for, write_tree)
+                     is_mounted, unmount, wait_for, write_tree)
 
 HTTP = os.path.join(os.path.dirname(os.path.abspath(HSMFS)), "hsmfs-http")
 MiB = 1 << 20
@@ -542,7 +543,18 @@ def test():
     cert, key = make_cert(certdir)
     d = files["sizes/s65536.bin"]
     with Nginx(root, tls=(cert, key)) as ng:
-        with Mount(opts=hook_opts(ng, " --retries 0")) as m:
+        tries = tmpdir("hsmfs-tls-mount-")
+        os.mkdir(os.path.join(tries, "s"))
+        os.mkdir(os.path.join(tries, "m"))
+        r = subprocess.run([HSMFS, os.path.join(tries, "s"), os.path.join(tries, "m"), "-o",
+                            hook_opts(ng, " --retries 0")], capture_output=True, text=True,
+                           timeout=60)
+        if is_mounted(os.path.join(tries, "m")):
+            unmount(os.path.join(tries, "m"), lazy=True)
+        shutil.rmtree(tries, ignore_errors=True)
+        ok(r.returncode == 6 and "certificate" in r.stderr,
+           "an untrusted certificate fails a new zero-setup mount, in one line") or diag(r.stderr)
+        with Mount(opts="nofail," + hook_opts(ng, " --retries 0")) as m:
             eq(import_manifest(m.mnt, [{"path": "sizes/s65536.bin", "size": len(d)}])[0], 0, "import")
             eq(errno_of(lambda: read_all(m.path("sizes/s65536.bin"))), errno.EIO,
                "untrusted certificate refused by default (EIO)")

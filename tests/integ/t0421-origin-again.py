@@ -1,38 +1,88 @@
 #!/usr/bin/env python3
-"""A zero-setup store mounted again with another origin=.
+"""A zero-setup store's origin at mount, and mounted again with another.
 
-A mistyped origin on the first mount: the first look fails (HTTP 404)
-and the root stays unlisted; mounted again with the right origin, the
-root is listed from it (it kept asking the wrong URL for good).  A root
-listed before keeps its names, and the log says the new origin is not
-used for them.
+A new store whose origin cannot be listed (a wrong path, an unknown
+scheme, nothing listening, a page that is no listing) fails the mount
+with one line naming the cause and exit status 6, and is left unmounted
+(it mounted, and every look failed with a bare EIO).  With nofail the
+mount goes on and the first look fails; the root stays unlisted, and
+mounted again with the right origin it is listed from it (it kept asking
+the wrong URL for good).  A root listed before keeps its names, and the
+log says the new origin is not used for them.
 """
 import os
 import shutil
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import HSMFS, Mount, Nginx, eq, errno_of, main, ok, tmpdir, write_tree  # noqa: E402
+from harness import (HSMFS, HSMFSCTL, DaemonError, Mount, Nginx, diag, eq, errno_of, free_port,  # noqa: E402
+                     is_mounted, main, ok, run, tmpdir, unmount, wait_for, write_tree)
 
 HTTP = os.path.join(os.path.dirname(os.path.abspath(HSMFS)), "hsmfs-http")
+
+
+def mount_fails(store, origin, cause, what):
+    """hsmfs daemonized, as a user types it: exit 6 and one line naming
+    cause and the option to fix, nothing left mounted."""
+    mnt = tmpdir("hsmfs-mnt-")
+    try:
+        r = subprocess.run([HSMFS, store, mnt, "-o", "hook=%s,origin=%s" % (HTTP, origin)],
+                           capture_output=True, text=True, timeout=60)
+        lines = r.stderr.strip().splitlines()
+        eq(r.returncode, 6, "%s: the mount fails (exit 6)" % what)
+        ok(len(lines) == 1 and cause in lines[0] and "origin=" in lines[0],
+           "%s: one line naming the cause (%s) and origin=" % (what, cause)) or diag(r.stderr)
+        ok(not is_mounted(mnt), "%s: nothing is left mounted" % what)
+    finally:
+        if is_mounted(mnt):
+            unmount(mnt, lazy=True)
+        os.rmdir(mnt)
 
 
 def test():
     root, store = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-")
     os.chmod(root, 0o755)
-    write_tree(root, {"data/a.txt": b"alpha", "data/sub/b.txt": b"beta"})
+    write_tree(root, {"data/a.txt": b"alpha", "data/sub/b.txt": b"beta",
+                      "page/index.html": b"<html><body>not a listing</body></html>"})
     with Nginx(root) as ng:
-        with Mount(store=store, opts="hook=%s,origin=%s" % (HTTP, ng.url("dta/"))) as m:
-            ok(errno_of(lambda: os.listdir(m.mnt)) != 0, "a mistyped origin: the first look fails")
+        mount_fails(store, ng.url("dta/"), "HTTP 404", "a wrong path")
+        mount_fails(store, "htp://127.0.0.1/", "Unsupported protocol", "an unknown scheme")
+        mount_fails(store, "http://127.0.0.1:%d/" % free_port(), "connect",
+                    "an origin not listening")
+        mount_fails(store, ng.url("page/"), "listing", "a page that is no listing")
+        # the same in the foreground, with --ready-fd: closed unwritten
+        m = Mount(store=store, opts="hook=%s,origin=%s" % (HTTP, ng.url("dta/")))
+        try:
+            m.start()
+            ok(False, "-f --ready-fd: the mount fails")
+            m.stop()
+        except DaemonError as e:
+            ok("exited 6" in str(e) and "HTTP 404" in m.output(),
+               "-f --ready-fd: never ready, exit 6, the cause in the log") or diag(e)
+        finally:
+            m.cleanup()
+        # nofail (or _netdev): the mount goes on, its first look fails
+        with Mount(store=store, opts="nofail,hook=%s,origin=%s" % (HTTP, ng.url("dta/"))) as m:
+            ok(errno_of(lambda: os.listdir(m.mnt)) != 0,
+               "a mistyped origin with nofail: mounted, the first look fails")
+            # the hook's line reaches the daemon through a pipe: a moment later
+            said = wait_for(lambda: (lambda out: "HTTP 404" in out and out)(
+                run([HSMFSCTL, "hooks", m.mnt])[1]), "the hook's last line in hsmfsctl hooks")
+            ok("last said" in said, "hsmfsctl hooks shows why the origin fails") or diag(said)
             ok("consistency check" not in m.output(),
                "a new store logs no consistency check after an unclean stop")
         with Mount(store=store, opts="hook=%s,origin=%s" % (HTTP, ng.url("data/"))) as m:
             eq(sorted(os.listdir(m.mnt)), ["a.txt", "sub"],
                "mounted again with the right origin: the root is listed from it")
+            ok("refused" not in m.output(), "a right origin passes the check at mount")
             eq(open(m.path("sub", "b.txt"), "rb").read(), b"beta", "and its files read")
             ok(m.logged("never listed"), "the log says the root is listed from the new origin")
         uris = [u for _, u, _, _, _, _ in ng.log()]
         ok("/data/" in uris, "the new origin was asked (%s)" % uris)
+        eq(ng.probes(), ["/dta/", "/page/", "/dta/", "/data/"],
+           "each mount of a root never listed checked its origin with one HEAD; "
+           "nofail did not")
         with Mount(store=store, opts="hook=%s,origin=%s" % (HTTP, ng.url("other/"))) as m:
             eq(sorted(os.listdir(m.mnt)), ["a.txt", "sub"], "a listed root keeps its names")
             ok(m.logged("its directories keep the origins"), "and the log says so")
