@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,7 @@ static void usage(FILE *f)
 "       hsmfsctl watch [--json] MOUNTPOINT\n"
 "       hsmfsctl hooks MOUNTPOINT\n"
 "       hsmfsctl stats [--json] MOUNTPOINT\n"
+"       hsmfsctl doctor [--json] MOUNTPOINT\n"
 "       hsmfsctl restart MOUNTPOINT\n"
 "       hsmfsctl evict [--range START-END] PATH...\n"
 "       hsmfsctl pin|prefetch [--jobs N] PATH...\n"
@@ -69,6 +71,7 @@ static void usage(FILE *f)
 "watch   print the events of a mount as they happen (and allow them)\n"
 "hooks   list the hooks connected to a mount\n"
 "stats   cache size and limits, evictions, hits, misses, fill latency\n"
+"doctor  is a mount healthy? its daemon, hooks, origin, cache and conflicts\n"
 "evict   drop fetched bytes of clean files (they are fetched again on access)\n"
 "pin     fetch files completely and keep them (never evicted); unpin undoes\n"
 "prefetch  fetch files or trees now, N files at a time (default 4), with progress\n"
@@ -1839,6 +1842,181 @@ static int cmd_watch(int argc, char **argv)
 	return res == -ECONNRESET ? 0 : X_STORE;
 }
 
+/* ------------------------------------------------------------- doctor */
+
+struct doctor {
+	bool json;
+	int fails, warns;
+	const char *sep;           /* between JSON objects */
+};
+
+/* One finding: "ok", "warn" or "fail", and what it is. */
+static void finding(struct doctor *d, const char *level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void finding(struct doctor *d, const char *level, const char *fmt, ...)
+{
+	char what[2048];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	d->fails += !strcmp(level, "fail");
+	d->warns += !strcmp(level, "warn");
+	if (d->json) {
+		printf("%s{\"level\": \"%s\", \"what\": ", d->sep, level);
+		json_str(what);
+		printf("}");
+		d->sep = ",\n ";
+	} else {
+		printf("%-5s %s\n", level, what);
+	}
+}
+
+/*
+ * Can the origin be reached?  A HEAD of its URL, anonymous: hsmfsctl has
+ * not the hook's credentials, so a refusal is a warning only.
+ */
+static void doctor_origin(struct doctor *d, const char *origin)
+{
+	CURL *c = curl_easy_init();
+	CURLcode rc = CURLE_OUT_OF_MEMORY;
+	long code = 0;
+
+	if (c) {
+		curl_easy_setopt(c, CURLOPT_URL, origin);
+		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+		curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+		curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https,file");
+		rc = curl_easy_perform(c);
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+		curl_easy_cleanup(c);
+	}
+	if (rc != CURLE_OK)
+		finding(d, "fail", "origin %s: %s", origin, curl_easy_strerror(rc));
+	else if (code == 401 || code == 403)
+		finding(d, "warn", "origin %s: HTTP %ld to a request without the hook's "
+			"credentials", origin, code);
+	else if (code >= 400)
+		finding(d, "fail", "origin %s: HTTP %ld", origin, code);
+	else
+		finding(d, "ok", "origin %s answers", origin);
+}
+
+/*
+ * One command that says whether a mount is healthy, and if not what to
+ * look at: the daemon answers, its restarts, the hooks (a fill hook there
+ * when an origin is, their denials and timeouts, the hook's last line),
+ * the origin, the cache's room, archive conflicts.  Exit 0 with
+ * warnings at most, X_PARTIAL with a failure.
+ */
+static int cmd_doctor(int argc, char **argv)
+{
+	static char hooks[1 << 20];
+	struct doctor d = { .sep = "" };
+	char stats[4096], origin[4096], said[4096], h[32], h2[32];
+	const char *mnt = NULL;
+	bool fill = false;
+	ssize_t n;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			d.json = true;
+		else if (!mnt)
+			mnt = argv[i];
+		else
+			mnt = "";
+	}
+	if (!mnt || !*mnt) {
+		fprintf(stderr, "hsmfsctl: doctor needs one MOUNTPOINT\n");
+		return X_USAGE;
+	}
+	if (d.json)
+		printf("[");
+	n = getxattr(mnt, "user.hsmfs.stats", stats, sizeof(stats) - 1);
+	if (n < 0) {
+		finding(&d, "fail", "%s: %s", mnt, errno == ENOTCONN ?
+			"the daemon is gone (unmount it: fusermount3 -u, and mount again)" :
+			errno == ENODATA || errno == EOPNOTSUPP ? "not the root of an hsmfs mount" :
+			strerror(errno));
+		if (d.json)
+			printf("]\n");
+		return X_STORE;
+	}
+	stats[n] = '\0';
+	finding(&d, "ok", "%s: the daemon answers", mnt);
+	if (json_num(stats, "restarts") > 0) {
+		long long sig = json_num(stats, "last_exit_signal");
+
+		finding(&d, "warn", "the daemon was started again %lld time%s (the last one ended "
+			"by %s %lld)", json_num(stats, "restarts"),
+			json_num(stats, "restarts") == 1 ? "" : "s", sig > 0 ? "signal" : "status",
+			sig > 0 ? sig : json_num(stats, "last_exit_status"));
+	}
+	n = getxattr(mnt, "user.hsmfs.origin", origin, sizeof(origin) - 1);
+	origin[n > 0 ? n : 0] = '\0';
+	n = getxattr(mnt, "user.hsmfs.hooks", hooks, sizeof(hooks) - 1);
+	hooks[n > 0 ? n : 0] = '\0';
+	for (char *save, *line = strtok_r(hooks, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char *f[HOOK_FIELDS] = { 0 }, *tsave;
+		int i = 0;
+
+		for (char *t = strtok_r(line, "\t", &tsave); t && i < HOOK_FIELDS;
+		     t = strtok_r(NULL, "\t", &tsave))
+			f[i++] = t;
+		if (i != HOOK_FIELDS)
+			continue;
+		fill |= !strcmp(f[2], "fill");
+		if (strcmp(f[7], "0"))
+			finding(&d, "warn", "hook %s (pid %s): %s event%s ran out of time", f[0],
+				f[1], f[7], strcmp(f[7], "1") ? "s" : "");
+		else if (strcmp(f[6], "0"))
+			finding(&d, "warn", "hook %s (pid %s): denied %s of %s", f[0], f[1], f[6],
+				f[5]);
+		else
+			finding(&d, "ok", "hook %s (pid %s, %s): %s answered", f[0], f[1], f[2],
+				f[5]);
+	}
+	if (origin[0] && !fill)
+		finding(&d, "fail", "no fill hook connected: a read of missing bytes waits "
+			"timeout= and fails (-o hook=hsmfs-http, hsmfs(8))");
+	n = getxattr(mnt, "user.hsmfs.hook_said", said, sizeof(said) - 1);
+	if (n > 0) {
+		said[n] = '\0';
+		finding(&d, "ok", "hook= last said: %s", said);
+	}
+	if (origin[0])
+		doctor_origin(&d, origin);
+	{
+		long long used = json_num(stats, "cache_bytes"), max = json_num(stats, "cache_max"),
+			  fs_free = json_num(stats, "fs_free"), enospc = json_num(stats, "enospc");
+
+		human(h, sizeof(h), used);
+		human(h2, sizeof(h2), fs_free);
+		if (enospc > 0)
+			finding(&d, "warn", "cache: %lld fill%s found no room (ENOSPC); %s used, %s "
+				"free (cache_max=, cache_min_free=)", enospc, enospc == 1 ? "" : "s",
+				h, h2);
+		else if (max > 0 && used > max / 100 * 95)
+			finding(&d, "warn", "cache: %s used of cache_max", h);
+		else
+			finding(&d, "ok", "cache: %s used, %s free on the store's filesystem", h, h2);
+	}
+	if (json_num(stats, "conflicts") > 0)
+		finding(&d, "warn", "%lld archive conflict%s: hsmfsctl status shows them, "
+			"hsmfsctl resolve settles them", json_num(stats, "conflicts"),
+			json_num(stats, "conflicts") == 1 ? "" : "s");
+	if (d.json)
+		printf("]\n");
+	else
+		printf("%s: %d failure%s, %d warning%s\n", mnt, d.fails, d.fails == 1 ? "" : "s",
+		       d.warns, d.warns == 1 ? "" : "s");
+	return d.fails ? X_PARTIAL : 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -1867,6 +2045,8 @@ int main(int argc, char **argv)
 		return cmd_sync(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "stats"))
 		return cmd_stats(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "doctor"))
+		return cmd_doctor(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "restart"))
 		return cmd_restart(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "evict") || !strcmp(argv[1], "pin") ||

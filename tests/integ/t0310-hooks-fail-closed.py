@@ -231,6 +231,10 @@ def test_timeout_bound():
         took = time.monotonic() - t0
         stop.set()
         t.join()
+        # the event ran out of time while the stalled hook had it: counted
+        line = [ln.split("\t") for ln in os.getxattr(m.mnt, "user.hsmfs.hooks").decode()
+                .splitlines() if ln.startswith("stalled\t")]
+        eq([ln[7] for ln in line], ["1"], "user.hsmfs.hooks counts the stalled hook's timeout")
         s.close()
         eq(e, errno.EIO, "a stalled fill that repeats its PROGRESS fails")
         ok(took < 4.0, "PROGRESS without new bytes extends nothing (%.1f s, timeout=2)" % took)

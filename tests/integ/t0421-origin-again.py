@@ -11,6 +11,7 @@ the wrong URL for good).  A root listed before keeps its names, and the
 log says the new origin is not used for them.
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -70,19 +71,26 @@ def test():
             said = wait_for(lambda: (lambda out: "HTTP 404" in out and out)(
                 run([HSMFSCTL, "hooks", m.mnt])[1]), "the hook's last line in hsmfsctl hooks")
             ok("last said" in said, "hsmfsctl hooks shows why the origin fails") or diag(said)
+            rc, out = run([HSMFSCTL, "doctor", m.mnt])
+            ok(rc == 4 and re.search(r"^fail +origin .*dta/: HTTP 404$", out, re.M) and
+               "last said" in out, "hsmfsctl doctor fails, naming the origin's 404") or diag(out)
             ok("consistency check" not in m.output(),
                "a new store logs no consistency check after an unclean stop")
         with Mount(store=store, opts="hook=%s,origin=%s" % (HTTP, ng.url("data/"))) as m:
             eq(sorted(os.listdir(m.mnt)), ["a.txt", "sub"],
                "mounted again with the right origin: the root is listed from it")
             ok("refused" not in m.output(), "a right origin passes the check at mount")
+            rc, out = run([HSMFSCTL, "doctor", m.mnt])
+            ok(rc == 0 and re.search(r"^ok +origin .*data/ answers$", out, re.M) and
+               re.search(r"^ok +hook hsmfs-http .*fill", out, re.M),
+               "hsmfsctl doctor: healthy, its fill hook and origin there") or diag(out)
             eq(open(m.path("sub", "b.txt"), "rb").read(), b"beta", "and its files read")
             ok(m.logged("never listed"), "the log says the root is listed from the new origin")
         uris = [u for _, u, _, _, _, _ in ng.log()]
         ok("/data/" in uris, "the new origin was asked (%s)" % uris)
-        eq(ng.probes(), ["/dta/", "/page/", "/dta/", "/data/"],
-           "each mount of a root never listed checked its origin with one HEAD; "
-           "nofail did not")
+        eq(ng.probes(), ["/dta/", "/page/", "/dta/", "/dta/", "/data/", "/data/"],
+           "each mount of a root never listed checked its origin with one HEAD, nofail "
+           "did not; and each hsmfsctl doctor")
         with Mount(store=store, opts="hook=%s,origin=%s" % (HTTP, ng.url("other/"))) as m:
             eq(sorted(os.listdir(m.mnt)), ["a.txt", "sub"], "a listed root keeps its names")
             ok(m.logged("its directories keep the origins"), "and the log says so")
