@@ -989,11 +989,42 @@ static size_t probe_header(char *b, size_t sz, size_t n, void *arg)
 	return len;
 }
 
+static int probe_entry(void *arg, const char *name, bool is_dir, const char *mtime,
+		       uint64_t size)
+{
+	(void)arg, (void)name, (void)is_dir, (void)mtime, (void)size;
+	return 0;
+}
+
+/* An HTML root: is it a directory index (its GET parsed, no HEADs)?  why if not. */
+static void probe_html(CURL *c, const char *url, char *why, size_t whylen)
+{
+	struct http_body b = { .max = 64 << 20 };
+	char err[256] = "";
+	long code = 0;
+	CURLcode rc;
+
+	curl_easy_setopt(c, CURLOPT_NOBODY, 0L);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, http_body_cb);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	rc = curl_easy_perform(c);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	if (rc != CURLE_OK)
+		snprintf(why, whylen, "%s", curl_easy_strerror(rc));
+	else if (code != 200)
+		snprintf(why, whylen, "HTTP %ld", code);
+	else if (manifest_parse_html(b.p ? b.p : "", b.n, probe_entry, NULL, err, sizeof(err)))
+		snprintf(why, whylen, "%s", err);
+	free(b.p);
+}
+
 /*
  * The mount's first start, its root never listed (HSMFS_PROBE=1,
  * hsmfs-hooks(7)): does the origin's root answer as a listing?  One HEAD,
  * so a huge root is not listed twice: of the root's URL (nginx: 2xx and
- * JSON, the autoindex's type), or of the bucket (S3).  A wrong path, a
+ * JSON, the autoindex's type; an HTML page is read and must be an index),
+ * or of the bucket (S3).  A wrong path, a
  * bucket that is not there, an origin down or unknown, a page that is no
  * listing: one line on standard error and false; the mount then fails
  * with that line rather than every later look with EIO.
@@ -1035,9 +1066,11 @@ static bool probe_origin(void)
 		; /* a directory there: its listing is read as it is */
 	else if (code < 200 || code > 299)
 		snprintf(why, sizeof(why), "HTTP %ld", code);
+	else if (!cfg.s3 && strstr(type, "text/html"))
+		probe_html(c, url, why, sizeof(why));
 	else if (!cfg.s3 && !strstr(type, "json"))
-		snprintf(why, sizeof(why), "it answers %s, not a JSON listing (nginx: autoindex "
-			 "on; autoindex_format json;)", type[0] ? type : "with no type");
+		snprintf(why, sizeof(why), "it answers %s, not a listing (nginx: autoindex on; "
+			 "with autoindex_format json; for exact sizes)", type[0] ? type : "with no type");
 	if (c)
 		curl_easy_cleanup(c);
 	curl_slist_free_all(hdrs);

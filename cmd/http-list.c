@@ -81,6 +81,9 @@ struct out {
 	const char *prefix; /* S3: the key prefix of the directory */
 	unsigned n;
 	int err;
+	CURL *c;            /* an HTML index's files are asked with a HEAD */
+	char *why;          /* why o->err, when it is the origin's */
+	size_t whylen;
 };
 
 static void put_entry(struct out *o, const char *name, bool is_dir, uint64_t size,
@@ -122,12 +125,29 @@ static void put_entry(struct out *o, const char *name, bool is_dir, uint64_t siz
 	o->n++;
 }
 
+static long head(CURL *c, const char *url, char *why, size_t whylen);
+static int head_file(CURL *c, struct out *o, const char *name, const char *url, bool s3,
+		     char *why, size_t whylen);
+
 static int nginx_entry(void *arg, const char *name, bool is_dir, const char *mtime,
 		       uint64_t size)
 {
 	struct out *o = arg;
 	time_t t = mtime[0] ? curl_getdate(mtime, NULL) : -1;
 
+	if (!is_dir && size == MANIFEST_SIZE_UNKNOWN) {
+		/* an HTML index: the file's size and version are its HEAD's */
+		char *en = http_escape(name, NULL), *url = NULL;
+		int res = ENOMEM;
+
+		if (en && asprintf(&url, "%s%s", o->base, en) >= 0)
+			res = head_file(o->c, o, name, url, false, o->why, o->whylen);
+		free(en);
+		free(url);
+		if (res && !o->err)
+			o->err = res;
+		return o->err ? -o->err : 0;
+	}
 	/* Last-Modified: the If-Range validator (as hsmfsctl import --listing) */
 	put_entry(o, name, is_dir, size, t, t >= 0, mtime);
 	return o->err ? -o->err : 0;
@@ -296,10 +316,14 @@ int http_list(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3
 			res = get(c, base, &b, why, whylen);
 		}
 		if (!res) {
-			res = -manifest_parse_nginx(b.p ? b.p : "", b.n, nginx_entry, &o, err,
-						    sizeof(err));
+			o.c = c;
+			o.why = why;
+			o.whylen = whylen;
+			res = -manifest_parse_listing(b.p ? b.p : "", b.n, nginx_entry, &o, err,
+						      sizeof(err));
 			if (res && err[0])
-				snprintf(why, whylen, "not an nginx JSON listing: %s", err);
+				snprintf(why, whylen, "not a directory listing (nginx JSON, or an "
+					 "HTML index): %s", err);
 		}
 	}
 	if (!res && o.err)
@@ -348,6 +372,59 @@ static long head(CURL *c, const char *url, char *why, size_t whylen)
 	return code;
 }
 
+/*
+ * The entry of a file whose HEAD (url) just answered 200 on c: its size,
+ * date and version from the headers.  0, or an errno with why.
+ */
+static int head_entry(CURL *c, struct out *o, const char *name, const char *url, bool s3,
+		      char *why, size_t whylen)
+{
+	const char *lm = header(c, "Last-Modified"), *etag = header(c, "ETag"),
+		   *coding = header(c, "Content-Encoding");
+	curl_off_t len = -1;
+	time_t t = lm ? curl_getdate(lm, NULL) : -1;
+
+	curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
+	if (coding && coding[0] && strcasecmp(coding, "identity")) {
+		/* its Content-Length is the coding's, not the file's size */
+		snprintf(why, whylen, "HEAD %s: Content-Encoding: %s", url, coding);
+		return EIO;
+	}
+	if (len < 0) {
+		snprintf(why, whylen, "HEAD %s: no Content-Length", url);
+		return EIO;
+	}
+	/* the version a listing records: the ETag (S3), the date (nginx) */
+	put_entry(o, name, false, (uint64_t)len, t, t >= 0, s3 ? etag : lm);
+	return 0;
+}
+
+/*
+ * A file an HTML index names: its entry from a HEAD of url (a redirect
+ * to a slash: a directory).  0, or an errno with why; a name gone since
+ * the index was made is passed over.
+ */
+static int head_file(CURL *c, struct out *o, const char *name, const char *url, bool s3,
+		     char *why, size_t whylen)
+{
+	long code = head(c, url, why, whylen);
+
+	if (code == 200)
+		return head_entry(c, o, name, url, s3, why, whylen);
+	if (code == 301 || code == 302) {
+		const char *loc = header(c, "Location");
+
+		if (loc && loc[0] && loc[strlen(loc) - 1] == '/')
+			put_entry(o, name, true, 0, 0, false, NULL);
+		return 0;
+	}
+	if (code == 404 || code == 410)
+		return 0;
+	if (code > 0)
+		snprintf(why, whylen, "HEAD %s: HTTP %ld", url, code);
+	return code == 401 || code == 403 ? EACCES : EIO;
+}
+
 int http_lookup(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3,
 		char *why, size_t whylen)
 {
@@ -385,25 +462,9 @@ int http_lookup(CURL *c, const struct hsmfs_event *ev, const char *origin, bool 
 	o.base = base;
 	code = head(c, url, why, whylen);
 	if (code == 200) {
-		const char *lm = header(c, "Last-Modified"), *etag = header(c, "ETag"),
-			   *coding = header(c, "Content-Encoding");
-		curl_off_t len = -1;
-		time_t t = lm ? curl_getdate(lm, NULL) : -1;
-
-		curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
-		if (coding && coding[0] && strcasecmp(coding, "identity")) {
-			/* its Content-Length is the coding's, not the file's size */
-			snprintf(why, whylen, "HEAD %s: Content-Encoding: %s", url, coding);
-			res = EIO;
+		res = head_entry(c, &o, name, url, s3, why, whylen);
+		if (res)
 			goto out;
-		}
-		if (len < 0) {
-			snprintf(why, whylen, "HEAD %s: no Content-Length", url);
-			res = EIO;
-			goto out;
-		}
-		/* the version a listing records: the ETag (S3), the date (nginx) */
-		put_entry(&o, name, false, (uint64_t)len, t, t >= 0, s3 ? etag : lm);
 	} else if ((code == 301 || code == 302) && !s3) {
 		const char *loc = header(c, "Location");
 

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "manifest.h"
 
@@ -582,6 +583,155 @@ end:
 	if (p.s != p.end)
 		return fail(&p, "text after the listing");
 	return 0;
+}
+
+/* The first occurrence of needle in [s, end), ASCII case ignored, or NULL. */
+static const char *find_ci(const char *s, const char *end, const char *needle)
+{
+	size_t n = strlen(needle);
+
+	for (; s && (size_t)(end - s) >= n; s++)
+		if (!strncasecmp(s, needle, n))
+			return s;
+	return NULL;
+}
+
+/*
+ * An href's value [s, end) as a name: HTML entities (&amp; &lt; &gt;
+ * &quot; &#39; &#N; &#xH;) then %-escapes decoded into out (size bytes).
+ * False when it is too long or malformed, or not a relative link with
+ * neither query nor fragment.
+ */
+static bool href_decode(const char *s, const char *end, char *out, size_t size)
+{
+	char tmp[4096];
+	size_t n = 0, k = 0;
+
+	while (s < end) {
+		if (n + 1 >= sizeof(tmp))
+			return false;
+		if (*s != '&') {
+			tmp[n++] = *s++;
+			continue;
+		}
+		static const struct { const char *name; char c; } ents[] = {
+			{ "&amp;", '&' }, { "&lt;", '<' }, { "&gt;", '>' }, { "&quot;", '"' },
+			{ "&apos;", '\'' },
+		};
+		size_t i;
+
+		for (i = 0; i < sizeof(ents) / sizeof(ents[0]); i++) {
+			size_t el = strlen(ents[i].name);
+
+			if ((size_t)(end - s) >= el && !strncmp(s, ents[i].name, el)) {
+				tmp[n++] = ents[i].c;
+				s += el;
+				break;
+			}
+		}
+		if (i < sizeof(ents) / sizeof(ents[0]))
+			continue;
+		if (end - s > 3 && s[1] == '#') {
+			const char *q = s + 2;
+			bool hex = *q == 'x' || *q == 'X';
+			unsigned long v = 0;
+
+			q += hex;
+			while (q < end && *q != ';' && hexval(*q) >= 0 && v < 256)
+				v = v * (hex ? 16 : 10) + (unsigned)hexval(*q++);
+			if (q < end && *q == ';' && v > 0 && v < 128) {
+				tmp[n++] = (char)v;
+				s = q + 1;
+				continue;
+			}
+		}
+		return false;
+	}
+	/* absolute, another site's, a query (sorting links) or a fragment: not a name */
+	if (!n || tmp[0] == '/' || memchr(tmp, ':', n) || memchr(tmp, '?', n) || memchr(tmp, '#', n))
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		if (k + 1 >= size)
+			return false;
+		if (tmp[i] == '%') {
+			int hi = i + 2 < n ? hexval(tmp[i + 1]) : -1, lo = hi >= 0 ? hexval(tmp[i + 2]) : -1;
+
+			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+				return false;
+			out[k++] = (char)(hi * 16 + lo);
+			i += 2;
+		} else {
+			out[k++] = tmp[i];
+		}
+	}
+	out[k] = '\0';
+	return true;
+}
+
+int manifest_parse_html(const char *html, size_t len, manifest_listing_cb cb, void *arg,
+			char *err, size_t errlen)
+{
+	const char *s = html, *end = html + len, *t = find_ci(s, end, "<title>");
+	char last[4096] = "";
+
+	if (!t || (strncasecmp(t + 7, "Index of ", 9) &&
+		   strncasecmp(t + 7, "Directory listing for ", 22))) {
+		if (errlen)
+			snprintf(err, errlen, "an HTML page, not a directory index (no <title>Index "
+				 "of ...)");
+		return -EINVAL;
+	}
+	while ((s = find_ci(s, end, "<a ")) != NULL) {
+		const char *tag_end = memchr(s, '>', end - s), *h;
+		char name[4096];
+		bool is_dir;
+		size_t n;
+		int res;
+
+		if (!tag_end)
+			break;
+		h = find_ci(s, tag_end, "href=");
+		s = tag_end + 1;
+		if (!h || h + 6 >= tag_end || (h[5] != '"' && h[5] != '\''))
+			continue;
+		{
+			const char *v = h + 6, *q = memchr(v, h[5], tag_end - v);
+
+			if (!q || !href_decode(v, q, name, sizeof(name)))
+				continue;
+		}
+		if (!strncmp(name, "./", 2))
+			memmove(name, name + 2, strlen(name + 2) + 1);
+		n = strlen(name);
+		is_dir = n && name[n - 1] == '/';
+		if (is_dir)
+			name[--n] = '\0';
+		if (!n || n > 255 || strchr(name, '/') || !strcmp(name, ".") ||
+		    !strcmp(name, "..") || !strcmp(name, last))
+			continue; /* the parent, a deeper path, or the same name again */
+		for (size_t i = 0; i < n; i++)
+			if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f)
+				goto next; /* no byte that could forge a line */
+		snprintf(last, sizeof(last), "%s", name);
+		res = cb(arg, name, is_dir, "", is_dir ? 0 : MANIFEST_SIZE_UNKNOWN);
+		if (res)
+			return res;
+next:;
+	}
+	return 0;
+}
+
+int manifest_parse_listing(const char *text, size_t len, manifest_listing_cb cb, void *arg,
+			   char *err, size_t errlen)
+{
+	size_t i = 0;
+
+	while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' ||
+			   text[i] == '\n'))
+		i++;
+	if (i < len && text[i] == '[')
+		return manifest_parse_nginx(text, len, cb, arg, err, errlen);
+	return manifest_parse_html(text, len, cb, arg, err, errlen);
 }
 
 /* Text of the first <tag>...</tag> inside [s, end), entities decoded. */

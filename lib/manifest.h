@@ -57,6 +57,29 @@ int manifest_parse_nginx(const char *json, size_t len, manifest_listing_cb cb,
 			 void *arg, char *err, size_t errlen);
 
 /*
+ * An HTML directory index: nginx's autoindex, Apache's mod_autoindex,
+ * python3 -m http.server, lighttpd... recognised by its <title>, which
+ * begins "Index of " or "Directory listing for " (any other page is not a
+ * listing: -EINVAL).  cb is called for each link to a name of the
+ * directory: a relative href of one path component, %-decoded, a
+ * directory when it ends in '/'; parent, sorting and absolute links are
+ * passed over, and a name linked twice in a row is given once.  An index
+ * gives no exact sizes: cb gets MANIFEST_SIZE_UNKNOWN and mtime "" (the
+ * caller asks each file with a HEAD).  Returns 0, cb's value, or -EINVAL
+ * with the reason in err.
+ */
+#define MANIFEST_SIZE_UNKNOWN UINT64_MAX
+int manifest_parse_html(const char *html, size_t len, manifest_listing_cb cb, void *arg,
+			char *err, size_t errlen);
+
+/*
+ * A directory listing of either kind: nginx's JSON when its first byte
+ * past white space is '[', else an HTML index.  As the two above.
+ */
+int manifest_parse_listing(const char *text, size_t len, manifest_listing_cb cb, void *arg,
+			   char *err, size_t errlen);
+
+/*
  * One page of an S3 ListObjectsV2 reply (XML).  cb is called for each
  * <Contents> with its Key, Size, ETag and LastModified (entities
  * decoded).  *ret_truncated tells whether another page follows, and its

@@ -39,6 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		manifest_entry_free(&e);
 	}
 	manifest_parse_nginx((const char *)data, size, on_entry, NULL, err, sizeof(err));
+	manifest_parse_html((const char *)data, size, on_entry, NULL, err, sizeof(err));
 	{
 		char token[64];
 		bool more;

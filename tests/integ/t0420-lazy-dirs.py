@@ -447,8 +447,43 @@ def test_slow_commit():
     shutil.rmtree(store, ignore_errors=True)
 
 
+def test_html_index():
+    """An origin that serves HTML directory indexes: nginx's default
+    autoindex and python3 -m http.server (they gave EIO: JSON only).  Each
+    file's size and version come from a HEAD; every byte is the origin's."""
+    import socket
+    import subprocess
+    from harness import free_port
+    root, files = make_origin()
+    port = free_port()
+    py = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1",
+                           str(port), "--directory", root],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def up():
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+        wait_for(up, "python's http.server")
+        with Nginx(root, extra="location / { autoindex_format html; }") as ng:
+            for what, url in (("nginx's HTML autoindex", ng.url()),
+                              ("python's http.server", "http://127.0.0.1:%d/" % port)):
+                with Mount(opts="hook=%s,origin=%s" % (HTTP, url)) as m:
+                    eq(tree(m.mnt), files, "%s: every name and byte" % what)
+                    eq({n: os.stat(m.path(n)).st_size for n in files},
+                       {n: len(d) for n, d in files.items()}, "%s: every size" % what)
+                    ok(os.path.isdir(m.path("empty")), "%s: an empty directory" % what)
+    finally:
+        py.kill()
+        py.wait()
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def run_all():
     test_zero_setup()
+    test_html_index()
     test_first_look_at_mount()
     test_import_lists()
     test_refresh()

@@ -35,6 +35,81 @@ static void bad(const char *line, const char *needle)
 	ok(res == -EINVAL && strstr(err, needle), "rejects %s: %s", line, err);
 }
 
+/* The names an HTML index gives, as "name/" for a directory, "|"-separated. */
+static int html_entry(void *arg, const char *name, bool is_dir, const char *mtime,
+		      uint64_t size)
+{
+	char *seen = arg;
+
+	if (mtime[0] || (is_dir ? size != 0 : size != MANIFEST_SIZE_UNKNOWN))
+		strcat(seen, "!");
+	strcat(seen, name);
+	strcat(seen, is_dir ? "/|" : "|");
+	return 0;
+}
+
+/* An index of each server's kind (their layouts, written here). */
+static void html_indexes(void)
+{
+	static const char nginx[] =
+		"<html>\r\n<head><title>Index of /data/</title></head>\r\n<body>\r\n"
+		"<h1>Index of /data/</h1><hr><pre><a href=\"../\">../</a>\r\n"
+		"<a href=\"sub/\">sub/</a>            04-Dec-2026 12:00       -\r\n"
+		"<a href=\"a%20b.txt\">a b.txt</a>     04-Dec-2026 12:00       5\r\n"
+		"<a href=\"x%26y\">x&amp;y</a>         04-Dec-2026 12:00       1\r\n"
+		"</pre><hr></body>\r\n</html>\r\n";
+	static const char apache[] =
+		"<!DOCTYPE HTML PUBLIC \"-//W3C//DTD HTML 3.2 Final//EN\">\n<html>\n <head>\n"
+		"  <title>Index of /data</title>\n </head>\n <body>\n<h1>Index of /data</h1>\n"
+		"  <table>\n   <tr><th valign=\"top\"><img src=\"/icons/blank.gif\" alt=\"[ICO]\"></th>"
+		"<th><a href=\"?C=N;O=D\">Name</a></th><th><a href=\"?C=M;O=A\">Last modified</a></th></tr>\n"
+		"<tr><td valign=\"top\"><img src=\"/icons/back.gif\" alt=\"[PARENTDIR]\"></td>"
+		"<td><a href=\"/\">Parent Directory</a></td></tr>\n"
+		"<tr><td><a href=\"a.txt\"><img src=\"/icons/text.gif\"></a></td>"
+		"<td><a href=\"a.txt\">a.txt</a></td><td align=\"right\">2026-12-04 12:00  </td>"
+		"<td align=\"right\">1.2K</td></tr>\n"
+		"<tr><td><a href=\"sub/\">sub/</a></td></tr>\n"
+		"<tr><td><a href=\"http://elsewhere/x\">x</a> <a href='it&#39;s'>it's</a></td></tr>\n"
+		"</table>\n</body></html>\n";
+	static const char python[] =
+		"<!DOCTYPE HTML>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+		"<title>Directory listing for /data/</title>\n</head>\n<body>\n"
+		"<h1>Directory listing for /data/</h1>\n<hr>\n<ul>\n"
+		"<li><a href=\"%C3%BC.txt\">\xc3\xbc.txt</a></li>\n"
+		"<li><a href=\"sub/\">sub/</a></li>\n"
+		"<li><a href=\"a%2Fb\">a/b</a></li>\n"
+		"<li><a href=\"nul%00x\">bad</a></li>\n"
+		"</ul>\n<hr>\n</body>\n</html>\n";
+	static const char page[] = "<html><head><title>Welcome</title></head>"
+				   "<body><a href=\"a.txt\">a</a></body></html>";
+	char seen[512], err[200];
+	int res;
+
+	seen[0] = '\0';
+	res = manifest_parse_listing(nginx, sizeof(nginx) - 1, html_entry, seen, err, sizeof(err));
+	ok(!res && !strcmp(seen, "sub/|a b.txt|x&y|"), "nginx's HTML autoindex: %s", seen);
+	seen[0] = '\0';
+	res = manifest_parse_listing(apache, sizeof(apache) - 1, html_entry, seen, err, sizeof(err));
+	ok(!res && !strcmp(seen, "a.txt|sub/|it's|"),
+	   "Apache's: sorting, parent, icon and other sites' links passed over: %s", seen);
+	seen[0] = '\0';
+	res = manifest_parse_listing(python, sizeof(python) - 1, html_entry, seen, err, sizeof(err));
+	ok(!res && !strcmp(seen, "\xc3\xbc.txt|sub/|"),
+	   "python's http.server: %%-decoded, a slash or a NUL in a name passed over: %s", seen);
+	seen[0] = '\0';
+	res = manifest_parse_listing(page, sizeof(page) - 1, html_entry, seen, err, sizeof(err));
+	ok(res == -EINVAL && strstr(err, "not a directory index") && !seen[0],
+	   "a page that is no index is refused whole: %s", err);
+	seen[0] = '\0';
+	{
+		static const char json[] = " [{\"name\":\"j\",\"type\":\"file\",\"size\":3}]";
+
+		res = manifest_parse_listing(json, sizeof(json) - 1, count_entry, NULL, err,
+					     sizeof(err));
+	}
+	ok(!res, "a JSON listing still goes to the nginx JSON parser");
+}
+
 int main(void)
 {
 	struct manifest_entry e;
@@ -139,5 +214,6 @@ int main(void)
 					      seen) == -EINVAL,
 		   "an unterminated CommonPrefixes is refused");
 	}
+	html_indexes();
 	return tap_done();
 }
