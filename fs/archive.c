@@ -356,8 +356,12 @@ static int archive_one(struct fstate *fs)
 	fs->osize = sn.size;
 	fs->vchanged = true;
 	fs->flags &= ~META_F_NEW; /* the origin has it now */
-	free(fs->sha256); /* the manifest's digest, of the version before */
+	free(fs->sha256); /* the manifest's digests, of the version before */
 	fs->sha256 = NULL;
+	free(fs->chunks);
+	fs->chunks = NULL;
+	fs->dsums = NULL;
+	fs->dchunk = fs->ndchunks = 0;
 	if (overwrite)
 		fs->overwrite = false; /* the origin has ours: conditional again */
 	if (failed) {

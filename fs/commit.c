@@ -291,6 +291,140 @@ int file_digest(int stage, int dst, const struct rangeset *todo, uint64_t size, 
 }
 
 /*
+ * The chunk digests a fill of todo must pass (commit_fill): the chunks of
+ * fs (c bytes, the last one short) that todo touches, their digests and
+ * what was present of the file, copied under S.lock so that the check can
+ * run without it.
+ */
+struct chunk_check {
+	uint64_t c, size;
+	uint64_t first, n;        /* chunk indices first .. first + n - 1 */
+	uint8_t *sums;            /* n digests; a chunk past the manifest's: zeros */
+	bool *known;              /* has a digest */
+	struct rangeset present;
+};
+
+/* Take fs's digests for todo.  0 or -ENOMEM.  S.lock held. */
+static int chunk_check_take(const struct fstate *fs, const struct rangeset *todo,
+			    struct chunk_check *cc)
+{
+	ELOCK_HELD();
+	uint64_t last;
+
+	memset(cc, 0, sizeof(*cc));
+	cc->c = fs->dchunk;
+	cc->size = fs->size;
+	cc->first = todo->v[0].start / cc->c;
+	last = (todo->v[todo->n - 1].end - 1) / cc->c;
+	cc->n = last - cc->first + 1;
+	cc->sums = calloc(cc->n, 32);
+	cc->known = calloc(cc->n, sizeof(bool));
+	if (!cc->sums || !cc->known || rs_copy(&cc->present, &fs->present))
+		return -ENOMEM;
+	for (uint64_t k = 0; k < cc->n; k++)
+		if (cc->first + k < fs->ndchunks) {
+			memcpy(cc->sums + 32 * k, fs->dsums + 32 * (cc->first + k), 32);
+			cc->known[k] = true;
+		}
+	return 0;
+}
+
+static void chunk_check_free(struct chunk_check *cc)
+{
+	free(cc->sums);
+	free(cc->known);
+	rs_clear(&cc->present);
+}
+
+/*
+ * Digests before bytes, chunk by chunk: each chunk todo touches is read
+ * whole (todo's bytes from stage, the rest, present, from dst) and its
+ * sha256 compared with the manifest's.  A chunk of which some bytes are
+ * neither in todo nor present cannot be checked: its bytes leave todo
+ * (not kept; asked again).  0; -EBADMSG when a chunk made of the fill's
+ * bytes alone does not match (another version: the file goes stale);
+ * -EIO when one with present bytes in it does not (refused, not stale:
+ * the present bytes may have gone meanwhile); or -errno.  Without S.lock.
+ */
+static int check_chunks(const struct chunk_check *cc, int stage, int dst,
+			struct rangeset *todo)
+{
+	ELOCK_NOT_HELD();
+	size_t bufsize = 256u << 10;
+	char *buf = malloc(bufsize);
+	int res = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	for (uint64_t k = 0; k < cc->n && !res; k++) {
+		uint64_t cs = (cc->first + k) * cc->c, ce = cs + cc->c, pos;
+		bool mixed = false, whole = true;
+		struct sha256 h;
+		uint8_t got[32];
+
+		if (ce > cc->size)
+			ce = cc->size;
+		{
+			struct range none;
+
+			/* a chunk todo does not touch (between its ranges): nothing to check */
+			if (cs >= ce ||
+			    (rs_missing(todo, cs, ce, &none, 1) && none.start == cs && none.end == ce))
+				continue;
+		}
+		/* is every byte of it in todo or present? */
+		for (pos = cs; pos < ce && whole;) {
+			struct range gap;
+
+			if (!rs_missing(todo, pos, ce, &gap, 1))
+				break;
+			if (!rs_contains(&cc->present, gap.start, gap.end))
+				whole = false;
+			else
+				mixed = true;
+			pos = gap.end;
+		}
+		if (!whole) {
+			res = rs_remove(todo, cs, ce);
+			continue;
+		}
+		sha256_init(&h);
+		for (pos = cs; pos < ce && !res;) {
+			struct range gap;
+			bool from_stage;
+			uint64_t end;
+
+			/* the next run of todo's bytes (stage) or of present ones (dst) */
+			if (rs_missing(todo, pos, ce, &gap, 1) && gap.start == pos) {
+				from_stage = false;
+				end = gap.end;
+			} else {
+				from_stage = true;
+				end = rs_missing(todo, pos, ce, &gap, 1) ? gap.start : ce;
+			}
+			while (pos < end && !res) {
+				size_t n = end - pos < bufsize ? (size_t)(end - pos) : bufsize;
+				ssize_t r = pread(from_stage ? stage : dst, buf, n, (off_t)pos);
+
+				if (r <= 0) {
+					res = r < 0 ? -errno : -EIO; /* short: the hook's error */
+					break;
+				}
+				sha256_update(&h, buf, (size_t)r);
+				pos += (uint64_t)r;
+			}
+		}
+		if (res)
+			break;
+		sha256_final(&h, got);
+		if (!cc->known[k] || memcmp(got, cc->sums + 32 * k, 32))
+			res = mixed ? -EIO : -EBADMSG;
+	}
+	free(buf);
+	return res;
+}
+
+/*
  * Commit an allowed fill: copy what it may write (fill_todo) from its
  * staging file into the store file and mark that present.  Returns the
  * result the caller completes the event with (0 or -errno).  The copy
@@ -309,22 +443,36 @@ int commit_fill(struct event *ev)
 	int64_t b;
 
 	uint64_t nchanges = fs->nchanges, size = fs->size;
+	struct chunk_check cc = { 0 };
 	struct stat before;
-	bool have_before, check;
+	bool have_before, check, chunked, chunk_bad = false;
 	char want[65] = "", got[65] = "";
 
 	res = fill_todo(fs, ev->fill_start, ev->fill_end, &todo);
 	check = !res && todo.n && fill_completes_digest(fs, ev->fill_start, ev->fill_end);
 	if (check)
 		snprintf(want, sizeof(want), "%s", fs->sha256);
+	chunked = !res && todo.n && fs->dsums && fs->state != META_DIRTY;
+	if (chunked)
+		res = chunk_check_take(fs, &todo, &cc);
 	ev_set(ev, EV_COPYING);
 	eunlock();
 	/* a file not open (a prefetch): its store file is opened here, not under S.lock */
 	if (dst < 0 && !res && todo.n && (dst = open_store(fs->in, O_RDWR)) < 0)
 		res = dst;
-	/* digests before bytes: a fill that completes the file is checked first */
+	/* digests before bytes: each chunk, then a fill that completes the file */
+	if (!res && chunked) {
+		uint64_t asked = rs_total(&todo);
+
+		res = check_chunks(&cc, stage, dst, &todo);
+		if (res == -EBADMSG)
+			chunk_bad = true;
+		/* chunks it could not check left: it no longer completes the file */
+		if (rs_total(&todo) != asked)
+			check = false;
+	}
 	if (res) {
-		/* nothing to copy into */
+		/* nothing to copy into, or refused whole */
 	} else if (check) {
 		res = file_digest(stage, dst, &todo, size, got);
 		if (!res && strcmp(got, want))
@@ -394,10 +542,18 @@ int commit_fill(struct event *ev)
 		persist_later(fs);
 		if (inode_path(fs->in, path, sizeof(path)) < 0)
 			snprintf(path, sizeof(path), "inode %llu", (unsigned long long)fs->ino);
-		elog_err("'%s' does not match its manifest's sha256 (%s, manifest %s): refused "
-			"before a byte was kept, stale; import it again", path, got, want);
+		if (chunk_bad)
+			elog_err("'%s': a chunk of [%llu, %llu) does not match its manifest's "
+				 "chunk_sha256: refused before a byte was kept, stale; import it again",
+				 path, (unsigned long long)ev->fill_start,
+				 (unsigned long long)ev->fill_end);
+		else
+			elog_err("'%s' does not match its manifest's sha256 (%s, manifest %s): refused "
+				 "before a byte was kept, stale; import it again", path, got, want);
 		res = -EIO;
 	}
+	if (chunked)
+		chunk_check_free(&cc);
 	rs_clear(&todo);
 	rs_clear(&done);
 	return res;

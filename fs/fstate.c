@@ -64,8 +64,34 @@ void fstate_free(void *p)
 	free(fs->origin);
 	free(fs->version);
 	free(fs->sha256);
+	free(fs->chunks);
 	rs_clear(&fs->present);
 	free(fs);
+}
+
+/* fs's chunk digests: the row's (taken), or none. */
+static void take_chunks(struct fstate *fs, struct meta_file *f)
+{
+	const uint8_t *b = f->chunks;
+
+	free(fs->chunks);
+	fs->chunks = NULL;
+	fs->dsums = NULL;
+	fs->dchunk = fs->ndchunks = 0;
+	if (!b || f->chunks_len < 4) {
+		free(f->chunks);
+		f->chunks = NULL;
+		return;
+	}
+	fs->chunks = f->chunks;
+	f->chunks = NULL;
+	/* a damaged size: every chunk then fails its check (fail closed) */
+	fs->dchunk = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+		     (uint32_t)b[3] << 24;
+	if (!fs->dchunk || (fs->dchunk & (fs->dchunk - 1)))
+		fs->dchunk = 4096;
+	fs->ndchunks = (uint32_t)((f->chunks_len - 4) / 32);
+	fs->dsums = fs->chunks + 4;
 }
 
 /* ------------------------------------------------------------ state */
@@ -84,6 +110,7 @@ static void fstate_take_row(struct fstate *fs, struct meta_file *f)
 	fs->blocks = f->blocks;
 	fs->atime = fs->atime_saved = f->atime;
 	fs->sha256 = f->sha256;
+	take_chunks(fs, f);
 	fs->unverified = false;
 	fs->ctime_real = f->ctime_real;
 	fs->ctime_shown = f->ctime_shown;
@@ -283,6 +310,7 @@ again:
 		fs->unverified = false;
 		free(fs->sha256);
 		fs->sha256 = NULL;
+		take_chunks(fs, &(struct meta_file){ 0 });
 		inode_flags_clear(in, INODE_NONRESIDENT | INODE_TRACKED);
 		eunlock();
 		return res;

@@ -99,6 +99,15 @@ struct fstate {
 	bool evicting;             /* see evict_begin() */
 	bool restoring;            /* times_kept() is putting the mtime back */
 	char *sha256;              /* the manifest's digest (hex, owned), or NULL */
+	/*
+	 * The manifest's chunk digests (meta_file.chunks, owned), or NULL:
+	 * every fill is checked chunk by chunk before a byte of it is kept
+	 * or served (commit.c); dchunk is their chunk size, ndchunks how
+	 * many, dsums the 32 bytes of each.
+	 */
+	uint8_t *chunks;
+	uint32_t dchunk, ndchunks;
+	const uint8_t *dsums;
 	bool unverified;           /* all present, the digest not checked yet:
 				    * shown partial until the writer checks */
 	uint64_t to_lo, to_hi;     /* the hint of the last fill that failed, */

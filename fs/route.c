@@ -393,6 +393,20 @@ struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
 	init_event(ev, HSMFS_EV_PRE_ACCESS, in, req);
 	S.st.misses++;
 	ev->fs = fs;
+	if (fs->dsums && fs->state != META_DIRTY) {
+		/*
+		 * Chunk digests: the hook must fill whole chunks, which the
+		 * commit checks before a byte is kept (commit_fill()).
+		 */
+		uint64_t c = fs->dchunk;
+
+		start &= ~(c - 1);
+		end = end > fs->size - (fs->size % c) ? fs->size : (end + c - 1) & ~(c - 1);
+		if (hs > start)
+			hs = start;
+		if (he < end)
+			he = end;
+	}
 	ev->start = start;
 	ev->end = end;
 	ev->hint_start = hs;

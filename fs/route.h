@@ -58,7 +58,9 @@ bool have_lookup_hook(void);
  * Start a fill of [start, end) with hint [hs, he).  A detached event (a
  * readahead) is started only if a slot is free now, and nobody waits for
  * it unless a reader comes to need its bytes.  Returns the event, or
- * NULL (with *res set unless detached).
+ * NULL (with *res set unless detached).  A clean file with chunk
+ * digests has [start, end) and the hint widened to whole chunks: the
+ * hook must fill them whole for the commit to check them.
  */
 struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
 			 uint64_t end, uint64_t hs, uint64_t he, struct fuse_req *req,

@@ -282,12 +282,68 @@ int manifest_check_path(const char *path, size_t len, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * "chunk_sha256": an array of 64-lowercase-hex strings, into
+ * e->chunk_sha256 (32 bytes each) and e->nchunks.  0 or -EINVAL (said).
+ */
+static int digest_array(struct p *p, struct manifest_entry *e)
+{
+	size_t cap = 0;
+
+	if (p->s >= p->end || *p->s++ != '[')
+		return fail(p, "'chunk_sha256' must be an array");
+	ws(p);
+	if (p->s < p->end && *p->s == ']') {
+		p->s++;
+		return 0;
+	}
+	for (;;) {
+		char *hex;
+		size_t n;
+
+		ws(p);
+		if (string(p, &hex, &n))
+			return -EINVAL;
+		if (n != 64 || strspn(hex, "0123456789abcdef") != 64) {
+			free(hex);
+			return fail(p, "each 'chunk_sha256' must be 64 lowercase hex digits");
+		}
+		if (!e->chunks || e->nchunks == cap) {
+			uint8_t *more;
+
+			cap = cap ? 2 * cap : 16;
+			more = realloc(e->chunks, 4 + cap * 32);
+			if (!more) {
+				free(hex);
+				return fail(p, "out of memory");
+			}
+			e->chunks = more;
+		}
+		for (size_t i = 0; i < 32; i++)
+			e->chunks[4 + (size_t)e->nchunks * 32 + i] =
+				(uint8_t)(hexval(hex[2 * i]) << 4 | hexval(hex[2 * i + 1]));
+		e->nchunks++;
+		e->chunks_len = 4 + (size_t)e->nchunks * 32;
+		free(hex);
+		ws(p);
+		if (p->s < p->end && *p->s == ',') {
+			p->s++;
+			continue;
+		}
+		if (p->s < p->end && *p->s == ']') {
+			p->s++;
+			return 0;
+		}
+		return fail(p, "expected ',' or ']' in 'chunk_sha256'");
+	}
+}
+
 int manifest_parse_line(const char *line, size_t len, struct manifest_entry *ret,
 			char *err, size_t errlen)
 {
 	struct p p = { line, line + len, err, errlen };
 	struct manifest_entry e = { .mode = 0644 };
-	bool has_path = false, has_size = false, has_type = false;
+	bool has_path = false, has_size = false, has_type = false, has_chunks = false;
 	int res = -EINVAL;
 
 	if (len > MANIFEST_MAX_LINE)
@@ -369,6 +425,33 @@ int manifest_parse_line(const char *line, size_t len, struct manifest_entry *ret
 			} else {
 				e.mtime = v;
 				e.has_mtime = true;
+			}
+		} else if (!strcmp(key, "chunk_size")) {
+			if (e.chunk_size) {
+				fail(&p, "duplicate key '%s'", key);
+				free(key);
+				goto out;
+			}
+			if (integer(&p, key, &v)) {
+				free(key);
+				goto out;
+			}
+			if (v < MANIFEST_CHUNK_MIN || v > MANIFEST_CHUNK_MAX || (v & (v - 1))) {
+				fail(&p, "'chunk_size' must be a power of two from 4096 to 2^30");
+				free(key);
+				goto out;
+			}
+			e.chunk_size = (uint32_t)v;
+		} else if (!strcmp(key, "chunk_sha256")) {
+			if (has_chunks) {
+				fail(&p, "duplicate key '%s'", key);
+				free(key);
+				goto out;
+			}
+			has_chunks = true;
+			if (digest_array(&p, &e)) {
+				free(key);
+				goto out;
 			}
 		} else if (!strcmp(key, "type")) {
 			if (has_type) {
@@ -453,6 +536,31 @@ end:
 		fail(&p, "'sha256' must be 64 lowercase hex digits");
 		goto out;
 	}
+	if (!e.chunk_size != !has_chunks) {
+		fail(&p, "'chunk_size' and 'chunk_sha256' go together");
+		goto out;
+	}
+	if (has_chunks && e.is_dir) {
+		fail(&p, "a directory has no 'chunk_sha256'");
+		goto out;
+	}
+	if (has_chunks && (uint64_t)e.nchunks != (e.size + e.chunk_size - 1) / e.chunk_size) {
+		fail(&p, "'chunk_sha256' has %u digests, a file of %llu bytes %llu", e.nchunks,
+		     (unsigned long long)e.size,
+		     (unsigned long long)((e.size + e.chunk_size - 1) / e.chunk_size));
+		goto out;
+	}
+	if (has_chunks && !e.chunks) {
+		/* an empty file: its chunk size alone */
+		e.chunks = malloc(4);
+		if (!e.chunks) {
+			fail(&p, "out of memory");
+			goto out;
+		}
+		e.chunks_len = 4;
+	}
+	for (int i = 0; has_chunks && i < 4; i++)
+		e.chunks[i] = (uint8_t)(e.chunk_size >> (8 * i));
 	*ret = e;
 	return 0;
 out:
@@ -468,7 +576,11 @@ void manifest_entry_free(struct manifest_entry *e)
 	free(e->url);
 	free(e->version);
 	free(e->sha256);
+	free(e->chunks);
 	e->path = e->url = e->version = e->sha256 = NULL;
+	e->chunks = NULL;
+	e->chunks_len = 0;
+	e->nchunks = e->chunk_size = 0;
 }
 
 int manifest_parse_nginx(const char *json, size_t len, manifest_listing_cb cb,

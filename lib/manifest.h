@@ -3,7 +3,11 @@
  *
  * Pure module: no I/O.  Each line is one JSON object describing a file:
  *   {"path": "dir/name", "size": 123, "mtime": 1700000000, "mode": "0644",
- *    "url": "https://...", "version": "\"etag\"", "sha256": "hex"}
+ *    "url": "https://...", "version": "\"etag\"", "sha256": "hex",
+ *    "chunk_size": 1048576, "chunk_sha256": ["hex", ...]}
+ * chunk_sha256 is the digest of each chunk_size bytes of the file in
+ * order, the last one short: ceil(size / chunk_size) of them, chunk_size
+ * a power of two from 4 KiB to 1 GiB; both keys or neither.
  * A directory is {"path": "dir/sub", "type": "dir"} (size optional and
  * ignored; "url" is where its names are listed, for a hook's PRE_DIR).
  * path and size (of a file) are required; unknown keys are ignored (forward
@@ -22,7 +26,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MANIFEST_MAX_LINE (64 * 1024)
+#define MANIFEST_MAX_LINE (1024 * 1024) /* chunk digests: 67 bytes a chunk */
+#define MANIFEST_CHUNK_MIN 4096u
+#define MANIFEST_CHUNK_MAX (1u << 30)
 
 struct manifest_entry {
 	char *path;     /* owned */
@@ -33,6 +39,14 @@ struct manifest_entry {
 	char *url;      /* owned, NULL if absent */
 	char *version;  /* owned, NULL if absent */
 	char *sha256;   /* owned, NULL if absent; 64 lowercase hex */
+	uint32_t chunk_size;   /* 0: no chunk digests */
+	uint32_t nchunks;
+	/*
+	 * Owned, or NULL: as meta_file.chunks has them, chunk_size as a u32
+	 * (little-endian) then the nchunks digests of 32 bytes.
+	 */
+	uint8_t *chunks;
+	size_t chunks_len;
 	bool is_dir;    /* "type": "dir" */
 };
 

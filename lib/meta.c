@@ -28,11 +28,11 @@ enum { Q_GET, Q_PUT, Q_PRESENT, Q_DELETE, Q_COUNT, Q_LIST, Q_DELGEN, Q_LRU,
 static const char *const queries[Q_N] = {
 	[Q_GET] = "SELECT size, mtime, mode, state, flags, origin, version, "
 		  "sha256, present, atime, gen, path, blocks, ctime_real, ctime_shown, "
-		  "coalesce(osize, size) FROM files WHERE ino = ?1",
+		  "coalesce(osize, size), chunks FROM files WHERE ino = ?1",
 	[Q_PUT] = "INSERT OR REPLACE INTO files (ino, size, mtime, mode, state, "
 		  "flags, origin, version, sha256, present, atime, gen, path, "
-		  "blocks, ctime_real, ctime_shown, osize) VALUES (?1, ?2, ?3, ?4, ?5, "
-		  "?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+		  "blocks, ctime_real, ctime_shown, osize, chunks) VALUES (?1, ?2, ?3, ?4, "
+		  "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
 	[Q_PRESENT] = "UPDATE files SET present = ?2, state = ?3, flags = ?4, "
 		      "size = ?5, atime = max(atime, ?7), blocks = ?8, "
 		      "ctime_real = ?9, ctime_shown = ?10, osize = ?11 "
@@ -63,7 +63,7 @@ static const char *const queries[Q_N] = {
 			"AND state < 5 AND origin IS NOT NULL ORDER BY path",
 	[Q_OPCOUNT] = "SELECT count(*) FROM ops",
 	/* an archive's version: the manifest's digest was of the old one */
-	[Q_SETVERSION] = "UPDATE files SET origin = ?2, version = ?3, sha256 = NULL "
+	[Q_SETVERSION] = "UPDATE files SET origin = ?2, version = ?3, sha256 = NULL, chunks = NULL "
 			 "WHERE ino = ?1 AND gen = ?4",
 	/* files to archive: dirty (in conflict too), with a path */
 	[Q_DIRTY] = "SELECT ino, path, blocks, atime FROM files "
@@ -99,6 +99,8 @@ static const char *const migrations[] = {
 	/* 5 -> 6: names changed on the mount, to be applied at the origin, in order */
 	"CREATE TABLE ops (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind INTEGER NOT NULL,"
 	" ino INTEGER NOT NULL, path TEXT, origin TEXT, version TEXT);",
+	/* 6 -> 7: the manifest's chunk digests (meta_file.chunks) */
+	"ALTER TABLE files ADD COLUMN chunks BLOB;",
 };
 
 struct meta {
@@ -323,6 +325,18 @@ int meta_get(struct meta *m, uint64_t ino, struct meta_file *ret)
 		f.ctime_real = sqlite3_column_int64(st, 13);
 		f.ctime_shown = sqlite3_column_int64(st, 14);
 		f.osize = sqlite3_column_int64(st, 15);
+		if (sqlite3_column_bytes(st, 16) > 0) {
+			int n = sqlite3_column_bytes(st, 16);
+			const void *b = sqlite3_column_blob(st, 16);
+
+			f.chunks = b ? malloc(n) : NULL;
+			if (f.chunks) {
+				memcpy(f.chunks, b, n);
+				f.chunks_len = n;
+			} else {
+				oom = 1;
+			}
+		}
 		if (oom)
 			res = -ENOMEM;
 	} else {
@@ -382,6 +396,10 @@ int meta_put(struct meta *m, const struct meta_file *f)
 	sqlite3_bind_int64(st, 15, f->ctime_real);
 	sqlite3_bind_int64(st, 16, f->ctime_shown);
 	bind_osize(st, 17, f->state, f->size, f->osize);
+	if (f->chunks_len)
+		sqlite3_bind_blob(st, 18, f->chunks, (int)f->chunks_len, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(st, 18);
 	if (!res)
 		res = to_errno(m, sqlite3_step(st));
 	sqlite3_reset(st);
@@ -772,6 +790,9 @@ void meta_file_free(struct meta_file *f)
 	free(f->origin);
 	free(f->version);
 	free(f->sha256);
+	free(f->chunks);
+	f->chunks = NULL;
+	f->chunks_len = 0;
 	free(f->path);
 	f->origin = f->version = f->sha256 = f->path = NULL;
 	rs_clear(&f->present);

@@ -30,7 +30,7 @@
 
 #include "ranges.h"
 
-#define META_SCHEMA_VERSION 6
+#define META_SCHEMA_VERSION 7
 
 enum meta_state {
 	META_PLACEHOLDER = 1, /* nothing present yet */
@@ -61,6 +61,13 @@ struct meta_file {
 	char *origin;        /* owned; NULL if none */
 	char *version;       /* owned; NULL if none */
 	char *sha256;        /* owned; NULL if none */
+	/*
+	 * The manifest's chunk digests, owned, or NULL: a u32 chunk size
+	 * (little-endian) then a 32-byte sha256 for each chunk of the
+	 * recorded version (meta_chunks_*).
+	 */
+	void *chunks;
+	size_t chunks_len;
 	struct rangeset present;
 	int64_t atime;       /* last use (open, close, fill), ms since the epoch */
 	uint64_t gen;        /* changes whenever import (re)creates the row */

@@ -211,6 +211,8 @@ static int place_file(struct meta *m, int dfd, const char *name, const char *rel
 	row.version = e->version;
 	row.sha256 = e->sha256;
 	row.path = (char *)relpath;
+	row.chunks = e->chunks;
+	row.chunks_len = e->chunks_len;
 	return put_row(m, &row, defer, err, errlen);
 }
 

@@ -66,7 +66,7 @@ int place_entry(struct meta *m, int dfd, const char *name, const char *relpath,
 /*
  * The same, but the row is not written: it is handed back in *row
  * (row->ino 0: nothing to write; row->path is allocated, row's other
- * strings are e's) for the caller to write later, in a transaction
+ * strings and its chunks are e's) for the caller to write later, in a transaction
  * after the store is synced, so that the database is held for the
  * writes alone, not across making the entries and syncing them.
  */

@@ -349,6 +349,64 @@ def test_sha256_first_read():
     shutil.rmtree(mirror, ignore_errors=True)
 
 
+def test_chunk_sha256():
+    """Per-chunk digests: no unverified byte is ever served.  A file whose
+    manifest gives chunk_sha256 (16 KiB chunks, the last one short) is
+    checked chunk by chunk before a fill's bytes are kept or served: a
+    fill hook that says FILLED early does not hand the reader its bytes
+    before the check; a wrong chunk fails the read with EIO, keeps not a
+    byte of that fill and makes the file stale; right chunks read, in any
+    order.  A 4 KiB read on a chunk=4k mount is asked as its whole 16 KiB
+    digest chunk."""
+    import hashlib
+    import random
+    C = 16384
+    store, mirror = tmpdir("hsmfs-store-"), tmpdir("hsmfs-mirror-")
+    data = os.urandom(5 * C + 100)
+
+    def sums(d):
+        return [hashlib.sha256(d[i:i + C]).hexdigest() for i in range(0, len(d), C)]
+    files = {"good": data, "bad3": data, "badtail": data, "small": data}
+    served = {"good": data, "small": data,
+              "bad3": data[:3 * C] + os.urandom(C) + data[4 * C:],
+              "badtail": data[:5 * C] + os.urandom(100)}
+    for n, d in served.items():
+        with open(os.path.join(mirror, n), "wb") as f:
+            f.write(d)
+    rnd = random.Random(7)
+    with Mount(store=store, opts="chunk=64k") as m:
+        eq(import_manifest(m.mnt, [{"path": n, "size": len(d), "chunk_size": C,
+                                    "chunk_sha256": sums(d)} for n, d in files.items()])[0], 0,
+           "import with chunk_sha256")
+        with Hook(m.mnt, "--mirror", mirror, "--filled", "0.3"):
+            offs = list(range(0, len(data), 4096))
+            rnd.shuffle(offs)
+            got = {o: odirect_read(m.path("good"), o, 4096) for o in offs}
+            ok(all(got[o] == data[o:o + 4096] for o in offs),
+               "right chunks: every 4 KiB read in random order gets the origin's bytes")
+            eq(errno_of(lambda: odirect_read(m.path("bad3"), 3 * C, 4096)), errno.EIO,
+               "a wrong chunk (the fourth): its read fails, though the hook said FILLED "
+               "for it before its answer")
+            eq(os.getxattr(m.path("bad3"), "user.hsmfs.present"), b"0",
+               "not a byte of that fill kept")
+            ok(b"stale" in os.getxattr(m.path("bad3"), "user.hsmfs.state"), "the file is stale")
+            ok(m.logged("'bad3': a chunk of [0, 65536) does not match"), "the log says why")
+            eq(odirect_read(m.path("badtail"), 0, 4096), data[:4096],
+               "a file wrong in its last chunk alone: its first chunks read")
+            eq(errno_of(lambda: odirect_read(m.path("badtail"), 5 * C, 100)), errno.EIO,
+               "and its last chunk fails")
+            eq(os.getxattr(m.path("badtail"), "user.hsmfs.present"), b"65536",
+               "keeping only the chunks that matched")
+    with Mount(store=store, opts="chunk=4k") as m:
+        with Hook(m.mnt, "--mirror", mirror):
+            eq(odirect_read(m.path("small"), C + 4096, 4096), data[C + 4096:C + 8192],
+               "chunk=4k: a 4 KiB read in the second digest chunk")
+            eq(os.getxattr(m.path("small"), "user.hsmfs.present"), b"%d" % C,
+               "is asked and kept as that whole chunk")
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
 def test_sha256_evicted_unverified():
     """Two fills of a file's last ranges committed side by side (two fill
     hooks, each commit slowed by HSMFS_DELAY): neither sees the file
@@ -472,6 +530,7 @@ def run_all():
     test_write_races_fill()
     test_sha256()
     test_sha256_first_read()
+    test_chunk_sha256()
     test_sha256_evicted_unverified()
     test_times_stay()
     test_failed_datasync()

@@ -215,5 +215,36 @@ int main(void)
 		   "an unterminated CommonPrefixes is refused");
 	}
 	html_indexes();
+	/* per-chunk digests */
+	{
+		char line[600];
+		static const char *h64 =
+			"00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+
+		snprintf(line, sizeof(line), "{\"path\":\"c\",\"size\":8193,\"chunk_size\":4096,"
+			 "\"chunk_sha256\":[\"%s\",\"%s\",\"%s\"]}", h64, h64, h64);
+		ok(parse(line, &e, err) == 0 && e.chunk_size == 4096 && e.nchunks == 3 &&
+			   e.chunks_len == 4 + 96 && e.chunks[0] == 0 && e.chunks[1] == 0x10 &&
+			   e.chunks[4] == 0x00 && e.chunks[5] == 0x11 && e.chunks[4 + 95] == 0xff,
+		   "chunk digests parsed into the database's form (%s)", err);
+		manifest_entry_free(&e);
+		snprintf(line, sizeof(line), "{\"path\":\"c\",\"size\":8192,\"chunk_size\":4096,"
+			 "\"chunk_sha256\":[\"%s\",\"%s\",\"%s\"]}", h64, h64, h64);
+		bad(line, "has 3 digests, a file of 8192 bytes 2");
+		snprintf(line, sizeof(line), "{\"path\":\"c\",\"size\":1,\"chunk_size\":5000,"
+			 "\"chunk_sha256\":[\"%s\"]}", h64);
+		bad(line, "power of two");
+		snprintf(line, sizeof(line), "{\"path\":\"c\",\"size\":1,"
+			 "\"chunk_sha256\":[\"%s\"]}", h64);
+		bad(line, "go together");
+		bad("{\"path\":\"c\",\"size\":1,\"chunk_size\":4096,\"chunk_sha256\":[\"AB\"]}",
+		    "64 lowercase hex");
+		bad("{\"path\":\"c\",\"size\":1,\"chunk_size\":4096,\"chunk_sha256\":\"x\"}",
+		    "must be an array");
+		ok(parse("{\"path\":\"z\",\"size\":0,\"chunk_size\":4096,\"chunk_sha256\":[]}",
+			 &e, err) == 0 && e.nchunks == 0 && e.chunks_len == 4,
+		   "an empty file: no digests, its chunk size kept (%s)", err);
+		manifest_entry_free(&e);
+	}
 	return tap_done();
 }
