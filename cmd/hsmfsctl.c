@@ -4,8 +4,8 @@
  *   hsmfsctl import (-s STORE | -m MOUNTPOINT) MANIFEST|-
  *   hsmfsctl status [--json] PATH...
  *   hsmfsctl watch [--json] MOUNTPOINT
- *   hsmfsctl hooks MOUNTPOINT
- *   hsmfsctl stats [--json] MOUNTPOINT
+ *   hsmfsctl hooks [--json] MOUNTPOINT
+ *   hsmfsctl stats [--json | --prometheus [--textfile DIR]] MOUNTPOINT
  *   hsmfsctl restart MOUNTPOINT
  *   hsmfsctl evict|pin|unpin|prefetch PATH...
  *
@@ -36,6 +36,7 @@
 #include "manifest.h"
 #include "meta.h"
 #include "place.h"
+#include "prom.h"
 #include "proto.h"
 #include "stats.h"
 #include "store.h"
@@ -51,8 +52,8 @@ static void usage(FILE *f)
 "                       [--aws-keys-file FILE] [--page-size N]])\n"
 "       hsmfsctl status [--json] PATH...\n"
 "       hsmfsctl watch [--json] MOUNTPOINT\n"
-"       hsmfsctl hooks MOUNTPOINT\n"
-"       hsmfsctl stats [--json] MOUNTPOINT\n"
+"       hsmfsctl hooks [--json] MOUNTPOINT\n"
+"       hsmfsctl stats [--json | --prometheus [--textfile DIR]] MOUNTPOINT\n"
 "       hsmfsctl doctor [--json] MOUNTPOINT\n"
 "       hsmfsctl restart MOUNTPOINT\n"
 "       hsmfsctl evict [--range START-END] PATH...\n"
@@ -70,7 +71,9 @@ static void usage(FILE *f)
 "status  per-file state and present bytes of paths in a mount, with totals\n"
 "watch   print the events of a mount as they happen (and allow them)\n"
 "hooks   list the hooks connected to a mount\n"
-"stats   cache size and limits, evictions, hits, misses, fill latency\n"
+"stats   cache size and limits, evictions, hits, misses, fill latency; in\n"
+"        Prometheus' text format with --prometheus, or into DIR/hsmfs-*.prom\n"
+"        for node_exporter's textfile collector with --textfile\n"
 "doctor  is a mount healthy? its daemon, hooks, origin, cache and conflicts\n"
 "evict   drop fetched bytes of clean files (they are fetched again on access)\n"
 "pin     fetch files completely and keep them (never evicted); unpin undoes\n"
@@ -1396,9 +1399,16 @@ static ssize_t mount_xattr(const char *mnt, const char *name, char *buf, size_t 
 	return n;
 }
 
-/* user.hsmfs.hooks, a line a hook: name, pid, kind, events, pending,
- * answered, denied, timed out, p50 and p99 in microseconds, subtree */
+/*
+ * One line of user.hsmfs.hooks: name, pid, kind, events, pending,
+ * answered, denied, timed out, latency p50 and p99 (microseconds),
+ * subtree.
+ */
 #define HOOK_FIELDS 11
+struct hook_line {
+	const char *name, *pid, *kind, *events, *pending, *answered, *denied, *timeouts,
+		*p50_us, *p99_us, *subtree;
+};
 
 /* us microseconds, for a person: "-" (none), "850us", "12.3ms", "4.1s" */
 static void duration_us(char *buf, size_t n, unsigned long long us)
@@ -1413,23 +1423,21 @@ static void duration_us(char *buf, size_t n, unsigned long long us)
 		snprintf(buf, n, "%.1fs", us / 1e6);
 }
 
-static int cmd_hooks(int argc, char **argv)
+/*
+ * The lines of user.hsmfs.hooks in buf, split in place (buf is changed
+ * and the lines point into it); a line without its HOOK_FIELDS
+ * tab-separated fields is skipped.  Returns their number and sets
+ * *ret_lines (caller frees), or -1 and says why (out of memory).
+ */
+static int hooks_split(char *buf, struct hook_line **ret_lines)
 {
-	static char buf[1 << 20];
+	struct hook_line *lines = NULL;
 	char *line, *save;
-	ssize_t n;
+	int n = 0;
 
-	if (argc != 2) {
-		fprintf(stderr, "hsmfsctl: hooks needs a MOUNTPOINT\n");
-		return X_USAGE;
-	}
-	n = mount_xattr(argv[1], "user.hsmfs.hooks", buf, sizeof(buf));
-	if (n < 0)
-		return X_STORE;
-	printf("%-20s %8s %-5s %-6s %7s %9s %7s %7s %9s %9s  %s\n", "NAME", "PID", "KIND",
-	       "EVENTS", "PENDING", "ANSWERED", "DENIED", "TIMEOUT", "P50", "P99", "SUBTREE");
 	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char *f[HOOK_FIELDS] = { 0 }, *tsave, p50[16], p99[16];
+		char *f[HOOK_FIELDS] = { 0 }, *tsave;
+		struct hook_line *more;
 		int i = 0;
 
 		for (char *t = strtok_r(line, "\t", &tsave); t && i < HOOK_FIELDS;
@@ -1437,16 +1445,94 @@ static int cmd_hooks(int argc, char **argv)
 			f[i++] = t;
 		if (i != HOOK_FIELDS)
 			continue;
-		duration_us(p50, sizeof(p50), strtoull(f[8], NULL, 10));
-		duration_us(p99, sizeof(p99), strtoull(f[9], NULL, 10));
-		printf("%-20s %8s %-5s %-6s %7s %9s %7s %7s %9s %9s  %s\n", f[0], f[1], f[2],
-		       f[3], f[4], f[5], f[6], f[7], p50, p99, f[10]);
+		more = realloc(lines, (n + 1) * sizeof(*lines));
+		if (!more) {
+			free(lines);
+			fprintf(stderr, "hsmfsctl: out of memory\n");
+			return -1;
+		}
+		lines = more;
+		lines[n++] = (struct hook_line){ f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7],
+						 f[8], f[9], f[10] };
 	}
+	*ret_lines = lines;
+	return n;
+}
+
+/*
+ * hsmfsctl hooks [--json] MOUNTPOINT: the hooks connected to a mount, as
+ * a table or a JSON array of objects (hsmfsctl(1)).
+ */
+static int cmd_hooks(int argc, char **argv)
+{
+	static char buf[1 << 20];
+	struct hook_line *h;
+	const char *mnt = NULL;
+	bool json = false;
+	int n;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			json = true;
+		else if (!mnt)
+			mnt = argv[i];
+		else
+			mnt = "";
+	}
+	if (!mnt || !*mnt) {
+		fprintf(stderr, "hsmfsctl: hooks needs one MOUNTPOINT\n");
+		return X_USAGE;
+	}
+	if (mount_xattr(mnt, "user.hsmfs.hooks", buf, sizeof(buf)) < 0)
+		return X_STORE;
+	n = hooks_split(buf, &h);
+	if (n < 0)
+		return X_STORE;
+	if (json)
+		printf("[");
+	else
+		printf("%-20s %8s %-5s %-6s %7s %9s %7s %7s %9s %9s  %s\n", "NAME", "PID",
+		       "KIND", "EVENTS", "PENDING", "ANSWERED", "DENIED", "TIMEOUT", "P50", "P99",
+		       "SUBTREE");
+	for (int i = 0; i < n; i++) {
+		if (!json) {
+			char p50[16], p99[16];
+
+			duration_us(p50, sizeof(p50), strtoull(h[i].p50_us, NULL, 10));
+			duration_us(p99, sizeof(p99), strtoull(h[i].p99_us, NULL, 10));
+			printf("%-20s %8s %-5s %-6s %7s %9s %7s %7s %9s %9s  %s\n", h[i].name,
+			       h[i].pid, h[i].kind, h[i].events, h[i].pending, h[i].answered,
+			       h[i].denied, h[i].timeouts, p50, p99, h[i].subtree);
+			continue;
+		}
+		printf("%s\n  {\"name\": ", i ? "," : "");
+		json_str(h[i].name);
+		printf(", \"pid\": %ld, \"kind\": ", strtol(h[i].pid, NULL, 10));
+		json_str(h[i].kind);
+		/* EVENTS is "A" or "-", then "M" or "-" */
+		printf(", \"events\": [%s%s%s], \"pending\": %llu, \"answered\": %llu, "
+		       "\"denied\": %llu, \"timeouts\": %llu, \"latency_p50_us\": %llu, "
+		       "\"latency_p99_us\": %llu, \"subtree\": ",
+		       h[i].events[0] == 'A' ? "\"PRE_ACCESS\"" : "",
+		       h[i].events[0] == 'A' && strchr(h[i].events, 'M') ? ", " : "",
+		       strchr(h[i].events, 'M') ? "\"PRE_MODIFY\"" : "",
+		       strtoull(h[i].pending, NULL, 10), strtoull(h[i].answered, NULL, 10),
+		       strtoull(h[i].denied, NULL, 10), strtoull(h[i].timeouts, NULL, 10),
+		       strtoull(h[i].p50_us, NULL, 10), strtoull(h[i].p99_us, NULL, 10));
+		json_str(h[i].subtree);
+		printf("}");
+	}
+	if (json)
+		printf("\n]\n");
+	free(h);
 	/* the -o hook= command's last line: why an origin fails, most often */
-	n = getxattr(argv[1], "user.hsmfs.hook_said", buf, sizeof(buf) - 1);
-	if (n > 0) {
-		buf[n] = '\0';
-		printf("hook= last said: %s\n", buf);
+	if (!json) {
+		ssize_t said = getxattr(mnt, "user.hsmfs.hook_said", buf, sizeof(buf) - 1);
+
+		if (said > 0) {
+			buf[said] = '\0';
+			printf("hook= last said: %s\n", buf);
+		}
 	}
 	return 0;
 }
@@ -1480,28 +1566,170 @@ static void human(char *buf, size_t n, long long v)
 		snprintf(buf, n, "%.1f %ciB", d, u[i]);
 }
 
+/*
+ * The text in dir/hsmfs-ESCAPED.prom for node_exporter's textfile
+ * collector (prom_file_name()), replaced atomically: written to a
+ * hidden temporary name in dir (the collector reads only *.prom), made
+ * readable by all, then renamed over the old file, so that a scrape
+ * sees the old text or the new one, never part of one.  Not synced: a
+ * crash loses at most the last scrape's values.  Returns 0, or an exit
+ * code (said why; no temporary file is left behind).
+ */
+static int textfile_write(const char *dir, const char *mnt, const char *text, size_t len)
+{
+	char name[NAME_MAX + 1], path[PATH_MAX], tmp[PATH_MAX];
+	size_t done = 0;
+	int fd;
+
+	if (prom_file_name(name, sizeof(name), mnt)) {
+		fprintf(stderr, "hsmfsctl: '%s': too long for a file name in '%s'\n", mnt, dir);
+		return X_USAGE;
+	}
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) >= sizeof(path) ||
+	    (size_t)snprintf(tmp, sizeof(tmp), "%s/.%s.XXXXXX", dir, name) >= sizeof(tmp)) {
+		fprintf(stderr, "hsmfsctl: '%s': path too long\n", dir);
+		return X_USAGE;
+	}
+	fd = mkstemp(tmp);
+	if (fd < 0) {
+		fprintf(stderr, "hsmfsctl: cannot write in '%s': %s\n", dir, strerror(errno));
+		return X_PARTIAL;
+	}
+	if (fchmod(fd, 0644) < 0)
+		goto fail;
+	while (done < len) {
+		ssize_t n = write(fd, text + done, len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			goto fail;
+		done += (size_t)n;
+	}
+	if (close(fd) < 0) {
+		fd = -1;
+		goto fail;
+	}
+	fd = -1;
+	if (rename(tmp, path) < 0)
+		goto fail;
+	return 0;
+fail:
+	fprintf(stderr, "hsmfsctl: cannot write '%s': %s\n", path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	return X_PARTIAL;
+}
+
+/*
+ * hsmfsctl stats --prometheus [--textfile DIR] of the mount mnt, whose
+ * user.hsmfs.stats is stats: the counters and the hooks' queues in
+ * Prometheus' text format (prom.h), labelled with the mount's real path,
+ * on standard output or into DIR (textfile_write()).  Returns an exit
+ * code.
+ */
+static int stats_prometheus(const char *mnt, const char *stats, const char *dir)
+{
+	static char hooks[1 << 20];
+	uint64_t vals[STATS_NFIELDS];
+	bool have[STATS_NFIELDS];
+	struct prom_hook *ph = NULL;
+	struct hook_line *h = NULL;
+	char real[PATH_MAX], *text = NULL;
+	const char *label;
+	int nh, rc = X_STORE;
+	size_t len;
+
+	for (size_t i = 0; i < STATS_NFIELDS; i++) {
+		long long v = stats_rows[i].key ? json_num(stats, stats_rows[i].key) : -1;
+
+		have[i] = v >= 0;
+		vals[i] = have[i] ? (uint64_t)v : 0;
+	}
+	if (mount_xattr(mnt, "user.hsmfs.hooks", hooks, sizeof(hooks)) < 0)
+		return X_STORE;
+	nh = hooks_split(hooks, &h);
+	if (nh < 0)
+		return X_STORE;
+	ph = calloc(nh ? nh : 1, sizeof(*ph));
+	if (!ph) {
+		fprintf(stderr, "hsmfsctl: out of memory\n");
+		goto out;
+	}
+	for (int i = 0; i < nh; i++)
+		ph[i] = (struct prom_hook){ h[i].name, strtol(h[i].pid, NULL, 10),
+					    strtoull(h[i].pending, NULL, 10),
+					    strtoull(h[i].answered, NULL, 10),
+					    strtoull(h[i].denied, NULL, 10),
+					    strtoull(h[i].timeouts, NULL, 10),
+					    strtoull(h[i].p50_us, NULL, 10),
+					    strtoull(h[i].p99_us, NULL, 10) };
+	/* one name for the mount however it was given: its real path */
+	label = realpath(mnt, real) ? real : mnt;
+	len = prom_format(NULL, 0, label, vals, have, ph, nh);
+	text = malloc(len + 1);
+	if (!text) {
+		fprintf(stderr, "hsmfsctl: out of memory\n");
+		goto out;
+	}
+	prom_format(text, len + 1, label, vals, have, ph, nh);
+	if (dir) {
+		rc = textfile_write(dir, label, text, len);
+	} else {
+		fwrite(text, 1, len, stdout);
+		rc = fflush(stdout) ? X_PARTIAL : 0;
+	}
+out:
+	free(text);
+	free(ph);
+	free(h);
+	return rc;
+}
+
+/*
+ * hsmfsctl stats [--json | --prometheus [--textfile DIR]] MOUNTPOINT:
+ * a mount's counters, as rows, its JSON object, or Prometheus' text
+ * format (hsmfsctl(1)).
+ */
 static int cmd_stats(int argc, char **argv)
 {
 	char buf[4096], h[32];
-	const char *mnt = NULL;
-	bool json = false;
+	const char *mnt = NULL, *dir = NULL;
+	bool json = false, prom = false;
 	ssize_t n;
 
 	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json"))
+		if (!strcmp(argv[i], "--json")) {
 			json = true;
-		else if (!mnt)
+		} else if (!strcmp(argv[i], "--prometheus")) {
+			prom = true;
+		} else if (!strcmp(argv[i], "--textfile")) {
+			if (++i == argc) {
+				fprintf(stderr, "hsmfsctl: --textfile needs a DIR\n");
+				return X_USAGE;
+			}
+			dir = argv[i];
+			prom = true;
+		} else if (!mnt) {
 			mnt = argv[i];
-		else
+		} else {
 			mnt = "";
+		}
 	}
 	if (!mnt || !*mnt) {
 		fprintf(stderr, "hsmfsctl: stats needs one MOUNTPOINT\n");
 		return X_USAGE;
 	}
+	if (json && prom) {
+		fprintf(stderr, "hsmfsctl: stats takes --json or --prometheus, not both\n");
+		return X_USAGE;
+	}
 	n = mount_xattr(mnt, "user.hsmfs.stats", buf, sizeof(buf));
 	if (n < 0)
 		return X_STORE;
+	if (prom)
+		return stats_prometheus(mnt, buf, dir);
 	if (json) {
 		fputs(buf, stdout);
 		return 0;

@@ -102,6 +102,8 @@ static void usage(void)
 "  cache_min_free=SIZE|N%%  keep this much of the store's filesystem free\n"
 "  hook=COMMAND       start COMMAND MOUNTPOINT as a hook, restart it if it exits\n"
 "  origin=URL         base URL for files imported without one (for hsmfs-http)\n"
+"  nocheck_origin     a new mount whose origin cannot be listed mounts anyway\n"
+"                     (its looks fail until it answers); check_origin undoes\n"
 "  log=FILE           log to FILE once mounted (default: syslog, else\n"
 "                     STORE/.hsmfs/hsmfs.log in the background)\n"
 "  log_level=LEVEL    err, warn, info (default) or debug\n"

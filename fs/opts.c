@@ -325,6 +325,10 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 			    "option '%s' needs a size (k, M, G, T) or a percentage from 1%% to 99%%",
 			    opt);
 	}
+	if (!val && (KEY("check_origin") || KEY("nocheck_origin"))) {
+		o->background = KEY("nocheck_origin");
+		return 0;
+	}
 	if (!val && (KEY("restart") || KEY("norestart"))) {
 		o->norestart = KEY("norestart");
 		return 0;

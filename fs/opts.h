@@ -66,9 +66,9 @@ struct hsmfs_opts {
 	bool default_perms;      /* the kernel checks permissions (given, or
 				  * implied by allow_other) */
 	bool writeback;          /* writeback cache (default off) */
-	bool background;         /* nofail or _netdev: an origin that cannot be
-				  * listed at mount is retried in the
-				  * background, not a failed mount */
+	bool background;         /* nocheck_origin (or nofail, _netdev where they
+				  * reach hsmfs): an origin that cannot be
+				  * listed at mount is not a failed mount */
 	bool norestart;          /* no keeper: a crash ends the mount (keeper.h) */
 	bool nopassthrough;      /* never kernel passthrough (default: where allowed) */
 	bool cold_direct;        /* cold_reads=direct: a read-only open of a file

@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 src=$PWD
 DEPS="build-essential meson ninja-build pkg-config patch python3 fuse3
       libsqlite3-dev sqlite3 libcurl4-openssl-dev nginx-light squid curl openssl attr tar
-      findutils util-linux"
+      findutils util-linux bash-completion"
 TEST_USER=${HSMFS_TEST_USER:-hsmfs-ci}
 passed=0 failed=0 skipped=0
 failures=$(mktemp)

@@ -5,13 +5,16 @@ mount(8) runs mount.fuse3, which runs `hsmfs STORE MNT -o OPTS` from
 PATH; the options fstab adds for other tools must be accepted.
 """
 import os
+import re
 import select
 import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (DEADLINE, HSMFS, diag, eq, is_mounted, is_root, main, ok,
-                     run, skip, tmpdir)
+from harness import (DEADLINE, HSMFS, Nginx, diag, eq, is_mounted, is_root, main, ok,
+                     run, skip, tmpdir, write_tree)
+
+SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
 
 def fstype(mnt):
@@ -32,6 +35,69 @@ def wait_daemon_gone(store):
     r, _, _ = select.select([fd], [], [], DEADLINE)
     os.close(fd)
     return bool(r)
+
+
+def unit_mount(d, mnt):
+    """The example unit (doc/examples/mnt-tree.mount, hsmfs(8) SYSTEMD)
+    the way systemd starts it: mount WHAT WHERE -t TYPE -o OPTIONS, its
+    own store and mountpoint, its origin a local nginx.  mount(8) and
+    mount.fuse3 pass every option to hsmfs but _netdev and nofail; hsmfs
+    takes hook= and origin=, and gives allow_other to the kernel.  With
+    the origin a closed local port the mount fails in one line (the
+    origin's check at mount), unless nocheck_origin is added."""
+    unit = {}
+    with open(os.path.join(SRC, "doc", "examples", "mnt-tree.mount")) as f:
+        for line in f:
+            k, eq_, v = line.strip().partition("=")
+            if eq_ and not line.startswith("#"):
+                unit[k] = v
+    store = os.path.join(d, "unit-store")
+    os.mkdir(store)
+    closed = "http://127.0.0.1:9/tree/"
+    opts = unit["Options"].replace("http://origin.example/tree/", closed)
+    ok(unit["Type"] == "fuse.hsmfs" and "hook=hsmfs-http" in opts and closed in opts,
+       "the unit: Type=fuse.hsmfs, Options=%s" % unit["Options"])
+    env = dict(os.environ, PATH="/usr/bin:/bin")
+    rc, out = run(["mount", store, mnt, "-t", unit["Type"], "-o", opts], env=env)
+    ok(rc != 0 and "cannot list the origin" in out and not is_mounted(mnt),
+       "its origin not answering: the mount fails, saying why") or diag(out)
+    rc, out = run(["mount", store, mnt, "-t", unit["Type"], "-o", opts + ",nocheck_origin"],
+                  env=env)
+    ok(rc == 0 and is_mounted(mnt), "with nocheck_origin it mounts") or diag(out)
+    if is_mounted(mnt):
+        run(["umount", mnt])
+        wait_daemon_gone(store)
+    root = tmpdir("hsmfs-origin-")
+    os.chmod(root, 0o755)
+    write_tree(root, {"tree/a.txt": b"a"})
+    ng = Nginx(root).start()
+    try:
+        unit_mount_live(store, mnt, unit, opts.replace(closed, ng.url("tree/")), env)
+    finally:
+        ng.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def unit_mount_live(store, mnt, unit, opts, env):
+    """The unit's mount of a live origin: what reached hsmfs and the kernel."""
+    origin = opts.split("origin=")[1].split(",")[0]
+    rc, out = run(["mount", store, mnt, "-t", unit["Type"], "-o", opts], env=env)
+    if not eq((rc, out), (0, ""), "mount as the unit does, with its Options="):
+        return
+    try:
+        eq(fstype(mnt), ("fuse.hsmfs", store), "type fuse.hsmfs, source its What=")
+        pid = int(open(os.path.join(store, ".hsmfs", "lock")).read())
+        args = open("/proc/%d/cmdline" % pid).read().split("\0")
+        ok("hook=hsmfs-http" in ",".join(args) and ("origin=" + origin) in ",".join(args),
+           "hsmfs got hook= and origin=: %s" % " ".join(args))
+        rc, out = run([os.environ.get("HSMFSCTL", "hsmfsctl"), "hooks", mnt])
+        ok(rc == 0 and re.search(r"^hsmfs-http +\d+ fill ", out, re.M),
+           "hsmfs-http, found beside hsmfs, is connected once mount(8) returns")
+        opts = [l for l in open("/proc/self/mountinfo") if (" %s " % mnt) in l]
+        ok(opts and "allow_other" in opts[0], "allow_other reached the kernel")
+    finally:
+        eq(run(["umount", mnt])[0], 0, "umount the unit's mount")
+        ok(wait_daemon_gone(store), "daemon exits after umount")
 
 
 def test():
@@ -116,6 +182,8 @@ def test():
                "no syslog socket: the background daemon logs to STORE/.hsmfs/hsmfs.log")
         eq(run(["umount", mnt])[0], 0, "umount")
         ok(wait_daemon_gone(store), "daemon exits after umount")
+
+        unit_mount(d, mnt)
     finally:
         if is_mounted(mnt):
             run(["umount", "-l", mnt])

@@ -1,0 +1,297 @@
+/* prom.c - see prom.h */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "prom.h"
+
+#define C PROM_COUNTER
+#define G PROM_GAUGE
+
+/*
+ * A counter of events or bytes is a counter, with _total; a state now
+ * (sizes, limits, queues, the last restart) a gauge.  cache_drops is a
+ * count of ranges although hsmfsctl shows it with a unit of bytes.
+ */
+const struct prom_metric prom_metrics[STATS_NFIELDS] = {
+	{ "cache_bytes", "hsmfs_cache_bytes", G, 1, "cache size (allocated bytes)" },
+	{ "cache_reserved", "hsmfs_cache_reserved_bytes", G, 1, NULL },
+	{ "cache_max", "hsmfs_cache_max_bytes", G, 1, "cache_max= (0: none)" },
+	{ "cache_min_free", "hsmfs_cache_min_free_bytes", G, 1, "cache_min_free= (0: none)" },
+	{ "fs_free", "hsmfs_fs_free_bytes", G, 1, NULL },
+	{ "evicted_files", "hsmfs_evicted_files_total", C, 1, NULL },
+	{ "evicted_bytes", "hsmfs_evicted_bytes_total", C, 1, NULL },
+	{ "eviction_rounds", "hsmfs_eviction_rounds_total", C, 1, NULL },
+	{ "enospc", "hsmfs_enospc_total", C, 1, NULL },
+	{ "hits", "hsmfs_hits_total", C, 1, NULL },
+	{ "misses", "hsmfs_misses_total", C, 1, NULL },
+	{ "readahead", "hsmfs_readahead_total", C, 1, "misses asked ahead of sequential reads" },
+	{ "beside", "hsmfs_beside_total", C, 1, "misses asked for the rest of a read's chunk" },
+	{ "filled_bytes", "hsmfs_filled_bytes_total", C, 1, NULL },
+	{ "early_reads", "hsmfs_early_reads_total", C, 1, NULL },
+	{ "cache_drops", "hsmfs_cache_drops_total", C, 1, NULL },
+	{ "pre_access", "hsmfs_pre_access_total", C, 1, NULL },
+	{ "pre_modify", "hsmfs_pre_modify_total", C, 1, NULL },
+	{ "open_perm", "hsmfs_open_perm_total", C, 1, NULL },
+	{ "access_perm", "hsmfs_access_perm_total", C, 1, NULL },
+	{ "pre_dir", "hsmfs_pre_dir_total", C, 1, NULL },
+	{ "pre_lookup", "hsmfs_pre_lookup_total", C, 1, NULL },
+	{ "listed", "hsmfs_listed_total", C, 1, NULL },
+	{ "refreshed", "hsmfs_refreshed_total", C, 1, NULL },
+	{ "denied", "hsmfs_denied_total", C, 1, "events denied" },
+	{ "timeouts", "hsmfs_timeouts_total", C, 1, "events timed out" },
+	{ "interrupted", "hsmfs_interrupted_total", C, 1, "events interrupted" },
+	{ "closed_ahead", "hsmfs_closed_ahead_total", C, 1, NULL },
+	{ "parked", "hsmfs_parked", G, 1, NULL },
+	{ "over_bound", "hsmfs_over_bound_total", C, 1, NULL },
+	{ "fill_p50_us", "hsmfs_fill_p50_seconds", G, 1000000, "fill latency p50 (seconds)" },
+	{ "fill_p90_us", "hsmfs_fill_p90_seconds", G, 1000000, "fill latency p90 (seconds)" },
+	{ "fill_p99_us", "hsmfs_fill_p99_seconds", G, 1000000, "fill latency p99 (seconds)" },
+	{ "evictions_started", "hsmfs_evictions_started_total", C, 1, NULL },
+	{ "evictions_done", "hsmfs_evictions_done_total", C, 1, NULL },
+	{ "archives", "hsmfs_archives_total", C, 1, NULL },
+	{ "archived_files", "hsmfs_archived_files_total", C, 1, NULL },
+	{ "archived_bytes", "hsmfs_archived_bytes_total", C, 1, NULL },
+	{ "archive_failed", "hsmfs_archive_failed_total", C, 1, NULL },
+	{ "conflicts", "hsmfs_conflicts_total", C, 1, NULL },
+	{ "archive_pending", "hsmfs_archive_pending", G, 1, NULL },
+	{ "archive_running", "hsmfs_archive_running", G, 1, NULL },
+	{ "archive_pending_bytes", "hsmfs_archive_pending_bytes", G, 1, NULL },
+	{ "names_pending", "hsmfs_names_pending", G, 1, NULL },
+	{ "archive_rate", "hsmfs_archive_rate_bytes_per_second", G, 1,
+	  "bytes archived a second (last 10 s)" },
+	{ "archived_for_room", "hsmfs_archived_for_room_total", C, 1, NULL },
+	{ "inodes", "hsmfs_inodes", G, 1, NULL },
+	{ "cached_fds", "hsmfs_cached_fds", G, 1, NULL },
+	{ "passthrough", "hsmfs_passthrough", G, 1, NULL },
+	{ "passthrough_opens", "hsmfs_passthrough_opens_total", C, 1, NULL },
+	{ "passthrough_refused", "hsmfs_passthrough_refused_total", C, 1, NULL },
+	{ "prefetched_files", "hsmfs_prefetched_files_total", C, 1, NULL },
+	{ "prefetched_bytes", "hsmfs_prefetched_bytes_total", C, 1, NULL },
+	{ "prefetch_used_bytes", "hsmfs_prefetch_used_bytes_total", C, 1,
+	  "bytes prefetched, of which opened" },
+	{ "prefetch_wasted_bytes", "hsmfs_prefetch_wasted_bytes_total", C, 1,
+	  "bytes prefetched, of which given up unopened" },
+	{ "restarts", "hsmfs_restarts_total", C, 1, NULL },
+	{ "handovers", "hsmfs_handovers_total", C, 1, "restarts by hsmfsctl restart" },
+	{ "last_exit_signal", "hsmfs_last_exit_signal", G, 1,
+	  "the signal that ended the last daemon that ended (0: none)" },
+	{ "last_exit_status", "hsmfs_last_exit_status", G, 1,
+	  "the exit status of the last daemon that ended" },
+	{ "restart_pause_ms", "hsmfs_restart_pause_seconds", G, 1000,
+	  "pause of the last restart (seconds)" },
+	{ "restart_pause_max_ms", "hsmfs_restart_pause_max_seconds", G, 1000,
+	  "longest pause of a restart (seconds)" },
+};
+
+#undef C
+#undef G
+
+const struct prom_metric *prom_metric(const char *key)
+{
+	for (size_t i = 0; i < STATS_NFIELDS; i++)
+		if (!strcmp(prom_metrics[i].key, key))
+			return &prom_metrics[i];
+	return NULL;
+}
+
+/* Text being written under snprintf's contract: n counts what did not fit too. */
+struct out {
+	char *buf;
+	size_t size;
+	size_t n;
+};
+
+static void put(struct out *o, char c)
+{
+	if (o->n + 1 < o->size) {
+		o->buf[o->n] = c;
+		o->buf[o->n + 1] = '\0';
+	}
+	o->n++;
+}
+
+static void puts_(struct out *o, const char *s)
+{
+	while (*s)
+		put(o, *s++);
+}
+
+__attribute__((format(printf, 2, 3))) static void putf(struct out *o, const char *fmt, ...)
+{
+	char tmp[64];
+	va_list ap;
+
+	/* only numbers and short words come this way */
+	va_start(ap, fmt);
+	vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	puts_(o, tmp);
+}
+
+/* s escaped: backslash and line feed always, a double quote if quote. */
+static void escaped(struct out *o, const char *s, bool quote)
+{
+	for (; *s; s++) {
+		if (*s == '\\')
+			puts_(o, "\\\\");
+		else if (*s == '\n')
+			puts_(o, "\\n");
+		else if (*s == '"' && quote)
+			puts_(o, "\\\"");
+		else
+			put(o, *s);
+	}
+}
+
+/* A family's HELP and TYPE lines. */
+static void family(struct out *o, const char *name, enum prom_type type, const char *help)
+{
+	puts_(o, "# HELP ");
+	puts_(o, name);
+	put(o, ' ');
+	escaped(o, help, false);
+	puts_(o, "\n# TYPE ");
+	puts_(o, name);
+	puts_(o, type == PROM_COUNTER ? " counter\n" : " gauge\n");
+}
+
+/* v / scale, exactly, as a decimal: 1234 of 1000 is "1.234". */
+static void value(struct out *o, uint64_t v, unsigned scale)
+{
+	if (scale == 1000)
+		putf(o, "%llu.%03llu", (unsigned long long)(v / 1000),
+		     (unsigned long long)(v % 1000));
+	else if (scale == 1000000)
+		putf(o, "%llu.%06llu", (unsigned long long)(v / 1000000),
+		     (unsigned long long)(v % 1000000));
+	else
+		putf(o, "%llu", (unsigned long long)v);
+}
+
+/* The start of a sample: NAME{mountpoint="MNT" (its labels go on). */
+static void sample(struct out *o, const char *name, const char *mnt)
+{
+	puts_(o, name);
+	puts_(o, "{mountpoint=\"");
+	escaped(o, mnt, true);
+	put(o, '"');
+}
+
+/*
+ * A family of the hooks: one sample per hook of the uint64_t at off in
+ * its struct prom_hook, in units of scale a second; with answered_only,
+ * none for a hook that has not answered yet.
+ */
+static void hook_family(struct out *o, const char *mnt, const struct prom_hook *hooks,
+			size_t nhooks, const char *name, enum prom_type type, const char *help,
+			size_t off, unsigned scale, bool answered_only)
+{
+	family(o, name, type, help);
+	for (size_t i = 0; i < nhooks; i++) {
+		uint64_t v;
+
+		if (answered_only && !hooks[i].answered)
+			continue;
+		memcpy(&v, (const char *)&hooks[i] + off, sizeof(v));
+		sample(o, name, mnt);
+		puts_(o, ",hook=\"");
+		escaped(o, hooks[i].name, true);
+		putf(o, "\",pid=\"%ld\"} ", hooks[i].pid);
+		value(o, v, scale);
+		put(o, '\n');
+	}
+}
+
+size_t prom_format(char *buf, size_t size, const char *mnt, const uint64_t *vals,
+		   const bool *have, const struct prom_hook *hooks, size_t nhooks)
+{
+	struct out o = { buf, size, 0 };
+
+	if (size)
+		buf[0] = '\0';
+	for (size_t i = 0; i < STATS_NFIELDS; i++) {
+		const struct stats_row *r = &stats_rows[i];
+		const struct prom_metric *m;
+
+		if (!have[i] || !r->key || !(m = prom_metric(r->key)))
+			continue;
+		family(&o, m->name, m->type, m->help ? m->help : r->what);
+		sample(&o, m->name, mnt);
+		puts_(&o, "} ");
+		value(&o, vals[i], m->scale);
+		put(&o, '\n');
+	}
+	family(&o, "hsmfs_hooks", PROM_GAUGE, "hooks connected");
+	sample(&o, "hsmfs_hooks", mnt);
+	putf(&o, "} %zu\n", nhooks);
+	hook_family(&o, mnt, hooks, nhooks, "hsmfs_hook_pending", PROM_GAUGE,
+		    "events sent to a hook and not answered yet",
+		    offsetof(struct prom_hook, pending), 1, false);
+	hook_family(&o, mnt, hooks, nhooks, "hsmfs_hook_answers_total", PROM_COUNTER,
+		    "answers a hook gave (allow or deny)",
+		    offsetof(struct prom_hook, answered), 1, false);
+	hook_family(&o, mnt, hooks, nhooks, "hsmfs_hook_denials_total", PROM_COUNTER,
+		    "answers a hook gave that denied", offsetof(struct prom_hook, denied), 1,
+		    false);
+	hook_family(&o, mnt, hooks, nhooks, "hsmfs_hook_timeouts_total", PROM_COUNTER,
+		    "events that ran out of time while a hook had them",
+		    offsetof(struct prom_hook, timeouts), 1, false);
+	hook_family(&o, mnt, hooks, nhooks, "hsmfs_hook_latency_p50_seconds", PROM_GAUGE,
+		    "median latency of a hook's answers, from its event's start",
+		    offsetof(struct prom_hook, p50_us), 1000000, true);
+	hook_family(&o, mnt, hooks, nhooks, "hsmfs_hook_latency_p99_seconds", PROM_GAUGE,
+		    "99th percentile latency of a hook's answers, from its event's start",
+		    offsetof(struct prom_hook, p99_us), 1000000, true);
+	return o.n;
+}
+
+size_t prom_label_value(char *buf, size_t size, const char *s)
+{
+	struct out o = { buf, size, 0 };
+
+	if (size)
+		buf[0] = '\0';
+	escaped(&o, s, true);
+	return o.n;
+}
+
+int prom_file_name(char *buf, size_t size, const char *mnt)
+{
+	static const char prefix[] = "hsmfs-", suffix[] = ".prom";
+	char name[256];
+	struct out o = { name, sizeof(name), 0 };
+	const char *p = mnt;
+	bool first = true;
+
+	puts_(&o, prefix);
+	while (*p == '/')
+		p++;
+	if (!*p)
+		put(&o, '-');
+	while (*p) {
+		unsigned char c = *p;
+
+		if (c == '/') {
+			while (*p == '/')
+				p++;
+			if (*p)
+				put(&o, '-');
+			continue;
+		}
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == ':' || c == '_' || (c == '.' && !first))
+			put(&o, (char)c);
+		else
+			putf(&o, "\\x%02x", c);
+		first = false;
+		p++;
+	}
+	puts_(&o, suffix);
+	if (o.n >= sizeof(name) || o.n >= size)
+		return -ENAMETOOLONG;
+	memcpy(buf, name, o.n + 1);
+	return 0;
+}
