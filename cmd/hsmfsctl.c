@@ -1,13 +1,14 @@
 /*
  * hsmfsctl - control an hsmfs store or mount.
  *
- *   hsmfsctl import (-s STORE | -m MOUNTPOINT) MANIFEST|-
+ *   hsmfsctl import (-s STORE | -m MOUNTPOINT) MANIFEST|- | --listing URL [--sync]
  *   hsmfsctl status [--json] PATH...
  *   hsmfsctl watch [--json] MOUNTPOINT
  *   hsmfsctl hooks MOUNTPOINT
  *   hsmfsctl stats [--json] MOUNTPOINT
  *   hsmfsctl restart MOUNTPOINT
  *   hsmfsctl evict|pin|unpin|prefetch PATH...
+ *   hsmfsctl refresh [--recursive] DIR... | -s STORE
  *
  * Exit codes: 0 success; 1 usage; 2 bad input (manifest); 3 the store or
  * mount cannot be used; 4 an operation failed part way.
@@ -47,7 +48,7 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: hsmfsctl import (-s STORE | -m MOUNTPOINT) (MANIFEST|- | --listing URL\n"
 "                       [--s3 [--aws-sigv4 PROVIDER1:PROVIDER2:REGION:SERVICE]\n"
-"                       [--aws-keys-file FILE] [--page-size N]])\n"
+"                       [--aws-keys-file FILE] [--page-size N]] [--sync])\n"
 "       hsmfsctl status [--json] PATH...\n"
 "       hsmfsctl watch [--json] MOUNTPOINT\n"
 "       hsmfsctl hooks MOUNTPOINT\n"
@@ -56,7 +57,7 @@ static void usage(FILE *f)
 "       hsmfsctl evict [--range START-END] PATH...\n"
 "       hsmfsctl pin|prefetch [--jobs N] PATH...\n"
 "       hsmfsctl unpin PATH...\n"
-"       hsmfsctl refresh [--recursive] DIR...\n"
+"       hsmfsctl refresh [--recursive] DIR... | -s STORE\n"
 "       hsmfsctl archive [--recursive] PATH...\n"
 "       hsmfsctl sync MOUNTPOINT\n"
 "       hsmfsctl resolve --keep-local|--take-origin PATH...\n"
@@ -64,7 +65,8 @@ static void usage(FILE *f)
 "\n"
 "import  create placeholders from a JSON Lines manifest (one object per\n"
 "        file: path, size, and optional mtime, mode, url, version, sha256),\n"
-"        or from an origin's nginx JSON autoindex (recursively) or S3 bucket\n"
+"        or from an origin's nginx JSON autoindex (recursively) or S3 bucket,\n"
+"        which is recorded for refresh; --sync also removes what it no longer has\n"
 "status  per-file state and present bytes of paths in a mount, with totals\n"
 "watch   print the events of a mount as they happen (and allow them)\n"
 "hooks   list the hooks connected to a mount\n"
@@ -73,7 +75,9 @@ static void usage(FILE *f)
 "pin     fetch files completely and keep them (never evicted); unpin undoes\n"
 "prefetch  fetch files or trees now, N files at a time (default 4), with progress\n"
 "refresh list directories again from their origin: new names appear, removed\n"
-"        ones go, changed files become placeholders of the new version\n"
+"        ones go, changed files become placeholders of the new version; trees\n"
+"        imported with --listing (of a mount, or with -s of a whole store) are\n"
+"        listed again the same way; what a user changed stays, and is said\n"
 "archive send changed and new files to their origin now (exit 0: all there)\n"
 "sync    archive every changed file of a mount and wait for them\n"
 "resolve settle a conflict: the local bytes replace the origin's (--keep-local),\n"
