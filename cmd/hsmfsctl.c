@@ -948,6 +948,9 @@ static enum keep sync_keep(struct import_run *r, int root, struct meta *m,
 	if (!str_same(row.origin, it->e.url)) {
 		why = "not this listing's file (renamed here through the mount, "
 		      "or imported from elsewhere)";
+	} else if (same && row.state != META_DIRTY &&
+		   !(row.flags & (META_F_NEW | META_F_CONFLICT))) {
+		/* import_one leaves it as it is: the mount need not be asked */
 	} else if (users(r, it->e.path, &row, &st, &why) && same) {
 		meta_file_free(&row);
 		return K_SAME; /* the origin's version is the one it started from */
