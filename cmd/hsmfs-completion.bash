@@ -154,7 +154,7 @@ _hsmfsctl()
 		return 0 ;;
 	esac
 	case ${COMP_WORDS[1]} in
-	import) opts='-s -m --listing --s3 --aws-sigv4 --aws-keys-file --page-size' ;;
+	import) opts='-s -m --listing --s3 --aws-sigv4 --aws-keys-file --page-size --sync' ;;
 	status) opts=--json ;;
 	watch | hooks | doctor) opts=--json dirs=-d ;;
 	stats) opts='--json --prometheus --textfile' dirs=-d ;;
@@ -162,7 +162,7 @@ _hsmfsctl()
 	evict) opts=--range ;;
 	pin | prefetch) opts=--jobs ;;
 	unpin) ;;
-	refresh) opts=--recursive dirs=-d ;;
+	refresh) opts='--recursive -s' dirs=-d ;;
 	archive) opts=--recursive ;;
 	resolve) opts='--keep-local --take-origin' ;;
 	*) return 0 ;;

@@ -1,13 +1,14 @@
 /*
  * hsmfsctl - control an hsmfs store or mount.
  *
- *   hsmfsctl import (-s STORE | -m MOUNTPOINT) MANIFEST|-
+ *   hsmfsctl import (-s STORE | -m MOUNTPOINT) MANIFEST|- | --listing URL [--sync]
  *   hsmfsctl status [--json] PATH...
  *   hsmfsctl watch [--json] MOUNTPOINT
  *   hsmfsctl hooks [--json] MOUNTPOINT
  *   hsmfsctl stats [--json | --prometheus [--textfile DIR]] MOUNTPOINT
  *   hsmfsctl restart MOUNTPOINT
  *   hsmfsctl evict|pin|unpin|prefetch PATH...
+ *   hsmfsctl refresh [--recursive] DIR... | -s STORE
  *
  * Exit codes: 0 success; 1 usage; 2 bad input (manifest); 3 the store or
  * mount cannot be used; 4 an operation failed part way.
@@ -49,7 +50,7 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: hsmfsctl import (-s STORE | -m MOUNTPOINT) (MANIFEST|- | --listing URL\n"
 "                       [--s3 [--aws-sigv4 PROVIDER1:PROVIDER2:REGION:SERVICE]\n"
-"                       [--aws-keys-file FILE] [--page-size N]])\n"
+"                       [--aws-keys-file FILE] [--page-size N]] [--sync])\n"
 "       hsmfsctl status [--json] PATH...\n"
 "       hsmfsctl watch [--json] MOUNTPOINT\n"
 "       hsmfsctl hooks [--json] MOUNTPOINT\n"
@@ -59,7 +60,7 @@ static void usage(FILE *f)
 "       hsmfsctl evict [--range START-END] PATH...\n"
 "       hsmfsctl pin|prefetch [--jobs N] PATH...\n"
 "       hsmfsctl unpin PATH...\n"
-"       hsmfsctl refresh [--recursive] DIR...\n"
+"       hsmfsctl refresh [--recursive] DIR... | -s STORE\n"
 "       hsmfsctl archive [--recursive] PATH...\n"
 "       hsmfsctl sync MOUNTPOINT\n"
 "       hsmfsctl resolve --keep-local|--take-origin PATH...\n"
@@ -67,7 +68,8 @@ static void usage(FILE *f)
 "\n"
 "import  create placeholders from a JSON Lines manifest (one object per\n"
 "        file: path, size, and optional mtime, mode, url, version, sha256),\n"
-"        or from an origin's nginx JSON autoindex (recursively) or S3 bucket\n"
+"        or from an origin's nginx JSON autoindex (recursively) or S3 bucket,\n"
+"        which is recorded for refresh; --sync also removes what it no longer has\n"
 "status  per-file state and present bytes of paths in a mount, with totals\n"
 "watch   print the events of a mount as they happen (and allow them)\n"
 "hooks   list the hooks connected to a mount\n"
@@ -79,7 +81,9 @@ static void usage(FILE *f)
 "pin     fetch files completely and keep them (never evicted); unpin undoes\n"
 "prefetch  fetch files or trees now, N files at a time (default 4), with progress\n"
 "refresh list directories again from their origin: new names appear, removed\n"
-"        ones go, changed files become placeholders of the new version\n"
+"        ones go, changed files become placeholders of the new version; trees\n"
+"        imported with --listing (of a mount, or with -s of a whole store) are\n"
+"        listed again the same way; what a user changed stays, and is said\n"
 "archive send changed and new files to their origin now (exit 0: all there)\n"
 "sync    archive every changed file of a mount and wait for them\n"
 "resolve settle a conflict: the local bytes replace the origin's (--keep-local),\n"
@@ -102,6 +106,12 @@ static int cmp_items(const void *a, const void *b)
 	return c ? c : (int)x->line - (int)y->line;
 }
 
+/* Both NULL, or the same string. */
+static bool str_same(const char *a, const char *b)
+{
+	return (!a && !b) || (a && b && !strcmp(a, b));
+}
+
 /* ------------------------------------------------------ origin listing */
 
 /* a listing over 256 MiB is not a listing */
@@ -114,8 +124,32 @@ struct walk {
 	struct item **items;
 	size_t *n, *cap;
 	int depth;
+	const char *only;     /* collect only below this path ("" or ending in '/') */
+	bool shallow;         /* and only the names directly in it */
 	char err[512];
 };
+
+/* Does a walk limited to w->only collect the file path? */
+static bool below_only(const struct walk *w, const char *path)
+{
+	size_t lo = w->only ? strlen(w->only) : 0;
+
+	return !strncmp(path, w->only ? w->only : "", lo) &&
+	       (!w->shallow || !strchr(path + lo, '/'));
+}
+
+/*
+ * Does it list the directory path (ending in '/')?  Those on the way
+ * down to w->only, and those below it unless shallow.
+ */
+static bool lists_dir(const struct walk *w, const char *path)
+{
+	size_t lp = strlen(path), lo = w->only ? strlen(w->only) : 0;
+
+	if (lo >= lp)
+		return !strncmp(w->only, path, lp);
+	return !w->shallow && !strncmp(path, w->only ? w->only : "", lo);
+}
 
 static int listing_dir(struct walk *w);
 
@@ -140,6 +174,10 @@ static int listing_entry(void *arg, const char *name, bool is_dir, const char *m
 			snprintf(w->err, sizeof(w->err), "listing too deep at '%.200s%.200s'", w->prefix, name);
 			return -ELOOP;
 		}
+		if (!lists_dir(w, sub.prefix)) {
+			curl_free(esc);
+			return 0; /* outside the part asked for: not listed */
+		}
 		if (asprintf(&url, "%s%s/", w->base, esc) < 0) {
 			curl_free(esc);
 			return -ENOMEM;
@@ -151,6 +189,15 @@ static int listing_entry(void *arg, const char *name, bool is_dir, const char *m
 			snprintf(w->err, sizeof(w->err), "%s", sub.err);
 		free(url);
 		return res;
+	}
+	{
+		char path[4096 + 256];
+
+		snprintf(path, sizeof(path), "%s%s", w->prefix, name);
+		if (!below_only(w, path)) {
+			curl_free(esc);
+			return 0;
+		}
 	}
 	if (*w->n == *w->cap) {
 		struct item *ni;
@@ -272,6 +319,8 @@ static int s3_entry(void *arg, const char *key, uint64_t size, const char *etag,
 		return 0; /* a "directory" marker */
 	if (manifest_check_path(key, klen, w->err, sizeof(w->err)))
 		return -EINVAL;
+	if (!below_only(w, key))
+		return 0;
 	/* escape each segment, keep the slashes */
 	p = http_escape(key, "/");
 	if (!p || asprintf(&url, "%s%s", w->base, p) < 0) {
@@ -295,10 +344,15 @@ static int s3_entry(void *arg, const char *key, uint64_t size, const char *etag,
 	return it->e.path ? 0 : -ENOMEM;
 }
 
-static int collect_s3(const char *url, const struct s3opts *so, struct item **items,
-		      size_t *n, size_t *cap)
+/*
+ * The objects of the S3 bucket (or prefix) at url, appended to *items;
+ * with only (not NULL), those below that path (shallow: directly in
+ * it).  0 or -errno (said why).
+ */
+static int collect_s3(const char *url, const struct s3opts *so, const char *only,
+		      bool shallow, struct item **items, size_t *n, size_t *cap)
 {
-	struct walk w = { .items = items, .n = n, .cap = cap };
+	struct walk w = { .items = items, .n = n, .cap = cap, .only = only, .shallow = shallow };
 	struct curl_slist *hdrs = NULL;
 	char token[2048] = "", *userpwd = NULL, *base;
 	bool more = true;
@@ -383,9 +437,15 @@ static int collect_s3(const char *url, const struct s3opts *so, struct item **it
 	return res;
 }
 
-static int collect_listing(const char *url, struct item **items, size_t *n, size_t *cap)
+/*
+ * The files of the nginx JSON autoindex at url and every directory below
+ * it, appended to *items; only and shallow: as collect_s3().  0 or
+ * -errno (said why).
+ */
+static int collect_listing(const char *url, const char *only, bool shallow,
+			   struct item **items, size_t *n, size_t *cap)
 {
-	struct walk w = { .items = items, .n = n, .cap = cap };
+	struct walk w = { .items = items, .n = n, .cap = cap, .only = only, .shallow = shallow };
 	char *base;
 	int res = listing_begin(&w, url, &base);
 
@@ -623,21 +683,823 @@ static int remove_path(int root, const char *rel, bool is_dir)
 	return res;
 }
 
+/* ---------------------------------------------- recorded listings */
+
+/*
+ * STORE/.hsmfs/listings: the listings import --listing took, which
+ * hsmfsctl refresh lists again.  One line each, fields split by tabs:
+ *   nginx URL
+ *   s3 URL PAGE SIGV4 KEYSFILE     ("-": none; never a key itself)
+ * A line per URL (an import again replaces its line).  Written whole
+ * to a new file that is synced and renamed over the old one.
+ */
+#define LISTINGS_FILE "listings"
+
+struct listing_rec {
+	char *url;        /* owned */
+	struct s3opts so; /* so.sigv4, so.keys_file: owned */
+};
+
+static void listing_recs_free(struct listing_rec *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(v[i].url);
+		free((char *)v[i].so.sigv4);
+		free((char *)v[i].so.keys_file);
+	}
+	free(v);
+}
+
+/*
+ * The listings recorded in the store: *ret (caller frees with
+ * listing_recs_free()) and *ret_n, both set only on success.  A store
+ * with none gives 0 and an empty list; lines not understood are passed
+ * over.  0 or -errno.
+ */
+static int listing_recs_read(const char *store, struct listing_rec **ret, size_t *ret_n)
+{
+	char path[PATH_MAX + 64], *line = NULL;
+	struct listing_rec *v = NULL;
+	size_t n = 0, cap = 0;
+	ssize_t len;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s/%s", store, STORE_STATE_DIR, LISTINGS_FILE);
+	f = fopen(path, "re");
+	if (!f && errno != ENOENT)
+		return -errno;
+	while (f && (len = getline(&line, &cap, f)) >= 0) {
+		char *fld[5] = { 0 }, *save, *t = strtok_r(line, "\t\n", &save);
+		struct listing_rec *nv;
+		int k = 0;
+
+		for (; t && k < 5; t = strtok_r(NULL, "\t\n", &save))
+			fld[k++] = t;
+		if (k < 2 || (strcmp(fld[0], "nginx") && (strcmp(fld[0], "s3") || k != 5)))
+			continue;
+		nv = realloc(v, (n + 1) * sizeof(*v));
+		if (!nv)
+			goto oom;
+		v = nv;
+		memset(&v[n], 0, sizeof(v[n]));
+		v[n].so.page = 1000;
+		v[n].url = strdup(fld[1]);
+		if (!v[n++].url)
+			goto oom;
+		if (k == 5) {
+			v[n - 1].so.s3 = true;
+			v[n - 1].so.page = atoi(fld[2]) > 0 ? (unsigned)atoi(fld[2]) : 1000;
+			if ((strcmp(fld[3], "-") && !(v[n - 1].so.sigv4 = strdup(fld[3]))) ||
+			    (strcmp(fld[4], "-") && !(v[n - 1].so.keys_file = strdup(fld[4]))))
+				goto oom;
+		}
+	}
+	free(line);
+	if (f)
+		fclose(f);
+	*ret = v;
+	*ret_n = n;
+	return 0;
+oom:
+	free(line);
+	fclose(f);
+	listing_recs_free(v, n);
+	return -ENOMEM;
+}
+
+/*
+ * Record that the store took the listing at url (with so's options) for
+ * refresh: its line added, or replaced.  Prints a warning and returns
+ * -1 when it cannot (the import itself stands).
+ */
+static int listing_record(const char *store, const char *url, const struct s3opts *so)
+{
+	char path[PATH_MAX + 64], tmp[PATH_MAX + 72], keys[PATH_MAX] = "-";
+	struct listing_rec *v = NULL;
+	size_t n = 0;
+	int fd, res;
+	FILE *f;
+
+	if (strpbrk(url, "\t\n\r") || (so->sigv4 && strpbrk(so->sigv4, "\t\n\r"))) {
+		fprintf(stderr, "hsmfsctl: warning: a tab or newline in the listing's URL or "
+			"options: not recorded, refresh cannot list it again\n");
+		return -1;
+	}
+	if (so->keys_file && !realpath(so->keys_file, keys))
+		snprintf(keys, sizeof(keys), "%s", so->keys_file);
+	res = listing_recs_read(store, &v, &n);
+	snprintf(path, sizeof(path), "%s/%s/%s", store, STORE_STATE_DIR, LISTINGS_FILE);
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	f = res ? NULL : fopen(tmp, "we");
+	if (f) {
+		for (size_t i = 0; i < n; i++) {
+			if (!strcmp(v[i].url, url))
+				continue;
+			if (v[i].so.s3)
+				fprintf(f, "s3\t%s\t%u\t%s\t%s\n", v[i].url, v[i].so.page,
+					v[i].so.sigv4 ? v[i].so.sigv4 : "-",
+					v[i].so.keys_file ? v[i].so.keys_file : "-");
+			else
+				fprintf(f, "nginx\t%s\n", v[i].url);
+		}
+		if (so->s3)
+			fprintf(f, "s3\t%s\t%u\t%s\t%s\n", url, so->page,
+				so->sigv4 ? so->sigv4 : "-", keys);
+		else
+			fprintf(f, "nginx\t%s\n", url);
+		res = fflush(f) || fsync(fileno(f)) ? -errno : 0;
+		if (fclose(f) && !res)
+			res = -errno;
+		if (!res && rename(tmp, path) < 0)
+			res = -errno;
+		if (res)
+			unlink(tmp);
+	} else if (!res) {
+		res = -errno;
+	}
+	listing_recs_free(v, n);
+	if (!res) {
+		/* the rename reaches the disk */
+		snprintf(path, sizeof(path), "%s/%s", store, STORE_STATE_DIR);
+		fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd >= 0) {
+			fsync(fd);
+			close(fd);
+		}
+		return 0;
+	}
+	fprintf(stderr, "hsmfsctl: warning: cannot record the listing in '%s': %s; refresh "
+		"cannot list it again\n", path, strerror(-res));
+	return -1;
+}
+
+/* ------------------------------------------------------ import, sync */
+
+/*
+ * One import into a store: items to make; for a sync (import --sync,
+ * refresh), also the part of the tree its listing covers, below sub,
+ * where what the listing no longer names goes.
+ */
+struct import_run {
+	const char *store;     /* the store's path */
+	const char *mnt;       /* its live mount, or NULL: the store is locked */
+	const char *src;       /* the manifest or listing, for messages */
+	struct item *items;    /* the caller's */
+	size_t n;
+	bool sync;
+	const char *base;      /* sync: the listing's URL, ending in '/' */
+	const char *sub;       /* sync: "" or a directory's path ending in '/' */
+	bool shallow;          /* sync: only the names directly in sub */
+	struct item **sorted;  /* items by path */
+	size_t nnew, nchanged, nsame, nremoved, nkept;
+};
+
+static int cmp_path_key(const void *key, const void *elem)
+{
+	return strcmp(key, (*(struct item *const *)elem)->e.path);
+}
+
+/* Does the import name path? */
+static bool run_names(const struct import_run *r, const char *path)
+{
+	return r->n && bsearch(path, r->sorted, r->n, sizeof(*r->sorted), cmp_path_key);
+}
+
+/* Does it name something below the directory dir (its path ending in '/')? */
+static bool run_names_below(const struct import_run *r, const char *dir)
+{
+	size_t lo = 0, hi = r->n, ld = strlen(dir);
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (strcmp(r->sorted[mid]->e.path, dir) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < r->n && !strncmp(r->sorted[lo]->e.path, dir, ld);
+}
+
+/* A name the refresh leaves as it is, and why: said once, counted. */
+static void kept(struct import_run *r, const char *rel, const char *why)
+{
+	printf("kept '%s': %s\n", rel, why);
+	r->nkept++;
+}
+
+/*
+ * Is the managed file rel (row, st: its row and the store's stat) the
+ * user's to keep, whatever the origin did?  Changed or made through the
+ * mount (dirty, new, in conflict: in the database, or, on a live mount,
+ * in the daemon's memory, which the database may lag), pinned, or with
+ * a second name a user linked.  Sets why (a static string) when it is.
+ */
+static bool users(const struct import_run *r, const char *rel, const struct meta_file *row,
+		  const struct stat *st, const char **why)
+{
+	char p[PATH_MAX + 4200], state[256] = "";
+	ssize_t sn;
+
+	if (r->mnt) {
+		snprintf(p, sizeof(p), "%s/%s", r->mnt, rel);
+		sn = lgetxattr(p, "user.hsmfs.state", state, sizeof(state) - 1);
+		state[sn > 0 ? sn : 0] = '\0';
+	}
+	if (row->state == META_DIRTY || (row->flags & (META_F_NEW | META_F_CONFLICT)) ||
+	    !strncmp(state, "dirty", 5) || strstr(state, ",new") || strstr(state, "conflict"))
+		*why = "changed through the mount";
+	else if ((row->flags & META_F_PINNED) || strstr(state, "pinned"))
+		*why = "pinned (hsmfsctl unpin, then refresh again)";
+	else if (st->st_nlink > 1)
+		*why = "a user linked it (it has more than one name)";
+	else if (strstr(state, "passthrough"))
+		*why = "open in passthrough mode (close it, then refresh again)";
+	else
+		return false;
+	return true;
+}
+
+enum keep { K_APPLY, K_SAME, K_KEEP };
+
+/*
+ * A sync is about to make item it: K_APPLY (make it as an import does),
+ * K_SAME (the user's file, of the origin's version still: nothing to
+ * do), or K_KEEP (the user's, or not a managed file: said, kept).
+ */
+static enum keep sync_keep(struct import_run *r, int root, struct meta *m,
+			   const struct item *it)
+{
+	const char *why = NULL;
+	struct meta_file row;
+	struct stat st;
+	bool same;
+	int res;
+
+	if (fstatat(root, it->e.path, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return K_APPLY; /* new (import_one says why if it cannot be) */
+	if (!S_ISREG(st.st_mode)) {
+		kept(r, it->e.path, "not a file here (made through the mount)");
+		return K_KEEP;
+	}
+	res = meta_get(m, st.st_ino, &row);
+	if (res == -ENOENT) {
+		kept(r, it->e.path, "not from the origin (made through the mount)");
+		return K_KEEP;
+	}
+	if (res)
+		return K_APPLY; /* import_one reports the database */
+	same = str_same(row.origin, it->e.url) && str_same(row.version, it->e.version) &&
+	       (row.state == META_DIRTY ? row.osize : row.size) == it->e.size;
+	if (!str_same(row.origin, it->e.url)) {
+		why = "not this listing's file (renamed here through the mount, "
+		      "or imported from elsewhere)";
+	} else if (same && row.state != META_DIRTY &&
+		   !(row.flags & (META_F_NEW | META_F_CONFLICT))) {
+		/* import_one leaves it as it is: the mount need not be asked */
+	} else if (users(r, it->e.path, &row, &st, &why) && same) {
+		meta_file_free(&row);
+		return K_SAME; /* the origin's version is the one it started from */
+	}
+	meta_file_free(&row);
+	if (!why)
+		return K_APPLY;
+	kept(r, it->e.path, why);
+	return K_KEEP;
+}
+
+/* A file a sync removes: its path and store inode number. */
+struct gone {
+	char *rel;  /* owned */
+	uint64_t ino;
+};
+
+struct gones {
+	struct gone *v;
+	size_t n, cap;
+};
+
+/*
+ * Find below the store directory rel (fd dfd, which this closes) the
+ * files the sync's listing no longer names: managed, clean, from this
+ * listing (their origin the URL their path has in it), not the user's
+ * (users()).  Directories with a row of their own (listed lazily, by
+ * the daemon) are theirs, not walked.  0 or -errno (said why).
+ */
+static int sync_find(struct import_run *r, struct meta *m, int dfd, char *rel, size_t cap,
+		     int depth, struct gones *g)
+{
+	size_t rl = strlen(rel);
+	struct dirent *de;
+	int res = 0;
+	DIR *d = fdopendir(dfd);
+
+	if (!d) {
+		res = -errno;
+		close(dfd);
+		fprintf(stderr, "hsmfsctl: '%s/%s': %s\n", r->store, rel, strerror(-res));
+		return res;
+	}
+	while (!res && (de = readdir(d))) {
+		struct meta_file row;
+		struct stat st;
+		char *url, *esc;
+		const char *why = NULL;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    (!rl && !strcmp(de->d_name, STORE_STATE_DIR)))
+			continue;
+		if (rl + strlen(de->d_name) + 2 > cap ||
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		snprintf(rel + rl, cap - rl, "%s", de->d_name);
+		if (S_ISDIR(st.st_mode)) {
+			int sfd;
+
+			if (r->shallow || depth > 4096)
+				continue;
+			if (!meta_get(m, st.st_ino, &row)) {
+				meta_file_free(&row); /* listed lazily: the daemon's */
+				continue;
+			}
+			strcat(rel, "/");
+			sfd = openat(dirfd(d), de->d_name,
+				     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			res = sfd < 0 ? 0 : sync_find(r, m, sfd, rel, cap, depth + 1, g);
+			rel[rl] = '\0';
+			continue;
+		}
+		if (!S_ISREG(st.st_mode) || run_names(r, rel) || meta_get(m, st.st_ino, &row))
+			continue;
+		if (!row.origin || strncmp(row.origin, r->base, strlen(r->base))) {
+			meta_file_free(&row); /* another listing's, or none's */
+			continue;
+		}
+		esc = http_escape(rel, "/");
+		if (!esc || asprintf(&url, "%s%s", r->base, esc) < 0) {
+			free(esc);
+			meta_file_free(&row);
+			res = -ENOMEM;
+			break;
+		}
+		free(esc);
+		if (strcmp(url, row.origin))
+			why = "renamed here through the mount";
+		else
+			users(r, rel, &row, &st, &why);
+		free(url);
+		meta_file_free(&row);
+		if (why) {
+			kept(r, rel, why);
+			continue;
+		}
+		if (g->n == g->cap) {
+			struct gone *nv = realloc(g->v, (g->cap = g->cap ? 2 * g->cap : 64) *
+						  sizeof(*nv));
+
+			if (!nv) {
+				res = -ENOMEM;
+				break;
+			}
+			g->v = nv;
+		}
+		g->v[g->n].ino = st.st_ino;
+		if (!(g->v[g->n].rel = strdup(rel))) {
+			res = -ENOMEM;
+			break;
+		}
+		g->n++;
+	}
+	rel[rl] = '\0';
+	closedir(d);
+	if (res == -ENOMEM)
+		fprintf(stderr, "hsmfsctl: out of memory\n");
+	return res;
+}
+
+#define SYNC_TRASH "sync-trash"
+
+/*
+ * Files a sync took out of the tree (moved to STORE/.hsmfs/sync-trash,
+ * named by inode number) and whose rows go: rows deleted in one
+ * transaction, then the files.  A sync stopped between the two (a
+ * crash) is finished so at the next one: the files were gone from the
+ * origin.  tfd: the trash directory.  0 or -errno (said why).
+ */
+static int trash_empty(struct meta *m, int tfd)
+{
+	int fd = openat(tfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), res = 0;
+	struct dirent *de;
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	unsigned n = 0;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	res = meta_begin(m);
+	while (!res && (de = readdir(d))) {
+		struct stat st;
+
+		if (de->d_name[0] != '.' && !fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW))
+			res = meta_delete(m, st.st_ino, NULL);
+	}
+	if (!res)
+		res = meta_commit(m);
+	if (res) {
+		meta_rollback(m);
+		fprintf(stderr, "hsmfsctl: database: %s\n", meta_errmsg(m));
+	}
+	rewinddir(d);
+	while (!res && (de = readdir(d)))
+		if (de->d_name[0] != '.')
+			n += unlinkat(dirfd(d), de->d_name, 0) == 0;
+	closedir(d);
+	if (n)
+		fprintf(stderr, "hsmfsctl: finished removing %u file%s an earlier refresh "
+			"stopped removing\n", n, n == 1 ? "" : "s");
+	return res;
+}
+
+/*
+ * Remove the files g found (sync_find()), BATCH at a time, each batch
+ * atomic: its files moved into the trash, the store synced, their rows
+ * deleted in one transaction, then the files unlinked; a batch that
+ * fails is moved back.  On a live mount each file is marked stale
+ * first (a reader that holds it open gets EIO for what it lacks, never
+ * zeros), and each directory that lost names is reloaded at the end.
+ * Directories emptied that the listing does not name go too.  0 or -1
+ * (said why).
+ */
+static int sync_remove(struct import_run *r, int root, struct meta *m, struct gones *g)
+{
+	char p[PATH_MAX + 4200], tname[32], *name, **dirs = NULL;
+	int tfd, sfd, res = 0;
+	size_t i, nd = 0;
+	bool *moved;
+
+	if (!g->n)
+		return 0;
+	moved = calloc(BATCH, sizeof(*moved));
+	dirs = calloc(g->n, sizeof(*dirs));
+	snprintf(p, sizeof(p), "%s/%s", STORE_STATE_DIR, SYNC_TRASH);
+	tfd = openat(root, p, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	sfd = openat(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (!moved || !dirs || tfd < 0 || sfd < 0) {
+		fprintf(stderr, "hsmfsctl: cannot remove what the origin no longer has: %s\n",
+			!moved || !dirs ? "out of memory" : strerror(errno));
+		res = -1;
+		goto out;
+	}
+	for (i = 0; !res && i < g->n; i += BATCH) {
+		size_t end = i + BATCH < g->n ? i + BATCH : g->n, j;
+
+		res = meta_begin(m);
+		for (j = i; !res && j < end; j++) {
+			struct gone *x = &g->v[j];
+			struct stat st;
+			int dfd;
+
+			moved[j - i] = false;
+			if (r->mnt && !fstatat(root, x->rel, &st, AT_SYMLINK_NOFOLLOW) &&
+			    st.st_ino == x->ino) {
+				snprintf(p, sizeof(p), "%s/%s", r->mnt, x->rel);
+				lsetxattr(p, "user.hsmfs.stale", "1", 1, 0);
+			}
+			snprintf(p, sizeof(p), "%s", x->rel);
+			dfd = open_parent(root, p, &name, NULL);
+			if (dfd < 0)
+				continue;
+			snprintf(tname, sizeof(tname), "%llu", (unsigned long long)x->ino);
+			if (renameat2(dfd, name, tfd, tname, RENAME_NOREPLACE) < 0) {
+				close(dfd);
+				continue;
+			}
+			/* the file looked at, not one a user put under its name since */
+			if (fstatat(tfd, tname, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_ino != x->ino) {
+				renameat2(tfd, tname, dfd, name, RENAME_NOREPLACE);
+				close(dfd);
+				kept(r, x->rel, "changed through the mount meanwhile");
+				continue;
+			}
+			close(dfd);
+			moved[j - i] = true;
+			res = meta_delete(m, x->ino, NULL);
+		}
+		/* the moves reach the disk before the rows say the files are gone */
+		if (!res && syncfs(sfd) < 0)
+			res = -errno;
+		if (!res)
+			res = meta_commit(m);
+		if (res) {
+			fprintf(stderr, "hsmfsctl: cannot remove what the origin no longer has: %s\n",
+				res == -EIO ? meta_errmsg(m) : strerror(-res));
+			meta_rollback(m);
+			for (size_t k = i; k < j; k++) {
+				int dfd;
+
+				if (!moved[k - i])
+					continue;
+				snprintf(p, sizeof(p), "%s", g->v[k].rel);
+				snprintf(tname, sizeof(tname), "%llu", (unsigned long long)g->v[k].ino);
+				dfd = open_parent(root, p, &name, NULL);
+				if (dfd >= 0) {
+					renameat2(tfd, tname, dfd, name, RENAME_NOREPLACE);
+					close(dfd);
+				}
+			}
+			res = -1;
+			break;
+		}
+		for (j = i; j < end; j++) {
+			char *sl;
+
+			if (!moved[j - i])
+				continue;
+			snprintf(tname, sizeof(tname), "%llu", (unsigned long long)g->v[j].ino);
+			unlinkat(tfd, tname, 0);
+			r->nremoved++;
+			/*
+			 * up from its directory: each one it leaves empty that
+			 * the listing does not name goes; p ends as the deepest
+			 * one left ("": the root), which the mount reloads
+			 */
+			snprintf(p, sizeof(p), "%s", g->v[j].rel);
+			for (;;) {
+				char q[sizeof(p) + 1];
+				struct meta_file row;
+				struct stat st;
+
+				if (!(sl = strrchr(p, '/'))) {
+					p[0] = '\0';
+					break;
+				}
+				*sl = '\0';
+				snprintf(q, sizeof(q), "%s/", p);
+				if ((size_t)(sl - p) < strlen(r->sub) || run_names_below(r, q) ||
+				    fstatat(root, p, &st, AT_SYMLINK_NOFOLLOW) < 0)
+					break;
+				if (!meta_get(m, st.st_ino, &row)) {
+					meta_file_free(&row); /* listed lazily: the daemon's */
+					break;
+				}
+				if (unlinkat(root, p, AT_REMOVEDIR) < 0)
+					break;
+			}
+			if (r->mnt && p[0]) {
+				if (!(dirs[nd] = strdup(p)))
+					break;
+				nd++;
+			}
+		}
+	}
+	if (r->mnt && (r->nremoved || res)) {
+		/* the kernel's names (every one, the root's reload) and listings */
+		if (reload(r->mnt, NULL))
+			res = -1;
+		if (nd)
+			qsort(dirs, nd, sizeof(*dirs), cmp_str);
+		for (i = 0; i < nd; i++)
+			if ((!i || strcmp(dirs[i], dirs[i - 1])) && reload(r->mnt, dirs[i]))
+				res = -1;
+	}
+out:
+	for (i = 0; dirs && i < nd; i++)
+		free(dirs[i]);
+	free(dirs);
+	free(moved);
+	if (tfd >= 0)
+		close(tfd);
+	if (sfd >= 0)
+		close(sfd);
+	return res;
+}
+
+/*
+ * Before a sync makes anything: an earlier one's trash emptied, then
+ * what the listing no longer has below r->sub found and removed.  0 or
+ * -1 (said why).
+ */
+static int sync_prune(struct import_run *r, int root, struct meta *m)
+{
+	char rel[4200], p[64];
+	struct gones g = { 0 };
+	int res, tfd, dfd;
+
+	snprintf(p, sizeof(p), "%s/%s", STORE_STATE_DIR, SYNC_TRASH);
+	if (mkdirat(root, p, 0700) < 0 && errno != EEXIST) {
+		fprintf(stderr, "hsmfsctl: cannot make '%s/%s': %s\n", r->store, p, strerror(errno));
+		return -1;
+	}
+	tfd = openat(root, p, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	res = tfd < 0 ? -errno : trash_empty(m, tfd);
+	if (tfd >= 0)
+		close(tfd);
+	if (res)
+		return -1;
+	snprintf(rel, sizeof(rel), "%s", r->sub);
+	dfd = openat(root, rel[0] ? rel : ".", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return errno == ENOENT ? 0 : -1; /* nothing of it here yet */
+	res = sync_find(r, m, dfd, rel, sizeof(rel), 0, &g);
+	if (!res)
+		res = sync_remove(r, root, m, &g);
+	for (size_t i = 0; i < g.n; i++)
+		free(g.v[i].rel);
+	free(g.v);
+	return res ? -1 : 0;
+}
+
+/*
+ * Apply the import r to its store, in batches, each one transaction
+ * (a failed batch is undone); a sync removes first what its listing no
+ * longer has (sync_prune()) and never makes over a user's file
+ * (sync_keep()).  On a live mount the kernel is told of every change.
+ * Counts in r; returns an exit code (X_*), having said why.
+ */
+static int import_apply(struct import_run *r)
+{
+	char err[512], dbpath[PATH_MAX + 32];
+	struct item *items = r->items;
+	size_t n = r->n, i, bad = 0;
+	struct meta *m = NULL;
+	int root = -1, lockfd = -1, rc = X_OK_;
+	bool fresh;
+
+	r->sorted = malloc((n ? n : 1) * sizeof(*r->sorted));
+	if (!r->sorted) {
+		fprintf(stderr, "hsmfsctl: out of memory\n");
+		return X_STORE;
+	}
+	for (i = 0; i < n; i++)
+		r->sorted[i] = &items[i];
+	qsort(r->sorted, n, sizeof(*r->sorted), cmp_items);
+	for (i = 1; i < n; i++) {
+		const char *a = r->sorted[i - 1]->e.path, *b = r->sorted[i]->e.path;
+		size_t la = strlen(a);
+
+		if (!strcmp(a, b))
+			fprintf(stderr, "%s:%u: duplicate path '%s' (first at line %u)\n",
+				r->src, r->sorted[i]->line, b, r->sorted[i - 1]->line), bad++;
+		else if (!strncmp(a, b, la) && b[la] == '/' && !r->sorted[i - 1]->e.is_dir)
+			fprintf(stderr, "%s:%u: '%s' is a file in this manifest (line %u), not a directory\n",
+				r->src, r->sorted[i]->line, a, r->sorted[i - 1]->line), bad++;
+	}
+	if (bad) {
+		fprintf(stderr, "hsmfsctl: %zu bad line%s in '%s'; nothing imported\n", bad,
+			bad == 1 ? "" : "s", r->src);
+		rc = X_INPUT;
+		goto out;
+	}
+
+	/* the store: locked when unmounted, so no daemon runs meanwhile */
+	root = open(r->store, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0) {
+		fprintf(stderr, "hsmfsctl: store '%s': %s\n", r->store, strerror(errno));
+		rc = X_STORE;
+		goto out;
+	}
+	snprintf(dbpath, sizeof(dbpath), "%s/.hsmfs", r->store);
+	mkdir(dbpath, 0700);
+	if (!r->mnt) {
+		snprintf(dbpath, sizeof(dbpath), "%s/.hsmfs/lock", r->store);
+		lockfd = open(dbpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) < 0) {
+			fprintf(stderr, "hsmfsctl: store '%s' is mounted; %s with -m MOUNTPOINT\n",
+				r->store, r->sync ? "refresh through the mount" : "import");
+			rc = X_STORE;
+			goto out;
+		}
+	}
+	snprintf(dbpath, sizeof(dbpath), "%s/.hsmfs/meta.db", r->store);
+	/* a store no daemon served yet: its first mount is not after a crash */
+	fresh = !r->mnt && access(dbpath, F_OK) < 0 && errno == ENOENT;
+	if (meta_open(dbpath, &m)) {
+		fprintf(stderr, "hsmfsctl: cannot open '%s': %s\n", dbpath, meta_errmsg(m));
+		rc = X_STORE;
+		goto out;
+	}
+	if (r->sync && sync_prune(r, root, m)) {
+		rc = X_PARTIAL;
+		goto out;
+	}
+
+	/* apply in batches, each one transaction; a failed batch is undone */
+	for (i = 0; i < n; i += BATCH) {
+		size_t end = i + BATCH < n ? i + BATCH : n, j;
+		bool created[BATCH], changed[BATCH], made[BATCH];
+		int res = meta_begin(m);
+
+		for (j = i; !res && j < end; j++) {
+			enum keep k = r->sync ? sync_keep(r, root, m, &items[j]) : K_APPLY;
+			enum place_outcome o = PLACE_SAME;
+
+			created[j - i] = false;
+			if (k == K_APPLY)
+				res = import_one(root, r->mnt, m, &items[j], &created[j - i], &o,
+						 err, sizeof(err));
+			if (res) {
+				fprintf(stderr, "%s:%u: %s\n", r->src, items[j].line, err);
+				break;
+			}
+			r->nnew += k == K_APPLY && o == PLACE_NEW;
+			r->nchanged += k == K_APPLY && o == PLACE_CHANGED;
+			r->nsame += k == K_SAME || (k == K_APPLY && o == PLACE_SAME);
+			changed[j - i] = k == K_APPLY && o == PLACE_CHANGED && !items[j].e.is_dir;
+			made[j - i] = k == K_APPLY && o == PLACE_NEW;
+		}
+		if (!res)
+			res = meta_commit(m);
+		if (res) {
+			meta_rollback(m);
+			for (size_t k = i; k < j || (k == j && k < end && created[k - i]); k++)
+				if (created[k - i])
+					remove_path(root, items[k].e.path, items[k].e.is_dir);
+			/* names a look meanwhile may have cached: asked again */
+			if (r->mnt)
+				reload(r->mnt, NULL);
+			fprintf(stderr, "hsmfsctl: import stopped; lines %u to %u were not imported\n",
+				items[i].line, items[n - 1].line);
+			rc = i || r->nremoved ? X_PARTIAL : X_INPUT;
+			goto out;
+		}
+		/* a live mount re-reads the state of changed files and drops their cache */
+		for (j = i; r->mnt && j < end; j++)
+			if (changed[j - i] && reload(r->mnt, items[j].e.path))
+				rc = X_PARTIAL;
+		/*
+		 * and drops what its kernel holds of the directories that
+		 * gained names (their listings, and names it knew missing)
+		 */
+		if (r->mnt && reload_made(r->mnt, items + i, made, end - i))
+			rc = X_PARTIAL;
+	}
+	/* directories imported unlisted: the live mount lists them on first look */
+	for (i = 0; r->mnt && i < n; i++)
+		if (items[i].e.is_dir) {
+			reload(r->mnt, NULL);
+			break;
+		}
+	if (atomic_load(&place_unmarked))
+		fprintf(stderr, "hsmfsctl: warning: cannot mark placeholders in the store (%s); "
+			"a lost database could not be rebuilt\n",
+			strerror(atomic_load(&place_unmarked)));
+	if (fresh) {
+		/* the mark a clean unmount leaves (fs/check.h) */
+		snprintf(dbpath, sizeof(dbpath), "%s/.hsmfs/clean", r->store);
+		int cfd = open(dbpath, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+
+		if (cfd >= 0) {
+			fsync(cfd);
+			close(cfd);
+		}
+	}
+out:
+	free(r->sorted);
+	r->sorted = NULL;
+	meta_close(m);
+	if (root >= 0)
+		close(root);
+	if (lockfd >= 0)
+		close(lockfd);
+	return rc;
+}
+
+/*
+ * Collect the listing at url (so: its options) below only (shallow:
+ * directly in it): 0 or -errno (said why).  *items etc. as
+ * collect_listing().
+ */
+static int collect(const char *url, const struct s3opts *so, const char *only, bool shallow,
+		   struct item **items, size_t *n, size_t *cap)
+{
+	return so->s3 ? collect_s3(url, so, only, shallow, items, n, cap) :
+			collect_listing(url, only, shallow, items, n, cap);
+}
+
+static void items_free(struct item *items, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		manifest_entry_free(&items[i].e);
+	free(items);
+}
+
 static int cmd_import(int argc, char **argv)
 {
 	const char *store = NULL, *mnt = NULL, *file = NULL, *listing = NULL;
 	struct s3opts so = { .page = 1000 };
-	char store_buf[PATH_MAX], err[512], dbpath[PATH_MAX + 32];
-	struct item *items = NULL, **sorted = NULL;
-	size_t n = 0, cap = 0, i, nnew = 0, nchanged = 0, nsame = 0;
+	char store_buf[PATH_MAX], err[512], *base = NULL;
+	struct item *items = NULL;
+	size_t n = 0, cap = 0;
 	unsigned lineno = 0, bad = 0;
-	struct meta *m = NULL;
+	struct import_run r = { 0 };
 	char *line = NULL;
 	size_t linecap = 0;
 	ssize_t len;
 	FILE *f;
-	int root = -1, lockfd = -1, rc = X_OK_;
-	bool fresh = false;
+	int rc = X_OK_;
+	bool sync = false;
 
 	for (int i2 = 1; i2 < argc; i2++) {
 		if (!strcmp(argv[i2], "-s") && i2 + 1 < argc)
@@ -646,6 +1508,8 @@ static int cmd_import(int argc, char **argv)
 			mnt = argv[++i2];
 		else if (!strcmp(argv[i2], "--listing") && i2 + 1 < argc)
 			listing = argv[++i2];
+		else if (!strcmp(argv[i2], "--sync"))
+			sync = true;
 		else if (!strcmp(argv[i2], "--s3"))
 			so.s3 = true;
 		else if (!strcmp(argv[i2], "--aws-sigv4") && i2 + 1 < argc)
@@ -665,6 +1529,11 @@ static int cmd_import(int argc, char **argv)
 		fprintf(stderr, "hsmfsctl: import needs a manifest or --listing URL, and one of -s STORE or -m MOUNTPOINT\n");
 		return X_USAGE;
 	}
+	if (sync && !listing) {
+		fprintf(stderr, "hsmfsctl: import --sync needs --listing URL (what a manifest "
+			"no longer names is not known to be gone)\n");
+		return X_USAGE;
+	}
 	if (mnt) {
 		ssize_t sn = getxattr(mnt, "user.hsmfs.store", store_buf, sizeof(store_buf) - 1);
 
@@ -680,13 +1549,12 @@ static int cmd_import(int argc, char **argv)
 	/* 1. read and check everything; nothing is written unless all is good */
 	if (listing) {
 		file = listing;
-		if (so.s3 ? collect_s3(listing, &so, &items, &n, &cap) :
-			    collect_listing(listing, &items, &n, &cap)) {
+		if (collect(listing, &so, NULL, false, &items, &n, &cap)) {
 			fprintf(stderr, "hsmfsctl: nothing imported\n");
 			rc = X_INPUT;
 			goto out;
 		}
-		goto check;
+		goto apply;
 	}
 	f = strcmp(file, "-") ? fopen(file, "r") : stdin;
 	if (!f) {
@@ -717,137 +1585,36 @@ static int cmd_import(int argc, char **argv)
 	free(line);
 	if (f != stdin)
 		fclose(f);
-check:
-	sorted = malloc((n ? n : 1) * sizeof(*sorted));
-	for (i = 0; sorted && i < n; i++)
-		sorted[i] = &items[i];
-	if (sorted)
-		qsort(sorted, n, sizeof(*sorted), cmp_items);
-	for (i = 1; sorted && i < n; i++) {
-		const char *a = sorted[i - 1]->e.path, *b = sorted[i]->e.path;
-		size_t la = strlen(a);
-
-		if (!strcmp(a, b))
-			fprintf(stderr, "%s:%u: duplicate path '%s' (first at line %u)\n",
-				file, sorted[i]->line, b, sorted[i - 1]->line), bad++;
-		else if (!strncmp(a, b, la) && b[la] == '/' && !sorted[i - 1]->e.is_dir)
-			fprintf(stderr, "%s:%u: '%s' is a file in this manifest (line %u), not a directory\n",
-				file, sorted[i]->line, a, sorted[i - 1]->line), bad++;
-	}
 	if (bad) {
 		fprintf(stderr, "hsmfsctl: %u bad line%s in '%s'; nothing imported\n", bad,
 			bad == 1 ? "" : "s", file);
 		rc = X_INPUT;
 		goto out;
 	}
-
-	/* 2. the store: locked when unmounted, so no daemon runs meanwhile */
-	root = open(store, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (root < 0) {
-		fprintf(stderr, "hsmfsctl: store '%s': %s\n", store, strerror(errno));
+apply:
+	if (sync && asprintf(&base, "%s%s", listing,
+			     listing[strlen(listing) - 1] == '/' ? "" : "/") < 0) {
 		rc = X_STORE;
 		goto out;
 	}
-	snprintf(dbpath, sizeof(dbpath), "%s/.hsmfs", store);
-	mkdir(dbpath, 0700);
-	if (!mnt) {
-		snprintf(dbpath, sizeof(dbpath), "%s/.hsmfs/lock", store);
-		lockfd = open(dbpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-		if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) < 0) {
-			fprintf(stderr, "hsmfsctl: store '%s' is mounted; import with -m MOUNTPOINT\n",
-				store);
-			rc = X_STORE;
-			goto out;
-		}
-	}
-	snprintf(dbpath, sizeof(dbpath), "%s/.hsmfs/meta.db", store);
-	/* a store no daemon served yet: its first mount is not after a crash */
-	fresh = !mnt && access(dbpath, F_OK) < 0 && errno == ENOENT;
-	if (meta_open(dbpath, &m)) {
-		fprintf(stderr, "hsmfsctl: cannot open '%s': %s\n", dbpath, meta_errmsg(m));
-		rc = X_STORE;
+	r = (struct import_run){ .store = store, .mnt = mnt, .src = file, .items = items, .n = n,
+				 .sync = sync, .base = base, .sub = "" };
+	rc = import_apply(&r);
+	if (rc == X_INPUT || rc == X_STORE)
 		goto out;
-	}
-
-	/* 3. apply in batches, each one transaction; a failed batch is undone */
-	for (i = 0; i < n; i += BATCH) {
-		size_t end = i + BATCH < n ? i + BATCH : n, j;
-		bool created[BATCH], changed[BATCH], made[BATCH];
-		int res = meta_begin(m);
-
-		for (j = i; !res && j < end; j++) {
-			enum place_outcome o;
-
-			res = import_one(root, mnt, m, &items[j], &created[j - i], &o, err,
-					 sizeof(err));
-			if (res) {
-				fprintf(stderr, "%s:%u: %s\n", file, items[j].line, err);
-				break;
-			}
-			nnew += o == PLACE_NEW;
-			nchanged += o == PLACE_CHANGED;
-			changed[j - i] = o == PLACE_CHANGED && !items[j].e.is_dir;
-			made[j - i] = o == PLACE_NEW;
-			nsame += o == PLACE_SAME;
-		}
-		if (!res)
-			res = meta_commit(m);
-		if (res) {
-			meta_rollback(m);
-			for (size_t k = i; k < j || (k == j && k < end && created[k - i]); k++)
-				if (created[k - i])
-					remove_path(root, items[k].e.path, items[k].e.is_dir);
-			/* names a look meanwhile may have cached: asked again */
-			if (mnt)
-				reload(mnt, NULL);
-			fprintf(stderr, "hsmfsctl: import stopped; lines %u to %u were not imported\n",
-				items[i].line, items[n - 1].line);
-			rc = i ? X_PARTIAL : X_INPUT;
-			goto out;
-		}
-		/* a live mount re-reads the state of changed files and drops their cache */
-		for (j = i; mnt && j < end; j++)
-			if (changed[j - i] && reload(mnt, items[j].e.path))
-				rc = X_PARTIAL;
-		/*
-		 * and drops what its kernel holds of the directories that
-		 * gained names (their listings, and names it knew missing)
-		 */
-		if (mnt && reload_made(mnt, items + i, made, end - i))
-			rc = X_PARTIAL;
-	}
-	/* directories imported unlisted: the live mount lists them on first look */
-	for (i = 0; mnt && i < n; i++)
-		if (items[i].e.is_dir) {
-			reload(mnt, NULL);
-			break;
-		}
-	if (atomic_load(&place_unmarked))
-		fprintf(stderr, "hsmfsctl: warning: cannot mark placeholders in the store (%s); "
-			"a lost database could not be rebuilt\n",
-			strerror(atomic_load(&place_unmarked)));
-	printf("imported %zu file%s: %zu new, %zu changed, %zu unchanged\n", n,
-	       n == 1 ? "" : "s", nnew, nchanged, nsame);
-	if (fresh) {
-		/* the mark a clean unmount leaves (fs/check.h) */
-		snprintf(dbpath, sizeof(dbpath), "%s/.hsmfs/clean", store);
-		int cfd = open(dbpath, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
-
-		if (cfd >= 0) {
-			fsync(cfd);
-			close(cfd);
-		}
-	}
+	if (sync)
+		printf("imported %zu file%s: %zu new, %zu changed, %zu unchanged, %zu removed, "
+		       "%zu kept\n", n, n == 1 ? "" : "s", r.nnew, r.nchanged, r.nsame,
+		       r.nremoved, r.nkept);
+	else
+		printf("imported %zu file%s: %zu new, %zu changed, %zu unchanged\n", n,
+		       n == 1 ? "" : "s", r.nnew, r.nchanged, r.nsame);
+	/* what refresh lists again */
+	if (listing && rc == X_OK_)
+		listing_record(store, listing, &so);
 out:
-	for (i = 0; i < n; i++)
-		manifest_entry_free(&items[i].e);
-	free(items);
-	free(sorted);
-	meta_close(m);
-	if (root >= 0)
-		close(root);
-	if (lockfd >= 0)
-		close(lockfd);
+	items_free(items, n);
+	free(base);
 	return rc;
 }
 
@@ -1849,22 +2616,150 @@ static int refresh_tree(const char *path, bool recursive, int depth)
 	return bad;
 }
 
+/*
+ * The hsmfs mount path is on: its root in ret_mnt (a real path), and
+ * path's own path below it in ret_rel ("" or ending in '/').  0, or
+ * -1: not on an hsmfs mount.
+ */
+static int mount_of(const char *path, char *ret_mnt, size_t mlen, char *ret_rel, size_t rlen)
+{
+	char real[PATH_MAX], cur[PATH_MAX];
+	const char *rel;
+
+	if (!realpath(path, real))
+		return -1;
+	snprintf(cur, sizeof(cur), "%s", real);
+	while (getxattr(cur, "user.hsmfs.store", NULL, 0) < 0) {
+		char *sl = strrchr(cur, '/');
+
+		if (!sl || !cur[1])
+			return -1;
+		sl[sl == cur] = '\0';
+	}
+	rel = real + strlen(cur);
+	rel += *rel == '/';
+	if ((size_t)snprintf(ret_mnt, mlen, "%s", cur) >= mlen ||
+	    (size_t)snprintf(ret_rel, rlen, "%s%s", rel, rel[0] ? "/" : "") >= rlen)
+		return -1;
+	return 0;
+}
+
+/*
+ * The imported trees below dir (a directory of a mount; or, with
+ * store_opt, the whole unmounted store) follow their origin: each
+ * listing the store recorded (import --listing) is listed again and
+ * applied as import --sync applies it, below dir only (recursive: and
+ * below its directories).  Says what it kept and why, then one line of
+ * totals.  Nothing recorded: nothing to do, nothing said (but for a
+ * store named).  Returns an exit code.
+ */
+static int refresh_imported(const char *dir, const char *store_opt, bool recursive)
+{
+	char mnt[PATH_MAX], sub[PATH_MAX] = "", store[PATH_MAX];
+	struct listing_rec *recs = NULL;
+	size_t nrec = 0, nnew = 0, nremoved = 0, nchanged = 0, nkept = 0;
+	int rc = X_OK_, res;
+
+	if (store_opt) {
+		snprintf(store, sizeof(store), "%s", store_opt);
+	} else {
+		ssize_t sn;
+
+		if (mount_of(dir, mnt, sizeof(mnt), sub, sizeof(sub)))
+			return X_OK_; /* refresh_tree() said why */
+		sn = getxattr(mnt, "user.hsmfs.store", store, sizeof(store) - 1);
+		if (sn < 0)
+			return X_OK_;
+		store[sn] = '\0';
+	}
+	res = listing_recs_read(store, &recs, &nrec);
+	if (res) {
+		fprintf(stderr, "hsmfsctl: refresh '%s': cannot read the recorded listings: %s\n",
+			dir, strerror(-res));
+		return X_STORE;
+	}
+	if (!nrec && store_opt) {
+		fprintf(stderr, "hsmfsctl: refresh: store '%s' has no listing recorded (import "
+			"--listing records one)\n", store);
+		return X_INPUT;
+	}
+	for (size_t i = 0; i < nrec; i++) {
+		const char *url = recs[i].url;
+		struct item *items = NULL;
+		size_t n = 0, cap = 0;
+		char *base = NULL;
+
+		if (asprintf(&base, "%s%s", url, url[strlen(url) - 1] == '/' ? "" : "/") < 0) {
+			rc = X_PARTIAL;
+			break;
+		}
+		if (collect(url, &recs[i].so, sub, !recursive, &items, &n, &cap)) {
+			fprintf(stderr, "hsmfsctl: refresh '%s': nothing changed from '%s'\n", dir,
+				url);
+			rc = X_PARTIAL;
+		} else {
+			struct import_run r = { .store = store, .mnt = store_opt ? NULL : mnt,
+						.src = url, .items = items, .n = n, .sync = true,
+						.base = base, .sub = sub, .shallow = !recursive };
+
+			if (import_apply(&r))
+				rc = rc == X_OK_ ? X_PARTIAL : rc;
+			nnew += r.nnew;
+			nremoved += r.nremoved;
+			nchanged += r.nchanged;
+			nkept += r.nkept;
+		}
+		items_free(items, n);
+		free(base);
+	}
+	listing_recs_free(recs, nrec);
+	if (nrec) {
+		printf("refreshed %s: %zu new, %zu removed, %zu changed", dir, nnew, nremoved,
+		       nchanged);
+		if (nkept)
+			printf(", %zu kept (the user's, above)", nkept);
+		putchar('\n');
+	}
+	return rc;
+}
+
 static int cmd_refresh(int argc, char **argv)
 {
+	const char *store = NULL;
 	bool recursive = false;
-	int i = 1, bad = 0;
+	int i, bad = 0, rc = X_OK_;
 
-	if (i < argc && (!strcmp(argv[i], "--recursive") || !strcmp(argv[i], "-r"))) {
-		recursive = true;
-		i++;
+	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
+		if (!strcmp(argv[i], "--recursive") || !strcmp(argv[i], "-r")) {
+			recursive = true;
+		} else if (!strcmp(argv[i], "-s") && i + 1 < argc) {
+			store = argv[++i];
+		} else {
+			fprintf(stderr, "hsmfsctl: refresh: unknown option '%s'\n", argv[i]);
+			return X_USAGE;
+		}
+	}
+	if (store) {
+		if (i != argc) {
+			fprintf(stderr, "hsmfsctl: refresh -s STORE takes no directory (the whole "
+				"store is refreshed)\n");
+			return X_USAGE;
+		}
+		return refresh_imported(store, store, true);
 	}
 	if (i == argc) {
 		fprintf(stderr, "hsmfsctl: refresh needs a directory\n");
 		return X_USAGE;
 	}
-	for (; i < argc; i++)
+	for (; i < argc; i++) {
+		int r;
+
 		bad |= refresh_tree(argv[i], recursive, 0);
-	return bad ? X_PARTIAL : X_OK_;
+		r = refresh_imported(argv[i], NULL, recursive);
+		if (r != X_OK_ && rc == X_OK_)
+			rc = r;
+	}
+	return rc != X_OK_ ? rc : bad ? X_PARTIAL : X_OK_;
 }
 
 /* ------------------------------------------------------------ archive */
