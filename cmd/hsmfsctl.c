@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -153,11 +154,13 @@ static bool lists_dir(const struct walk *w, const char *path)
 
 static int listing_dir(struct walk *w);
 
+static int head_file(struct walk *w, const char *url, uint64_t *size, char *lm, size_t lmlen);
+
 static int listing_entry(void *arg, const char *name, bool is_dir, const char *mtime,
 			 uint64_t size)
 {
 	struct walk *w = arg;
-	char *esc = curl_easy_escape(w->c, name, 0);
+	char *esc = curl_easy_escape(w->c, name, 0), lm[128] = "";
 	struct item *it;
 
 	if (!esc)
@@ -215,6 +218,20 @@ static int listing_entry(void *arg, const char *name, bool is_dir, const char *m
 	it->line = *w->n;
 	it->e.mode = 0644;
 	it->e.size = size;
+	if (size == MANIFEST_SIZE_UNKNOWN) {
+		/* an HTML index: the file's size and date are its HEAD's */
+		char *url = NULL;
+		int res = asprintf(&url, "%s%s", w->base, esc) < 0 ? -ENOMEM :
+			  head_file(w, url, &it->e.size, lm, sizeof(lm));
+
+		free(url);
+		if (res) {
+			(*w->n)--;
+			curl_free(esc);
+			return res > 0 ? 0 : res; /* > 0: gone since the index was made */
+		}
+		mtime = lm;
+	}
 	if (mtime[0]) {
 		time_t t = curl_getdate(mtime, NULL);
 
@@ -232,6 +249,50 @@ static int listing_entry(void *arg, const char *name, bool is_dir, const char *m
 	curl_free(esc);
 	if (manifest_check_path(it->e.path, strlen(it->e.path), w->err, sizeof(w->err)))
 		return -EINVAL;
+	return 0;
+}
+
+/* A response header of c's last transfer, or NULL. */
+static const char *last_header(CURL *c, const char *name)
+{
+	struct curl_header *h;
+
+	return curl_easy_header(c, name, 0, CURLH_HEADER, -1, &h) == CURLHE_OK ? h->value : NULL;
+}
+
+/*
+ * A file an HTML index names: its size and Last-Modified (into lm, ""
+ * if none) from a HEAD of url.  0; 1 when it is gone (404, 410); or
+ * -errno with w->err.
+ */
+static int head_file(struct walk *w, const char *url, uint64_t *size, char *lm, size_t lmlen)
+{
+	const char *v, *coding;
+	curl_off_t len = -1;
+	long code = 0;
+	CURLcode rc;
+
+	curl_easy_setopt(w->c, CURLOPT_URL, url);
+	curl_easy_setopt(w->c, CURLOPT_NOBODY, 1L);
+	rc = curl_easy_perform(w->c);
+	curl_easy_setopt(w->c, CURLOPT_NOBODY, 0L);
+	curl_easy_getinfo(w->c, CURLINFO_RESPONSE_CODE, &code);
+	if (rc == CURLE_OK && (code == 404 || code == 410))
+		return 1;
+	coding = rc == CURLE_OK ? last_header(w->c, "Content-Encoding") : NULL;
+	if (rc == CURLE_OK && code == 200)
+		curl_easy_getinfo(w->c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
+	if (rc != CURLE_OK || code != 200 || len < 0 ||
+	    (coding && coding[0] && strcasecmp(coding, "identity"))) {
+		snprintf(w->err, sizeof(w->err), "HEAD '%.300s': %s", url,
+			 rc != CURLE_OK ? curl_easy_strerror(rc) :
+			 code != 200 ? "HTTP error" :
+			 len < 0 ? "no Content-Length" : "a content coding");
+		return -EIO;
+	}
+	*size = (uint64_t)len;
+	v = last_header(w->c, "Last-Modified");
+	snprintf(lm, lmlen, "%s", v ? v : "");
 	return 0;
 }
 
@@ -256,8 +317,9 @@ static int listing_dir(struct walk *w)
 		free(b.p);
 		return -EIO;
 	}
-	res = manifest_parse_nginx(b.p ? b.p : "", b.n, listing_entry, w, w->err,
-				   sizeof(w->err));
+	/* nginx's JSON autoindex, or an HTML index (nginx, Apache, python...) */
+	res = manifest_parse_listing(b.p ? b.p : "", b.n, listing_entry, w, w->err,
+				     sizeof(w->err));
 	if (res == -EINVAL && !strstr(w->err, "listing '")) {
 		char tmp[512];
 

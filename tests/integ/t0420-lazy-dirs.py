@@ -475,6 +475,13 @@ def test_html_index():
                     eq({n: os.stat(m.path(n)).st_size for n in files},
                        {n: len(d) for n, d in files.items()}, "%s: every size" % what)
                     ok(os.path.isdir(m.path("empty")), "%s: an empty directory" % what)
+                # the same imported up front: hsmfsctl import --listing
+                store = tmpdir("hsmfs-store-")
+                rc, out = run([HSMFSCTL, "import", "-s", store, "--listing", url])
+                eq(rc, 0, "%s: hsmfsctl import --listing (%s)" % (what, out.strip()))
+                with Mount(store=store, opts="hook=" + HTTP) as m:
+                    eq(tree(m.mnt), files, "%s, imported: every name and byte" % what)
+                shutil.rmtree(store, ignore_errors=True)
     finally:
         py.kill()
         py.wait()
