@@ -118,6 +118,42 @@ static bool str_same(const char *a, const char *b)
 /* a listing over 256 MiB is not a listing */
 #define LISTING_BODY_MAX (256u << 20)
 
+/*
+ * Long work on a terminal: one line on standard error, rewritten at most
+ * ten times a second (end: the last, then wiped, so that the summary on
+ * standard output stands alone).  Nothing when standard error is not a
+ * terminal.  One thread.
+ */
+static int progress_width; /* of the line shown, 0: none */
+
+static void tty_progress(bool end, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void tty_progress(bool end, const char *fmt, ...)
+{
+	static int tty = -1;
+	static double shown;
+	char line[160];
+	double now = mono_s();
+	va_list ap;
+
+	if (tty < 0)
+		tty = isatty(STDERR_FILENO);
+	if (!tty || (!end && now - shown < 0.1) || (end && !progress_width))
+		return;
+	shown = now;
+	if (end) {
+		fprintf(stderr, "\r%*s\r", progress_width, "");
+		progress_width = 0;
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	progress_width = fprintf(stderr, "\r%-79.79s", line) - 1;
+}
+
+/* The progress line wiped: before a message, or at the end. */
+#define tty_progress_end() tty_progress(true, "%s", "")
+
 struct walk {
 	CURL *c;
 	const char *base;     /* the listing URL of this directory */
@@ -296,6 +332,8 @@ static int head_file(struct walk *w, const char *url, uint64_t *size, char *lm, 
 	return 0;
 }
 
+static unsigned listed_dirs; /* for the progress line */
+
 static int listing_dir(struct walk *w)
 {
 	struct http_body b = { .max = LISTING_BODY_MAX };
@@ -317,6 +355,8 @@ static int listing_dir(struct walk *w)
 		free(b.p);
 		return -EIO;
 	}
+	listed_dirs++;
+	tty_progress(false, "listing %s: %u directories, %zu files", w->base, listed_dirs, *w->n);
 	/* nginx's JSON autoindex, or an HTML index (nginx, Apache, python...) */
 	res = manifest_parse_listing(b.p ? b.p : "", b.n, listing_entry, w, w->err,
 				     sizeof(w->err));
@@ -484,6 +524,7 @@ static int collect_s3(const char *url, const struct s3opts *so, const char *only
 			res = code == 401 || code == 403 ? -EACCES : -EIO;
 			break;
 		}
+		tty_progress(false, "listing %s: %zu objects", url, *w.n);
 		res = manifest_parse_s3(b.p ? b.p : "", b.n, s3_entry, &w, &more, token,
 					sizeof(token), w.err, sizeof(w.err));
 		if (res)
@@ -1455,6 +1496,8 @@ static int import_apply(struct import_run *r)
 
 		for (j = i; !res && j < end; j++) {
 			enum keep k = r->sync ? sync_keep(r, root, m, &items[j]) : K_APPLY;
+
+			tty_progress(false, "%s: %zu / %zu files", r->sync ? "refresh" : "import", j, n);
 			enum place_outcome o = PLACE_SAME;
 
 			created[j - i] = false;
@@ -1462,6 +1505,7 @@ static int import_apply(struct import_run *r)
 				res = import_one(root, r->mnt, m, &items[j], &created[j - i], &o,
 						 err, sizeof(err));
 			if (res) {
+				tty_progress_end();
 				fprintf(stderr, "%s:%u: %s\n", r->src, items[j].line, err);
 				break;
 			}
@@ -1497,6 +1541,7 @@ static int import_apply(struct import_run *r)
 		if (r->mnt && reload_made(r->mnt, items + i, made, end - i))
 			rc = X_PARTIAL;
 	}
+	tty_progress_end();
 	/* directories imported unlisted: the live mount lists them on first look */
 	for (i = 0; r->mnt && i < n; i++)
 		if (items[i].e.is_dir) {
@@ -1612,6 +1657,7 @@ static int cmd_import(int argc, char **argv)
 	if (listing) {
 		file = listing;
 		if (collect(listing, &so, NULL, false, &items, &n, &cap)) {
+			tty_progress_end();
 			fprintf(stderr, "hsmfsctl: nothing imported\n");
 			rc = X_INPUT;
 			goto out;
@@ -2650,12 +2696,123 @@ static int refresh_one(const char *path)
 	return strcmp(val, "unlisted") ? 1 : 0;
 }
 
+/* A name of a directory as a refresh found it, for the summary. */
+struct dirent_seen {
+	char *name;
+	bool dir;
+	uint64_t size;
+	int64_t mtime;
+};
+
+static int cmp_seen(const void *a, const void *b)
+{
+	return strcmp(((const struct dirent_seen *)a)->name, ((const struct dirent_seen *)b)->name);
+}
+
+static void seen_free(struct dirent_seen *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i].name);
+	free(v);
+}
+
+/* The names of the listed directory path, sorted; NULL and 0 if it cannot be read. */
+static struct dirent_seen *seen_of(const char *path, size_t *ret_n)
+{
+	struct dirent_seen *v = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d = opendir(path);
+
+	*ret_n = 0;
+	if (!d)
+		return NULL;
+	while ((de = readdir(d))) {
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW))
+			continue;
+		if (n == cap) {
+			struct dirent_seen *more = realloc(v, (cap = cap ? 2 * cap : 64) * sizeof(*v));
+
+			if (!more)
+				break;
+			v = more;
+		}
+		v[n] = (struct dirent_seen){ strdup(de->d_name), S_ISDIR(st.st_mode),
+					     (uint64_t)st.st_size, st.st_mtim.tv_sec };
+		if (v[n].name)
+			n++;
+	}
+	closedir(d);
+	if (n)
+		qsort(v, n, sizeof(*v), cmp_seen);
+	*ret_n = n;
+	return v;
+}
+
+/* What a refresh of the lazy directories did, for its summary line. */
+static struct {
+	unsigned dirs;
+	size_t nnew, nremoved, nchanged;
+} lazy;
+
+/* Count the difference between a directory's names before and after. */
+static void seen_diff(const struct dirent_seen *a, size_t na, const struct dirent_seen *b,
+		      size_t nb)
+{
+	size_t i = 0, j = 0;
+
+	while (i < na || j < nb) {
+		int c = i == na ? 1 : j == nb ? -1 : strcmp(a[i].name, b[j].name);
+
+		if (c < 0) {
+			lazy.nremoved++;
+			i++;
+		} else if (c > 0) {
+			lazy.nnew++;
+			j++;
+		} else {
+			lazy.nchanged += a[i].dir != b[j].dir ||
+					 (!a[i].dir && (a[i].size != b[j].size ||
+							a[i].mtime != b[j].mtime));
+			i++;
+			j++;
+		}
+	}
+}
+
+/* Is path a directory not listed yet (whose first look would list it)? */
+static bool unlisted_dir(const char *path)
+{
+	char val[32];
+	ssize_t n = getxattr(path, "user.hsmfs.state", val, sizeof(val) - 1);
+
+	return n == 8 && !memcmp(val, "unlisted", 8);
+}
+
 static int refresh_tree(const char *path, bool recursive, int depth)
 {
-	int res = refresh_one(path), bad = res < 0;
+	struct dirent_seen *before = NULL, *after;
+	size_t nbefore = 0, nafter;
+	int res, bad;
 	struct dirent *de;
 	DIR *d;
 
+	/* its names before, unless reading them would list it the first time */
+	if (!unlisted_dir(path))
+		before = seen_of(path, &nbefore);
+	res = refresh_one(path);
+	bad = res < 0;
+	if (res > 0 && before) {
+		lazy.dirs++;
+		after = seen_of(path, &nafter);
+		seen_diff(before, nbefore, after, nafter);
+		seen_free(after, nafter);
+	}
+	seen_free(before, nbefore);
+	tty_progress(false, "refresh: %u directories listed again (%s)", lazy.dirs, path);
 	if (res <= 0 || !recursive)
 		return bad;
 	if (depth > 4096 || !(d = opendir(path))) {
@@ -2776,6 +2933,7 @@ static int refresh_imported(const char *dir, const char *store_opt, bool recursi
 	}
 	listing_recs_free(recs, nrec);
 	if (nrec) {
+		tty_progress_end();
 		printf("refreshed %s: %zu new, %zu removed, %zu changed", dir, nnew, nremoved,
 		       nchanged);
 		if (nkept)
@@ -2816,11 +2974,19 @@ static int cmd_refresh(int argc, char **argv)
 	for (; i < argc; i++) {
 		int r;
 
+		lazy.dirs = 0;
+		lazy.nnew = lazy.nremoved = lazy.nchanged = 0;
 		bad |= refresh_tree(argv[i], recursive, 0);
+		tty_progress_end();
+		if (lazy.dirs)
+			printf("refreshed %s: %u director%s listed again: %zu new, %zu removed, "
+			       "%zu changed\n", argv[i], lazy.dirs, lazy.dirs == 1 ? "y" : "ies",
+			       lazy.nnew, lazy.nremoved, lazy.nchanged);
 		r = refresh_imported(argv[i], NULL, recursive);
 		if (r != X_OK_ && rc == X_OK_)
 			rc = r;
 	}
+	tty_progress_end();
 	return rc != X_OK_ ? rc : bad ? X_PARTIAL : X_OK_;
 }
 

@@ -166,6 +166,12 @@ def test_refresh():
         before = len(listings(ng))
         rc, out = run([HSMFSCTL, "refresh", "--recursive", m.mnt])
         eq(rc, 0, "hsmfsctl refresh --recursive: " + out.strip())
+        import re
+        sm = re.search(r"^refreshed .*: (\d+) director(?:y|ies) listed again: (\d+) new, "
+                       r"(\d+) removed, (\d+) changed$", out, re.M)
+        ok(sm and int(sm.group(1)) >= 2 and int(sm.group(2)) >= 2 and int(sm.group(4)) >= 1,
+           "a summary line: directories listed again, new (new.txt, newdir), changed "
+           "(top.txt) (it printed nothing): %s" % out.strip())
         relisted = listings(ng)[before:]
         ok("/" in relisted and "/a/" in relisted and "/a/b/c/" not in relisted,
            "listed again: the listed directories only (%s)" % relisted)
