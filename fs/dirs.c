@@ -43,6 +43,7 @@
 #include <string.h>
 #include <sys/xattr.h>
 #include "dirs.h"
+#include "ready.h"
 #include "engine.h"
 #include "event.h"
 #include "hashset.h"
@@ -535,7 +536,7 @@ static int root_origin(void)
 		if (res)
 			elog_err("cannot record the root's new origin: %s", strerror(-res));
 	} else if (row.state == META_DIR_LISTED) {
-		elog_warn("origin=%s: this store's names were listed from '%s'; its directories "
+		ready_warn("origin=%s: this store's names were listed from '%s'; its directories "
 			 "keep the origins they were listed from, and only files imported without "
 			 "a URL are fetched from the new one (hsmfs(8), origin=)",
 			 S.cfg.origin, row.origin ? row.origin : "");
@@ -595,7 +596,7 @@ int dirs_init(void)
 				elog_info("empty store: its names are listed from '%s' on first look",
 					 S.cfg.origin);
 		} else {
-			elog_warn("origin=%s: the store is not empty and has no state yet: it is "
+			ready_warn("origin=%s: the store is not empty and has no state yet: it is "
 				  "served as it is, nothing is listed from the origin, which only files "
 				  "imported without a URL are fetched from (a zero-setup mount needs "
 				  "an empty store: hsmfs(8), origin=)", S.cfg.origin);

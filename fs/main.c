@@ -219,16 +219,15 @@ static unsigned default_fd_cache(void)
 /*
  * Fork; the parent waits until the child has seen FUSE INIT (or died)
  * and exits 0 only then, so "hsmfs ... && ls MNT" never races.  The
- * child writes "R" (ready), or "E" and why the mount failed (ready.h):
- * the parent prints that line and exits with the daemon's status.
+ * child writes "W" lines (warnings the parent prints on its terminal),
+ * then "R" (ready), or "E" and why the mount failed (ready.h): the
+ * parent prints that line and exits with the daemon's status.
  * Returns the descriptor the child must write to, in the child only.
  */
 static int daemonize(int state_fd)
 {
 	int pfd[2], devnull;
 	pid_t pid;
-	char c;
-
 	if (pipe2(pfd, O_CLOEXEC) < 0) {
 		log_err("cannot daemonize: %s", strerror(errno));
 		exit(EXIT_SERVE);
@@ -239,15 +238,36 @@ static int daemonize(int state_fd)
 		exit(EXIT_SERVE);
 	}
 	if (pid > 0) {
-		char why[1024];
+		char buf[4096], why[1024] = "";
+		size_t used = 0;
 		ssize_t n;
 		int status;
 
 		close(pfd[1]);
-		if (read(pfd[0], &c, 1) == 1 && c == 'R')
-			_exit(0);
-		n = read(pfd[0], why, sizeof(why) - 1);
-		why[n > 0 ? n : 0] = '\0';
+		/* "W" lines (warnings) until "R" (ready) or "E" and why (failed) */
+		for (;;) {
+			char *nl;
+
+			n = read(pfd[0], buf + used, sizeof(buf) - 1 - used);
+			if (n <= 0)
+				break;
+			used += (size_t)n;
+			buf[used] = '\0';
+			while (used && buf[0] == 'W' && (nl = memchr(buf, '\n', used))) {
+				*nl = '\0';
+				fprintf(stderr, "hsmfs: warning: %s\n", buf + 1);
+				used -= (size_t)(nl + 1 - buf);
+				memmove(buf, nl + 1, used);
+			}
+			if (used && buf[0] == 'R')
+				_exit(0);
+			if (used == sizeof(buf) - 1)
+				used = 0; /* a line too long: dropped */
+		}
+		if (used && buf[0] == 'E') {
+			buf[used] = '\0';
+			snprintf(why, sizeof(why), "%.*s", (int)sizeof(why) - 1, buf + 1);
+		}
 		waitpid(pid, &status, 0);
 		if (why[0])
 			log_err("%s", why);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
@@ -181,6 +182,33 @@ bool ready_hook_refused(const char *why)
 	}
 	pthread_mutex_unlock(&R.lock);
 	return failed;
+}
+
+void ready_warn(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(msg + 1, sizeof(msg) - 2, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n > sizeof(msg) - 3)
+		n = sizeof(msg) - 3;
+	log_warn("%s", msg + 1);
+	pthread_mutex_lock(&R.lock);
+	if (!R.done && R.daemon_fd >= 0) {
+		/* a line the parent prints: W, the text, a newline; one write (PIPE_BUF) */
+		msg[0] = 'W';
+		for (int i = 1; i <= n; i++)
+			if (msg[i] == '\n')
+				msg[i] = ' ';
+		msg[n + 1] = '\n';
+		(void)!write(R.daemon_fd, msg, (size_t)n + 2);
+	}
+	pthread_mutex_unlock(&R.lock);
 }
 
 void ready_shutdown(void)

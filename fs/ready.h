@@ -56,6 +56,12 @@ void ready_hook_exited(void);
  * exit).
  */
 bool ready_hook_refused(const char *why);
+/*
+ * A warning the user who mounts should see (an origin= that is not
+ * used...): before the mount is ready, handed to the daemonizing parent,
+ * which prints it on its terminal; logged in any case.
+ */
+void ready_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Stops the bound's timer; the descriptors are closed unwritten if the
  * mount never became ready. */
 void ready_shutdown(void);

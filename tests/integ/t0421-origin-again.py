@@ -101,6 +101,17 @@ def test():
         with Mount(store=plain, opts="hook=%s,origin=%s" % (HTTP, ng.url("data/"))) as m:
             eq(sorted(os.listdir(m.mnt)), ["mine.txt"], "a plain store with origin=: as it is")
             ok(m.logged("is not empty"), "and the log says nothing is listed from the origin")
+        # daemonized, as a user types it: the warning reaches the terminal
+        mnt = tmpdir("hsmfs-mnt-")
+        r = subprocess.run([HSMFS, plain, mnt, "-o", "hook=%s,origin=%s" % (HTTP, ng.url("data/"))],
+                           capture_output=True, text=True, timeout=60)
+        ok(r.returncode == 0 and is_mounted(mnt) and
+           r.stderr.startswith("hsmfs: warning: origin=") and "is not empty" in r.stderr,
+           "daemonized: mounted, and the warning printed on the terminal (it said nothing)") \
+            or diag(r.stderr)
+        if is_mounted(mnt):
+            unmount(mnt)
+        os.rmdir(mnt)
         shutil.rmtree(plain, ignore_errors=True)
     shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(store, ignore_errors=True)
