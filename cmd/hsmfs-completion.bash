@@ -139,8 +139,8 @@ _hsmfsctl()
 	COMPREPLY=()
 	_hsmfs_word
 	if ((COMP_CWORD == 1)); then
-		_hsmfs_words import status watch hooks stats doctor restart evict pin \
-			unpin prefetch refresh archive sync resolve --help --version
+		_hsmfs_words import status watch hooks stats doctor set-origin restart evict \
+			pin unpin prefetch refresh archive sync resolve --help --version
 		return 0
 	fi
 	case $_hsmfs_prev in
@@ -165,6 +165,7 @@ _hsmfsctl()
 	refresh) opts='--recursive -s' dirs=-d ;;
 	archive) opts=--recursive ;;
 	resolve) opts='--keep-local --take-origin' ;;
+	set-origin) opts=-s dirs=-d ;;
 	*) return 0 ;;
 	esac
 	if [[ $_hsmfs_cur == -* ]]; then

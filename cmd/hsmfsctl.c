@@ -57,6 +57,7 @@ static void usage(FILE *f)
 "       hsmfsctl hooks [--json] MOUNTPOINT\n"
 "       hsmfsctl stats [--json | --prometheus [--textfile DIR]] MOUNTPOINT\n"
 "       hsmfsctl doctor [--json] MOUNTPOINT\n"
+"       hsmfsctl set-origin -s STORE FROM TO\n"
 "       hsmfsctl restart MOUNTPOINT\n"
 "       hsmfsctl evict [--range START-END] PATH...\n"
 "       hsmfsctl pin|prefetch [--jobs N] PATH...\n"
@@ -78,6 +79,7 @@ static void usage(FILE *f)
 "        Prometheus' text format with --prometheus, or into DIR/hsmfs-*.prom\n"
 "        for node_exporter's textfile collector with --textfile\n"
 "doctor  is a mount healthy? its daemon, hooks, origin, cache and conflicts\n"
+"set-origin  the origin moved: URLs that begin with FROM begin with TO (unmounted)\n"
 "evict   drop fetched bytes of clean files (they are fetched again on access)\n"
 "pin     fetch files completely and keep them (never evicted); unpin undoes\n"
 "prefetch  fetch files or trees now, N files at a time (default 4), with progress\n"
@@ -875,13 +877,54 @@ oom:
  * refresh: its line added, or replaced.  Prints a warning and returns
  * -1 when it cannot (the import itself stands).
  */
-static int listing_record(const char *store, const char *url, const struct s3opts *so)
+/*
+ * Write the listings v[0..n) as the store's record: a new file synced
+ * and renamed over the old one, and the rename synced.  0 or -errno.
+ */
+static int listing_recs_write(const char *store, const struct listing_rec *v, size_t n)
 {
-	char path[PATH_MAX + 64], tmp[PATH_MAX + 72], keys[PATH_MAX] = "-";
-	struct listing_rec *v = NULL;
-	size_t n = 0;
+	char path[PATH_MAX + 64], tmp[PATH_MAX + 72];
 	int fd, res;
 	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s/%s", store, STORE_STATE_DIR, LISTINGS_FILE);
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	f = fopen(tmp, "we");
+	if (!f)
+		return -errno;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].so.s3)
+			fprintf(f, "s3\t%s\t%u\t%s\t%s\n", v[i].url, v[i].so.page,
+				v[i].so.sigv4 ? v[i].so.sigv4 : "-",
+				v[i].so.keys_file ? v[i].so.keys_file : "-");
+		else
+			fprintf(f, "nginx\t%s\n", v[i].url);
+	}
+	res = fflush(f) || fsync(fileno(f)) ? -errno : 0;
+	if (fclose(f) && !res)
+		res = -errno;
+	if (!res && rename(tmp, path) < 0)
+		res = -errno;
+	if (res) {
+		unlink(tmp);
+		return res;
+	}
+	/* the rename reaches the disk */
+	snprintf(path, sizeof(path), "%s/%s", store, STORE_STATE_DIR);
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		fsync(fd);
+		close(fd);
+	}
+	return 0;
+}
+
+static int listing_record(const char *store, const char *url, const struct s3opts *so)
+{
+	char path[PATH_MAX + 64], keys[PATH_MAX] = "-";
+	struct listing_rec *v = NULL, *nv;
+	size_t n = 0, k = 0;
+	int res;
 
 	if (strpbrk(url, "\t\n\r") || (so->sigv4 && strpbrk(so->sigv4, "\t\n\r"))) {
 		fprintf(stderr, "hsmfsctl: warning: a tab or newline in the listing's URL or "
@@ -891,46 +934,31 @@ static int listing_record(const char *store, const char *url, const struct s3opt
 	if (so->keys_file && !realpath(so->keys_file, keys))
 		snprintf(keys, sizeof(keys), "%s", so->keys_file);
 	res = listing_recs_read(store, &v, &n);
-	snprintf(path, sizeof(path), "%s/%s/%s", store, STORE_STATE_DIR, LISTINGS_FILE);
-	snprintf(tmp, sizeof(tmp), "%s.new", path);
-	f = res ? NULL : fopen(tmp, "we");
-	if (f) {
-		for (size_t i = 0; i < n; i++) {
-			if (!strcmp(v[i].url, url))
-				continue;
-			if (v[i].so.s3)
-				fprintf(f, "s3\t%s\t%u\t%s\t%s\n", v[i].url, v[i].so.page,
-					v[i].so.sigv4 ? v[i].so.sigv4 : "-",
-					v[i].so.keys_file ? v[i].so.keys_file : "-");
-			else
-				fprintf(f, "nginx\t%s\n", v[i].url);
+	/* the others as they were, this one (again) last */
+	for (size_t i = 0; !res && i < n; i++) {
+		if (!strcmp(v[i].url, url)) {
+			free(v[i].url);
+			free((char *)v[i].so.sigv4);
+			free((char *)v[i].so.keys_file);
+		} else {
+			v[k++] = v[i];
 		}
-		if (so->s3)
-			fprintf(f, "s3\t%s\t%u\t%s\t%s\n", url, so->page,
-				so->sigv4 ? so->sigv4 : "-", keys);
-		else
-			fprintf(f, "nginx\t%s\n", url);
-		res = fflush(f) || fsync(fileno(f)) ? -errno : 0;
-		if (fclose(f) && !res)
-			res = -errno;
-		if (!res && rename(tmp, path) < 0)
-			res = -errno;
-		if (res)
-			unlink(tmp);
-	} else if (!res) {
-		res = -errno;
+	}
+	n = res ? n : k;
+	if (!res && !(nv = realloc(v, (n + 1) * sizeof(*v))))
+		res = -ENOMEM;
+	if (!res) {
+		v = nv;
+		v[n] = (struct listing_rec){ .url = strdup(url), .so = *so };
+		v[n].so.sigv4 = so->sigv4 ? strdup(so->sigv4) : NULL;
+		v[n].so.keys_file = so->s3 && strcmp(keys, "-") ? strdup(keys) : NULL;
+		n++;
+		res = v[n - 1].url ? listing_recs_write(store, v, n) : -ENOMEM;
 	}
 	listing_recs_free(v, n);
-	if (!res) {
-		/* the rename reaches the disk */
-		snprintf(path, sizeof(path), "%s/%s", store, STORE_STATE_DIR);
-		fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (fd >= 0) {
-			fsync(fd);
-			close(fd);
-		}
+	if (!res)
 		return 0;
-	}
+	snprintf(path, sizeof(path), "%s/%s/%s", store, STORE_STATE_DIR, LISTINGS_FILE);
 	fprintf(stderr, "hsmfsctl: warning: cannot record the listing in '%s': %s; refresh "
 		"cannot list it again\n", path, strerror(-res));
 	return -1;
@@ -3193,6 +3221,148 @@ static int cmd_watch(int argc, char **argv)
 	return res == -ECONNRESET ? 0 : X_STORE;
 }
 
+/* --------------------------------------------------------- set-origin */
+
+struct rebase {
+	int root;                  /* the store */
+	const char *from, *to;
+	size_t files, dirs, unmarked;
+};
+
+/*
+ * One row moved to the new origin: its marker in the store (the URL a
+ * lost database is rebuilt from) follows; the row itself is rewritten
+ * by meta_rebase_origin() in the same transaction.
+ */
+static int rebase_one(void *arg, uint64_t ino, const char *path, uint32_t state,
+		      const char *origin, const char *version)
+{
+	struct rebase *r = arg;
+	bool dir = state == META_DIR_UNLISTED || state == META_DIR_LISTED;
+	char url[8300];
+	struct stat st;
+	int fd, n;
+
+	if (dir)
+		r->dirs++;
+	else
+		r->files++;
+	n = snprintf(url, sizeof(url), "%s%s%s%s", r->to, origin + strlen(r->from),
+		     dir ? "" : "\n", dir ? "" : version ? version : "");
+	if (!path || n >= (int)sizeof(url)) {
+		r->unmarked++;
+		return 0;
+	}
+	fd = path[0] ? openat(r->root, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
+					     (dir ? O_DIRECTORY : 0)) :
+		       dup(r->root);
+	if (fd < 0 || fstat(fd, &st) || st.st_ino != ino) {
+		r->unmarked++; /* moved: found by its ino at the next rebuild */
+	} else if (state == META_DIR_UNLISTED) {
+		if (fsetxattr(fd, STORE_UNLISTED_XATTR, url, (size_t)n, 0))
+			r->unmarked++;
+	} else if (!dir && fgetxattr(fd, STORE_MARKER_XATTR, NULL, 0) >= 0) {
+		if (fsetxattr(fd, STORE_MARKER_XATTR, url, (size_t)n, 0))
+			r->unmarked++;
+	}
+	if (fd >= 0)
+		close(fd);
+	return 0;
+}
+
+/*
+ * hsmfsctl set-origin -s STORE FROM TO: the origin moved (another host,
+ * another path).  Every file and directory whose URL begins with FROM
+ * begins with TO instead: in the database, in the store's markers and
+ * in the listings refresh takes.  The store must not be mounted.  The
+ * bytes present stay; the versions recorded stay too, so a file the new
+ * origin serves in another version is refused there (stale) until a
+ * refresh takes it.
+ */
+static int cmd_set_origin(int argc, char **argv)
+{
+	struct rebase r = { .root = -1 };
+	struct listing_rec *v = NULL;
+	const char *store = NULL;
+	char path[PATH_MAX + 64];
+	struct meta *m = NULL;
+	size_t nv = 0, moved = 0;
+	int lockfd = -1, res, rc = X_OK_;
+
+	if (argc == 5 && !strcmp(argv[1], "-s")) {
+		store = argv[2];
+		r.from = argv[3];
+		r.to = argv[4];
+	}
+	if (!store || !r.from[0] || !r.to[0]) {
+		fprintf(stderr, "hsmfsctl: set-origin needs -s STORE FROM TO\n");
+		return X_USAGE;
+	}
+	r.root = open(store, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "%s/%s/lock", store, STORE_STATE_DIR);
+	if (r.root >= 0)
+		lockfd = open(path, O_RDWR | O_CLOEXEC);
+	if (r.root < 0 || lockfd < 0) {
+		fprintf(stderr, "hsmfsctl: '%s' is not an hsmfs store: %s\n", store, strerror(errno));
+		rc = X_STORE;
+		goto out;
+	}
+	if (flock(lockfd, LOCK_EX | LOCK_NB) < 0) {
+		fprintf(stderr, "hsmfsctl: store '%s' is mounted: unmount it first\n", store);
+		rc = X_STORE;
+		goto out;
+	}
+	snprintf(path, sizeof(path), "%s/%s/meta.db", store, STORE_STATE_DIR);
+	res = meta_open(path, &m);
+	if (!res)
+		res = meta_begin(m);
+	if (!res)
+		res = meta_origins(m, r.from, rebase_one, &r);
+	if (!res)
+		res = meta_rebase_origin(m, r.from, r.to);
+	if (!res)
+		res = meta_commit(m);
+	else if (m)
+		meta_rollback(m);
+	if (res) {
+		fprintf(stderr, "hsmfsctl: set-origin '%s': %s\n", store, m ? meta_errmsg(m) :
+			strerror(-res));
+		rc = X_STORE;
+		goto out;
+	}
+	/* the listings refresh takes again */
+	if (!listing_recs_read(store, &v, &nv)) {
+		for (size_t i = 0; i < nv; i++) {
+			char *u;
+
+			if (strncmp(v[i].url, r.from, strlen(r.from)) ||
+			    asprintf(&u, "%s%s", r.to, v[i].url + strlen(r.from)) < 0)
+				continue;
+			free(v[i].url);
+			v[i].url = u;
+			moved++;
+		}
+		if (moved && listing_recs_write(store, v, nv))
+			fprintf(stderr, "hsmfsctl: warning: cannot rewrite the listings of '%s': "
+				"refresh lists them from '%s'\n", store, r.from);
+		listing_recs_free(v, nv);
+	}
+	printf("set-origin: %zu file%s and %zu director%s now at %s%s", r.files,
+	       r.files == 1 ? "" : "s", r.dirs, r.dirs == 1 ? "y" : "ies", r.to,
+	       moved ? ", and the listings refresh takes" : "");
+	if (r.unmarked)
+		printf(" (%zu not found in the store by their path: marked at the next "
+		       "rebuild)", r.unmarked);
+	printf("\n");
+out:
+	meta_close(m);
+	if (lockfd >= 0)
+		close(lockfd);
+	if (r.root >= 0)
+		close(r.root);
+	return rc;
+}
+
 /* ------------------------------------------------------------- doctor */
 
 struct doctor {
@@ -3398,6 +3568,8 @@ int main(int argc, char **argv)
 		return cmd_stats(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "doctor"))
 		return cmd_doctor(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "set-origin"))
+		return cmd_set_origin(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "restart"))
 		return cmd_restart(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "evict") || !strcmp(argv[1], "pin") ||

@@ -23,7 +23,7 @@
 
 enum { Q_GET, Q_PUT, Q_PRESENT, Q_DELETE, Q_COUNT, Q_LIST, Q_DELGEN, Q_LRU,
        Q_TOTAL, Q_RENAME, Q_SETPATH, Q_ANYCTIME, Q_ANYDIR, Q_SETVERSION, Q_DIRTY,
-       Q_OPADD, Q_OPFIRST, Q_OPDONE, Q_OPRENAMED, Q_OPCOUNT, Q_N };
+       Q_OPADD, Q_OPFIRST, Q_OPDONE, Q_OPRENAMED, Q_OPCOUNT, Q_ORIGINS, Q_REBASE, Q_N };
 
 static const char *const queries[Q_N] = {
 	[Q_GET] = "SELECT size, mtime, mode, state, flags, origin, version, "
@@ -62,6 +62,11 @@ static const char *const queries[Q_N] = {
 			"WHERE (path = ?1 OR (path > ?1 || '/' AND path < ?1 || '0')) "
 			"AND state < 5 AND origin IS NOT NULL ORDER BY path",
 	[Q_OPCOUNT] = "SELECT count(*) FROM ops",
+	/* the rows whose origin begins with ?1, and that prefix made ?2 */
+	[Q_ORIGINS] = "SELECT ino, path, state, origin, version FROM files "
+		      "WHERE substr(origin, 1, length(?1)) = ?1 ORDER BY ino",
+	[Q_REBASE] = "UPDATE files SET origin = ?2 || substr(origin, length(?1) + 1) "
+		     "WHERE substr(origin, 1, length(?1)) = ?1",
 	/* an archive's version: the manifest's digest was of the old one */
 	[Q_SETVERSION] = "UPDATE files SET origin = ?2, version = ?3, sha256 = NULL, chunks = NULL "
 			 "WHERE ino = ?1 AND gen = ?4",
@@ -711,6 +716,34 @@ static int two_texts(struct meta *m, int q, const char *a, const char *b)
 	sqlite3_clear_bindings(st);
 	munlock(m);
 	return res;
+}
+
+int meta_origins(struct meta *m, const char *prefix,
+		 int (*cb)(void *arg, uint64_t ino, const char *path, uint32_t state,
+			   const char *origin, const char *version),
+		 void *arg)
+{
+	sqlite3_stmt *st = m->q[Q_ORIGINS];
+	int rc, res = 0;
+
+	mlock(m);
+	sqlite3_bind_text(st, 1, prefix, -1, SQLITE_STATIC);
+	while (!res && (rc = sqlite3_step(st)) == SQLITE_ROW)
+		res = cb(arg, (uint64_t)sqlite3_column_int64(st, 0),
+			 (const char *)sqlite3_column_text(st, 1), (uint32_t)sqlite3_column_int(st, 2),
+			 (const char *)sqlite3_column_text(st, 3),
+			 (const char *)sqlite3_column_text(st, 4));
+	if (!res && rc != SQLITE_DONE)
+		res = to_errno(m, rc);
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	munlock(m);
+	return res;
+}
+
+int meta_rebase_origin(struct meta *m, const char *from, const char *to)
+{
+	return two_texts(m, Q_REBASE, from, to);
 }
 
 int meta_rename(struct meta *m, const char *from, const char *to)

@@ -167,6 +167,17 @@ int meta_set_version(struct meta *m, uint64_t ino, uint64_t gen, const char *ori
 /* Sum of the allocated bytes of clean rows: the cache's size. */
 int meta_cached_total(struct meta *m, uint64_t *ret);
 
+/*
+ * Each row whose origin begins with prefix: cb with its ino, path (may be
+ * NULL), state, origin and version, in ino order; a non-zero return stops
+ * and is returned.  Its strings live until cb returns.  0 or -errno.
+ */
+int meta_origins(struct meta *m, const char *prefix,
+		 int (*cb)(void *arg, uint64_t ino, const char *path, uint32_t state,
+			   const char *origin, const char *version),
+		 void *arg);
+/* Every origin that begins with from begins with to instead.  0 or -errno. */
+int meta_rebase_origin(struct meta *m, const char *from, const char *to);
 /* A path was renamed through the mount: rows at or below it follow. */
 int meta_rename(struct meta *m, const char *from, const char *to);
 int meta_set_path(struct meta *m, uint64_t ino, const char *path);

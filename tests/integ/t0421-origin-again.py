@@ -117,4 +117,47 @@ def test():
     shutil.rmtree(store, ignore_errors=True)
 
 
-main(test)
+def test_set_origin():
+    """The origin moved (its tree at another path): hsmfsctl set-origin
+    points the store at it.  Before, the names stayed but every file not
+    fetched yet failed with EIO (HTTP 404 at the old URL) and refresh
+    listed the old one; after, they read from the new place, the bytes
+    present stay (not fetched again), and a refresh lists the new one."""
+    root, store = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-")
+    os.chmod(root, 0o755)
+    write_tree(root, {"old/a.txt": b"alpha", "old/sub/b.txt": b"beta", "old/c.txt": b"gamma"})
+    with Nginx(root) as ng:
+        # no sibling prefetch: c.txt is not fetched along with a.txt
+        with Mount(store=store, opts="prefetch=0,hook=%s,origin=%s" % (HTTP, ng.url("old/"))) as m:
+            eq(open(m.path("a.txt"), "rb").read(), b"alpha", "a.txt read from the old place")
+            eq(sorted(os.listdir(m.mnt)), ["a.txt", "c.txt", "sub"], "the root listed")
+            eq(sorted(os.listdir(m.path("sub"))), ["b.txt"], "sub listed")
+        os.rename(os.path.join(root, "old"), os.path.join(root, "new"))
+        with Mount(store=store, opts="hook=%s,origin=%s" % (HTTP, ng.url("new/"))) as m:
+            ok(errno_of(lambda: open(m.path("c.txt"), "rb").read()) != 0,
+               "moved: a file not fetched yet fails (its URL is the old one)")
+        rc, out = run([HSMFSCTL, "set-origin", "-s", store, ng.url("old/"), ng.url("new/")])
+        ok(rc == 0 and "now at %s" % ng.url("new/") in out,
+           "hsmfsctl set-origin: %s" % out.strip())
+        before = len(ng.log())
+        with Mount(store=store, opts="hook=%s,origin=%s" % (HTTP, ng.url("new/"))) as m:
+            eq(open(m.path("c.txt"), "rb").read(), b"gamma", "c.txt reads from the new place")
+            eq(open(m.path("sub/b.txt"), "rb").read(), b"beta", "and so does sub/b.txt")
+            eq(open(m.path("a.txt"), "rb").read(), b"alpha", "a.txt, present, still reads")
+            with open(os.path.join(root, "new", "d.txt"), "wb") as f:
+                f.write(b"delta")
+            rc, out = run([HSMFSCTL, "refresh", m.mnt])
+            eq(os.listdir(m.mnt).count("d.txt"), 1, "a refresh lists the new place")
+        uris = [u for _, u, _, _, _, _ in ng.log()[before:]]
+        ok("/new/a.txt" not in uris and all(not u.startswith("/old/") for u in uris),
+           "nothing asked of the old place, nothing present fetched again (%s)" % uris)
+        rc, out = run([HSMFSCTL, "set-origin", "-s", store, ng.url("new/"), ng.url("x/")])
+        ok(rc == 0, "set-origin again")
+        with Mount(store=store) as m:
+            rc, out = run([HSMFSCTL, "set-origin", "-s", store, ng.url("x/"), ng.url("y/")])
+            ok(rc == 3 and "mounted" in out, "a mounted store is refused: %s" % out.strip())
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(store, ignore_errors=True)
+
+
+main(lambda: (test(), test_set_origin()))

@@ -151,12 +151,12 @@ def test():
     try:
         checks(sh, "sourced")
         # every subcommand and option hsmfsctl --help names
-        subs = re.findall(r"^(?:usage:)? +hsmfsctl ([a-z|]+)", ctl_help, re.M)
+        subs = re.findall(r"^(?:usage:)? +hsmfsctl ([a-z][a-z|-]*)", ctl_help, re.M)
         subs = sorted({s for group in subs for s in group.split("|")})
         eq(sorted(s for s in sh.offered("hsmfsctl ") if not s.startswith("-")), subs,
            "hsmfsctl <TAB>: the subcommands of --help")
         missing = []
-        for line in re.findall(r"^(?:usage:)? +hsmfsctl ([a-z|]+)(.*(?:\n {20,}.*)*)",
+        for line in re.findall(r"^(?:usage:)? +hsmfsctl ([a-z][a-z|-]*)(.*(?:\n {20,}.*)*)",
                                ctl_help, re.M):
             for sub in line[0].split("|"):
                 want = set(help_options(line[1])) | set(re.findall(r" (-[sm]) ", line[1]))
