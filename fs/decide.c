@@ -148,14 +148,16 @@ int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t en
 			 * reader goes on at once) the rest is asked now;
 			 * elsewhere once this fill is done (complete()), so
 			 * that it does not share the link with it.  A reader
-			 * going on has its gap asked whole.
+			 * going on has its gap asked whole.  Not for a file with
+			 * chunk digests: its fills are whole chunks (start_fill()),
+			 * and the rest would be asked twice.
 			 */
 			gap_start = hint_start;
 			gap_end = hint_end;
 			beside = false;
 			ff = S.cfg.first_fill;
 			if (first && ff && hint_end - hint_start > 2 * ff && hint_start == hs &&
-			    hint_end == he &&
+			    hint_end == he && !(fs->dsums && fs->state != META_DIRTY) &&
 			    !in_stream(fs, miss.start) &&
 			    !(miss.start >= PAGE &&
 			      (rs_contains(&fs->present, miss.start - PAGE, miss.start) ||
