@@ -229,9 +229,15 @@ int place_listed(struct meta *m, int dfd)
 	if (res)
 		return res == -ENOENT ? 0 : res;
 	if (row.state == META_DIR_UNLISTED) {
-		row.state = META_DIR_LISTED;
-		row.atime = (int64_t)time(NULL) * 1000;
-		res = meta_put(m, &row);
+		uint64_t cached;
+
+		/*
+		 * Its names are the import's now, not a hook's listing of that
+		 * origin (a wrong one, maybe: a failed first mount's): a plain
+		 * directory, no row, which refresh lists again from the
+		 * import's recorded listing, never from that origin.
+		 */
+		res = meta_delete(m, row.ino, &cached);
 		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", dfd);
 		if (!res)
 			removexattr(proc, STORE_UNLISTED_XATTR);

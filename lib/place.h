@@ -76,8 +76,9 @@ int place_entry_deferred(struct meta *m, int dfd, const char *name, const char *
 
 /*
  * An import put an entry into the directory dfd: if it was unlisted, it
- * is listed from now on (the manifest says what is in it; no hook is
- * asked).  0 or -errno.
+ * is a plain directory from now on, its row gone (the manifest says what
+ * is in it; no hook is asked, and refresh never lists it from the origin
+ * its row had).  0 or -errno.
  */
 int place_listed(struct meta *m, int dfd);
 /* A new generation for a row (meta.h): a write-behind of an older file

@@ -52,6 +52,19 @@ def test():
         mount_fails(store, "http://127.0.0.1:%d/" % free_port(), "connect",
                     "an origin not listening")
         mount_fails(store, ng.url("page/"), "listing", "a page that is no listing")
+        # the store of a failed first mount, imported instead: the import says
+        # what the root holds, and a refresh takes the import's listing, not
+        # the wrong origin the failed mount left on the root (EIO, exit 4)
+        imp = tmpdir("hsmfs-store-")
+        mount_fails(imp, ng.url("dta/"), "HTTP 404", "a wrong path, then imported")
+        rc, out = run([HSMFSCTL, "import", "-s", imp, "--listing", ng.url("data/")])
+        eq(rc, 0, "imported from the right listing: " + out.strip())
+        with Mount(store=imp, opts="hook=" + HTTP) as m:
+            eq(sorted(os.listdir(m.mnt)), ["a.txt", "sub"], "the import's names")
+            rc, out = run([HSMFSCTL, "refresh", "--recursive", m.mnt])
+            ok(rc == 0 and "Input/output error" not in out,
+               "a refresh lists the import's origin: %s" % out.strip())
+        shutil.rmtree(imp, ignore_errors=True)
         # the same in the foreground, with --ready-fd: closed unwritten
         m = Mount(store=store, opts="hook=%s,origin=%s" % (HTTP, ng.url("dta/")))
         try:
@@ -88,7 +101,7 @@ def test():
             ok(m.logged("never listed"), "the log says the root is listed from the new origin")
         uris = [u for _, u, _, _, _, _ in ng.log()]
         ok("/data/" in uris, "the new origin was asked (%s)" % uris)
-        eq(ng.probes(), ["/dta/", "/page/", "/dta/", "/dta/", "/data/", "/data/"],
+        eq(ng.probes(), ["/dta/", "/page/", "/dta/", "/dta/", "/dta/", "/data/", "/data/"],
            "each mount of a root never listed checked its origin with one HEAD, nofail "
            "did not; and each hsmfsctl doctor")
         with Mount(store=store, opts="hook=%s,origin=%s" % (HTTP, ng.url("other/"))) as m:

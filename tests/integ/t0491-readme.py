@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""The README's "Using it" examples, run as printed.
+
+Each fenced block (```) of README.md's "Using it" section follows a line
+<!-- test: KIND -->, and KIND says how it runs:
+  - a name (lazy, import): a session.  The blocks of one session run in
+    the order printed, each by bash with set -e, in one HOME of their own
+    (a temporary directory), so each goes on from the last;
+  - fstab: each line is mounted the way mount.fuse3 runs a fuse.hsmfs
+    line, `hsmfs SPEC FILE -o OPTIONS`, with SPEC and FILE moved under a
+    temporary directory (mount(8) itself needs root and hsmfs installed
+    in /usr/local/sbin: t0050 and t0492 run that);
+  - no (WHY): not run, and said so (the S3 block: t0210 runs S3).
+A block with no such line fails the test, and so does a README without
+the sessions this test is for (the mount, status, stats, hooks, refresh,
+prefetch, pin, evict, sync, restart and unmount).  The only changes made
+to a block: the example origin http://origin.example/tree/ becomes a
+real nginx on 127.0.0.1 (JSON autoindex, WebDAV for the archive), HOME
+is a temporary directory, and the build directory (hsmfs, hsmfsctl,
+hsmfs-http) is first in PATH.  What a session leaves mounted is
+unmounted after it, and its daemons must then exit; a session that
+unmounts as printed must leave nothing mounted.  A README that changes
+an example changes this test's input: a wrong command fails it.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (HSMFS, HSMFSCTL, Nginx, diag, eq, is_mounted, main, ok, skip,  # noqa: E402
+                     tmpdir, unmount, write_tree)
+
+SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+ORIGIN = "http://origin.example/tree/"
+FSTAB_PATHS = ("/srv/store", "/mnt/tree")
+DAV = ("dav_methods PUT DELETE MKCOL MOVE; create_full_put_path on; "
+       "dav_access user:rw group:r all:r; client_max_body_size 0;")
+# what the sessions must hold between them
+MUST = ("hsmfs ~/store ~/mnt", "hsmfsctl import", "hsmfsctl status", "hsmfsctl stats",
+        "hsmfsctl hooks", "hsmfsctl refresh", "hsmfsctl prefetch", "hsmfsctl pin",
+        "hsmfsctl evict", "hsmfsctl sync", "hsmfsctl restart", "fusermount3 -u")
+
+
+def blocks():
+    """The Using it section's blocks: [(kind, [lines], README line number)],
+    and the line numbers of blocks with no test line."""
+    with open(os.path.join(SRC, "README.md")) as f:
+        text = f.read().splitlines()
+    out, unmarked = [], []
+    inside, kind, block, start = False, None, None, 0
+    for n, line in enumerate(text, 1):
+        if line.startswith("## "):
+            inside = line.strip() == "## Using it"
+            continue
+        if not inside:
+            continue
+        if block is not None:
+            if line.startswith("```"):
+                out.append((kind, block, start))
+                block, kind = None, None
+            else:
+                block.append(line)
+            continue
+        m = re.match(r"<!-- test: (.*?) -->$", line.strip())
+        if m:
+            kind = m.group(1)
+        elif line.startswith("```"):
+            block, start = [], n
+            if kind is None:
+                unmarked.append(n)
+        elif line.strip():
+            kind = None  # a test line goes right before its block
+    return out, unmarked
+
+
+class Place:
+    """A temporary HOME (and root for fstab paths) for one session."""
+
+    def __init__(self):
+        self.t = tmpdir("hsmfs-readme-")
+        os.chmod(self.t, 0o755)
+        self.home = os.path.join(self.t, "home")
+        os.makedirs(self.home)
+        for p in FSTAB_PATHS:
+            os.makedirs(self.t + p)
+
+    def mounts(self):
+        with open("/proc/self/mountinfo") as f:
+            return [l.split()[4] for l in f if l.split()[4].startswith(self.t + "/")]
+
+    def stores(self):
+        out = []
+        for d, subs, _ in os.walk(self.t):
+            if os.path.exists(os.path.join(d, ".hsmfs", "lock")):
+                out.append(d)
+            subs[:] = [s for s in subs if s != ".hsmfs" and not is_mounted(os.path.join(d, s))]
+        return out
+
+    def clean(self, what):
+        """Unmount what the session left; its daemons must exit."""
+        stores = self.stores()
+        for m in self.mounts():
+            eq(unmount(m), 0, "%s: unmount %s" % (what, m))
+        end = time.monotonic() + 20
+        for s in stores:
+            while time.monotonic() < end:
+                try:
+                    pid = int(open(os.path.join(s, ".hsmfs", "lock")).read() or 0)
+                    os.kill(pid, 0)
+                except (OSError, ValueError):
+                    break
+                time.sleep(0.02)
+        ok(time.monotonic() < end, "%s: every daemon exited" % what)
+        for m in self.mounts():
+            unmount(m, lazy=True)
+        shutil.rmtree(self.t, ignore_errors=True)
+
+
+def run_block(place, url, lines, what):
+    script = "set -e\n" + "\n".join(lines).replace(ORIGIN, url) + "\n"
+    path = os.path.dirname(os.path.abspath(HSMFS))
+    ctl = os.path.dirname(os.path.abspath(HSMFSCTL))
+    env = dict(os.environ, HOME=place.home,
+               PATH=path + ":" + (ctl + ":" if ctl != path else "") + os.environ["PATH"])
+    p = subprocess.run(["bash", "-c", script], env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=60)
+    out = p.stdout.decode(errors="replace")
+    if not eq(p.returncode, 0, "%s runs as printed" % what):
+        diag(script)
+        diag(out)
+    return out
+
+
+def run_fstab(place, url, lines, what):
+    for line in lines:
+        f = line.replace(ORIGIN, url).split()
+        ok(len(f) == 6 and f[2] == "fuse.hsmfs", "%s is an fstab line of type fuse.hsmfs" % what)
+        if len(f) != 6:
+            continue
+        spec, mnt = (place.t + p if p in FSTAB_PATHS else p for p in f[:2])
+        p = subprocess.run([HSMFS, spec, mnt, "-o", f[3]], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=60)
+        ok(p.returncode == 0 and is_mounted(mnt), "%s mounts as mount.fuse3 runs it" % what) or \
+            diag(line + "\n" + p.stdout.decode(errors="replace"))
+        if is_mounted(mnt):
+            ok("top.txt" in os.listdir(mnt), "%s: its tree is there" % what)
+
+
+def test():
+    found, unmarked = blocks()
+    eq(unmarked, [], "every block of Using it has a test line (README lines listed)")
+    sessions = {}
+    for kind, lines, n in found:
+        what = "README line %d (%s)" % (n, kind)
+        if kind is None:
+            continue
+        if kind.startswith("no"):
+            skip("README line %d" % n, "not run: " + kind[2:].strip(" ()"))
+        elif kind == "fstab":
+            sessions.setdefault("fstab", []).append((lines, what))
+        else:
+            sessions.setdefault(kind, []).append((lines, what))
+    text = "\n".join("\n".join(l) for k, s in sessions.items() if k != "fstab" for l, _ in s)
+    for m in MUST:
+        ok(m in text, "the README's run blocks have %s" % m)
+
+    root = tmpdir("hsmfs-origin-")
+    os.chmod(root, 0o755)
+    write_tree(root, {"tree/top.txt": b"top\n", "tree/data/a.txt": b"a\n",
+                      "tree/data/big.bin": os.urandom(300000)})
+    for d, _, _ in os.walk(root):
+        os.chmod(d, 0o755)
+    with Nginx(root, extra=DAV) as ng:
+        url = ng.url("tree/")
+        for name, session in sessions.items():
+            place = Place()
+            try:
+                outs = []
+                for lines, what in session:
+                    if name == "fstab":
+                        run_fstab(place, url, lines, what)
+                    else:
+                        outs.append(run_block(place, url, lines, what))
+                every = "\n".join("\n".join(l) for l, _ in session)
+                if "fusermount3 -u" in every:
+                    eq(place.mounts(), [], "session %s: its unmount leaves nothing mounted" % name)
+                if name == "lazy":
+                    ok("top\n" in outs[0], "session lazy: the mount's file reads") or diag(outs[0])
+                if name == "import":
+                    ok(re.search(r"^placeholder .*/mnt/data/big\.bin$", outs[0], re.M),
+                       "session import: status shows the imported files") or diag(outs[0])
+                if "hsmfsctl sync" in every:
+                    notes = os.path.join(root, "tree", "notes.txt")
+                    ok(os.path.exists(notes), "session %s: the file made is at the origin" % name)
+            finally:
+                place.clean("session %s" % name)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+main(test)
