@@ -3437,6 +3437,8 @@ static int cmd_doctor(int argc, char **argv)
 {
 	static char hooks[1 << 20];
 	struct doctor d = { .sep = "" };
+	struct hook_line *hl = NULL;
+	int nh;
 	char stats[4096], origin[4096], said[4096], h[32], h2[32];
 	const char *mnt = NULL;
 	bool fill = false;
@@ -3480,27 +3482,22 @@ static int cmd_doctor(int argc, char **argv)
 	origin[n > 0 ? n : 0] = '\0';
 	n = getxattr(mnt, "user.hsmfs.hooks", hooks, sizeof(hooks) - 1);
 	hooks[n > 0 ? n : 0] = '\0';
-	for (char *save, *line = strtok_r(hooks, "\n", &save); line;
-	     line = strtok_r(NULL, "\n", &save)) {
-		char *f[HOOK_FIELDS] = { 0 }, *tsave;
-		int i = 0;
-
-		for (char *t = strtok_r(line, "\t", &tsave); t && i < HOOK_FIELDS;
-		     t = strtok_r(NULL, "\t", &tsave))
-			f[i++] = t;
-		if (i != HOOK_FIELDS)
-			continue;
-		fill |= !strcmp(f[2], "fill");
-		if (strcmp(f[7], "0"))
-			finding(&d, "warn", "hook %s (pid %s): %s event%s ran out of time", f[0],
-				f[1], f[7], strcmp(f[7], "1") ? "s" : "");
-		else if (strcmp(f[6], "0"))
-			finding(&d, "warn", "hook %s (pid %s): denied %s of %s", f[0], f[1], f[6],
-				f[5]);
+	nh = hooks_split(hooks, &hl);
+	for (int i = 0; i < nh; i++) {
+		fill |= !strcmp(hl[i].kind, "fill");
+		if (strcmp(hl[i].timeouts, "0"))
+			finding(&d, "warn", "hook %s (pid %s): %s event%s ran out of time",
+				hl[i].name, hl[i].pid, hl[i].timeouts,
+				strcmp(hl[i].timeouts, "1") ? "s" : "");
+		else if (strcmp(hl[i].denied, "0"))
+			finding(&d, "warn", "hook %s (pid %s): denied %s of %s", hl[i].name,
+				hl[i].pid, hl[i].denied, hl[i].answered);
 		else
-			finding(&d, "ok", "hook %s (pid %s, %s): %s answered", f[0], f[1], f[2],
-				f[5]);
+			finding(&d, "ok", "hook %s (pid %s, %s): %s answered", hl[i].name, hl[i].pid,
+				hl[i].kind, hl[i].answered);
 	}
+	if (nh > 0)
+		free(hl);
 	if (origin[0] && !fill)
 		finding(&d, "fail", "no fill hook connected: a read of missing bytes waits "
 			"timeout= and fails (-o hook=hsmfs-http, hsmfs(8))");

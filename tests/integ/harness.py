@@ -369,6 +369,49 @@ class Mount:
         return os.path.join(self.store, *parts)
 
 
+def run_on_tty(cmd, **kw):
+    """Run cmd with its standard error on a pseudo-terminal: (exit status,
+    standard output, what the terminal got), both as text."""
+    import pty
+    master, slave = pty.openpty()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=slave, **kw)
+    os.close(slave)
+    tty = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        tty += chunk
+    out = p.stdout.read().decode(errors="replace")
+    rc = p.wait()
+    os.close(master)
+    return rc, out, tty.decode(errors="replace")
+
+
+def unmount_all(mounts, stores, what):
+    """Unmount each of mounts (ok per mount), then wait until the daemon
+    of each store (its .hsmfs/lock names it) is gone: ok if every one
+    exits within 20 s."""
+    for m in mounts:
+        eq(unmount(m), 0, "%s: unmount %s" % (what, m))
+    end = time.monotonic() + 20
+    for s in stores:
+        while time.monotonic() < end:
+            try:
+                pid = int(open(os.path.join(s, ".hsmfs", "lock")).read() or 0)
+                os.kill(pid, 0)
+            except (OSError, ValueError):
+                break
+            time.sleep(0.02)
+    ok(time.monotonic() < end, "%s: every daemon exited" % what)
+    for m in mounts:
+        if is_mounted(m):
+            unmount(m, lazy=True)
+
+
 def run(cmd, **kw):
     """Run a command, return (exit status, stdout+stderr as text)."""
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

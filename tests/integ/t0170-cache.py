@@ -20,7 +20,6 @@ freed.  Prefetch progress on a pseudo-terminal and in plain mode.
 import errno
 import json
 import os
-import pty
 import shutil
 import sqlite3
 import subprocess
@@ -30,7 +29,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFSCTL, Hook, Mount, diag, eq, hog, import_manifest, is_root,  # noqa: E402
-                     errno_of, main, ok, run, skip, tmpdir, tmpfs, tmpfs_drop, write_tree)
+                     errno_of, main, ok, run, run_on_tty, skip, tmpdir, tmpfs, tmpfs_drop,
+                     write_tree)
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -331,23 +331,8 @@ def test_prefetch_output():
     with Mount(opts="prefetch=0") as m:
         import_manifest(m.mnt, [{"path": p, "size": len(d)} for p, d in files.items()])
         with Hook(m.mnt, "--mirror", origin):
-            master, slave = pty.openpty()
-            p = subprocess.Popen([HSMFSCTL, "prefetch", m.path("p")], stdout=subprocess.PIPE,
-                                 stderr=slave)
-            os.close(slave)
-            tty = b""
-            while True:
-                try:
-                    chunk = os.read(master, 4096)
-                except OSError:
-                    break
-                if not chunk:
-                    break
-                tty += chunk
-            out = p.stdout.read().decode()
-            eq(p.wait(), 0, "prefetch on a terminal")
-            os.close(master)
-            tty = tty.decode(errors="replace")
+            rc, out, tty = run_on_tty([HSMFSCTL, "prefetch", m.path("p")])
+            eq(rc, 0, "prefetch on a terminal")
             ok("MiB/s" in tty and "ETA" in tty and "6.0 MiB" in tty,
                "a progress line with bytes, rate and ETA on the terminal")
             ok("prefetch: 3 files" in out, "and the summary on stdout")

@@ -14,7 +14,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFS, HSMFSCTL, Mount, Nginx, eq, errno_of, main, ok, run,  # noqa: E402
-                     tmpdir, write_tree)
+                     run_on_tty, tmpdir, write_tree)
 
 HTTP = os.path.join(os.path.dirname(os.path.abspath(HSMFS)), "hsmfs-http")
 
@@ -35,27 +35,10 @@ def test():
     with Nginx(root) as ng:
         # on a terminal: a progress line while it lists and imports (it printed
         # nothing until done), wiped before the summary on standard output
-        import pty
-        import subprocess
-        master, slave = pty.openpty()
-        p = subprocess.Popen([HSMFSCTL, "import", "-s", store, "--listing", ng.url()],
-                             stdout=subprocess.PIPE, stderr=slave)
-        os.close(slave)
-        tty = b""
-        while True:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            tty += chunk
-        out = p.stdout.read().decode()
-        rc = p.wait()
-        os.close(master)
+        rc, out, tty = run_on_tty([HSMFSCTL, "import", "-s", store, "--listing", ng.url()])
         eq((rc, out.strip()), (0, "imported 7 files: 7 new, 0 changed, 0 unchanged"),
            "import from the listing")
-        ok(b"listing http://" in tty and b"directories" in tty and tty.endswith(b"\r"),
+        ok("listing http://" in tty and "directories" in tty and tty.endswith("\r"),
            "on a terminal, progress on standard error, wiped at the end: %r" % tty[-200:])
         with Mount(store=store, opts="hook=%s,origin=%s" % (HTTP, ng.url())) as m:
             eq(read(m.path("a.txt")), files["a.txt"], "a file read through the mount")

@@ -27,11 +27,10 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFS, HSMFSCTL, Nginx, diag, eq, is_mounted, main, ok, skip,  # noqa: E402
-                     tmpdir, unmount, write_tree)
+                     tmpdir, unmount_all, write_tree)
 
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 ORIGIN = "http://origin.example/tree/"
@@ -101,21 +100,7 @@ class Place:
 
     def clean(self, what):
         """Unmount what the session left; its daemons must exit."""
-        stores = self.stores()
-        for m in self.mounts():
-            eq(unmount(m), 0, "%s: unmount %s" % (what, m))
-        end = time.monotonic() + 20
-        for s in stores:
-            while time.monotonic() < end:
-                try:
-                    pid = int(open(os.path.join(s, ".hsmfs", "lock")).read() or 0)
-                    os.kill(pid, 0)
-                except (OSError, ValueError):
-                    break
-                time.sleep(0.02)
-        ok(time.monotonic() < end, "%s: every daemon exited" % what)
-        for m in self.mounts():
-            unmount(m, lazy=True)
+        unmount_all(self.mounts(), self.stores(), what)
         shutil.rmtree(self.t, ignore_errors=True)
 
 

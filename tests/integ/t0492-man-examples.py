@@ -20,11 +20,10 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFS, Nginx, diag, eq, is_mounted, is_root, main, ok, skip,  # noqa: E402
-                     tmpdir, unmount, write_tree)
+                     tmpdir, unmount_all, write_tree)
 
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 BUILD = os.path.dirname(os.path.abspath(HSMFS))
@@ -90,24 +89,9 @@ class Place:
 
     def clean(self, what):
         """Unmount what the examples left; their daemons must exit."""
-        stores = []
-        for m in self.mounts():
-            for s in [os.path.join(self.home, "store")] + [self.t + p for p in PATHS]:
-                if os.path.exists(os.path.join(s, ".hsmfs", "lock")):
-                    stores.append(s)
-            eq(unmount(m), 0, "%s: unmount %s" % (what, m))
-        end = time.monotonic() + 20
-        for s in stores:
-            while time.monotonic() < end:
-                try:
-                    pid = int(open(os.path.join(s, ".hsmfs", "lock")).read() or 0)
-                    os.kill(pid, 0)
-                except (OSError, ValueError):
-                    break
-                time.sleep(0.05)
-        ok(time.monotonic() < end, "%s: every daemon exited" % what)
-        for m in self.mounts():
-            unmount(m, lazy=True)
+        stores = [s for s in [os.path.join(self.home, "store")] + [self.t + p for p in PATHS]
+                  if os.path.exists(os.path.join(s, ".hsmfs", "lock"))]
+        unmount_all(self.mounts(), stores, what)
         shutil.rmtree(self.t, ignore_errors=True)
 
 
