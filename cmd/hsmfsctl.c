@@ -888,10 +888,18 @@ static int listing_recs_write(const char *store, const struct listing_rec *v, si
 	FILE *f;
 
 	snprintf(path, sizeof(path), "%s/%s/%s", store, STORE_STATE_DIR, LISTINGS_FILE);
-	snprintf(tmp, sizeof(tmp), "%s.new", path);
-	f = fopen(tmp, "we");
-	if (!f)
+	snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0)
 		return -errno;
+	fchmod(fd, 0644);
+	f = fdopen(fd, "w");
+	if (!f) {
+		res = -errno;
+		close(fd);
+		unlink(tmp);
+		return res;
+	}
 	for (size_t i = 0; i < n; i++) {
 		if (v[i].so.s3)
 			fprintf(f, "s3\t%s\t%u\t%s\t%s\n", v[i].url, v[i].so.page,
@@ -919,12 +927,31 @@ static int listing_recs_write(const char *store, const struct listing_rec *v, si
 	return 0;
 }
 
+/*
+ * The listings' read-modify-write, one at a time: two imports (one of
+ * them into a live mount, under no store lock) would lose one's record.
+ * A descriptor to close to let go, or -1 (then unlocked: said).
+ */
+static int listings_lock(const char *store)
+{
+	char path[PATH_MAX + 64];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s/%s.lock", store, STORE_STATE_DIR, LISTINGS_FILE);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd >= 0 && flock(fd, LOCK_EX) < 0) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
 static int listing_record(const char *store, const char *url, const struct s3opts *so)
 {
 	char path[PATH_MAX + 64], keys[PATH_MAX] = "-";
 	struct listing_rec *v = NULL, *nv;
 	size_t n = 0, k = 0;
-	int res;
+	int res, lockfd;
 
 	if (strpbrk(url, "\t\n\r") || (so->sigv4 && strpbrk(so->sigv4, "\t\n\r"))) {
 		fprintf(stderr, "hsmfsctl: warning: a tab or newline in the listing's URL or "
@@ -933,6 +960,7 @@ static int listing_record(const char *store, const char *url, const struct s3opt
 	}
 	if (so->keys_file && !realpath(so->keys_file, keys))
 		snprintf(keys, sizeof(keys), "%s", so->keys_file);
+	lockfd = listings_lock(store);
 	res = listing_recs_read(store, &v, &n);
 	/* the others as they were, this one (again) last */
 	for (size_t i = 0; !res && i < n; i++) {
@@ -956,6 +984,8 @@ static int listing_record(const char *store, const char *url, const struct s3opt
 		res = v[n - 1].url ? listing_recs_write(store, v, n) : -ENOMEM;
 	}
 	listing_recs_free(v, n);
+	if (lockfd >= 0)
+		close(lockfd);
 	if (!res)
 		return 0;
 	snprintf(path, sizeof(path), "%s/%s/%s", store, STORE_STATE_DIR, LISTINGS_FILE);
@@ -1044,6 +1074,30 @@ static bool users(const struct import_run *r, const char *rel, const struct meta
 		*why = "pinned (hsmfsctl unpin, then refresh again)";
 	else if (st->st_nlink > 1)
 		*why = "a user linked it (it has more than one name)";
+	else if (strstr(state, "passthrough"))
+		*why = "open in passthrough mode (close it, then refresh again)";
+	else
+		return false;
+	return true;
+}
+
+/*
+ * A file of a live mount about to be removed (p: its path on the mount,
+ * st: its store file), asked again just before: changed, made, pinned,
+ * linked or open for passthrough since the sync first looked?  why says.
+ */
+static bool busy_now(const char *p, const struct stat *st, const char **why)
+{
+	char state[256];
+	ssize_t sn = lgetxattr(p, "user.hsmfs.state", state, sizeof(state) - 1);
+
+	state[sn > 0 ? sn : 0] = '\0';
+	if (!strncmp(state, "dirty", 5) || strstr(state, ",new") || strstr(state, "conflict"))
+		*why = "changed through the mount meanwhile";
+	else if (strstr(state, "pinned"))
+		*why = "pinned meanwhile";
+	else if (st->st_nlink > 1)
+		*why = "a user linked it meanwhile";
 	else if (strstr(state, "passthrough"))
 		*why = "open in passthrough mode (close it, then refresh again)";
 	else
@@ -1289,14 +1343,29 @@ static int sync_remove(struct import_run *r, int root, struct meta *m, struct go
 		res = meta_begin(m);
 		for (j = i; !res && j < end; j++) {
 			struct gone *x = &g->v[j];
-			struct stat st;
+			struct stat st, before;
 			int dfd;
 
 			moved[j - i] = false;
 			if (r->mnt && !fstatat(root, x->rel, &st, AT_SYMLINK_NOFOLLOW) &&
 			    st.st_ino == x->ino) {
+				const char *why = NULL;
+
 				snprintf(p, sizeof(p), "%s/%s", r->mnt, x->rel);
 				lsetxattr(p, "user.hsmfs.stale", "1", 1, 0);
+				/*
+				 * The user's change wins: looked at again now, just
+				 * before it goes (the first look was a batch ago)
+				 */
+				if (busy_now(p, &st, &why)) {
+					kept(r, x->rel, why);
+					continue;
+				}
+				before = st;
+			} else {
+				memset(&before, 0, sizeof(before));
+				before.st_ino = x->ino;
+				fstatat(root, x->rel, &before, AT_SYMLINK_NOFOLLOW);
 			}
 			snprintf(p, sizeof(p), "%s", x->rel);
 			dfd = open_parent(root, p, &name, NULL);
@@ -1307,8 +1376,16 @@ static int sync_remove(struct import_run *r, int root, struct meta *m, struct go
 				close(dfd);
 				continue;
 			}
-			/* the file looked at, not one a user put under its name since */
-			if (fstatat(tfd, tname, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_ino != x->ino) {
+			/*
+			 * the file looked at, not one a user put under its name
+			 * since, nor written since it was looked at (a write
+			 * moves its mtime; the rename moved its ctime): else it
+			 * goes back
+			 */
+			if (fstatat(tfd, tname, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_ino != x->ino ||
+			    st.st_size != before.st_size ||
+			    st.st_mtim.tv_sec != before.st_mtim.tv_sec ||
+			    st.st_mtim.tv_nsec != before.st_mtim.tv_nsec) {
 				renameat2(tfd, tname, dfd, name, RENAME_NOREPLACE);
 				close(dfd);
 				kept(r, x->rel, "changed through the mount meanwhile");
@@ -3287,7 +3364,7 @@ static int cmd_set_origin(int argc, char **argv)
 	char path[PATH_MAX + 64];
 	struct meta *m = NULL;
 	size_t nv = 0, moved = 0;
-	int lockfd = -1, res, rc = X_OK_;
+	int lockfd = -1, lockfd2, res, rc = X_OK_;
 
 	if (argc == 5 && !strcmp(argv[1], "-s")) {
 		store = argv[2];
@@ -3331,6 +3408,7 @@ static int cmd_set_origin(int argc, char **argv)
 		goto out;
 	}
 	/* the listings refresh takes again */
+	lockfd2 = listings_lock(store);
 	if (!listing_recs_read(store, &v, &nv)) {
 		for (size_t i = 0; i < nv; i++) {
 			char *u;
@@ -3347,6 +3425,8 @@ static int cmd_set_origin(int argc, char **argv)
 				"refresh lists them from '%s'\n", store, r.from);
 		listing_recs_free(v, nv);
 	}
+	if (lockfd2 >= 0)
+		close(lockfd2);
 	printf("set-origin: %zu file%s and %zu director%s now at %s%s", r.files,
 	       r.files == 1 ? "" : "s", r.dirs, r.dirs == 1 ? "y" : "ies", r.to,
 	       moved ? ", and the listings refresh takes" : "");

@@ -426,7 +426,7 @@ void events_filled(struct hook *h, const struct proto_filled *f)
 	 * shrank the file below them, which the checks below see.
 	 */
 	if (fs->changes || fs->evicting || (fs->flags & META_F_STALE) ||
-	    (fs->dsums && fs->state != META_DIRTY) ||
+	    fs->dsums ||
 	    fill_completes_digest(fs, ev->hint_start, ev->hint_end))
 		goto out; /* what the answer may fill: the hint range; chunks checked first */
 	s = f->filled_start > ev->hint_start ? f->filled_start : ev->hint_start;

@@ -250,7 +250,8 @@ bool fill_completes_digest(const struct fstate *fs, uint64_t start, uint64_t end
 	       (end >= fs->size || !rs_missing(&fs->present, end, fs->size, &miss, 1));
 }
 
-int file_digest(int stage, int dst, const struct rangeset *todo, uint64_t size, char got[65])
+int file_digest(int stage, int dst, const struct rangeset *todo, uint64_t size, char got[65],
+		int wdst, struct rangeset *written)
 {
 	ELOCK_NOT_HELD();
 	size_t bufsize = 256u << 10;
@@ -281,6 +282,19 @@ int file_digest(int stage, int dst, const struct rangeset *todo, uint64_t size, 
 			break;
 		}
 		sha256_update(&s, buf, (size_t)r);
+		/* what was hashed is what is written: the staging file may change */
+		for (ssize_t w = 0; in && wdst >= 0 && w < r && !res;) {
+			ssize_t wr = pwrite(wdst, buf + w, (size_t)(r - w), (off_t)(pos + (uint64_t)w));
+
+			if (wr <= 0)
+				res = wr < 0 ? -errno : -EIO;
+			else
+				w += wr;
+		}
+		if (in && wdst >= 0 && !res)
+			res = rs_add(written, pos, pos + (uint64_t)r);
+		if (res)
+			break;
 		pos += (uint64_t)r;
 		if (in && pos >= todo->v[i].end)
 			i++;
@@ -297,29 +311,33 @@ int file_digest(int stage, int dst, const struct rangeset *todo, uint64_t size, 
  * run without it.
  */
 struct chunk_check {
-	uint64_t c, size;
+	uint64_t c, osize;        /* chunk size; the recorded version's size */
+	uint64_t fill_start, fill_end; /* what the hook filled in the staging file */
 	uint64_t first, n;        /* chunk indices first .. first + n - 1 */
 	uint8_t *sums;            /* n digests; a chunk past the manifest's: zeros */
 	bool *known;              /* has a digest */
-	struct rangeset present;
+	bool dirty;               /* the user's file: a wrong chunk fails, no stale */
 };
 
-/* Take fs's digests for todo.  0 or -ENOMEM.  S.lock held. */
-static int chunk_check_take(const struct fstate *fs, const struct rangeset *todo,
-			    struct chunk_check *cc)
+/* Take fs's digests for todo, which ev filled.  0 or -ENOMEM.  S.lock held. */
+static int chunk_check_take(const struct fstate *fs, const struct event *ev,
+			    const struct rangeset *todo, struct chunk_check *cc)
 {
 	ELOCK_HELD();
 	uint64_t last;
 
 	memset(cc, 0, sizeof(*cc));
 	cc->c = fs->dchunk;
-	cc->size = fs->size;
+	cc->osize = fs->osize;
+	cc->fill_start = ev->fill_start;
+	cc->fill_end = ev->fill_end;
+	cc->dirty = fs->state == META_DIRTY;
 	cc->first = todo->v[0].start / cc->c;
 	last = (todo->v[todo->n - 1].end - 1) / cc->c;
 	cc->n = last - cc->first + 1;
 	cc->sums = calloc(cc->n, 32);
 	cc->known = calloc(cc->n, sizeof(bool));
-	if (!cc->sums || !cc->known || rs_copy(&cc->present, &fs->present))
+	if (!cc->sums || !cc->known)
 		return -ENOMEM;
 	for (uint64_t k = 0; k < cc->n; k++)
 		if (cc->first + k < fs->ndchunks) {
@@ -333,21 +351,24 @@ static void chunk_check_free(struct chunk_check *cc)
 {
 	free(cc->sums);
 	free(cc->known);
-	rs_clear(&cc->present);
 }
 
 /*
- * Digests before bytes, chunk by chunk: each chunk todo touches is read
- * whole (todo's bytes from stage, the rest, present, from dst) and its
- * sha256 compared with the manifest's.  A chunk of which some bytes are
- * neither in todo nor present cannot be checked: its bytes leave todo
- * (not kept; asked again).  0; -EBADMSG when a chunk made of the fill's
- * bytes alone does not match (another version: the file goes stale);
- * -EIO when one with present bytes in it does not (refused, not stale:
- * the present bytes may have gone meanwhile); or -errno.  Without S.lock.
+ * Digests before bytes, chunk by chunk, in one pass that is also the
+ * copy: each chunk todo touches is read whole from the staging file (the
+ * hook filled whole chunks: start_fill()), hashed, and what todo has of
+ * it written to dst from the very buffer hashed, so that a hook writing
+ * into its staging file after its answer cannot slip in a byte that was
+ * not checked.  A chunk the hook did not fill whole, or past the recorded
+ * version's size, cannot be checked: its bytes leave todo (not kept;
+ * asked again).  What was written is added to done (the caller marks it
+ * present only if all went well, and punches it out otherwise).  0;
+ * -EBADMSG when a chunk does not match (another version at the origin);
+ * -EIO for a file the user changed (its untouched chunks must match all
+ * the same); or -errno.  Without S.lock.
  */
 static int check_chunks(const struct chunk_check *cc, int stage, int dst,
-			struct rangeset *todo)
+			struct rangeset *todo, struct rangeset *done)
 {
 	ELOCK_NOT_HELD();
 	size_t bufsize = 256u << 10;
@@ -356,69 +377,64 @@ static int check_chunks(const struct chunk_check *cc, int stage, int dst,
 
 	if (!buf)
 		return -ENOMEM;
+	/* nothing past the recorded version's end is the manifest's */
+	if (cc->osize < UINT64_MAX)
+		res = rs_remove(todo, cc->osize, UINT64_MAX);
 	for (uint64_t k = 0; k < cc->n && !res; k++) {
 		uint64_t cs = (cc->first + k) * cc->c, ce = cs + cc->c, pos;
-		bool mixed = false, whole = true;
+		struct range none;
 		struct sha256 h;
 		uint8_t got[32];
 
-		if (ce > cc->size)
-			ce = cc->size;
-		{
-			struct range none;
-
-			/* a chunk todo does not touch (between its ranges): nothing to check */
-			if (cs >= ce ||
-			    (rs_missing(todo, cs, ce, &none, 1) && none.start == cs && none.end == ce))
-				continue;
-		}
-		/* is every byte of it in todo or present? */
-		for (pos = cs; pos < ce && whole;) {
-			struct range gap;
-
-			if (!rs_missing(todo, pos, ce, &gap, 1))
-				break;
-			if (!rs_contains(&cc->present, gap.start, gap.end))
-				whole = false;
-			else
-				mixed = true;
-			pos = gap.end;
-		}
-		if (!whole) {
-			res = rs_remove(todo, cs, ce);
+		if (ce > cc->osize)
+			ce = cc->osize;
+		/* a chunk todo does not touch (between its ranges): nothing to do */
+		if (cs >= ce ||
+		    (rs_missing(todo, cs, ce, &none, 1) && none.start == cs && none.end == ce))
+			continue;
+		if (cs < cc->fill_start || ce > cc->fill_end) {
+			res = rs_remove(todo, cs, ce); /* not filled whole: not checkable */
 			continue;
 		}
 		sha256_init(&h);
 		for (pos = cs; pos < ce && !res;) {
-			struct range gap;
-			bool from_stage;
-			uint64_t end;
+			size_t n = ce - pos < bufsize ? (size_t)(ce - pos) : bufsize;
+			ssize_t r = pread(stage, buf, n, (off_t)pos);
 
-			/* the next run of todo's bytes (stage) or of present ones (dst) */
-			if (rs_missing(todo, pos, ce, &gap, 1) && gap.start == pos) {
-				from_stage = false;
-				end = gap.end;
-			} else {
-				from_stage = true;
-				end = rs_missing(todo, pos, ce, &gap, 1) ? gap.start : ce;
+			if (r <= 0) {
+				res = r < 0 ? -errno : -EIO; /* short: the hook's error */
+				break;
 			}
-			while (pos < end && !res) {
-				size_t n = end - pos < bufsize ? (size_t)(end - pos) : bufsize;
-				ssize_t r = pread(from_stage ? stage : dst, buf, n, (off_t)pos);
+			sha256_update(&h, buf, (size_t)r);
+			/* todo's runs in this buffer, written from it */
+			for (uint64_t at = pos, end = pos + (uint64_t)r; at < end && !res;) {
+				struct range gap;
+				uint64_t run_end;
 
-				if (r <= 0) {
-					res = r < 0 ? -errno : -EIO; /* short: the hook's error */
-					break;
+				if (rs_missing(todo, at, end, &gap, 1) && gap.start == at) {
+					at = gap.end; /* not todo's: a user's change, or present */
+					continue;
 				}
-				sha256_update(&h, buf, (size_t)r);
-				pos += (uint64_t)r;
+				run_end = rs_missing(todo, at, end, &gap, 1) ? gap.start : end;
+				for (uint64_t w = at; w < run_end && !res;) {
+					ssize_t wr = pwrite(dst, buf + (w - pos), run_end - w, (off_t)w);
+
+					if (wr <= 0)
+						res = wr < 0 ? -errno : -EIO;
+					else
+						w += (uint64_t)wr;
+				}
+				if (!res)
+					res = rs_add(done, at, run_end);
+				at = run_end;
 			}
+			pos += (uint64_t)r;
 		}
 		if (res)
 			break;
 		sha256_final(&h, got);
 		if (!cc->known[k] || memcmp(got, cc->sums + 32 * k, 32))
-			res = mixed ? -EIO : -EBADMSG;
+			res = cc->dirty ? -EIO : -EBADMSG;
 	}
 	free(buf);
 	return res;
@@ -445,48 +461,61 @@ int commit_fill(struct event *ev)
 	uint64_t nchanges = fs->nchanges, size = fs->size;
 	struct chunk_check cc = { 0 };
 	struct stat before;
-	bool have_before, check, chunked, chunk_bad = false;
+	bool have_before, check, chunked, chunk_bad = false, copied = false;
 	char want[65] = "", got[65] = "";
 
 	res = fill_todo(fs, ev->fill_start, ev->fill_end, &todo);
 	check = !res && todo.n && fill_completes_digest(fs, ev->fill_start, ev->fill_end);
 	if (check)
 		snprintf(want, sizeof(want), "%s", fs->sha256);
-	chunked = !res && todo.n && fs->dsums && fs->state != META_DIRTY;
+	chunked = !res && todo.n && fs->dsums;
 	if (chunked)
-		res = chunk_check_take(fs, &todo, &cc);
+		res = chunk_check_take(fs, ev, &todo, &cc);
 	ev_set(ev, EV_COPYING);
 	eunlock();
 	/* a file not open (a prefetch): its store file is opened here, not under S.lock */
 	if (dst < 0 && !res && todo.n && (dst = open_store(fs->in, O_RDWR)) < 0)
 		res = dst;
-	/* digests before bytes: each chunk, then a fill that completes the file */
+	have_before = dst >= 0 && fstat(dst, &before) == 0;
+	/*
+	 * Digests before bytes: each chunk, then a fill that completes the
+	 * file; what is checked is what is written (a hook may still write
+	 * into its staging file), and written is not present until the end.
+	 */
 	if (!res && chunked) {
 		uint64_t asked = rs_total(&todo);
 
-		res = check_chunks(&cc, stage, dst, &todo);
+		res = check_chunks(&cc, stage, dst, &todo, &done);
 		if (res == -EBADMSG)
 			chunk_bad = true;
+		copied = true;
 		/* chunks it could not check left: it no longer completes the file */
 		if (rs_total(&todo) != asked)
 			check = false;
 	}
-	if (res) {
-		/* nothing to copy into, or refused whole */
-	} else if (check) {
-		res = file_digest(stage, dst, &todo, size, got);
+	if (!res && check) {
+		/* chunked: todo is in dst already, all of it is read from there */
+		res = copied ? file_digest(-1, dst, NULL, size, got, -1, NULL) :
+			       file_digest(stage, dst, &todo, size, got, dst, &done);
+		copied = true;
 		if (!res && strcmp(got, want))
 			res = -EBADMSG;
 		else if (res == -ENODATA)
 			res = -EIO; /* the hook wrote less than it said: its error, not the file's */
 	}
-	have_before = dst >= 0 && fstat(dst, &before) == 0;
-	for (uint32_t i = 0; !res && i < todo.n; i++) {
+	for (uint32_t i = 0; !res && !copied && i < todo.n; i++) {
 		uint64_t upto;
 
 		res = copy_stage(stage, dst, todo.v[i].start, todo.v[i].end, &upto);
 		if (upto > todo.v[i].start && rs_add(&done, todo.v[i].start, upto) && !res)
 			res = -ENOMEM;
+	}
+	if (res && copied && done.n) {
+		/* refused whole: not a byte kept (never present, and not left in the store) */
+		for (uint32_t i = 0; i < done.n; i++)
+			fallocate(dst, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				  (off_t)done.v[i].start, (off_t)(done.v[i].end - done.v[i].start));
+		rs_clear(&done);
 	}
 	if (done.n)
 		fault_point(FAULT_FILL_COPIED);

@@ -39,9 +39,12 @@ bool fill_completes_digest(const struct fstate *fs, uint64_t start, uint64_t end
  * The sha256 (hex) of a file of size bytes whose ranges todo (may be
  * NULL) are read from stage and the rest from dst: 0, -ENODATA when a
  * file is shorter than that (got is the digest of what there is), or
- * -errno when a read fails.  No lock held: it reads files.
+ * -errno when a read or write fails.  With wdst >= 0, what it reads of
+ * todo is also written to wdst, from the buffer it hashed, and added to
+ * written.  No lock held: it reads files.
  */
-int file_digest(int stage, int dst, const struct rangeset *todo, uint64_t size, char got[65]);
+int file_digest(int stage, int dst, const struct rangeset *todo, uint64_t size, char got[65],
+		int wdst, struct rangeset *written);
 /*
  * Commit ev, an allowed fill (copy its staging file in, less what users
  * changed meanwhile): the result to complete it with.  S.lock held,

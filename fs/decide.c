@@ -157,7 +157,7 @@ int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t en
 			beside = false;
 			ff = S.cfg.first_fill;
 			if (first && ff && hint_end - hint_start > 2 * ff && hint_start == hs &&
-			    hint_end == he && !(fs->dsums && fs->state != META_DIRTY) &&
+			    hint_end == he && !fs->dsums &&
 			    !in_stream(fs, miss.start) &&
 			    !(miss.start >= PAGE &&
 			      (rs_contains(&fs->present, miss.start - PAGE, miss.start) ||

@@ -393,15 +393,17 @@ struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
 	init_event(ev, HSMFS_EV_PRE_ACCESS, in, req);
 	S.st.misses++;
 	ev->fs = fs;
-	if (fs->dsums && fs->state != META_DIRTY) {
+	if (fs->dsums && start < fs->osize) {
 		/*
-		 * Chunk digests: the hook must fill whole chunks, which the
-		 * commit checks before a byte is kept (commit_fill()).
+		 * Chunk digests: the hook must fill whole chunks (of the
+		 * recorded version: a file the user changed still has the
+		 * origin's bytes checked), which the commit checks before a
+		 * byte is kept (commit_fill()).
 		 */
-		uint64_t c = fs->dchunk;
+		uint64_t c = fs->dchunk, last = fs->osize - (fs->osize % c);
 
 		start &= ~(c - 1);
-		end = end > fs->size - (fs->size % c) ? fs->size : (end + c - 1) & ~(c - 1);
+		end = end > last ? (end > fs->osize ? end : fs->osize) : (end + c - 1) & ~(c - 1);
 		if (hs > start)
 			hs = start;
 		if (he < end)

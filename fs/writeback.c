@@ -77,7 +77,7 @@ static int verify(struct snap *sn, int fd)
 {
 	char got[65];
 	struct fstate *fs = sn->fs;
-	int res = file_digest(-1, fd, NULL, sn->size, got);
+	int res = file_digest(-1, fd, NULL, sn->size, got, -1, NULL);
 
 	if (res && res != -ENODATA)
 		return res; /* a short file is checked: its digest differs */

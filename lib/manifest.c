@@ -708,20 +708,51 @@ static const char *find_ci(const char *s, const char *end, const char *needle)
 	return NULL;
 }
 
+/* Code point v as UTF-8 at out (4 bytes of room): its length, or 0 (not one). */
+static size_t utf8_put(unsigned long v, char *out)
+{
+	if (!v || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+		return 0;
+	if (v < 0x80) {
+		out[0] = (char)v;
+		return 1;
+	}
+	if (v < 0x800) {
+		out[0] = (char)(0xc0 | v >> 6);
+		out[1] = (char)(0x80 | (v & 0x3f));
+		return 2;
+	}
+	if (v < 0x10000) {
+		out[0] = (char)(0xe0 | v >> 12);
+		out[1] = (char)(0x80 | ((v >> 6) & 0x3f));
+		out[2] = (char)(0x80 | (v & 0x3f));
+		return 3;
+	}
+	out[0] = (char)(0xf0 | v >> 18);
+	out[1] = (char)(0x80 | ((v >> 12) & 0x3f));
+	out[2] = (char)(0x80 | ((v >> 6) & 0x3f));
+	out[3] = (char)(0x80 | (v & 0x3f));
+	return 4;
+}
+
 /*
  * An href's value [s, end) as a name: HTML entities (&amp; &lt; &gt;
- * &quot; &#39; &#N; &#xH;) then %-escapes decoded into out (size bytes).
- * False when it is too long or malformed, or not a relative link with
- * neither query nor fragment.
+ * &quot; &apos;, &#N; &#xH; as UTF-8), a leading "./" dropped, then
+ * %-escapes decoded into out (size bytes).  1: a name; 0: not a name of
+ * the directory (absolute, another site's, a query such as a sorting
+ * link, a fragment, a NUL); -1: a link that cannot be read (an unknown
+ * entity, a bad escape, too long), which fails the listing: a name
+ * passed over would be taken for one the origin removed.
  */
-static bool href_decode(const char *s, const char *end, char *out, size_t size)
+static int href_decode(const char *s, const char *end, char *out, size_t size)
 {
-	char tmp[4096];
+	char tmp[4096], *t = tmp;
 	size_t n = 0, k = 0;
+	const char *colon, *slash;
 
 	while (s < end) {
-		if (n + 1 >= sizeof(tmp))
-			return false;
+		if (n + 5 >= sizeof(tmp))
+			return -1;
 		if (*s != '&') {
 			tmp[n++] = *s++;
 			continue;
@@ -747,37 +778,48 @@ static bool href_decode(const char *s, const char *end, char *out, size_t size)
 			const char *q = s + 2;
 			bool hex = *q == 'x' || *q == 'X';
 			unsigned long v = 0;
+			size_t u;
 
 			q += hex;
-			while (q < end && *q != ';' && hexval(*q) >= 0 && v < 256)
+			while (q < end && *q != ';' && (hex ? hexval(*q) >= 0 : (*q >= '0' && *q <= '9')) &&
+			       v <= 0x10ffff)
 				v = v * (hex ? 16 : 10) + (unsigned)hexval(*q++);
-			if (q < end && *q == ';' && v > 0 && v < 128) {
-				tmp[n++] = (char)v;
+			if (q < end && *q == ';' && (u = utf8_put(v, tmp + n))) {
+				n += u;
 				s = q + 1;
 				continue;
 			}
 		}
-		return false;
+		return -1;
 	}
-	/* absolute, another site's, a query (sorting links) or a fragment: not a name */
-	if (!n || tmp[0] == '/' || memchr(tmp, ':', n) || memchr(tmp, '?', n) || memchr(tmp, '#', n))
-		return false;
+	/* absolute, another site's (a scheme: a colon before any slash), a query or a fragment */
+	colon = memchr(t, ':', n);
+	slash = memchr(t, '/', n);
+	if (!n || t[0] == '/' || (colon && (!slash || colon < slash)) || memchr(t, '?', n) ||
+	    memchr(t, '#', n))
+		return 0;
+	if (n >= 2 && t[0] == '.' && t[1] == '/') {
+		t += 2; /* Apache writes "./a:b" for a name with a colon: no scheme */
+		n -= 2;
+	}
 	for (size_t i = 0; i < n; i++) {
 		if (k + 1 >= size)
-			return false;
-		if (tmp[i] == '%') {
-			int hi = i + 2 < n ? hexval(tmp[i + 1]) : -1, lo = hi >= 0 ? hexval(tmp[i + 2]) : -1;
+			return -1;
+		if (t[i] == '%') {
+			int hi = i + 2 < n ? hexval(t[i + 1]) : -1, lo = hi >= 0 ? hexval(t[i + 2]) : -1;
 
-			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
-				return false;
+			if (hi < 0 || lo < 0)
+				return -1;
+			if (hi == 0 && lo == 0)
+				return 0; /* a NUL: no name of a directory has one */
 			out[k++] = (char)(hi * 16 + lo);
 			i += 2;
 		} else {
-			out[k++] = tmp[i];
+			out[k++] = t[i];
 		}
 	}
 	out[k] = '\0';
-	return true;
+	return 1;
 }
 
 int manifest_parse_html(const char *html, size_t len, manifest_listing_cb cb, void *arg,
@@ -786,8 +828,8 @@ int manifest_parse_html(const char *html, size_t len, manifest_listing_cb cb, vo
 	const char *s = html, *end = html + len, *t = find_ci(s, end, "<title>");
 	char last[4096] = "";
 
-	if (!t || (strncasecmp(t + 7, "Index of ", 9) &&
-		   strncasecmp(t + 7, "Directory listing for ", 22))) {
+	if (!t || !((end - (t + 7) >= 9 && !strncasecmp(t + 7, "Index of ", 9)) ||
+		    (end - (t + 7) >= 22 && !strncasecmp(t + 7, "Directory listing for ", 22)))) {
 		if (errlen)
 			snprintf(err, errlen, "an HTML page, not a directory index (no <title>Index "
 				 "of ...)");
@@ -808,12 +850,17 @@ int manifest_parse_html(const char *html, size_t len, manifest_listing_cb cb, vo
 			continue;
 		{
 			const char *v = h + 6, *q = memchr(v, h[5], tag_end - v);
+			int d = q ? href_decode(v, q, name, sizeof(name)) : 0;
 
-			if (!q || !href_decode(v, q, name, sizeof(name)))
+			if (d < 0) {
+				if (errlen)
+					snprintf(err, errlen, "a link it cannot read: '%.*s'",
+						 (int)(q - v < 100 ? q - v : 100), v);
+				return -EINVAL;
+			}
+			if (!d)
 				continue;
 		}
-		if (!strncmp(name, "./", 2))
-			memmove(name, name + 2, strlen(name + 2) + 1);
 		n = strlen(name);
 		is_dir = n && name[n - 1] == '/';
 		if (is_dir)

@@ -75,6 +75,9 @@ def main():
                     help="--mode list: the listing PRE_DIR events get, as it is")
     ap.add_argument("--linger", type=float, default=0,
                     help="after the connection closes, let fills in flight finish")
+    ap.add_argument("--late-bad", type=float, default=None,
+                    help="mirror: S s after its answer, write 4 KiB of 0xEE into "
+                         "the staging file at the fill's start (a hook that writes late)")
     ap.add_argument("--filled", type=float, default=None,
                     help="mirror: say FILLED for what it wrote, wait this long, then answer")
     ap.add_argument("--then", default="allow",
@@ -144,6 +147,10 @@ def main():
                         return
                 with lock:
                     answer(s, ev["id"], ALLOW, 0, lo, lo + len(data))
+                if a.late_bad is not None:
+                    time.sleep(a.late_bad)
+                    os.pwrite(fd, b"\xee" * 4096, lo)
+                    log.write(json.dumps({"latebad": ev["id"]}) + "\n")
             else:
                 with lock:
                     answer(s, ev["id"], ALLOW, 0, 0, 0, QUIET if a.quiet else 0)

@@ -366,15 +366,17 @@ def test_chunk_sha256():
 
     def sums(d):
         return [hashlib.sha256(d[i:i + C]).hexdigest() for i in range(0, len(d), C)]
-    files = {"good": data, "bad3": data, "badtail": data, "small": data}
+    files = {"good": data, "bad3": data, "badtail": data, "small": data, "dirty3": data}
     served = {"good": data, "small": data,
               "bad3": data[:3 * C] + os.urandom(C) + data[4 * C:],
+              "dirty3": data[:3 * C] + os.urandom(C) + data[4 * C:],
               "badtail": data[:5 * C] + os.urandom(100)}
     for n, d in served.items():
         with open(os.path.join(mirror, n), "wb") as f:
             f.write(d)
     rnd = random.Random(7)
-    with Mount(store=store, opts="chunk=64k") as m:
+    # no sibling prefetch: each file is fetched only where the test reads it
+    with Mount(store=store, opts="chunk=64k,prefetch=0") as m:
         eq(import_manifest(m.mnt, [{"path": n, "size": len(d), "chunk_size": C,
                                     "chunk_sha256": sums(d)} for n, d in files.items()])[0], 0,
            "import with chunk_sha256")
@@ -399,10 +401,73 @@ def test_chunk_sha256():
                "keeping only the chunks that matched")
     with Mount(store=store, opts="chunk=4k") as m:
         with Hook(m.mnt, "--mirror", mirror):
+            # the user's change does not end the checks of the untouched chunks
+            fd = os.open(m.path("dirty3"), os.O_WRONLY)
+            os.pwrite(fd, b"X", 5 * C + 99)
+            os.close(fd)
+            ok(os.getxattr(m.path("dirty3"), "user.hsmfs.state").startswith(b"dirty"),
+               "a file the user changed (its last byte)")
+            eq(errno_of(lambda: odirect_read(m.path("dirty3"), 3 * C, 4096)), errno.EIO,
+               "its wrong chunk still fails (it was served)")
+            eq(odirect_read(m.path("dirty3"), C, 4096), data[C:C + 4096],
+               "and its right chunks read")
             eq(odirect_read(m.path("small"), C + 4096, 4096), data[C + 4096:C + 8192],
                "chunk=4k: a 4 KiB read in the second digest chunk")
             eq(os.getxattr(m.path("small"), "user.hsmfs.present"), b"%d" % C,
                "is asked and kept as that whole chunk")
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
+def test_late_writer():
+    """What is checked is what is kept: a hook that writes into its
+    staging file after its answer (a straggling thread) never gets a byte
+    kept that was not checked, whether its write lands before the check
+    (the fill is refused) or after it (not copied).  Before, the commit
+    checked the staging file and copied it again: the late bytes were
+    kept and served."""
+    import hashlib
+    C = 1 << 20
+    store, mirror = tmpdir("hsmfs-store-"), tmpdir("hsmfs-mirror-")
+    data = os.urandom(8 * C)
+    sums = [hashlib.sha256(data[i:i + C]).hexdigest() for i in range(0, len(data), C)]
+    delays = ("0", "0.005", "0.02")
+    entries = []
+    # a whole-file digest is checked by the fill that completes the file:
+    # one small enough for a single fill (a larger one's earlier fills are
+    # served unchecked, as hsmfs(8) says)
+    small = data[:32768]
+    for i, _ in enumerate(delays):
+        with open(os.path.join(mirror, "chunks%d" % i), "wb") as f:
+            f.write(data)
+        with open(os.path.join(mirror, "whole%d" % i), "wb") as f:
+            f.write(small)
+        entries += [{"path": "chunks%d" % i, "size": len(data), "chunk_size": C,
+                     "chunk_sha256": sums},
+                    {"path": "whole%d" % i, "size": len(small),
+                     "sha256": hashlib.sha256(small).hexdigest()}]
+    with Mount(store=store, opts="chunk=8M,prefetch=0") as m:
+        eq(import_manifest(m.mnt, entries)[0], 0, "import with digests")
+        for i, delay in enumerate(delays):
+            with Hook(m.mnt, "--mirror", mirror, "--late-bad", delay) as h:
+                for n in ("chunks%d" % i, "whole%d" % i):
+                    late = sum("latebad" in l for l in h.lines())
+                    try:
+                        got = odirect_read(m.path(n), 0, 4096)
+                    except OSError:
+                        got = None
+                    wait_for(lambda: sum("latebad" in l for l in h.lines()) > late,
+                             "the late write")
+                    ok(got is None or got == data[:4096],
+                       "%s, late write after %s s: the read got the origin's bytes or EIO"
+                       % (n, delay))
+                    kept = None
+                    try:
+                        kept = odirect_read(m.path(n), 0, 4096)
+                    except OSError:
+                        pass
+                    ok(kept is None or kept == data[:4096],
+                       "%s: what was kept is the origin's" % n)
     shutil.rmtree(store, ignore_errors=True)
     shutil.rmtree(mirror, ignore_errors=True)
 
@@ -531,6 +596,7 @@ def run_all():
     test_sha256()
     test_sha256_first_read()
     test_chunk_sha256()
+    test_late_writer()
     test_sha256_evicted_unverified()
     test_times_stay()
     test_failed_datasync()

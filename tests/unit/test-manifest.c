@@ -1,5 +1,6 @@
 /* Unit tests for lib/manifest.c: good lines, and every bad input named. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "manifest.h"
@@ -96,6 +97,30 @@ static void html_indexes(void)
 	res = manifest_parse_listing(python, sizeof(python) - 1, html_entry, seen, err, sizeof(err));
 	ok(!res && !strcmp(seen, "\xc3\xbc.txt|sub/|"),
 	   "python's http.server: %%-decoded, a slash or a NUL in a name passed over: %s", seen);
+	{
+		/* Apache: "./" before a name with a colon; entities as UTF-8 */
+		static const char colon[] = "<title>Index of /d</title><a href=\"./a:b.txt\">a</a>"
+					    "<a href=\"caf&#233;\">c</a><a href=\"http:x\">h</a>";
+		static const char unknown[] = "<title>Index of /d</title><a href=\"a&nbsp;b\">a</a>";
+		char *cut = malloc(12);
+
+		seen[0] = '\0';
+		res = manifest_parse_listing(colon, sizeof(colon) - 1, html_entry, seen, err,
+					     sizeof(err));
+		ok(!res && !strcmp(seen, "a:b.txt|caf\xc3\xa9|"),
+		   "./a:b.txt is a name with a colon, &#233; UTF-8, http:x another site's: %s", seen);
+		seen[0] = '\0';
+		res = manifest_parse_listing(unknown, sizeof(unknown) - 1, html_entry, seen, err,
+					     sizeof(err));
+		ok(res == -EINVAL && strstr(err, "cannot read"),
+		   "a link it cannot read fails the listing (a name passed over would be taken "
+		   "as removed): %s", err);
+		/* exactly "<title>Inde", no NUL after it: nothing read past its end */
+		memcpy(cut, "<title>Inde", 11);
+		res = manifest_parse_html(cut, 11, html_entry, seen, err, sizeof(err));
+		ok(res == -EINVAL, "a page cut inside its title is no index");
+		free(cut);
+	}
 	seen[0] = '\0';
 	res = manifest_parse_listing(page, sizeof(page) - 1, html_entry, seen, err, sizeof(err));
 	ok(res == -EINVAL && strstr(err, "not a directory index") && !seen[0],
