@@ -213,13 +213,14 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 		return;
 	}
 	if (ev->type == HSMFS_EV_PRE_ACCESS && ev->hook == h) {
-		hook_answered(h, ev, a->verdict);
 		if (a->verdict == HSMFS_ALLOW) {
 			uint64_t s = a->filled_start > ev->hint_start ?
 					     a->filled_start : ev->hint_start;
 			uint64_t e = a->filled_end < ev->hint_end ? a->filled_end :
 								    ev->hint_end;
 
+			/* an allow short of what was asked failed the read: counted so */
+			hook_answered(h, ev, s > ev->start || e < ev->end ? HSMFS_DENY : HSMFS_ALLOW);
 			if (s > ev->start || e < ev->end) {
 				elog_err("hook '%s' allowed event %llu but filled [%llu, %llu) short of [%llu, %llu)",
 					h->name, (unsigned long long)a->id,
@@ -239,6 +240,7 @@ static void answer_one(struct hook *h, const struct proto_answer *a)
 					complete(ev, commit_fill(ev));
 			}
 		} else {
+			hook_answered(h, ev, a->verdict);
 			complete(ev, deny_errno(a->error));
 		}
 		eunlock();

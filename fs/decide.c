@@ -170,6 +170,12 @@ int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t en
 					hint_end = he;
 				beside = true;
 			}
+			{
+				/* a file with chunk digests: its whole chunks (route.h) */
+				uint64_t ws = miss.start, we = miss.end;
+
+				fill_span(fs, &ws, &we, &hint_start, &hint_end);
+			}
 			/* admission: room for the fill before it may write */
 			need = ((hint_end + PAGE - 1) & ~(PAGE - 1)) - (hint_start & ~(PAGE - 1));
 			if (S.cfg.cache_limited && *reserved < need && !may_block) {

@@ -266,6 +266,9 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 	buf = size ? malloc(size) : NULL;
 	if (size && !buf)
 		res = -ENOMEM;
+	else if (!strcmp(name, VIRT_PREFIX "hook_said") &&
+		 fuse_req_ctx(req)->uid != 0 && fuse_req_ctx(req)->uid != getuid())
+		res = -EACCES; /* the hook's own words (an origin's URL...): the mount's owner's */
 	else if (is_virt(name))
 		res = virt_get(IN(ino), name, buf, size);
 	else

@@ -371,6 +371,28 @@ bool have_fill_hook(void)
  * it unless a reader comes to need its bytes.  Returns the event, or
  * NULL (with *res set unless detached).  S.lock held.
  */
+void fill_span(const struct fstate *fs, uint64_t *start, uint64_t *end, uint64_t *hs,
+	       uint64_t *he)
+{
+	if (fs->dsums && *start < fs->osize) {
+		/*
+		 * Chunk digests: the hook must fill whole chunks (of the
+		 * recorded version: a file the user changed still has the
+		 * origin's bytes checked), which the commit checks before a
+		 * byte is kept (commit_fill()).
+		 */
+		uint64_t c = fs->dchunk, last = fs->osize - (fs->osize % c);
+
+		*start &= ~(c - 1);
+		*end = *end > last ? (*end > fs->osize ? *end : fs->osize) :
+				     (*end + c - 1) & ~(c - 1);
+		if (*hs > *start)
+			*hs = *start;
+		if (*he < *end)
+			*he = *end;
+	}
+}
+
 struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
 			 uint64_t end, uint64_t hs, uint64_t he,
 			 struct fuse_req *req, bool detached, uint64_t reserved,
@@ -393,22 +415,7 @@ struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
 	init_event(ev, HSMFS_EV_PRE_ACCESS, in, req);
 	S.st.misses++;
 	ev->fs = fs;
-	if (fs->dsums && start < fs->osize) {
-		/*
-		 * Chunk digests: the hook must fill whole chunks (of the
-		 * recorded version: a file the user changed still has the
-		 * origin's bytes checked), which the commit checks before a
-		 * byte is kept (commit_fill()).
-		 */
-		uint64_t c = fs->dchunk, last = fs->osize - (fs->osize % c);
-
-		start &= ~(c - 1);
-		end = end > last ? (end > fs->osize ? end : fs->osize) : (end + c - 1) & ~(c - 1);
-		if (hs > start)
-			hs = start;
-		if (he < end)
-			he = end;
-	}
+	fill_span(fs, &start, &end, &hs, &he);
 	ev->start = start;
 	ev->end = end;
 	ev->hint_start = hs;

@@ -55,6 +55,13 @@ void resend(struct event *ev);
 bool have_fill_hook(void);
 bool have_lookup_hook(void);
 /*
+ * The span a fill of [*start, *end) with hint [*hs, *he) must have: for
+ * a file with chunk digests, widened to whole chunks (start_fill() does
+ * it; the cache's admission asks for it first).  S.lock held.
+ */
+void fill_span(const struct fstate *fs, uint64_t *start, uint64_t *end, uint64_t *hs,
+	       uint64_t *he);
+/*
  * Start a fill of [start, end) with hint [hs, he).  A detached event (a
  * readahead) is started only if a slot is free now, and nobody waits for
  * it unless a reader comes to need its bytes.  Returns the event, or
