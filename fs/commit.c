@@ -461,7 +461,7 @@ int commit_fill(struct event *ev)
 	uint64_t nchanges = fs->nchanges, size = fs->size;
 	struct chunk_check cc = { 0 };
 	struct stat before;
-	bool have_before, check, chunked, chunk_bad = false, copied = false;
+	bool have_before, check, chunked, chunk_bad = false, copied = false, touched = false;
 	char want[65] = "", got[65] = "";
 
 	res = fill_todo(fs, ev->fill_start, ev->fill_end, &todo);
@@ -511,11 +511,20 @@ int commit_fill(struct event *ev)
 			res = -ENOMEM;
 	}
 	if (res && copied && done.n) {
-		/* refused whole: not a byte kept (never present, and not left in the store) */
-		for (uint32_t i = 0; i < done.n; i++)
+		/*
+		 * Refused whole: not a byte kept (never present, and not left
+		 * in the store: a range reaching the end frees its last block
+		 * too); the times are put back below.
+		 */
+		for (uint32_t i = 0; i < done.n; i++) {
+			uint64_t end = done.v[i].end >= size ? (size + 4095) & ~4095ULL :
+							       done.v[i].end;
+
 			fallocate(dst, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-				  (off_t)done.v[i].start, (off_t)(done.v[i].end - done.v[i].start));
+				  (off_t)done.v[i].start, (off_t)(end - done.v[i].start));
+		}
 		rs_clear(&done);
+		touched = true;
 	}
 	if (done.n)
 		fault_point(FAULT_FILL_COPIED);
@@ -528,7 +537,7 @@ int commit_fill(struct event *ev)
 		else
 			close_unlocked(dst);
 	}
-	if (have_before && done.n)
+	if (have_before && (done.n || touched))
 		times_kept(fs, dst, &before, nchanges);
 	if (done.n && S.cfg.invalidate_attr) {
 		/*
