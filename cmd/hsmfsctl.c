@@ -2739,10 +2739,23 @@ static int cmd_stats(int argc, char **argv)
  * mount, its open files and its users stay (hsmfs(8), RESTARTS).  Waits
  * for the new daemon's first answer and says how long the mount paused.
  */
+/* How many hooks are connected to the mount mnt (0 if it cannot say). */
+static int hooks_connected(const char *mnt)
+{
+	static char buf[1 << 20];
+	ssize_t n = getxattr(mnt, "user.hsmfs.hooks", buf, sizeof(buf) - 1);
+	int lines = 0;
+
+	for (ssize_t i = 0; i < n; i++)
+		lines += buf[i] == '\n';
+	return lines;
+}
+
 static int cmd_restart(int argc, char **argv)
 {
 	char buf[4096];
 	long long before, after = -1;
+	int nhooks;
 	ssize_t n;
 
 	if (argc != 2) {
@@ -2752,6 +2765,7 @@ static int cmd_restart(int argc, char **argv)
 	if (mount_xattr(argv[1], "user.hsmfs.stats", buf, sizeof(buf)) < 0)
 		return X_STORE;
 	before = json_num(buf, "restarts");
+	nhooks = hooks_connected(argv[1]);
 	n = getxattr(argv[1], "user.hsmfs.restart", buf, sizeof(buf) - 1);
 	if (n < 0) {
 		fprintf(stderr, "hsmfsctl: cannot restart '%s': %s\n", argv[1],
@@ -2772,6 +2786,12 @@ static int cmd_restart(int argc, char **argv)
 		fprintf(stderr, "hsmfsctl: '%s': no new daemon within 30 s\n", argv[1]);
 		return X_STORE;
 	}
+	/*
+	 * done once the mount is as it was: its hooks back (a hook starting
+	 * up looks at the mountpoint, and an unmount then would be refused)
+	 */
+	for (int i = 0; i < 200 && hooks_connected(argv[1]) < nhooks; i++)
+		nanosleep(&(struct timespec){ 0, 50000000 }, NULL);
 	printf("restarted: the mount paused %lld ms\n", json_num(buf, "restart_pause_ms"));
 	return 0;
 }

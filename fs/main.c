@@ -411,6 +411,25 @@ int main(int argc, char *argv[])
 		rc = EXIT_MNT;
 		goto out;
 	}
+	if (!takeover) {
+		/*
+		 * The keeper runs this command line again for each daemon, in
+		 * "/" (daemonize()): STORE and MOUNTPOINT as real paths, or a
+		 * restart of "hsmfs store mnt" found no store and the mount
+		 * ended.  The first two arguments that are not options.
+		 */
+		int pos = 0;
+
+		for (int i = 1; i < argc && pos < 2; i++) {
+			if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--ready-fd")) {
+				i++;
+				continue;
+			}
+			if (argv[i][0] == '-')
+				continue;
+			argv[i] = pos++ ? mnt_path : store_path;
+		}
+	}
 	{
 		size_t n = strlen(store_path);
 

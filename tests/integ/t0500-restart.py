@@ -806,6 +806,26 @@ def test_background_log():
     shutil.rmtree(d, ignore_errors=True)
 
 
+def test_relative_paths():
+    """hsmfs store mnt, typed in the directory that holds them: the daemon
+    the keeper starts again (hsmfsctl restart, a crash) runs in "/", and
+    found no store there; five quick deaths and the mount ended."""
+    d = tmpdir("hsmfs-rel-")
+    os.mkdir(os.path.join(d, "store"))
+    os.mkdir(os.path.join(d, "mnt"))
+    with open(os.path.join(d, "store", "f"), "w") as f:
+        f.write("kept")
+    mnt = os.path.join(d, "mnt")
+    eq(subprocess.run([HSMFS, "store", "mnt"], cwd=d).returncode, 0, "mounted by relative paths")
+    try:
+        rc, out = run([HSMFSCTL, "restart", mnt])
+        ok(rc == 0 and "restarted" in out, "hsmfsctl restart: %s" % out.strip())
+        eq(open(os.path.join(mnt, "f")).read(), "kept", "the mount serves on")
+    finally:
+        eq(subprocess.run(["fusermount3", "-u", mnt]).returncode, 0, "unmounted")
+    shutil.rmtree(d, ignore_errors=True)
+
+
 def test_keeper():
     """The keeper's own ends: SIGTERM unmounts cleanly; a daemon that
     cannot start again (its binary removed) makes it give up after five
@@ -839,4 +859,4 @@ def test_keeper():
 
 
 main(lambda: (test_users(), test_open_flags(), test_background_log(), test_pin_unrecorded(), test_made_unrecorded(), test_passthrough_writer(), test_watchers_back(), test_release_reuse(), test_requests_during_init(), test_inflight(), test_names(), test_unrecorded(), test_workload(),
-              test_takeover_steps(), test_restart_cmd(), test_keeper()))
+              test_takeover_steps(), test_restart_cmd(), test_relative_paths(), test_keeper()))
