@@ -20,6 +20,7 @@
 #include "saved.h"
 #include "hsmfs/protocol.h"
 #include "inode.h"
+#include "layout.h"
 #include "log.h"
 #include "meta.h"
 #include "place.h"
@@ -361,10 +362,12 @@ _Atomic bool events_any_ctime;
 
 void events_shown_attr(struct inode *in, struct stat *st)
 {
+	bool times = atomic_load_explicit(&events_any_ctime, memory_order_relaxed);
+	/* fewer blocks than the size needs: sparse, or bytes not fetched yet */
+	bool thin = (uint64_t)st->st_blocks * 512 < (uint64_t)st->st_size;
 	struct fstate *fs;
 
-	if (!atomic_load_explicit(&events_any_ctime, memory_order_relaxed) ||
-	    !S_ISREG(st->st_mode))
+	if (!S_ISREG(st->st_mode) || (!times && !thin))
 		return;
 	/*
 	 * One database read per inode: a file with no row cannot gain one
@@ -381,7 +384,70 @@ void events_shown_attr(struct inode *in, struct stat *st)
 		st->st_ctim.tv_sec = fs->ctime_shown / 1000000000;
 		st->st_ctim.tv_nsec = fs->ctime_shown % 1000000000;
 	}
+	if (fs && thin && (inode_flags(in) & INODE_NONRESIDENT))
+		st->st_blocks = (blkcnt_t)layout_blocks(&fs->present, (uint64_t)st->st_size,
+							(uint64_t)st->st_blocks);
 	eunlock();
+}
+
+/* layout_seek()'s question to the store file (arg: its descriptor). */
+static int64_t store_seek(void *arg, uint64_t off, int whence)
+{
+	off_t r = lseek(*(int *)arg, (off_t)off, whence);
+
+	return r < 0 ? -errno : r;
+}
+
+/* Times an eviction may make events_seek() ask again before it answers "all data". */
+#define SEEK_TRIES 8
+
+off_t events_seek(struct inode *in, int fd, off_t off, int whence)
+{
+	struct rangeset present = RANGESET_INIT;
+	struct fstate *fs;
+	struct stat st;
+	uint64_t gen;
+	int64_t res;
+
+	if ((whence != SEEK_DATA && whence != SEEK_HOLE) ||
+	    !(inode_flags(in) & INODE_STATEFUL)) {
+		off_t r = lseek(fd, off, whence);
+
+		return r < 0 ? -errno : r;
+	}
+	if (off < 0)
+		return -ENXIO;
+	for (int tries = 0;; tries++) {
+		bool stood;
+
+		elock();
+		fs = inode_state(in);
+		if (fs)
+			evict_wait(fs); /* no answer from a file half punched */
+		gen = fs ? fs->gen : 0;
+		res = fs && tries < SEEK_TRIES ? rs_copy(&present, &fs->present) : 0;
+		eunlock();
+		if (!res && fstat(fd, &st) < 0)
+			res = -errno;
+		if (res)
+			break;
+		if (!fs || tries >= SEEK_TRIES) {
+			/* nothing stood still: every byte is data, the end the hole */
+			res = off >= st.st_size ? -ENXIO : whence == SEEK_DATA ? off : st.st_size;
+			break;
+		}
+		res = layout_seek(&present, (uint64_t)st.st_size, (uint64_t)off, whence,
+				  store_seek, &fd);
+		/* a hole the store showed may be an eviction's punch: asked again */
+		elock();
+		fs = inode_state(in);
+		stood = fs && fs->gen == gen && !fs->evicting;
+		eunlock();
+		if (stood)
+			break;
+	}
+	rs_clear(&present);
+	return (off_t)res;
 }
 
 /* The event of fs whose hint overlaps [start, end), or NULL.  S.lock held. */

@@ -163,14 +163,27 @@ static inline void fs_set(struct fstate *fs, uint32_t to)
 int events_load(struct inode *in);
 
 /*
- * Times are final: st, the store's attributes of in, gets the change
- * time the mount shows (ctime_shown of meta.h) when the store's is the
- * one the daemon's own fill or eviction left.  Loads the state of a
- * file not opened yet only on a store where some file has such a time
- * (one relaxed load otherwise).  Never waits for a fill.
+ * st, the store's attributes of in, as the mount shows them.  Times are
+ * final: the change time the mount shows (ctime_shown of meta.h) where
+ * the store's is the one the daemon's own fill or eviction left.  A
+ * range not fetched yet is data: st_blocks counts it (layout_blocks()),
+ * so that no tool takes a file not fetched yet for a sparse one.  Loads
+ * the state of a file not opened yet only where the answer may depend
+ * on it: a regular file the store holds fewer blocks of than its size
+ * needs, or a store where some file has a kept change time (one relaxed
+ * load and one comparison otherwise).  Never waits for a fill.
  */
 void events_shown_attr(struct inode *in, struct stat *st);
 extern _Atomic bool events_any_ctime;
+
+/*
+ * lseek(2) SEEK_DATA or SEEK_HOLE at off of in's file, fd a descriptor
+ * of its store file, as the user sees the file (layout.h): a range not
+ * fetched yet is data, never a hole.  A file without state is the
+ * store's.  The store is asked without S.lock; an eviction meanwhile
+ * (a new generation) asks again.  The offset, or -errno.
+ */
+off_t events_seek(struct inode *in, int fd, off_t off, int whence);
 
 /*
  * Re-read in's state from the database (after hsmfsctl import changed

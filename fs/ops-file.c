@@ -781,9 +781,8 @@ static void reply_lseek(fuse_req_t req, off_t res)
 
 void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)
 {
-	off_t res = lseek(fi->fh, off, whence);
-
-	reply_lseek(req, res < 0 ? -errno : res);
+	/* where the data is in the file the user sees, not in the store (hsmfs(8)) */
+	reply_lseek(req, events_seek(IN(ino), (int)fi->fh, off, whence));
 }
 
 /* LATER_CREATE: the directory is listed (res 0), the create runs again. */

@@ -277,10 +277,55 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 	free(buf);
 }
 
+/* Lists of the store that grew between the size asked and the names read, at most. */
+#define LIST_TRIES 8
+
+/*
+ * The store's names of in less the daemon's own (user.hsmfs.*: the
+ * marks of placeholders and of directories not listed yet), which are
+ * never shown: every name listed can be read, and a copy of the file
+ * (rsync -X, tar --xattrs) carries none of them.  Into buf[0..size) as
+ * listxattr(2): the length (size 0: the length needed), or -errno.
+ */
+static ssize_t list_shown(struct inode *in, char *buf, size_t size)
+{
+	for (int tries = 0; tries < LIST_TRIES; tries++) {
+		ssize_t n = do_xattr(in, X_LIST, NULL, NULL, 0, 0), got;
+		size_t len = 0;
+		char *all;
+
+		if (n <= 0)
+			return n;
+		all = malloc((size_t)n);
+		if (!all)
+			return -ENOMEM;
+		got = do_xattr(in, X_LIST, NULL, all, (size_t)n, 0);
+		if (got == -ERANGE) {
+			free(all); /* a name came meanwhile */
+			continue;
+		}
+		for (char *p = all, *end = all + (got > 0 ? got : 0); p < end;) {
+			size_t l = strnlen(p, (size_t)(end - p)) + 1;
+
+			if (!is_virt(p) && p + l <= end) {
+				if (size && len + l <= size)
+					memcpy(buf + len, p, l);
+				len += l;
+			}
+			p += l;
+		}
+		free(all);
+		if (got < 0)
+			return got;
+		return size && len > size ? -ERANGE : (ssize_t)len;
+	}
+	return -ERANGE;
+}
+
 void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	char *buf = size ? malloc(size) : NULL;
-	ssize_t res = size && !buf ? -ENOMEM : do_xattr(IN(ino), X_LIST, NULL, buf, size, 0);
+	ssize_t res = size && !buf ? -ENOMEM : list_shown(IN(ino), buf, size);
 
 	reply_xattr(req, res, buf, size);
 	free(buf);
