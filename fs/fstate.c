@@ -1207,6 +1207,19 @@ static void change_unlink(struct events_change *c)
 	c->fs = NULL;
 }
 
+bool events_change_clean(const struct events_change *c, uint64_t start, uint64_t end)
+{
+	bool clean;
+
+	if (!c->fs)
+		return false;
+	elock();
+	clean = c->fs->state != META_DIRTY && end <= c->fs->size &&
+		rs_contains(&c->fs->present, start, end);
+	eunlock();
+	return clean;
+}
+
 void events_change_end(struct inode *in, struct events_change *c)
 {
 	if (!c->fs)

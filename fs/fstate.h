@@ -245,6 +245,13 @@ struct events_change {
 void events_change_begin(struct inode *in, struct events_change *c,
 			 uint64_t start, uint64_t end);
 void events_change_end(struct inode *in, struct events_change *c);
+/*
+ * Is all of [start, end) present in the file of the open change c, and
+ * the file clean (not DIRTY)?  Then a change that leaves those bytes as
+ * they are (a punch of zeros: fallocate --dig-holes) may end with
+ * events_change_end(), no change of the user's.
+ */
+bool events_change_clean(const struct events_change *c, uint64_t start, uint64_t end);
 
 /* Bookkeeping after a successful change through the mount; ends c. */
 void events_wrote(struct inode *in, struct events_change *c, uint64_t off,

@@ -12,6 +12,7 @@
 #include <linux/falloc.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -704,23 +705,69 @@ void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_inf
 	reply_err(req, res);
 }
 
+/* Bytes of data a punch reads to find it changes none, at most: past it, a change. */
+#define ZEROS_CHECK_MAX (64u << 20)
+
+/*
+ * Does [off, end) of the store file fd hold only zeros (its holes, and
+ * data read back)?  False past ZEROS_CHECK_MAX bytes of data, or on an
+ * error: then it is taken for a change.
+ */
+static bool all_zeros(int fd, off_t off, off_t end)
+{
+	static const char zero[4096];
+	char buf[sizeof(zero)];
+	size_t budget = ZEROS_CHECK_MAX;
+
+	while (off < end) {
+		off_t d = lseek(fd, off, SEEK_DATA), h;
+
+		if (d < 0)
+			return errno == ENXIO;
+		if (d >= end)
+			return true;
+		h = lseek(fd, d, SEEK_HOLE);
+		if (h < 0)
+			return false;
+		for (off = d; off < h && off < end;) {
+			size_t want = (size_t)((h < end ? h : end) - off);
+			ssize_t n = pread(fd, buf, want < sizeof(buf) ? want : sizeof(buf), off);
+
+			if (n <= 0 || (size_t)n > budget || memcmp(buf, zero, (size_t)n))
+				return false;
+			budget -= (size_t)n;
+			off += n;
+		}
+	}
+	return true;
+}
+
 /* fallocate(2) of the store descriptor fd, and its bookkeeping: 0 or -errno. */
 static int do_fallocate(struct inode *in, int fd, int mode, off_t off, off_t len)
 {
 	struct events_change ch = { 0 };
 	struct stat st, before;
+	bool zeroing = mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE), same = false;
 	int res = 0;
 
 	if (inode_flags(in) & INODE_STATEFUL)
 		events_change_begin(in, &ch, off, off + len);
 	if (ch.fs && fstat(fd, &before) < 0)
 		before.st_size = 0;
+	/*
+	 * Zeros over zeros of a clean file, every byte present (a
+	 * dig-holes): no byte of it changes, and it stays clean.
+	 */
+	if (ch.fs && zeroing && off + len <= before.st_size &&
+	    events_change_clean(&ch, (uint64_t)off, (uint64_t)(off + len)))
+		same = all_zeros(fd, off, off + len);
 	if (fallocate(fd, mode, off, len) < 0)
 		res = -errno;
 	if (res || !ch.fs || fstat(fd, &st) < 0)
 		st.st_size = before.st_size = 0; /* nothing to record (or known) */
-	if (!res && ch.fs && (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) &&
-	    off < st.st_size) {
+	if (!res && same) {
+		events_change_end(in, &ch);
+	} else if (!res && ch.fs && zeroing && off < st.st_size) {
 		/* the range holds zeros: the user's */
 		events_wrote(in, &ch, off,
 			     (off + len > st.st_size ? st.st_size : off + len) - off);
