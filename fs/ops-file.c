@@ -766,6 +766,8 @@ static int do_fallocate(struct inode *in, int fd, int mode, off_t off, off_t len
 	if (res || !ch.fs || fstat(fd, &st) < 0)
 		st.st_size = before.st_size = 0; /* nothing to record (or known) */
 	if (!res && same) {
+		/* and its time stays the origin's version's, as after an eviction */
+		futimens(fd, (struct timespec[2]){ { 0, UTIME_OMIT }, before.st_mtim });
 		events_change_end(in, &ch);
 	} else if (!res && ch.fs && zeroing && off < st.st_size) {
 		/* the range holds zeros: the user's */

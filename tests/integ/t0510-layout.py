@@ -519,11 +519,13 @@ def test_dig_holes():
             for n in ("z", "y"):
                 eq(get(m.path(n)), bytes(data), "%s read whole" % n)
             eq(state_of(m.path("z")), "resident", "a file read whole is resident")
+            mtime = os.stat(m.path("z")).st_mtime_ns
             rc, said = tool(["fallocate", "--dig-holes", m.path("z")])
             eq((rc, said), (0, ""), "fallocate --dig-holes")
             eq(get(m.path("z")), bytes(data), "no byte changed")
             ok(any(b - a >= 64 * K for a, b in holes(m.path("z"))), "its zeros are a hole now")
             eq(state_of(m.path("z")), "resident", "and it is still clean (resident)")
+            eq(os.stat(m.path("z")).st_mtime_ns, mtime, "with its version's time")
             punch(m.path("y"), 4 * K, 4 * K)
             eq(state_of(m.path("y")), "dirty", "a punch of data makes a file dirty")
     for d in (mirror, native):
