@@ -575,6 +575,45 @@ def test_git_and_sqlite():
         shutil.rmtree(d, ignore_errors=True)
 
 
+def test_mv_writeback():
+    """On a mount that archives to a real origin (nginx WebDAV): mv of a
+    file never read to another filesystem moves every byte, and sync then
+    removes it at the origin; a cp within the mount of a file never read,
+    and a file changed without being read, reach the origin byte for byte."""
+    from archiving import DAV, HTTP
+    from harness import HSMFSCTL, Nginx, write_tree
+    root, out = tmpdir("hsmfs-origin-"), tmpdir()
+    rng = random.Random(SEED + 4)
+    files = {"data/a.bin": rng.randbytes(500_000), "data/b.bin": rng.randbytes(SIZE),
+             "data/c.bin": rng.randbytes(SIZE)}
+    write_tree(root, files)
+    for d, _, fs in os.walk(root):
+        os.chmod(d, 0o777)
+        for n in fs:
+            os.chmod(os.path.join(d, n), 0o666)
+    with Nginx(root, extra=DAV) as ng:
+        with Mount(opts="hook=%s,origin=%s,prefetch=0" % (HTTP, ng.url("data/"))) as m:
+            rc, said = tool(["mv", m.path("a.bin"), os.path.join(out, "a.bin")])
+            ok(not rc and get(os.path.join(out, "a.bin")) == files["data/a.bin"],
+               "mv of a file never read off a write-back mount moves every byte (%d %s)" %
+               (rc, said))
+            rc, said = tool(["cp", m.path("b.bin"), m.path("b.copy")])
+            eq((rc, said), (0, ""), "cp within the mount of a file never read")
+            pwrite(m.path("c.bin"), 300_000, b"HERE")
+            want_c = files["data/c.bin"][:300_000] + b"HERE" + files["data/c.bin"][300_004:]
+            rc, said = tool([HSMFSCTL, "sync", m.mnt])
+            eq(rc, 0, "hsmfsctl sync (%s)" % said)
+            ok(not os.path.exists(os.path.join(root, "data", "a.bin")),
+               "the moved file is gone from the origin")
+            ok(get(os.path.join(root, "data", "b.copy")) == files["data/b.bin"],
+               "the copy made on the mount is at the origin, byte for byte")
+            ok(get(os.path.join(root, "data", "c.bin")) == want_c,
+               "the file changed without being read is at the origin, every byte around the "
+               "change")
+    for d in (root, out):
+        shutil.rmtree(d, ignore_errors=True)
+
+
 if __name__ == "__main__":
     def test():
         test_unlisted_dir_xattrs()
@@ -582,4 +621,5 @@ if __name__ == "__main__":
         test_calls()
         test_tools()
         test_git_and_sqlite()
+        test_mv_writeback()
     main(test)
