@@ -56,6 +56,9 @@ struct inode_head {
 	uint32_t cached_opens;  /* opens through the page cache */
 	bool pt_busy;           /* backing being registered or released */
 	bool pt_writable;       /* backing opened for writing */
+	/* writes through O_DIRECT opens answered whose drop of the page
+	 * cache has not run yet: opens meanwhile drop it (ops-file.c) */
+	_Atomic uint32_t direct_writes;
 };
 
 #define INODE_NONRESIDENT 0x1 /* some bytes missing: reads take the slow path */

@@ -116,7 +116,8 @@ static int do_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, ui
 		return -errno;
 	fi->fh = res;
 	saved_opened(fi, in);
-	fi->keep_cache = 1;
+	/* the page cache stays across opens, unless a direct write passed it by */
+	fi->keep_cache = !atomic_load(&((struct inode_head *)in)->direct_writes);
 	/*
 	 * A read-only descriptor has nothing for op_flush to report: its
 	 * close(2) sends no FLUSH (the kernel's own locks need none; under
@@ -605,12 +606,33 @@ static void reply_write(fuse_req_t req, ssize_t res)
 	fuse_reply_write(req, (size_t)res);
 }
 
+/*
+ * A write through an O_DIRECT open passes by the page cache, whose
+ * pages of the range other opens may read meanwhile: a buffered read
+ * racing an asynchronous direct write can cache the old bytes after the
+ * kernel's own invalidation, and every later open would keep them
+ * (keep_cache).  So the range is dropped on the invalidator thread (not
+ * on this worker: the drop waits for pages a read holds, and that read
+ * may wait for a worker), and until that has run every open drops the
+ * page cache itself (direct_writes, counted before the write is
+ * answered: an open after the write sees it).  xfstests generic/451.
+ */
+static void direct_written(fuse_ino_t ino, const struct fuse_file_info *fi, off_t off,
+			   ssize_t res)
+{
+	if ((fi->flags & O_DIRECT) && res > 0)
+		inval_direct_write(IN(ino), (uint64_t)off, (uint64_t)res);
+}
+
 static int write_step(struct later *l, int res)
 {
 	struct fuse_bufvec b = FUSE_BUFVEC_INIT(l->len);
+	ssize_t n;
 
 	b.buf[0].mem = l->data;
-	reply_write(l->req, res ? res : do_write(l->req, IN(l->ino), &b, l->off, (int)l->fi.fh));
+	n = res ? res : do_write(l->req, IN(l->ino), &b, l->off, (int)l->fi.fh);
+	direct_written(l->ino, &l->fi, l->off, n);
+	reply_write(l->req, n);
 	return 0;
 }
 
@@ -624,7 +646,9 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf, of
 	ssize_t res;
 
 	if (!__builtin_expect(events_modify_watched(), 0) || (inode_flags(in) & INODE_QUIET)) {
-		reply_write(req, do_write(req, in, in_buf, off, (int)fi->fh));
+		res = do_write(req, in, in_buf, off, (int)fi->fh);
+		direct_written(ino, fi, off, res);
+		reply_write(req, res);
 		return;
 	}
 	/* the bytes are kept while a hook decides: the request parks */

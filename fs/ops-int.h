@@ -297,6 +297,13 @@ int do_lookup(fuse_ino_t parent, const char *name, struct fuse_entry_param *e);
 struct inval;
 struct inval *inval_new(uint64_t nodeid, uint64_t off, uint64_t len);
 void inval_post(struct inval *iv);
+/*
+ * The same for a write through an O_DIRECT open of in, counted in its
+ * direct_writes (inode.h) from now until the drop has run; in is held
+ * until then.  false: out of memory, or no invalidator (the count
+ * stays: every later open drops the page cache, fail closed).
+ */
+bool inval_direct_write(struct inode *in, uint64_t off, uint64_t len);
 /* Start the thread (ops_set_session()).  Is it running?  Set once, before requests. */
 void inval_start(void);
 bool inval_started(void);

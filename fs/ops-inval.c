@@ -34,7 +34,8 @@ struct inval {
 	struct inval *next;
 	uint64_t nodeid, off, len;
 	int kind;
-	char name[]; /* INV_ENTRY's */
+	struct inode *direct; /* INV_PAGES of a direct write: its count, its hold */
+	char name[];          /* INV_ENTRY's */
 };
 
 enum {
@@ -71,6 +72,20 @@ static struct inval *inval_new_entry(uint64_t nodeid, const char *name)
 		memcpy(iv->name, name, n);
 	}
 	return iv;
+}
+
+bool inval_direct_write(struct inode *in, uint64_t off, uint64_t len)
+{
+	struct inval *iv;
+
+	atomic_fetch_add(&((struct inode_head *)in)->direct_writes, 1);
+	iv = IV.started ? inval_new(inode_nodeid(in), off, len) : NULL;
+	if (!iv)
+		return false;
+	inode_ref(in);
+	iv->direct = in;
+	inval_post(iv);
+	return true;
 }
 
 void inval_post(struct inval *iv)
@@ -139,6 +154,11 @@ static void *inval_thread(void *arg)
 									 strlen(iv->name));
 			} else if (iv->kind == INV_ALL) {
 				inval_all();
+			} else if (iv->direct) {
+				/* every stale page of the write is gone: opens may keep the cache */
+				inval_one(iv->nodeid, iv->off, iv->len);
+				atomic_fetch_sub(&((struct inode_head *)iv->direct)->direct_writes, 1);
+				inode_release(iv->direct);
 			} else if (iv->nodeid) {
 				inval_one(iv->nodeid, iv->off, iv->len);
 				events_cache_dropped();
