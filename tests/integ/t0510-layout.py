@@ -19,8 +19,9 @@ same writes, truncates and punches.  States:
      copy_file_range out of the mount and into it, lseek SEEK_DATA and
      SEEK_HOLE (every hole reported reads as zeros in the oracle; every
      hole of the oracle is reported), fallocate punch and zero range,
-     stat's size and blocks (never fewer blocks than the data needs,
-     never 0 blocks for data): each compared with the oracle;
+     stat's size and blocks, du and find -size (never fewer blocks than
+     the data needs, never 0 blocks for data): each compared with the
+     oracle;
   2. the tools, a fresh file for each tool and state, each copy compared
      byte for byte: cp (default, --sparse=never, --sparse=always,
      --reflink=auto, -a of a tree, within the mount), mv to another
@@ -280,6 +281,20 @@ def call_stat(mp, op, want, rng):
     return None
 
 
+def call_du_find(mp, op, want, rng):
+    """du and find -size, as the native file answers them."""
+    def du(p):
+        return int(subprocess.run(["du", "-B1", p], stdout=subprocess.PIPE,
+                                  check=True).stdout.split()[0])
+    if du(mp) + 64 * K < du(op) or (du(op) and not du(mp)):
+        return "du %d, native %d" % (du(mp), du(op))
+    for arg in ("-%dc" % (len(want) + 1), "+%dc" % (len(want) - 1)):
+        found = subprocess.run(["find", mp, "-size", arg], stdout=subprocess.PIPE).stdout
+        if found.strip() != mp.encode():
+            return "find -size %s: %r" % (arg, found)
+    return None
+
+
 def call_lseek(mp, op, want, rng):
     mh, nh = holes(mp), holes(op)
     zeros = [(a, b) for a, b in mh if want[a:b].count(0) != b - a]
@@ -327,6 +342,7 @@ def same(got, want):
 CALLS = {
     "lseek SEEK_DATA/SEEK_HOLE": call_lseek,
     "stat": call_stat,
+    "du, find -size": call_du_find,
     "read": lambda mp, op, want, rng: same(get(mp), want),
     "pread": call_pread,
     "preadv": call_preadv,
