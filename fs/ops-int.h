@@ -285,6 +285,16 @@ void ops_lost_add(uint32_t fh);
 void ops_lost_forget(uint64_t fh);
 void ops_lost_retry(void);
 
+/*
+ * ops-file.c: the set-ID bits a change of in by req's caller drops
+ * (privs.h), dropped in the store file fd before the change, as the
+ * kernel's file_modified() does; the kernel's attributes of in are then
+ * invalidated, or it would show the mode it cached for attr_timeout
+ * (ops_invalidate_attr(): from any request).  Nothing unless the mount
+ * took that job over (ops_killpriv).  No engine lock held.
+ */
+void ops_kill_privs(fuse_req_t req, struct inode *in, int fd);
+
 /* The entry of name in parent, for the kernel (a lookup reference taken).  ops-names.c. */
 int do_lookup(fuse_ino_t parent, const char *name, struct fuse_entry_param *e);
 
