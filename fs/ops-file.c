@@ -333,6 +333,7 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	pfd = inode_fd_get(p);
 	if (pfd < 0)
 		return pfd;
+	mode = ops_create_mode(req, pfd, mode);
 	res = creds_as_caller(req, &id);
 	if (!res) {
 		struct names_user u;

@@ -22,6 +22,7 @@
 struct ops_config ops_cfg;
 bool ops_acls;
 bool ops_killpriv;
+bool ops_dont_mask;
 struct fuse_session *ops_session;
 
 static _Atomic bool handover;

@@ -89,6 +89,8 @@
 extern struct ops_config ops_cfg;       /* ops_init(); op_init() may clear cold_direct */
 extern bool ops_acls;                   /* the kernel enforces POSIX ACLs (op_init) */
 extern bool ops_killpriv;               /* set-ID bits are ours to drop (op_init, privs.h) */
+extern bool ops_dont_mask;              /* the umask is ours to apply (op_init,
+					 * ops_create_mode()) */
 extern struct fuse_session *ops_session; /* ops_set_session(), or NULL */
 extern atomic_bool ops_epoch;           /* the kernel drops every name at once
 					 * (op_init; ops_invalidate_names()) */
@@ -294,6 +296,17 @@ void ops_lost_retry(void);
  * took that job over (ops_killpriv).  No engine lock held.
  */
 void ops_kill_privs(fuse_req_t req, struct inode *in, int fd);
+
+/*
+ * ops-names.c: the mode a create, mknod or mkdir of req asks for in the
+ * store directory pfd (any descriptor, O_PATH too).  With ACLs the
+ * kernel leaves the caller's umask to the daemon (ops_dont_mask), as a
+ * directory's default ACL replaces it on the kernel's own filesystems:
+ * mode as asked where pfd has a default ACL (the store applies it, the
+ * daemon's own umask being 0), else less the caller's umask.  A default
+ * ACL set or removed while this looks is a race the caller may lose.
+ */
+mode_t ops_create_mode(fuse_req_t req, int pfd, mode_t mode);
 
 /* The entry of name in parent, for the kernel (a lookup reference taken).  ops-names.c. */
 int do_lookup(fuse_ino_t parent, const char *name, struct fuse_entry_param *e);
