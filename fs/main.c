@@ -511,10 +511,16 @@ int main(int argc, char *argv[])
 		.dir_ttl = o.dir_ttl,
 		.cache_dirs = !o.store_shared,
 		.writeback = o.writeback,
-		/* the kernel caches a passthrough file's pages itself */
-		.passthrough = !o.nopassthrough && !o.writeback,
+		/*
+		 * the kernel caches a passthrough file's pages itself; and it
+		 * reads the store file with the opener's flags, never
+		 * O_NOATIME, so that the store's mount decides its atime
+		 */
+		.passthrough = !o.nopassthrough && !o.writeback && !o.noatime,
 		.default_perms = o.default_perms,
 		.cold_direct = o.cold_direct,
+		.noatime = o.noatime,
+		.nodiratime = o.nodiratime,
 	};
 
 	se = fuse_session_new(&args, ops_table(), ops_table_size(), NULL);

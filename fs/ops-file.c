@@ -115,6 +115,7 @@ static int do_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, ui
 	inode_fd_put(in);
 	if (res < 0)
 		return -errno;
+	ops_store_noatime(res, inode_is_dir(in));
 	fi->fh = res;
 	saved_opened(fi, in);
 	fi->keep_cache = 1;
@@ -387,6 +388,7 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	in = IN(e->ino);
 	if (made)
 		events_created(in); /* before the open below loads its state */
+	ops_store_noatime(fd, false);
 	fi->fh = fd;
 	saved_opened(fi, in);
 	inode_open_inc(in);

@@ -143,6 +143,17 @@ int ops_store_flags(int flags)
 	return flags | O_CLOEXEC;
 }
 
+void ops_store_noatime(int fd, bool dir)
+{
+	int fl;
+
+	if (!ops_cfg.noatime && !(dir && ops_cfg.nodiratime))
+		return;
+	fl = fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl | O_NOATIME);
+}
+
 /* --------------------------------------------------------- lost handles */
 
 /*

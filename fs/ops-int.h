@@ -277,6 +277,15 @@ int ops_dir_adopt(int fd, struct inode *in);
  * open's, and the reopen of its handle by a daemon taking over. */
 int ops_store_flags(int flags);
 /*
+ * The store descriptor fd of an open through the mount (dir: of a
+ * directory) reads without touching the store's access time, where
+ * noatime or nodiratime says so (O_NOATIME, set after the open: a
+ * create opens as the caller, who may not own the file).  Where the
+ * daemon may not (a user's mount, a file it does not own) the time is
+ * the store's mount's to decide, as without the option.
+ */
+void ops_store_noatime(int fd, bool dir);
+/*
  * Handles a takeover could not reopen (ops-int.c): marked by ops-adopt.c,
  * which gives the retry (true: reopened, or released: done); tried
  * again by ops_lost_retry() once a resent rename is found done; taken

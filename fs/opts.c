@@ -18,8 +18,7 @@ static const char *const ignored_opts[] = {
 static const char *const kernel_flags[] = {
 	"rw",      "ro",      "suid",       "nosuid",     "dev",
 	"nodev",   "exec",    "noexec",     "async",      "sync",
-	"dirsync", "atime",   "noatime",    "nodiratime", "relatime",
-	"norelatime", "strictatime", "nostrictatime", "allow_other",
+	"dirsync", "norelatime", "nostrictatime", "allow_other",
 	"allow_root", "default_permissions", "auto_unmount", NULL,
 };
 static const char *const kernel_keyed[] = {
@@ -356,6 +355,18 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 		o->no_default_perms = true;
 		return 0;
 	}
+	/*
+	 * Access times are the daemon's (opts.h): the last of these wins,
+	 * and opts_parse() gives the kernel noatime and nodiratime once.
+	 */
+	if (!val && (KEY("noatime") || KEY("atime") || KEY("relatime") || KEY("strictatime"))) {
+		o->noatime = KEY("noatime");
+		return 0;
+	}
+	if (!val && (KEY("nodiratime") || KEY("diratime"))) {
+		o->nodiratime = KEY("nodiratime");
+		return 0;
+	}
 #undef KEY
 
 	if ((!val && in_list(kernel_flags, opt)) ||
@@ -497,6 +508,10 @@ int opts_parse(int argc, char *const argv[], struct hsmfs_opts *ret, char *err,
 	    append_kopt(&o, "default_permissions"))
 		res = fail(err, errlen, "out of memory");
 	o.default_perms = saw_dp || (o.allow_other && !o.no_default_perms);
+	/* shown in the mount's flags (/proc/self/mountinfo) */
+	if (!res && ((o.noatime && append_kopt(&o, "noatime")) ||
+		     (o.nodiratime && append_kopt(&o, "nodiratime"))))
+		res = fail(err, errlen, "out of memory");
 	if (!res && o.no_default_perms && saw_dp)
 		res = fail(err, errlen,
 			   "default_permissions and no_default_permissions contradict each other");
