@@ -128,9 +128,18 @@ static int append_kopt(struct hsmfs_opts *o, const char *s)
 	return 0;
 }
 
+/*
+ * The first option seen that only a remount takes (user_id=, group_id=:
+ * the kernel's own, which mount(8) copies from the live mount), for
+ * the error if it is not one.
+ */
+struct remount_only {
+	char first[64];
+};
+
 /* One option of an -o list, already unescaped. */
 static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
-		     char *err, size_t errlen)
+		     struct remount_only *ro_only, char *err, size_t errlen)
 {
 	const char *val = strchr(opt, '=');
 	size_t keylen = val ? (size_t)(val - opt) : strlen(opt);
@@ -367,6 +376,15 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 		o->nodiratime = KEY("nodiratime");
 		return 0;
 	}
+	if (!val && KEY("remount")) {
+		o->remount = true;
+		return 0;
+	}
+	if (val && (KEY("user_id") || KEY("group_id"))) {
+		if (!ro_only->first[0])
+			snprintf(ro_only->first, sizeof(ro_only->first), "%s", opt);
+		return 0;
+	}
 #undef KEY
 
 	if ((!val && in_list(kernel_flags, opt)) ||
@@ -389,7 +407,7 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 
 /* Split an -o argument at unescaped commas; "\," and "\\" escape. */
 static int parse_list(struct hsmfs_opts *o, const char *list, bool *saw_dp,
-		      char *err, size_t errlen)
+		      struct remount_only *ro_only, char *err, size_t errlen)
 {
 	char *buf = malloc(strlen(list) + 1), *w;
 	const char *r;
@@ -405,7 +423,7 @@ static int parse_list(struct hsmfs_opts *o, const char *list, bool *saw_dp,
 			*w++ = *r++;
 		}
 		*w = '\0';
-		res = parse_one(o, buf, saw_dp, err, errlen);
+		res = parse_one(o, buf, saw_dp, ro_only, err, errlen);
 		if (res || !*r)
 			break;
 		r++;
@@ -434,6 +452,7 @@ static void set_defaults(struct hsmfs_opts *o)
 int opts_parse(int argc, char *const argv[], struct hsmfs_opts *ret, char *err,
 	       size_t errlen)
 {
+	struct remount_only ro_only = { "" };
 	struct hsmfs_opts o;
 	bool saw_dp = false, no_more_flags = false;
 	int i, res = 0;
@@ -475,7 +494,7 @@ int opts_parse(int argc, char *const argv[], struct hsmfs_opts *ret, char *err,
 				break;
 			}
 			if (a[1] == 'o') {
-				res = parse_list(&o, argv[++i], &saw_dp, err, errlen);
+				res = parse_list(&o, argv[++i], &saw_dp, &ro_only, err, errlen);
 			} else {
 				unsigned fd;
 
@@ -485,7 +504,7 @@ int opts_parse(int argc, char *const argv[], struct hsmfs_opts *ret, char *err,
 				o.ready_fd = fd;
 			}
 		} else if (!strncmp(a, "-o", 2)) {
-			res = parse_list(&o, a + 2, &saw_dp, err, errlen);
+			res = parse_list(&o, a + 2, &saw_dp, &ro_only, err, errlen);
 		} else if (!strncmp(a, "--ready-fd=", 11)) {
 			unsigned fd;
 
@@ -498,6 +517,8 @@ int opts_parse(int argc, char *const argv[], struct hsmfs_opts *ret, char *err,
 		}
 	}
 
+	if (!res && ro_only.first[0] && !o.remount)
+		res = fail(err, errlen, "unknown option '%s' (see hsmfs --help)", ro_only.first);
 	if (!res && !o.show_help && !o.show_version) {
 		if (!o.store)
 			res = fail(err, errlen, "missing STORE and MOUNTPOINT (see hsmfs --help)");

@@ -76,6 +76,12 @@ struct hsmfs_opts {
 	bool cold_direct;        /* cold_reads=direct: a read-only open of a file
 				  * with bytes missing bypasses the mount's page
 				  * cache (default cached) */
+	bool remount;            /* remount: change the flags of the live mount at
+				  * mountpoint (ro, rw, nosuid, ...: fuse_opts,
+				  * noatime, nodiratime) and exit; every other
+				  * option keeps the value the mount started
+				  * with.  mount(8) adds the mount's own
+				  * user_id= and group_id=, accepted only here. */
 	bool noatime;            /* noatime (the last of noatime, atime, relatime,
 				  * strictatime): the daemon's reads and
 				  * listings of the store leave access times
