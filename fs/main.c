@@ -114,7 +114,10 @@ static void usage(void)
 "\n"
 "FUSE options passed to the kernel: ro, rw, allow_other, allow_root,\n"
 "default_permissions, fsname=, subtype=, max_read=, auto_unmount,\n"
-"[no]suid, [no]dev, [no]exec, [no]atime, sync, async, dirsync.\n"
+"[no]suid, [no]dev, [no]exec, sync, async, dirsync.\n"
+"Access times: noatime, nodiratime (the daemon's reads leave them),\n"
+"atime, relatime, strictatime (the store's mount decides).\n"
+"remount: change the live mount's flags (ro, rw, ...) and exit (root only).\n"
 "Ignored, for fstab: defaults, _netdev, nofail, [no]auto, [no]user, users,\n"
 "x-*, comment=.  See hsmfs(8).\n");
 }
