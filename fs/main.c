@@ -17,8 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,7 +51,7 @@
 #include "writeback.h"
 
 enum { EXIT_USAGE = 1, EXIT_STORE = 2, EXIT_MNT = 3, EXIT_MOUNT = 4,
-       EXIT_SERVE = 5, EXIT_HOOK = KEEPER_STOP };
+       EXIT_SERVE = 5, EXIT_HOOK = KEEPER_STOP, EXIT_REMOUNT = 7 };
 
 static void usage(void)
 {
@@ -112,7 +114,10 @@ static void usage(void)
 "\n"
 "FUSE options passed to the kernel: ro, rw, allow_other, allow_root,\n"
 "default_permissions, fsname=, subtype=, max_read=, auto_unmount,\n"
-"[no]suid, [no]dev, [no]exec, [no]atime, sync, async, dirsync.\n"
+"[no]suid, [no]dev, [no]exec, sync, async, dirsync.\n"
+"Access times: noatime, nodiratime (the daemon's reads leave them),\n"
+"atime, relatime, strictatime (the store's mount decides).\n"
+"remount: change the live mount's flags (ro, rw, ...) and exit (root only).\n"
 "Ignored, for fstab: defaults, _netdev, nofail, [no]auto, [no]user, users,\n"
 "x-*, comment=.  See hsmfs(8).\n");
 }
@@ -317,6 +322,60 @@ static const struct hooks_handlers engine_answers = {
 	.archived = events_archived,
 };
 
+#define FUSE_SUPER_MAGIC 0x65735546
+
+/*
+ * -o remount (mount -o remount,ro MNT runs mount.fuse3, which runs hsmfs
+ * with the live mount's options and remount): the flags of the mount at
+ * o->mountpoint changed by mount(2) MS_REMOUNT, which FUSE applies (ro,
+ * nosuid, nodev, noexec, sync, dirsync, noatime, nodiratime) while it
+ * ignores the options; the daemon that serves the mount is not asked,
+ * and keeps every option it started with.  Only root may (fusermount3
+ * has no remount).  0, or EXIT_REMOUNT said in one line.
+ */
+static int remount(const struct hsmfs_opts *o)
+{
+	static const struct {
+		const char *name;
+		unsigned long set, clear;
+	} flags[] = {
+		{ "ro", MS_RDONLY, 0 },          { "rw", 0, MS_RDONLY },
+		{ "nosuid", MS_NOSUID, 0 },      { "suid", 0, MS_NOSUID },
+		{ "nodev", MS_NODEV, 0 },        { "dev", 0, MS_NODEV },
+		{ "noexec", MS_NOEXEC, 0 },      { "exec", 0, MS_NOEXEC },
+		{ "sync", MS_SYNCHRONOUS, 0 },   { "async", 0, MS_SYNCHRONOUS },
+		{ "dirsync", MS_DIRSYNC, 0 },
+	};
+	/* without an atime flag a remount keeps the mount's: one is always given */
+	unsigned long mf = MS_REMOUNT | (o->noatime ? MS_NOATIME : MS_RELATIME) |
+			   (o->nodiratime ? MS_NODIRATIME : 0);
+	char *list = strdup(o->fuse_opts), *save = NULL;
+	struct statfs sf;
+
+	if (!list) {
+		log_err("out of memory");
+		return EXIT_REMOUNT;
+	}
+	for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save))
+		for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+			if (!strcmp(t, flags[i].name))
+				mf = (mf | flags[i].set) & ~flags[i].clear;
+	free(list);
+	if (statfs(o->mountpoint, &sf) < 0 || sf.f_type != FUSE_SUPER_MAGIC) {
+		log_err("cannot remount '%s': not a mounted hsmfs", o->mountpoint);
+		return EXIT_REMOUNT;
+	}
+	if (mount(NULL, o->mountpoint, NULL, mf, NULL) < 0) {
+		if (errno == EPERM)
+			log_err("cannot remount '%s': only root can; a user's mount is unmounted "
+				"(fusermount3 -u) and mounted again", o->mountpoint);
+		else
+			log_err("cannot remount '%s': %s", o->mountpoint, strerror(errno));
+		return EXIT_REMOUNT;
+	}
+	return 0;
+}
+
 /*
  * The first daemon serves on the session its keeper mounted with: that
  * session holds the mountpoint, which only fuse_session_unmount() frees,
@@ -352,6 +411,10 @@ int main(int argc, char *argv[])
 		else
 			printf("hsmfs %s (libfuse %s)\n", HSMFS_VERSION,
 			       fuse_pkgversion());
+		goto out;
+	}
+	if (o.remount) {
+		rc = remount(&o);
 		goto out;
 	}
 	if (o.debug)
@@ -511,10 +574,16 @@ int main(int argc, char *argv[])
 		.dir_ttl = o.dir_ttl,
 		.cache_dirs = !o.store_shared,
 		.writeback = o.writeback,
-		/* the kernel caches a passthrough file's pages itself */
-		.passthrough = !o.nopassthrough && !o.writeback,
+		/*
+		 * the kernel caches a passthrough file's pages itself; and it
+		 * reads the store file with the opener's flags, never
+		 * O_NOATIME, so that the store's mount decides its atime
+		 */
+		.passthrough = !o.nopassthrough && !o.writeback && !o.noatime,
 		.default_perms = o.default_perms,
 		.cold_direct = o.cold_direct,
+		.noatime = o.noatime,
+		.nodiratime = o.nodiratime,
 	};
 
 	se = fuse_session_new(&args, ops_table(), ops_table_size(), NULL);

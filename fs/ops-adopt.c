@@ -43,7 +43,10 @@ static int reopen(struct inode *in, const struct saved_open *r)
 	inode_proc_path(pfd, path);
 	fd = open(path, flags | O_CLOEXEC);
 	inode_fd_put(in);
-	return fd < 0 ? -errno : fd;
+	if (fd < 0)
+		return -errno;
+	ops_store_noatime(fd, r->kind == SAVED_OPEN_DIR);
+	return fd;
 }
 
 /* Handle i of record r, reopened at its number: 0 or -errno. */

@@ -157,7 +157,8 @@ static int do_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 					   open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 
 			if (kfd >= 0) {
-				privs_kill(fuse_req_ctx(req), kfd, true);
+				/* the reply's attributes below show it: nothing to invalidate */
+				privs_kill(req, kfd, true);
 				if (!use_fh)
 					close(kfd);
 			}

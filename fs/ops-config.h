@@ -25,6 +25,9 @@ struct ops_config {
 				  * enforce POSIX ACLs too */
 	bool cold_direct;        /* read-only opens of files with bytes missing
 				  * bypass the page cache (FOPEN_DIRECT_IO) */
+	bool noatime;            /* reads and listings through the mount leave
+				  * the store's access times (ops_store_noatime()) */
+	bool nodiratime;         /* listings do */
 };
 
 #endif

@@ -23,17 +23,20 @@ static void reply_copy(fuse_req_t req, ssize_t res)
 }
 
 /*
- * Copy len bytes from the store descriptor fd_in to fd_out, and the
- * destination's bookkeeping; ends the source's read hold if held.  The
- * bytes copied, or -errno.
+ * Copy len bytes from the store descriptor fd_in to fd_out for req's
+ * caller, and the destination's bookkeeping; ends the source's read hold
+ * if held.  The bytes copied, or -errno.
  */
-static ssize_t do_copy(struct inode *src, int fd_in, off_t off_in, struct inode *dst, int fd_out,
-		       off_t off_out, size_t len, unsigned int flags, bool held)
+static ssize_t do_copy(fuse_req_t req, struct inode *src, int fd_in, off_t off_in,
+		       struct inode *dst, int fd_out, off_t off_out, size_t len,
+		       unsigned int flags, bool held)
 {
 	off_t start_out = off_out;
 	struct events_change ch = { 0 };
 	ssize_t res;
 
+	/* the destination's set-ID bits: FUSE_COPY_FILE_RANGE says nothing of them */
+	ops_kill_privs(req, dst, fd_out);
 	if (inode_flags(dst) & INODE_STATEFUL)
 		events_change_begin(dst, &ch, off_out, off_out + len);
 	res = copy_file_range(fd_in, &off_in, fd_out, &off_out, len, flags);
@@ -94,7 +97,7 @@ static int copy_step(struct later *l, int res)
 	if (res && l->held)
 		events_read_done(src);
 	reply_copy(l->req, res ? res :
-				  do_copy(src, (int)l->fi.fh, l->off, IN(l->ino_out),
+				  do_copy(l->req, src, (int)l->fi.fh, l->off, IN(l->ino_out),
 					  (int)l->fi_out.fh, l->off_out, l->len, l->flags,
 					  l->held));
 	return 0;
@@ -110,8 +113,8 @@ void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 
 	if (!(inode_flags(src) & (INODE_NONRESIDENT | INODE_TRACKED)) &&
 	    !events_modify_watched() && !events_access_watched()) {
-		reply_copy(req, do_copy(src, (int)fi_in->fh, off_in, dst, (int)fi_out->fh, off_out,
-					 len, (unsigned int)flags, false));
+		reply_copy(req, do_copy(req, src, (int)fi_in->fh, off_in, dst, (int)fi_out->fh,
+					off_out, len, (unsigned int)flags, false));
 		return;
 	}
 	l = later_new(&(struct later){ .step = LATER_COPY_SRC, .req = req, .ino = ino_in,

@@ -93,6 +93,7 @@ static int do_opendir(fuse_ino_t ino, struct fuse_file_info *fi)
 		free(d);
 		return res;
 	}
+	ops_store_noatime(dfd, true);
 	d->is_root = in == inode_root();
 	fi->fh = (uint64_t)dfd;
 	/*

@@ -25,6 +25,7 @@
 #include "ops-file.h"
 #include "ops-int.h"
 #include "ops-io.h"
+#include "ops-inval.h"
 #include "saved.h"
 #include "passthrough.h"
 #include "prefetch.h"
@@ -104,7 +105,7 @@ static int do_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, ui
 	struct inode *in = IN(ino);
 	struct fuse_file_info fi0 = *fi;
 	char path[32];
-	int fd, res;
+	int fd, res, pt;
 
 	fd = inode_fd_get(in);
 	if (fd < 0)
@@ -114,6 +115,7 @@ static int do_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, ui
 	inode_fd_put(in);
 	if (res < 0)
 		return -errno;
+	ops_store_noatime(res, inode_is_dir(in));
 	fi->fh = res;
 	saved_opened(fi, in);
 	/* the page cache stays across opens, unless a direct write passed it by */
@@ -142,7 +144,10 @@ static int do_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, ui
 	if (inode_flags(in) & INODE_STATEFUL)
 		events_opened(in);
 	/* the mode, fixed for this open, atomically with the subscriptions */
-	if (!inode_is_dir(in) && pt_opened(req, in, fi, gen, modify_asked) == PT_AGAIN) {
+	pt = inode_is_dir(in) ? 0 : pt_opened(req, in, fi, gen, modify_asked);
+	if (pt == PT_KILLED)
+		ops_invalidate_attr(in);
+	if (pt == PT_AGAIN) {
 		saved_closed(fi);
 		close(res);
 		inode_open_dec(in);
@@ -330,6 +335,7 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	pfd = inode_fd_get(p);
 	if (pfd < 0)
 		return pfd;
+	mode = ops_create_mode(req, pfd, mode);
 	res = creds_as_caller(req, &id);
 	if (!res) {
 		struct names_user u;
@@ -383,6 +389,7 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	in = IN(e->ino);
 	if (made)
 		events_created(in); /* before the open below loads its state */
+	ops_store_noatime(fd, false);
 	fi->fh = fd;
 	saved_opened(fi, in);
 	inode_open_inc(in);
@@ -395,12 +402,16 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	 */
 	for (bool modify_asked = false;;) {
 		uint64_t gen = pt_gen();
-		int ask;
+		int ask, pt;
 
 		fi->keep_cache = 1;
 		fi->direct_io = 0;
 		access_watch(in, fi);
-		if (pt_opened(req, in, fi, gen, modify_asked) != PT_AGAIN)
+		pt = pt_opened(req, in, fi, gen, modify_asked);
+
+		if (pt == PT_KILLED)
+			ops_invalidate_attr(in);
+		if (pt != PT_AGAIN)
 			break;
 		if (gen != pt_gen() || modify_asked)
 			continue;
@@ -566,22 +577,38 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
 
 /* ---------------------------------------------------------------- write */
 
-/* Write in_buf at off of the store descriptor fd: the bytes written, or -errno. */
+/* see ops-int.h */
+void ops_kill_privs(fuse_req_t req, struct inode *in, int fd)
+{
+	if (ops_killpriv && privs_kill(req, fd, false))
+		ops_invalidate_attr(in);
+}
+
+/*
+ * Write in_buf at off of the store descriptor fi->fh: the bytes written,
+ * or -errno.
+ */
 static ssize_t do_write(fuse_req_t req, struct inode *in, struct fuse_bufvec *in_buf, off_t off,
-			int fd)
+			const struct fuse_file_info *fi)
 {
 	size_t size = fuse_buf_size(in_buf);
 	struct fuse_bufvec out = FUSE_BUFVEC_INIT(size);
 	uint32_t flags = inode_flags(in);
 	struct events_change ch;
+	int fd = (int)fi->fh;
 	ssize_t res;
 
 	/* a short splice into the store goes on: a write is all or an error */
 	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
 	out.buf[0].fd = fd;
 	out.buf[0].pos = off;
-	if (ops_killpriv)
-		privs_kill(fuse_req_ctx(req), fd, false);
+	/*
+	 * Not for the kernel's write-back of its cached pages (the flusher's,
+	 * as root): where a writer's change drops them, the kernel writes
+	 * through, as that writer, instead of caching.
+	 */
+	if (!fi->writepage)
+		ops_kill_privs(req, in, fd);
 	/* the user's bytes win: no fill is committed over them */
 	if (__builtin_expect(flags & INODE_STATEFUL, 0))
 		events_change_begin(in, &ch, off, off + size);
@@ -630,7 +657,7 @@ static int write_step(struct later *l, int res)
 	ssize_t n;
 
 	b.buf[0].mem = l->data;
-	n = res ? res : do_write(l->req, IN(l->ino), &b, l->off, (int)l->fi.fh);
+	n = res ? res : do_write(l->req, IN(l->ino), &b, l->off, &l->fi);
 	direct_written(l->ino, &l->fi, l->off, n);
 	reply_write(l->req, n);
 	return 0;
@@ -646,7 +673,7 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf, of
 	ssize_t res;
 
 	if (!__builtin_expect(events_modify_watched(), 0) || (inode_flags(in) & INODE_QUIET)) {
-		res = do_write(req, in, in_buf, off, (int)fi->fh);
+		res = do_write(req, in, in_buf, off, fi);
 		direct_written(ino, fi, off, res);
 		reply_write(req, res);
 		return;
@@ -766,14 +793,19 @@ static bool all_zeros(int fd, off_t off, off_t end)
 	return true;
 }
 
-/* fallocate(2) of the store descriptor fd, and its bookkeeping: 0 or -errno. */
-static int do_fallocate(struct inode *in, int fd, int mode, off_t off, off_t len)
+/*
+ * fallocate(2) of the store descriptor fd by req's caller, and its
+ * bookkeeping: 0 or -errno.  Every mode drops set-ID bits, as on the
+ * kernel's own filesystems; FUSE_FALLOCATE says nothing of it.
+ */
+static int do_fallocate(fuse_req_t req, struct inode *in, int fd, int mode, off_t off, off_t len)
 {
 	struct events_change ch = { 0 };
 	struct stat st, before;
 	bool zeroing = mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE), same = false;
 	int res = 0;
 
+	ops_kill_privs(req, in, fd);
 	if (inode_flags(in) & INODE_STATEFUL)
 		events_change_begin(in, &ch, off, off + len);
 	if (ch.fs && fstat(fd, &before) < 0)
@@ -813,7 +845,7 @@ static int do_fallocate(struct inode *in, int fd, int mode, off_t off, off_t len
 static int fallocate_step(struct later *l, int res)
 {
 	if (!res)
-		res = do_fallocate(IN(l->ino), (int)l->fi.fh, l->falloc_mode, l->off,
+		res = do_fallocate(l->req, IN(l->ino), (int)l->fi.fh, l->falloc_mode, l->off,
 				   (off_t)l->len);
 	reply_err(l->req, res);
 	return 0;
@@ -827,7 +859,7 @@ void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len
 	int res;
 
 	if (!events_modify_watched()) {
-		reply_err(req, do_fallocate(in, (int)fi->fh, mode, off, len));
+		reply_err(req, do_fallocate(req, in, (int)fi->fh, mode, off, len));
 		return;
 	}
 	l = later_new(&(struct later){ .step = LATER_FALLOCATE, .req = req, .ino = ino, .fi = *fi,

@@ -22,6 +22,7 @@
 struct ops_config ops_cfg;
 bool ops_acls;
 bool ops_killpriv;
+bool ops_dont_mask;
 struct fuse_session *ops_session;
 
 static _Atomic bool handover;
@@ -140,6 +141,17 @@ int ops_store_flags(int flags)
 	 */
 	flags &= ~O_APPEND;
 	return flags | O_CLOEXEC;
+}
+
+void ops_store_noatime(int fd, bool dir)
+{
+	int fl;
+
+	if (!ops_cfg.noatime && !(dir && ops_cfg.nodiratime))
+		return;
+	fl = fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl | O_NOATIME);
 }
 
 /* --------------------------------------------------------- lost handles */

@@ -89,6 +89,8 @@
 extern struct ops_config ops_cfg;       /* ops_init(); op_init() may clear cold_direct */
 extern bool ops_acls;                   /* the kernel enforces POSIX ACLs (op_init) */
 extern bool ops_killpriv;               /* set-ID bits are ours to drop (op_init, privs.h) */
+extern bool ops_dont_mask;              /* the umask is ours to apply (op_init,
+					 * ops_create_mode()) */
 extern struct fuse_session *ops_session; /* ops_set_session(), or NULL */
 extern atomic_bool ops_epoch;           /* the kernel drops every name at once
 					 * (op_init; ops_invalidate_names()) */
@@ -275,6 +277,15 @@ int ops_dir_adopt(int fd, struct inode *in);
  * open's, and the reopen of its handle by a daemon taking over. */
 int ops_store_flags(int flags);
 /*
+ * The store descriptor fd of an open through the mount (dir: of a
+ * directory) reads without touching the store's access time, where
+ * noatime or nodiratime says so (O_NOATIME, set after the open: a
+ * create opens as the caller, who may not own the file).  Where the
+ * daemon may not (a user's mount, a file it does not own) the time is
+ * the store's mount's to decide, as without the option.
+ */
+void ops_store_noatime(int fd, bool dir);
+/*
  * Handles a takeover could not reopen (ops-int.c): marked by ops-adopt.c,
  * which gives the retry (true: reopened, or released: done); tried
  * again by ops_lost_retry() once a resent rename is found done; taken
@@ -284,6 +295,27 @@ void ops_lost_init(bool (*retry)(uint32_t fh));
 void ops_lost_add(uint32_t fh);
 void ops_lost_forget(uint64_t fh);
 void ops_lost_retry(void);
+
+/*
+ * ops-file.c: the set-ID bits a change of in by req's caller drops
+ * (privs.h), dropped in the store file fd before the change, as the
+ * kernel's file_modified() does; the kernel's attributes of in are then
+ * invalidated, or it would show the mode it cached for attr_timeout
+ * (ops_invalidate_attr(): from any request).  Nothing unless the mount
+ * took that job over (ops_killpriv).  No engine lock held.
+ */
+void ops_kill_privs(fuse_req_t req, struct inode *in, int fd);
+
+/*
+ * ops-names.c: the mode a create, mknod or mkdir of req asks for in the
+ * store directory pfd (any descriptor, O_PATH too).  With ACLs the
+ * kernel leaves the caller's umask to the daemon (ops_dont_mask), as a
+ * directory's default ACL replaces it on the kernel's own filesystems:
+ * mode as asked where pfd has a default ACL (the store applies it, the
+ * daemon's own umask being 0), else less the caller's umask.  A default
+ * ACL set or removed while this looks is a race the caller may lose.
+ */
+mode_t ops_create_mode(fuse_req_t req, int pfd, mode_t mode);
 
 /* The entry of name in parent, for the kernel (a lookup reference taken).  ops-names.c. */
 int do_lookup(fuse_ino_t parent, const char *name, struct fuse_entry_param *e);

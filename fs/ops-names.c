@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "creds.h"
@@ -183,6 +184,19 @@ void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forg
 
 /* ------------------------------------------------------------- creation */
 
+/* see ops-int.h */
+mode_t ops_create_mode(fuse_req_t req, int pfd, mode_t mode)
+{
+	char path[32];
+
+	if (!ops_dont_mask)
+		return mode;
+	inode_proc_path(pfd, path);
+	if (getxattr(path, "system.posix_acl_default", NULL, 0) > 0)
+		return mode;
+	return mode & ~(fuse_req_ctx(req)->umask & 0777);
+}
+
 enum mk_kind { MK_NOD, MK_DIR, MK_SYMLINK };
 
 static int do_make(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -198,6 +212,8 @@ static int do_make(fuse_req_t req, fuse_ino_t parent, const char *name,
 	pfd = inode_fd_get(p);
 	if (pfd < 0)
 		return pfd;
+	if (kind != MK_SYMLINK)
+		mode = ops_create_mode(req, pfd, mode);
 	res = creds_as_caller(req, &id);
 	if (!res) {
 		struct names_user u;

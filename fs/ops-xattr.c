@@ -22,6 +22,7 @@
 #include "ops-io.h"
 #include "saved.h"
 #include "ops-inval.h"
+#include "privs.h"
 #include "vattr.h"
 
 enum xop { X_GET, X_SET, X_LIST, X_REMOVE };
@@ -401,6 +402,25 @@ static ssize_t xattr_change(fuse_ino_t ino, int op, const char *name, const char
 	return res;
 }
 
+/*
+ * An access ACL set by a caller outside the file's group drops its
+ * set-group-ID bit (privs_acl_set()), as the kernel's own filesystems
+ * do.  The kernel leaves it to the daemon (FUSE_SETXATTR_ACL_KILL_SGID,
+ * which libfuse 3.17 does not pass on: the same rule is applied here to
+ * the caller it names), and asks for the attributes again after the
+ * reply.  The store's own rule does not apply: the daemon sets the ACL
+ * as root.
+ */
+static void acl_set(fuse_req_t req, struct inode *in)
+{
+	int fd = inode_fd_get(in);
+
+	if (fd < 0)
+		return;
+	privs_acl_set(req, fd);
+	inode_fd_put(in);
+}
+
 void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 		 size_t size, int flags)
 {
@@ -413,6 +433,8 @@ void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
 		res = ctl_set(IN(ino), name, value, size);
 	else
 		res = xattr_change(ino, X_SET, name, value, size, flags);
+	if (res >= 0 && ops_acls && !strcmp(name, "system.posix_acl_access"))
+		acl_set(req, IN(ino));
 	reply_err(req, res < 0 ? (int)res : 0);
 	resend_end();
 }

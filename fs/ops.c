@@ -79,6 +79,17 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	ops_acls = ops_cfg.default_perms && (conn->capable & FUSE_CAP_POSIX_ACL);
 	if (ops_acls)
 		conn->want |= FUSE_CAP_POSIX_ACL;
+	/*
+	 * And a directory's default ACL replaces the umask: the mode of a
+	 * create arrives as asked, with the caller's umask beside it, and
+	 * the daemon applies one or the other (ops_create_mode()).  The
+	 * kernel leaves default ACLs to the filesystem but would apply the
+	 * umask first.
+	 */
+	if (ops_acls && (conn->capable & FUSE_CAP_DONT_MASK)) {
+		conn->want |= FUSE_CAP_DONT_MASK;
+		ops_dont_mask = true;
+	}
 	/* Locks stay in the kernel: correct among users of this mount. */
 	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
 	/*

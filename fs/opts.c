@@ -18,8 +18,7 @@ static const char *const ignored_opts[] = {
 static const char *const kernel_flags[] = {
 	"rw",      "ro",      "suid",       "nosuid",     "dev",
 	"nodev",   "exec",    "noexec",     "async",      "sync",
-	"dirsync", "atime",   "noatime",    "nodiratime", "relatime",
-	"norelatime", "strictatime", "nostrictatime", "allow_other",
+	"dirsync", "norelatime", "nostrictatime", "allow_other",
 	"allow_root", "default_permissions", "auto_unmount", NULL,
 };
 static const char *const kernel_keyed[] = {
@@ -129,9 +128,18 @@ static int append_kopt(struct hsmfs_opts *o, const char *s)
 	return 0;
 }
 
+/*
+ * The first option seen that only a remount takes (user_id=, group_id=:
+ * the kernel's own, which mount(8) copies from the live mount), for
+ * the error if it is not one.
+ */
+struct remount_only {
+	char first[64];
+};
+
 /* One option of an -o list, already unescaped. */
 static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
-		     char *err, size_t errlen)
+		     struct remount_only *ro_only, char *err, size_t errlen)
 {
 	const char *val = strchr(opt, '=');
 	size_t keylen = val ? (size_t)(val - opt) : strlen(opt);
@@ -356,6 +364,27 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 		o->no_default_perms = true;
 		return 0;
 	}
+	/*
+	 * Access times are the daemon's (opts.h): the last of these wins,
+	 * and opts_parse() gives the kernel noatime and nodiratime once.
+	 */
+	if (!val && (KEY("noatime") || KEY("atime") || KEY("relatime") || KEY("strictatime"))) {
+		o->noatime = KEY("noatime");
+		return 0;
+	}
+	if (!val && (KEY("nodiratime") || KEY("diratime"))) {
+		o->nodiratime = KEY("nodiratime");
+		return 0;
+	}
+	if (!val && KEY("remount")) {
+		o->remount = true;
+		return 0;
+	}
+	if (val && (KEY("user_id") || KEY("group_id"))) {
+		if (!ro_only->first[0])
+			snprintf(ro_only->first, sizeof(ro_only->first), "%s", opt);
+		return 0;
+	}
 #undef KEY
 
 	if ((!val && in_list(kernel_flags, opt)) ||
@@ -378,7 +407,7 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 
 /* Split an -o argument at unescaped commas; "\," and "\\" escape. */
 static int parse_list(struct hsmfs_opts *o, const char *list, bool *saw_dp,
-		      char *err, size_t errlen)
+		      struct remount_only *ro_only, char *err, size_t errlen)
 {
 	char *buf = malloc(strlen(list) + 1), *w;
 	const char *r;
@@ -394,7 +423,7 @@ static int parse_list(struct hsmfs_opts *o, const char *list, bool *saw_dp,
 			*w++ = *r++;
 		}
 		*w = '\0';
-		res = parse_one(o, buf, saw_dp, err, errlen);
+		res = parse_one(o, buf, saw_dp, ro_only, err, errlen);
 		if (res || !*r)
 			break;
 		r++;
@@ -423,6 +452,7 @@ static void set_defaults(struct hsmfs_opts *o)
 int opts_parse(int argc, char *const argv[], struct hsmfs_opts *ret, char *err,
 	       size_t errlen)
 {
+	struct remount_only ro_only = { "" };
 	struct hsmfs_opts o;
 	bool saw_dp = false, no_more_flags = false;
 	int i, res = 0;
@@ -464,7 +494,7 @@ int opts_parse(int argc, char *const argv[], struct hsmfs_opts *ret, char *err,
 				break;
 			}
 			if (a[1] == 'o') {
-				res = parse_list(&o, argv[++i], &saw_dp, err, errlen);
+				res = parse_list(&o, argv[++i], &saw_dp, &ro_only, err, errlen);
 			} else {
 				unsigned fd;
 
@@ -474,7 +504,7 @@ int opts_parse(int argc, char *const argv[], struct hsmfs_opts *ret, char *err,
 				o.ready_fd = fd;
 			}
 		} else if (!strncmp(a, "-o", 2)) {
-			res = parse_list(&o, a + 2, &saw_dp, err, errlen);
+			res = parse_list(&o, a + 2, &saw_dp, &ro_only, err, errlen);
 		} else if (!strncmp(a, "--ready-fd=", 11)) {
 			unsigned fd;
 
@@ -487,6 +517,8 @@ int opts_parse(int argc, char *const argv[], struct hsmfs_opts *ret, char *err,
 		}
 	}
 
+	if (!res && ro_only.first[0] && !o.remount)
+		res = fail(err, errlen, "unknown option '%s' (see hsmfs --help)", ro_only.first);
 	if (!res && !o.show_help && !o.show_version) {
 		if (!o.store)
 			res = fail(err, errlen, "missing STORE and MOUNTPOINT (see hsmfs --help)");
@@ -497,6 +529,10 @@ int opts_parse(int argc, char *const argv[], struct hsmfs_opts *ret, char *err,
 	    append_kopt(&o, "default_permissions"))
 		res = fail(err, errlen, "out of memory");
 	o.default_perms = saw_dp || (o.allow_other && !o.no_default_perms);
+	/* shown in the mount's flags (/proc/self/mountinfo) */
+	if (!res && ((o.noatime && append_kopt(&o, "noatime")) ||
+		     (o.nodiratime && append_kopt(&o, "nodiratime"))))
+		res = fail(err, errlen, "out of memory");
 	if (!res && o.no_default_perms && saw_dp)
 		res = fail(err, errlen,
 			   "default_permissions and no_default_permissions contradict each other");

@@ -11,7 +11,9 @@
  *     x-*, comment=...).  They mean nothing to the daemon.
  *   - kernel: standard FUSE mount options, passed to libfuse verbatim
  *     in opts->fuse_opts (ro, rw, allow_other, default_permissions,
- *     fsname=, subtype=, nosuid, ...).
+ *     fsname=, subtype=, nosuid, ...); the access-time ones are the
+ *     daemon's (noatime, nodiratime), the kernel given only the flags
+ *     they leave, once, for the mount's flags to show them.
  *   - hsmfs: our own, parsed into typed fields.
  *
  * Anything else is an error naming the option.  Errors are returned as
@@ -74,6 +76,19 @@ struct hsmfs_opts {
 	bool cold_direct;        /* cold_reads=direct: a read-only open of a file
 				  * with bytes missing bypasses the mount's page
 				  * cache (default cached) */
+	bool remount;            /* remount: change the flags of the live mount at
+				  * mountpoint (ro, rw, nosuid, ...: fuse_opts,
+				  * noatime, nodiratime) and exit; every other
+				  * option keeps the value the mount started
+				  * with.  mount(8) adds the mount's own
+				  * user_id= and group_id=, accepted only here. */
+	bool noatime;            /* noatime (the last of noatime, atime, relatime,
+				  * strictatime): the daemon's reads and
+				  * listings of the store leave access times
+				  * as they are (O_NOATIME); otherwise the
+				  * store's own mount decides.  The kernel
+				  * never updates a FUSE file's atime itself. */
+	bool nodiratime;         /* nodiratime: the same, for directories only */
 	bool store_shared;       /* store_shared: another program changes the
 				  * store beside the mount: short caches, no
 				  * cached directory listings */

@@ -168,7 +168,7 @@ int pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi,
 {
 	struct inode_head *h = head(in);
 	bool write = (fi->flags & O_ACCMODE) != O_RDONLY, writable = false;
-	bool want, reg = false, privileged, direct;
+	bool want, reg = false, privileged, direct, killed;
 	uint8_t mode = M_CACHED;
 	int id = 0;
 
@@ -281,10 +281,10 @@ int pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi,
 	/*
 	 * Passed through though it has privileges to drop (the inode passes
 	 * through already): dropped now, for what the daemon will not see
-	 * (its writes come to the daemon, a shared mapping's do not).
+	 * (its writes come to the daemon, a shared mapping's do not); the
+	 * caller tells the kernel, which shows the mode it cached.
 	 */
-	if (mode == M_PT_WRITE && privileged)
-		privs_kill(fuse_req_ctx(req), (int)fi->fh, false);
+	killed = mode == M_PT_WRITE && privileged && privs_kill(req, (int)fi->fh, false);
 	if (mode == M_PT_WRITE && (inode_flags(in) & INODE_STATEFUL)) {
 		struct stat st;
 
@@ -305,7 +305,7 @@ int pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi,
 		}
 	}
 	punlock();
-	return 0;
+	return killed ? PT_KILLED : 0;
 }
 
 void pt_adopt(struct inode *in, int fd, const struct saved_open *r)

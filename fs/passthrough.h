@@ -86,13 +86,16 @@ void pt_subscriptions_changed(void);
  * decided since gen was read (fi->direct_io; modify_asked: one
  * PRE_MODIFY of the whole file was allowed for this open): sets
  * fi->backing_id (passthrough), or leaves fi as it is (cached), and
- * returns 0; call pt_released() for every such open, also when the
- * open's reply fails.  PT_AGAIN: the subscriptions changed since gen, or
+ * returns 0, or PT_KILLED: the same, and set-ID bits of the file were
+ * dropped for this open (privs.h), which the caller tells the kernel
+ * (ops_invalidate_attr()); call pt_released() for every such open, also
+ * when the open's reply fails.  PT_AGAIN: the subscriptions changed since gen, or
  * the open is for writing, must join passthrough, a PRE_MODIFY watcher is
  * subscribed and modify_asked is false: nothing was registered (no
  * pt_released()); decide again from a new pt_gen().
  */
 #define PT_AGAIN 2 /* not EVENTS_PARKED (1): open_steps() returns either */
+#define PT_KILLED 3
 int pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi,
 	      uint64_t gen, bool modify_asked);
 void pt_released(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi);

@@ -50,6 +50,34 @@ int main(void)
 	   o.fuse_opts ? o.fuse_opts : "");
 	opts_free(&o);
 
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "noatime,nosuid,nodiratime") == 0 &&
+		   o.noatime && o.nodiratime &&
+		   !strcmp(o.fuse_opts, "nosuid,noatime,nodiratime"),
+	   "noatime and nodiratime: the daemon's, and the kernel's flags once: '%s'",
+	   o.fuse_opts ? o.fuse_opts : "");
+	opts_free(&o);
+
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "noatime,relatime,nodiratime,diratime") == 0 &&
+		   !o.noatime && !o.nodiratime && !strcmp(o.fuse_opts, ""),
+	   "the last atime option wins; relatime, strictatime and atime go to no one: '%s'",
+	   o.fuse_opts ? o.fuse_opts : "");
+	opts_free(&o);
+
+	ok(parse(&o, err, 4, "/s", "/m", "-o",
+		 "ro,relatime,remount,user_id=0,group_id=0,default_permissions,allow_other,dev,suid") == 0 &&
+		   o.remount && o.read_only && strstr(o.fuse_opts, "ro,"),
+	   "what mount.fuse3 passes for mount -o remount,ro: a remount, read-only");
+	opts_free(&o);
+
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "user_id=0") == -EINVAL &&
+		   strstr(err, "'user_id=0'"),
+	   "user_id= is a remount's only: '%s'", err);
+	opts_free(&o);
+
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "strictatime,atime,noatime") == 0 && o.noatime,
+	   "strictatime and atime accepted, noatime after them wins");
+	opts_free(&o);
+
 	ok(parse(&o, err, 4, "/s", "/m", "-o",
 		 "allow_other,no_default_permissions") == 0 &&
 		   !strcmp(o.fuse_opts, "allow_other"),
