@@ -64,9 +64,14 @@ int events_hook_joined(struct hook *h, const uint8_t *welcome, int len)
 
 			if (strcmp(ev->orphans[k], h->name) || !(h->mask & HSMFS_MASK(ev->type)))
 				continue;
-			fill_proto(ev, &pe, path, sizeof(path));
+			/* every name has the place of a target nobody answers */
 			for (j = 0; j < ev->ntargets && ev->targets[j]; j++)
 				;
+			if (j == ev->ntargets) {
+				assert(!"an orphan without its place");
+				continue;
+			}
+			fill_proto(ev, &pe, path, sizeof(path));
 			ev->targets[j] = h;
 			ev->unsent[j] = hooks_send_event(h, &pe, -1) != 0;
 			memmove(ev->orphans[k], ev->orphans[k + 1],

@@ -297,7 +297,7 @@ void quiet_add(struct hook *h, uint64_t ino)
 static bool perm_target(const struct hook *h, struct inode *in, uint32_t type)
 {
 	ELOCK_HELD();
-	return (h->mask & HSMFS_MASK(type)) && in_subtree(h, in) &&
+	return (h->mask & HSMFS_MASK(type)) && maybe_in_subtree(h, in) &&
 	       (type != HSMFS_EV_PRE_MODIFY || !quiet_has(h, inode_ino(in)));
 }
 
@@ -328,7 +328,7 @@ int start_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t end,
 	for (h = E.hooks; h; h = h->next)
 		if (perm_target(h, in, type))
 			break;
-	/* a watcher of the last daemon's, not back yet (route.h), is asked too */
+	/* a hook of the last daemon's, not back yet (route.h), is asked too */
 	if (!h && !(__builtin_expect(E.nabsent, 0) && absent_wants(type))) {
 		/* every hook that watches it quieted it: the fast path may skip */
 		if (type == HSMFS_EV_PRE_MODIFY)
@@ -349,8 +349,9 @@ int start_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t end,
 	for (h = E.hooks; h; h = h->next)
 		if (perm_target(h, in, type))
 			add_target(ev, h, hooks_send_event(h, &pe, -1) == 0);
-	if (__builtin_expect(E.nabsent, 0) && wait_absent(ev, HSMFS_KIND_WATCH))
-		add_target(ev, NULL, true); /* no room to name it: the timeout decides */
+	/* and the hooks of the last daemon's not back yet, of either kind */
+	if (__builtin_expect(E.nabsent, 0))
+		wait_absent(ev, true);
 	ev_set(ev, EV_SENT);
 	if (!ev->ntargets)
 		complete(ev, 0);

@@ -135,6 +135,8 @@ struct engine {
 	 */
 	struct saved_hook absent[SAVED_HOOKS];
 	unsigned nabsent;
+	bool table_full;           /* the saved table could not name every hook:
+				    * logged once as it fills (recompute_mask) */
 	struct timespec absent_until;
 	pthread_t timer;           /* expires events, resends, redispatches */
 	pthread_cond_t tcond;      /* wakes the timer: to stop, or stage_wanted */

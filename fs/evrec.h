@@ -17,6 +17,7 @@
 #include <sys/types.h>
 #include "hooks.h"
 #include "hsmfs/protocol.h"
+#include "saved.h"
 #include "state.h"
 
 struct fstate;
@@ -61,6 +62,12 @@ struct parked;
 enum ev_state { EV_FREE, EV_QUEUED, EV_SENT, EV_FILLED, EV_COPYING, EV_DONE };
 
 #define HOOK_LOSSES_MAX 3 /* fill hooks that may leave holding one event */
+/*
+ * The hooks one event can wait for: every hook connected (HOOKS_MAX)
+ * and every one of the last daemon's not back yet (SAVED_HOOKS, route.h):
+ * each of them must answer, so each has a place.
+ */
+#define EV_TARGETS_MAX (HOOKS_MAX + SAVED_HOOKS)
 
 struct event {
 	uint64_t id;               /* 0 when free */
@@ -78,9 +85,11 @@ struct event {
 	struct hook *hook;         /* PRE_ACCESS: the fill hook it went to */
 	uint8_t hook_losses;       /* fill hooks that left holding it: at
 				    * HOOK_LOSSES_MAX it fails (answer.c) */
-	struct hook *targets[HOOKS_MAX]; /* hooks yet to answer (all must allow);
-					  * NULL: one that left, see orphans */
-	bool unsent[HOOKS_MAX];    /* targets[i] could not take the event yet:
+	struct hook *targets[EV_TARGETS_MAX]; /* hooks yet to answer (all must
+					       * allow); NULL: one that left or
+					       * is absent, see orphans, or one
+					       * never named (the timeout decides) */
+	bool unsent[EV_TARGETS_MAX]; /* targets[i] could not take the event yet:
 				    * it still must answer; the timer resends */
 	unsigned ntargets;
 	char (*orphans)[HSMFS_MAX_NAME + 1]; /* names of targets that left */

@@ -16,16 +16,64 @@
 #include "route.h"
 
 
-bool in_subtree(const struct hook *h, struct inode *in)
+/* in's path is within h's subtree: 1, 0, or -errno when in has no path to tell. */
+static int subtree_has(const struct hook *h, struct inode *in)
 {
 	char path[HSMFS_MAX_PATH + 1];
 	size_t n = strlen(h->subtree);
+	int res;
 
 	if (!n)
-		return true;
-	if (inode_path(in, path, sizeof(path)) < 0)
-		return false;
+		return 1;
+	res = inode_path(in, path, sizeof(path));
+	if (res < 0)
+		return res;
 	return !strncmp(path, h->subtree, n) && (path[n] == '/' || !path[n]);
+}
+
+bool in_subtree(const struct hook *h, struct inode *in)
+{
+	return subtree_has(h, in) == 1;
+}
+
+bool maybe_in_subtree(const struct hook *h, struct inode *in)
+{
+	return subtree_has(h, in) != 0;
+}
+
+/* The permission events: every hook subscribed answers them, of either kind. */
+#define PERM_EVENTS (HSMFS_MASK(HSMFS_EV_PRE_MODIFY) | HSMFS_MASK(HSMFS_EV_OPEN_PERM) | \
+		     HSMFS_MASK(HSMFS_EV_ACCESS_PERM))
+
+/*
+ * Remember one hook in the saved table t, at *n, of which the first
+ * keep records hold a hook each; past them, the last record stands for
+ * every hook that does not fit (SAVED_HOOK_LOST, saved.h): it gathers
+ * their subscriptions (a fill hook's permission events only: a fill
+ * nobody answers never serves missing bytes).  *ret_lost: the first
+ * named hook that did not fit.
+ */
+static void remember(struct saved_hook *t, unsigned *n, unsigned keep, const char *name,
+		     uint32_t kind, uint32_t mask, const char **ret_lost)
+{
+	struct saved_hook *l = &t[SAVED_HOOKS - 1];
+
+	if (*n < keep) {
+		memcpy(t[*n].name, name, sizeof(t[*n].name));
+		t[*n].kind = kind;
+		t[*n].mask = mask;
+		++*n;
+		return;
+	}
+	if (*n == keep) {
+		memset(l->name, 0, sizeof(l->name));
+		l->kind = SAVED_HOOK_LOST;
+		l->mask = 0;
+		++*n;
+	}
+	l->mask |= kind == HSMFS_KIND_FILL ? mask & PERM_EVENTS : mask;
+	if (!*ret_lost && name[0])
+		*ret_lost = name;
 }
 
 /*
@@ -36,8 +84,9 @@ bool in_subtree(const struct hook *h, struct inode *in)
 void recompute_mask(void)
 {
 	struct saved_hook *t = saved_hooks();
+	const char *lost = NULL;
 	uint32_t m = 0;
-	unsigned n = 0;
+	unsigned n = 0, total = E.nabsent, keep;
 	struct hook *h;
 
 	ELOCK_HELD();
@@ -52,15 +101,25 @@ void recompute_mask(void)
 	 * still absent (saved.h) */
 	if (!t)
 		return;
-	for (h = E.hooks; h && n < SAVED_HOOKS; h = h->next, n++) {
-		memcpy(t[n].name, h->name, sizeof(t[n].name));
-		t[n].mask = h->mask;
-		t[n].kind = h->kind;
-	}
-	for (unsigned i = 0; i < E.nabsent && n < SAVED_HOOKS; i++, n++)
-		t[n] = E.absent[i];
+	/*
+	 * Up to HOOKS_MAX connected and SAVED_HOOKS absent may not all fit:
+	 * those that do not are remembered as one that never answers,
+	 * never forgotten (remember())
+	 */
+	for (h = E.hooks; h; h = h->next)
+		total++;
+	keep = total <= SAVED_HOOKS ? total : SAVED_HOOKS - 1;
+	for (h = E.hooks; h; h = h->next)
+		remember(t, &n, keep, h->name, h->kind, h->mask, &lost);
+	for (unsigned i = 0; i < E.nabsent; i++)
+		remember(t, &n, keep, E.absent[i].name, E.absent[i].kind, E.absent[i].mask, &lost);
 	for (; n < SAVED_HOOKS && t[n].kind; n++)
 		t[n].kind = 0;
+	if (total > SAVED_HOOKS && !E.table_full)
+		elog_warn("no room to remember hook '%s' and %u more for a restart (%u hooks at "
+			  "most): after one, the events they subscribed to wait and fail at the timeout",
+			  lost ? lost : "(of the last daemon)", total - SAVED_HOOKS, SAVED_HOOKS);
+	E.table_full = total > SAVED_HOOKS;
 }
 
 _Static_assert(SAVED_HOOK_NAME == HSMFS_MAX_NAME + 1, "a hook's name");
@@ -82,9 +141,15 @@ void absent_load(double timeout)
 			E.absent[E.nabsent++] = t[i];
 	}
 	mono_after(&E.absent_until, timeout);
-	for (unsigned i = 0; i < E.nabsent; i++)
-		elog_info("waiting up to %.0f s for hook '%s' of the last daemon to connect again",
-			  timeout, E.absent[i].name);
+	for (unsigned i = 0; i < E.nabsent; i++) {
+		if (E.absent[i].kind == SAVED_HOOK_LOST)
+			elog_warn("the last daemon had more hooks than it could name: for %.0f s, "
+				  "the events they subscribed to wait for them and fail at the timeout",
+				  timeout);
+		else
+			elog_info("waiting up to %.0f s for hook '%s' of the last daemon to connect again",
+				  timeout, E.absent[i].name);
+	}
 	if (E.nabsent)
 		recompute_mask();
 }
@@ -106,11 +171,22 @@ void absent_joined(const struct hook *h)
 		recompute_mask();
 }
 
+/*
+ * Must an absent hook answer an event of type?  A permission event is
+ * every subscribed hook's, of either kind (as perm_target() asks those
+ * connected); the others go to a fill hook and to the watchers.
+ */
+static bool absent_must(const struct saved_hook *a, uint32_t type, bool perm)
+{
+	return (a->mask & HSMFS_MASK(type)) &&
+	       (perm || a->kind == HSMFS_KIND_WATCH || a->kind == SAVED_HOOK_LOST);
+}
+
 bool absent_wants(uint32_t type)
 {
 	ELOCK_HELD();
 	for (unsigned i = 0; i < E.nabsent; i++)
-		if (E.absent[i].kind == HSMFS_KIND_WATCH && (E.absent[i].mask & HSMFS_MASK(type)))
+		if (absent_must(&E.absent[i], type, true))
 			return true;
 	return false;
 }
@@ -127,23 +203,26 @@ void absent_expire(void)
 	recompute_mask();
 }
 
-int wait_absent(struct event *ev, uint32_t kind)
+void wait_absent(struct event *ev, bool perm)
 {
 	ELOCK_HELD();
 	for (unsigned i = 0; i < E.nabsent; i++) {
 		void *o;
 
-		if (E.absent[i].kind != kind || !(E.absent[i].mask & HSMFS_MASK(ev->type)) ||
-		    ev->ntargets == HOOKS_MAX)
+		if (!absent_must(&E.absent[i], ev->type, perm))
 			continue;
-		o = realloc(ev->orphans, (ev->norphans + 1) * sizeof(*ev->orphans));
-		if (!o)
-			return -ENOMEM;
-		ev->orphans = o;
-		memcpy(ev->orphans[ev->norphans++], E.absent[i].name, sizeof(*ev->orphans));
+		/* the hooks that did not fit in the table have no name to
+		 * come back by; with no memory to name one, neither: the
+		 * timeout decides */
+		o = E.absent[i].kind == SAVED_HOOK_LOST ? NULL :
+		    realloc(ev->orphans, (ev->norphans + 1) * sizeof(*ev->orphans));
+		if (o) {
+			ev->orphans = o;
+			memcpy(ev->orphans[ev->norphans++], E.absent[i].name,
+			       sizeof(*ev->orphans));
+		}
 		add_target(ev, NULL, true);
 	}
-	return 0;
 }
 
 /* S.lock held. */
@@ -213,11 +292,21 @@ void fill_proto(const struct event *ev, struct proto_event *pe,
  * h must answer ev.  A hook whose socket could not take it (full: it
  * does not read) has not allowed: it stays a target, the timer sends
  * again, and the event is decided by its answer or the timeout.
- * S.lock held.
+ * EV_TARGETS_MAX holds every hook that can be asked; were it full, the
+ * last place becomes one nobody answers, so that the event fails at
+ * the timeout rather than going on without h.  S.lock held.
  */
 void add_target(struct event *ev, struct hook *h, bool sent)
 {
 	ELOCK_HELD();
+	if (ev->ntargets == EV_TARGETS_MAX) {
+		assert(!"more hooks to ask than EV_TARGETS_MAX");
+		elog_err("event %llu (%s): more hooks to ask than %u: it fails at the timeout",
+			 (unsigned long long)ev->id, proto_event_name(ev->type), EV_TARGETS_MAX);
+		ev->targets[EV_TARGETS_MAX - 1] = NULL;
+		ev->unsent[EV_TARGETS_MAX - 1] = false;
+		return;
+	}
 	ev->unsent[ev->ntargets] = !sent;
 	ev->targets[ev->ntargets++] = h;
 }
@@ -244,7 +333,7 @@ static void send_to_watchers(struct event *ev)
 
 	for (struct hook *h = E.hooks; h; h = h->next) {
 		if (h->kind != HSMFS_KIND_WATCH || !(h->mask & HSMFS_MASK(ev->type)) ||
-		    !in_subtree(h, ev->in) || ev->ntargets == HOOKS_MAX)
+		    !maybe_in_subtree(h, ev->in))
 			continue;
 		if (!built) {
 			fill_proto(ev, &pe, path, sizeof(path));
@@ -252,8 +341,8 @@ static void send_to_watchers(struct event *ev)
 		}
 		add_target(ev, h, hooks_send_event(h, &pe, -1) == 0);
 	}
-	if (__builtin_expect(E.nabsent, 0) && wait_absent(ev, HSMFS_KIND_WATCH))
-		add_target(ev, NULL, true); /* no room to name it: the timeout decides */
+	if (__builtin_expect(E.nabsent, 0))
+		wait_absent(ev, false);
 }
 
 /* Try to hand a queued fill (PRE_ACCESS, PRE_DIR, PRE_LOOKUP, ARCHIVE) to a fill hook.  S.lock held. */

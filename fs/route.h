@@ -17,8 +17,15 @@ struct hook;
 struct inode;
 struct proto_event;
 
-/* Is in within h's subtree? */
+/* Is in within h's subtree?  (A fill hook serves only those.) */
 bool in_subtree(const struct hook *h, struct inode *in);
+/*
+ * Must h, which must answer events of its subtree, be asked of in: in
+ * is within it, or its path cannot be told (longer than HSMFS_MAX_PATH,
+ * or removed while open; the event's path is then empty).  A hook that
+ * could not be shown to be out of it is asked.
+ */
+bool maybe_in_subtree(const struct hook *h, struct inode *in);
 /* events_mask from the hooks connected now; subscriptions_changed(). */
 void recompute_mask(void);
 /*
@@ -33,14 +40,17 @@ void recompute_mask(void);
 void absent_load(double timeout);
 void absent_joined(const struct hook *h);
 void absent_expire(void);
-/* Does an absent watcher subscribe to type? */
+/* Must an absent hook (either kind) answer a permission event of type? */
 bool absent_wants(uint32_t type);
 /*
- * ev waits for the absent hooks of kind that subscribed to its type,
- * each a target to be named when it connects (events_hook_joined(), as
- * for a watcher that left).  0, or -ENOMEM.
+ * ev waits for the absent hooks that must answer it: those subscribed
+ * to its type, watchers only unless perm (a permission event: either
+ * kind).  Each is a target to be named when it connects
+ * (events_hook_joined(), as for a watcher that left); one that cannot
+ * be named (SAVED_HOOK_LOST, or no memory) is a target nobody answers:
+ * the event fails at the timeout.
  */
-int wait_absent(struct event *ev, uint32_t kind);
+void wait_absent(struct event *ev, bool perm);
 /* The wire form of ev, its path written into path. */
 void fill_proto(const struct event *ev, struct proto_event *pe, char *path,
 		size_t pathsize);

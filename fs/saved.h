@@ -126,12 +126,19 @@ struct saved_claim {
 #define SAVED_CLAIM_SETFLAG 2u   /* the row's flags in start set (pin, stale)... */
 #define SAVED_CLAIM_CLEARFLAG 4u /* ...or cleared (unpin) */
 
-/* A hook connected to the last daemon (kind 0: the record is free). */
+/*
+ * A hook connected to the last daemon (kind 0: the record is free).
+ * When the hooks to remember do not fit, the last record stands for
+ * those that did not (kind SAVED_HOOK_LOST, no name, mask: all their
+ * subscriptions): the next daemon cannot ask them by name, so their
+ * events wait for it and fail at the timeout; none goes on unasked.
+ */
 struct saved_hook {
 	char name[SAVED_HOOK_NAME];
-	uint32_t kind;           /* HSMFS_KIND_* */
+	uint32_t kind;           /* HSMFS_KIND_*, or SAVED_HOOK_LOST */
 	uint32_t mask;           /* its subscriptions */
 };
+#define SAVED_HOOK_LOST 0x100u   /* no HELLO has this kind */
 
 enum { SAVED_OP_BEGUN = 1, SAVED_OP_DONE = 2 };
 

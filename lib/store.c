@@ -1,14 +1,81 @@
 /* store.c - see store.h */
 #include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "store.h"
+
+/* mountinfo's escapes (\ooo for a space, tab, newline, backslash) undone in place */
+static void unescape(char *s)
+{
+	char *w = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*w++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0'));
+			s += 3;
+		} else {
+			*w++ = *s;
+		}
+	}
+	*w = '\0';
+}
+
+/*
+ * Is the store at path mounted (a fuse mount whose source, the daemon's
+ * fsname, is path) in the mount table of pid (a decimal string, the
+ * lock's holder), or in ours if that cannot be read?  A mount with an
+ * fsname of its own is not seen: it is waited for, then refused.
+ */
+static bool store_mounted(const char *path, const char *pid)
+{
+	char file[64], *line = NULL;
+	size_t cap = 0;
+	bool found = false;
+	FILE *f = NULL;
+
+	if (pid[0] && strspn(pid, "0123456789") == strlen(pid)) {
+		snprintf(file, sizeof(file), "/proc/%s/mountinfo", pid);
+		f = fopen(file, "re");
+	}
+	if (!f)
+		f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return false;
+	while (!found && getline(&line, &cap, f) > 0) {
+		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [TAGS...] - TYPE SOURCE SUPER */
+		char *sep = strstr(line, " - "), *type, *source, *save;
+
+		if (!sep)
+			continue;
+		type = strtok_r(sep + 3, " \n", &save);
+		source = type ? strtok_r(NULL, " \n", &save) : NULL;
+		if (!source || strncmp(type, "fuse", 4))
+			continue;
+		unescape(source);
+		found = !strcmp(source, path);
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+static int64_t mono_ms_now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
 
 int store_open(const char *path, struct store *ret, char *err, size_t errlen)
 {
@@ -67,17 +134,34 @@ int store_open_held(const char *path, int held_fd, struct store *ret, char *err,
 			 STORE_STATE_DIR, STORE_LOCK_FILE, strerror(-res));
 		goto fail;
 	}
-	if (flock(s.lock_fd, LOCK_EX | LOCK_NB) < 0) {
+	for (int64_t until = mono_ms_now() + STORE_LOCK_WAIT_MS;;) {
 		char buf[32] = "";
+		bool mounted;
 		ssize_t n;
 
+		if (!flock(s.lock_fd, LOCK_EX | LOCK_NB))
+			break;
 		res = errno == EWOULDBLOCK ? -EBUSY : -errno;
 		n = pread(s.lock_fd, buf, sizeof(buf) - 1, 0);
 		if (n > 0) {
 			buf[n] = '\0';
 			buf[strcspn(buf, "\n")] = '\0';
 		}
-		if (res == -EBUSY && n > 0 && buf[0])
+		/*
+		 * umount(2) returns before the daemon has wound down: a holder
+		 * whose mount is gone is waited for, a live mount refused now
+		 */
+		mounted = res == -EBUSY && store_mounted(path, n > 0 ? buf : "");
+		if (res == -EBUSY && held_fd < 0 && !mounted && mono_ms_now() < until) {
+			nanosleep(&(struct timespec){ 0, STORE_LOCK_POLL_MS * 1000000L }, NULL);
+			continue;
+		}
+		if (res == -EBUSY && !mounted && held_fd < 0)
+			snprintf(err, errlen,
+				 "store '%s' is held by another hsmfs (pid %s) whose mount is gone: "
+				 "it did not let go within %d s",
+				 path, n > 0 && buf[0] ? buf : "unknown", STORE_LOCK_WAIT_MS / 1000);
+		else if (res == -EBUSY && n > 0 && buf[0])
 			snprintf(err, errlen,
 				 "store '%s' is already mounted by another hsmfs (pid %s)",
 				 path, buf);

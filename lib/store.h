@@ -18,6 +18,13 @@
 
 #define STORE_STATE_DIR ".hsmfs"
 #define STORE_LOCK_FILE "lock"
+/*
+ * How long store_open() waits for the lock's holder when no mount of
+ * the store is left (unmounted: its daemon, and its keeper, still wind
+ * down after umount(2) returned) before it says the store is held.
+ */
+#define STORE_LOCK_WAIT_MS 5000
+#define STORE_LOCK_POLL_MS 10
 
 /*
  * Every file that may have missing ranges carries this xattr in the
@@ -47,6 +54,10 @@ struct store {
  * take the lock.  Returns 0 and fills *ret, or -errno with a one-line
  * reason in err: -EBUSY when another daemon holds the store (its pid in
  * the message when known).  *ret is untouched on failure.
+ * A holder with a mount of the store (a fuse mount whose source is
+ * path, in its mount table, or ours if that cannot be read) refuses at
+ * once; one without (unmounted, exiting, not mounted yet) is waited for
+ * up to STORE_LOCK_WAIT_MS first.
  */
 int store_open(const char *path, struct store *ret, char *err, size_t errlen);
 /* The same with the lock already held by held_fd (a keeper's, keeper.h). */
