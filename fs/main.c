@@ -575,11 +575,12 @@ int main(int argc, char *argv[])
 		.cache_dirs = !o.store_shared,
 		.writeback = o.writeback,
 		/*
-		 * the kernel caches a passthrough file's pages itself; and it
-		 * reads the store file with the opener's flags, never
-		 * O_NOATIME, so that the store's mount decides its atime
+		 * the kernel caches a passthrough file's pages itself.  It
+		 * reads a passed-through store file with the opener's flags,
+		 * never O_NOATIME: under noatime the store's own mount decides
+		 * those reads' atime (hsmfs(8)), native speed is kept
 		 */
-		.passthrough = !o.nopassthrough && !o.writeback && !o.noatime,
+		.passthrough = !o.nopassthrough && !o.writeback,
 		.default_perms = o.default_perms,
 		.cold_direct = o.cold_direct,
 		.noatime = o.noatime,
