@@ -518,6 +518,7 @@ int main(int argc, char *argv[])
 		.passthrough = !o.nopassthrough && !o.writeback,
 		.default_perms = o.default_perms,
 		.cold_direct = o.cold_direct,
+		.export = o.export_keep > 0,
 	};
 
 	se = fuse_session_new(&args, ops_table(), ops_table_size(), NULL);

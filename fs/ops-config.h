@@ -25,6 +25,8 @@ struct ops_config {
 				  * enforce POSIX ACLs too */
 	bool cold_direct;        /* read-only opens of files with bytes missing
 				  * bypass the page cache (FOPEN_DIRECT_IO) */
+	bool export;             /* file handles: FUSE_CAP_EXPORT_SUPPORT
+				  * (inode.h) */
 };
 
 #endif
