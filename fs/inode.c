@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 #include <dirent.h>
+#include <sys/random.h>
+#include <time.h>
 
 #include "lockcheck.h"
 #include "hashset.h"
@@ -37,6 +39,8 @@ struct inode {
 	char *name;              /* alias name, NULL if none */
 	struct inode *lru_prev;  /* idle-fd LRU; linked iff fd >= 0, */
 	struct inode *lru_next;  /*   fd_users == 0 and !pinned */
+	struct inode *kept_prev; /* kept list (forgotten, kept for file */
+	struct inode *kept_next; /*   handles); linked only if nlookup == 0 */
 };
 
 static struct {
@@ -50,6 +54,12 @@ static struct {
 	size_t lru_len;
 	size_t cached_fds;       /* descriptors held by the cache */
 	size_t lru_max;
+	struct inode kept;       /* sentinel of the kept list: next = most recent */
+	size_t kept_len;
+	size_t kept_max;         /* 0: forgotten inodes are freed at once */
+	bool trimming;           /* kept_trim() runs (it frees, which may keep) */
+	uint64_t forgotten;      /* inodes of the set with nlookup == 0 */
+	uint32_t gen_base;       /* first generation of a node id never used */
 	/* node id -> inode: chunks of SLOT_CHUNK, read without the lock */
 	_Atomic(struct inode *) *_Atomic slots[SAVED_NODES_MAX / 4096];
 	uint32_t *free_ids;      /* node ids free below the saved high-water mark */
@@ -132,6 +142,8 @@ static int rec_new(struct inode *in)
 		h->nodes_hwm++;
 	r = saved_node(id);
 	in->id = id;
+	if (!r->gen)
+		r->gen = T.gen_base; /* a handle of an earlier mount: a wrong generation */
 	in->gen = ++r->gen;
 	r->dev = in->dev;
 	r->ino = in->ino;
@@ -240,8 +252,8 @@ static int ids_of(mode_t type, uint64_t **ret, size_t *ret_n)
 	HASHSET_EACH(&T.set, pos) {
 		struct inode *in = of_key(hashset_key(&T.set, pos));
 
-		if (in->type != type)
-			continue;
+		if (in->type != type || !in->nlookup)
+			continue; /* the kernel's only */
 		if (n == cap) {
 			size_t c = cap ? cap * 2 : 256;
 			uint64_t *m = realloc(v, c * sizeof(*v));
@@ -309,6 +321,66 @@ static void lru_trim(void)
 }
 
 /*
+ * The kept list: inodes the kernel forgot that an alias still reaches,
+ * least recently used last, at most T.kept_max of them (inode.h).  An
+ * inode on it may have been referenced again meanwhile (a child's alias,
+ * a hold): the trim then only unlinks it, maybe_free() links it again
+ * when the reference goes.  Lock held.
+ */
+static void kept_unlink(struct inode *in)
+{
+	in->kept_prev->kept_next = in->kept_next;
+	in->kept_next->kept_prev = in->kept_prev;
+	in->kept_prev = in->kept_next = NULL;
+	T.kept_len--;
+}
+
+static void kept_push(struct inode *in)
+{
+	in->kept_next = T.kept.kept_next;
+	in->kept_prev = &T.kept;
+	T.kept.kept_next->kept_prev = in;
+	T.kept.kept_next = in;
+	T.kept_len++;
+}
+
+static bool unreferenced(const struct inode *in)
+{
+	return in != &T.root && in != &T.lost && in != &T.orphans && !in->nlookup &&
+	       !in->refs && !in->fd_users;
+}
+
+static struct inode *free_one(struct inode *in);
+static void maybe_free(struct inode *in);
+
+static void kept_trim(void)
+{
+	if (T.trimming)
+		return; /* maybe_free() below, keeping a parent freed to none */
+	T.trimming = true;
+	while (T.kept_len > T.kept_max) {
+		struct inode *victim = T.kept.kept_prev;
+
+		kept_unlink(victim);
+		if (unreferenced(victim))
+			maybe_free(free_one(victim));
+	}
+	T.trimming = false;
+}
+
+/* A lookup reference on in (a reply the kernel counts).  Lock held. */
+static void lookup_ref(struct inode *in)
+{
+	if (!in->nlookup && in != &T.root)
+		T.forgotten--;
+	if (in->kept_next)
+		kept_unlink(in);
+	in->nlookup++;
+	/* before the reply: a crash after it over-counts (a leak), never under */
+	saved_node(in->id)->nlookup = in->nlookup;
+}
+
+/*
  * The inodes the last daemon left in the saved region (saved.h): each
  * record a node, then the aliases between them.  A parent chain that
  * does not reach the root (a record torn by the crash) leaves that node
@@ -349,6 +421,8 @@ static int restore(uint64_t *ret_n)
 			r->type = 0; /* a duplicate (torn) or no memory: not kept */
 			continue;
 		}
+		if (!in->nlookup)
+			T.forgotten++;
 		n++;
 	}
 	for (id = 2; id < h->nodes_hwm; id++) {
@@ -389,6 +463,13 @@ static int restore(uint64_t *ret_n)
 			if (!used[id])
 				cell_free(id);
 		free(used);
+	}
+	/* the kernel's forgotten: kept as they were, or freed (no alias) */
+	for (id = 2; id < h->nodes_hwm; id++) {
+		struct inode *in = slot_get(id);
+
+		if (in && in != &T.orphans && unreferenced(in))
+			maybe_free(in);
 	}
 	*ret_n = n;
 	return 0;
@@ -463,7 +544,8 @@ static void orphan_remove(struct inode *in, char *name)
 	free(name);
 }
 
-int inode_table_init(int root_fd, unsigned fd_cache_max, bool restoring, uint64_t *ret_restored)
+int inode_table_init(int root_fd, unsigned fd_cache_max, unsigned kept_max, bool restoring,
+		     uint64_t *ret_restored)
 {
 	struct saved_node *r = saved_node(1);
 	struct stat st;
@@ -483,6 +565,13 @@ int inode_table_init(int root_fd, unsigned fd_cache_max, bool restoring, uint64_
 	T.lost.type = S_IFREG;
 	T.lru.lru_next = T.lru.lru_prev = &T.lru;
 	T.lru_max = fd_cache_max;
+	T.kept.kept_next = T.kept.kept_prev = &T.kept;
+	T.kept_len = 0;
+	T.kept_max = kept_max;
+	T.forgotten = 0;
+	/* not secret, only unlike the last mount's: see rec_new() */
+	if (getrandom(&T.gen_base, sizeof(T.gen_base), GRND_NONBLOCK) != sizeof(T.gen_base))
+		T.gen_base = (uint32_t)(time(NULL) ^ ((uint32_t)getpid() << 16));
 	if (slot_set(FUSE_ROOT_NODEID, &T.root))
 		return -ENOMEM;
 	T.orphans.fd = openat(root_fd, STORE_STATE_DIR, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -701,30 +790,44 @@ static struct inode *hash_find(dev_t dev, ino_t ino)
 	return pos == HASHSET_NONE ? NULL : of_key(hashset_key(&T.set, pos));
 }
 
+/* Free in (unreferenced); returns its alias parent, one reference less.  Lock held. */
+static struct inode *free_one(struct inode *in)
+{
+	struct inode *parent = in->parent;
+
+	hashset_remove(&T.set, (uintptr_t)in);
+	rec_free(in);
+	if (in->lru_next)
+		lru_unlink(in);
+	if (in->kept_next)
+		kept_unlink(in);
+	if (in->fd >= 0)
+		T.cached_fds--;
+	T.forgotten--;
+	free_inode(in); /* closes its descriptor: close of an O_PATH fd does not block */
+	if (parent) {
+		assert(parent->refs > 0);
+		parent->refs--;
+	}
+	return parent;
+}
+
 /*
- * Free in and whatever parents that releases, if nothing references it.
- * Called with the lock held; returns descriptors to close to the caller
- * by closing them here (close of an O_PATH fd does not block).
+ * Free in and whatever parents that releases, if nothing references it;
+ * one an alias still reaches goes to the kept list instead (the most
+ * recent: inode.h), unless that is off.  Lock held.
  */
 static void maybe_free(struct inode *in)
 {
-	while (in && in != &T.root && in != &T.lost && in != &T.orphans && !in->nlookup &&
-	       !in->refs &&
-	       !in->fd_users) {
-		struct inode *parent = in->parent;
-
-		hashset_remove(&T.set, (uintptr_t)in);
-		rec_free(in);
-		if (in->lru_next)
-			lru_unlink(in);
-		if (in->fd >= 0)
-			T.cached_fds--;
-		free_inode(in);
-		if (!parent)
-			break;
-		assert(parent->refs > 0);
-		parent->refs--;
-		in = parent;
+	while (in && unreferenced(in)) {
+		if (in->parent && in->parent != &T.orphans && T.kept_max) {
+			if (in->kept_next)
+				kept_unlink(in);
+			kept_push(in);
+			kept_trim();
+			return;
+		}
+		in = free_one(in);
 	}
 }
 
@@ -793,6 +896,16 @@ int inode_lookup(struct inode *parent, const char *name, struct stat *ret_st,
 			lk_unlock(&T.lock, LK_INODES);
 			return -ENOMEM;
 		}
+		T.forgotten++; /* until lookup_ref() below */
+	} else if (!in->nlookup && in->parent &&
+		   (in->parent != parent || strcmp(in->name, name))) {
+		/*
+		 * Forgotten, and found under another name than its own: moved
+		 * or removed beside the mount, and its number maybe another
+		 * file's now.  Its handles go stale (a new generation: the
+		 * kernel knows no inode of this node id), never open this.
+		 */
+		in->gen = ++saved_node(in->id)->gen;
 	}
 	if (in != &T.root) {
 		res = set_alias(in, parent, name);
@@ -810,12 +923,53 @@ int inode_lookup(struct inode *parent, const char *name, struct stat *ret_st,
 		lk_unlock(&T.lock, LK_INODES);
 		return res;
 	}
-	in->nlookup++;
-	/* before the reply: a crash after it over-counts (a leak), never under */
-	saved_node(in->id)->nlookup = in->nlookup;
+	lookup_ref(in);
 	lk_unlock(&T.lock, LK_INODES);
 	*ret_st = st;
 	*ret = in;
+	return 0;
+}
+
+int inode_lookup_dot(struct inode *in, bool dotdot, struct stat *ret_st, struct inode **ret)
+{
+	struct inode *target = in;
+	struct stat st;
+	char *name;
+	int fd, res;
+
+	/* a node id never given, or freed since; the state directory's is never given */
+	if (in == &T.lost || in == &T.orphans)
+		return -ESTALE;
+	if (dotdot && !S_ISDIR(in->type))
+		return -ENOTDIR;
+	if (dotdot && in != &T.root) {
+		res = hold_alias(in, &target, &name);
+		if (res)
+			return res;
+		free(name);
+		if (target == &T.orphans) {
+			inode_release(target);
+			return -ESTALE;
+		}
+	} else {
+		inode_ref(in);
+	}
+	fd = inode_fd_get(target);
+	res = fd < 0 ? fd : fstat(fd, &st) < 0 ? -errno : 0;
+	if (fd >= 0)
+		inode_fd_put(target);
+	if (!res && (st.st_dev != target->dev || st.st_ino != target->ino))
+		res = -ESTALE;
+	if (!res) {
+		lk_lock(&T.lock, LK_INODES);
+		lookup_ref(target);
+		lk_unlock(&T.lock, LK_INODES);
+	}
+	inode_release(target);
+	if (res)
+		return res == -ENOENT ? -ESTALE : res;
+	*ret_st = st;
+	*ret = target;
 	return 0;
 }
 
@@ -831,6 +985,8 @@ void inode_forget(struct inode *in, uint64_t n)
 	}
 	in->nlookup -= n;
 	saved_node(in->id)->nlookup = in->nlookup;
+	if (!in->nlookup && in != &T.root)
+		T.forgotten++;
 	maybe_free(in);
 	lk_unlock(&T.lock, LK_INODES);
 }
@@ -1005,10 +1161,11 @@ bool inode_is_open(struct inode *in)
 	return r;
 }
 
-void inode_counts(uint64_t *ret_inodes, uint64_t *ret_fds)
+void inode_counts(uint64_t *ret_inodes, uint64_t *ret_kept, uint64_t *ret_fds)
 {
 	lk_lock(&T.lock, LK_INODES);
 	*ret_inodes = T.set.n;
+	*ret_kept = T.forgotten;
 	*ret_fds = T.cached_fds;
 	lk_unlock(&T.lock, LK_INODES);
 }

@@ -27,6 +27,25 @@
  * this module) is non-zero.  A forget below zero is a kernel/daemon
  * bug and aborts.
  *
+ * File handles (export: open_by_handle_at(2), NFS).  The kernel's
+ * handle is (node id, generation); for an inode it no longer caches it
+ * asks LOOKUP(node id, ".") and, for a directory, LOOKUP(node id, "..")
+ * (inode_lookup_dot()), so a node id must still name its file after
+ * the kernel forgot it.  An inode forgotten that its alias still
+ * reaches is therefore kept, with its node id, generation and saved
+ * record, on a list of at most kept_max (least recently used freed
+ * first: -o export_keep, about 200 bytes each); a lookup of the same
+ * store file takes it back, the same node id.  It holds no descriptor
+ * (the idle descriptor LRU may have one).  A handle whose node id was
+ * freed (removed, or past the limit) is ESTALE: a node id used again
+ * has a new generation, which the kernel checks, and the first
+ * generation of a node id is random per mount, so a handle of an
+ * earlier mount is ESTALE too.  Kept inodes survive a restart with the
+ * saved records.  One forgotten and found under another name than its
+ * alias (moved or removed beside the mount, its number maybe reused)
+ * takes a new generation: its old handles go stale rather than open
+ * another file.
+ *
  * Locking.  One mutex guards the hash, the counts, the aliases and the
  * descriptor cache.  No syscall other than close(2) of an evicted
  * descriptor is made with it held.  The read/write path never touches
@@ -114,13 +133,15 @@ int inode_dirs(uint64_t **ret, size_t *ret_n);
 
 /*
  * Set up the table with the store root directory (takes ownership of
- * root_fd) and the maximum number of idle cached descriptors, on the
+ * root_fd), the maximum number of idle cached descriptors and of
+ * forgotten inodes kept for file handles (0: none), on the
  * saved region (mapped already); restoring: rebuild the inodes the last
  * daemon left there (*ret_restored of them).  Returns 0 or -errno
  * (-ESTALE: the region is another store's).
  */
-int inode_table_init(int root_fd, unsigned fd_cache_max, bool restoring,
+int inode_table_init(int root_fd, unsigned fd_cache_max, unsigned kept_max, bool restoring,
 		     uint64_t *ret_restored);
+
 
 /* Tear down; frees every inode and closes every descriptor. */
 void inode_table_destroy(void);
@@ -152,6 +173,16 @@ uint64_t inode_generation(const struct inode *in);
  */
 int inode_lookup(struct inode *parent, const char *name, struct stat *ret_st,
 		 struct inode **ret);
+
+/*
+ * LOOKUP of "." (dotdot false) or ".." of in, the kernel's way to
+ * resolve a file handle: in itself, or the directory its alias names,
+ * checked against the store ((dev, ino) reached by the alias), with one
+ * lookup reference taken.  0 with *ret and *ret_st set; -ESTALE when
+ * the node id names nothing, or a file the alias no longer reaches;
+ * -ENOTDIR for ".." of a non-directory; else -errno.
+ */
+int inode_lookup_dot(struct inode *in, bool dotdot, struct stat *ret_st, struct inode **ret);
 
 /* Drop n lookup references (FUSE forget). */
 void inode_forget(struct inode *in, uint64_t n);
@@ -225,7 +256,11 @@ void inode_ref(struct inode *in);
  */
 int inode_path(struct inode *in, char *buf, size_t size);
 
-/* Statistics for tests and hsmfsctl: inodes and cached descriptors. */
-void inode_counts(uint64_t *ret_inodes, uint64_t *ret_fds);
+/*
+ * Statistics for tests and hsmfsctl: inodes, of them the ones the
+ * kernel forgot (kept for file handles, or parents of such), and cached
+ * descriptors.
+ */
+void inode_counts(uint64_t *ret_inodes, uint64_t *ret_kept, uint64_t *ret_fds);
 
 #endif

@@ -77,6 +77,9 @@ static void usage(void)
 "                     names and attributes cached 1 s, missing names and\n"
 "                     directory listings not at all\n"
 "  fd_cache=N         idle store descriptors kept open (default RLIMIT_NOFILE/4)\n"
+"  export_keep=N      inodes the kernel forgot kept so that file handles\n"
+"                     (NFS, open_by_handle_at) still open (default 65536;\n"
+"                     0: no export support)\n"
 "  max_threads=N      worker threads (default 10)\n"
 "  writeback          use the kernel's writeback cache\n"
 "  nopassthrough      never let the kernel read and write resident files\n"
@@ -540,7 +543,7 @@ int main(int argc, char *argv[])
 	}
 
 	res = inode_table_init(store.root_fd,
-			       o.fd_cache ? o.fd_cache : default_fd_cache(), takeover,
+			       o.fd_cache ? o.fd_cache : default_fd_cache(), o.export_keep, takeover,
 			       &restored);
 	if (res) {
 		log_err("cannot set up inode table: %s", strerror(-res));
@@ -585,6 +588,7 @@ int main(int argc, char *argv[])
 		.cold_direct = o.cold_direct,
 		.noatime = o.noatime,
 		.nodiratime = o.nodiratime,
+		.export = o.export_keep > 0,
 	};
 
 	se = fuse_session_new(&args, ops_table(), ops_table_size(), NULL);

@@ -28,6 +28,8 @@ struct ops_config {
 	bool noatime;            /* reads and listings through the mount leave
 				  * the store's access times (ops_store_noatime()) */
 	bool nodiratime;         /* listings do */
+	bool export;             /* file handles: FUSE_CAP_EXPORT_SUPPORT
+				  * (inode.h) */
 };
 
 #endif

@@ -53,6 +53,35 @@ int do_lookup(fuse_ino_t parent, const char *name, struct fuse_entry_param *e)
 	return 0;
 }
 
+static bool is_dot(const char *name)
+{
+	return name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2]));
+}
+
+/*
+ * LOOKUP of "." or ".." of a node: the kernel resolving a file handle
+ * (inode.h), never a path walk.  Nothing is listed and no name looked
+ * up: no hook is asked.
+ */
+static int do_lookup_dot(fuse_ino_t ino, const char *name, struct fuse_entry_param *e)
+{
+	struct inode *in;
+	int res;
+
+	memset(e, 0, sizeof(*e));
+	if (!ops_cfg.export)
+		return -ESTALE;
+	res = inode_lookup_dot(IN(ino), name[1] == '.', &e->attr, &in);
+	if (res)
+		return res;
+	events_shown_attr(in, &e->attr);
+	e->ino = inode_nodeid(in);
+	e->generation = inode_generation(in);
+	e->attr_timeout = ops_cfg.attr_timeout;
+	e->entry_timeout = 0; /* no name: the kernel drops it (fuse_get_dentry) */
+	return 0;
+}
+
 static void reply_entry(fuse_req_t req, int res, const struct fuse_entry_param *e)
 {
 	if (res)
@@ -153,9 +182,15 @@ static int negative_entry(fuse_ino_t parent, struct fuse_entry_param *e)
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fuse_entry_param e;
-	int res = dir_wait(req, parent, &(struct later){ .step = LATER_LOOKUP, .parent = parent,
-							  .name = name });
+	int res;
 
+	if (is_dot(name)) {
+		res = do_lookup_dot(parent, name, &e);
+		reply_entry(req, res, &e);
+		return;
+	}
+	res = dir_wait(req, parent, &(struct later){ .step = LATER_LOOKUP, .parent = parent,
+						      .name = name });
 	if (res == EVENTS_PARKED)
 		return;
 	/* an unknown name of a directory not listed yet is not cached */

@@ -131,6 +131,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 				 (conn->proto_major == 7 && conn->proto_minor >= 44));
 	if (ops_cfg.negative_timeout < 0)
 		ops_cfg.negative_timeout = atomic_load(&ops_epoch) ? ops_cfg.entry_timeout : 0;
+	/*
+	 * File handles of inodes the kernel no longer caches: it asks
+	 * LOOKUP(node id, ".") and ".." of directories (op_lookup()).
+	 */
+	if (ops_cfg.export && (conn->capable & FUSE_CAP_EXPORT_SUPPORT))
+		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
 	pt_init(conn, ops_cfg.passthrough);
 	ready_live();
 }

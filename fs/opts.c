@@ -174,6 +174,13 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 				    opt, OPTS_FD_CACHE_MIN, OPTS_FD_CACHE_MAX);
 		return 0;
 	}
+	if (KEY("export_keep")) {
+		if (!val || parse_uint(val, 0, OPTS_EXPORT_KEEP_MAX, &o->export_keep))
+			return fail(err, errlen,
+				    "option '%s' needs a number from 0 to %u",
+				    opt, OPTS_EXPORT_KEEP_MAX);
+		return 0;
+	}
 	if (KEY("max_threads")) {
 		if (!val || parse_uint(val, 1, OPTS_THREADS_MAX, &o->max_threads))
 			return fail(err, errlen,
@@ -445,6 +452,7 @@ static void set_defaults(struct hsmfs_opts *o)
 	o->progress_floor = OPTS_PROGRESS_FLOOR;
 	o->max_pending = 1024;
 	o->prefetch = OPTS_PREFETCH_DEFAULT;
+	o->export_keep = OPTS_EXPORT_KEEP_DEFAULT;
 	o->chunk = 1ULL << 20;
 	o->first_fill = OPTS_FIRST_FILL_DEFAULT;
 }

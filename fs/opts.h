@@ -45,6 +45,8 @@
 #define OPTS_PROGRESS_FLOOR (16u << 10) /* progress_floor= default, bytes a second */
 #define OPTS_FD_CACHE_MIN 16
 #define OPTS_FD_CACHE_MAX 1000000
+#define OPTS_EXPORT_KEEP_DEFAULT 65536u /* about 200 bytes each (inode.h) */
+#define OPTS_EXPORT_KEEP_MAX (1u << 20) /* well below SAVED_NODES_MAX */
 #define OPTS_THREADS_MAX 256
 #define OPTS_PENDING_MAX 65536
 #define OPTS_PREFETCH_MAX 64     /* sibling files asked ahead at most */
@@ -100,6 +102,9 @@ struct hsmfs_opts {
 				  * where the kernel can drop every name at
 				  * once (Linux 6.16), else 0 (op_init) */
 	unsigned fd_cache;       /* max cached O_PATH fds, 0 = auto */
+	unsigned export_keep;    /* forgotten inodes kept for file handles;
+				  * 0: no export support (default
+				  * OPTS_EXPORT_KEEP_DEFAULT) */
 	unsigned max_threads;    /* FUSE worker threads, 0 = libfuse default */
 	double timeout;          /* seconds an event may take, default 30 */
 	unsigned long long progress_floor; /* bytes/s a PROGRESS must show to

@@ -127,7 +127,7 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 		pt_get_stats(&s.pt);
 		prefetch_stats(&s.prefetch);
 		cache_stats(&s.cache);
-		inode_counts(&s.inode.inodes, &s.inode.cached_fds);
+		inode_counts(&s.inode.inodes, &s.inode.inodes_kept, &s.inode.cached_fds);
 		{
 			const struct saved_head *h = saved_head();
 			int st = h->last_status;

@@ -84,6 +84,8 @@ const struct prom_metric prom_metrics[STATS_NFIELDS] = {
 	  "pause of the last restart (seconds)" },
 	{ "restart_pause_max_ms", "hsmfs_restart_pause_max_seconds", G, 1000,
 	  "longest pause of a restart (seconds)" },
+	{ "inodes_kept", "hsmfs_inodes_kept", G, 1,
+	  "inodes the kernel forgot, kept for file handles" },
 };
 
 #undef C

@@ -122,6 +122,11 @@ enum stats_show {
 	X(keeper, restart_pause_ms, STATS_NUM, 60, "pause of the last restart (ms)") \
 	X(keeper, restart_pause_max_ms, STATS_NUM, 61, "longest pause of a restart (ms)")
 
+/* inode's too, added later (the JSON's keys keep their order): of the
+ * inodes remembered, those the kernel forgot, kept for file handles */
+#define STATS_INODE_KEPT(X)                                                    \
+	X(inode, inodes_kept, STATS_NUM, 62, "inodes kept for file handles")
+
 #define STATS_PREFETCH(X)                                                      \
 	X(prefetch, prefetched_files, STATS_NUM, 14, "sibling files prefetched") \
 	X(prefetch, prefetched_bytes, STATS_SIZE, 15, "bytes prefetched")      \
@@ -131,7 +136,7 @@ enum stats_show {
 /* Every counter, in the JSON's order. */
 #define STATS_FIELDS(X)                                                        \
 	STATS_CACHE(X) STATS_EVENTS(X) STATS_INODE(X) STATS_PT(X) STATS_PREFETCH(X) \
-	STATS_KEEPER(X)
+	STATS_KEEPER(X) STATS_INODE_KEPT(X)
 
 #define STATS_MEMBER_(owner, key, show, row, what) uint64_t key;
 #define STATS_ONE_(owner, key, show, row, what) +1
@@ -139,7 +144,7 @@ enum stats_show {
 
 struct cache_stats { STATS_CACHE(STATS_MEMBER_) };
 struct events_stats { STATS_EVENTS(STATS_MEMBER_) };
-struct inode_stats { STATS_INODE(STATS_MEMBER_) };
+struct inode_stats { STATS_INODE(STATS_MEMBER_) STATS_INODE_KEPT(STATS_MEMBER_) };
 struct pt_stats { STATS_PT(STATS_MEMBER_) };
 struct prefetch_stats { STATS_PREFETCH(STATS_MEMBER_) };
 struct keeper_stats { STATS_KEEPER(STATS_MEMBER_) };

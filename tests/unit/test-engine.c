@@ -212,7 +212,7 @@ static int start_engine(void)
 	res = meta_open(path, &meta);
 	if (res)
 		return res;
-	{ bool fr; saved_open_region(-1, &fr); uint64_t rn; res = inode_table_init(store.root_fd, 64, false, &rn); }
+	{ bool fr; saved_open_region(-1, &fr); uint64_t rn; res = inode_table_init(store.root_fd, 64, 0, false, &rn); }
 	if (res)
 		return res;
 	ecfg.meta = meta;

@@ -182,6 +182,14 @@ int main(void)
 	   "nan timeout rejected");
 	ok(parse(&o, err, 4, "/s", "/m", "-o", "fd_cache=3") == -EINVAL,
 	   "fd_cache below minimum rejected");
+	ok(parse(&o, err, 2, "/s", "/m") == 0 && o.export_keep == OPTS_EXPORT_KEEP_DEFAULT,
+	   "export_keep defaults to %u", OPTS_EXPORT_KEEP_DEFAULT);
+	opts_free(&o);
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "export_keep=0") == 0 && o.export_keep == 0,
+	   "export_keep=0: no handle support");
+	opts_free(&o);
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "export_keep=1048577") == -EINVAL,
+	   "export_keep past its maximum rejected: %s", err);
 	ok(parse(&o, err, 4, "/s", "/m", "-o", "max_threads=") == -EINVAL,
 	   "empty max_threads rejected");
 	ok(parse(&o, err, 4, "/s", "/m", "-o", "fsname=") == -EINVAL,

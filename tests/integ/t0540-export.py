@@ -1,0 +1,287 @@
+#!/usr/bin/env python3
+"""File handles of the mount outlive the kernel's caches (#48; xfstests
+generic/426, 467, 477, 756, 777): name_to_handle_at(2) of a file and of
+directories, the kernel's caches dropped (echo 2 > drop_caches) and the
+daemon told to forget, then open_by_handle_at(2):
+  - a file's handle opens the same file (its bytes, its inode number);
+    a handle taken before a rename through the mount still opens it;
+  - a directory's handle opens the directory, reconnected to its path
+    (the kernel asks the daemon for ".." up to the root): its /proc path
+    and its ".." are right;
+  - a file removed through the mount, or from the store behind it, is
+    ESTALE, never another file, even when a new file got its node id
+    (the handle's generation tells them apart);
+  - handles taken before hsmfsctl restart open the same files after it;
+  - at most export_keep forgotten inodes are kept (the others' handles
+    are ESTALE); export_keep=0 is no handle support.
+open_by_handle_at needs CAP_DAC_READ_SEARCH and drop_caches root: as
+another user these checks are skipped (name_to_handle_at still runs).
+"""
+import ctypes
+import errno
+import json
+import os
+import struct
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (HSMFSCTL, Mount, diag, eq, is_root, main, ok, run, skip,  # noqa: E402
+                     wait_for, write_tree)
+
+AT_FDCWD = -100
+MAX_HANDLE_SZ = 128
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+class FileHandle(ctypes.Structure):
+    _fields_ = [("handle_bytes", ctypes.c_uint), ("handle_type", ctypes.c_int),
+                ("f_handle", ctypes.c_ubyte * MAX_HANDLE_SZ)]
+
+
+def name_to_handle(path):
+    """path's handle: a FileHandle (raises OSError)."""
+    fh = FileHandle(handle_bytes=MAX_HANDLE_SZ)
+    mount_id = ctypes.c_int()
+    if libc.name_to_handle_at(AT_FDCWD, os.fsencode(path), ctypes.byref(fh),
+                              ctypes.byref(mount_id), 0):
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e), path)
+    return fh
+
+
+def open_by_handle(mount_fd, fh, flags=os.O_RDONLY):
+    fd = libc.open_by_handle_at(mount_fd, ctypes.byref(fh), flags | os.O_CLOEXEC)
+    if fd < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    return fd
+
+
+def node_of(fh):
+    """(node id, generation) of a FUSE handle (fs/fuse/inode.c fuse_encode_fh)."""
+    hi, lo, gen = struct.unpack("=III", bytes(fh.f_handle[:12]))
+    return hi << 32 | lo, gen
+
+
+def stats(m):
+    return json.loads(os.getxattr(m.mnt, "user.hsmfs.stats"))
+
+
+def forget_all(m):
+    """Drop the kernel's dentries and inodes until the daemon has been
+    told to forget every inode of this mount but the root (nothing of it
+    is open or anyone's working directory)."""
+    def dropped():
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("2\n")
+        s = stats(m)
+        return s["inodes"] - s.get("inodes_kept", 0) == 0
+    wait_for(dropped, "the kernel forgets the mount's inodes")
+
+
+def opened(mount_fd, fh, flags=os.O_RDONLY):
+    """(errno 0, fd) or (errno, None)."""
+    try:
+        return 0, open_by_handle(mount_fd, fh, flags)
+    except OSError as e:
+        return e.errno, None
+
+
+def read_fd(fd):
+    out = b""
+    while True:
+        b = os.read(fd, 1 << 16)
+        if not b:
+            return out
+        out += b
+
+
+def same_file(mount_fd, fh, data, ino, what):
+    err, fd = opened(mount_fd, fh)
+    if not eq(err, 0, "%s: open_by_handle_at succeeds" % what):
+        return
+    try:
+        eq((os.fstat(fd).st_ino, read_fd(fd)), (ino, data),
+           "%s: the same inode and bytes" % what)
+    finally:
+        os.close(fd)
+
+
+def same_dir(m, mount_fd, fh, rel, what):
+    err, fd = opened(mount_fd, fh, os.O_RDONLY | os.O_DIRECTORY)
+    if not eq(err, 0, "%s: open_by_handle_at succeeds" % what):
+        return
+    try:
+        eq(os.fstat(fd).st_ino, os.stat(m.path(rel)).st_ino, "%s: the same directory" % what)
+        eq(os.readlink("/proc/self/fd/%d" % fd), m.path(rel),
+           "%s: reconnected to its path (its parents asked by '..')" % what)
+        eq(os.stat("..", dir_fd=fd).st_ino, os.stat(os.path.dirname(m.path(rel))).st_ino,
+           "%s: its '..' is its parent" % what)
+    finally:
+        os.close(fd)
+
+
+def can_run():
+    if not is_root():
+        skip("open_by_handle_at and drop_caches", "needs root (CAP_DAC_READ_SEARCH)")
+        return False
+    return True
+
+
+def test_files_and_dirs():
+    data = os.urandom(100000)
+    with Mount() as m:
+        write_tree(m.store, {"d/e/f": data, "d/g": b"g"})
+        fh, dh, eh = (name_to_handle(m.path(p)) for p in ("d/e/f", "d", "d/e"))
+        ok(fh.handle_bytes >= 12, "name_to_handle_at of a file (%d bytes, type %#x)" %
+           (fh.handle_bytes, fh.handle_type))
+        ino = os.stat(m.path("d/e/f")).st_ino
+        if not can_run():
+            return
+        mount_fd = os.open(m.mnt, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            forget_all(m)
+            same_file(mount_fd, fh, data, ino, "a file forgotten")
+            forget_all(m)
+            same_dir(m, mount_fd, eh, "d/e", "a directory two deep forgotten")
+            forget_all(m)
+            same_dir(m, mount_fd, dh, "d", "a directory forgotten")
+            # moved through the mount while forgotten: the handle follows
+            os.mkdir(m.path("d2"))
+            os.rename(m.path("d/e/f"), m.path("d2/h"))
+            os.rename(m.path("d/e"), m.path("d2/e2"))
+            forget_all(m)
+            same_file(mount_fd, fh, data, ino, "a file renamed, forgotten")
+            forget_all(m)
+            same_dir(m, mount_fd, eh, "d2/e2", "a directory renamed, forgotten")
+            # the handle is the kernel's: the file opened again is the kernel's too
+            same_file(mount_fd, fh, data, ino, "a file open again (the kernel's inode)")
+        finally:
+            os.close(mount_fd)
+
+
+def test_removed():
+    with Mount() as m:
+        write_tree(m.store, {"a": b"a" * 10, "b": b"b" * 10, "c": b"c" * 10})
+        ha, hb, hc = (name_to_handle(m.path(p)) for p in ("a", "b", "c"))
+        inob = os.stat(m.path("b")).st_ino
+        if not can_run():
+            return
+        mount_fd = os.open(m.mnt, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.unlink(m.path("a"))
+            forget_all(m)
+            err, fd = opened(mount_fd, ha)
+            eq(err, errno.ESTALE, "a file removed through the mount: ESTALE")
+            if fd is not None:
+                os.close(fd)
+            same_file(mount_fd, hb, b"b" * 10, inob, "its neighbour still opens")
+            # new files: one may take the removed file's node id
+            reused = None
+            for i in range(8):
+                p = m.path("new%d" % i)
+                with open(p, "wb") as f:
+                    f.write(b"new")
+                if node_of(name_to_handle(p))[0] == node_of(ha)[0]:
+                    reused = p
+            diag("the removed file's node id %d, generation %d; %s" %
+                 (node_of(ha) + ("taken by " + reused if reused else "not reused",)))
+            forget_all(m)
+            err, fd = opened(mount_fd, ha)
+            eq(err, errno.ESTALE, "the removed file's handle is ESTALE after new files came")
+            if fd is not None:
+                diag("it opened %r" % read_fd(fd))
+                os.close(fd)
+            # removed from the store behind the mount, while forgotten
+            os.unlink(m.spath("c"))
+            err, fd = opened(mount_fd, hc)
+            eq(err, errno.ESTALE, "a file removed from the store behind the mount: ESTALE")
+            if fd is not None:
+                os.close(fd)
+        finally:
+            os.close(mount_fd)
+
+
+def test_restart():
+    data = os.urandom(5000)
+    with Mount() as m:
+        write_tree(m.store, {"x/y": data})
+        fh, xh = name_to_handle(m.path("x/y")), name_to_handle(m.path("x"))
+        ino = os.stat(m.path("x/y")).st_ino
+        if not can_run():
+            return
+        mount_fd = os.open(m.mnt, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            forget_all(m)
+            rc, out = run([HSMFSCTL, "restart", m.mnt])
+            eq(rc, 0, "hsmfsctl restart: " + out.strip())
+            forget_all(m)
+            same_file(mount_fd, fh, data, ino, "a file forgotten, after a restart")
+            forget_all(m)
+            same_dir(m, mount_fd, xh, "x", "a directory forgotten, after a restart")
+            # known to the kernel across the restart, forgotten after it
+            err, fd = opened(mount_fd, fh)
+            eq(err, 0, "a file opened by its handle after the restart")
+            rc, out = run([HSMFSCTL, "restart", m.mnt])
+            eq(rc, 0, "hsmfsctl restart again: " + out.strip())
+            if fd is not None:
+                os.close(fd)
+            forget_all(m)
+            same_file(mount_fd, fh, data, ino, "a file open across a restart, forgotten after")
+        finally:
+            os.close(mount_fd)
+
+
+def test_limit():
+    """export_keep bounds the forgotten inodes kept: the rest are ESTALE."""
+    files = {"f%d" % i: (b"%d" % i) * 100 for i in range(6)}
+    with Mount(opts="export_keep=2") as m:
+        write_tree(m.store, files)
+        hs = {n: name_to_handle(m.path(n)) for n in files}
+        inos = {n: os.stat(m.path(n)).st_ino for n in files}
+        if not can_run():
+            return
+        mount_fd = os.open(m.mnt, os.O_RDONLY | os.O_DIRECTORY)
+        fds = {}
+        try:
+            forget_all(m)
+            eq(stats(m)["inodes_kept"], 2, "export_keep=2: two forgotten inodes kept")
+            errs = {}
+            for n in files:  # all open at once: none forgotten meanwhile
+                errs[n], fd = opened(mount_fd, hs[n])
+                if fd is not None:
+                    fds[n] = fd
+            eq(sorted(set(errs.values())), [0, errno.ESTALE], "the others are ESTALE")
+            eq(len(fds), 2, "two handles open (%s)" % " ".join(sorted(fds)))
+            eq({n: (os.fstat(fd).st_ino, read_fd(fd)) for n, fd in fds.items()},
+               {n: (inos[n], files[n]) for n in fds}, "each the file it was taken of")
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+            os.close(mount_fd)
+    with Mount(opts="export_keep=0") as m:
+        write_tree(m.store, {"f": b"f"})
+        h = name_to_handle(m.path("f"))
+        if not can_run():
+            return
+        mount_fd = os.open(m.mnt, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            forget_all(m)
+            eq(stats(m)["inodes"], 0, "export_keep=0: nothing kept")
+            err, fd = opened(mount_fd, h)
+            eq(err, errno.ESTALE, "export_keep=0: no handle support, ESTALE")
+            if fd is not None:
+                os.close(fd)
+        finally:
+            os.close(mount_fd)
+
+
+def all_tests():
+    test_files_and_dirs()
+    test_removed()
+    test_restart()
+    test_limit()
+
+
+if __name__ == "__main__":
+    main(all_tests)
