@@ -134,7 +134,8 @@ int store_open_held(const char *path, int held_fd, struct store *ret, char *err,
 			 STORE_STATE_DIR, STORE_LOCK_FILE, strerror(-res));
 		goto fail;
 	}
-	for (int64_t until = mono_ms_now() + STORE_LOCK_WAIT_MS;;) {
+	for (int64_t until = mono_ms_now() + STORE_LOCK_WAIT_MS,
+		     live_until = mono_ms_now() + STORE_LIVE_WAIT_MS;;) {
 		char buf[32] = "";
 		bool mounted;
 		ssize_t n;
@@ -149,10 +150,12 @@ int store_open_held(const char *path, int held_fd, struct store *ret, char *err,
 		}
 		/*
 		 * umount(2) returns before the daemon has wound down: a holder
-		 * whose mount is gone is waited for, a live mount refused now
+		 * whose mount is gone is waited for, a live mount a moment (an
+		 * unmount of it may be under way), then refused
 		 */
 		mounted = res == -EBUSY && store_mounted(path, n > 0 ? buf : "");
-		if (res == -EBUSY && held_fd < 0 && !mounted && mono_ms_now() < until) {
+		if (res == -EBUSY && held_fd < 0 &&
+		    mono_ms_now() < (mounted ? live_until : until)) {
 			nanosleep(&(struct timespec){ 0, STORE_LOCK_POLL_MS * 1000000L }, NULL);
 			continue;
 		}

@@ -24,6 +24,12 @@
  * down after umount(2) returned) before it says the store is held.
  */
 #define STORE_LOCK_WAIT_MS 5000
+/*
+ * How long it waits for a holder whose mount of the store is still
+ * there before it refuses: an unmount may be under way (umount &, then
+ * mount at once: xfstests generic/604).
+ */
+#define STORE_LIVE_WAIT_MS 1000
 #define STORE_LOCK_POLL_MS 10
 
 /*
@@ -55,9 +61,9 @@ struct store {
  * reason in err: -EBUSY when another daemon holds the store (its pid in
  * the message when known).  *ret is untouched on failure.
  * A holder with a mount of the store (a fuse mount whose source is
- * path, in its mount table, or ours if that cannot be read) refuses at
- * once; one without (unmounted, exiting, not mounted yet) is waited for
- * up to STORE_LOCK_WAIT_MS first.
+ * path, in its mount table, or ours if that cannot be read) is waited
+ * for up to STORE_LIVE_WAIT_MS, then refused; one without (unmounted,
+ * exiting, not mounted yet) up to STORE_LOCK_WAIT_MS.
  */
 int store_open(const char *path, struct store *ret, char *err, size_t errlen);
 /* The same with the lock already held by held_fd (a keeper's, keeper.h). */

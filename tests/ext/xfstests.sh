@@ -111,7 +111,7 @@ else
 fi
 if [ "$ALL" = 0 ] && [ $# -eq 0 ]; then
 	# the expected failures are not run (each is said with its reason)
-	tests+=(-E "$WORK/exclude")
+	tests=(-E "$WORK/exclude" "${tests[@]}")
 	sed -e 's/#.*//' -e '/^ *$/d' "$expected" | awk '{print $1}' >"$WORK/exclude"
 fi
 log=$WORK/check.log
@@ -119,12 +119,20 @@ log=$WORK/check.log
 # where mount.fuse3 then looks for hsmfs: in a private mount namespace a
 # tmpfs there holds links to the build's; the system's is never touched.
 # shellcheck disable=SC2016
+# What check leaves mounted is unmounted before the namespace goes (its
+# daemon would otherwise serve a mount nobody can reach).
 unshare --mount --propagation private bash -c '
 	mount -t tmpfs tmpfs /usr/local/sbin || exit 2
 	ln -s "$1/hsmfs" /usr/local/sbin/hsmfs
-	cd "$2" && shift 2 && PATH="$0:$PATH" exec ./check "$@"' "$bin" "$BUILD" "$x" "${tests[@]}" \
-	2>&1 | tee "$log"
+	w=$3
+	cd "$2" && shift 3 && PATH="$0:$PATH" ./check "$@"
+	for m in "$w/test" "$w/scratch"; do mountpoint -q "$m" && umount "$m"; done' \
+	"$bin" "$BUILD" "$x" "$WORK" "${tests[@]}" 2>&1 | tee "$log"
 
+if ! grep -q '^Ran: ' "$log"; then
+	echo "0 passed, 1 failed, 0 skipped (xfstests ran nothing)"
+	exit 1
+fi
 ran=$(sed -n 's/^Ran: //p' "$log" | tail -1)
 notrun=$(sed -n 's/^Not run: //p' "$log" | tail -1)
 failed=$(sed -n 's/^Failures: //p' "$log" | tail -1)

@@ -6,11 +6,12 @@ store's lock for the daemons it starts) still winds down, the lock
 STORE/.hsmfs/lock held: the next `hsmfs STORE MNT` was refused with
 "already mounted by another hsmfs".  It now waits for a holder whose
 mount is gone (a bounded few seconds); a store mounted elsewhere is
-still refused at once:
+still refused:
   1. umount(8), then hsmfs at once, in a tight loop: every mount works;
   2. the same with fusermount3 -u, and with -o norestart (no keeper);
   3. as an unprivileged user (fusermount3), when this machine can;
-  4. the store mounted at another mountpoint: refused, quickly.
+  4. the store mounted at another mountpoint: refused after a second
+     (STORE_LIVE_WAIT_MS: an unmount of it may be under way).
 """
 import os
 import pwd
@@ -117,7 +118,8 @@ def test_elsewhere():
         took = time.monotonic() - t0
         ok(rc != 0 and "already mounted" in out,
            "the store mounted at a: a mount at b is refused (%s)" % out)
-        ok(took < 1.0, "at once (%.2f s)" % took)
+        ok(took < 2.5, "after a second's wait at most: an unmount may be under way "
+           "(%.2f s)" % took)
         ok(not is_mounted(b), "nothing mounted at b")
     finally:
         umount(a, "umount")
