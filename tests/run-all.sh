@@ -9,13 +9,14 @@
 # fusermount3; a ThreadSanitizer build runs the unit tests and the
 # engine's concurrent tests as root.  It ends with one line "N passed, N failed, N skipped" and
 # exits non-zero if anything failed.  Not as root: it builds and runs
-# the tests once, as you, with the packages already installed.
+# the tests once, as you, with the packages already installed.  As root
+# it also runs the xfstests of tests/ext/xfstests.ci on the plain build.
 set -u
 cd "$(dirname "$0")/.."
 src=$PWD
 DEPS="build-essential meson ninja-build pkg-config patch python3 fuse3
       libsqlite3-dev sqlite3 libcurl4-openssl-dev nginx-light squid curl openssl attr tar
-      findutils util-linux bash-completion"
+      findutils util-linux bash-completion rsync git libarchive-tools acl"
 TEST_USER=${HSMFS_TEST_USER:-hsmfs-ci}
 passed=0 failed=0 skipped=0
 failures=$(mktemp)
@@ -116,6 +117,28 @@ subprojects/fill-cache.sh || { echo "0 passed, 1 failed"; exit 1; }
 
 san="-Db_sanitize=address,undefined -Db_lundef=false"
 build build-ci --werror && runtests build-ci "plain build, as $(id -un)"
+# xfstests, the list in tests/ext/xfstests.ci (root: it mounts with
+# mount(8) and needs its users), on the plain build; the whole quick
+# group and pjdfstest are on demand (tests/ext/).
+if [ "$(id -u)" = 0 ] && [ -x build-ci/hsmfs ]; then
+	log "xfstests (tests/ext/xfstests.ci)"
+	xout=$(mktemp)
+	tests/ext/xfstests.sh -b build-ci >"$xout" 2>&1
+	grep -E '^generic/|^(UNEXPECTED|expected failure|passes now)' "$xout" | cut -c1-200
+	line=$(tail -1 "$xout")
+	echo "$line"
+	if [[ $line =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed,\ ([0-9]+)\ skipped ]]; then
+		passed=$((passed + BASH_REMATCH[1]))
+		failed=$((failed + BASH_REMATCH[2]))
+		skipped=$((skipped + BASH_REMATCH[3]))
+		[ "${BASH_REMATCH[2]}" = 0 ] || grep -E 'UNEXPECTED' "$xout" >>"$failures"
+	else
+		tail -30 "$xout"
+		failed=$((failed + 1))
+		echo "---- xfstests: did not run ($line)" >>"$failures"
+	fi
+	rm -f "$xout"
+fi
 # shellcheck disable=SC2086
 build build-asan --werror $san && runtests build-asan "ASan+UBSan build, as $(id -un)"
 # ThreadSanitizer: the unit tests and the engine's concurrent tests (the

@@ -46,6 +46,7 @@ shift $((OPTIND - 1))
 if [ -z "$SRC" ]; then
 	SRC=$(ls "$src_root"/../shared/ext-suites/xfstests-*.tar.gz 2>/dev/null | head -1)
 fi
+[ -e "$SRC" ] || { echo "xfstests.sh: no xfstests source (give -s SRC)" >&2; exit 2; }
 DEPS="autoconf automake libtool libtool-bin pkg-config make gcc g++ xfslibs-dev xfsprogs
       e2fsprogs uuid-dev libattr1-dev libacl1-dev libaio-dev libgdbm-dev attr acl bc psmisc
       perl gawk"
