@@ -150,6 +150,41 @@ def errnos_in_threads(fn, n):
     return out
 
 
+def in_child(fn, uid=None, gid=None, umask=None):
+    """Run fn() in a child (as uid/gid if given); returns what it returns
+    (a repr-able value) or ('errno', n)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            if umask is not None:
+                os.umask(umask)
+            if gid is not None:
+                os.setgroups([])
+                os.setgid(gid)
+            if uid is not None:
+                os.setuid(uid)
+            res = fn()
+        except OSError as e:
+            res = ("errno", e.errno)
+        except BaseException as e:  # noqa: B902
+            res = ("error", repr(e))
+        os.write(w, repr(res).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while True:
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    import ast
+    return ast.literal_eval(data.decode())
+
+
 def is_mounted(path):
     path = os.path.realpath(path)
     with open("/proc/self/mountinfo") as f:

@@ -21,43 +21,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Mount, eq, is_root, main, ok, skip, tmpdir  # noqa: E402
+from harness import Mount, eq, in_child, is_root, main, ok, skip, tmpdir  # noqa: E402
 
 RWF_NOAPPEND = 0x20
 NOBODY = 65534
-
-
-def in_child(fn, uid=None, gid=None):
-    """Run fn() in a child (as uid/gid if given); returns what it returns
-    (a repr-able value) or ('errno', n)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            if gid is not None:
-                os.setgroups([])
-                os.setgid(gid)
-            if uid is not None:
-                os.setuid(uid)
-            res = fn()
-        except OSError as e:
-            res = ("errno", e.errno)
-        except BaseException as e:  # noqa: B902
-            res = ("error", repr(e))
-        os.write(w, repr(res).encode())
-        os._exit(0)
-    os.close(w)
-    data = b""
-    while True:
-        chunk = os.read(r, 65536)
-        if not chunk:
-            break
-        data += chunk
-    os.close(r)
-    os.waitpid(pid, 0)
-    import ast
-    return ast.literal_eval(data.decode())
 
 
 def append_case(d, name="app", hold=False):

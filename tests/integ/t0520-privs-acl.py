@@ -33,8 +33,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HSMFS, Mount, diag, eq, is_mounted, is_root, main, ok, run,  # noqa: E402
-                     skip, tmpdir, tmpfs, tmpfs_drop)
+from harness import (HSMFS, Mount, diag, eq, in_child, is_mounted, is_root, main, ok,  # noqa: E402
+                     run, skip, tmpdir, tmpfs, tmpfs_drop)
 
 NOBODY = 65534
 OTHER_GID = 4242  # a group nobody is not in
@@ -52,41 +52,6 @@ def statx_mode(path):
         e = ctypes.get_errno()
         raise OSError(e, os.strerror(e), path)
     return struct.unpack_from("<H", buf.raw, 28)[0]
-
-
-def in_child(fn, uid=None, gid=None, umask=None):
-    """Run fn() in a child (as uid/gid if given); returns what it returns
-    (a repr-able value) or ('errno', n)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            if umask is not None:
-                os.umask(umask)
-            if gid is not None:
-                os.setgroups([])
-                os.setgid(gid)
-            if uid is not None:
-                os.setuid(uid)
-            res = fn()
-        except OSError as e:
-            res = ("errno", e.errno)
-        except BaseException as e:  # noqa: B902
-            res = ("error", repr(e))
-        os.write(w, repr(res).encode())
-        os._exit(0)
-    os.close(w)
-    data = b""
-    while True:
-        chunk = os.read(r, 65536)
-        if not chunk:
-            break
-        data += chunk
-    os.close(r)
-    os.waitpid(pid, 0)
-    import ast
-    return ast.literal_eval(data.decode())
 
 
 def fallocate(fd, mode, off, length):
