@@ -78,6 +78,11 @@ struct inode_head {
 	/* writes through O_DIRECT opens answered whose drop of the page
 	 * cache has not run yet: opens meanwhile drop it (ops-file.c) */
 	_Atomic uint32_t direct_writes;
+	/* opens for writing passed through (passthrough.c's, under its
+	 * lock): the kernel changes the store file unseen, its mapped
+	 * writes its times too, so its attributes are not cached meanwhile
+	 * (ops_attr_timeout()) */
+	_Atomic uint32_t pt_write_opens;
 };
 
 #define INODE_NONRESIDENT 0x1 /* some bytes missing: reads take the slow path */

@@ -17,12 +17,12 @@
 #include "ops-int.h"
 #include "privs.h"
 
-static void reply_attr(fuse_req_t req, int res, const struct stat *st)
+static void reply_attr(fuse_req_t req, fuse_ino_t ino, int res, const struct stat *st)
 {
 	if (res)
 		fuse_reply_err(req, -res);
 	else
-		fuse_reply_attr(req, st, ops_cfg.attr_timeout);
+		fuse_reply_attr(req, st, ops_attr_timeout(IN(ino)));
 }
 
 static int do_getattr(fuse_ino_t ino, struct fuse_file_info *fi,
@@ -53,7 +53,7 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct stat st;
 	int res = do_getattr(ino, fi, &st);
 
-	reply_attr(req, res, &st);
+	reply_attr(req, ino, res, &st);
 }
 
 static int set_times(struct inode *in, int fd, struct fuse_file_info *fi,
@@ -190,7 +190,7 @@ static int setattr_step(struct later *l, int res)
 	if (!res)
 		res = do_setattr(l->req, l->ino, &l->attr, l->valid, l->has_fi ? &l->fi : NULL,
 				 &st, true);
-	reply_attr(l->req, res, &st);
+	reply_attr(l->req, l->ino, res, &st);
 	return 0;
 }
 
@@ -249,7 +249,7 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
 	}
 	if (!res)
 		res = do_setattr(req, ino, attr, valid, fi, &st, checked);
-	reply_attr(req, res, &st);
+	reply_attr(req, ino, res, &st);
 }
 
 /* ------------------------------------------------------------- the rest */

@@ -87,6 +87,18 @@
 #include "store.h"
 
 extern struct ops_config ops_cfg;       /* ops_init(); op_init() may clear cold_direct */
+
+/*
+ * How long the kernel may keep in's attributes: attr_timeout, but not
+ * at all while an open for writing passes through (its mapped writes
+ * move the store file's times, which the daemon does not see: xfstests
+ * generic/080, 215).
+ */
+static inline double ops_attr_timeout(const struct inode *in)
+{
+	return atomic_load_explicit(&((const struct inode_head *)in)->pt_write_opens,
+				    memory_order_relaxed) ? 0 : ops_cfg.attr_timeout;
+}
 extern bool ops_acls;                   /* the kernel enforces POSIX ACLs (op_init) */
 extern bool ops_killpriv;               /* set-ID bits are ours to drop (op_init, privs.h) */
 extern bool ops_dont_mask;              /* the umask is ours to apply (op_init,

@@ -48,7 +48,7 @@ int do_lookup(fuse_ino_t parent, const char *name, struct fuse_entry_param *e)
 	events_shown_attr(in, &e->attr);
 	e->ino = inode_nodeid(in);
 	e->generation = inode_generation(in);
-	e->attr_timeout = ops_cfg.attr_timeout;
+	e->attr_timeout = ops_attr_timeout(in);
 	e->entry_timeout = name_timeout(parent, ops_cfg.entry_timeout);
 	return 0;
 }
@@ -77,7 +77,7 @@ static int do_lookup_dot(fuse_ino_t ino, const char *name, struct fuse_entry_par
 	events_shown_attr(in, &e->attr);
 	e->ino = inode_nodeid(in);
 	e->generation = inode_generation(in);
-	e->attr_timeout = ops_cfg.attr_timeout;
+	e->attr_timeout = ops_attr_timeout(in);
 	e->entry_timeout = 0; /* no name: the kernel drops it (fuse_get_dentry) */
 	return 0;
 }

@@ -293,6 +293,8 @@ int pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi,
 	}
 	plock();
 	set_mode((int)fi->fh, mode);
+	if (mode == M_PT_WRITE)
+		h->pt_write_opens++;
 	P.st.passthrough_opens += mode != M_CACHED;
 	{
 		/* for a daemon taking over (pt_adopt()) */
@@ -305,7 +307,8 @@ int pt_opened(struct fuse_req *req, struct inode *in, struct fuse_file_info *fi,
 		}
 	}
 	punlock();
-	return killed ? PT_KILLED : 0;
+	/* what the kernel cached before this open would be shown on: dropped */
+	return killed || mode == M_PT_WRITE ? PT_KILLED : 0;
 }
 
 void pt_adopt(struct inode *in, int fd, const struct saved_open *r)
@@ -325,6 +328,8 @@ void pt_adopt(struct inode *in, int fd, const struct saved_open *r)
 	}
 	plock();
 	set_mode(fd, r->pt_mode);
+	if (r->pt_mode == M_PT_WRITE)
+		h->pt_write_opens++;
 	if (pt) {
 		if (!h->backing_id) {
 			h->backing_id = r->backing_id;
@@ -345,6 +350,8 @@ void pt_released(struct fuse_req *req, struct inode *in, struct fuse_file_info *
 
 	plock();
 	mode = take_mode((int)fi->fh);
+	if (mode == M_PT_WRITE && h->pt_write_opens)
+		h->pt_write_opens--;
 	if (mode == M_CACHED && h->cached_opens) {
 		h->cached_opens--;
 	} else if ((mode == M_PT || mode == M_PT_WRITE) && h->pt_opens && !--h->pt_opens) {

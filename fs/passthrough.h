@@ -86,9 +86,11 @@ void pt_subscriptions_changed(void);
  * decided since gen was read (fi->direct_io; modify_asked: one
  * PRE_MODIFY of the whole file was allowed for this open): sets
  * fi->backing_id (passthrough), or leaves fi as it is (cached), and
- * returns 0, or PT_KILLED: the same, and set-ID bits of the file were
- * dropped for this open (privs.h), which the caller tells the kernel
- * (ops_invalidate_attr()); call pt_released() for every such open, also
+ * returns 0, or PT_KILLED: the same, and the kernel's attributes of in
+ * are to be dropped (ops_invalidate_attr(), by the caller): set-ID bits
+ * of the file were dropped for this open (privs.h), or it is an open for
+ * writing passed through, whose mapped writes move the store file's
+ * times unseen (pt_write_opens, inode.h); call pt_released() for every such open, also
  * when the open's reply fails.  PT_AGAIN: the subscriptions changed since gen, or
  * the open is for writing, must join passthrough, a PRE_MODIFY watcher is
  * subscribed and modify_asked is false: nothing was registered (no

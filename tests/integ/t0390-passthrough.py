@@ -11,7 +11,10 @@
   5. a re-import of a file open in passthrough mode is refused, never
      served as zeros;
   6. where the kernel refuses (unprivileged mounts) opens fall back to
-     the daemon's path, counted in the stats.
+     the daemon's path, counted in the stats;
+  7. a write through a shared mapping of a file open for writing in
+     passthrough mode shows its times (the attributes are not cached
+     while such an open lasts).
 """
 import errno
 import json
@@ -234,12 +237,45 @@ def test_passthrough_killed():
     shutil.rmtree(mirror, ignore_errors=True)
 
 
+def test_mapped_times():
+    """A file open for writing in passthrough mode, written through a
+    shared mapping: a stat shows the new modification and change times
+    the store file got, during the open and after it (xfstests
+    generic/080, 215: the kernel kept the times it had cached)."""
+    import mmap
+    import time
+    with Mount() as m:
+        if not stats(m).get("passthrough"):
+            skip("mapped times", "the kernel did not offer FUSE passthrough")
+            return
+        with open(m.path("t"), "wb") as f:
+            f.write(b"x" * 4 * P)
+        released(m, "t")
+        before = os.stat(m.path("t"))
+        time.sleep(0.05)  # the clock moves: what is measured
+        fd = open_pt(m, "t", os.O_RDWR)
+        ok("passthrough" in state(m, "t"), "opened for writing in passthrough mode")
+        with mmap.mmap(fd, 4 * P) as mm:
+            mm[P:P + 4] = b"MAPD"
+            during = os.stat(m.path("t"))
+        os.close(fd)
+        after = os.stat(m.path("t"))
+        real = os.stat(m.spath("t"))
+        ok(during.st_mtime_ns > before.st_mtime_ns and during.st_ctime_ns > before.st_ctime_ns,
+           "during the open a stat shows the mapped write's times")
+        eq((after.st_mtime_ns, after.st_ctime_ns), (real.st_mtime_ns, real.st_ctime_ns),
+           "after it, the store file's times")
+        with open(m.path("t"), "rb") as f:
+            eq(f.read()[P:P + 4], b"MAPD", "and its bytes")
+
+
 def run():
     if os.geteuid() != 0:
         test_unprivileged_fallback()
         return
     test_passthrough()
     test_passthrough_killed()
+    test_mapped_times()
 
 
 main(run)
