@@ -1863,20 +1863,33 @@ static ssize_t xattr(const char *p, const char *name, char *buf, size_t size)
 	return n;
 }
 
+/* Times status_file() reads a file's state and bytes again while they move. */
+#define STATUS_TRIES 8
+
 static int status_file(const char *p, const struct stat *st, bool json,
 		       struct totals *t, bool *first)
 {
-	char state[64], present[32], origin[4200], filling[64], aerr[128];
+	char state[64], again[64], present[32], origin[4200], filling[64], aerr[128];
 	unsigned long long pr, done = 0, bytes = 0;
 	const char *arch;
 	bool fetching;
 
-	if (xattr(p, "user.hsmfs.state", state, sizeof(state)) < 0) {
-		fprintf(stderr, "hsmfsctl: '%s' is not on an hsmfs mount: %s\n", p,
-			strerror(errno));
-		return -1;
+	/*
+	 * The state and the bytes present, as one: read the state again
+	 * after the bytes, until it did not move between (a fill committed
+	 * between the two showed "placeholder" with bytes present)
+	 */
+	for (int tries = 0;; tries++) {
+		if (xattr(p, "user.hsmfs.state", state, sizeof(state)) < 0) {
+			fprintf(stderr, "hsmfsctl: '%s' is not on an hsmfs mount: %s\n", p,
+				strerror(errno));
+			return -1;
+		}
+		xattr(p, "user.hsmfs.present", present, sizeof(present));
+		if (tries == STATUS_TRIES || xattr(p, "user.hsmfs.state", again, sizeof(again)) < 0 ||
+		    !strcmp(state, again))
+			break;
 	}
-	xattr(p, "user.hsmfs.present", present, sizeof(present));
 	if (xattr(p, "user.hsmfs.origin", origin, sizeof(origin)) < 0)
 		origin[0] = '\0';
 	/* fills under way: "DONE BYTES", as far as the hook has reported */
