@@ -373,7 +373,7 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 	}
 	/*
 	 * Access times are the daemon's (opts.h): the last of these wins,
-	 * and opts_parse() gives the kernel noatime and nodiratime once.
+	 * and opts_parse() gives the kernel noatime once.
 	 */
 	if (!val && (KEY("noatime") || KEY("atime") || KEY("relatime") || KEY("strictatime"))) {
 		o->noatime = KEY("noatime");
@@ -537,9 +537,13 @@ int opts_parse(int argc, char *const argv[], struct hsmfs_opts *ret, char *err,
 	    append_kopt(&o, "default_permissions"))
 		res = fail(err, errlen, "out of memory");
 	o.default_perms = saw_dp || (o.allow_other && !o.no_default_perms);
-	/* shown in the mount's flags (/proc/self/mountinfo) */
-	if (!res && ((o.noatime && append_kopt(&o, "noatime")) ||
-		     (o.nodiratime && append_kopt(&o, "nodiratime"))))
+	/*
+	 * noatime shown in the mount's flags (/proc/self/mountinfo);
+	 * nodiratime is the daemon's alone: the fusermount3 of Debian 12
+	 * refuses it ("unknown option"), and the kernel keeps no atime of a
+	 * FUSE directory anyway
+	 */
+	if (!res && o.noatime && append_kopt(&o, "noatime"))
 		res = fail(err, errlen, "out of memory");
 	if (!res && o.no_default_perms && saw_dp)
 		res = fail(err, errlen,

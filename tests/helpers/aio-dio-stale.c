@@ -110,5 +110,8 @@ int main(int argc, char **argv)
 		pthread_join(t[i], NULL);
 	if (!res)
 		printf("%d rounds, every byte read back as written\n", round);
+	syscall(SYS_io_destroy, ctx);
+	free(buf);
+	free(check);
 	return res;
 }

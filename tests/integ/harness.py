@@ -426,6 +426,27 @@ def run_on_tty(cmd, **kw):
     return rc, out, tty.decode(errors="replace")
 
 
+def process_report(pid):
+    """What a process that did not exit is doing: its command line, and
+    each thread's state and where it waits in the kernel."""
+    out = []
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            out.append("pid %d: %s" % (pid, f.read().replace(b"\0", b" ").decode()))
+        for tid in sorted(os.listdir("/proc/%d/task" % pid), key=int):
+            t = "/proc/%d/task/%s/" % (pid, tid)
+            with open(t + "stat") as f:
+                st = f.read().rsplit(")", 1)[1].split()[0]
+            with open(t + "wchan") as f:
+                wchan = f.read()
+            with open(t + "comm") as f:
+                comm = f.read().strip()
+            out.append("  thread %s %s: %s %s" % (tid, comm, st, wchan))
+    except OSError as e:
+        out.append("pid %d: %s" % (pid, e))
+    return "\n".join(out)
+
+
 def unmount_all(mounts, stores, what):
     """Unmount each of mounts (ok per mount), then wait until the daemon
     of each store (its .hsmfs/lock names it) is gone: ok if every one
@@ -433,6 +454,7 @@ def unmount_all(mounts, stores, what):
     for m in mounts:
         eq(unmount(m), 0, "%s: unmount %s" % (what, m))
     end = time.monotonic() + 20
+    left = None
     for s in stores:
         while time.monotonic() < end:
             try:
@@ -440,8 +462,10 @@ def unmount_all(mounts, stores, what):
                 os.kill(pid, 0)
             except (OSError, ValueError):
                 break
+            left = pid
             time.sleep(0.02)
-    ok(time.monotonic() < end, "%s: every daemon exited" % what)
+    if not ok(time.monotonic() < end, "%s: every daemon exited" % what) and left:
+        diag(process_report(left))
     for m in mounts:
         if is_mounted(m):
             unmount(m, lazy=True)
