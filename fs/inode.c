@@ -41,6 +41,15 @@ struct inode {
 	struct inode *lru_next;  /*   fd_users == 0 and !pinned */
 	struct inode *kept_prev; /* kept list (forgotten, kept for file */
 	struct inode *kept_next; /*   handles); linked only if nlookup == 0 */
+	struct inode_name *names; /* other names seen of a file of several links
+				   * (inode.h), oldest first; NULL: none */
+	uint8_t nnames;          /* of them, at most INODE_NAMES_MAX */
+};
+
+/* A name of a file other than its alias: held like the alias (parent->refs). */
+struct inode_name {
+	struct inode *parent;
+	char *name;
 };
 
 static struct {
@@ -352,6 +361,7 @@ static bool unreferenced(const struct inode *in)
 
 static struct inode *free_one(struct inode *in);
 static void maybe_free(struct inode *in);
+static void names_clear(struct inode *in);
 
 static void kept_trim(void)
 {
@@ -597,6 +607,9 @@ static void free_inode(struct inode *in)
 	if (in->fd >= 0)
 		close(in->fd);
 	free(in->name);
+	for (int i = 0; i < in->nnames; i++)
+		free(in->names[i].name);
+	free(in->names);
 	free(in);
 }
 
@@ -804,6 +817,8 @@ static struct inode *free_one(struct inode *in)
 	if (in->fd >= 0)
 		T.cached_fds--;
 	T.forgotten--;
+	/* unreachable now: the parents its names release may free or keep others */
+	names_clear(in);
 	free_inode(in); /* closes its descriptor: close of an O_PATH fd does not block */
 	if (parent) {
 		assert(parent->refs > 0);
@@ -831,30 +846,165 @@ static void maybe_free(struct inode *in)
 	}
 }
 
-/* Replace in's alias.  Lock held.  name may be NULL (alias gone). */
-static int set_alias(struct inode *in, struct inode *parent, const char *name)
+/* ------------------------------------------- the other names of a file */
+
+static bool same_name(const struct inode *p1, const char *n1, const struct inode *p2,
+		      const char *n2)
+{
+	return p1 == p2 && n1 && n2 && !strcmp(n1, n2);
+}
+
+/* The index of (parent, name) among in's other names, or -1.  Lock held. */
+static int name_index(const struct inode *in, const struct inode *parent, const char *name)
+{
+	for (int i = 0; i < in->nnames; i++)
+		if (same_name(in->names[i].parent, in->names[i].name, parent, name))
+			return i;
+	return -1;
+}
+
+/* Whether (parent, name) is one of in's names, its alias or another.  Lock held. */
+static bool known_name(const struct inode *in, const struct inode *parent, const char *name)
+{
+	return same_name(in->parent, in->name, parent, name) || name_index(in, parent, name) >= 0;
+}
+
+/*
+ * Take other name i out of in's list: its parent and name to the caller,
+ * who drops the parent's reference (or hands it on) and frees the name.
+ */
+static struct inode_name name_take(struct inode *in, int i)
+{
+	struct inode_name n = in->names[i];
+
+	memmove(&in->names[i], &in->names[i + 1], (in->nnames - i - 1) * sizeof(n));
+	if (!--in->nnames) {
+		free(in->names);
+		in->names = NULL;
+	}
+	return n;
+}
+
+static void name_drop(struct inode_name n)
+{
+	free(n.name);
+	n.parent->refs--;
+	maybe_free(n.parent);
+}
+
+/* Forget every other name of in.  Lock held. */
+static void names_clear(struct inode *in)
+{
+	while (in->nnames)
+		name_drop(name_take(in, in->nnames - 1));
+}
+
+/*
+ * Keep (parent, name) as another name of in, taking over the reference
+ * on parent and name (freed here when it cannot be kept: at the limit
+ * the oldest goes).  Lock held.
+ */
+static void name_keep(struct inode *in, struct inode *parent, char *name)
+{
+	if (name_index(in, parent, name) >= 0 || parent == &T.orphans) {
+		name_drop((struct inode_name){ parent, name });
+		return;
+	}
+	if (!in->names) {
+		in->names = malloc(INODE_NAMES_MAX * sizeof(*in->names));
+		if (!in->names) {
+			name_drop((struct inode_name){ parent, name });
+			return;
+		}
+	}
+	if (in->nnames == INODE_NAMES_MAX) {
+		struct inode_name oldest = in->names[0];
+
+		memmove(&in->names[0], &in->names[1], (in->nnames - 1) * sizeof(oldest));
+		in->nnames--;
+		name_drop(oldest);
+	}
+	in->names[in->nnames++] = (struct inode_name){ parent, name };
+}
+
+/*
+ * Make (parent, n) in's alias, taking over a reference on parent and the
+ * string n (both may be NULL: no alias).  The alias replaced is kept as
+ * another name when keep, else released.  Lock held.
+ */
+static void alias_to(struct inode *in, struct inode *parent, char *n, bool keep)
 {
 	struct inode *old = in->parent;
+	char *oldname = in->name;
+	int i;
+
+	in->name = n;
+	in->parent = parent;
+	atomic_store_explicit(&in->orphan, in->parent == &T.orphans, memory_order_relaxed);
+	rec_alias(in);
+	if (parent && (i = name_index(in, parent, n)) >= 0)
+		name_drop(name_take(in, i)); /* the alias now */
+	if (old && keep && parent && !S_ISDIR(in->type)) {
+		name_keep(in, old, oldname);
+	} else if (old) {
+		free(oldname);
+		old->refs--;
+		maybe_free(old);
+	}
+}
+
+/*
+ * Make (parent, name) in's alias.  Lock held.  name may be NULL (alias
+ * gone).  links: the file's link count just seen (0: not known): with
+ * more than one the alias replaced stays another name of it (inode.h),
+ * with one the other names are gone.
+ */
+static int set_alias_seen(struct inode *in, struct inode *parent, const char *name,
+			  nlink_t links)
+{
 	char *n = NULL;
 
-	if (name) {
-		if (in->parent == parent && in->name && !strcmp(in->name, name))
-			return 0;
+	if (name && !same_name(in->parent, in->name, parent, name)) {
 		n = strdup(name);
 		if (!n)
 			return -ENOMEM;
 		parent->refs++;
+		alias_to(in, parent, n, links > 1);
+	} else if (!name) {
+		alias_to(in, NULL, NULL, false);
 	}
-	free(in->name);
-	in->name = n;
-	in->parent = name ? parent : NULL;
-	atomic_store_explicit(&in->orphan, in->parent == &T.orphans, memory_order_relaxed);
-	rec_alias(in);
-	if (old) {
-		old->refs--;
-		maybe_free(old);
-	}
+	if (links == 1 && in->nnames)
+		names_clear(in);
 	return 0;
+}
+
+static int set_alias(struct inode *in, struct inode *parent, const char *name)
+{
+	return set_alias_seen(in, parent, name, 0);
+}
+
+/*
+ * in's alias no longer reaches it: the most recent other name is the
+ * alias now, if it has one.  Lock held.
+ */
+static void alias_fall_back(struct inode *in)
+{
+	struct inode_name n;
+
+	if (!in->nnames) {
+		alias_to(in, NULL, NULL, false);
+		return;
+	}
+	n = name_take(in, in->nnames - 1);
+	alias_to(in, n.parent, n.name, false);
+	if (in->pinned) {
+		/* reachable by name again: the fd may be evicted */
+		in->pinned = false;
+		if (in->fd >= 0 && !in->fd_users) {
+			lru_push(in);
+			lru_trim();
+		}
+	}
 }
 
 int inode_lookup(struct inode *parent, const char *name, struct stat *ret_st,
@@ -897,8 +1047,11 @@ int inode_lookup(struct inode *parent, const char *name, struct stat *ret_st,
 			return -ENOMEM;
 		}
 		T.forgotten++; /* until lookup_ref() below */
-	} else if (!in->nlookup && in->parent &&
-		   (in->parent != parent || strcmp(in->name, name))) {
+	} else if (in->kept_next) {
+		/* taken back: not the kept list's to trim while its alias changes */
+		kept_unlink(in);
+	}
+	if (in != &T.root && !in->nlookup && in->parent && !known_name(in, parent, name)) {
 		/*
 		 * Forgotten, and found under another name than its own: moved
 		 * or removed beside the mount, and its number maybe another
@@ -908,7 +1061,7 @@ int inode_lookup(struct inode *parent, const char *name, struct stat *ret_st,
 		in->gen = ++saved_node(in->id)->gen;
 	}
 	if (in != &T.root) {
-		res = set_alias(in, parent, name);
+		res = set_alias_seen(in, parent, name, st.st_nlink);
 		if (!res && in->pinned) {
 			/* reachable by name again: the fd may be evicted */
 			in->pinned = false;
@@ -998,6 +1151,7 @@ int inode_fd_get(struct inode *in)
 	struct stat st;
 	int pfd, fd;
 
+again:
 	lk_lock(&T.lock, LK_INODES);
 	if (in->fd >= 0) {
 		if (in->lru_next)
@@ -1026,9 +1180,18 @@ int inode_fd_get(struct inode *in)
 	} else {
 		fd = pfd;
 	}
-	free(name);
 
 	lk_lock(&T.lock, LK_INODES);
+	if (fd == -ESTALE && in->nnames && same_name(in->parent, in->name, parent, name)) {
+		/* the alias reaches it no more: its next name (each tried once) */
+		alias_fall_back(in);
+		parent->refs--;
+		maybe_free(parent);
+		lk_unlock(&T.lock, LK_INODES);
+		free(name);
+		goto again;
+	}
+	free(name);
 	parent->refs--;
 	maybe_free(parent);
 	if (fd >= 0) {
@@ -1101,10 +1264,21 @@ struct inode *inode_hold_name(struct inode *parent, const char *name,
 	return in;
 }
 
-void inode_moved(struct inode *in, struct inode *newparent, const char *newname)
+void inode_moved(struct inode *in, struct inode *oldparent, const char *oldname,
+		 struct inode *newparent, const char *newname)
 {
+	int i, res;
+
 	lk_lock(&T.lock, LK_INODES);
-	if (set_alias(in, newparent, newname) == 0 && in->pinned) {
+	/* moved from another name than its alias: the alias stays a name of it */
+	if (oldname && !same_name(in->parent, in->name, oldparent, oldname)) {
+		if ((i = name_index(in, oldparent, oldname)) >= 0)
+			name_drop(name_take(in, i));
+		res = set_alias_seen(in, newparent, newname, 2);
+	} else {
+		res = set_alias(in, newparent, newname);
+	}
+	if (res == 0 && in->pinned) {
 		in->pinned = false;
 		if (in->fd >= 0 && !in->fd_users) {
 			lru_push(in);
@@ -1117,7 +1291,23 @@ void inode_moved(struct inode *in, struct inode *newparent, const char *newname)
 void inode_unaliased(struct inode *in)
 {
 	lk_lock(&T.lock, LK_INODES);
-	set_alias(in, NULL, NULL);
+	alias_fall_back(in);
+	lk_unlock(&T.lock, LK_INODES);
+}
+
+void inode_name_gone(struct inode *in, struct inode *parent, const char *name, nlink_t links)
+{
+	int i;
+
+	lk_lock(&T.lock, LK_INODES);
+	if (links <= 1) {
+		/* it had this name only: every other it had is gone, or another file's */
+		names_clear(in);
+		alias_to(in, NULL, NULL, false);
+	} else if (same_name(in->parent, in->name, parent, name))
+		alias_fall_back(in);
+	else if ((i = name_index(in, parent, name)) >= 0)
+		name_drop(name_take(in, i));
 	lk_unlock(&T.lock, LK_INODES);
 }
 

@@ -46,6 +46,19 @@
  * takes a new generation: its old handles go stale rather than open
  * another file.
  *
+ * Other names.  A file of several links (st_nlink > 1 when looked up)
+ * found under another name than its alias (a link made through the
+ * mount, a lookup of another of its names) keeps its alias as another
+ * name, up to INODE_NAMES_MAX of them (the oldest goes first), each
+ * holding its parent like the alias.  When the alias is removed or
+ * renamed away (inode_name_gone(), inode_moved()), or no longer reaches
+ * the file ((dev, ino) checked at every open, as for the alias), the
+ * most recent other name becomes the alias: a file stays reachable, by
+ * a handle too, while any name the daemon saw still reaches it.  A
+ * lookup that sees one link forgets the others; a forgotten file found
+ * again under any of its names keeps its generation.  The other names
+ * are the daemon's alone: a restart keeps the alias only.
+ *
  * Locking.  One mutex guards the hash, the counts, the aliases and the
  * descriptor cache.  No syscall other than close(2) of an evicted
  * descriptor is made with it held.  The read/write path never touches
@@ -59,6 +72,13 @@
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+
+/*
+ * Names of a file of several links remembered beside its alias (see
+ * "Other names" above): 16 bytes and a name each, only for files seen
+ * with more than one link.
+ */
+#define INODE_NAMES_MAX 8
 
 struct inode; /* opaque outside inode.c but for its head */
 
@@ -225,12 +245,18 @@ void inode_proc_path(int fd, char buf[32]);
  * (or NULL; *ret_st gets the fstatat() result either way, ENOENT as
  * st_nlink 0).  When a removal is coming, it first secures a
  * descriptor for inodes that outlive their name.  After the operation,
- * inode_moved() gives a held inode its new alias, inode_unaliased()
- * records that its name is gone, and inode_release() drops the hold.
+ * inode_moved() gives a held inode its new alias (it was at (oldparent,
+ * oldname); NULL oldname: its alias), inode_name_gone() records that
+ * one of its names is gone (links: its link count before, *ret_st's),
+ * inode_unaliased() that its alias is (both fall back to another name
+ * of it: "Other names" above), and
+ * inode_release() drops the hold.
  */
 struct inode *inode_hold_name(struct inode *parent, const char *name,
 			      bool removing, struct stat *ret_st);
-void inode_moved(struct inode *in, struct inode *newparent, const char *newname);
+void inode_moved(struct inode *in, struct inode *oldparent, const char *oldname,
+		 struct inode *newparent, const char *newname);
+void inode_name_gone(struct inode *in, struct inode *parent, const char *name, nlink_t links);
 void inode_unaliased(struct inode *in);
 void inode_release(struct inode *in);
 

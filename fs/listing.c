@@ -406,7 +406,7 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 				r = renameat2(S.cfg.state_fd, tmp, dfd, name, RENAME_NOREPLACE) <
 					    0 ? -errno : 0;
 			if (!r && victim)
-				inode_unaliased(victim);
+				inode_name_gone(victim, dir, name, old.st_nlink);
 			names_release(dino, name);
 			if (!r && victim && old.st_nlink == 1)
 				orphaned(victim);
@@ -472,7 +472,7 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 				gone = unlinkat(dirfd(d), de->d_name,
 						dirent_dir ? AT_REMOVEDIR : 0) == 0;
 				if (gone && victim)
-					inode_unaliased(victim);
+					inode_name_gone(victim, dir, de->d_name, st.st_nlink);
 				names_release(dino, de->d_name);
 				if (gone && !dirent_dir && st.st_nlink == 1)
 					orphaned(victim);

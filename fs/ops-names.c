@@ -422,7 +422,7 @@ static int do_remove(fuse_ino_t parent, const char *name, int flags)
 		events_dir_named(p, name, META_OP_RMDIR);
 	}
 	if (!res && victim && !orphan)
-		inode_unaliased(victim);
+		inode_name_gone(victim, p, name, st.st_nlink);
 	inode_release(victim);
 	return res;
 }
@@ -517,11 +517,11 @@ static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 	}
 	if (!res && src != dst) {
 		if (src)
-			inode_moved(src, np, newname);
+			inode_moved(src, p, name, np, newname);
 		if (dst && (flags & RENAME_EXCHANGE))
-			inode_moved(dst, p, name);
+			inode_moved(dst, np, newname, p, name);
 		else if (dst && !orphan)
-			inode_unaliased(dst);
+			inode_name_gone(dst, np, newname, dst_st.st_nlink);
 	}
 	/*
 	 * The rows' paths after the inodes' (a row the writer inserts
@@ -554,9 +554,9 @@ static void resent_renamed(fuse_ino_t parent, const char *name, fuse_ino_t newpa
 				      inode_hold_name(IN(parent), name, false, &xst) : NULL;
 
 	if (src)
-		inode_moved(src, IN(newparent), newname);
+		inode_moved(src, IN(parent), name, IN(newparent), newname);
 	if (other && other != src)
-		inode_moved(other, IN(parent), name);
+		inode_moved(other, IN(newparent), newname, IN(parent), name);
 	inode_release(src);
 	inode_release(other);
 	ops_lost_retry();

@@ -11,6 +11,11 @@ daemon told to forget, then open_by_handle_at(2):
   - a file removed through the mount, or from the store behind it, is
     ESTALE, never another file, even when a new file got its node id
     (the handle's generation tells them apart);
+  - a file of several links stays reachable by its handle while any name
+    the daemon saw still reaches it: its names linked or looked up through
+    the mount, removed through the mount or beside it, renamed away (up to
+    INODE_NAMES_MAX = 8 names beside the last one seen; the oldest goes
+    first), never another file at a name it had;
   - handles taken before hsmfsctl restart open the same files after it;
   - at most export_keep forgotten inodes are kept (the others' handles
     are ESTALE); export_keep=0 is no handle support.
@@ -202,6 +207,97 @@ def test_removed():
             os.close(mount_fd)
 
 
+def test_links():
+    """xfstests generic/426 -l -u: a file reached by its other links."""
+    data = b"linked" * 1000
+    with Mount() as m:
+        write_tree(m.store, {"d/f": data, "d/g": b"g"})
+        fh, gh = (name_to_handle(m.path(p)) for p in ("d/f", "d/g"))
+        ino = os.stat(m.path("d/f")).st_ino
+        if not can_run():
+            return
+        mount_fd = os.open(m.mnt, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            # linked through the mount, the first name looked up again and removed
+            os.link(m.path("d/f"), m.path("d/l"))
+            forget_all(m)
+            same_file(mount_fd, fh, data, ino, "a file linked, forgotten")
+            os.stat(m.path("d/f"))
+            os.unlink(m.path("d/f"))
+            forget_all(m)
+            same_file(mount_fd, fh, data, ino, "its name seen last removed, another link left")
+            # the link seen last removed: back to the name seen before
+            os.link(m.path("d/l"), m.path("d/l2"))
+            os.unlink(m.path("d/l2"))
+            forget_all(m)
+            same_file(mount_fd, fh, data, ino, "its link seen last removed")
+            # renamed away, then that name removed
+            os.link(m.path("d/l"), m.path("d/l3"))
+            os.mkdir(m.path("e"))
+            os.rename(m.path("d/l3"), m.path("e/moved"))
+            forget_all(m)
+            same_file(mount_fd, fh, data, ino, "a link renamed away")
+            os.unlink(m.path("e/moved"))
+            forget_all(m)
+            same_file(mount_fd, fh, data, ino, "a link renamed away, then removed")
+            # the name seen last removed beside the mount
+            os.link(m.path("d/l"), m.path("d/l4"))
+            os.stat(m.path("d/l4"))
+            os.unlink(m.spath("d/l4"))
+            forget_all(m)
+            same_file(mount_fd, fh, data, ino, "its name seen last removed beside the mount")
+            # never another file: its other name is another file's now
+            inog = os.stat(m.path("d/g")).st_ino
+            os.link(m.path("d/g"), m.path("d/g2"))
+            os.unlink(m.spath("d/g2"))
+            write_tree(m.store, {"d/g2": b"another"})
+            os.unlink(m.path("d/g"))
+            forget_all(m)
+            err, fd = opened(mount_fd, gh)
+            eq(err, errno.ESTALE, "its other name is another file now: ESTALE")
+            if fd is not None:
+                diag("it opened %r (inode %d, was %d)" % (read_fd(fd), os.fstat(fd).st_ino, inog))
+                os.close(fd)
+        finally:
+            os.close(mount_fd)
+
+
+def test_links_limit():
+    """The last name seen and INODE_NAMES_MAX (8) others are remembered."""
+    files = {"d/h": b"h", "d/k": b"k"}
+    files.update({"z/%d" % i: b"z" for i in range(24)})
+    with Mount(opts="fd_cache=16") as m:
+        write_tree(m.store, files)
+        hh, kh = name_to_handle(m.path("d/h")), name_to_handle(m.path("d/k"))
+        inoh, inok = os.stat(m.path("d/h")).st_ino, os.stat(m.path("d/k")).st_ino
+        if not can_run():
+            return
+        mount_fd = os.open(m.mnt, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for i in range(8):
+                os.link(m.path("d/h"), m.path("d/h%d" % i))
+            for i in range(9):
+                os.link(m.path("d/k"), m.path("d/k%d" % i))
+            forget_all(m)
+            for i in range(8):
+                os.unlink(m.spath("d/h%d" % i))
+            for i in range(9):
+                os.unlink(m.spath("d/k%d" % i))
+            # the daemon's idle descriptors of h and k go (fd_cache=16)
+            for i in range(24):
+                with open(m.path("z/%d" % i), "rb") as f:
+                    f.read()
+            forget_all(m)
+            same_file(mount_fd, hh, b"h", inoh, "nine names seen, the first one left")
+            err, fd = opened(mount_fd, kh)
+            eq(err, errno.ESTALE, "ten names seen, the first one left: forgotten, ESTALE")
+            if fd is not None:
+                diag("it opened inode %d (was %d)" % (os.fstat(fd).st_ino, inok))
+                os.close(fd)
+        finally:
+            os.close(mount_fd)
+
+
 def test_restart():
     data = os.urandom(5000)
     with Mount() as m:
@@ -279,6 +375,8 @@ def test_limit():
 def all_tests():
     test_files_and_dirs()
     test_removed()
+    test_links()
+    test_links_limit()
     test_restart()
     test_limit()
 
