@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <fcntl.h>
+#include <linux/limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "hashset.h"
 #include "inode.h"
 #include "saved.h"
+#include "sha256.h"
 #include "store.h"
 
 #define FUSE_ROOT_NODEID 1
@@ -44,6 +46,11 @@ struct inode {
 	struct inode_name *names; /* other names seen of a file of several links
 				   * (inode.h), oldest first; NULL: none */
 	uint8_t nnames;          /* of them, at most INODE_NAMES_MAX */
+	/* read from the last mount's table (inode_table_load()): the store's
+	 * handle of its file then, which the file reached must have before
+	 * it is trusted (fh_checked); immutable while in lives */
+	struct file_handle *fh;
+	_Atomic bool fh_checked;
 };
 
 /* A name of a file other than its alias: held like the alias (parent->refs). */
@@ -80,6 +87,12 @@ static struct {
 #define SLOT_CHUNK 4096u
 #define ORPHANS_ID (SAVED_NODES_MAX - 1) /* node id of T.orphans: never the kernel's */
 #define ORPHAN_PREFIX "open-"
+
+/* in was read from the last mount's table and not checked yet (no lock needed). */
+static bool fh_unchecked(const struct inode *in)
+{
+	return in->fh && !atomic_load_explicit(&in->fh_checked, memory_order_acquire);
+}
 
 /* ------------------------------------------- node ids and saved records */
 
@@ -610,6 +623,7 @@ static void free_inode(struct inode *in)
 	for (int i = 0; i < in->nnames; i++)
 		free(in->names[i].name);
 	free(in->names);
+	free(in->fh);
 	free(in);
 }
 
@@ -1007,6 +1021,33 @@ static void alias_fall_back(struct inode *in)
 	}
 }
 
+/*
+ * Whether the store file at (dirfd, name; flags AT_EMPTY_PATH: dirfd
+ * itself) is the one in->fh names: the store's own handle holds its
+ * inode's generation, so a number used again is not the same file.
+ */
+static bool fh_same(int dirfd, const char *name, int flags, const struct inode *in)
+{
+	union {
+		struct file_handle h;
+		uint8_t b[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+	} u;
+	int mnt;
+
+	u.h.handle_bytes = MAX_HANDLE_SZ;
+	if (name_to_handle_at(dirfd, name, &u.h, &mnt, flags) < 0)
+		return false;
+	return u.h.handle_type == in->fh->handle_type &&
+	       u.h.handle_bytes == in->fh->handle_bytes &&
+	       !memcmp(u.h.f_handle, in->fh->f_handle, u.h.handle_bytes);
+}
+
+/* in's handle is checked (its file reached, the same or not).  Lock held. */
+static void fh_mark_checked(struct inode *in)
+{
+	atomic_store_explicit(&in->fh_checked, true, memory_order_release);
+}
+
 int inode_lookup(struct inode *parent, const char *name, struct stat *ret_st,
 		 struct inode **ret)
 {
@@ -1018,17 +1059,31 @@ int inode_lookup(struct inode *parent, const char *name, struct stat *ret_st,
 	if (pfd < 0)
 		return pfd;
 	res = fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
-	inode_fd_put(parent);
-	if (res)
+	if (res) {
+		inode_fd_put(parent);
 		return res;
+	}
 
 	lk_lock(&T.lock, LK_INODES);
 	in = hash_find(st.st_dev, st.st_ino);
+	if (in && fh_unchecked(in)) {
+		/* the last mount's file (inode_table_load()), or another with its number now */
+		bool same;
+
+		in->refs++;
+		lk_unlock(&T.lock, LK_INODES);
+		same = fh_same(pfd, name, 0, in);
+		lk_lock(&T.lock, LK_INODES);
+		if (!same && !in->nlookup && fh_unchecked(in))
+			in->gen = ++saved_node(in->id)->gen; /* its handles are stale */
+		fh_mark_checked(in);
+		in->refs--;
+	}
 	if (!in) {
 		in = calloc(1, sizeof(*in));
 		if (!in) {
-			lk_unlock(&T.lock, LK_INODES);
-			return -ENOMEM;
+			res = -ENOMEM;
+			goto out;
 		}
 		in->dev = st.st_dev;
 		in->ino = st.st_ino;
@@ -1037,14 +1092,13 @@ int inode_lookup(struct inode *parent, const char *name, struct stat *ret_st,
 		res = rec_new(in);
 		if (res) {
 			free(in);
-			lk_unlock(&T.lock, LK_INODES);
-			return res;
+			goto out;
 		}
 		if (hashset_add(&T.set, (uintptr_t)in, NULL) < 0) {
 			rec_free(in);
 			free(in);
-			lk_unlock(&T.lock, LK_INODES);
-			return -ENOMEM;
+			res = -ENOMEM;
+			goto out;
 		}
 		T.forgotten++; /* until lookup_ref() below */
 	} else if (in->kept_next) {
@@ -1073,14 +1127,15 @@ int inode_lookup(struct inode *parent, const char *name, struct stat *ret_st,
 	}
 	if (res) {
 		maybe_free(in);
-		lk_unlock(&T.lock, LK_INODES);
-		return res;
+		goto out;
 	}
 	lookup_ref(in);
-	lk_unlock(&T.lock, LK_INODES);
 	*ret_st = st;
 	*ret = in;
-	return 0;
+out:
+	lk_unlock(&T.lock, LK_INODES);
+	inode_fd_put(parent); /* after: parent's descriptor served the check above */
+	return res;
 }
 
 int inode_lookup_dot(struct inode *in, bool dotdot, struct stat *ret_st, struct inode **ret)
@@ -1172,7 +1227,7 @@ again:
 		if (fd < 0)
 			fd = errno == ENOENT ? -ESTALE : -errno;
 		else if (fstat(fd, &st) < 0 || st.st_dev != in->dev ||
-			 st.st_ino != in->ino) {
+			 st.st_ino != in->ino || (fh_unchecked(in) && !fh_same(fd, "", AT_EMPTY_PATH, in))) {
 			close(fd);
 			fd = -ESTALE; /* replaced outside the mount */
 		}
@@ -1194,6 +1249,8 @@ again:
 	free(name);
 	parent->refs--;
 	maybe_free(parent);
+	if (fd >= 0)
+		fh_mark_checked(in); /* the same file: fh_same() above */
 	if (fd >= 0) {
 		if (in->fd >= 0) {
 			/* another thread opened it meanwhile */
@@ -1358,4 +1415,360 @@ void inode_counts(uint64_t *ret_inodes, uint64_t *ret_kept, uint64_t *ret_fds)
 	*ret_kept = T.forgotten;
 	*ret_fds = T.cached_fds;
 	lk_unlock(&T.lock, LK_INODES);
+}
+
+/* ------------------------------------------- the table across mounts */
+
+/*
+ * STORE/.hsmfs/nodes (inode.h): a head, one record a node id below the
+ * high-water mark that has a record or a generation, each followed by
+ * its alias name, and the SHA-256 of all that.  Native byte order: the
+ * same machine reads it.  Read once and removed at once: a table left
+ * by a mount that ended without writing one would name node ids that
+ * mount gave to other files.
+ */
+#define NODES_FILE "nodes"
+#define NODES_TMP "nodes.tmp"
+#define NODES_MAGIC 0x68736d66736e6431ULL /* "hsmfsnd1" */
+#define NODES_VERSION 1u
+
+struct nodes_head {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t hwm;        /* the saved head's nodes_hwm */
+	uint64_t root_dev;   /* the store root's: another store's table is refused */
+	uint64_t root_ino;
+	uint64_t count;      /* records that follow */
+};
+
+struct nodes_rec {
+	uint64_t dev, ino;
+	uint32_t id;
+	uint32_t gen;
+	uint32_t type;       /* S_IFMT; 0: a free node id, its generation only */
+	uint32_t parent;     /* alias parent's node id (1: the root) */
+	int32_t fh_type;     /* the store's handle of the file (name_to_handle_at) */
+	uint16_t name_len;   /* alias name bytes that follow (no NUL), */
+	uint16_t fh_len;     /*   then the handle's bytes */
+};
+_Static_assert(sizeof(struct nodes_rec) == 40, "no padding in the file");
+
+#define NODES_FILE_MAX ((uint64_t)SAVED_NODES_MAX * \
+				(sizeof(struct nodes_rec) + SAVED_NAME_CELL + MAX_HANDLE_SZ) + \
+			sizeof(struct nodes_head) + 32)
+
+struct nbuf {
+	uint8_t *p;
+	size_t n, cap;
+};
+
+static int nbuf_put(struct nbuf *b, const void *data, size_t n)
+{
+	if (b->n + n > b->cap) {
+		size_t c = b->cap ? b->cap * 2 : 65536;
+		uint8_t *m;
+
+		while (c < b->n + n)
+			c *= 2;
+		m = realloc(b->p, c);
+		if (!m)
+			return -ENOMEM;
+		b->p = m;
+		b->cap = c;
+	}
+	memcpy(b->p + b->n, data, n);
+	b->n += n;
+	return 0;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* The store's handle of node id's file, reached by its alias now: malloc'd, or NULL. */
+static struct file_handle *fh_of(uint32_t id)
+{
+	struct file_handle *fh = NULL;
+	struct inode *in;
+	int fd, mnt;
+
+	lk_lock(&T.lock, LK_INODES);
+	in = slot_get(id);
+	if (!in || in == &T.orphans || !in->parent || in->parent == &T.orphans) {
+		lk_unlock(&T.lock, LK_INODES);
+		return NULL;
+	}
+	in->refs++;
+	lk_unlock(&T.lock, LK_INODES);
+	fd = inode_fd_get(in); /* checked: (dev, ino), and a handle read from the last table */
+	if (fd >= 0) {
+		fh = malloc(sizeof(*fh) + MAX_HANDLE_SZ);
+		if (fh) {
+			fh->handle_bytes = MAX_HANDLE_SZ;
+			if (name_to_handle_at(fd, "", fh, &mnt, AT_EMPTY_PATH) < 0) {
+				free(fh);
+				fh = NULL;
+			}
+		}
+		inode_fd_put(in);
+	}
+	inode_release(in);
+	return fh;
+}
+
+int inode_table_save(int state_fd, uint64_t *ret_n)
+{
+	struct saved_head *h = saved_head();
+	struct nodes_head head = { .magic = NODES_MAGIC, .version = NODES_VERSION };
+	struct nbuf b = { 0 };
+	struct sha256 sh;
+	uint8_t sum[32];
+	int fd, res = 0;
+	uint32_t id;
+
+	struct file_handle **fhs;
+
+	*ret_n = 0;
+	head.hwm = h->nodes_hwm < 2 ? 2 : h->nodes_hwm;
+	if (head.hwm > ORPHANS_ID)
+		head.hwm = ORPHANS_ID;
+	/* each file as it is now, with the store's handle of it: syscalls, no lock */
+	fhs = calloc(head.hwm, sizeof(*fhs));
+	if (!fhs)
+		return -ENOMEM;
+	for (id = 2; id < head.hwm; id++)
+		fhs[id] = fh_of(id);
+	lk_lock(&T.lock, LK_INODES);
+	head.root_dev = T.root.dev;
+	head.root_ino = T.root.ino;
+	res = nbuf_put(&b, &head, sizeof(head));
+	for (id = 2; !res && id < head.hwm; id++) {
+		struct saved_node *r = saved_node(id);
+		struct nodes_rec rec = { .id = id, .gen = r->gen };
+		char name[SAVED_NAME_CELL];
+
+		if (!r->gen && !r->type)
+			continue; /* never used */
+		/* a node its alias reaches; the others only keep their generation */
+		if (r->type && r->parent && r->parent != ORPHANS_ID && r->parent < head.hwm &&
+		    fhs[id] && fhs[id]->handle_bytes <= MAX_HANDLE_SZ) {
+			rec.dev = r->dev;
+			rec.ino = r->ino;
+			rec.type = r->type;
+			rec.parent = r->parent;
+			rec.name_len = (uint16_t)saved_node_name(r, name);
+			rec.fh_type = fhs[id]->handle_type;
+			rec.fh_len = (uint16_t)fhs[id]->handle_bytes;
+			if (!rec.name_len || !rec.fh_len)
+				rec = (struct nodes_rec){ .id = id, .gen = r->gen };
+		}
+		res = nbuf_put(&b, &rec, sizeof(rec));
+		if (!res && rec.name_len)
+			res = nbuf_put(&b, name, rec.name_len);
+		if (!res && rec.fh_len)
+			res = nbuf_put(&b, fhs[id]->f_handle, rec.fh_len);
+		head.count++;
+		if (rec.type)
+			(*ret_n)++;
+	}
+	lk_unlock(&T.lock, LK_INODES);
+	for (id = 2; id < head.hwm; id++)
+		free(fhs[id]);
+	free(fhs);
+	if (res)
+		goto out;
+	memcpy(b.p, &head, sizeof(head)); /* its count */
+	sha256_init(&sh);
+	sha256_update(&sh, b.p, b.n);
+	sha256_final(&sh, sum);
+	res = nbuf_put(&b, sum, sizeof(sum));
+	if (res)
+		goto out;
+	fd = openat(state_fd, NODES_TMP, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+		    0600);
+	if (fd < 0) {
+		res = -errno;
+		goto out;
+	}
+	res = write_all(fd, b.p, b.n);
+	if (!res && fsync(fd) < 0)
+		res = -errno;
+	close(fd);
+	if (!res && renameat(state_fd, NODES_TMP, state_fd, NODES_FILE) < 0)
+		res = -errno;
+	if (res) {
+		unlinkat(state_fd, NODES_TMP, 0);
+	} else if ((fd = openat(state_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+		fsync(fd); /* the rename */
+		close(fd);
+	}
+out:
+	free(b.p);
+	return res;
+}
+
+/* The whole of a regular file at name in dirfd, at most max bytes: 0 or -errno. */
+static int read_file(int dirfd, const char *name, uint64_t max, struct nbuf *ret)
+{
+	struct stat st;
+	size_t got = 0;
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
+		close(fd);
+		return -EINVAL;
+	}
+	ret->p = malloc(st.st_size ? (size_t)st.st_size : 1);
+	if (!ret->p) {
+		close(fd);
+		return -ENOMEM;
+	}
+	while (got < (size_t)st.st_size) {
+		ssize_t r = read(fd, ret->p + got, (size_t)st.st_size - got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	close(fd);
+	ret->n = got;
+	return got == (size_t)st.st_size ? 0 : -EIO;
+}
+
+/*
+ * Check the table in b: its sum, head and every record's bounds (ids
+ * rising, below the mark, names without '/' or NUL).  Returns the
+ * number of records or -EINVAL.
+ */
+static int64_t nodes_check(const struct nbuf *b)
+{
+	struct nodes_head head;
+	struct sha256 sh;
+	uint8_t sum[32];
+	size_t pos = sizeof(head);
+	uint32_t last = 1;
+
+	if (b->n < sizeof(head) + 32)
+		return -EINVAL;
+	sha256_init(&sh);
+	sha256_update(&sh, b->p, b->n - 32);
+	sha256_final(&sh, sum);
+	if (memcmp(sum, b->p + b->n - 32, 32))
+		return -EINVAL;
+	memcpy(&head, b->p, sizeof(head));
+	if (head.magic != NODES_MAGIC || head.version != NODES_VERSION || head.hwm < 2 ||
+	    head.hwm > ORPHANS_ID || head.count > SAVED_NODES_MAX ||
+	    head.root_dev != (uint64_t)T.root.dev || head.root_ino != (uint64_t)T.root.ino)
+		return -EINVAL;
+	for (uint64_t i = 0; i < head.count; i++) {
+		struct nodes_rec rec;
+
+		if (b->n - 32 - pos < sizeof(rec))
+			return -EINVAL;
+		memcpy(&rec, b->p + pos, sizeof(rec));
+		pos += sizeof(rec);
+		if (rec.id <= last || rec.id >= head.hwm || rec.name_len >= SAVED_NAME_CELL ||
+		    rec.fh_len > MAX_HANDLE_SZ || b->n - 32 - pos < (size_t)rec.name_len + rec.fh_len)
+			return -EINVAL;
+		if (rec.type && (!rec.parent || rec.parent >= head.hwm || !rec.name_len || !rec.fh_len ||
+				 memchr(b->p + pos, '/', rec.name_len) ||
+				 memchr(b->p + pos, '\0', rec.name_len)))
+			return -EINVAL;
+		last = rec.id;
+		pos += (size_t)rec.name_len + rec.fh_len;
+	}
+	return pos == b->n - 32 ? (int64_t)head.count : -EINVAL;
+}
+
+int inode_table_load(int state_fd, bool use, uint64_t *ret_n)
+{
+	struct saved_head *h = saved_head();
+	struct nbuf b = { 0 };
+	struct nodes_head head;
+	size_t pos = sizeof(head);
+	int64_t count;
+	int res;
+
+	*ret_n = 0;
+	if (!use) {
+		unlinkat(state_fd, NODES_FILE, 0);
+		return 0;
+	}
+	res = read_file(state_fd, NODES_FILE, NODES_FILE_MAX, &b);
+	if (res == -ENOENT)
+		return 0;
+	unlinkat(state_fd, NODES_FILE, 0); /* read once: see NODES_FILE */
+	count = res ? res : nodes_check(&b);
+	if (count < 0) {
+		free(b.p);
+		return (int)count;
+	}
+	memcpy(&head, b.p, sizeof(head));
+	/* the table is fresh (inode_table_init() without restoring): its records */
+	for (int64_t i = 0; i < count; i++) {
+		struct nodes_rec rec;
+		struct saved_node *r;
+
+		memcpy(&rec, b.p + pos, sizeof(rec));
+		pos += sizeof(rec);
+		r = saved_node(rec.id);
+		memset(r, 0, sizeof(*r));
+		r->gen = rec.gen;
+		if (rec.type) {
+			r->dev = rec.dev;
+			r->ino = rec.ino;
+			r->type = rec.type;
+			if (rec.name_len > SAVED_NAME_INLINE) {
+				if (h->names_hwm < 1)
+					h->names_hwm = 1; /* cell 0 is none */
+				if (h->names_hwm >= SAVED_NAMES_MAX) {
+					r->type = 0; /* no cell left: not kept */
+					pos += (size_t)rec.name_len + rec.fh_len;
+					continue;
+				}
+				r->long_name = h->names_hwm++;
+			}
+			memcpy(r->long_name ? saved_name_cell(r->long_name) : r->name, b.p + pos,
+			       rec.name_len);
+			r->name_len = rec.name_len;
+			r->parent = rec.parent;
+		}
+		pos += (size_t)rec.name_len + rec.fh_len;
+	}
+	h->nodes_hwm = head.hwm;
+	res = restore(ret_n);
+	/* each inode kept: the store's handle its file must have */
+	pos = sizeof(head);
+	for (int64_t i = 0; !res && i < count; i++) {
+		struct nodes_rec rec;
+		struct inode *in;
+
+		memcpy(&rec, b.p + pos, sizeof(rec));
+		pos += sizeof(rec) + rec.name_len;
+		in = rec.type ? slot_get(rec.id) : NULL;
+		if (in && in != &T.root && in != &T.orphans && !in->fh &&
+		    (in->fh = malloc(sizeof(*in->fh) + rec.fh_len))) {
+			in->fh->handle_bytes = rec.fh_len;
+			in->fh->handle_type = rec.fh_type;
+			memcpy(in->fh->f_handle, b.p + pos, rec.fh_len);
+		}
+		pos += rec.fh_len;
+	}
+	free(b.p);
+	return res;
 }

@@ -551,6 +551,17 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 	table = true; /* the table owns store.root_fd now */
+	{
+		uint64_t n;
+
+		/* a daemon taking over, or no handles: the table is removed, unread */
+		res = inode_table_load(store.state_fd, !takeover && o.export_keep, &n);
+		if (res)
+			log_warn("cannot read the file handles of the last mount (%s/%s/nodes): %s, "
+				 "ignoring: they are stale", store_path, STORE_STATE_DIR, strerror(-res));
+		else if (n)
+			log_debug("file handles of the last mount: %llu nodes", (unsigned long long)n);
+	}
 	if (takeover)
 		fault_named(FAULT_TAKE_RESTORED);
 
@@ -860,6 +871,17 @@ out:
 	else if (se)
 		fuse_session_destroy(se);
 	ops_shutdown();
+	if (table && serving && (rc == 0 || rc == EXIT_HOOK) && o.export_keep) {
+		uint64_t n;
+
+		/* the handles of this mount for the next: inode.h */
+		int r = inode_table_save(store.state_fd, &n);
+
+		if (r)
+			log_warn("cannot save the file handles for the next mount (%s/%s/nodes): %s, "
+				 "ignoring: they will be stale", store_path, STORE_STATE_DIR,
+				 strerror(-r));
+	}
 	if (table)
 		inode_table_destroy();
 	else if (store.root_fd >= 0)

@@ -16,7 +16,11 @@ daemon told to forget, then open_by_handle_at(2):
     the mount, removed through the mount or beside it, renamed away (up to
     INODE_NAMES_MAX = 8 names beside the last one seen; the oldest goes
     first), never another file at a name it had;
-  - handles taken before hsmfsctl restart open the same files after it;
+  - handles taken before hsmfsctl restart open the same files after it,
+    and those taken before an unmount after the store is mounted again
+    (generic/477, 777): files and directories, moved through the mount
+    before; a file removed from the store meanwhile, or replaced by
+    another (its inode number maybe used again), is ESTALE;
   - at most export_keep forgotten inodes are kept (the others' handles
     are ESTALE); export_keep=0 is no handle support.
 open_by_handle_at needs CAP_DAC_READ_SEARCH and drop_caches root: as
@@ -26,12 +30,13 @@ import ctypes
 import errno
 import json
 import os
+import shutil
 import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFSCTL, Mount, diag, eq, is_root, main, ok, run, skip,  # noqa: E402
-                     wait_for, write_tree)
+                     tmpdir, wait_for, write_tree)
 
 AT_FDCWD = -100
 MAX_HANDLE_SZ = 128
@@ -328,6 +333,77 @@ def test_restart():
             os.close(mount_fd)
 
 
+def test_remount():
+    """Handles of a mount open the same files on the next mount of the store."""
+    data = os.urandom(7000)
+    store = tmpdir("hsmfs-store-")
+    try:
+        write_tree(store, {"t/d/f": data, "t/d/g": b"g" * 10, "t/r": b"r", "t/q": b"q",
+                           "t/m/n": b"n" * 10})
+        with Mount(store=store) as m:
+            hs = {p: name_to_handle(m.path(p)) for p in ("t/d/f", "t/d", "t/d/g", "t/r", "t/q",
+                                                         "t/m/n", "t")}
+            ino = {p: os.stat(m.path(p)).st_ino for p in hs}
+            if not can_run():
+                return
+            # moved through the mount before the unmount: the handle follows
+            os.mkdir(m.path("t/new"))
+            os.rename(m.path("t/m/n"), m.path("t/new/n2"))
+        ok(os.path.exists(os.path.join(store, ".hsmfs", "nodes")), "the table written at unmount")
+        # beside the mount while unmounted: one removed, one replaced
+        os.unlink(os.path.join(store, "t/r"))
+        os.unlink(os.path.join(store, "t/q"))
+        write_tree(store, {"t/q": b"another q"})
+        diag("t/q's inode number %d, its replacement's %d" %
+             (ino["t/q"], os.stat(os.path.join(store, "t/q")).st_ino))
+        with Mount(store=store) as m:
+            ok(not os.path.exists(os.path.join(store, ".hsmfs", "nodes")),
+               "the table read once, removed")
+            mount_fd = os.open(m.mnt, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                same_file(mount_fd, hs["t/d/f"], data, ino["t/d/f"], "a file, a new mount")
+                same_dir(m, mount_fd, hs["t/d"], "t/d", "a directory, a new mount")
+                same_dir(m, mount_fd, hs["t"], "t", "a directory at the root, a new mount")
+                same_file(mount_fd, hs["t/m/n"], b"n" * 10, ino["t/m/n"],
+                          "a file moved before the unmount, a new mount")
+                forget_all(m)
+                same_file(mount_fd, hs["t/d/g"], b"g" * 10, ino["t/d/g"],
+                          "a file of the last mount, forgotten again")
+                for p, what in (("t/r", "removed"), ("t/q", "replaced by another")):
+                    err, fd = opened(mount_fd, hs[p])
+                    eq(err, errno.ESTALE, "a file %s while unmounted: ESTALE" % what)
+                    if fd is not None:
+                        diag("it opened %r" % read_fd(fd))
+                        os.close(fd)
+                # the replacement looked up by name first: still not the old handle's
+                os.stat(m.path("t/q"))
+                err, fd = opened(mount_fd, hs["t/q"])
+                eq(err, errno.ESTALE, "the replacement looked up: the old handle still ESTALE")
+                if fd is not None:
+                    os.close(fd)
+            finally:
+                os.close(mount_fd)
+        # a mount that did not write a table (killed): the handles are stale
+        m = Mount(store=store)
+        try:
+            m.start()
+            h = name_to_handle(m.path("t/d/f"))
+            m.kill()
+        finally:
+            m.cleanup()
+        with Mount(store=store) as m:
+            mount_fd = os.open(m.mnt, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                err, fd = opened(mount_fd, h)
+                eq(err, errno.ESTALE, "no table from a mount that was killed: ESTALE")
+                if fd is not None:
+                    os.close(fd)
+            finally:
+                os.close(mount_fd)
+    finally:
+        shutil.rmtree(store, ignore_errors=True)
+
+
 def test_limit():
     """export_keep bounds the forgotten inodes kept: the rest are ESTALE."""
     files = {"f%d" % i: (b"%d" % i) * 100 for i in range(6)}
@@ -378,6 +454,7 @@ def all_tests():
     test_links()
     test_links_limit()
     test_restart()
+    test_remount()
     test_limit()
 
 
