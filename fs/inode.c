@@ -1053,6 +1053,7 @@ int inode_lookup(struct inode *parent, const char *name, struct stat *ret_st,
 {
 	struct inode *in;
 	struct stat st;
+	bool same, moved = false;
 	int pfd, res;
 
 	pfd = inode_fd_get(parent);
@@ -1068,14 +1069,13 @@ int inode_lookup(struct inode *parent, const char *name, struct stat *ret_st,
 	in = hash_find(st.st_dev, st.st_ino);
 	if (in && fh_unchecked(in)) {
 		/* the last mount's file (inode_table_load()), or another with its number now */
-		bool same;
-
 		in->refs++;
 		lk_unlock(&T.lock, LK_INODES);
 		same = fh_same(pfd, name, 0, in);
 		lk_lock(&T.lock, LK_INODES);
 		if (!same && !in->nlookup && fh_unchecked(in))
 			in->gen = ++saved_node(in->id)->gen; /* its handles are stale */
+		moved = same; /* the same file under a new name: its handles stay */
 		fh_mark_checked(in);
 		in->refs--;
 	}
@@ -1105,7 +1105,7 @@ int inode_lookup(struct inode *parent, const char *name, struct stat *ret_st,
 		/* taken back: not the kept list's to trim while its alias changes */
 		kept_unlink(in);
 	}
-	if (in != &T.root && !in->nlookup && in->parent && !known_name(in, parent, name)) {
+	if (in != &T.root && !in->nlookup && in->parent && !moved && !known_name(in, parent, name)) {
 		/*
 		 * Forgotten, and found under another name than its own: moved
 		 * or removed beside the mount, and its number maybe another

@@ -39,12 +39,14 @@
  * (the idle descriptor LRU may have one).  A handle whose node id was
  * freed (removed, or past the limit) is ESTALE: a node id used again
  * has a new generation, which the kernel checks, and the first
- * generation of a node id is random per mount, so a handle of an
- * earlier mount is ESTALE too.  Kept inodes survive a restart with the
- * saved records.  One forgotten and found under another name than its
- * alias (moved or removed beside the mount, its number maybe reused)
- * takes a new generation: its old handles go stale rather than open
- * another file.
+ * generation of a node id the last mount's table (inode_table_load())
+ * does not give is random per mount, so a handle of an earlier mount
+ * without one is ESTALE too.  Kept inodes survive a restart with the
+ * saved records, and an unmount with that table.  One forgotten and
+ * found under another name than its alias (moved or removed beside the
+ * mount, its number maybe reused) takes a new generation, unless the
+ * store's handle read from the table shows the same file: its old
+ * handles go stale rather than open another file.
  *
  * Other names.  A file of several links (st_nlink > 1 when looked up)
  * found under another name than its alias (a link made through the

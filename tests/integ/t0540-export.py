@@ -339,10 +339,10 @@ def test_remount():
     store = tmpdir("hsmfs-store-")
     try:
         write_tree(store, {"t/d/f": data, "t/d/g": b"g" * 10, "t/r": b"r", "t/q": b"q",
-                           "t/m/n": b"n" * 10})
+                           "t/m/n": b"n" * 10, "t/s": b"s" * 10})
         with Mount(store=store) as m:
             hs = {p: name_to_handle(m.path(p)) for p in ("t/d/f", "t/d", "t/d/g", "t/r", "t/q",
-                                                         "t/m/n", "t")}
+                                                         "t/m/n", "t", "t/s")}
             ino = {p: os.stat(m.path(p)).st_ino for p in hs}
             if not can_run():
                 return
@@ -352,6 +352,7 @@ def test_remount():
         ok(os.path.exists(os.path.join(store, ".hsmfs", "nodes")), "the table written at unmount")
         # beside the mount while unmounted: one removed, one replaced
         os.unlink(os.path.join(store, "t/r"))
+        os.rename(os.path.join(store, "t/s"), os.path.join(store, "t/s2"))
         os.unlink(os.path.join(store, "t/q"))
         write_tree(store, {"t/q": b"another q"})
         diag("t/q's inode number %d, its replacement's %d" %
@@ -375,12 +376,37 @@ def test_remount():
                     if fd is not None:
                         diag("it opened %r" % read_fd(fd))
                         os.close(fd)
+                # moved beside the mount: found by its new name, the same file (its store handle)
+                os.stat(m.path("t/s2"))
+                forget_all(m)
+                same_file(mount_fd, hs["t/s"], b"s" * 10, ino["t/s"],
+                          "a file moved while unmounted, looked up by its new name")
                 # the replacement looked up by name first: still not the old handle's
                 os.stat(m.path("t/q"))
                 err, fd = opened(mount_fd, hs["t/q"])
                 eq(err, errno.ESTALE, "the replacement looked up: the old handle still ESTALE")
                 if fd is not None:
                     os.close(fd)
+            finally:
+                os.close(mount_fd)
+        # a table not whole: refused, the mount goes on, the handles are stale
+        with Mount(store=store) as m:
+            h = name_to_handle(m.path("t/d/f"))
+        nodes = os.path.join(store, ".hsmfs", "nodes")
+        if os.path.exists(nodes):
+            os.truncate(nodes, os.path.getsize(nodes) - 1)
+        else:
+            ok(False, "a table written at unmount, to cut short")
+        with Mount(store=store) as m:
+            ok(m.logged("cannot read the file handles of the last mount"),
+               "a table not whole: the log says so")
+            mount_fd = os.open(m.mnt, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                err, fd = opened(mount_fd, h)
+                eq(err, errno.ESTALE, "a table not whole: ESTALE")
+                if fd is not None:
+                    os.close(fd)
+                eq(os.path.exists(nodes), False, "a table not whole: removed")
             finally:
                 os.close(mount_fd)
         # a mount that did not write a table (killed): the handles are stale
