@@ -366,6 +366,16 @@ static void kept_push(struct inode *in)
 	T.kept_len++;
 }
 
+/* At the least recent end: a parent the trim released (its kept children went). */
+static void kept_push_tail(struct inode *in)
+{
+	in->kept_prev = T.kept.kept_prev;
+	in->kept_next = &T.kept;
+	T.kept.kept_prev->kept_next = in;
+	T.kept.kept_prev = in;
+	T.kept_len++;
+}
+
 static bool unreferenced(const struct inode *in)
 {
 	return in != &T.root && in != &T.lost && in != &T.orphans && !in->nlookup &&
@@ -852,7 +862,11 @@ static void maybe_free(struct inode *in)
 		if (in->parent && in->parent != &T.orphans && T.kept_max) {
 			if (in->kept_next)
 				kept_unlink(in);
-			kept_push(in);
+			/* a parent the trim released is no more recent than its children */
+			if (T.trimming)
+				kept_push_tail(in);
+			else
+				kept_push(in);
 			kept_trim();
 			return;
 		}
@@ -1420,9 +1434,10 @@ void inode_counts(uint64_t *ret_inodes, uint64_t *ret_kept, uint64_t *ret_fds)
 /* ------------------------------------------- the table across mounts */
 
 /*
- * STORE/.hsmfs/nodes (inode.h): a head, one record a node id below the
- * high-water mark that has a record or a generation, each followed by
- * its alias name, and the SHA-256 of all that.  Native byte order: the
+ * STORE/.hsmfs/nodes (inode.h): a head, one record a node kept (at most
+ * kept_max of the inodes the kernel held at unmount and then of the
+ * kept list, most recent first, and their parents), each followed by
+ * its alias name and its store handle, and the SHA-256 of all that.  Native byte order: the
  * same machine reads it.  Read once and removed at once: a table left
  * by a mount that ended without writing one would name node ids that
  * mount gave to other files.
@@ -1439,6 +1454,8 @@ struct nodes_head {
 	uint64_t root_dev;   /* the store root's: another store's table is refused */
 	uint64_t root_ino;
 	uint64_t count;      /* records that follow */
+	uint32_t gen_next;   /* past every generation given: the next mount's first */
+	uint32_t pad;
 };
 
 struct nodes_rec {
@@ -1538,17 +1555,57 @@ int inode_table_save(int state_fd, uint64_t *ret_n)
 	uint32_t id;
 
 	struct file_handle **fhs;
+	uint8_t *keep;
+	size_t nkeep = 0;
+	uint32_t gmax = T.gen_base;
 
 	*ret_n = 0;
 	head.hwm = h->nodes_hwm < 2 ? 2 : h->nodes_hwm;
 	if (head.hwm > ORPHANS_ID)
 		head.hwm = ORPHANS_ID;
-	/* each file as it is now, with the store's handle of it: syscalls, no lock */
 	fhs = calloc(head.hwm, sizeof(*fhs));
-	if (!fhs)
+	keep = calloc(head.hwm, 1);
+	if (!fhs || !keep) {
+		free(fhs);
+		free(keep);
 		return -ENOMEM;
+	}
+	/*
+	 * Which: the kernel's at unmount, then the kept list's, most recent
+	 * first, kept_max of them at most (the next mount keeps no more),
+	 * and the directories their aliases go through.
+	 */
+	lk_lock(&T.lock, LK_INODES);
+	HASHSET_EACH(&T.set, pos) {
+		struct inode *in = of_key(hashset_key(&T.set, pos));
+
+		if (in->nlookup && nkeep < T.kept_max && in->id < head.hwm && !keep[in->id]) {
+			keep[in->id] = 1;
+			nkeep++;
+		}
+	}
+	for (struct inode *in = T.kept.kept_next; in != &T.kept && nkeep < T.kept_max;
+	     in = in->kept_next)
+		if (in->id < head.hwm && !keep[in->id]) {
+			keep[in->id] = 1;
+			nkeep++;
+		}
+	for (id = 2; id < head.hwm; id++) {
+		struct inode *in = keep[id] == 1 ? slot_get(id) : NULL;
+
+		for (in = in ? in->parent : NULL; in && in != &T.root && in->id < head.hwm &&
+						    keep[in->id] != 2; in = in->parent)
+			keep[in->id] = 2;
+		if (saved_node(id)->gen && saved_node(id)->gen - gmax < 0x80000000u)
+			gmax = saved_node(id)->gen; /* the latest, modulo 2^32 */
+	}
+	lk_unlock(&T.lock, LK_INODES);
+	head.gen_next = gmax + 1;
+	/* each file as it is now, with the store's handle of it: syscalls, no lock */
 	for (id = 2; id < head.hwm; id++)
-		fhs[id] = fh_of(id);
+		if (keep[id])
+			fhs[id] = fh_of(id);
+	free(keep);
 	lk_lock(&T.lock, LK_INODES);
 	head.root_dev = T.root.dev;
 	head.root_ino = T.root.ino;
@@ -1558,30 +1615,27 @@ int inode_table_save(int state_fd, uint64_t *ret_n)
 		struct nodes_rec rec = { .id = id, .gen = r->gen };
 		char name[SAVED_NAME_CELL];
 
-		if (!r->gen && !r->type)
-			continue; /* never used */
-		/* a node its alias reaches; the others only keep their generation */
-		if (r->type && r->parent && r->parent != ORPHANS_ID && r->parent < head.hwm &&
-		    fhs[id] && fhs[id]->handle_bytes <= MAX_HANDLE_SZ) {
-			rec.dev = r->dev;
-			rec.ino = r->ino;
-			rec.type = r->type;
-			rec.parent = r->parent;
-			rec.name_len = (uint16_t)saved_node_name(r, name);
-			rec.fh_type = fhs[id]->handle_type;
-			rec.fh_len = (uint16_t)fhs[id]->handle_bytes;
-			if (!rec.name_len || !rec.fh_len)
-				rec = (struct nodes_rec){ .id = id, .gen = r->gen };
-		}
+		/* a node its alias reaches, its file's handle taken */
+		if (!r->type || !r->parent || r->parent == ORPHANS_ID || r->parent >= head.hwm ||
+		    !fhs[id] || fhs[id]->handle_bytes > MAX_HANDLE_SZ || !fhs[id]->handle_bytes)
+			continue;
+		rec.dev = r->dev;
+		rec.ino = r->ino;
+		rec.type = r->type;
+		rec.parent = r->parent;
+		rec.name_len = (uint16_t)saved_node_name(r, name);
+		rec.fh_type = fhs[id]->handle_type;
+		rec.fh_len = (uint16_t)fhs[id]->handle_bytes;
+		if (!rec.name_len)
+			continue;
 		res = nbuf_put(&b, &rec, sizeof(rec));
 		if (!res && rec.name_len)
 			res = nbuf_put(&b, name, rec.name_len);
 		if (!res && rec.fh_len)
 			res = nbuf_put(&b, fhs[id]->f_handle, rec.fh_len);
 		head.count++;
-		if (rec.type)
-			(*ret_n)++;
 	}
+	*ret_n = head.count;
 	lk_unlock(&T.lock, LK_INODES);
 	for (id = 2; id < head.hwm; id++)
 		free(fhs[id]);
@@ -1685,7 +1739,7 @@ static int64_t nodes_check(const struct nbuf *b)
 		if (rec.id <= last || rec.id >= head.hwm || rec.name_len >= SAVED_NAME_CELL ||
 		    rec.fh_len > MAX_HANDLE_SZ || b->n - 32 - pos < (size_t)rec.name_len + rec.fh_len)
 			return -EINVAL;
-		if (rec.type && (!rec.parent || rec.parent >= head.hwm || !rec.name_len || !rec.fh_len ||
+		if (!rec.type || (!rec.parent || rec.parent >= head.hwm || !rec.name_len || !rec.fh_len ||
 				 memchr(b->p + pos, '/', rec.name_len) ||
 				 memchr(b->p + pos, '\0', rec.name_len)))
 			return -EINVAL;
@@ -1751,6 +1805,8 @@ int inode_table_load(int state_fd, bool use, uint64_t *ret_n)
 		pos += (size_t)rec.name_len + rec.fh_len;
 	}
 	h->nodes_hwm = head.hwm;
+	/* a node id used again gets a generation past any the last mount gave */
+	T.gen_base = head.gen_next;
 	res = restore(ret_n);
 	/* each inode kept: the store's handle its file must have */
 	pos = sizeof(head);

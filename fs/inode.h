@@ -173,15 +173,20 @@ int inode_table_init(int root_fd, unsigned fd_cache_max, unsigned kept_max, bool
 /*
  * The table across an unmount (file handles: see above).  At a clean
  * unmount inode_table_save() writes the node records (node id,
- * generation, store (dev, ino), type, alias) to STORE/.hsmfs/nodes
- * (state_fd), *ret_n of them with an alias, each free node id's
- * generation too; a mount after it, with a fresh table, calls
+ * generation, store (dev, ino), type, alias, and the store's handle of
+ * the file as it is then) of at most kept_max inodes (the kernel's at
+ * unmount, then the kept list's, most recent first) and of the
+ * directories their aliases go through to STORE/.hsmfs/nodes
+ * (state_fd), *ret_n of them, and a generation past every one given;
+ * a mount after it, with a fresh table, calls
  * inode_table_load() (use false: a daemon taking over, or no handles,
  * only removes it), which reads it, removes it, and rebuilds those
  * inodes as kept ones (*ret_n: how many), so the handles of the last
  * mount open the same files, each checked against the store by (dev,
- * ino) before use as after a restart, and a node id used again has a
- * generation past the last one.  A file that is not there is 0 (none);
+ * ino) and, the first time it is reached, by the store's handle (the
+ * inode's own generation: a number given to another file meanwhile is
+ * not the same file), and a node id used again has a generation past
+ * the last one.  A file that is not there is 0 (none);
  * one that is not whole, of another store or of another version is
  * -EINVAL, its handles ESTALE.  A mount that ended without writing one
  * leaves none: the handles of that mount are ESTALE.  Costs: the

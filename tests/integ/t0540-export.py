@@ -381,6 +381,15 @@ def test_remount():
                 forget_all(m)
                 same_file(mount_fd, hs["t/s"], b"s" * 10, ino["t/s"],
                           "a file moved while unmounted, looked up by its new name")
+                # new files: one may take a node id of the last mount that was not kept
+                for i in range(8):
+                    with open(m.path("t/new/x%d" % i), "wb") as f:
+                        f.write(b"x")
+                forget_all(m)
+                err, fd = opened(mount_fd, hs["t/r"])
+                eq(err, errno.ESTALE, "a file removed while unmounted: ESTALE after new files came")
+                if fd is not None:
+                    os.close(fd)
                 # the replacement looked up by name first: still not the old handle's
                 os.stat(m.path("t/q"))
                 err, fd = opened(mount_fd, hs["t/q"])
@@ -388,6 +397,29 @@ def test_remount():
                 if fd is not None:
                     os.close(fd)
             finally:
+                os.close(mount_fd)
+        # at most export_keep of them kept across the unmount too
+        names = ("k0", "k1", "k2", "k3")
+        write_tree(store, {p: p.encode() for p in names})
+        with Mount(store=store, opts="export_keep=2") as m:
+            hk = {p: name_to_handle(m.path(p)) for p in names}
+            forget_all(m)
+        with Mount(store=store, opts="export_keep=2") as m:
+            mount_fd = os.open(m.mnt, os.O_RDONLY | os.O_DIRECTORY)
+            fds = []
+            try:
+                errs = []
+                for p in names:
+                    err, fd = opened(mount_fd, hk[p])
+                    errs.append(err)
+                    if fd is not None:
+                        fds.append(fd)
+                        eq(read_fd(fd), p.encode(), "export_keep=2: %s is itself" % p)
+                eq(sorted(errs), [0, 0, errno.ESTALE, errno.ESTALE],
+                   "export_keep=2: two handles of the last mount open, the others ESTALE")
+            finally:
+                for fd in fds:
+                    os.close(fd)
                 os.close(mount_fd)
         # a table not whole: refused, the mount goes on, the handles are stale
         with Mount(store=store) as m:
