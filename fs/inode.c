@@ -1739,10 +1739,11 @@ static int64_t nodes_check(const struct nbuf *b)
 		if (rec.id <= last || rec.id >= head.hwm || rec.name_len >= SAVED_NAME_CELL ||
 		    rec.fh_len > MAX_HANDLE_SZ || b->n - 32 - pos < (size_t)rec.name_len + rec.fh_len)
 			return -EINVAL;
-		if (!rec.type || (!rec.parent || rec.parent >= head.hwm || !rec.name_len || !rec.fh_len ||
-				 memchr(b->p + pos, '/', rec.name_len) ||
-				 memchr(b->p + pos, '\0', rec.name_len)))
-			return -EINVAL;
+		if (!rec.type || (rec.type & ~(uint32_t)S_IFMT) || !rec.parent ||
+		    rec.parent >= head.hwm || !rec.name_len || !rec.fh_len ||
+		    memchr(b->p + pos, '/', rec.name_len) || memchr(b->p + pos, '\0', rec.name_len) ||
+		    (rec.name_len <= 2 && !memcmp(b->p + pos, "..", rec.name_len)))
+			return -EINVAL; /* "." and "..": no name of a file in its directory */
 		last = rec.id;
 		pos += (size_t)rec.name_len + rec.fh_len;
 	}
