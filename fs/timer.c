@@ -73,7 +73,7 @@ void *timer_main(void *arg)
 		if (!mono_passed(&ts))
 			continue;
 		mono_after(&ts, TICK_MS / 1000.0);
-		/* unmounted: nobody reads the answers; every wait ends now */
+		/* unmounted: nobody reads a request's answer; its wait ends now */
 		exiting = S.cfg.exiting && S.cfg.exiting();
 		now = mono_ms();
 		for (unsigned i = 0; i < S.cfg.max_pending; i++) {
@@ -81,7 +81,13 @@ void *timer_main(void *arg)
 
 			if (!ev_live(ev))
 				continue;
-			if (exiting && ev->st != EV_COPYING) {
+			/*
+			 * An archive's answer is the daemon's own to read: the
+			 * upload under way finishes (archive_shutdown() waits
+			 * for it), within its timeout like any other.
+			 */
+			if (exiting && ev->st != EV_COPYING && ev->type != HSMFS_EV_ARCHIVE &&
+			    ev->type != HSMFS_EV_ARCHIVE_NAME) {
 				complete(ev, -EIO);
 				continue;
 			}

@@ -38,6 +38,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -109,7 +111,9 @@ static void no_reply(struct fuse_req *req, struct inode *in, int fd, uint64_t of
 {
 	abort(); /* nothing here parks: every caller waits in its thread */
 }
-static bool not_exiting(void) { return false; }
+/* the FUSE session ended (unmounted): set by a test, read by the timer */
+static atomic_bool session_ended;
+static bool exiting(void) { return atomic_load(&session_ended); }
 
 /*
  * Requests with a handle: the engine never looks into struct fuse_req,
@@ -195,7 +199,7 @@ static int start_engine(void)
 		.invalidate_files_later = no_invalidate_later,
 		.invalidate_entry = record_invalidate_entry,
 		.reply = no_reply,
-		.exiting = not_exiting,
+		.exiting = exiting,
 		.caller = fake_caller,
 		.interrupted = fake_interrupted,
 		.max_parked_user = 2,
@@ -1125,6 +1129,26 @@ static void archiving(void)
 	ok(fake_wait(&r, 3000) == -EACCES && row_says("arch", META_DIRTY, NULL),
 	   "the watcher's deny wins: not archived, still dirty");
 	hook_close(&w);
+
+	/*
+	 * The session ends (an unmount) while the upload runs: requests'
+	 * waits end, but the upload is the daemon's, it finishes
+	 * (t0460 lost it now and then under load: the timer failed it EIO).
+	 */
+	ok(!user_writes(in, "arch", 0, "MINE...."), "changed again");
+	ask_archive(in, &r);
+	ok(!hook_next(&a, &ev, path, &fd, 2000) && ev.type == HSMFS_EV_ARCHIVE,
+	   "its upload begins");
+	close(fd);
+	atomic_store(&session_ended, true);
+	ok(fake_wait(&r, 600) == 1, "unmounted: the upload under way is not failed (6 timer ticks)");
+	hook_archived(&a, ev.id, "v2");
+	hook_answer(&a, ev.id, 0, 0, 0, 0);
+	ok(fake_wait(&r, 3000) == 0 && row_says("arch", META_RESIDENT, "v2"),
+	   "its answer is read: archived");
+	atomic_store(&session_ended, false);
+	ok(!user_writes(in, "arch", 0, "mine....") && !events_fsync(in) &&
+	   row_says("arch", META_DIRTY, "v2"), "and changed again");
 
 	/* an allow without ARCHIVED: the hook did not say where the bytes are */
 	ask_archive(in, &r);
