@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "manifest.h"
+#include "ranges.h"
 
 struct p {
 	const char *s, *end;
@@ -338,12 +339,62 @@ static int digest_array(struct p *p, struct manifest_entry *e)
 	}
 }
 
+/*
+ * "holes": an array of [offset, length] pairs, into e->holes (merged);
+ * each within [0, 2^63), length > 0.  Checked against the size once
+ * both are read.  0 or -EINVAL (said).
+ */
+static int hole_array(struct p *p, struct manifest_entry *e)
+{
+	if (p->s >= p->end || *p->s++ != '[')
+		return fail(p, "'holes' must be an array of [offset, length] pairs");
+	ws(p);
+	if (p->s < p->end && *p->s == ']') {
+		p->s++;
+		return 0;
+	}
+	for (;;) {
+		int64_t off, len;
+
+		ws(p);
+		if (p->s >= p->end || *p->s++ != '[')
+			return fail(p, "each of 'holes' must be an [offset, length] pair");
+		ws(p);
+		if (integer(p, "holes", &off))
+			return -EINVAL;
+		ws(p);
+		if (p->s >= p->end || *p->s++ != ',')
+			return fail(p, "each of 'holes' must be an [offset, length] pair");
+		ws(p);
+		if (integer(p, "holes", &len))
+			return -EINVAL;
+		ws(p);
+		if (p->s >= p->end || *p->s++ != ']')
+			return fail(p, "each of 'holes' must be an [offset, length] pair");
+		if (off < 0 || len <= 0 || len > INT64_MAX - off)
+			return fail(p, "a hole must have an offset >= 0 and a length > 0");
+		if (rs_add(&e->holes, (uint64_t)off, (uint64_t)(off + len)))
+			return fail(p, "out of memory");
+		ws(p);
+		if (p->s < p->end && *p->s == ',') {
+			p->s++;
+			continue;
+		}
+		if (p->s < p->end && *p->s == ']') {
+			p->s++;
+			return 0;
+		}
+		return fail(p, "expected ',' or ']' in 'holes'");
+	}
+}
+
 int manifest_parse_line(const char *line, size_t len, struct manifest_entry *ret,
 			char *err, size_t errlen)
 {
 	struct p p = { line, line + len, err, errlen };
 	struct manifest_entry e = { .mode = 0644 };
 	bool has_path = false, has_size = false, has_type = false, has_chunks = false;
+	bool has_holes = false;
 	int res = -EINVAL;
 
 	if (len > MANIFEST_MAX_LINE)
@@ -453,6 +504,17 @@ int manifest_parse_line(const char *line, size_t len, struct manifest_entry *ret
 				free(key);
 				goto out;
 			}
+		} else if (!strcmp(key, "holes")) {
+			if (has_holes) {
+				fail(&p, "duplicate key '%s'", key);
+				free(key);
+				goto out;
+			}
+			has_holes = true;
+			if (hole_array(&p, &e)) {
+				free(key);
+				goto out;
+			}
 		} else if (!strcmp(key, "type")) {
 			if (has_type) {
 				fail(&p, "duplicate key '%s'", key);
@@ -540,6 +602,15 @@ end:
 		fail(&p, "'chunk_size' and 'chunk_sha256' go together");
 		goto out;
 	}
+	if (has_holes && e.is_dir) {
+		fail(&p, "a directory has no 'holes'");
+		goto out;
+	}
+	if (e.holes.n && e.holes.v[e.holes.n - 1].end > e.size) {
+		fail(&p, "a hole ends at %llu, past the size %llu",
+		     (unsigned long long)e.holes.v[e.holes.n - 1].end, (unsigned long long)e.size);
+		goto out;
+	}
 	if (has_chunks && e.is_dir) {
 		fail(&p, "a directory has no 'chunk_sha256'");
 		goto out;
@@ -577,6 +648,7 @@ void manifest_entry_free(struct manifest_entry *e)
 	free(e->version);
 	free(e->sha256);
 	free(e->chunks);
+	rs_clear(&e->holes);
 	e->path = e->url = e->version = e->sha256 = NULL;
 	e->chunks = NULL;
 	e->chunks_len = 0;

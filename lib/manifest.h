@@ -8,6 +8,9 @@
  * chunk_sha256 is the digest of each chunk_size bytes of the file in
  * order, the last one short: ceil(size / chunk_size) of them, chunk_size
  * a power of two from 4 KiB to 1 GiB; both keys or neither.
+ * "holes": [[offset, length], ...] are ranges the origin declares zeros
+ * (a sparse file's holes): within the size, in any order, merged; the
+ * mount never fetches them and shows them as holes (SEEK_HOLE, st_blocks).
  * A directory is {"path": "dir/sub", "type": "dir"} (size optional and
  * ignored; "url" is where its names are listed, for a hook's PRE_DIR).
  * path and size (of a file) are required; unknown keys are ignored (forward
@@ -25,6 +28,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "ranges.h"
 
 #define MANIFEST_MAX_LINE (1024 * 1024) /* chunk digests: 67 bytes a chunk */
 #define MANIFEST_CHUNK_MIN 4096u
@@ -48,6 +53,7 @@ struct manifest_entry {
 	uint8_t *chunks;
 	size_t chunks_len;
 	bool is_dir;    /* "type": "dir" */
+	struct rangeset holes; /* "holes": declared zeros, within [0, size) */
 };
 
 /* Parse line[0..len) into *ret (freed with manifest_entry_free). */

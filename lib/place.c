@@ -206,7 +206,12 @@ static int place_file(struct meta *m, int dfd, const char *name, const char *rel
 	row.size = e->size;
 	row.mtime = st.st_mtim.tv_sec;
 	row.mode = e->mode;
-	row.state = e->size ? META_PLACEHOLDER : META_RESIDENT;
+	/* the origin's declared holes are present already: zeros, never fetched */
+	row.present = e->holes; /* e's, as the strings below */
+	if (rs_contains(&e->holes, 0, e->size))
+		row.state = META_RESIDENT; /* empty, or all holes */
+	else
+		row.state = e->holes.n ? META_PARTIAL : META_PLACEHOLDER;
 	row.origin = e->url;
 	row.version = e->version;
 	row.sha256 = e->sha256;

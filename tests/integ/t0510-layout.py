@@ -43,8 +43,10 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (Hook, Mount, diag, eq, main, mirror_files, ok,  # noqa: E402
-                     tmpdir)
+from harness import (Hook, Mount, Nginx, diag, eq, import_manifest, main,  # noqa: E402
+                     mirror_files, ok, tmpdir)
+
+from archiving import HTTP  # noqa: E402
 
 K = 1024
 SIZE = 700_001  # not a block multiple
@@ -548,6 +550,49 @@ def test_dig_holes():
         shutil.rmtree(d, ignore_errors=True)
 
 
+def test_declared_holes():
+    """A manifest's "holes": the origin's declared zeros are holes from the
+    first look (lseek, st_blocks), read as zeros without a request, and
+    the file read whole passes its sha256; a hole past the size is refused."""
+    import hashlib
+    root = tmpdir("hsmfs-origin-")
+    size = 1024 * K
+    decl = [(0, 64 * K), (256 * K, 128 * K), (960 * K, 64 * K)]
+    data = bytearray(random.Random(SEED + 3).randbytes(size))
+    for a, n in decl:
+        data[a:a + n] = bytes(n)
+    data = bytes(data)
+    with open(os.path.join(root, "s.bin"), "wb") as f:
+        f.write(data)
+    with Nginx(root) as ng, Mount(opts="hook=%s,prefetch=0" % HTTP) as m:
+        rc, out = import_manifest(m.mnt, [{
+            "path": "s.bin", "size": size, "url": ng.url("s.bin"),
+            "sha256": hashlib.sha256(data).hexdigest(), "holes": [list(h) for h in decl]}])
+        eq(rc, 0, "imported with its holes (%s)" % out.strip())
+        want = [(a, a + n) for a, n in decl]
+        eq(holes(m.path("s.bin")), want, "lseek finds the declared holes, and only them")
+        st = os.stat(m.path("s.bin"))
+        eq(st.st_blocks * 512, size - sum(n for _, n in decl),
+           "st_blocks counts the data not fetched, not the holes")
+        before = len(ng.log())
+        fd = os.open(m.path("s.bin"), os.O_RDONLY)
+        got = os.pread(fd, 128 * K, 256 * K)
+        os.close(fd)
+        eq(got, bytes(128 * K), "a declared hole reads as zeros")
+        eq(len(ng.log()), before, "without a request to the origin")
+        copy = os.path.join(root, "copy")
+        eq(tool(["cp", "--sparse=always", m.path("s.bin"), copy]), (0, ""), "cp --sparse=always")
+        eq(get(copy), data, "copies every byte")
+        eq(get(m.path("s.bin")), data, "the file reads whole")
+        eq(state_of(m.path("s.bin")), "resident", "its digest checked: resident, not stale")
+        eq(holes(m.path("s.bin")), want, "and its holes are still holes")
+        rc, out = import_manifest(m.mnt, [{"path": "t.bin", "size": 10, "url": ng.url("s.bin"),
+                                           "holes": [[8, 4]]}])
+        ok(rc != 0 and "past the size" in out, "a hole past the size is refused (%s)" %
+           out.strip())
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def test_git_and_sqlite():
     """git add and checkout of lazy files in a work tree on the mount; the
     sqlite3 .backup of a database never read."""
@@ -634,6 +679,7 @@ if __name__ == "__main__":
     def test():
         test_unlisted_dir_xattrs()
         test_dig_holes()
+        test_declared_holes()
         test_calls()
         test_tools()
         test_git_and_sqlite()

@@ -271,5 +271,31 @@ int main(void)
 		   "an empty file: no digests, its chunk size kept (%s)", err);
 		manifest_entry_free(&e);
 	}
+	/* holes the origin declares: merged, within the size */
+	ok(parse("{\"path\":\"s\",\"size\":100,\"holes\":[[50,10],[0,10],[10,5],[55,20]]}",
+		 &e, err) == 0 && e.holes.n == 2 && e.holes.v[0].start == 0 &&
+		   e.holes.v[0].end == 15 && e.holes.v[1].start == 50 && e.holes.v[1].end == 75,
+	   "holes: in any order, merged where they touch or overlap (%s)", err);
+	manifest_entry_free(&e);
+	ok(e.holes.n == 0 && !e.holes.v, "and freed");
+	ok(parse("{\"holes\":[[0,100]],\"path\":\"s\",\"size\":100}", &e, err) == 0 &&
+		   rs_contains(&e.holes, 0, 100),
+	   "a hole may be the whole file, and come before the size (%s)", err);
+	manifest_entry_free(&e);
+	ok(parse("{\"path\":\"s\",\"size\":1,\"holes\":[]}", &e, err) == 0 && !e.holes.n,
+	   "no holes (%s)", err);
+	manifest_entry_free(&e);
+	bad("{\"path\":\"s\",\"size\":100,\"holes\":[[90,11]]}", "past the size 100");
+	bad("{\"path\":\"s\",\"size\":100,\"holes\":[[5,0]]}", "a length > 0");
+	bad("{\"path\":\"s\",\"size\":100,\"holes\":[[-1,5]]}", "an offset >= 0");
+	bad("{\"path\":\"s\",\"size\":100,\"holes\":[[1,9223372036854775807]]}",
+	    "a length > 0");
+	bad("{\"path\":\"s\",\"size\":100,\"holes\":[5,5]}", "[offset, length] pair");
+	bad("{\"path\":\"s\",\"size\":100,\"holes\":[[5]]}", "[offset, length] pair");
+	bad("{\"path\":\"s\",\"size\":100,\"holes\":[[1,2,3]]}", "[offset, length] pair");
+	bad("{\"path\":\"s\",\"size\":100,\"holes\":{}}", "must be an array");
+	bad("{\"path\":\"s\",\"size\":100,\"holes\":[[1,2]],\"holes\":[]}", "duplicate");
+	bad("{\"path\":\"s\",\"type\":\"dir\",\"holes\":[]}", "a directory has no 'holes'");
+	bad("{\"path\":\"s\",\"size\":100,\"holes\":[[1,2]", "");
 	return tap_done();
 }
