@@ -292,10 +292,16 @@ static bool write_batch(struct snap *snaps, size_t cap)
 			if (snaps[i].ino)
 				persist_later(snaps[i].fs);
 		/* out of descriptors: again, failed batch or not (fsync waits) */
+		bool was_short = S.fds_short;
+
 		S.fds_short = false;
 		for (i = 0; i < n; i++) {
 			if (snaps[i].fd_retry && !S.stopping) {
 				persist_later(snaps[i].fs);
+				if (!S.fds_short && !was_short)
+					elog_warn("out of descriptors syncing inode %llu: waiting for "
+						  "one, up to %d s", (unsigned long long)snaps[i].fs->ino,
+						  WRITEBACK_FD_WAIT_MS / 1000);
 				S.fds_short = true;
 			} else {
 				snaps[i].fs->fd_wait_since = 0; /* had one */
