@@ -2,6 +2,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/resource.h>
 
 #include "fdlimit.h"
@@ -11,11 +13,19 @@ static _Atomic uint64_t exhausted; /* EMFILE/ENFILE met */
 
 int fdlimit_raise(void)
 {
+	const char *was = getenv(FDLIMIT_ENV);
+	unsigned long long w = was ? strtoull(was, NULL, 10) : 0;
 	struct rlimit rl;
+	char buf[32];
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return -errno;
 	started = rl;
+	/* a daemon a keeper started: the limit the first one was given */
+	if (w > 0 && w <= rl.rlim_max)
+		started.rlim_cur = w;
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)started.rlim_cur);
+	setenv(FDLIMIT_ENV, buf, 1);
 	if (rl.rlim_cur == rl.rlim_max)
 		return 0;
 	rl.rlim_cur = rl.rlim_max;

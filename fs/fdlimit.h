@@ -22,8 +22,13 @@
 
 /*
  * Raise the soft RLIMIT_NOFILE to the hard limit; remember the soft
- * limit it had for fdlimit_child().  0, or -errno (the limit stays).
+ * limit it had for fdlimit_child(), and put it in the environment
+ * (FDLIMIT_ENV), where a daemon a keeper starts (keeper.h: it inherits
+ * the raised limit) finds the one the first daemon was given.  Before
+ * any thread starts (setenv).  0, or -errno (the limit stays).
  */
+#define FDLIMIT_ENV "HSMFS_NOFILE_SOFT"
+
 int fdlimit_raise(void);
 
 /*

@@ -157,6 +157,12 @@ def held_open(ng):
         eq(soft_limit_of(pid), 4096, "started with a soft limit of 256, the daemon raised it "
            "to the hard limit")
         eq(stats(m)["fds_limit"], 4096, "and its stats say so")
+        kids = []
+        for task in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/children" % (pid, task)) as f:
+                kids += [int(k) for k in f.read().split()]
+        eq([soft_limit_of(k) for k in kids], [256],
+           "its hook (daemon started by the keeper) has the soft limit it was given")
         os.mkdir(m.path("many"))
         files, failed = [], None
         try:
