@@ -95,6 +95,8 @@ struct fstate {
 	struct events_change *changes; /* user changes in flight */
 	uint64_t nchanges;         /* user changes begun so far (times_kept) */
 	int sticky_err;            /* a failed data sync, for the next fsync */
+	int64_t fd_wait_since;     /* mono ms the writer first found no
+				    * descriptor to sync it (EMFILE), 0: none */
 	int64_t ctime_real, ctime_shown; /* see meta_file (ns; 0: none) */
 	bool evicting;             /* see evict_begin() */
 	bool restoring;            /* times_kept() is putting the mtime back */

@@ -343,6 +343,42 @@ static void lru_trim(void)
 }
 
 /*
+ * An idle descriptor of in (fd_users just 0, not pinned): cached on the
+ * LRU while an alias can open it again, else closed at once (nothing
+ * opens an unreachable file again: keeping it would hold a removed
+ * file's blocks and one descriptor for nothing).  Lock held.
+ */
+static void fd_idle(struct inode *in)
+{
+	if (in->parent || in == &T.root || in == &T.orphans) {
+		lru_push(in);
+		lru_trim();
+		return;
+	}
+	close(in->fd); /* an O_PATH descriptor: close does not block */
+	in->fd = -1;
+	T.cached_fds--;
+}
+
+/*
+ * A descriptor pinned for a file its names no longer reach (inode.h)
+ * is kept while the kernel remembers the file or a handle of it is
+ * open: with neither, it goes now, whatever else holds the inode (an
+ * archive or write-behind queue: they find the file gone, -ESTALE).
+ * Without this a removed file's descriptor stayed until the last such
+ * reference went, and a program creating and removing files (SQLite's
+ * rollback journal) ran the daemon out of descriptors.  Lock held.
+ */
+static void unpin_unused(struct inode *in)
+{
+	if (!in->pinned || in->nlookup || in->nopen || in == &T.root || in == &T.orphans)
+		return;
+	in->pinned = false;
+	if (in->fd >= 0 && !in->fd_users)
+		fd_idle(in);
+}
+
+/*
  * The kept list: inodes the kernel forgot that an alias still reaches,
  * least recently used last, at most T.kept_max of them (inode.h).  An
  * inode on it may have been referenced again meanwhile (a child's alias,
@@ -550,15 +586,32 @@ bool inode_orphan_link(struct inode *in, char name[48])
 	return open;
 }
 
+static char *orphan_closed(struct inode *in);
+static void orphan_remove(struct inode *in, char *name);
+
 void inode_orphan_settle(struct inode *in, const char *name, bool gone)
 {
+	char *orphan;
+
 	if (!gone) {
 		unlinkat(T.orphans.fd, name, 0);
 		return;
 	}
 	lk_lock(&T.lock, LK_INODES);
 	set_alias(in, &T.orphans, name);
+	/*
+	 * The last open may have ended between the link and now (a
+	 * RELEASE is sent after close(2) returns, so an unlink right after
+	 * a close races it): it found no link to remove, so this does.
+	 */
+	orphan = orphan_closed(in);
 	lk_unlock(&T.lock, LK_INODES);
+	if (orphan) {
+		orphan_remove(in, orphan);
+		lk_lock(&T.lock, LK_INODES);
+		unpin_unused(in);
+		lk_unlock(&T.lock, LK_INODES);
+	}
 }
 
 /* An open of in ended (lock held): with none left, its orphan link's name to remove. */
@@ -1209,6 +1262,7 @@ void inode_forget(struct inode *in, uint64_t n)
 	saved_node(in->id)->nlookup = in->nlookup;
 	if (!in->nlookup && in != &T.root)
 		T.forgotten++;
+	unpin_unused(in);
 	maybe_free(in);
 	lk_unlock(&T.lock, LK_INODES);
 }
@@ -1286,10 +1340,8 @@ void inode_fd_put(struct inode *in)
 {
 	lk_lock(&T.lock, LK_INODES);
 	assert(in->fd_users > 0);
-	if (!--in->fd_users && !in->pinned && in->fd >= 0) {
-		lru_push(in);
-		lru_trim();
-	}
+	if (!--in->fd_users && !in->pinned && in->fd >= 0)
+		fd_idle(in);
 	maybe_free(in);
 	lk_unlock(&T.lock, LK_INODES);
 }
@@ -1408,8 +1460,15 @@ void inode_open_dec(struct inode *in)
 	assert(in->nopen > 0);
 	in->nopen--;
 	orphan = orphan_closed(in);
+	if (!orphan)
+		unpin_unused(in);
 	lk_unlock(&T.lock, LK_INODES);
-	orphan_remove(in, orphan); /* outside the lock: a syscall */
+	if (orphan) {
+		orphan_remove(in, orphan); /* outside the lock: a syscall */
+		lk_lock(&T.lock, LK_INODES);
+		unpin_unused(in);
+		lk_unlock(&T.lock, LK_INODES);
+	}
 }
 
 bool inode_is_open(struct inode *in)

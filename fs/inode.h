@@ -20,7 +20,12 @@
  * remembered inodes (RLIMIT_NOFILE stays a non-issue for find/du/tar
  * over millions of files).  Inodes whose last alias was removed while
  * they still have other links or open handles keep a pinned descriptor
- * until the kernel forgets them.
+ * while the kernel remembers them or a handle is open, and not a moment
+ * longer: the last of the two to end closes it, whatever other
+ * references (queues) keep the inode, which then find it gone
+ * (-ESTALE).  An idle descriptor no alias reaches is closed, never
+ * cached.  So the descriptors of removed files are bounded by what
+ * users hold, however many a program creates and removes.
  *
  * Lifetime.  An inode lives while nlookup (the kernel's count) or refs
  * (children whose alias names it as parent, and short holds taken by
@@ -209,7 +214,9 @@ uint64_t inode_nodeid(const struct inode *in);
  * inode_orphan_link(): made (name set), or not needed or not possible;
  * inode_orphan_settle(): the name went (gone: the link is the alias now)
  * or did not (the link goes); the last inode_open_dec() removes the
- * link.  Links left by a keeper's death go when the next mount starts.
+ * link, or inode_orphan_settle() when that came first (a RELEASE races
+ * the unlink that follows a close).  Links left by a keeper's death go
+ * when the next mount starts.
  */
 bool inode_orphan_link(struct inode *in, char name[48]);
 /* Reached by its orphan link only: its link count shows one less (one relaxed load). */

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fdlimit.h"
 #include "dirs.h"
 #include "cache.h"
 #include "answer.h"
@@ -76,7 +77,7 @@ static void usage(void)
 "  store_shared       another program changes the store beside the mount:\n"
 "                     names and attributes cached 1 s, missing names and\n"
 "                     directory listings not at all\n"
-"  fd_cache=N         idle store descriptors kept open (default RLIMIT_NOFILE/4)\n"
+"  fd_cache=N         idle store descriptors kept open (default RLIMIT_NOFILE/4, at most 4096)\n"
 "  export_keep=N      inodes the kernel forgot kept so that file handles\n"
 "                     (NFS, open_by_handle_at) still open (default 65536;\n"
 "                     0: no export support)\n"
@@ -218,8 +219,8 @@ static unsigned default_fd_cache(void)
 {
 	struct rlimit rl;
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
-		return 4096;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur / 4 > OPTS_FD_CACHE_AUTO_MAX)
+		return OPTS_FD_CACHE_AUTO_MAX;
 	return rl.rlim_cur / 4 < OPTS_FD_CACHE_MIN ? OPTS_FD_CACHE_MIN :
 						     rl.rlim_cur / 4;
 }
@@ -420,6 +421,11 @@ int main(int argc, char *argv[])
 		rc = remount(&o);
 		goto out;
 	}
+	/* before any descriptor is counted (default_fd_cache()) or held */
+	res = fdlimit_raise();
+	if (res)
+		log_warn("cannot raise the descriptor limit to its hard limit: %s, ignoring",
+			 strerror(-res));
 	if (o.debug)
 		log_set_level(LOG_LVL_DEBUG); /* -d: the daemon's own debug lines too */
 	if (o.log_level >= 0)

@@ -705,6 +705,15 @@ static int do_flush(struct fuse_file_info *fi)
 	/* report errors of the store's close (NFS, quotas) at close(2) */
 	int fd = dup(fi->fh);
 
+	/*
+	 * No descriptor for the dup: the daemon's limit, not the user's
+	 * close failing; the store's own close at RELEASE still comes
+	 * (counted: fdlimit.h).
+	 */
+	if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+		fdlimit_note(-errno);
+		return 0;
+	}
 	if (fd < 0)
 		return -errno;
 	return close(fd) < 0 ? -errno : 0;

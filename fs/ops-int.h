@@ -82,6 +82,9 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <errno.h>
+
+#include "fdlimit.h"
 #include "inode.h"
 #include "ops-config.h"
 #include "store.h"
@@ -118,9 +121,14 @@ static inline bool reserved(fuse_ino_t parent, const char *name)
 	return IN(parent) == inode_root() && !strcmp(name, STORE_STATE_DIR);
 }
 
-/* The reply of an operation whose result is an errno alone (0: success). */
+/*
+ * The reply of an operation whose result is an errno alone (0: success).
+ * EMFILE and ENFILE, the daemon's own limit met, are counted (fdlimit.h).
+ */
 static inline void reply_err(fuse_req_t req, int res)
 {
+	if (res == -EMFILE || res == -ENFILE)
+		fdlimit_note(res);
 	fuse_reply_err(req, -res);
 }
 

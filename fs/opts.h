@@ -44,6 +44,9 @@
 #define OPTS_SHARED_TIMEOUT 1.0  /* store_shared: entry and attr */
 #define OPTS_PROGRESS_FLOOR (16u << 10) /* progress_floor= default, bytes a second */
 #define OPTS_FD_CACHE_MIN 16
+/* the default fd_cache: a quarter of RLIMIT_NOFILE (raised to its hard
+ * limit at start: fdlimit.h), at most this: a bound whatever the limit */
+#define OPTS_FD_CACHE_AUTO_MAX 4096
 #define OPTS_FD_CACHE_MAX 1000000
 #define OPTS_EXPORT_KEEP_DEFAULT 65536u /* about 200 bytes each (inode.h) */
 #define OPTS_EXPORT_KEEP_MAX (1u << 20) /* well below SAVED_NODES_MAX */

@@ -235,6 +235,8 @@ struct state {
 	uint64_t batch_done;       /* of which finished */
 	uint64_t batch_failed;     /* the last batch that was not committed */
 	bool write_failing;        /* the last batch could not be committed */
+	bool fds_short;            /* the last batch met EMFILE/ENFILE: its
+				    * files wait for a descriptor (writeback.h) */
 	pthread_t writer;
 	bool writer_running;
 	bool stopping;             /* events_shutdown() began */

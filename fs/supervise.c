@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "fdlimit.h"
 #include "log.h"
 #include "ready.h"
 #include "supervise.h"
@@ -63,6 +64,7 @@ static int spawn(pid_t *ret_pid, char **envp)
 		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
 			_exit(127); /* the daemon is gone already */
 		setpgid(0, 0); /* a group of its own: its children go with it */
+		fdlimit_child(); /* the soft limit the daemon was given */
 		if (dup2(p[1], STDOUT_FILENO) < 0 || dup2(p[1], STDERR_FILENO) < 0 ||
 		    (nul >= 0 && dup2(nul, STDIN_FILENO) < 0))
 			_exit(127);

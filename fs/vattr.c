@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <sys/types.h>
 #include "cache.h"
+#include "fdlimit.h"
 #include "archive.h"
 #include "engine.h"
 #include "events.h"
@@ -128,6 +129,7 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 		prefetch_stats(&s.prefetch);
 		cache_stats(&s.cache);
 		inode_counts(&s.inode.inodes, &s.inode.inodes_kept, &s.inode.cached_fds);
+		fdlimit_stats(&s.fds.fds, &s.fds.fds_limit, &s.fds.fds_exhausted);
 		{
 			const struct saved_head *h = saved_head();
 			int st = h->last_status;

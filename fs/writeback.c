@@ -19,6 +19,7 @@
 #include "log.h"
 #include "meta.h"
 #include "fault.h"
+#include "fdlimit.h"
 #include "ranges.h"
 #include "clock.h"
 #include "evrec.h"
@@ -57,6 +58,7 @@ struct snap {
 	int64_t atime;
 	int64_t ctime_real, ctime_shown;
 	struct rangeset rs;
+	bool fd_retry;      /* no descriptor to sync it: queued again */
 	bool verify;        /* complete and unverified: check the digest */
 	char sha256[65];    /* the manifest's, when verify */
 	bool vchanged;      /* origin and version (owned copies) recorded too */
@@ -235,6 +237,25 @@ static bool write_batch(struct snap *snaps, size_t cap)
 			err = verify(&snaps[i], dfd);
 		if (dfd >= 0)
 			close(dfd);
+		if (err == -EMFILE || err == -ENFILE) {
+			int64_t now = mono_ms();
+			bool waited;
+
+			fdlimit_note(err);
+			elock();
+			if (!snaps[i].fs->fd_wait_since)
+				snaps[i].fs->fd_wait_since = now;
+			waited = now - snaps[i].fs->fd_wait_since >= WRITEBACK_FD_WAIT_MS;
+			if (waited)
+				snaps[i].fs->fd_wait_since = 0;
+			eunlock();
+			if (!waited) {
+				/* not committed, not failed: queued again below */
+				snaps[i].ino = 0;
+				snaps[i].fd_retry = true;
+				continue;
+			}
+		}
 		if (err == -ENOENT || err == -ESTALE) {
 			snaps[i].ino = 0; /* gone from the store: nothing to record */
 		} else if (err) {
@@ -270,6 +291,22 @@ static bool write_batch(struct snap *snaps, size_t cap)
 		for (i = 0; failed && !S.stopping && i < n; i++)
 			if (snaps[i].ino)
 				persist_later(snaps[i].fs);
+		/* out of descriptors: again, failed batch or not (fsync waits) */
+		bool was_short = S.fds_short;
+
+		S.fds_short = false;
+		for (i = 0; i < n; i++) {
+			if (snaps[i].fd_retry && !S.stopping) {
+				persist_later(snaps[i].fs);
+				if (!S.fds_short && !was_short)
+					elog_warn("out of descriptors syncing inode %llu: waiting for "
+						  "one, up to %d s", (unsigned long long)snaps[i].fs->ino,
+						  WRITEBACK_FD_WAIT_MS / 1000);
+				S.fds_short = true;
+			} else {
+				snaps[i].fs->fd_wait_since = 0; /* had one */
+			}
+		}
 		/* recorded: what an archive or a create left is in the row now */
 		for (i = 0; !failed && i < n; i++) {
 			struct fstate *f = snaps[i].fs;
@@ -394,6 +431,12 @@ void *writer_main(void *arg)
 		else
 			claims_committed(seq);
 		pthread_cond_broadcast(&S.wdone);
+		if (S.fds_short && !S.write_failing) {
+			/* descriptors are freed as users close: soon again */
+			mono_after(&ts, WRITEBACK_FD_RETRY_MS / 1000.0);
+			while (!S.stopping && !mono_passed(&ts))
+				pthread_cond_timedwait(&S.wcond, &S.lock, &ts);
+		}
 		if (S.write_failing) {
 			mono_after(&ts, 1);
 			while (!S.stopping && !mono_passed(&ts))
@@ -445,6 +488,11 @@ int events_fsync(struct inode *in)
 	 */
 	persist_later(fs);
 	res = writeback_next_batch();
+	/* found with no descriptor to sync it: queued again, waited for
+	 * until it is had or the writer gives up (sticky_err) */
+	while (!res && fs->fd_wait_since && fs->queued && !fs->sticky_err && S.writer_running &&
+	       !S.stopping)
+		res = writeback_next_batch();
 	if (fs->sticky_err) {
 		res = fs->sticky_err;
 		fs->sticky_err = 0;

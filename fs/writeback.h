@@ -11,6 +11,18 @@
 #ifndef HSMFS_WRITEBACK_H
 #define HSMFS_WRITEBACK_H
 
+/*
+ * The writer needs a descriptor of each file it syncs.  Out of them
+ * (EMFILE, ENFILE: the process's or the system's limit, which users'
+ * open files fill), a file is not committed and not failed either: it
+ * is queued again and retried every WRITEBACK_FD_RETRY_MS, and an
+ * fsync of it waits, until a descriptor is had or WRITEBACK_FD_WAIT_MS
+ * passed; only then is its data sync failed (the fsync's EIO, logged).
+ * A write acknowledged is never dropped for want of a descriptor.
+ */
+#define WRITEBACK_FD_RETRY_MS 100
+#define WRITEBACK_FD_WAIT_MS 30000
+
 struct fstate;
 struct inode;
 

@@ -86,6 +86,10 @@ const struct prom_metric prom_metrics[STATS_NFIELDS] = {
 	  "longest pause of a restart (seconds)" },
 	{ "inodes_kept", "hsmfs_inodes_kept", G, 1,
 	  "inodes the kernel forgot, kept for file handles" },
+	{ "fds", "hsmfs_fds", G, 1, "descriptors the daemon has open" },
+	{ "fds_limit", "hsmfs_fds_limit", G, 1, "the daemon's RLIMIT_NOFILE (soft, raised to hard)" },
+	{ "fds_exhausted", "hsmfs_fds_exhausted_total", C, 1,
+	  "EMFILE or ENFILE met by the daemon" },
 };
 
 #undef C

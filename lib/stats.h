@@ -11,7 +11,7 @@
  *          struct holds it: cache (cache_stats()), events
  *          (events_get_stats()), inode (inode_counts()), pt
  *          (pt_get_stats()), prefetch (prefetch_stats()), keeper (the
- *          saved region's head, saved.h);
+ *          saved region's head, saved.h), fds (fdlimit_stats());
  *   key    the JSON key and the name of the struct's field (uint64_t);
  *   show   how hsmfsctl shows it (enum stats_show);
  *   row    its line in hsmfsctl stats, from 1; every row number is used
@@ -127,6 +127,15 @@ enum stats_show {
 #define STATS_INODE_KEPT(X)                                                    \
 	X(inode, inodes_kept, STATS_NUM, 62, "inodes kept for file handles")
 
+/* the process's descriptors (fdlimit.h), added later: open now, the
+ * limit (RLIMIT_NOFILE, raised to its hard limit at start), and the
+ * EMFILE/ENFILE the daemon met (each failed a user's call with it, or
+ * was waited out) */
+#define STATS_FDS(X)                                                           \
+	X(fds, fds, STATS_NUM, 63, "descriptors open")                         \
+	X(fds, fds_limit, STATS_NUM, 64, "descriptor limit")                   \
+	X(fds, fds_exhausted, STATS_NUM, 65, "out of descriptors (EMFILE, ENFILE)")
+
 #define STATS_PREFETCH(X)                                                      \
 	X(prefetch, prefetched_files, STATS_NUM, 14, "sibling files prefetched") \
 	X(prefetch, prefetched_bytes, STATS_SIZE, 15, "bytes prefetched")      \
@@ -136,7 +145,7 @@ enum stats_show {
 /* Every counter, in the JSON's order. */
 #define STATS_FIELDS(X)                                                        \
 	STATS_CACHE(X) STATS_EVENTS(X) STATS_INODE(X) STATS_PT(X) STATS_PREFETCH(X) \
-	STATS_KEEPER(X) STATS_INODE_KEPT(X)
+	STATS_KEEPER(X) STATS_INODE_KEPT(X) STATS_FDS(X)
 
 #define STATS_MEMBER_(owner, key, show, row, what) uint64_t key;
 #define STATS_ONE_(owner, key, show, row, what) +1
@@ -148,6 +157,7 @@ struct inode_stats { STATS_INODE(STATS_MEMBER_) STATS_INODE_KEPT(STATS_MEMBER_) 
 struct pt_stats { STATS_PT(STATS_MEMBER_) };
 struct prefetch_stats { STATS_PREFETCH(STATS_MEMBER_) };
 struct keeper_stats { STATS_KEEPER(STATS_MEMBER_) };
+struct fds_stats { STATS_FDS(STATS_MEMBER_) };
 
 /* What user.hsmfs.stats reports: every owner's struct, read one by one. */
 struct stats_snapshot {
@@ -157,6 +167,7 @@ struct stats_snapshot {
 	struct pt_stats pt;
 	struct prefetch_stats prefetch;
 	struct keeper_stats keeper;
+	struct fds_stats fds;
 };
 
 /*

@@ -248,8 +248,10 @@ class Mount:
         def child_setup():
             if self.rlimit_nofile:
                 import resource
+                # a number: soft and hard; (soft, hard): each
+                lim = self.rlimit_nofile
                 resource.setrlimit(resource.RLIMIT_NOFILE,
-                                   (self.rlimit_nofile, self.rlimit_nofile))
+                                   lim if isinstance(lim, tuple) else (lim, lim))
 
         env = dict(os.environ, **self.env) if self.env else None
         self.proc = subprocess.Popen(self.cmdline(), stdout=logf,
