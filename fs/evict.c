@@ -69,6 +69,25 @@ static void evict_end(struct fstate *fs)
 }
 
 /*
+ * Free the store's blocks of [start, end) of the file sfd of size
+ * bytes, which then reads as zeros there.  A punch frees whole blocks
+ * only: the block that holds the end of a file (all of a file smaller
+ * than a block) would stay allocated and counted, evicted for nothing,
+ * and picked again by every round.  So a range that reaches the end is
+ * cut off and the file extended again, sparse: every block from start's
+ * on is freed.  The size does not change as seen by anyone: nothing
+ * reads or writes the file while it is evicting.  0 or -1 with errno.
+ */
+static int release_bytes(int sfd, uint64_t start, uint64_t end, uint64_t size)
+{
+	if (end < size)
+		return fallocate(sfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				 (off_t)start, (off_t)(end - start));
+	/* growing a file sparse allocates nothing: it does not fail for room */
+	return ftruncate(sfd, (off_t)start) < 0 ? -1 : ftruncate(sfd, (off_t)size);
+}
+
+/*
  * Drop [start, end) of fs, which the caller marked evicting: the
  * database, the memory, the mark, then the bytes (the durability order,
  * step 2).  *ret_freed gets the allocated bytes released.  Called with
@@ -82,7 +101,7 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	struct meta_file row;
 	struct range gap;
 	char *mark = NULL;
-	uint64_t gen;
+	uint64_t gen, size;
 	int res, sfd, n;
 	bool none, got_row, have_before = false, punched = false;
 	int64_t after;
@@ -93,6 +112,7 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	*ret_freed = 0;
 	if (!end || end > fs->size)
 		end = fs->size;
+	size = fs->size; /* no user change while it is evicting */
 	if (start >= end)
 		return 0;
 	/*
@@ -171,8 +191,7 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	}
 	/* 3. only now the bytes go (the file's times stay) */
 	if (!res) {
-		if (fallocate(sfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, start,
-			      end - start) < 0) {
+		if (release_bytes(sfd, start, end, size) < 0) {
 			res = -errno;
 		} else {
 			struct timespec tv[2] = { { 0, UTIME_OMIT }, before.st_mtim };
