@@ -3357,8 +3357,14 @@ static int rebase_one(void *arg, uint64_t ino, const char *path, uint32_t state,
 		r->dirs++;
 	else
 		r->files++;
-	n = snprintf(url, sizeof(url), "%s%s%s%s", r->to, origin + strlen(r->from),
-		     dir ? "" : "\n", dir ? "" : version ? version : "");
+	n = snprintf(url, sizeof(url), "%s%s", r->to, origin + strlen(r->from));
+	if (!dir && n < (int)sizeof(url)) {
+		/* a file's mark stays small (store.h): its URL only if it fits */
+		char mark[STORE_MARKER_MAX + 1];
+
+		n = (int)store_marker(mark, url, version);
+		memcpy(url, mark, (size_t)n + 1);
+	}
 	if (!path || n >= (int)sizeof(url)) {
 		r->unmarked++;
 		return 0;

@@ -100,7 +100,7 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	struct rangeset want = RANGESET_INIT;
 	struct meta_file row;
 	struct range gap;
-	char *mark = NULL;
+	char mark[STORE_MARKER_MAX + 1];
 	uint64_t gen, size;
 	int res, sfd, n;
 	bool none, got_row, have_before = false, punched = false;
@@ -126,12 +126,7 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	if (!res && !none)
 		res = rs_remove(&want, start, end);
 	gen = fs->gen + 1;
-	n = asprintf(&mark, "%s\n%s", fs->origin ? fs->origin : "",
-		     fs->version ? fs->version : "");
-	if (n < 0) {
-		mark = NULL;
-		res = res ? res : -ENOMEM;
-	}
+	n = (int)store_marker(mark, fs->origin, fs->version);
 	eunlock();
 	sfd = res ? res : open_store(in, O_RDWR);
 	/*
@@ -175,7 +170,6 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 				sfd < 0 ? strerror(-sfd) : meta_errmsg(S.cfg.meta));
 		if (sfd >= 0)
 			close(sfd);
-		free(mark);
 		return res;
 	}
 	S.st.evictions_started++;
@@ -203,7 +197,6 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	}
 	now = allocated(sfd);
 	after = punched ? ctime_now(sfd) : -1;
-	free(mark);
 	elock();
 	/* no user change begins while it is evicting */
 	ctime_kept(fs, &before, after, fs->nchanges);
