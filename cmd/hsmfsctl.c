@@ -3633,13 +3633,20 @@ static int cmd_doctor(int argc, char **argv)
 
 		human(h, sizeof(h), used);
 		human(h2, sizeof(h2), fs_free);
+		long long over = json_num(stats, "over_fills");
+
+		if (over > 0)
+			finding(&d, "warn", "cache: %lld read%s answered past cache_max, nothing "
+				"else to evict (every cached file pinned, open or dirty): its bytes "
+				"kept until closed; %s used (raise cache_max=, unpin)", over,
+				over == 1 ? "" : "s", h);
 		if (enospc > 0)
 			finding(&d, "warn", "cache: %lld fill%s found no room (ENOSPC); %s used, %s "
 				"free (cache_max=, cache_min_free=)", enospc, enospc == 1 ? "" : "s",
 				h, h2);
-		else if (max > 0 && used > max / 100 * 95)
+		else if (!over && max > 0 && used > max / 100 * 95)
 			finding(&d, "warn", "cache: %s used of cache_max", h);
-		else
+		else if (!over)
 			finding(&d, "ok", "cache: %s used, %s free on the store's filesystem", h, h2);
 	}
 	if (json_num(stats, "conflicts") > 0)

@@ -525,11 +525,16 @@ void events_opened(struct inode *in)
 void events_released(struct inode *in)
 {
 	struct fstate *fs;
+	bool over = false;
 
 	elock();
 	fs = inode_state(in);
 	if (fs) {
 		touched(fs);
+		if (!inode_is_open(in) && fs->over) {
+			fs->over = false;
+			over = true;
+		}
 		if (!inode_is_open(in))
 			ahead_closed(fs, true);
 		if (!inode_is_open(in) && fs->track_pending) {
@@ -541,6 +546,8 @@ void events_released(struct inode *in)
 		archive_writeback(fs);
 	}
 	eunlock();
+	if (over)
+		cache_over_closed();
 }
 
 void archive_later(struct fstate *fs, int64_t due)

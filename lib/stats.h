@@ -48,7 +48,10 @@ enum stats_show {
 	X(cache, evicted_files, STATS_NUM, 6, "files evicted")                 \
 	X(cache, evicted_bytes, STATS_SIZE, 7, "bytes evicted")                \
 	X(cache, eviction_rounds, STATS_NUM, 8, "eviction rounds")             \
-	X(cache, enospc, STATS_NUM, 9, "ENOSPC (nothing to evict)")
+	X(cache, enospc, STATS_NUM, 9, "ENOSPC (nothing to evict)")            \
+	/* reads answered past cache_max, nothing evictable (cache_over()) */ \
+	X(cache, over_fills, STATS_NUM, 63, "fills past cache_max (nothing to evict)") \
+	X(cache, over_bytes, STATS_SIZE, 64, "bytes filled past cache_max")
 
 #define STATS_EVENTS(X)                                                        \
 	/* slow-path reads whose bytes were present */                        \

@@ -10,7 +10,9 @@ to the chunk: cache.h) after the reads and after `hsmfsctl evict` of the
 tree; and the count is what the store really allocates to its files
 (the sum of their st_blocks), so that an evicted placeholder costs no
 block: a file smaller than a block is released whole, and the
-placeholder mark stays in the inode.
+placeholder mark stays in the inode.  With the cache full of pinned
+files, reads are still answered, past cache_max, and their files
+evicted once closed; stats and doctor say so.
 
 Run on a real ext4 with 256-byte inodes (a loop-mounted image: root
 only) and on a tmpfs (root only), else on the default store.
@@ -158,9 +160,45 @@ def test_tmpfs():
         tmpfs_drop(d)
 
 
+def test_pinned():
+    """The cache full of pinned files: reads are answered all the same,
+    their bytes kept only while open; counted, and doctor says so."""
+    root, files = make_origin(400)
+    names = sorted(files)
+    try:
+        with Nginx(root) as ng, Mount(opts="hook=%s,origin=%s,cache_max=%d,chunk=%d,prefetch=0"
+                                      % (HTTP, ng.url(), LIMIT, CHUNK)) as m:
+            held = []
+            for p in names:  # pinned files fetched until the cache is full
+                if stats(m)["cache_bytes"] >= LIMIT - 4 * KiB:
+                    break
+                run([HSMFSCTL, "pin", m.path(p)])
+                held.append(p)
+            pinned = [p for p in held
+                      if "pinned" in os.getxattr(m.path(p), "user.hsmfs.state").decode()]
+            ok(len(pinned) > 10 and stats(m)["cache_bytes"] >= LIMIT - 4 * KiB,
+               "%d files pinned: the cache is full of them (%d bytes)"
+               % (len(pinned), stats(m)["cache_bytes"]))
+            failures = []
+            read_all(m, {p: files[p] for p in names[len(held):len(held) + 100]}, failures)
+            eq(failures, [], "the cache full of pinned files: 100 more files read right, "
+               "none fails")
+            ok(stats(m)["over_fills"] > 0, "counted as fills past cache_max (%d)"
+               % stats(m)["over_fills"])
+            wait_for(lambda: stats(m)["cache_bytes"] <= LIMIT + CHUNK,
+                     "the files read past cache_max to be evicted once closed")
+            ok(True, "closed, they are evicted: the cache is within cache_max plus one chunk")
+            rc, out = run([HSMFSCTL, "doctor", m.mnt])
+            ok("past cache_max" in out, "hsmfsctl doctor says reads went past cache_max") \
+                or diag(out)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def all_tests():
     test_ext4()
     test_tmpfs()
+    test_pinned()
 
 
 if __name__ == "__main__":
