@@ -42,7 +42,7 @@ static int reference_json(const struct stats_snapshot *s, char *val, size_t size
 			"\"prefetch_wasted_bytes\": %llu, \"restarts\": %llu, \"handovers\": %llu, "
 			"\"last_exit_signal\": %llu, \"last_exit_status\": %llu, "
 			"\"restart_pause_ms\": %llu, \"restart_pause_max_ms\": %llu, "
-			"\"inodes_kept\": %llu}\n",
+			"\"inodes_kept\": %llu, \"over_fills\": %llu, \"over_bytes\": %llu}\n",
 			(unsigned long long)cs->cache_bytes, (unsigned long long)cs->cache_reserved,
 			(unsigned long long)cs->cache_max, (unsigned long long)cs->cache_min_free,
 			(unsigned long long)cs->fs_free, (unsigned long long)cs->evicted_files,
@@ -82,7 +82,8 @@ static int reference_json(const struct stats_snapshot *s, char *val, size_t size
 			(unsigned long long)s->keeper.last_exit_status,
 			(unsigned long long)s->keeper.restart_pause_ms,
 			(unsigned long long)s->keeper.restart_pause_max_ms,
-			(unsigned long long)s->inode.inodes_kept);
+			(unsigned long long)s->inode.inodes_kept, (unsigned long long)cs->over_fills,
+			(unsigned long long)cs->over_bytes);
 }
 
 int main(void)
