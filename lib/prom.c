@@ -86,6 +86,9 @@ const struct prom_metric prom_metrics[STATS_NFIELDS] = {
 	  "longest pause of a restart (seconds)" },
 	{ "inodes_kept", "hsmfs_inodes_kept", G, 1,
 	  "inodes the kernel forgot, kept for file handles" },
+	{ "over_fills", "hsmfs_over_fills_total", C, 1,
+	  "fills past cache_max, nothing else to evict (the read answered)" },
+	{ "over_bytes", "hsmfs_over_bytes_total", C, 1, "bytes filled past cache_max" },
 };
 
 #undef C
