@@ -12,7 +12,8 @@ tree; and the count is what the store really allocates to its files
 block: a file smaller than a block is released whole, and the
 placeholder mark stays in the inode.  With the cache full of pinned
 files, reads are still answered, past cache_max, and their files
-evicted once closed; stats and doctor say so.
+evicted once closed; stats and doctor say so; a reader killed while
+it waits for a trickling origin leaves at once and holds up no unmount.
 
 Run on a real ext4 with 256-byte inodes (a loop-mounted image: root
 only) and on a tmpfs (root only), else on the default store.
@@ -24,12 +25,15 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HSMFSCTL, Mount, Nginx, diag, eq, is_root, main, ok,  # noqa: E402
-                     run, skip, tmpdir, tmpfs, tmpfs_drop, wait_for, write_tree)
+from harness import (HSMFSCTL, Mount, Nginx, Origin, diag, eq, import_manifest,  # noqa: E402
+                     is_root, main, ok, run, skip, tmpdir, tmpfs, tmpfs_drop, wait_for,
+                     write_tree)
 
 HTTP = os.environ.get("HSMFS_HTTP") or os.path.join(
     os.path.dirname(os.environ.get("HSMFS", "")), "hsmfs-http")
@@ -195,10 +199,51 @@ def test_pinned():
         shutil.rmtree(root, ignore_errors=True)
 
 
+def test_killed_reader():
+    """The cache full of pinned files, and an origin that trickles: a
+    reader waiting for its fill and killed (SIGTERM, SIGKILL) leaves at
+    once, and the unmount is not held up."""
+    with Origin() as org:
+        for i in range(8):
+            org.add("f%d" % i, os.urandom(160 * KiB))
+        for sig in ("TERM", "KILL"):
+            org.add("slow" + sig, os.urandom(64 * KiB))
+        with Mount(opts="prefetch=0,cache_max=%d,chunk=%d,hook=%s --retries 0"
+                   % (LIMIT, CHUNK, HTTP)) as m:
+            import_manifest(m.mnt, [{"path": p, "size": len(d), "url": org.url(p),
+                                     "version": org.etag(p)} for p, d in org.files.items()])
+            for i in range(8):
+                if stats(m)["cache_bytes"] >= LIMIT - 4 * KiB:
+                    break
+                run([HSMFSCTL, "pin", m.path("f%d" % i)])
+            org.mode = "trickle"
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                misses = stats(m)["misses"]
+                slow = m.path("slow" + sig.name[3:])  # a fill of its own
+                p = subprocess.Popen([sys.executable, "-c", "open(%r, 'rb').read()" % slow])
+                wait_for(lambda: stats(m)["misses"] > misses, "the reader's fill")
+                t = time.monotonic()
+                p.send_signal(sig)
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+                    ok(False, "a reader waiting for its fill, killed by signal %d, "
+                       "left within 10 s" % sig)
+                    continue
+                ok(True, "a reader waiting for its fill, killed by signal %d, left "
+                   "in %.2f s" % (sig, time.monotonic() - t))
+            t = time.monotonic()
+        ok(time.monotonic() - t < 10, "the unmount was not held up (%.2f s)"
+           % (time.monotonic() - t))
+
+
 def all_tests():
     test_ext4()
     test_tmpfs()
     test_pinned()
+    test_killed_reader()
 
 
 if __name__ == "__main__":
