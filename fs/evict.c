@@ -196,6 +196,16 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 		}
 	}
 	now = allocated(sfd);
+	/*
+	 * Cut to nothing: no data block is left, and what st_blocks still
+	 * counts is the file's metadata (an xattr block, where the inode
+	 * has no room for the mark: ext4 with 128-byte inodes, or a user's
+	 * own xattrs), which is not cache and which no eviction can free.
+	 * Counted, it would keep the cache above its limit with every file
+	 * evicted, and every round would pick those files again.
+	 */
+	if (!res && now > 0 && start == 0 && end >= size)
+		now = 0;
 	after = punched ? ctime_now(sfd) : -1;
 	elock();
 	/* no user change begins while it is evicting */
