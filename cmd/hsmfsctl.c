@@ -3629,12 +3629,11 @@ static int cmd_doctor(int argc, char **argv)
 		doctor_origin(&d, origin);
 	{
 		long long used = json_num(stats, "cache_bytes"), max = json_num(stats, "cache_max"),
-			  fs_free = json_num(stats, "fs_free"), enospc = json_num(stats, "enospc");
+			  fs_free = json_num(stats, "fs_free"), enospc = json_num(stats, "enospc"),
+			  over = json_num(stats, "over_fills");
 
 		human(h, sizeof(h), used);
 		human(h2, sizeof(h2), fs_free);
-		long long over = json_num(stats, "over_fills");
-
 		if (over > 0)
 			finding(&d, "warn", "cache: %lld read%s answered past cache_max, nothing "
 				"else to evict (every cached file pinned, open or dirty): its bytes "

@@ -94,8 +94,9 @@ int cache_try_admit(uint64_t need);
  * dirty): the caller fills need bytes past cache_max all the same, so
  * that the read is answered (a full cache serves reads, it does not
  * fail them), and calls cache_over_closed() once the file is closed:
- * a round then evicts what it can again, that file first among equals.
- * Counted in the stats (over_fills, over_bytes).  No lock needed.
+ * if the cache is still past its limit, a round evicts what it can,
+ * that file among the rest.  Counted in the stats (over_fills,
+ * over_bytes).  Either under the events lock or not.
  */
 void cache_over(uint64_t need);
 void cache_over_closed(void);
