@@ -15,8 +15,10 @@ files, reads are still answered, past cache_max, and their files
 evicted once closed; stats and doctor say so; a reader killed while
 it waits for a trickling origin leaves at once and holds up no unmount.
 
-Run on a real ext4 with 256-byte inodes (a loop-mounted image: root
-only) and on a tmpfs (root only), else on the default store.
+Run on a real ext4 with 256-byte inodes, on one with 128-byte inodes
+(no room in the inode for any xattr: the mark's block is not counted)
+and on xfs (loop-mounted images: root only), and on a tmpfs (root
+only), else on the default store.
 HSMFS_SMALL_FILES sets the number of files (default 1500).
 """
 
@@ -28,6 +30,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -109,8 +112,23 @@ def check_store(what, store, exact=True):
                     pass
                 eq(stats(m)["cache_bytes"], store_bytes(m.store),
                    "%s: the count is the store's allocation" % what)
+            # stat(2) all along the evict: a file cut and extended again
+            # (a release frees its last block so) never shows another size
+            halt, wrong = threading.Event(), []
+
+            def stat_all():
+                while not halt.is_set():
+                    for p in sorted(files)[:200]:
+                        st = os.stat(m.path(p))
+                        if st.st_size != len(files[p]):
+                            wrong.append((p, st.st_size))
+            t = threading.Thread(target=stat_all, daemon=True)
+            t.start()
             rc, out = run([HSMFSCTL, "evict", m.mnt])
+            halt.set()
+            t.join()
             eq(rc, 0, "%s: hsmfsctl evict of the tree" % what)
+            eq(wrong[:5], [], "%s: no stat during the evict saw another size" % what)
             counted, real = stats(m)["cache_bytes"], store_bytes(m.store)
             ok(counted <= LIMIT + CHUNK, "%s: counted %d bytes after evict, within "
                "cache_max plus one chunk" % (what, counted))
@@ -129,17 +147,34 @@ def check_store(what, store, exact=True):
         shutil.rmtree(root, ignore_errors=True)
 
 
-def ext4_image(inode_size=256):
-    """An ext4 of inode_size-byte inodes in a loop file, mounted: (dir, mountpoint)."""
-    d = tmpdir("hsmfs-ext4-")
+def fs_image(mkfs, size=256 * MiB):
+    """A filesystem made by mkfs (a command, the image's path last) in a
+    loop file, mounted: (dir, mountpoint)."""
+    d = tmpdir("hsmfs-img-")
     img = os.path.join(d, "img")
     mnt = os.path.join(d, "mnt")
     os.mkdir(mnt)
     with open(img, "wb") as f:
-        f.truncate(256 * MiB)
-    subprocess.run(["mkfs.ext4", "-q", "-F", "-I", str(inode_size), img], check=True)
+        f.truncate(size)
+    subprocess.run(mkfs + [img], check=True, stdout=subprocess.DEVNULL)
     subprocess.run(["mount", "-o", "loop", img, mnt], check=True)
     return d, mnt
+
+
+def ext4_image(inode_size=256):
+    return fs_image(["mkfs.ext4", "-q", "-F", "-I", str(inode_size)])
+
+
+def test_xfs():
+    if not is_root() or not shutil.which("mkfs.xfs"):
+        skip("xfs", "a loop mount needs root and mkfs.xfs")
+        return
+    d, mnt = fs_image(["mkfs.xfs", "-q", "-f"], 320 * MiB)
+    try:
+        check_store("xfs", os.path.join(mnt, "store"))
+    finally:
+        subprocess.run(["umount", "-l", mnt])
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def test_ext4():
@@ -263,6 +298,7 @@ def test_killed_reader():
 def all_tests():
     test_ext4()
     test_ext4_small_inodes()
+    test_xfs()
     test_tmpfs()
     test_pinned()
     test_killed_reader()
