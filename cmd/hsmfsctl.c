@@ -3357,8 +3357,14 @@ static int rebase_one(void *arg, uint64_t ino, const char *path, uint32_t state,
 		r->dirs++;
 	else
 		r->files++;
-	n = snprintf(url, sizeof(url), "%s%s%s%s", r->to, origin + strlen(r->from),
-		     dir ? "" : "\n", dir ? "" : version ? version : "");
+	n = snprintf(url, sizeof(url), "%s%s", r->to, origin + strlen(r->from));
+	if (!dir && n < (int)sizeof(url)) {
+		/* a file's mark stays small (store.h): its URL only if it fits */
+		char mark[STORE_MARKER_MAX + 1];
+
+		n = (int)store_marker(mark, url, version);
+		memcpy(url, mark, (size_t)n + 1);
+	}
 	if (!path || n >= (int)sizeof(url)) {
 		r->unmarked++;
 		return 0;
@@ -3623,17 +3629,23 @@ static int cmd_doctor(int argc, char **argv)
 		doctor_origin(&d, origin);
 	{
 		long long used = json_num(stats, "cache_bytes"), max = json_num(stats, "cache_max"),
-			  fs_free = json_num(stats, "fs_free"), enospc = json_num(stats, "enospc");
+			  fs_free = json_num(stats, "fs_free"), enospc = json_num(stats, "enospc"),
+			  over = json_num(stats, "over_fills");
 
 		human(h, sizeof(h), used);
 		human(h2, sizeof(h2), fs_free);
+		if (over > 0)
+			finding(&d, "warn", "cache: %lld read%s answered past cache_max, nothing "
+				"else to evict (every cached file pinned, open or dirty): its bytes "
+				"kept until closed; %s used (raise cache_max=, unpin)", over,
+				over == 1 ? "" : "s", h);
 		if (enospc > 0)
 			finding(&d, "warn", "cache: %lld fill%s found no room (ENOSPC); %s used, %s "
 				"free (cache_max=, cache_min_free=)", enospc, enospc == 1 ? "" : "s",
 				h, h2);
-		else if (max > 0 && used > max / 100 * 95)
+		else if (!over && max > 0 && used > max / 100 * 95)
 			finding(&d, "warn", "cache: %s used of cache_max", h);
-		else
+		else if (!over)
 			finding(&d, "ok", "cache: %s used, %s free on the store's filesystem", h, h2);
 	}
 	if (json_num(stats, "conflicts") > 0)

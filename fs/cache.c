@@ -51,6 +51,7 @@ static struct {
 	bool free_wanted;         /* asked of the evictor (cache_try_admit) */
 	pthread_t thread;
 	uint64_t evicted_files, evicted_bytes, enospc;
+	uint64_t over_fills, over_bytes; /* cache_over() */
 } C = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* Free bytes of the store's filesystem for us, and its size. */
@@ -205,10 +206,26 @@ int cache_admit(uint64_t need, const struct timespec *deadline)
 			break;
 		}
 	}
-	if (res)
-		C.enospc++;
 	lk_unlock(&C.lock, LK_CACHE);
 	return res;
+}
+
+void cache_over(uint64_t need)
+{
+	lk_lock(&C.lock, LK_CACHE);
+	C.over_fills++;
+	C.over_bytes += need;
+	lk_unlock(&C.lock, LK_CACHE);
+}
+
+void cache_over_closed(void)
+{
+	lk_lock(&C.lock, LK_CACHE);
+	if (C.running && C.cfg.max && C.used > C.cfg.max && !C.requested) {
+		C.requested = true;
+		pthread_cond_signal(&C.wake);
+	}
+	lk_unlock(&C.lock, LK_CACHE);
 }
 
 int cache_try_admit(uint64_t need)
@@ -493,5 +510,7 @@ void cache_stats(struct cache_stats *ret)
 	ret->evicted_bytes = C.evicted_bytes;
 	ret->eviction_rounds = C.round / 2;
 	ret->enospc = C.enospc;
+	ret->over_fills = C.over_fills;
+	ret->over_bytes = C.over_bytes;
 	lk_unlock(&C.lock, LK_CACHE);
 }

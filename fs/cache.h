@@ -14,10 +14,13 @@
  * filesystem count too; see "Free space").  Admission: before a fill may
  * write, cache_admit() reserves its bytes; if they do not fit, the
  * evictor runs first, down to the policy's low watermark so that it does
- * not thrash; if nothing can be evicted the fill fails with ENOSPC,
- * never with an oversized cache.  A fill may overshoot its reservation
- * by at most the rounding of its hint to the chunk, so the cache stays
- * below the limit plus one chunk at every moment.
+ * not thrash; if nothing can be evicted cache_admit() says ENOSPC and
+ * a read's fill goes ahead past the limit (cache_over()), its file
+ * evicted again at its last close: a read never fails because the
+ * cache is full.  A fill may overshoot its reservation by at most the
+ * rounding of its hint to the chunk, so the cache stays below the
+ * limit plus one chunk at every moment when anything can be evicted,
+ * and below it plus the files being read past it otherwise.
  *
  * Eviction.  What may go, in what order and when is the policy's
  * (evict-policy.h).  One thread, the evictor, runs its rounds; the
@@ -85,6 +88,18 @@ void cache_unreserve(uint64_t n);
  * after asking the evictor to make room for later, without waiting.
  */
 int cache_try_admit(uint64_t need);
+
+/*
+ * cache_admit() found no room and nothing to evict (all pinned, open or
+ * dirty): the caller fills need bytes past cache_max all the same, so
+ * that the read is answered (a full cache serves reads, it does not
+ * fail them), and calls cache_over_closed() once the file is closed:
+ * if the cache is still past its limit, a round evicts what it can,
+ * that file among the rest.  Counted in the stats (over_fills,
+ * over_bytes).  Either under the events lock or not.
+ */
+void cache_over(uint64_t need);
+void cache_over_closed(void);
 
 /* The allocated bytes of the cache changed by delta. */
 void cache_account(int64_t delta);

@@ -83,6 +83,8 @@ int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t en
 		uint64_t *reserved, struct event **ret_ev)
 {
 	ELOCK_HELD();
+	bool over = false; /* admitted past the limit: see below */
+
 	for (;;) {
 		struct range miss, gap;
 		struct event *ev;
@@ -178,7 +180,7 @@ int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t en
 			}
 			/* admission: room for the fill before it may write */
 			need = ((hint_end + PAGE - 1) & ~(PAGE - 1)) - (hint_start & ~(PAGE - 1));
-			if (S.cfg.cache_limited && *reserved < need && !may_block) {
+			if (S.cfg.cache_limited && *reserved < need && !may_block && !over) {
 				/* the cache's lock comes after S.lock */
 				if (cache_try_admit(need))
 					return 2;
@@ -186,7 +188,7 @@ int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t en
 					cache_unreserve(*reserved);
 				*reserved = need;
 			}
-			if (S.cfg.cache_limited && *reserved < need) {
+			if (S.cfg.cache_limited && *reserved < need && !over) {
 				struct timespec deadline;
 
 				mono_after(&deadline, S.cfg.timeout);
@@ -196,9 +198,23 @@ int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t en
 				*reserved = 0;
 				res = cache_admit(need, &deadline);
 				elock();
-				if (res)
+				/*
+				 * Nothing can be evicted (all pinned, open, dirty):
+				 * a limit of ours never fails a read (SPEC 10).  The
+				 * fill goes ahead past cache_max and the file is
+				 * evicted again once its last descriptor is closed
+				 * (events_released(): cache_over_closed()), so the
+				 * bytes are kept only while it is read.
+				 */
+				if (res == -ENOSPC) {
+					over = true;
+					fs->over = true;
+					cache_over(need);
+				} else if (res) {
 					return res;
-				*reserved = need;
+				} else {
+					*reserved = need;
+				}
 				continue; /* the world may have changed meanwhile */
 			}
 			ev = start_fill(in, fs, miss.start, miss.end, hint_start, hint_end,

@@ -31,7 +31,7 @@ static struct evict_facts facts_of(const struct fstate *fs, bool open);
 static void evict_begin(struct fstate *fs);
 static void evict_end(struct fstate *fs);
 static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
-		       uint64_t end, uint64_t *ret_freed);
+		       uint64_t end, bool cut, uint64_t *ret_freed);
 
 /* What the policy reads of fs (evict_policy_eligible).  S.lock held. */
 static struct evict_facts facts_of(const struct fstate *fs, bool open)
@@ -69,20 +69,43 @@ static void evict_end(struct fstate *fs)
 }
 
 /*
+ * Free the store's blocks of [start, end) of the file sfd of size
+ * bytes, which then reads as zeros there.  A punch frees whole blocks
+ * only: the block that holds the end of a file (all of a file smaller
+ * than a block) would stay allocated and counted, evicted for nothing,
+ * and picked again by every round.  So with cut, a range that reaches
+ * the end is cut off and the file extended again, sparse: every block
+ * from start's on is freed.  Only for a file nobody has open (cut): no
+ * read or write of it runs while it is evicting, and a stat meanwhile
+ * is shown fs->size (events_shown_attr()); an open file's reader could
+ * be told the short size by the kernel and read an early end of file.
+ * 0 or -1 with errno.
+ */
+static int release_bytes(int sfd, uint64_t start, uint64_t end, uint64_t size, bool cut)
+{
+	if (end < size || !cut)
+		return fallocate(sfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				 (off_t)start, (off_t)(end - start));
+	/* growing a file sparse allocates nothing: it does not fail for room */
+	return ftruncate(sfd, (off_t)start) < 0 ? -1 : ftruncate(sfd, (off_t)size);
+}
+
+/*
  * Drop [start, end) of fs, which the caller marked evicting: the
  * database, the memory, the mark, then the bytes (the durability order,
- * step 2).  *ret_freed gets the allocated bytes released.  Called with
- * S.lock held; drops it while it works.
+ * step 2).  *ret_freed gets the allocated bytes released.  cut: the
+ * file is not open, and may be cut to free its last block (see
+ * release_bytes()).  Called with S.lock held; drops it while it works.
  */
 static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
-		       uint64_t end, uint64_t *ret_freed)
+		       uint64_t end, bool cut, uint64_t *ret_freed)
 {
 	ELOCK_HELD();
 	struct rangeset want = RANGESET_INIT;
 	struct meta_file row;
 	struct range gap;
-	char *mark = NULL;
-	uint64_t gen;
+	char mark[STORE_MARKER_MAX + 1];
+	uint64_t gen, size;
 	int res, sfd, n;
 	bool none, got_row, have_before = false, punched = false;
 	int64_t after;
@@ -93,6 +116,7 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	*ret_freed = 0;
 	if (!end || end > fs->size)
 		end = fs->size;
+	size = fs->size; /* no user change while it is evicting */
 	if (start >= end)
 		return 0;
 	/*
@@ -106,12 +130,7 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	if (!res && !none)
 		res = rs_remove(&want, start, end);
 	gen = fs->gen + 1;
-	n = asprintf(&mark, "%s\n%s", fs->origin ? fs->origin : "",
-		     fs->version ? fs->version : "");
-	if (n < 0) {
-		mark = NULL;
-		res = res ? res : -ENOMEM;
-	}
+	n = (int)store_marker(mark, fs->origin, fs->version);
 	eunlock();
 	sfd = res ? res : open_store(in, O_RDWR);
 	/*
@@ -155,7 +174,6 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 				sfd < 0 ? strerror(-sfd) : meta_errmsg(S.cfg.meta));
 		if (sfd >= 0)
 			close(sfd);
-		free(mark);
 		return res;
 	}
 	S.st.evictions_started++;
@@ -171,8 +189,7 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	}
 	/* 3. only now the bytes go (the file's times stay) */
 	if (!res) {
-		if (fallocate(sfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, start,
-			      end - start) < 0) {
+		if (release_bytes(sfd, start, end, size, cut) < 0) {
 			res = -errno;
 		} else {
 			struct timespec tv[2] = { { 0, UTIME_OMIT }, before.st_mtim };
@@ -183,8 +200,17 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 		}
 	}
 	now = allocated(sfd);
+	/*
+	 * Cut to nothing: no data block is left, and what st_blocks still
+	 * counts is the file's metadata (an xattr block, where the inode
+	 * has no room for the mark: ext4 with 128-byte inodes, or a user's
+	 * own xattrs), which is not cache and which no eviction can free.
+	 * Counted, it would keep the cache above its limit with every file
+	 * evicted, and every round would pick those files again.
+	 */
+	if (!res && now > 0 && cut && start == 0 && end >= size)
+		now = 0;
 	after = punched ? ctime_now(sfd) : -1;
-	free(mark);
 	elock();
 	/* no user change begins while it is evicting */
 	ctime_kept(fs, &before, after, fs->nchanges);
@@ -219,7 +245,7 @@ int events_evict(struct inode *in, uint64_t start, uint64_t end, bool is_open)
 	}
 	if (!res) {
 		evict_begin(fs);
-		res = evict_range(in, fs, start, end, &freed);
+		res = evict_range(in, fs, start, end, !is_open, &freed);
 		evict_end(fs);
 	}
 	eunlock();
@@ -274,7 +300,7 @@ static int evict_reached(struct inode *cur, const struct meta_victim *v, bool in
 		evict_begin(fs);
 		for (i = 0; i < n && !res; i++) {
 			got = 0;
-			res = evict_range(cur, fs, span[i].start, span[i].end, &got);
+			res = evict_range(cur, fs, span[i].start, span[i].end, false, &got);
 			*ret_freed += got;
 		}
 		evict_end(fs);
@@ -293,7 +319,7 @@ static int evict_reached(struct inode *cur, const struct meta_victim *v, bool in
 		return res;
 	}
 	evict_begin(fs);
-	res = evict_range(cur, fs, 0, 0, ret_freed);
+	res = evict_range(cur, fs, 0, 0, true, ret_freed);
 	/*
 	 * Still evicting: the file is not open and cannot be opened
 	 * meanwhile (events_opened waits for evict_end), so no read

@@ -365,9 +365,11 @@ void events_shown_attr(struct inode *in, struct stat *st)
 	bool times = atomic_load_explicit(&events_any_ctime, memory_order_relaxed);
 	/* fewer blocks than the size needs: sparse, or bytes not fetched yet */
 	bool thin = (uint64_t)st->st_blocks * 512 < (uint64_t)st->st_size;
+	/* an eviction may be cutting it (release_bytes(), evict.c) */
+	bool nonres = inode_flags(in) & INODE_NONRESIDENT;
 	struct fstate *fs;
 
-	if (!S_ISREG(st->st_mode) || (!times && !thin))
+	if (!S_ISREG(st->st_mode) || (!times && !thin && !nonres))
 		return;
 	/*
 	 * One database read per inode: a file with no row cannot gain one
@@ -380,6 +382,11 @@ void events_shown_attr(struct inode *in, struct stat *st)
 		return;
 	elock();
 	fs = inode_state(in);
+	if (fs && fs->evicting && (uint64_t)st->st_size < fs->size) {
+		/* cut and extended again while it is evicting: its size is fs->size */
+		st->st_size = (off_t)fs->size;
+		thin = (uint64_t)st->st_blocks * 512 < (uint64_t)st->st_size;
+	}
 	if (fs && fs->ctime_real && fs->ctime_real == ns_of(&st->st_ctim)) {
 		st->st_ctim.tv_sec = fs->ctime_shown / 1000000000;
 		st->st_ctim.tv_nsec = fs->ctime_shown % 1000000000;
@@ -525,11 +532,16 @@ void events_opened(struct inode *in)
 void events_released(struct inode *in)
 {
 	struct fstate *fs;
+	bool over = false;
 
 	elock();
 	fs = inode_state(in);
 	if (fs) {
 		touched(fs);
+		if (!inode_is_open(in) && fs->over) {
+			fs->over = false;
+			over = true;
+		}
 		if (!inode_is_open(in))
 			ahead_closed(fs, true);
 		if (!inode_is_open(in) && fs->track_pending) {
@@ -541,6 +553,8 @@ void events_released(struct inode *in)
 		archive_writeback(fs);
 	}
 	eunlock();
+	if (over)
+		cache_over_closed();
 }
 
 void archive_later(struct fstate *fs, int64_t due)

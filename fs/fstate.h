@@ -99,6 +99,8 @@ struct fstate {
 				    * descriptor to sync it (EMFILE), 0: none */
 	int64_t ctime_real, ctime_shown; /* see meta_file (ns; 0: none) */
 	bool evicting;             /* see evict_begin() */
+	bool over;                 /* filled past cache_max (access_step()): the
+				    * cache is asked to evict at its last close */
 	bool restoring;            /* times_kept() is putting the mtime back */
 	char *sha256;              /* the manifest's digest (hex, owned), or NULL */
 	/*

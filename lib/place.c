@@ -192,12 +192,10 @@ static int place_file(struct meta *m, int dfd, const char *name, const char *rel
 		return res;
 	}
 	if (e->size) {
-		char mark[8300];
-		int mn = snprintf(mark, sizeof(mark), "%s\n%s", e->url ? e->url : "",
-				  e->version ? e->version : "");
+		char mark[STORE_MARKER_MAX + 1];
+		size_t mn = store_marker(mark, e->url, e->version);
 
-		if (fsetxattr(fd, STORE_MARKER_XATTR, mark,
-			      mn < (int)sizeof(mark) ? mn : (int)sizeof(mark) - 1, 0) < 0)
+		if (fsetxattr(fd, STORE_MARKER_XATTR, mark, mn, 0) < 0)
 			atomic_store_explicit(&place_unmarked, errno, memory_order_relaxed);
 	}
 	close(fd);

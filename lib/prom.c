@@ -90,6 +90,9 @@ const struct prom_metric prom_metrics[STATS_NFIELDS] = {
 	{ "fds_limit", "hsmfs_fds_limit", G, 1, "the daemon's RLIMIT_NOFILE (soft, raised to hard)" },
 	{ "fds_exhausted", "hsmfs_fds_exhausted_total", C, 1,
 	  "EMFILE or ENFILE met by the daemon" },
+	{ "over_fills", "hsmfs_over_fills_total", C, 1,
+	  "fills past cache_max, nothing else to evict (the read answered)" },
+	{ "over_bytes", "hsmfs_over_bytes_total", C, 1, "bytes filled past cache_max" },
 };
 
 #undef C

@@ -136,6 +136,12 @@ enum stats_show {
 	X(fds, fds_limit, STATS_NUM, 64, "descriptor limit")                   \
 	X(fds, fds_exhausted, STATS_NUM, 65, "out of descriptors (EMFILE, ENFILE)")
 
+/* cache's too, added later: reads answered past cache_max because
+ * nothing could be evicted (cache_over()), and the bytes admitted so */
+#define STATS_CACHE_OVER(X)                                                    \
+	X(cache, over_fills, STATS_NUM, 66, "fills past cache_max (nothing to evict)") \
+	X(cache, over_bytes, STATS_SIZE, 67, "bytes filled past cache_max")
+
 #define STATS_PREFETCH(X)                                                      \
 	X(prefetch, prefetched_files, STATS_NUM, 14, "sibling files prefetched") \
 	X(prefetch, prefetched_bytes, STATS_SIZE, 15, "bytes prefetched")      \
@@ -145,13 +151,13 @@ enum stats_show {
 /* Every counter, in the JSON's order. */
 #define STATS_FIELDS(X)                                                        \
 	STATS_CACHE(X) STATS_EVENTS(X) STATS_INODE(X) STATS_PT(X) STATS_PREFETCH(X) \
-	STATS_KEEPER(X) STATS_INODE_KEPT(X) STATS_FDS(X)
+	STATS_KEEPER(X) STATS_INODE_KEPT(X) STATS_FDS(X) STATS_CACHE_OVER(X)
 
 #define STATS_MEMBER_(owner, key, show, row, what) uint64_t key;
 #define STATS_ONE_(owner, key, show, row, what) +1
 #define STATS_NFIELDS (0 STATS_FIELDS(STATS_ONE_))
 
-struct cache_stats { STATS_CACHE(STATS_MEMBER_) };
+struct cache_stats { STATS_CACHE(STATS_MEMBER_) STATS_CACHE_OVER(STATS_MEMBER_) };
 struct events_stats { STATS_EVENTS(STATS_MEMBER_) };
 struct inode_stats { STATS_INODE(STATS_MEMBER_) STATS_INODE_KEPT(STATS_MEMBER_) };
 struct pt_stats { STATS_PT(STATS_MEMBER_) };

@@ -13,6 +13,23 @@
 
 #include "store.h"
 
+size_t store_marker(char buf[STORE_MARKER_MAX + 1], const char *origin, const char *version)
+{
+	size_t o = origin ? strlen(origin) : 0, v = version ? strlen(version) : 0;
+
+	if (o + 1 + v > STORE_MARKER_MAX)
+		o = 0; /* the database has it */
+	if (o + 1 + v > STORE_MARKER_MAX) {
+		buf[0] = '\0';
+		return 0;
+	}
+	memcpy(buf, origin ? origin : "", o);
+	buf[o] = '\n';
+	memcpy(buf + o + 1, version ? version : "", v);
+	buf[o + 1 + v] = '\0';
+	return o + 1 + v;
+}
+
 /* mountinfo's escapes (\ooo for a space, tab, newline, backslash) undone in place */
 static void unescape(char *s)
 {

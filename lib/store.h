@@ -34,12 +34,33 @@
 
 /*
  * Every file that may have missing ranges carries this xattr in the
- * store (value: origin, a newline, version), set at import and removed
- * once all its bytes are present.  It is the second source of truth:
- * if the database is lost, the files that carry it are placeholders
- * again, never files of zeros.
+ * store (value: store_marker()'s), set at import and removed once all
+ * its bytes are present.  It is the second source of truth: if the
+ * database is lost, the files that carry it are placeholders again,
+ * never files of zeros.
+ *
+ * It must cost no data block: a placeholder that did (ext4 keeps an
+ * xattr that does not fit in the inode in a block of its own, counted
+ * in st_blocks) would hold a block per file, and a cache of many small
+ * files would fill with marks.  So its value is at most
+ * STORE_MARKER_MAX bytes, which stay in the inode on ext4 with 256-byte
+ * inodes (room for 52 beside its name), xfs and btrfs, and cost nothing
+ * on tmpfs.  The database has the file's origin and version; the mark
+ * has them only when they fit (see store_marker()).
  */
 #define STORE_MARKER_XATTR "user.hsmfs.placeholder"
+#define STORE_MARKER_MAX 40
+
+/*
+ * The mark's value for a file of origin and version (either NULL):
+ * "origin\nversion" when that fits in STORE_MARKER_MAX bytes, else
+ * "\nversion", else empty.  A database rebuilt from a mark without an
+ * origin fetches the file by its path from the mount's origin; one
+ * without a version takes the origin's current one (every byte is
+ * fetched again after a rebuild, so versions never mix in a file).
+ * buf has STORE_MARKER_MAX + 1 bytes; returns the value's length.
+ */
+size_t store_marker(char buf[STORE_MARKER_MAX + 1], const char *origin, const char *version);
 
 /*
  * Every directory whose names are not listed yet carries this xattr in
