@@ -499,9 +499,10 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 		if (d)
 			closedir(d);
 	}
-	/* when it was listed, for hsmfsctl status */
+	/* when it was listed, for hsmfsctl status; and from what */
 	if (!meta_get(S.cfg.meta, dino, &row)) {
 		row.atime = now_ms();
+		row.flags = l->partial ? row.flags | META_F_PARTIAL : row.flags & ~META_F_PARTIAL;
 		meta_put(S.cfg.meta, &row);
 		meta_file_free(&row);
 	}
@@ -569,7 +570,7 @@ static int apply_lookup(int dfd, const struct listing *l, const char *dirpath, i
  * (durability step 5).  Without S.lock.  0 or -errno.
  */
 int apply_listing(struct inode *dir, int stage, const char *name, bool refresh,
-		  uint64_t names_plan)
+		  uint64_t names_plan, bool *ret_partial)
 {
 	struct listing l = { 0 };
 	char dirpath[HSMFS_MAX_PATH + 1], rel[2 * HSMFS_MAX_PATH + 2], err[512], proc[32];
@@ -678,6 +679,7 @@ int apply_listing(struct inode *dir, int stage, const char *name, bool refresh,
 		goto out;
 	}
 	fault_point(FAULT_LIST_COMMITTED);
+	*ret_partial = l.partial;
 	fremovexattr(dfd, STORE_UNLISTED_XATTR);
 	if (atomic_load(&place_unmarked))
 		elog_warn("cannot mark placeholders in the store (%s); a lost database could not be rebuilt",

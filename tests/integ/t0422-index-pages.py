@@ -66,8 +66,8 @@ def check(m, files, what):
     ok("partial" in st, "%s: hsmfsctl status shows partial" % what)
     rc, out = run([HSMFSCTL, "doctor", m.mnt])
     ok(rc != 0, "%s: doctor exits non-zero (%d)" % (what, rc))
-    ok("/docs" in out and "index" in out and "autoindex" in out,
-       "%s: doctor names the directory and the fix: %r" % (what, out[-600:]))
+    ok("fail" in out and "index .hsmfs-no-index;" in out and "autoindex_format json" in out,
+       "%s: doctor names the fix: %r" % (what, out[-600:]))
 
 
 def test_nginx_index():
@@ -78,6 +78,19 @@ def test_nginx_index():
                   opts="hook=%s,origin=%s" % (HTTP, ng.url())) as m:
         eq(sorted(os.listdir(m.mnt)), ["docs", "top.txt"], "nginx: the root is an index")
         check(m, files, "nginx")
+        # the fix doctor names: an `index` no file has, and the JSON autoindex
+        ng.stop()
+        ng.extra = "index .hsmfs-no-index;"
+        ng.start(ng.port)
+        rc, out = run([HSMFSCTL, "refresh", m.path("docs")])
+        eq(rc, 0, "refresh after the fix: %s" % out)
+        eq(sorted(os.listdir(m.path("docs"))),
+           ["deep", "guide.txt", "index.html", "sp ace.txt", "sub", "unlinked.txt"],
+           "with `index .hsmfs-no-index;` every name is listed")
+        eq(os.getxattr(m.path("docs"), "user.hsmfs.state"), b"listed",
+           "and the directory is no longer partial")
+        eq(read(m.path("docs/unlinked.txt")), files["docs/unlinked.txt"],
+           "a name the page did not link reads byte for byte")
 
 
 def test_python_http_server():
