@@ -86,6 +86,8 @@ const struct prom_metric prom_metrics[STATS_NFIELDS] = {
 	  "longest pause of a restart (seconds)" },
 	{ "inodes_kept", "hsmfs_inodes_kept", G, 1,
 	  "inodes the kernel forgot, kept for file handles" },
+	{ "listed_partial", "hsmfs_listed_partial_total", C, 1,
+	  "directories listed from a page (index.html), not an index" },
 };
 
 #undef C
