@@ -160,7 +160,9 @@ def run_local(lines, what):
             port = str(free_port())
             diag("port 8000 is taken here: the example runs on %s" % port)
             script = script.replace("8000", port)
-        out = run_block(place, None, script.splitlines(), what)
+        # not printed: the origin goes with the shell even when a line fails
+        trap = "trap 'kill $(jobs -p) 2>/dev/null || true' EXIT"
+        out = run_block(place, None, [trap] + script.splitlines(), what)
         ok("hello\n" in out, "%s: the file reads" % what) or diag(out)
         ok(re.search(r"^guide\.txt\nindex\.html$", out, re.M),
            "%s: docs lists index.html and the name its page links to" % what) or diag(out)
