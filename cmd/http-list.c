@@ -230,6 +230,7 @@ static int page_link(void *arg, const char *name, bool is_dir, const char *mtime
 	return 0;
 }
 
+/* The listing of a directory whose URL answered with page b: 0 or an errno (o->why). */
 static int list_page(struct out *o, const struct http_body *b)
 {
 	struct page pg = { 0 };
@@ -237,9 +238,8 @@ static int list_page(struct out *o, const struct http_body *b)
 
 	if (!res)
 		res = -manifest_parse_page_links(b->p ? b->p : "", b->n, page_link, &pg);
-	if (!res) {
+	if (!res) /* the mark: names not linked are missing (hsmfs-hooks(7)) */
 		fputs("{\"path\": \".\", \"type\": \"dir\", \"partial\": \"page\"}\n", o->f);
-	}
 	for (size_t i = 0; !res && !o->err && i < pg.n; i++) {
 		char *en = http_escape(pg.names[i], NULL), *url = NULL;
 
@@ -255,8 +255,10 @@ static int list_page(struct out *o, const struct http_body *b)
 				put_entry(o, pg.names[i], true, 0, 0, false, NULL);
 			else if (code < 0)
 				res = (int)-code;
-			else if (code != 404 && code != 410 && code != 403)
-				res = EIO, snprintf(o->why, o->whylen, "HEAD %s: HTTP %ld", url, code);
+			else if (code != 404 && code != 410 && code != 403) {
+				snprintf(o->why, o->whylen, "HEAD %s: HTTP %ld", url, code);
+				res = EIO;
+			}
 		}
 		free(en);
 		free(url);
