@@ -192,7 +192,7 @@ static int s3_prefix(void *arg, const char *prefix)
  * each confirmed by a HEAD (a file: its size and date; a directory: its
  * URL answering).  A name the page does not link to is not there.
  */
-#define PAGE_LINKS_MAX 65536 /* names taken from one page */
+#define PAGE_LINKS_MAX 10000 /* names taken from one page; more are passed over */
 
 struct page {
 	char **names; /* owned, unique */
