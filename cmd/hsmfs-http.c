@@ -1014,6 +1014,12 @@ static void probe_html(CURL *c, const char *url, char *why, size_t whylen)
 		snprintf(why, whylen, "%s", curl_easy_strerror(rc));
 	else if (code != 200)
 		snprintf(why, whylen, "HTTP %ld", code);
+	else if (!manifest_html_is_index(b.p ? b.p : "", b.n))
+		/* below the root such a page is listed from its links; the root
+		 * itself is more likely a wrong URL */
+		snprintf(why, whylen, "it answers with an HTML page, not a directory index "
+			 "(nginx: an `index` no file has, index .hsmfs-no-index;, with autoindex "
+			 "on; autoindex_format json;)");
 	else if (manifest_parse_html(b.p ? b.p : "", b.n, probe_entry, NULL, err, sizeof(err)))
 		snprintf(why, whylen, "%s", err);
 	free(b.p);

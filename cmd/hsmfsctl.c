@@ -1967,6 +1967,9 @@ static int status_walk(const char *p, bool json, struct totals *t, bool *first)
 				printf("%-20s %14s %14s %6s  %s/\n", "unlisted", "-", "-", "", p);
 			return 0;
 		}
+		/* listed from a page's links (hsmfs-http(1)): some names may be missing */
+		if (!json && strstr(state, ",partial"))
+			printf("%-20s %14s %14s %6s  %s/\n", "listed,partial", "-", "-", "", p);
 	}
 	d = opendir(p);
 	if (!d) {
@@ -3648,6 +3651,15 @@ static int cmd_doctor(int argc, char **argv)
 		else if (!over)
 			finding(&d, "ok", "cache: %s used, %s free on the store's filesystem", h, h2);
 	}
+	if (json_num(stats, "listed_partial") > 0)
+		finding(&d, "fail", "%lld director%s answered with a page (index.html), not an "
+			"index: listed from the page's links only, names it does not link to "
+			"missing (user.hsmfs.state \"listed,partial\", hsmfsctl status); fix the "
+			"origin: nginx: an `index` no file of the tree has (nginx has no `index off`: "
+			"index .hsmfs-no-index;) with autoindex on; autoindex_format json; or any "
+			"JSON autoindex (hsmfs-http(1)); then hsmfsctl refresh",
+			json_num(stats, "listed_partial"),
+			json_num(stats, "listed_partial") == 1 ? "y" : "ies");
 	if (json_num(stats, "conflicts") > 0)
 		finding(&d, "warn", "%lld archive conflict%s: hsmfsctl status shows them, "
 			"hsmfsctl resolve settles them", json_num(stats, "conflicts"),

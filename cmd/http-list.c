@@ -184,6 +184,92 @@ static int s3_prefix(void *arg, const char *prefix)
 	return o->err ? -o->err : 0;
 }
 
+/*
+ * A directory whose URL answers with a page (its index.html: nginx's
+ * `index`, python's http.server) rather than an index: listed as well as
+ * the page allows, and marked so (the "partial" line, hsmfs-hooks(7)).
+ * Its names: index.html, and those the page links to one level down,
+ * each confirmed by a HEAD (a file: its size and date; a directory: its
+ * URL answering).  A name the page does not link to is not there.
+ */
+#define PAGE_LINKS_MAX 10000 /* names taken from one page; more are passed over */
+
+struct page {
+	char **names; /* owned, unique */
+	bool *dirs;
+	size_t n, cap;
+};
+
+static int page_link(void *arg, const char *name, bool is_dir, const char *mtime, uint64_t size)
+{
+	struct page *pg = arg;
+
+	(void)mtime, (void)size;
+	for (size_t i = 0; i < pg->n; i++)
+		if (!strcmp(pg->names[i], name))
+			return 0;
+	if (pg->n == PAGE_LINKS_MAX)
+		return 0;
+	if (pg->n == pg->cap) {
+		size_t cap = pg->cap ? 2 * pg->cap : 32;
+		char **nn = realloc(pg->names, cap * sizeof(*nn));
+		bool *nd;
+
+		if (!nn)
+			return -ENOMEM;
+		pg->names = nn;
+		nd = realloc(pg->dirs, cap * sizeof(*nd));
+		if (!nd)
+			return -ENOMEM;
+		pg->dirs = nd;
+		pg->cap = cap;
+	}
+	if (!(pg->names[pg->n] = strdup(name)))
+		return -ENOMEM;
+	pg->dirs[pg->n++] = is_dir;
+	return 0;
+}
+
+/* The listing of a directory whose URL answered with page b: 0 or an errno (o->why). */
+static int list_page(struct out *o, const struct http_body *b)
+{
+	struct page pg = { 0 };
+	int res = page_link(&pg, "index.html", false, "", 0);
+
+	if (!res)
+		res = -manifest_parse_page_links(b->p ? b->p : "", b->n, page_link, &pg);
+	if (!res) /* the mark: names not linked are missing (hsmfs-hooks(7)) */
+		fputs("{\"path\": \".\", \"type\": \"dir\", \"partial\": \"page\"}\n", o->f);
+	for (size_t i = 0; !res && !o->err && i < pg.n; i++) {
+		char *en = http_escape(pg.names[i], NULL), *url = NULL;
+
+		if (!en || asprintf(&url, "%s%s%s", o->base, en, pg.dirs[i] ? "/" : "") < 0) {
+			url = NULL;
+			res = ENOMEM;
+		} else if (!pg.dirs[i]) {
+			res = head_file(o->c, o, pg.names[i], url, false, o->why, o->whylen);
+		} else {
+			long code = head(o->c, url, o->why, o->whylen);
+
+			if (code == 200)
+				put_entry(o, pg.names[i], true, 0, 0, false, NULL);
+			else if (code < 0)
+				res = (int)-code;
+			else if (code != 404 && code != 410 && code != 403) {
+				snprintf(o->why, o->whylen, "HEAD %s: HTTP %ld", url, code);
+				res = EIO;
+			}
+		}
+		free(en);
+		free(url);
+	}
+	for (size_t i = 0; i < pg.n; i++)
+		free(pg.names[i]);
+	free(pg.names);
+	free(pg.dirs);
+	return res ? res : o->err;
+}
+
 /* GET url into b: 0, or an errno (the reason logged) */
 static int get(CURL *c, const char *url, struct http_body *b, char *why, size_t whylen)
 {
@@ -319,8 +405,15 @@ int http_list(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3
 			o.c = c;
 			o.why = why;
 			o.whylen = whylen;
-			res = -manifest_parse_listing(b.p ? b.p : "", b.n, nginx_entry, &o, err,
-						      sizeof(err));
+			size_t i = 0;
+
+			while (i < b.n && strchr(" \t\r\n", b.p[i]))
+				i++;
+			if (i < b.n && b.p[i] == '<' && !manifest_html_is_index(b.p, b.n))
+				res = list_page(&o, &b);
+			else
+				res = -manifest_parse_listing(b.p ? b.p : "", b.n, nginx_entry, &o,
+							      err, sizeof(err));
 			if (res && err[0])
 				snprintf(why, whylen, "not a directory listing (nginx JSON, or an "
 					 "HTML index): %s", err);

@@ -5,6 +5,9 @@
  * an HTML index, nginx's, Apache's or python's http.server's, whose files
  * are each asked with a HEAD for their size and version; or with s3 every
  * page of a ListObjectsV2 of its prefix with delimiter "/") and writes the listing into ev->fd as JSON Lines (hsmfs-hooks(7)).
+ * A URL that answers with a page that is no index (a directory's
+ * index.html) is listed from the page's links, each asked with a HEAD,
+ * and marked with a "partial" line (hsmfs-http(1)).
  * c: an easy handle set up by the caller, whose write and header
  * callbacks this call replaces.  origin: the mount's origin (the bucket's
  * URL with s3); page: keys a ListObjectsV2 page, 0: the server's default.  Returns 0 or an errno for the event's DENY, with a

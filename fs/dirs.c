@@ -382,6 +382,7 @@ static void commit_now(struct event *ev)
 	ELOCK_HELD();
 	struct inode *dir = ev->in;
 	int stage = ev->stage_fd, res;
+	bool partial = false;
 
 	/*
 	 * A lookup answered for a directory listed since (by a listing
@@ -393,7 +394,7 @@ static void commit_now(struct event *ev)
 		eunlock();
 		res = apply_listing(dir, stage,
 				    ev->type == HSMFS_EV_PRE_LOOKUP ? ev->name : NULL,
-				    ev->refresh, ev->names_plan);
+				    ev->refresh, ev->names_plan, &partial);
 		elock();
 	}
 	ev_set(ev, EV_FILLED); /* committed; completed next */
@@ -410,6 +411,8 @@ static void commit_now(struct event *ev)
 		inode_flags_clear(dir, INODE_UNLISTED);
 		inode_flags_set(dir, S.cfg.dir_ttl > 0 ? INODE_DIR_TTL : INODE_LISTED);
 		S.st.listed++;
+		if (partial)
+			S.st.listed_partial++;
 	}
 	complete(ev, res);
 }

@@ -35,6 +35,7 @@
 struct listing {
 	struct manifest_entry *v;
 	size_t n, cap;
+	bool partial; /* a "partial" line: the names are a page's links */
 };
 
 static int cmp_names(const void *a, const void *b)
@@ -97,6 +98,12 @@ static int parse_listing(int fd, const char *dirpath, struct listing *l)
 		if (manifest_parse_line(p, len, &l->v[l->n], err, sizeof(err))) {
 			elog_err("listing of '/%s', line %u: %s", dirpath, lineno, err);
 			goto bad;
+		}
+		if (!strcmp(l->v[l->n].path, ".") && l->v[l->n].partial) {
+			/* the directory itself: its names are a page's links */
+			l->partial = true;
+			manifest_entry_free(&l->v[l->n]);
+			continue;
 		}
 		if (strchr(l->v[l->n].path, '/')) {
 			elog_err("listing of '/%s', line %u: '%s' is not one name", dirpath,
@@ -492,9 +499,10 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 		if (d)
 			closedir(d);
 	}
-	/* when it was listed, for hsmfsctl status */
+	/* when it was listed, for hsmfsctl status; and from what */
 	if (!meta_get(S.cfg.meta, dino, &row)) {
 		row.atime = now_ms();
+		row.flags = l->partial ? row.flags | META_F_PARTIAL : row.flags & ~META_F_PARTIAL;
 		meta_put(S.cfg.meta, &row);
 		meta_file_free(&row);
 	}
@@ -562,7 +570,7 @@ static int apply_lookup(int dfd, const struct listing *l, const char *dirpath, i
  * (durability step 5).  Without S.lock.  0 or -errno.
  */
 int apply_listing(struct inode *dir, int stage, const char *name, bool refresh,
-		  uint64_t names_plan)
+		  uint64_t names_plan, bool *ret_partial)
 {
 	struct listing l = { 0 };
 	char dirpath[HSMFS_MAX_PATH + 1], rel[2 * HSMFS_MAX_PATH + 2], err[512], proc[32];
@@ -655,6 +663,7 @@ int apply_listing(struct inode *dir, int stage, const char *name, bool refresh,
 	if (!res && !(res = meta_begin(S.cfg.meta)) && !(res = put_rows(rows, l.n)) &&
 	    !(res = meta_get(S.cfg.meta, inode_ino(dir), &row))) {
 		row.state = META_DIR_LISTED;
+		row.flags = l.partial ? row.flags | META_F_PARTIAL : row.flags & ~META_F_PARTIAL;
 		row.atime = now_ms();
 		res = meta_put(S.cfg.meta, &row);
 		meta_file_free(&row);
@@ -670,6 +679,7 @@ int apply_listing(struct inode *dir, int stage, const char *name, bool refresh,
 		goto out;
 	}
 	fault_point(FAULT_LIST_COMMITTED);
+	*ret_partial = l.partial;
 	fremovexattr(dfd, STORE_UNLISTED_XATTR);
 	if (atomic_load(&place_unmarked))
 		elog_warn("cannot mark placeholders in the store (%s); a lost database could not be rebuilt",

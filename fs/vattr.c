@@ -164,8 +164,9 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 
 		if (r && r != -ENOENT)
 			return -EIO;
-		n = snprintf(val, sizeof(val), "%s",
-			     r ? "directory" : meta_state_name(f.state));
+		n = snprintf(val, sizeof(val), "%s%s",
+			     r ? "directory" : meta_state_name(f.state),
+			     !r && (f.flags & META_F_PARTIAL) ? ",partial" : "");
 		if (!r)
 			meta_file_free(&f);
 	} else {

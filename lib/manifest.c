@@ -426,7 +426,8 @@ int manifest_parse_line(const char *line, size_t len, struct manifest_entry *ret
 		char **dst = !strcmp(key, "path")    ? &e.path :
 			     !strcmp(key, "url")     ? &e.url :
 			     !strcmp(key, "version") ? &e.version :
-			     !strcmp(key, "sha256")  ? &e.sha256 : NULL;
+			     !strcmp(key, "sha256")  ? &e.sha256 :
+			     !strcmp(key, "partial") ? &e.partial : NULL;
 		if (dst) {
 			if (*dst) {
 				fail(&p, "duplicate key '%s'", key);
@@ -443,7 +444,9 @@ int manifest_parse_line(const char *line, size_t len, struct manifest_entry *ret
 				*dst = sval;
 				if (dst == &e.path) {
 					has_path = true;
-					if (manifest_check_path(sval, slen, err, errlen)) {
+					/* "." is the directory itself: a "partial" line */
+					if (strcmp(sval, ".") &&
+					    manifest_check_path(sval, slen, err, errlen)) {
 						free(key);
 						goto out;
 					}
@@ -585,6 +588,11 @@ end:
 		fail(&p, "missing 'path'");
 		goto out;
 	}
+	if (!strcmp(e.path, ".") != !!e.partial) {
+		fail(&p, e.partial ? "'partial' is said of the path \".\" only" :
+				     "'.' or '..' component in '.'");
+		goto out;
+	}
 	if (e.is_dir && e.sha256) {
 		fail(&p, "a directory has no 'sha256'");
 		goto out;
@@ -647,6 +655,8 @@ void manifest_entry_free(struct manifest_entry *e)
 	free(e->url);
 	free(e->version);
 	free(e->sha256);
+	free(e->partial);
+	e->partial = NULL;
 	free(e->chunks);
 	rs_clear(&e->holes);
 	e->path = e->url = e->version = e->sha256 = NULL;
@@ -894,19 +904,23 @@ static int href_decode(const char *s, const char *end, char *out, size_t size)
 	return 1;
 }
 
-int manifest_parse_html(const char *html, size_t len, manifest_listing_cb cb, void *arg,
-			char *err, size_t errlen)
+bool manifest_html_is_index(const char *html, size_t len)
 {
-	const char *s = html, *end = html + len, *t = find_ci(s, end, "<title>");
+	const char *end = html + len, *t = find_ci(html, end, "<title>");
+
+	return t && ((end - (t + 7) >= 9 && !strncasecmp(t + 7, "Index of ", 9)) ||
+		     (end - (t + 7) >= 22 && !strncasecmp(t + 7, "Directory listing for ", 22)));
+}
+
+/*
+ * The links of [s, end) to names of the directory, to cb.  strict: a
+ * link that cannot be read fails (-EINVAL, err); else it is passed over.
+ */
+static int html_links(const char *s, const char *end, bool strict, manifest_listing_cb cb,
+		      void *arg, char *err, size_t errlen)
+{
 	char last[4096] = "";
 
-	if (!t || !((end - (t + 7) >= 9 && !strncasecmp(t + 7, "Index of ", 9)) ||
-		    (end - (t + 7) >= 22 && !strncasecmp(t + 7, "Directory listing for ", 22)))) {
-		if (errlen)
-			snprintf(err, errlen, "an HTML page, not a directory index (no <title>Index "
-				 "of ...)");
-		return -EINVAL;
-	}
 	while ((s = find_ci(s, end, "<a ")) != NULL) {
 		const char *tag_end = memchr(s, '>', end - s), *h;
 		char name[4096];
@@ -924,6 +938,8 @@ int manifest_parse_html(const char *html, size_t len, manifest_listing_cb cb, vo
 			const char *v = h + 6, *q = memchr(v, h[5], tag_end - v);
 			int d = q ? href_decode(v, q, name, sizeof(name)) : 0;
 
+			if (d < 0 && !strict)
+				continue;
 			if (d < 0) {
 				if (errlen)
 					snprintf(err, errlen, "a link it cannot read: '%.*s'",
@@ -950,6 +966,23 @@ int manifest_parse_html(const char *html, size_t len, manifest_listing_cb cb, vo
 next:;
 	}
 	return 0;
+}
+
+int manifest_parse_html(const char *html, size_t len, manifest_listing_cb cb, void *arg,
+			char *err, size_t errlen)
+{
+	if (!manifest_html_is_index(html, len)) {
+		if (errlen)
+			snprintf(err, errlen, "an HTML page, not a directory index (no <title>Index "
+				 "of ...)");
+		return -EINVAL;
+	}
+	return html_links(html, html + len, true, cb, arg, err, errlen);
+}
+
+int manifest_parse_page_links(const char *html, size_t len, manifest_listing_cb cb, void *arg)
+{
+	return html_links(html, html + len, false, cb, arg, NULL, 0);
 }
 
 int manifest_parse_listing(const char *text, size_t len, manifest_listing_cb cb, void *arg,

@@ -53,6 +53,12 @@ struct manifest_entry {
 	uint8_t *chunks;
 	size_t chunks_len;
 	bool is_dir;    /* "type": "dir" */
+	/*
+	 * Owned, NULL if absent: "partial" on the line of path "." of a
+	 * listing: the directory's names are only those a page linked to
+	 * (hsmfs-hooks(7)); its value says what the listing came from.
+	 */
+	char *partial;
 	struct rangeset holes; /* "holes": declared zeros, within [0, size) */
 };
 
@@ -91,6 +97,17 @@ int manifest_parse_nginx(const char *json, size_t len, manifest_listing_cb cb,
 #define MANIFEST_SIZE_UNKNOWN UINT64_MAX
 int manifest_parse_html(const char *html, size_t len, manifest_listing_cb cb, void *arg,
 			char *err, size_t errlen);
+
+/* Is the HTML page html[0..len) a directory index (its <title>, as above)? */
+bool manifest_html_is_index(const char *html, size_t len);
+
+/*
+ * The links of any HTML page (one that is not an index: a directory's
+ * index.html) to names of its directory, to cb as manifest_parse_html()
+ * gives them; a link that cannot be read is passed over, and a name may
+ * come more than once.  Returns 0 or cb's value.
+ */
+int manifest_parse_page_links(const char *html, size_t len, manifest_listing_cb cb, void *arg);
 
 /*
  * A directory listing of either kind: nginx's JSON when its first byte

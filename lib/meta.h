@@ -47,6 +47,8 @@ enum meta_state {
 #define META_F_CONFLICT 0x4 /* dirty, and the origin changed under the
 			     * change: not archived until resolved */
 #define META_F_NEW 0x8    /* made on the mount: the origin never had it */
+#define META_F_PARTIAL 0x10 /* a directory listed from a page's links, not
+			     * an index (hsmfs-hooks(7) "partial") */
 
 struct meta_file {
 	uint64_t ino;        /* store inode number (key) */

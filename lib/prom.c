@@ -93,6 +93,8 @@ const struct prom_metric prom_metrics[STATS_NFIELDS] = {
 	{ "over_fills", "hsmfs_over_fills_total", C, 1,
 	  "fills past cache_max, nothing else to evict (the read answered)" },
 	{ "over_bytes", "hsmfs_over_bytes_total", C, 1, "bytes filled past cache_max" },
+	{ "listed_partial", "hsmfs_listed_partial_total", C, 1,
+	  "directories listed from a page (index.html), not an index" },
 };
 
 #undef C

@@ -142,6 +142,11 @@ enum stats_show {
 	X(cache, over_fills, STATS_NUM, 66, "fills past cache_max (nothing to evict)") \
 	X(cache, over_bytes, STATS_SIZE, 67, "bytes filled past cache_max")
 
+/* events' too, added later: of the directories listed, those whose URL
+ * answered with a page (index.html), listed from its links */
+#define STATS_EVENTS_PAGE(X)                                                   \
+	X(events, listed_partial, STATS_NUM, 68, "of which from a page, not an index")
+
 #define STATS_PREFETCH(X)                                                      \
 	X(prefetch, prefetched_files, STATS_NUM, 14, "sibling files prefetched") \
 	X(prefetch, prefetched_bytes, STATS_SIZE, 15, "bytes prefetched")      \
@@ -151,14 +156,15 @@ enum stats_show {
 /* Every counter, in the JSON's order. */
 #define STATS_FIELDS(X)                                                        \
 	STATS_CACHE(X) STATS_EVENTS(X) STATS_INODE(X) STATS_PT(X) STATS_PREFETCH(X) \
-	STATS_KEEPER(X) STATS_INODE_KEPT(X) STATS_FDS(X) STATS_CACHE_OVER(X)
+	STATS_KEEPER(X) STATS_INODE_KEPT(X) STATS_FDS(X) STATS_CACHE_OVER(X) \
+	STATS_EVENTS_PAGE(X)
 
 #define STATS_MEMBER_(owner, key, show, row, what) uint64_t key;
 #define STATS_ONE_(owner, key, show, row, what) +1
 #define STATS_NFIELDS (0 STATS_FIELDS(STATS_ONE_))
 
 struct cache_stats { STATS_CACHE(STATS_MEMBER_) STATS_CACHE_OVER(STATS_MEMBER_) };
-struct events_stats { STATS_EVENTS(STATS_MEMBER_) };
+struct events_stats { STATS_EVENTS(STATS_MEMBER_) STATS_EVENTS_PAGE(STATS_MEMBER_) };
 struct inode_stats { STATS_INODE(STATS_MEMBER_) STATS_INODE_KEPT(STATS_MEMBER_) };
 struct pt_stats { STATS_PT(STATS_MEMBER_) };
 struct prefetch_stats { STATS_PREFETCH(STATS_MEMBER_) };

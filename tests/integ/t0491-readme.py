@@ -10,6 +10,13 @@ Each fenced block (```) of README.md's "Using it" section follows a line
     line, `hsmfs SPEC FILE -o OPTIONS`, with SPEC and FILE moved under a
     temporary directory (mount(8) itself needs root and hsmfs installed
     in /usr/local/sbin: t0050 and t0492 run that);
+  - local: the first example, which makes its own origin (python's
+    http.server of a directory with an index.html on 127.0.0.1:8000):
+    run exactly as printed (port 8000 becomes a free one only when
+    something else holds it, and says so);
+  - nginx: an nginx configuration block: run by a real nginx (its root
+    /srv/www the test's), whose listing of a directory holding
+    index.html must be its JSON autoindex;
   - no (WHY): not run, and said so (the S3 block: t0210 runs S3).
 A block with no such line fails the test, and so does a README without
 the sessions this test is for (the mount, status, stats, hooks, refresh,
@@ -29,8 +36,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HSMFS, HSMFSCTL, Nginx, diag, eq, is_mounted, main, ok, skip,  # noqa: E402
-                     tmpdir, unmount_all, write_tree)
+from harness import (HSMFS, HSMFSCTL, Nginx, diag, eq, free_port, is_mounted, main, ok,  # noqa: E402
+                     skip, tmpdir, unmount_all, write_tree)
 
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 ORIGIN = "http://origin.example/tree/"
@@ -105,7 +112,7 @@ class Place:
 
 
 def run_block(place, url, lines, what):
-    script = "set -e\n" + "\n".join(lines).replace(ORIGIN, url) + "\n"
+    script = "set -e\n" + "\n".join(lines).replace(ORIGIN, url or ORIGIN) + "\n"
     path = os.path.dirname(os.path.abspath(HSMFS))
     ctl = os.path.dirname(os.path.abspath(HSMFSCTL))
     env = dict(os.environ, HOME=place.home,
@@ -134,6 +141,61 @@ def run_fstab(place, url, lines, what):
             ok("top.txt" in os.listdir(mnt), "%s: its tree is there" % what)
 
 
+def port_free(port):
+    import socket
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def run_local(lines, what):
+    """The example that starts its own origin: as printed, in a HOME of its own."""
+    place = Place()
+    try:
+        script = "\n".join(lines)
+        if not port_free(8000):
+            port = str(free_port())
+            diag("port 8000 is taken here: the example runs on %s" % port)
+            script = script.replace("8000", port)
+        # not printed: the origin goes with the shell even when a line fails
+        trap = "trap 'kill $(jobs -p) 2>/dev/null || true' EXIT"
+        out = run_block(place, None, [trap] + script.splitlines(), what)
+        ok("hello\n" in out, "%s: the file reads" % what) or diag(out)
+        ok(re.search(r"^guide\.txt\nindex\.html$", out, re.M),
+           "%s: docs lists index.html and the name its page links to" % what) or diag(out)
+        ok("listed,partial" in out, "%s: status shows docs listed,partial" % what) or diag(out)
+        ok("index .hsmfs-no-index;" in out and "doctor: the origin needs fixing" in out,
+           "%s: doctor fails, naming the fix" % what) or diag(out)
+        eq(place.mounts(), [], "%s: its unmount leaves nothing mounted" % what)
+    finally:
+        place.clean(what)
+
+
+def run_nginx(lines, what):
+    """The README's nginx block, served: a directory with index.html is listed."""
+    import json
+    import urllib.request
+    root = tmpdir("hsmfs-www-")
+    os.chmod(root, 0o755)
+    write_tree(root, {"tree/docs/index.html": b"<html>a page</html>",
+                      "tree/docs/guide.txt": b"guide\n"})
+    for d, _, _ in os.walk(root):
+        os.chmod(d, 0o755)
+    with Nginx(root, extra="\n".join(lines).replace("/srv/www", root)) as ng:
+        with urllib.request.urlopen(ng.url("tree/docs/")) as r:
+            body = r.read()
+        try:
+            names = sorted(e["name"] for e in json.loads(body))
+        except ValueError:
+            names = body[:200]
+        eq(names, ["guide.txt", "index.html"],
+           "%s: nginx lists a directory holding index.html (JSON)" % what)
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def test():
     found, unmarked = blocks()
     eq(unmarked, [], "every block of Using it has a test line (README lines listed)")
@@ -144,10 +206,16 @@ def test():
             continue
         if kind.startswith("no"):
             skip("README line %d" % n, "not run: " + kind[2:].strip(" ()"))
+        elif kind in ("local", "nginx"):
+            sessions.setdefault(kind, []).append((lines, what))
         elif kind == "fstab":
             sessions.setdefault("fstab", []).append((lines, what))
         else:
             sessions.setdefault(kind, []).append((lines, what))
+    for lines, what in sessions.pop("local", []):
+        run_local(lines, what)
+    for lines, what in sessions.pop("nginx", []):
+        run_nginx(lines, what)
     text = "\n".join("\n".join(l) for k, s in sessions.items() if k != "fstab" for l, _ in s)
     for m in MUST:
         ok(m in text, "the README's run blocks have %s" % m)

@@ -12,7 +12,11 @@ a temporary directory holding store/, mnt/ and node-exporter/.  The
 hsmfsctl(1) blocks run in order in one HOME (each goes on from the last);
 every other block in a HOME of its own.  What a block leaves mounted is
 unmounted after it, and its daemon must then exit.  A block for S3 is
-skipped (s3rver, t0210).  A page that changes an example changes this
+skipped (s3rver, t0210).  A block that starts its own origin (python's
+http.server on 127.0.0.1:8000) runs exactly as printed (another port
+only when 8000 is taken, said so); an nginx block ("location ...") is
+served by a real nginx (its root /srv/www the test's), which must then
+list a directory holding an index.html as JSON.  A page that changes an example changes this
 test's input: a wrong command fails it.
 """
 import os
@@ -22,8 +26,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HSMFS, Nginx, diag, eq, is_mounted, is_root, main, ok, skip,  # noqa: E402
-                     tmpdir, unmount_all, write_tree)
+from harness import (HSMFS, Nginx, diag, eq, free_port, is_mounted, is_root, main, ok,  # noqa: E402
+                     skip, tmpdir, unmount_all, write_tree)
 
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 BUILD = os.path.dirname(os.path.abspath(HSMFS))
@@ -121,11 +125,66 @@ def run_fstab(place, line, what):
         ok(len(os.listdir(mnt)) > 0, "%s: its tree is there" % what)
 
 
+def run_local(block, what):
+    """An example with its own origin: as printed, in a HOME of its own."""
+    import socket
+    place = Place(None)
+    try:
+        text = "\n".join(block)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", 8000))
+            except OSError:
+                port = str(free_port())
+                diag("port 8000 is taken here: %s runs on %s" % (what, port))
+                text = text.replace("8000", port)
+        # not printed: the origin goes with the shell even when a line fails
+        lines = ["trap 'kill $(jobs -p) 2>/dev/null || true' EXIT"] + text.splitlines()
+        script = "set -e\n" + "\n".join(lines) + "\n"
+        env = dict(os.environ, HOME=place.home, PATH=BUILD + ":" + os.environ["PATH"])
+        p = subprocess.run(["bash", "-c", script], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=120)
+        out = p.stdout.decode(errors="replace")
+        eq(p.returncode, 0, "%s runs as printed" % what) or diag(script + out)
+        ok("hello\n" in out and re.search(r"^guide\.txt\nindex\.html$", out, re.M),
+           "%s: the file reads, docs lists index.html and the linked name" % what) or diag(out)
+    finally:
+        place.clean(what)
+
+
+def run_nginx(block, what):
+    """An nginx block, served: a directory with index.html is listed."""
+    import json
+    import urllib.request
+    root = tmpdir("hsmfs-www-")
+    os.chmod(root, 0o755)
+    write_tree(root, {"tree/docs/index.html": b"<html>a page</html>",
+                      "tree/docs/guide.txt": b"guide\n"})
+    for d, _, _ in os.walk(root):
+        os.chmod(d, 0o755)
+    with Nginx(root, extra="\n".join(block).replace("/srv/www", root)) as ng:
+        with urllib.request.urlopen(ng.url("tree/docs/")) as r:
+            body = r.read()
+        try:
+            names = sorted(e["name"] for e in json.loads(body))
+        except ValueError:
+            names = body[:200]
+        eq(names, ["guide.txt", "index.html"],
+           "%s: nginx lists a directory holding index.html (JSON)" % what)
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def run_block(url, page, i, block):
     what = "%s example %d" % (page, i + 1)
     text = "\n".join(block)
     if "aws-sigv4" in text:
         skip(what, "S3: s3rver (t0210)")
+        return
+    if block[0].startswith("location "):
+        run_nginx(block, what)
+        return
+    if "http.server" in text:
+        run_local(block, what)
         return
     root_only = is_fstab(block[0]) or block[0].startswith("mount ")
     if root_only and not is_root():

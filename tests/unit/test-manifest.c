@@ -125,6 +125,38 @@ static void html_indexes(void)
 	res = manifest_parse_listing(page, sizeof(page) - 1, html_entry, seen, err, sizeof(err));
 	ok(res == -EINVAL && strstr(err, "not a directory index") && !seen[0],
 	   "a page that is no index is refused whole: %s", err);
+	{
+		/* a directory's index.html: its links, best effort (http-list.c) */
+		static const char links[] =
+			"<html><title>Docs</title><a href=\"a.txt\">a</a><a href=\"sub/\">s</a>"
+			"<a href=\"a&nbsp;b\">?</a><a href=\"../up\">u</a><a href=\"/abs\">b</a>"
+			"<a href=\"https://x.example/y\">o</a><a href=\"d/e.txt\">d</a>"
+			"<a href=\"%20sp.txt\">p</a><a href=\"#top\">t</a>";
+
+		ok(!manifest_html_is_index(page, sizeof(page) - 1) &&
+		   manifest_html_is_index(python, sizeof(python) - 1),
+		   "an index is told from a page by its title");
+		seen[0] = '\0';
+		res = manifest_parse_page_links(links, sizeof(links) - 1, html_entry, seen);
+		ok(!res && !strcmp(seen, "a.txt|sub/| sp.txt|"),
+		   "a page's links: one level down, an unreadable one passed over: %s", seen);
+	}
+	{
+		struct manifest_entry e;
+		static const char dot[] = "{\"path\": \".\", \"type\": \"dir\", \"partial\": \"page\"}";
+		static const char bare[] = "{\"path\": \".\", \"type\": \"dir\"}";
+		static const char other[] = "{\"path\": \"a\", \"size\": 1, \"partial\": \"page\"}";
+
+		res = manifest_parse_line(dot, sizeof(dot) - 1, &e, err, sizeof(err));
+		ok(!res && !strcmp(e.path, ".") && e.partial && !strcmp(e.partial, "page"),
+		   "the line \".\" with \"partial\": the directory's mark");
+		if (!res)
+			manifest_entry_free(&e);
+		res = manifest_parse_line(bare, sizeof(bare) - 1, &e, err, sizeof(err));
+		ok(res, "\".\" without \"partial\" is refused: %s", err);
+		res = manifest_parse_line(other, sizeof(other) - 1, &e, err, sizeof(err));
+		ok(res && strstr(err, "partial"), "\"partial\" on a name is refused: %s", err);
+	}
 	seen[0] = '\0';
 	{
 		static const char json[] = " [{\"name\":\"j\",\"type\":\"file\",\"size\":3}]";
