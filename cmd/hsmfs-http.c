@@ -81,6 +81,7 @@ static struct {
 	unsigned list_page;      /* ListObjectsV2 max-keys, 0: the server's */
 	uint64_t part_size;      /* S3 multipart uploads of files over this */
 	bool verbose;
+	bool honoured;           /* the origin refuses a failing If-Match (412) */
 } cfg = { .connections = 8, .retries = 4, .connect_timeout = 10, .part_size = 64 << 20,
 	  .low_speed_limit = 1024, .low_speed_time = 30 };
 
@@ -812,7 +813,8 @@ static void archive_job(CURL *lc, struct job *j)
 	}
 
 	for (unsigned attempt = 0; url && !err;) {
-		err = http_archive(lc, &j->ev, j->flags, url, cfg.s3, cfg.part_size, tell_progress,
+		err = http_archive(lc, &j->ev, j->flags, url, cfg.s3, cfg.honoured, cfg.part_size,
+				   tell_progress,
 				   &j->ev.id, &out);
 		if ((err != EAGAIN && err != EIO && err != ETIMEDOUT) || attempt >= cfg.retries)
 			break;
@@ -1081,6 +1083,43 @@ static bool probe_origin(void)
 	return !why[0];
 }
 
+/*
+ * Does the origin honour conditions on PUT (http_conditions_probe())?
+ * Into cfg.honoured, said on standard error.  Not known (an error, a
+ * refusal): not honoured, so archives read their objects back.
+ */
+static void probe_conditions(void)
+{
+	CURL *c = curl_easy_init();
+	char why[512] = "", *url = NULL;
+	int r = -ENOMEM;
+
+	if (c) {
+		char *slash = strrchr(cfg.origin, '/');
+
+		/* a scratch name beside the origin's files: in its directory */
+		if (asprintf(&url, "%.*s/.hsmfs-probe-%ld",
+			     slash && slash[1] == '\0' ? (int)(slash - cfg.origin) :
+							  (int)strlen(cfg.origin),
+			     cfg.origin, (long)getpid()) < 0)
+			url = NULL;
+	}
+	if (c && url) {
+		setup_handle(c, true);
+		curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
+		r = http_conditions_probe(c, url, cfg.s3, why, sizeof(why));
+	}
+	cfg.honoured = r == 1;
+	logf_("origin '%s': conditional PUT %s%s%s", cfg.origin,
+	      r == 1 ? "honoured (If-Match refused with 412)" :
+	      r == 0 ? "not honoured: each archive reads its object back" :
+		       "not known: each archive reads its object back", r < 0 ? "; " : "",
+	      r < 0 ? why : "");
+	if (c)
+		curl_easy_cleanup(c);
+	free(url);
+}
+
 static char *read_secret(const char *path)
 {
 	char buf[4096];
@@ -1252,6 +1291,8 @@ int main(int argc, char **argv)
 	if (cfg.origin[0] && getenv("HSMFS_PROBE") && !strcmp(getenv("HSMFS_PROBE"), "1") &&
 	    !probe_origin())
 		return HSMFS_HOOK_REFUSED;
+	if (cfg.origin[0] && !strncmp(cfg.origin, "http", 4))
+		probe_conditions();
 	res = hsmfs_hook_connect(cfg.mountpoint, HSMFS_KIND_FILL,
 				 HSMFS_MASK(HSMFS_EV_PRE_ACCESS) | HSMFS_MASK(HSMFS_EV_PRE_DIR) |
 				 HSMFS_MASK(HSMFS_EV_PRE_LOOKUP) | HSMFS_MASK(HSMFS_EV_ARCHIVE) |
