@@ -604,7 +604,7 @@ int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const ch
 		 struct http_archive_out *out)
 {
 	struct curl_slist *hdrs = NULL, *put = NULL;
-	char before_lastmod[128] = "";
+	char before_lastmod[128] = "", before_etag[1024] = "";
 	long long before_length = -1;
 	int64_t mtime = (int64_t)ev->end;
 	struct upload up = { ev->fd, 0, ev->file_size, progress, arg, 0 };
@@ -633,6 +633,7 @@ int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const ch
 		goto out;
 	}
 	if (s.status == 200) {
+		snprintf(before_etag, sizeof(before_etag), "%s", s.etag);
 		snprintf(before_lastmod, sizeof(before_lastmod), "%s", s.lastmod);
 		before_length = s.length;
 	}
@@ -680,6 +681,10 @@ int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const ch
 		put = curl_slist_append(put, "If-None-Match: *");
 	else if (!overwrite && ev->version[0] == '"') {
 		snprintf(line, sizeof(line), "If-Match: %s", ev->version);
+		put = curl_slist_append(put, line);
+	} else if (!overwrite && before_etag[0]) {
+		/* a date recorded (a listing's): on the ETag the check just saw */
+		snprintf(line, sizeof(line), "If-Match: %s", before_etag);
 		put = curl_slist_append(put, line);
 	}
 	/*
