@@ -122,6 +122,10 @@ def two_writers(ng, root, enforce):
     try:
         with Mount(opts="hook=%s,origin=%s" % (HTTP, pa.url("o/"))) as a, \
                 Mount(opts="hook=%s,origin=%s" % (HTTP, pb.url("o/"))) as b:
+            rc, out = run([HSMFSCTL, "doctor", a.mnt])
+            ok(("honours conditional PUTs" if enforce else "ignores conditional PUTs") in out,
+               "%s: doctor says whether the origin honours conditions (%s)"
+               % (tag, [x for x in out.splitlines() if "conditional" in x]))
             eq(get(a.path(name)), b"0" * 100000, "%s: A reads the file" % tag)
             eq(get(b.path(name)), b"0" * 100000, "%s: B reads the file" % tag)
             put(a.path(name), b"A" * 100000)
