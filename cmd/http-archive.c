@@ -691,14 +691,18 @@ int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const ch
 	 * A new version never carries the old validator: nginx's ETag is
 	 * hex(mtime)-hex(size) and its Last-Modified the mtime to the
 	 * second, so bytes changed with size and mtime kept (cp -p, rsync
-	 * -t, touch -r) would keep both.  Then the origin's mtime is set a
-	 * second later than the file's: that version's mtime at the origin
-	 * is off by one second (hsmfs-http(1)).
+	 * -t, touch -r) would keep both.  With the size unchanged, the
+	 * origin's mtime goes a second past the one it has if the file's
+	 * is not later: validators of one size only grow, so no version
+	 * gets an earlier one's either (hsmfs-http(1): the cost).
 	 */
+	if (before_lastmod[0] && (before_length < 0 || (uint64_t)before_length == ev->file_size)) {
+		time_t was = curl_getdate(before_lastmod, NULL);
+
+		if (was >= 0 && (int64_t)was >= mtime)
+			mtime = (int64_t)was + 1;
+	}
 	http_date(mtime, date, sizeof(date));
-	if (before_lastmod[0] && !strcmp(before_lastmod, date) &&
-	    (before_length < 0 || (uint64_t)before_length == ev->file_size))
-		http_date(++mtime, date, sizeof(date));
 	snprintf(line, sizeof(line), "Date: %s", date);
 	if (!s3) /* S3 takes Date for the request's time (a skew is refused) */
 		put = curl_slist_append(put, line);
@@ -709,9 +713,11 @@ int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const ch
 	put = curl_slist_append(put, "Expect:");
 	if (s3 && part_size && ev->file_size > part_size) {
 		err = s3_multipart(c, ev, url, part_size, progress, arg, out);
-		if (!err)
+		if (err)
+			goto out;
+		if (honoured)
 			goto done;
-		goto out;
+		goto verify;
 	}
 	for (int again = 0; again < 2; again++) {
 		up.pos = up.told = 0;
@@ -753,6 +759,7 @@ int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const ch
 	 * gives another kind of version: the mount's refresh takes the
 	 * listed mtime, which the PUT's Date set, as the same version.)
 	 */
+verify:
 	if (!honoured) {
 		/*
 		 * The origin ignores If-Match (nginx's dav module): another
