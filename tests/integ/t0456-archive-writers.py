@@ -186,6 +186,15 @@ def two_writers(ng, root, enforce):
         pb.stop()
 
 
+def etag(ng, name):
+    c = http.client.HTTPConnection("127.0.0.1", ng.port)
+    c.request("HEAD", "/o/" + name)
+    r = c.getresponse()
+    r.read()
+    c.close()
+    return r.getheader("ETag")
+
+
 def kept_mtime(ng, root):
     name = "kept"
     old = bytes(range(256)) * (4 * MIB // 256)
@@ -194,6 +203,7 @@ def kept_mtime(ng, root):
         f.write(old)
     os.utime(p, (1600000000, 1600000000))
     url = "http://127.0.0.1:%d/o/" % ng.port
+    etag0 = etag(ng, name)
     with Mount(opts="hook=%s,origin=%s" % (HTTP, url)) as a, \
             Mount(opts="hook=%s,origin=%s,noprefetch" % (HTTP, url)) as b:
         fd = os.open(b.path(name), os.O_RDONLY)
@@ -225,6 +235,17 @@ def kept_mtime(ng, root):
                                         if got[i:i + MIB] == old[i:i + MIB]),
                                     len(got) // MIB)))
         eq(get(a.path(name)), new, "kept: origin and A's mount the same")
+        # once more with the mtime kept: a validator neither of the two before
+        tags = [etag0, etag(ng, name)]
+        new2 = b"m" * len(old)
+        put(a.path(name), new2)
+        os.utime(a.path(name), (1600000000, 1600000000))
+        rc, out = run([HSMFSCTL, "archive", a.path(name)])
+        eq(rc, 0, "kept: A archives a second change (%s)" % out.strip())
+        tags.append(etag(ng, name))
+        eq(len(set(tags)), 3, "kept: three versions, three validators (%s)" % tags)
+        with open(p, "rb") as f:
+            eq(get(a.path(name)), f.read(), "kept: origin and A's mount the same")
 
 
 def test():
