@@ -798,6 +798,9 @@ static void tell_progress(void *arg, uint64_t bytes)
  * with backoff on a server error or a lost connection; ESTALE (a
  * conflict) and other refusals are final.
  */
+static void probe_conditions(void);
+static pthread_once_t probed = PTHREAD_ONCE_INIT;
+
 static void archive_job(CURL *lc, struct job *j)
 {
 	struct http_archive_out out = { .why = "out of memory" };
@@ -812,6 +815,8 @@ static void archive_job(CURL *lc, struct job *j)
 		err = EINVAL;
 	}
 
+	if (url && !err && !strncmp(url, "http", 4))
+		pthread_once(&probed, probe_conditions);
 	for (unsigned attempt = 0; url && !err;) {
 		err = http_archive(lc, &j->ev, j->flags, url, cfg.s3, cfg.honoured, cfg.part_size,
 				   tell_progress,
@@ -1086,7 +1091,9 @@ static bool probe_origin(void)
 /*
  * Does the origin honour conditions on PUT (http_conditions_probe())?
  * Into cfg.honoured, said on standard error.  Not known (an error, a
- * refusal): not honoured, so archives read their objects back.
+ * refusal): not honoured, so archives read their objects back.  Asked
+ * once, before the first archive (pthread_once: a mount that only
+ * reads never writes its origin).
  */
 static void probe_conditions(void)
 {
@@ -1291,8 +1298,6 @@ int main(int argc, char **argv)
 	if (cfg.origin[0] && getenv("HSMFS_PROBE") && !strcmp(getenv("HSMFS_PROBE"), "1") &&
 	    !probe_origin())
 		return HSMFS_HOOK_REFUSED;
-	if (cfg.origin[0] && !strncmp(cfg.origin, "http", 4))
-		probe_conditions();
 	res = hsmfs_hook_connect(cfg.mountpoint, HSMFS_KIND_FILL,
 				 HSMFS_MASK(HSMFS_EV_PRE_ACCESS) | HSMFS_MASK(HSMFS_EV_PRE_DIR) |
 				 HSMFS_MASK(HSMFS_EV_PRE_LOOKUP) | HSMFS_MASK(HSMFS_EV_ARCHIVE) |
