@@ -82,7 +82,9 @@ static struct {
 	uint64_t part_size;      /* S3 multipart uploads of files over this */
 	bool verbose;
 	bool honoured;           /* the origin refuses a failing If-Match (412) */
+	uint64_t read_back_max;  /* conditions ignored: read back objects up to this */
 } cfg = { .connections = 8, .retries = 4, .connect_timeout = 10, .part_size = 64 << 20,
+	  .read_back_max = 16 << 20,
 	  .low_speed_limit = 1024, .low_speed_time = 30 };
 
 static struct hsmfs_hook *hook;
@@ -818,7 +820,7 @@ static void archive_job(CURL *lc, struct job *j)
 	if (url && !err && !strncmp(url, "http", 4))
 		pthread_once(&probed, probe_conditions);
 	for (unsigned attempt = 0; url && !err;) {
-		err = http_archive(lc, &j->ev, j->flags, url, cfg.s3, cfg.honoured, cfg.part_size,
+		err = http_archive(lc, &j->ev, j->flags, url, cfg.s3, cfg.honoured, cfg.read_back_max, cfg.part_size,
 				   tell_progress,
 				   &j->ev.id, &out);
 		if ((err != EAGAIN && err != EIO && err != ETIMEDOUT) || attempt >= cfg.retries)
@@ -1165,6 +1167,9 @@ static void usage(FILE *f)
 "                        AWS_SECRET_ACCESS_KEY\n"
 "  --s3                  the origin is an S3 bucket's URL: list directories\n"
 "                        with ListObjectsV2 (implied by --aws-sigv4)\n"
+"  --read-back-max MIB   an origin that ignores If-Match: objects up to this\n"
+"                        are read back after their PUT, larger ones checked\n"
+"                        by their validators (default 16; hsmfs-http(1))\n"
 "  --part-size MIB       S3: archive files over this as multipart uploads of\n"
 "                        parts this size, 4 at a time (default 64, at least 5)\n"
 "  --page-size N         keys a ListObjectsV2 page asks for (default: the\n"
@@ -1194,6 +1199,7 @@ int main(int argc, char **argv)
 		{ "s3", no_argument, NULL, '3' },
 		{ "page-size", required_argument, NULL, 'P' },
 		{ "part-size", required_argument, NULL, 'M' },
+		{ "read-back-max", required_argument, NULL, 'B' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -1226,6 +1232,7 @@ int main(int argc, char **argv)
 		case 'v': cfg.verbose = true; break;
 		case '3': cfg.s3 = true; break;
 		case 'P': cfg.list_page = atoi(optarg) > 0 ? atoi(optarg) : 0; break;
+		case 'B': cfg.read_back_max = strtoull(optarg, NULL, 10) << 20; break;
 		case 'M':
 			cfg.part_size = strtoull(optarg, NULL, 10) << 20;
 			if (cfg.part_size < (5ull << 20)) {

@@ -599,7 +599,7 @@ out:
 /* ---------------------------------------------------------------- http */
 
 int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const char *url,
-		 bool s3, bool honoured, uint64_t part_size,
+		 bool s3, bool honoured, uint64_t read_back_max, uint64_t part_size,
 		 void (*progress)(void *arg, uint64_t bytes), void *arg,
 		 struct http_archive_out *out)
 {
@@ -760,7 +760,27 @@ int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const ch
 	 * listed mtime, which the PUT's Date set, as the same version.)
 	 */
 verify:
-	if (!honoured) {
+	if (!honoured && ev->file_size > read_back_max) {
+		/*
+		 * Too big to read back (--read-back-max): the validators as
+		 * our PUT made them.  Not a proof against a writer of the
+		 * same length whose PUT set the same second (hsmfs-http(1)).
+		 */
+		prepare(c, url, &s, hdrs);
+		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+		err = perform(c, &s, out->why, sizeof(out->why));
+		if (err)
+			goto out;
+		if (s.status != 200 || s.length < 0 || (uint64_t)s.length != ev->file_size ||
+		    (!s3 && strcmp(s.lastmod, date)) || (before_etag[0] && !strcmp(s.etag, before_etag))) {
+			snprintf(out->why, sizeof(out->why),
+				 "%s after our PUT: status %ld, length %lld of %llu, dated %s (we "
+				 "sent %s): another writer's version", url, s.status, s.length,
+				 (unsigned long long)ev->file_size, s.lastmod, s3 ? "none" : date);
+			err = s.status == 200 ? ESTALE : EIO;
+			goto out;
+		}
+	} else if (!honoured) {
 		/*
 		 * The origin ignores If-Match (nginx's dav module): another
 		 * writer's PUT may have landed over ours, its whole upload

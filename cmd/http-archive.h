@@ -12,8 +12,12 @@
  *             (http_conditions_probe()).  One that ignores them (nginx's
  *             dav module) is checked with a HEAD before the PUT, and
  *             after it the object is read back and compared with the
- *             snapshot: other bytes are a conflict (ESTALE), and the
- *             version is the validator of that GET, never a HEAD's.
+ *             snapshot (objects up to read_back_max bytes): other
+ *             bytes are a conflict (ESTALE), and the version is the
+ *             validator of that GET, never a HEAD's.  A larger object
+ *             is checked by a HEAD: its length ours, its Last-Modified
+ *             the Date we sent, its ETag not the one before; else a
+ *             conflict.
  *             The window that remains is in hsmfs-http(1).  If the
  *             object's Last-Modified is the mtime we would send (and its
  *             size ours), the mtime goes one second later, so that the
@@ -51,7 +55,7 @@ struct http_archive_out {
 };
 
 int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const char *url,
-		 bool s3, bool honoured, uint64_t part_size, void (*progress)(void *arg, uint64_t bytes),
+		 bool s3, bool honoured, uint64_t read_back_max, uint64_t part_size, void (*progress)(void *arg, uint64_t bytes),
 		 void *arg, struct http_archive_out *out);
 
 /*
