@@ -39,7 +39,7 @@ class Proxy:
 
     def __init__(self, port, enforce=False):
         self.port_up, self.enforce = port, enforce
-        self.hold, self.arrived, self.log = {}, {}, []
+        self.hold, self.arrived, self.log, self.skip = {}, {}, [], {}
         proxy = self
 
         class H(BaseHTTPRequestHandler):
@@ -53,10 +53,13 @@ class Proxy:
                 body = self.rfile.read(n) if n else b""
                 key = (self.command, self.path)
                 proxy.log.append(key)
-                if key in proxy.arrived:
-                    proxy.arrived[key].set()
-                if key in proxy.hold:
-                    proxy.hold[key].wait(60)
+                if proxy.skip.get(key):
+                    proxy.skip[key] -= 1  # let through: the next one is held
+                else:
+                    if key in proxy.arrived:
+                        proxy.arrived[key].set()
+                    if key in proxy.hold:
+                        proxy.hold[key].wait(60)
                 hdrs = {k: v for k, v in self.headers.items()
                         if k.lower() not in ("connection", "host")}
                 with LOCK:
@@ -113,15 +116,16 @@ class Proxy:
         self.srv.server_close()
 
 
-def two_writers(ng, root, enforce):
-    tag = "honoured" if enforce else "plain"
-    name = "w-%s" % tag
+def two_writers(ng, root, enforce, big=False):
+    tag = "honoured" if enforce else "plain, validators" if big else "plain"
+    name = "w-%s" % tag.replace(", ", "-")
+    more = " --read-back-max 0" if big else ""
     with open(os.path.join(root, "o", name), "wb") as f:
         f.write(b"0" * 100000)
     pa, pb = Proxy(ng.port, enforce), Proxy(ng.port, enforce)
     try:
-        with Mount(opts="hook=%s,origin=%s" % (HTTP, pa.url("o/"))) as a, \
-                Mount(opts="hook=%s,origin=%s" % (HTTP, pb.url("o/"))) as b:
+        with Mount(opts="hook=%s%s,origin=%s" % (HTTP, more, pa.url("o/"))) as a, \
+                Mount(opts="hook=%s%s,origin=%s" % (HTTP, more, pb.url("o/"))) as b:
             rc, out = run([HSMFSCTL, "doctor", a.mnt])
             ok(("honours conditional PUTs" if enforce else "ignores conditional PUTs") in out,
                "%s: doctor says whether the origin honours conditions (%s)"
@@ -130,6 +134,9 @@ def two_writers(ng, root, enforce):
             eq(get(b.path(name)), b"0" * 100000, "%s: B reads the file" % tag)
             put(a.path(name), b"A" * 100000)
             put(b.path(name), b"B" * 100000)
+            # another second than A's: the validators can tell them apart
+            st = os.stat(b.path(name))
+            os.utime(b.path(name), (st.st_atime, st.st_mtime + 100))
             path = "/o/" + name
             res = {}
 
@@ -156,16 +163,19 @@ def two_writers(ng, root, enforce):
                 hold(pb, ("PUT", path))
                 tb = bg("b", b)
                 wait_for(pb.arrived[("PUT", path)].is_set, "%s: B's PUT came" % tag)
-                hold(pa, ("GET", path))
+                after = ("HEAD", path) if big else ("GET", path)
+                if big:
+                    pa.skip[after] = 1  # its check before the PUT
+                hold(pa, after)
                 ta = bg("a", a)
                 # (an hsmfs-http that reads nothing back has finished instead)
-                wait_for(lambda: pa.arrived[("GET", path)].is_set() or not ta.is_alive(),
+                wait_for(lambda: pa.arrived[after].is_set() or not ta.is_alive(),
                          "%s: A's PUT landed" % tag)
                 pb.hold[("PUT", path)].set()
                 tb.join(60)
                 eq(res.get("b", (None,))[0], 0, "%s: B archives meanwhile (%s)"
                    % (tag, res.get("b")))
-                pa.hold[("GET", path)].set()
+                pa.hold[after].set()
             ta.join(60)
             rc, out = res.get("a", (None, ""))
             ok(rc not in (0, None) and "conflict" in out,
@@ -255,6 +265,7 @@ def test():
     os.chmod(os.path.join(root, "o"), 0o777)
     with Nginx(root, extra=DAV) as ng:
         two_writers(ng, root, enforce=False)
+        two_writers(ng, root, enforce=False, big=True)
         two_writers(ng, root, enforce=True)
         kept_mtime(ng, root)
     shutil.rmtree(root, ignore_errors=True)
