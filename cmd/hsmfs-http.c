@@ -81,7 +81,10 @@ static struct {
 	unsigned list_page;      /* ListObjectsV2 max-keys, 0: the server's */
 	uint64_t part_size;      /* S3 multipart uploads of files over this */
 	bool verbose;
+	bool honoured;           /* the origin refuses a failing If-Match (412) */
+	uint64_t read_back_max;  /* conditions ignored: read back objects up to this */
 } cfg = { .connections = 8, .retries = 4, .connect_timeout = 10, .part_size = 64 << 20,
+	  .read_back_max = 16 << 20,
 	  .low_speed_limit = 1024, .low_speed_time = 30 };
 
 static struct hsmfs_hook *hook;
@@ -797,6 +800,9 @@ static void tell_progress(void *arg, uint64_t bytes)
  * with backoff on a server error or a lost connection; ESTALE (a
  * conflict) and other refusals are final.
  */
+static void probe_conditions(void);
+static pthread_once_t probed = PTHREAD_ONCE_INIT;
+
 static void archive_job(CURL *lc, struct job *j)
 {
 	struct http_archive_out out = { .why = "out of memory" };
@@ -811,8 +817,11 @@ static void archive_job(CURL *lc, struct job *j)
 		err = EINVAL;
 	}
 
+	if (url && !err && !strncmp(url, "http", 4))
+		pthread_once(&probed, probe_conditions);
 	for (unsigned attempt = 0; url && !err;) {
-		err = http_archive(lc, &j->ev, j->flags, url, cfg.s3, cfg.part_size, tell_progress,
+		err = http_archive(lc, &j->ev, j->flags, url, cfg.s3, cfg.honoured, cfg.read_back_max, cfg.part_size,
+				   tell_progress,
 				   &j->ev.id, &out);
 		if ((err != EAGAIN && err != EIO && err != ETIMEDOUT) || attempt >= cfg.retries)
 			break;
@@ -1087,6 +1096,45 @@ static bool probe_origin(void)
 	return !why[0];
 }
 
+/*
+ * Does the origin honour conditions on PUT (http_conditions_probe())?
+ * Into cfg.honoured, said on standard error.  Not known (an error, a
+ * refusal): not honoured, so archives read their objects back.  Asked
+ * once, before the first archive (pthread_once: a mount that only
+ * reads never writes its origin).
+ */
+static void probe_conditions(void)
+{
+	CURL *c = curl_easy_init();
+	char why[512] = "", *url = NULL;
+	int r = -ENOMEM;
+
+	if (c) {
+		char *slash = strrchr(cfg.origin, '/');
+
+		/* a scratch name beside the origin's files: in its directory */
+		if (asprintf(&url, "%.*s/.hsmfs-probe-%ld",
+			     slash && slash[1] == '\0' ? (int)(slash - cfg.origin) :
+							  (int)strlen(cfg.origin),
+			     cfg.origin, (long)getpid()) < 0)
+			url = NULL;
+	}
+	if (c && url) {
+		setup_handle(c, true);
+		curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
+		r = http_conditions_probe(c, url, cfg.s3, why, sizeof(why));
+	}
+	cfg.honoured = r == 1;
+	logf_("origin '%s': conditional PUT %s%s%s", cfg.origin,
+	      r == 1 ? "honoured (If-Match refused with 412)" :
+	      r == 0 ? "not honoured: each archive reads its object back" :
+		       "not known: each archive reads its object back", r < 0 ? "; " : "",
+	      r < 0 ? why : "");
+	if (c)
+		curl_easy_cleanup(c);
+	free(url);
+}
+
 static char *read_secret(const char *path)
 {
 	char buf[4096];
@@ -1125,6 +1173,9 @@ static void usage(FILE *f)
 "                        AWS_SECRET_ACCESS_KEY\n"
 "  --s3                  the origin is an S3 bucket's URL: list directories\n"
 "                        with ListObjectsV2 (implied by --aws-sigv4)\n"
+"  --read-back-max MIB   an origin that ignores If-Match: objects up to this\n"
+"                        are read back after their PUT, larger ones checked\n"
+"                        by their validators (default 16; hsmfs-http(1))\n"
 "  --part-size MIB       S3: archive files over this as multipart uploads of\n"
 "                        parts this size, 4 at a time (default 64, at least 5)\n"
 "  --page-size N         keys a ListObjectsV2 page asks for (default: the\n"
@@ -1154,6 +1205,7 @@ int main(int argc, char **argv)
 		{ "s3", no_argument, NULL, '3' },
 		{ "page-size", required_argument, NULL, 'P' },
 		{ "part-size", required_argument, NULL, 'M' },
+		{ "read-back-max", required_argument, NULL, 'B' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -1186,6 +1238,7 @@ int main(int argc, char **argv)
 		case 'v': cfg.verbose = true; break;
 		case '3': cfg.s3 = true; break;
 		case 'P': cfg.list_page = atoi(optarg) > 0 ? atoi(optarg) : 0; break;
+		case 'B': cfg.read_back_max = strtoull(optarg, NULL, 10) << 20; break;
 		case 'M':
 			cfg.part_size = strtoull(optarg, NULL, 10) << 20;
 			if (cfg.part_size < (5ull << 20)) {

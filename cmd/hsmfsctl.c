@@ -3516,6 +3516,81 @@ static void finding(struct doctor *d, const char *level, const char *fmt, ...)
 	}
 }
 
+static size_t doctor_discard(char *b, size_t sz, size_t n, void *arg)
+{
+	(void)b;
+	(void)arg;
+	return sz * n;
+}
+
+static size_t doctor_nothing(char *b, size_t sz, size_t n, void *arg)
+{
+	(void)b;
+	(void)sz;
+	(void)n;
+	(void)arg;
+	return 0;
+}
+
+/*
+ * Does the origin honour conditions on PUT?  As hsmfs-http asks at its
+ * start: an empty PUT to a scratch name beside the origin with an
+ * If-Match no object has; 412 honoured, a 2xx ignored (the scratch
+ * object is deleted again), else not known (anonymous: no credentials).
+ */
+static void doctor_conditions(struct doctor *d, const char *origin)
+{
+	CURL *c = curl_easy_init();
+	struct curl_slist *h = NULL;
+	const char *slash = strrchr(origin, '/');
+	char *url = NULL;
+	CURLcode rc = CURLE_OUT_OF_MEMORY;
+	long code = 0;
+
+	if (asprintf(&url, "%.*s/.hsmfs-probe-%ld",
+		     slash && slash[1] == '\0' ? (int)(slash - origin) : (int)strlen(origin),
+		     origin, (long)getpid()) < 0)
+		url = NULL;
+	h = curl_slist_append(h, "If-Match: \"hsmfs-probe-matches-nothing\"");
+	h = curl_slist_append(h, "Expect:");
+	if (c && url && h) {
+		curl_easy_setopt(c, CURLOPT_URL, url);
+		curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(c, CURLOPT_READFUNCTION, doctor_nothing);
+		curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)0);
+		curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, doctor_discard);
+		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+		curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+		rc = curl_easy_perform(c);
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+		if (rc == CURLE_OK && code / 100 == 2) {
+			curl_easy_reset(c);
+			curl_easy_setopt(c, CURLOPT_URL, url);
+			curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "DELETE");
+			curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, doctor_discard);
+			curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+			curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+			(void)curl_easy_perform(c);
+		}
+	}
+	if (rc == CURLE_OK && code == 412)
+		finding(d, "ok", "origin %s honours conditional PUTs (If-Match): a lost update is "
+			"refused", origin);
+	else if (rc == CURLE_OK && code / 100 == 2)
+		finding(d, "ok", "origin %s ignores conditional PUTs: each archive reads its "
+			"object back to prove it (hsmfs-http(1))", origin);
+	else
+		finding(d, "ok", "origin %s: conditional PUTs not known (%s%ld): archives read "
+			"their objects back", origin, rc == CURLE_OK ? "HTTP " : "",
+			rc == CURLE_OK ? code : (long)rc);
+	if (c)
+		curl_easy_cleanup(c);
+	curl_slist_free_all(h);
+	free(url);
+}
+
 /*
  * Can the origin be reached?  A HEAD of its URL, anonymous: hsmfsctl has
  * not the hook's credentials, so a refusal is a warning only.
@@ -3546,6 +3621,8 @@ static void doctor_origin(struct doctor *d, const char *origin)
 		finding(d, "fail", "origin %s: HTTP %ld", origin, code);
 	else
 		finding(d, "ok", "origin %s answers", origin);
+	if (rc == CURLE_OK && code < 400 && !strncmp(origin, "http", 4))
+		doctor_conditions(d, origin);
 }
 
 /*

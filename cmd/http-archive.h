@@ -8,9 +8,20 @@
  *             version is "MTIME_NS-SIZE" of the result.
  *   http(s)   PUT (WebDAV, S3), conditional: If-Match on the recorded
  *             ETag, If-None-Match: * for a file the origin never had.
- *             Servers that ignore conditions on PUT (nginx's dav module)
- *             are checked with a HEAD just before the PUT; the window
- *             between the two remains (hsmfs-http(1)).  The mtime goes
+ *             Whether the origin honours them is probed at start
+ *             (http_conditions_probe()).  One that ignores them (nginx's
+ *             dav module) is checked with a HEAD before the PUT, and
+ *             after it the object is read back and compared with the
+ *             snapshot (objects up to read_back_max bytes): other
+ *             bytes are a conflict (ESTALE), and the version is the
+ *             validator of that GET, never a HEAD's.  A larger object
+ *             is checked by a HEAD: its length ours, its Last-Modified
+ *             the Date we sent, its ETag not the one before; else a
+ *             conflict.
+ *             The window that remains is in hsmfs-http(1).  If the
+ *             object's Last-Modified is the mtime we would send (and its
+ *             size ours), the mtime goes one second later, so that the
+ *             new version never has the old one's validator.  The mtime goes
  *             as the Date header (nginx's dav module keeps it) and, with
  *             s3, as x-amz-meta-mtime.  The version is the PUT's ETag,
  *             else a HEAD's after it (ETag, else Last-Modified).  With
@@ -44,8 +55,16 @@ struct http_archive_out {
 };
 
 int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const char *url,
-		 bool s3, uint64_t part_size, void (*progress)(void *arg, uint64_t bytes),
+		 bool s3, bool honoured, uint64_t read_back_max, uint64_t part_size, void (*progress)(void *arg, uint64_t bytes),
 		 void *arg, struct http_archive_out *out);
+
+/*
+ * Does the origin honour If-Match on PUT?  A PUT of an empty body to
+ * scratch_url with an If-Match no object has: 412 is 1 (honoured), a
+ * 2xx is 0 (the scratch object is then removed), anything else -EIO with
+ * the answer in why.
+ */
+int http_conditions_probe(CURL *c, const char *scratch_url, bool s3, char *why, size_t wlen);
 
 /*
  * An ARCHIVE_NAME: the object at ev->origin removed (DELETE), or moved
