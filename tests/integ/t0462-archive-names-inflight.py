@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Archive: names changed while a file's first upload is in flight (#49).
+
+nginx with the WebDAV module is the origin, behind tests/bench/wanproxy.py
+throttled to 2 MB/s, so that the first upload of a new 8 MiB file takes
+seconds; each case waits until the file shows ",archiving" (the upload
+runs), then changes a name:
+
+1. the file is removed: it is never left published at the origin;
+2. removed and made again under the same name: the new file reaches the
+   origin (no conflict with the bytes of the removed one);
+3. another new file is renamed over it: the origin ends with that file's
+   bytes under the name and nothing under the source name;
+4. the file itself is renamed: its bytes end under the new name, no
+   stray copy under the old one.
+
+Each case ends with hsmfsctl sync exiting 0 and the origin's tree equal
+to the mount's, byte for byte.
+"""
+import os
+import shutil
+import sys
+import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import HSMFSCTL, Mount, Nginx, WanProxy, diag, eq, main, run, tmpdir, wait_for  # noqa: E402
+
+from archiving import DAV, HTTP, archive, put, state  # noqa: E402
+
+MIB = 1 << 20
+BIG = 8 * MIB
+
+
+def tree(root):
+    """{relative path: bytes, or None for a directory} under root."""
+    out = {}
+    for d, dirs, files in os.walk(root):
+        rel = os.path.relpath(d, root)
+        for n in dirs:
+            out[os.path.normpath(os.path.join(rel, n))] = None
+        for n in files:
+            with open(os.path.join(d, n), "rb") as f:
+                out[os.path.normpath(os.path.join(rel, n))] = f.read()
+    return out
+
+
+def differences(origin, mount):
+    out = []
+    for p in sorted(set(origin) | set(mount)):
+        if p not in origin:
+            out.append("%s: only on the mount" % p)
+        elif p not in mount:
+            out.append("%s: only at the origin" % p)
+        elif origin[p] != mount[p]:
+            out.append("%s: differs" % p)
+    return out
+
+
+def case(name, change):
+    """A mount whose new file big.bin's upload is in flight when change(m)
+    runs; then sync, and the origin compared with the mount."""
+    root, store = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-")
+    os.chmod(root, 0o777)
+    os.mkdir(os.path.join(root, "o"))
+    os.chmod(os.path.join(root, "o"), 0o777)
+    with Nginx(root, extra=DAV) as ng:
+        px = WanProxy(ng.port, delay_ms=1, rate_mbs=2)
+        try:
+            with Mount(store=store, opts="hook=%s,origin=%s,archive_after=3600"
+                       % (HTTP, px.url("o/"))) as m:
+                os.listdir(m.mnt)
+                put(m.path("big.bin"), os.urandom(BIG))
+                put(m.path("other.bin"), b"the other file\n" * 100)
+                res = {}
+                t = threading.Thread(target=lambda: res.update(r=archive(m.path("big.bin"))))
+                t.start()
+                wait_for(lambda: "archiving" in state(m, "big.bin"),
+                         "the upload of big.bin runs")
+                change(m)
+                t.join(120)
+                diag("%s: the archive in flight answered %r" % (name, res.get("r")))
+                rc, out = run([HSMFSCTL, "sync", m.mnt])
+                eq(rc, 0, "%s: hsmfsctl sync exits 0 (%s)" % (name, out.strip()))
+                eq(differences(tree(os.path.join(root, "o")), tree(m.mnt)), [],
+                   "%s: the origin's tree equals the mount's, byte for byte" % name)
+        finally:
+            px.stop()
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(store, ignore_errors=True)
+
+
+def removed(m):
+    os.unlink(m.path("big.bin"))
+
+
+def made_again(m):
+    os.unlink(m.path("big.bin"))
+    put(m.path("big.bin"), b"made again\n" * 1000)
+
+
+def renamed_over(m):
+    os.rename(m.path("other.bin"), m.path("big.bin"))
+
+
+def renamed(m):
+    os.rename(m.path("big.bin"), m.path("moved.bin"))
+
+
+def test():
+    case("removed during its upload", removed)
+    case("removed and made again during its upload", made_again)
+    case("another new file renamed over it during its upload", renamed_over)
+    case("renamed during its upload", renamed)
+
+
+main(test)
