@@ -382,7 +382,8 @@ static int archive_one(struct fstate *fs)
 			elog_err("'%s' was removed during its upload and cannot be recorded for "
 				 "removal at the origin: %s", o, meta_errmsg(S.cfg.meta));
 		else
-			archive_names_wanted();
+			fault_point(FAULT_ARCHIVE_GONE_RECORDED);
+		archive_names_wanted();
 		free(v);
 		free(o);
 		return 0;

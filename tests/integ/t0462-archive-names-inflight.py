@@ -15,6 +15,10 @@ for it has begun), then changes a name:
 4. the file itself is renamed: its bytes end under the new name, no
    stray copy under the old one.
 
+The removal is also crashed at its step of the durability order
+(archive-gone-recorded: the upload landed after the file's removal, its
+own removal recorded), and a mount of the same store then syncs.
+
 Each case ends with hsmfsctl sync exiting 0 and the origin's tree equal
 to the mount's, byte for byte.
 """
@@ -69,18 +73,23 @@ def body_arriving(ng):
     return False
 
 
-def case(name, change):
+def case(name, change, crash=None):
     """A mount whose new file big.bin's upload is in flight when change(m)
-    runs; then sync, and the origin compared with the mount."""
+    runs; then sync, and the origin compared with the mount.  crash: a
+    durability step the daemon crashes at (its first), then a mount of the
+    same store syncs."""
     root, store = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-")
     os.chmod(root, 0o777)
     os.mkdir(os.path.join(root, "o"))
     os.chmod(os.path.join(root, "o"), 0o777)
     with Nginx(root, extra=DAV) as ng:
         px = WanProxy(ng.port, delay_ms=1, rate_mbs=2)
+        opts = "hook=%s,origin=%s,archive_after=3600" % (HTTP, px.url("o/"))
         try:
-            with Mount(store=store, opts="hook=%s,origin=%s,archive_after=3600"
-                       % (HTTP, px.url("o/"))) as m:
+            m = Mount(store=store, opts=opts, env={"HSMFS_CRASH_AT": crash + ":1"} if crash
+                      else None, expect_exit=99 if crash else 0)
+            m.start()
+            try:
                 os.listdir(m.mnt)
                 put(m.path("big.bin"), os.urandom(BIG))
                 put(m.path("other.bin"), b"the other file\n" * 100)
@@ -94,14 +103,29 @@ def case(name, change):
                 t.join(120)
                 diag("%s: the archive in flight answered %r; origin then: %s" % (
                     name, res.get("r"), sorted(os.listdir(os.path.join(root, "o")))))
-                rc, out = run([HSMFSCTL, "sync", m.mnt])
-                eq(rc, 0, "%s: hsmfsctl sync exits 0 (%s)" % (name, out.strip()))
-                eq(differences(tree(os.path.join(root, "o")), tree(m.mnt)), [],
-                   "%s: the origin's tree equals the mount's, byte for byte" % name)
+                if crash:
+                    eq(m.exited(30), 99, "%s: the daemon crashed at %s" % (name, crash))
+                else:
+                    synced_like_mount(name, m, root)
+            finally:
+                if crash:
+                    m.cleanup()
+                else:
+                    m.__exit__(*sys.exc_info())
+            if crash:
+                with Mount(store=store, opts=opts) as m2:
+                    synced_like_mount(name + ", crashed at %s" % crash, m2, root)
         finally:
             px.stop()
     shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(store, ignore_errors=True)
+
+
+def synced_like_mount(name, m, root):
+    rc, out = run([HSMFSCTL, "sync", m.mnt])
+    eq(rc, 0, "%s: hsmfsctl sync exits 0 (%s)" % (name, out.strip()))
+    eq(differences(tree(os.path.join(root, "o")), tree(m.mnt)), [],
+       "%s: the origin's tree equals the mount's, byte for byte" % name)
 
 
 def removed(m):
@@ -125,6 +149,7 @@ CASES = [("removed during its upload", removed),
          ("removed and made again during its upload", made_again),
          ("another new file renamed over it during its upload", renamed_over),
          ("renamed during its upload", renamed)]
+CRASHES = [("removed during its upload", removed, "archive-gone-recorded")]
 
 
 def test():
@@ -132,6 +157,9 @@ def test():
     for i, (name, change) in enumerate(CASES):
         if not only or str(i + 1) in only.split(","):
             case(name, change)
+    for i, (name, change, step) in enumerate(CRASHES):
+        if not only or "c%d" % (i + 1) in only.split(","):
+            case(name, change, crash=step)
 
 
 main(test)
