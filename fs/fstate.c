@@ -1161,16 +1161,16 @@ void events_unlinked(struct inode *in, uint64_t ino, bool user)
 		int res = meta_begin(S.cfg.meta);
 
 		if (!res && !meta_get(S.cfg.meta, ino, &f)) {
-			if (f.state >= META_DIR_UNLISTED)
-				;
-			else if (morigin)
+			bool file = f.state < META_DIR_UNLISTED;
+
+			if (file && morigin)
 				/* archived just now: the row may not say so yet */
 				res = meta_op_add(S.cfg.meta, META_OP_DELETE, ino, f.path, morigin,
 						  mversion);
-			else if (f.origin && !(f.flags & META_F_NEW))
+			else if (file && f.origin && !(f.flags & META_F_NEW))
 				res = meta_op_add(S.cfg.meta, META_OP_DELETE, ino, f.path, f.origin,
 						  f.version);
-			else if (uploading)
+			else if (file && uploading)
 				/* held by the namer until the upload ends (archive.c) */
 				res = meta_op_add(S.cfg.meta, META_OP_DELETE, ino, f.path, NULL, NULL);
 			meta_file_free(&f);
