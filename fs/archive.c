@@ -28,6 +28,7 @@
 
 #define ARCH_AGAIN 1          /* changed meanwhile: archive it again */
 #define ARCH_ROOM 2           /* no room for a snapshot now (see attempt_ended) */
+#define ARCH_NAMES 3          /* a name op of its path goes first: later */
 #define BACKOFF_MIN_MS 1000
 #define BACKOFF_MAX_MS 60000
 #define SNAP_TRIES 8          /* snapshots a busy file gets before it waits */
@@ -57,6 +58,8 @@ static struct {
 	pthread_t namer;
 	bool namer_running;
 	unsigned name_syncs;    /* syncs waiting for every name to be applied */
+	bool names_kick;        /* an archive waits for a name op: apply them */
+	uint64_t running_ino[ARCHIVERS]; /* the files being archived (0: none) */
 	bool names_idle;        /* the namer found no op left since asked */
 	int names_err;          /* the last op's failure, 0: none */
 	unsigned names_tries;
@@ -280,6 +283,7 @@ static int archive_one(struct fstate *fs)
 	struct snapshot sn = { .fd = -1 };
 	struct event *ev;
 	char *version = NULL, *origin = NULL;
+	char path[HSMFS_MAX_PATH + 1]; /* where it goes (its path then) */
 	uint64_t size;
 	bool held = false, all, overwrite, uploaded;
 	int res, failed;
@@ -308,7 +312,29 @@ static int archive_one(struct fstate *fs)
 	res = take_snapshot(fs, &sn);
 	if (res || sn.fd < 0)
 		return res;
-	/* 3. the archive hook uploads it */
+	/*
+	 * 3. the names first: a removal of its path or a rename onto it
+	 * (another file's, one whose upload was in flight) is applied at the
+	 * origin before its bytes go there
+	 */
+	{
+		bool pending = false;
+
+		elock();
+		res = inode_path(in, path, sizeof(path));
+		eunlock();
+		if (res < 0)
+			path[0] = 0;
+		if (res >= 0 && !meta_op_on_path(S.cfg.meta, path, &pending) && pending) {
+			close(sn.fd);
+			elock();
+			A.names_kick = true;
+			pthread_cond_broadcast(&S.ncond);
+			eunlock();
+			return ARCH_NAMES;
+		}
+	}
+	/* 4. the archive hook uploads it */
 	elock();
 	if (!have_archive_hook(in)) {
 		eunlock();
@@ -340,6 +366,28 @@ static int archive_one(struct fstate *fs)
 	failed = res;
 	elock();
 	rate_add(sn.size);
+	if (fs->gone && origin) {
+		/*
+		 * Removed while its upload was in flight: the origin has it
+		 * now, so it goes there too.  The removal's op (no object:
+		 * the origin had none then) is held by the namer until this
+		 * attempt ends, so this one is applied after it and before
+		 * anything that op's path waits for.
+		 */
+		char *o = origin, *v = version;
+
+		eunlock();
+		if (meta_op_add(S.cfg.meta, META_OP_DELETE, fs->ino, path[0] ? path : o,
+				o, v))
+			elog_err("'%s' was removed during its upload and cannot be recorded for "
+				 "removal at the origin: %s", o, meta_errmsg(S.cfg.meta));
+		else
+			fault_point(FAULT_ARCHIVE_GONE_RECORDED);
+		archive_names_wanted();
+		free(v);
+		free(o);
+		return 0;
+	}
 	if (fs->gen != sn.gen || fs->gone) {
 		/* imported again, or removed: the archive says nothing of it */
 		eunlock();
@@ -402,6 +450,16 @@ static int archive_one(struct fstate *fs)
 
 static int64_t backoff_ms(unsigned tries);
 
+/* Is the file ino being archived now?  S.lock held. */
+static bool ino_running(uint64_t ino)
+{
+	ELOCK_HELD();
+	for (unsigned i = 0; i < ARCHIVERS; i++)
+		if (A.running_ino[i] == ino)
+			return true;
+	return false;
+}
+
 /*
  * The ARCHIVE_NAME event of kind: its result, and the object's version
  * and URL the hook said (owned by the caller; NULL if it said none).
@@ -454,6 +512,23 @@ static int apply_name(const struct meta_op *op)
 	struct fstate *fs;
 	int res;
 
+	if (op->kind == META_OP_DELETE && !op->origin) {
+		/*
+		 * A file removed during its first upload: held until that
+		 * upload ended (its archiver records its removal then, if the
+		 * origin took it), then dropped.
+		 */
+		elock();
+		while (ino_running(op->ino) && !A.stop) {
+			struct timespec ts;
+
+			mono_after(&ts, 0.05);
+			pthread_cond_timedwait(&S.ncond, &S.lock, &ts);
+		}
+		res = A.stop ? -ESHUTDOWN : 0;
+		eunlock();
+		return res;
+	}
 	if (op->kind == META_OP_DELETE) {
 		res = name_event(HSMFS_NAME_REMOVED, op->path, op->origin, op->version, &version,
 				 &origin);
@@ -490,7 +565,8 @@ static int apply_name(const struct meta_op *op)
 	res = meta_get(S.cfg.meta, op->ino, &f);
 	if (res)
 		return res == -ENOENT ? 0 : res;
-	res = f.path && f.origin ? walk_to(f.path, op->ino, &in) : -ESTALE;
+	/* a new file's (no origin in the row yet): its upload was in flight */
+	res = f.path ? walk_to(f.path, op->ino, &in) : -ESTALE;
 	meta_file_free(&f);
 	if (res)
 		return res == -ESTALE || res == -ENOENT ? 0 : res;
@@ -502,7 +578,7 @@ static int apply_name(const struct meta_op *op)
 		mono_after(&ts, 0.05);
 		pthread_cond_timedwait(&S.ncond, &S.lock, &ts);
 	}
-	if (!fs || !fs->origin || fs->gone || A.stop) {
+	if (!fs || !fs->origin || (fs->flags & META_F_NEW) || fs->gone || A.stop) {
 		eunlock();
 		inode_forget(in, 1);
 		return A.stop ? -ESHUTDOWN : 0;
@@ -576,7 +652,7 @@ static void *namer_main(void *arg)
 		if (!res)
 			A.names_pending = count;
 
-		if ((!S.cfg.writeback_on && !A.name_syncs) ||
+		if ((!S.cfg.writeback_on && !A.name_syncs && !A.names_kick) ||
 		    (A.names_retry_at && now < A.names_retry_at)) {
 			mono_after(&ts, A.names_retry_at > now ?
 					(double)(A.names_retry_at - now) / 1000 : 1.0);
@@ -589,6 +665,7 @@ static void *namer_main(void *arg)
 		if (res == -ENOENT) {
 			elock();
 			A.names_idle = true;
+			A.names_kick = false;
 			pthread_cond_broadcast(&A.names_done);
 			if (!S.names_wanted && !A.stop) {
 				mono_after(&ts, 1.0);
@@ -726,8 +803,15 @@ static struct arch_wait *attempt_ended(struct fstate *fs, int *resp, int64_t now
 		archive_later(fs, now + BUSY_MS);
 		return NULL;
 	}
+	if (res == ARCH_NAMES && !A.stop) {
+		/* a name op of its path goes first: looked at again soon */
+		archive_later(fs, now + BUSY_MS);
+		return NULL;
+	}
 	if (res == ARCH_ROOM)
 		res = *resp = -ENOSPC;
+	if (res == ARCH_NAMES)
+		res = ARCH_AGAIN;
 	if (res == ARCH_AGAIN && !A.stop) {
 		/* changed while archived, or busy: its waiters wait on */
 		archive_later(fs, now + (fs->changes || fs->unseen ? BUSY_MS : 0));
@@ -890,13 +974,19 @@ static void *archiver_main(void *arg)
 			continue;
 		}
 		uint64_t size = fs->size;
+		unsigned slot = 0;
 
 		fs->arch = ARCH_RUNNING;
 		A.running_n++;
 		A.running_bytes += size;
+		while (slot < ARCHIVERS - 1 && A.running_ino[slot])
+			slot++;
+		A.running_ino[slot] = fs->ino;
 		eunlock();
 		res = archive_one(fs);
 		elock();
+		A.running_ino[slot] = 0;
+		pthread_cond_broadcast(&S.ncond); /* a removal's op may wait for it */
 		A.running_n--;
 		A.running_bytes -= size;
 		w = attempt_ended(fs, &res, mono_ms());

@@ -10,17 +10,24 @@
  *      the store cannot) into an unnamed staging file while no user
  *      change is in flight, and again if one began meanwhile
  *      ("archive-snapshot");
- *   3. an ARCHIVE event gives a read-only descriptor of the snapshot to
+ *   3. the names first: while the ops table holds an op of the file's
+ *      path (a removal of it, a rename onto it), the upload waits for
+ *      the namer to apply it (the file is due again shortly);
+ *   4. an ARCHIVE event gives a read-only descriptor of the snapshot to
  *      one archive hook (a fill hook subscribed to ARCHIVE), and to
  *      every watcher subscribed; the archive hook uploads it,
  *      conditional on the recorded version, says ARCHIVED (the new
  *      version) and allows ("archive-answered");
- *   4. the new version is recorded whatever happened meanwhile (the
+ *   5. the new version is recorded whatever happened meanwhile (the
  *      origin holds it now); the file becomes clean (fstate.h:
  *      archived()) only if no user change began since the snapshot,
  *      else it stays dirty and is archived again; the writer commits
  *      state and version in one transaction, and the archive counts
- *      once it is durable ("archive-committed").
+ *      once it is durable ("archive-committed").  A file removed while
+ *      its upload was in flight is not recorded: if the origin took it,
+ *      its removal there goes into the ops table instead
+ *      ("archive-gone-recorded"), after the removal's own op, which the
+ *      namer holds until this attempt ends.
  * That is step 6 of the durability order (state.h).  A crash at any
  * step leaves the row dirty: the file is archived again at the next
  * mount (with write-back on, or at the next hsmfsctl archive or sync),

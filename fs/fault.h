@@ -38,6 +38,9 @@
 #define FAULT_ARCHIVE_SNAPSHOT "archive-snapshot" /* a stable snapshot made */
 #define FAULT_ARCHIVE_ANSWERED "archive-answered" /* the archive hook answered */
 #define FAULT_ARCHIVE_COMMITTED "archive-committed" /* clean and version committed */
+#define FAULT_ARCHIVE_GONE_RECORDED "archive-gone-recorded" /* an upload that landed after its
+							     * file's removal: its own removal
+							     * recorded for the origin */
 #define FAULT_NAME_APPLIED "name-applied"         /* a name's op done at the origin,
 						   * not yet dropped from the log */
 /* fault_named() points: crashed at only as NAME:K, not numbered steps */

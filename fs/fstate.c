@@ -773,11 +773,22 @@ static int dir_renamed_ops(const char *from, const char *to, char **sub, size_t 
 }
 
 void events_renamed(struct inode *parent, const char *name,
-		    struct inode *newparent, const char *newname, bool dir)
+		    struct inode *newparent, const char *newname, bool dir, struct inode *moved)
 {
 	char from[HSMFS_MAX_PATH + 1], to[HSMFS_MAX_PATH + 1];
 	char **sub = NULL;
 	size_t nsub = 0;
+	uint64_t uploading = 0; /* a new file whose first upload is in flight */
+
+	if (moved && !dir) {
+		struct fstate *fs;
+
+		elock();
+		fs = inode_state(moved);
+		if (fs && fs->arch == ARCH_RUNNING && (fs->flags & META_F_NEW))
+			uploading = fs->ino;
+		eunlock();
+	}
 
 	if (!S.cfg.meta)
 		return;
@@ -803,6 +814,12 @@ void events_renamed(struct inode *parent, const char *name,
 			res = dir_renamed_ops(from, to, sub, nsub, true);
 		if (!res)
 			res = meta_op_renamed(S.cfg.meta, from, to);
+		/*
+		 * its object is made under the old name: moved once the upload
+		 * ended (the namer waits for it, archive.c)
+		 */
+		if (!res && uploading)
+			res = meta_op_add(S.cfg.meta, META_OP_RENAME, uploading, to, NULL, NULL);
 		if (!res && dir && events_names_follow())
 			res = dir_renamed_ops(from, to, sub, nsub, false);
 		for (size_t i = 0; i < nsub; i++)
@@ -1122,9 +1139,21 @@ void events_unlinked(struct inode *in, uint64_t ino, bool user)
 {
 	struct fstate *fs = in ? inode_state(in) : NULL;
 	uint64_t cached = 0, counted = 0;
+	char *morigin = NULL, *mversion = NULL; /* memory's object, ahead of the row */
+	bool uploading = false;
 
 	if (fs) {
 		elock();
+		/*
+		 * Its upload in flight: the origin may have it when it ends,
+		 * though the row says it never did (recorded below, and by the
+		 * archiver then: archive.c)
+		 */
+		uploading = fs->arch == ARCH_RUNNING;
+		if (fs->origin && !(fs->flags & META_F_NEW)) {
+			morigin = strdup(fs->origin);
+			mversion = fs->version ? strdup(fs->version) : NULL;
+		}
 		fs->gone = true;
 		fs->newrow = false;
 		/* what the cache counts of it is memory's: the row may lag */
@@ -1146,9 +1175,18 @@ void events_unlinked(struct inode *in, uint64_t ino, bool user)
 		int res = meta_begin(S.cfg.meta);
 
 		if (!res && !meta_get(S.cfg.meta, ino, &f)) {
-			if (f.state < META_DIR_UNLISTED && f.origin && !(f.flags & META_F_NEW))
+			bool file = f.state < META_DIR_UNLISTED;
+
+			if (file && morigin)
+				/* archived just now: the row may not say so yet */
+				res = meta_op_add(S.cfg.meta, META_OP_DELETE, ino, f.path, morigin,
+						  mversion);
+			else if (file && f.origin && !(f.flags & META_F_NEW))
 				res = meta_op_add(S.cfg.meta, META_OP_DELETE, ino, f.path, f.origin,
 						  f.version);
+			else if (file && uploading)
+				/* held by the namer until the upload ends (archive.c) */
+				res = meta_op_add(S.cfg.meta, META_OP_DELETE, ino, f.path, NULL, NULL);
 			meta_file_free(&f);
 		}
 		if (!res)
@@ -1172,6 +1210,8 @@ void events_unlinked(struct inode *in, uint64_t ino, bool user)
 		cached = counted;
 	if (cached)
 		cache_account(-(int64_t)cached);
+	free(morigin);
+	free(mversion);
 }
 
 static bool copying_over(const struct fstate *fs, uint64_t start, uint64_t end)

@@ -205,9 +205,11 @@ void events_released(struct inode *in);
 
 /* A name was renamed through the mount: recorded paths follow (and, on a
  * mount that archives, the origin's objects at the next archive of names;
- * a directory's (dir) directories too). */
+ * a directory's (dir) directories too).  moved: the node renamed (NULL: not
+ * known); a new file whose first upload is in flight is moved at the
+ * origin once that upload ends (archive.c). */
 void events_renamed(struct inode *parent, const char *name,
-		    struct inode *newparent, const char *newname, bool dir);
+		    struct inode *newparent, const char *newname, bool dir, struct inode *moved);
 /*
  * A directory parent/name was made (op META_OP_MKDIR) or removed
  * (META_OP_RMDIR) through the mount: where files made on the mount are

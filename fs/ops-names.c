@@ -529,7 +529,7 @@ static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 	 * its commit: writeback.c)
 	 */
 	if (!res && !(flags & RENAME_EXCHANGE))
-		events_renamed(p, name, np, newname, S_ISDIR(sst.st_mode));
+		events_renamed(p, name, np, newname, S_ISDIR(sst.st_mode), src);
 out:
 	if (pfd >= 0)
 		inode_fd_put(p);
@@ -567,7 +567,7 @@ static void resent_renamed(fuse_ino_t parent, const char *name, fuse_ino_t newpa
 	 * and an exchange moves no rows (do_rename()).
 	 */
 	if (!(flags & RENAME_EXCHANGE) && !S_ISDIR(st.st_mode) && st.st_nlink)
-		events_renamed(IN(parent), name, IN(newparent), newname, false);
+		events_renamed(IN(parent), name, IN(newparent), newname, false, NULL);
 }
 
 void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,

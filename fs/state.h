@@ -57,12 +57,20 @@
  *      dirty, so a crash at any point archives the file again, and the
  *      hook finds its own bytes there (no conflict).  A user change begun
  *      after the snapshot keeps the file dirty: the version is recorded,
- *      the clean state is not.
+ *      the clean state is not.  A file removed while its upload was in
+ *      flight: if the origin took it, its own removal is recorded in the
+ *      ops table ("archive-gone-recorded") before the attempt ends, and
+ *      the removal's op (7, with no object) is held by the namer until
+ *      then, so the two are applied in order with the names after them.
  *   7. A name changed on the mount (a removal, a rename) is recorded in
  *      the ops table in the transaction that changes the rows; the namer
  *      applies the oldest at the origin, then drops it ("name-applied"
  *      between the two); a crash there applies it again, and the hook
- *      finds it done (the object gone, or at its new URL).
+ *      finds it done (the object gone, or at its new URL).  A removal
+ *      or rename of a new file whose first upload is in flight is
+ *      recorded too (the origin may have it once the upload ends; the
+ *      namer waits for that), and an upload waits for the ops of its
+ *      path: the names of a path reach the origin before bytes do.
  * So after a crash at any point a range is never present without its
  * bytes, and an acknowledged write is never lost.
  */

@@ -27,6 +27,7 @@
 #define HSMFS_META_H
 
 #include <stdint.h>
+#include <stdbool.h>
 
 #include "ranges.h"
 
@@ -133,7 +134,10 @@ int meta_dirty(struct meta *m, unsigned limit, uint64_t skip, struct meta_victim
 /*
  * Names changed on the mount, to be applied at the origin in order (the
  * ops table, archive.c): a removal of a file the origin has (path: the
- * path it had; origin, version: its object then), a rename (path:
+ * path it had; origin, version: its object then; no origin: the removal
+ * of a file whose first upload was in flight, which the namer holds
+ * until that upload ended, and its archiver records its own removal
+ * with the object if the upload landed), a rename (path:
  * its new path; its object is the file's when applied), or a directory
  * made or removed (path; no object).
  */
@@ -156,6 +160,8 @@ int meta_op_renamed(struct meta *m, const char *from, const char *to);
 int meta_op_first(struct meta *m, struct meta_op *ret);
 int meta_op_done(struct meta *m, int64_t seq);
 int meta_op_count(struct meta *m, uint64_t *ret);
+/* Is an op of path (a removal of it, a rename onto it) still to apply? */
+int meta_op_on_path(struct meta *m, const char *path, bool *ret);
 void meta_op_free(struct meta_op *op);
 
 /*

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Archive: names changed while a file's first upload is in flight (#49).
+
+nginx with the WebDAV module is the origin, behind tests/bench/wanproxy.py
+throttled to 2 MB/s, so that the first upload of a new 8 MiB file takes
+seconds; each case waits until the file shows ",archiving" (the upload
+runs) and its PUT's body is arriving at nginx (nginx's temporary file
+for it has begun), then changes a name:
+
+1. the file is removed: it is never left published at the origin;
+2. removed and made again under the same name: the new file reaches the
+   origin (no conflict with the bytes of the removed one);
+3. another new file is renamed over it: the origin ends with that file's
+   bytes under the name and nothing under the source name;
+4. the file itself is renamed: its bytes end under the new name, no
+   stray copy under the old one.
+
+The removal is also crashed at its step of the durability order
+(archive-gone-recorded: the upload landed after the file's removal, its
+own removal recorded), and a mount of the same store then syncs.
+
+Each case ends with hsmfsctl sync exiting 0 and the origin's tree equal
+to the mount's, byte for byte.
+"""
+import os
+import shutil
+import sys
+import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import HSMFSCTL, Mount, Nginx, WanProxy, diag, eq, main, run, tmpdir, wait_for  # noqa: E402
+
+from archiving import DAV, HTTP, archive, put, state  # noqa: E402
+
+MIB = 1 << 20
+BIG = 8 * MIB
+
+
+def tree(root):
+    """{relative path: bytes, or None for a directory} under root."""
+    out = {}
+    for d, dirs, files in os.walk(root):
+        rel = os.path.relpath(d, root)
+        for n in dirs:
+            out[os.path.normpath(os.path.join(rel, n))] = None
+        for n in files:
+            with open(os.path.join(d, n), "rb") as f:
+                out[os.path.normpath(os.path.join(rel, n))] = f.read()
+    return out
+
+
+def differences(origin, mount):
+    out = []
+    for p in sorted(set(origin) | set(mount)):
+        if p not in origin:
+            out.append("%s: only on the mount" % p)
+        elif p not in mount:
+            out.append("%s: only at the origin" % p)
+        elif origin[p] != mount[p]:
+            out.append("%s: differs" % p)
+    return out
+
+
+def body_arriving(ng):
+    """Is a request body on its way into nginx (its temporary file begun)?"""
+    for d, _, files in os.walk(os.path.join(ng.dir, "body")):
+        for n in files:
+            try:
+                if os.path.getsize(os.path.join(d, n)):
+                    return True
+            except OSError:
+                pass
+    return False
+
+
+def case(name, change, crash=None):
+    """A mount whose new file big.bin's upload is in flight when change(m)
+    runs; then sync, and the origin compared with the mount.  crash: a
+    durability step the daemon crashes at (its first), then a mount of the
+    same store syncs."""
+    root, store = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-")
+    os.chmod(root, 0o777)
+    os.mkdir(os.path.join(root, "o"))
+    os.chmod(os.path.join(root, "o"), 0o777)
+    with Nginx(root, extra=DAV) as ng:
+        px = WanProxy(ng.port, delay_ms=1, rate_mbs=2)
+        opts = "hook=%s,origin=%s,archive_after=3600" % (HTTP, px.url("o/"))
+        try:
+            m = Mount(store=store, opts=opts, env={"HSMFS_CRASH_AT": crash + ":1"} if crash
+                      else None, expect_exit=99 if crash else 0)
+            m.start()
+            try:
+                os.listdir(m.mnt)
+                put(m.path("big.bin"), os.urandom(BIG))
+                put(m.path("other.bin"), b"the other file\n" * 100)
+                res = {}
+                t = threading.Thread(target=lambda: res.update(r=archive(m.path("big.bin"))))
+                t.start()
+                wait_for(lambda: "archiving" in state(m, "big.bin"),
+                         "the archive of big.bin runs")
+                wait_for(lambda: body_arriving(ng), "its PUT's body arrives at the origin")
+                change(m)
+                t.join(120)
+                diag("%s: the archive in flight answered %r; origin then: %s" % (
+                    name, res.get("r"), sorted(os.listdir(os.path.join(root, "o")))))
+                if crash:
+                    eq(m.exited(30), 99, "%s: the daemon crashed at %s" % (name, crash))
+                else:
+                    synced_like_mount(name, m, root)
+            finally:
+                if crash:
+                    m.cleanup()
+                else:
+                    m.__exit__(*sys.exc_info())
+            if crash:
+                with Mount(store=store, opts=opts) as m2:
+                    synced_like_mount(name + ", crashed at %s" % crash, m2, root)
+        finally:
+            px.stop()
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(store, ignore_errors=True)
+
+
+def synced_like_mount(name, m, root):
+    rc, out = run([HSMFSCTL, "sync", m.mnt])
+    eq(rc, 0, "%s: hsmfsctl sync exits 0 (%s)" % (name, out.strip()))
+    eq(differences(tree(os.path.join(root, "o")), tree(m.mnt)), [],
+       "%s: the origin's tree equals the mount's, byte for byte" % name)
+
+
+def removed(m):
+    os.unlink(m.path("big.bin"))
+
+
+def made_again(m):
+    os.unlink(m.path("big.bin"))
+    put(m.path("big.bin"), b"made again\n" * 1000)
+
+
+def renamed_over(m):
+    os.rename(m.path("other.bin"), m.path("big.bin"))
+
+
+def renamed(m):
+    os.rename(m.path("big.bin"), m.path("moved.bin"))
+
+
+CASES = [("removed during its upload", removed),
+         ("removed and made again during its upload", made_again),
+         ("another new file renamed over it during its upload", renamed_over),
+         ("renamed during its upload", renamed)]
+CRASHES = [("removed during its upload", removed, "archive-gone-recorded")]
+
+
+def test():
+    only = os.environ.get("T0462_ONLY")
+    for i, (name, change) in enumerate(CASES):
+        if not only or str(i + 1) in only.split(","):
+            case(name, change)
+    for i, (name, change, step) in enumerate(CRASHES):
+        if not only or "c%d" % (i + 1) in only.split(","):
+            case(name, change, crash=step)
+
+
+main(test)
