@@ -187,14 +187,14 @@ _hsmfs_http()
 		_hsmfs_paths
 		return 0 ;;
 	--origin | --connections | --retries | --connect-timeout | --low-speed-limit | \
-	--low-speed-time | --proxy | --aws-sigv4 | --part-size | --page-size)
+	--low-speed-time | --proxy | --aws-sigv4 | --part-size | --page-size | --read-back-max)
 		return 0 ;;
 	esac
 	if [[ $_hsmfs_cur == -* ]]; then
 		_hsmfs_words --origin --connections --retries --connect-timeout \
 			--low-speed-limit --low-speed-time --cacert --insecure --proxy \
 			--netrc-file --bearer-file --aws-sigv4 --aws-keys-file --s3 \
-			--part-size --page-size --verbose --help --version
+			--part-size --page-size --read-back-max --verbose --help --version
 	else
 		_hsmfs_paths -d
 	fi
