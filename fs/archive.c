@@ -288,12 +288,36 @@ static int archive_one(struct fstate *fs)
 	bool held = false, all, overwrite, uploaded;
 	int res, failed;
 
-	/* 1. every byte present: what is missing of the recorded version comes first */
 	elock();
 	if (fs->gone || fs->state != META_DIRTY) {
 		eunlock();
 		return 0; /* removed, or clean already (a reload) */
 	}
+	res = inode_path(in, path, sizeof(path));
+	eunlock();
+	if (res < 0)
+		path[0] = 0;
+	/*
+	 * 1. the names first: a removal of its path or a rename onto it
+	 * (another file's, one whose upload was in flight) is applied at the
+	 * origin before its bytes go there; checked before anything is
+	 * fetched or copied for it.  An op recorded after this check is of
+	 * this file itself (its removal, or a rename onto it, removes it):
+	 * fs->gone below.
+	 */
+	{
+		bool pending = false;
+
+		if (path[0] && !meta_op_on_path(S.cfg.meta, path, &pending) && pending) {
+			elock();
+			A.names_kick = true;
+			pthread_cond_broadcast(&S.ncond);
+			eunlock();
+			return ARCH_NAMES;
+		}
+	}
+	/* 2. every byte present: what is missing of the recorded version comes first */
+	elock();
 	if (!have_archive_hook(in)) {
 		eunlock();
 		return -ENOTCONN;
@@ -308,32 +332,10 @@ static int archive_one(struct fstate *fs)
 		if (res)
 			return res;
 	}
-	/* 2. a stable snapshot */
+	/* 3. a stable snapshot */
 	res = take_snapshot(fs, &sn);
 	if (res || sn.fd < 0)
 		return res;
-	/*
-	 * 3. the names first: a removal of its path or a rename onto it
-	 * (another file's, one whose upload was in flight) is applied at the
-	 * origin before its bytes go there
-	 */
-	{
-		bool pending = false;
-
-		elock();
-		res = inode_path(in, path, sizeof(path));
-		eunlock();
-		if (res < 0)
-			path[0] = 0;
-		if (res >= 0 && !meta_op_on_path(S.cfg.meta, path, &pending) && pending) {
-			close(sn.fd);
-			elock();
-			A.names_kick = true;
-			pthread_cond_broadcast(&S.ncond);
-			eunlock();
-			return ARCH_NAMES;
-		}
-	}
 	/* 4. the archive hook uploads it */
 	elock();
 	if (!have_archive_hook(in)) {

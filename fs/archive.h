@@ -4,15 +4,16 @@
  * A dirty file (fstate.h: DIRTY, changed or made on the mount) is
  * archived by one of the archiver threads (ARCHIVERS of them, archive.c:
  * an upload waits for the origin's round trips), each a file at a time:
- *   1. every byte present: what is missing of the recorded version is
+ *   1. the names first: while the ops table holds an op of the file's
+ *      path (a removal of it, a rename onto it), the archive waits for
+ *      the namer to apply it (the file is due again shortly), before
+ *      anything is fetched or copied;
+ *   2. every byte present: what is missing of the recorded version is
  *      fetched first (a read of the whole file, as a reader's);
- *   2. a stable snapshot: the store file is cloned (FICLONE; a copy where
+ *   3. a stable snapshot: the store file is cloned (FICLONE; a copy where
  *      the store cannot) into an unnamed staging file while no user
  *      change is in flight, and again if one began meanwhile
  *      ("archive-snapshot");
- *   3. the names first: while the ops table holds an op of the file's
- *      path (a removal of it, a rename onto it), the upload waits for
- *      the namer to apply it (the file is due again shortly);
  *   4. an ARCHIVE event gives a read-only descriptor of the snapshot to
  *      one archive hook (a fill hook subscribed to ARCHIVE), and to
  *      every watcher subscribed; the archive hook uploads it,

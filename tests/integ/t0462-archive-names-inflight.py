@@ -152,8 +152,47 @@ CASES = [("removed during its upload", removed),
 CRASHES = [("removed during its upload", removed, "archive-gone-recorded")]
 
 
+def removed_before_upload():
+    """A guard: a new file removed after its snapshot but before its
+    upload began (the daemon held at "archive-snapshot"): nothing is sent,
+    not a PUT then a DELETE (a removed file published, however briefly).
+    The archive of a removed file fails (ENOENT) before any request."""
+    root, store, logdir = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-"), tmpdir("hsmfs-steps-")
+    steps = os.path.join(logdir, "steps")
+    os.chmod(root, 0o777)
+    os.mkdir(os.path.join(root, "o"))
+    os.chmod(os.path.join(root, "o"), 0o777)
+    with Nginx(root, extra=DAV) as ng:
+        opts = "hook=%s,origin=%s,archive_after=3600" % (HTTP, ng.url("o/"))
+        with Mount(store=store, opts=opts, env={"HSMFS_DELAY": "archive-snapshot:1500",
+                                                "HSMFS_CRASH_LOG": steps}) as m:
+            os.listdir(m.mnt)
+            put(m.path("gone.bin"), b"removed before its upload\n")
+            res = {}
+            t = threading.Thread(target=lambda: res.update(r=archive(m.path("gone.bin"))))
+            t.start()
+
+            def snapshotted():
+                try:
+                    return " archive-snapshot\n" in open(steps).read()
+                except OSError:
+                    return False
+            wait_for(snapshotted, "its snapshot taken, the upload not begun")
+            os.unlink(m.path("gone.bin"))
+            t.join(60)
+            eq(run([HSMFSCTL, "sync", m.mnt])[0], 0, "removed before its upload: sync exits 0")
+            eq([r for r in ng.log() if r[0] == "PUT" and "gone.bin" in r[1]], [],
+               "removed before its upload: no PUT of it reached the origin")
+            eq(differences(tree(os.path.join(root, "o")), tree(m.mnt)), [],
+               "removed before its upload: the origin's tree equals the mount's")
+    for d in (root, store, logdir):
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def test():
     only = os.environ.get("T0462_ONLY")
+    if not only or "b" in only.split(","):
+        removed_before_upload()
     for i, (name, change) in enumerate(CASES):
         if not only or str(i + 1) in only.split(","):
             case(name, change)
