@@ -284,21 +284,46 @@ int manifest_check_path(const char *path, size_t len, char *err, size_t errlen)
 }
 
 /*
+ * The start of an array (what for: its key or a phrase, for the
+ * message): 1 when an element follows, 0 for "[]", or -EINVAL (said).
+ */
+static int array_open(struct p *p, const char *what)
+{
+	if (p->s >= p->end || *p->s++ != '[')
+		return fail(p, "%s must be an array", what);
+	ws(p);
+	if (p->s < p->end && *p->s == ']') {
+		p->s++;
+		return 0;
+	}
+	return 1;
+}
+
+/* After an element: 1 when another follows, 0 at the "]", or -EINVAL. */
+static int array_next(struct p *p, const char *key)
+{
+	ws(p);
+	if (p->s < p->end && *p->s == ',') {
+		p->s++;
+		return 1;
+	}
+	if (p->s < p->end && *p->s == ']') {
+		p->s++;
+		return 0;
+	}
+	return fail(p, "expected ',' or ']' in '%s'", key);
+}
+
+/*
  * "chunk_sha256": an array of 64-lowercase-hex strings, into
  * e->chunk_sha256 (32 bytes each) and e->nchunks.  0 or -EINVAL (said).
  */
 static int digest_array(struct p *p, struct manifest_entry *e)
 {
 	size_t cap = 0;
+	int more = array_open(p, "'chunk_sha256'");
 
-	if (p->s >= p->end || *p->s++ != '[')
-		return fail(p, "'chunk_sha256' must be an array");
-	ws(p);
-	if (p->s < p->end && *p->s == ']') {
-		p->s++;
-		return 0;
-	}
-	for (;;) {
+	while (more > 0) {
 		char *hex;
 		size_t n;
 
@@ -310,15 +335,15 @@ static int digest_array(struct p *p, struct manifest_entry *e)
 			return fail(p, "each 'chunk_sha256' must be 64 lowercase hex digits");
 		}
 		if (!e->chunks || e->nchunks == cap) {
-			uint8_t *more;
+			uint8_t *grown;
 
 			cap = cap ? 2 * cap : 16;
-			more = realloc(e->chunks, 4 + cap * 32);
-			if (!more) {
+			grown = realloc(e->chunks, 4 + cap * 32);
+			if (!grown) {
 				free(hex);
 				return fail(p, "out of memory");
 			}
-			e->chunks = more;
+			e->chunks = grown;
 		}
 		for (size_t i = 0; i < 32; i++)
 			e->chunks[4 + (size_t)e->nchunks * 32 + i] =
@@ -326,17 +351,9 @@ static int digest_array(struct p *p, struct manifest_entry *e)
 		e->nchunks++;
 		e->chunks_len = 4 + (size_t)e->nchunks * 32;
 		free(hex);
-		ws(p);
-		if (p->s < p->end && *p->s == ',') {
-			p->s++;
-			continue;
-		}
-		if (p->s < p->end && *p->s == ']') {
-			p->s++;
-			return 0;
-		}
-		return fail(p, "expected ',' or ']' in 'chunk_sha256'");
+		more = array_next(p, "chunk_sha256");
 	}
+	return more;
 }
 
 /*
@@ -346,14 +363,9 @@ static int digest_array(struct p *p, struct manifest_entry *e)
  */
 static int hole_array(struct p *p, struct manifest_entry *e)
 {
-	if (p->s >= p->end || *p->s++ != '[')
-		return fail(p, "'holes' must be an array of [offset, length] pairs");
-	ws(p);
-	if (p->s < p->end && *p->s == ']') {
-		p->s++;
-		return 0;
-	}
-	for (;;) {
+	int more = array_open(p, "'holes'");
+
+	while (more > 0) {
 		int64_t off, len;
 
 		ws(p);
@@ -375,17 +387,9 @@ static int hole_array(struct p *p, struct manifest_entry *e)
 			return fail(p, "a hole must have an offset >= 0 and a length > 0");
 		if (rs_add(&e->holes, (uint64_t)off, (uint64_t)(off + len)))
 			return fail(p, "out of memory");
-		ws(p);
-		if (p->s < p->end && *p->s == ',') {
-			p->s++;
-			continue;
-		}
-		if (p->s < p->end && *p->s == ']') {
-			p->s++;
-			return 0;
-		}
-		return fail(p, "expected ',' or ']' in 'holes'");
+		more = array_next(p, "holes");
 	}
+	return more;
 }
 
 int manifest_parse_line(const char *line, size_t len, struct manifest_entry *ret,
