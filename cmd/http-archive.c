@@ -173,6 +173,9 @@ static bool file_made(const char *v)
 	return n && v[n] == '-' && v[n + 1] && strspn(v + n + 1, "0123456789") == strlen(v + n + 1);
 }
 
+static int request(CURL *c, const char *method, const char *url, struct curl_slist *h,
+		   struct seen *s, char *why, size_t wlen);
+
 /* Is the object at url byte for byte the snapshot?  1 yes, 0 no, or -errno. */
 static int same_bytes(CURL *c, const char *url, const struct hsmfs_event *ev,
 		      struct curl_slist *hdrs, char *why, size_t wlen, struct seen *ret_seen)
@@ -622,9 +625,7 @@ int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const ch
 	if (s3)
 		hdrs = curl_slist_append(hdrs, HTTP_S3_EMPTY_PAYLOAD);
 	/* 1. what the origin holds now */
-	prepare(c, url, &s, hdrs);
-	curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-	err = perform(c, &s, out->why, sizeof(out->why));
+	err = request(c, "HEAD", url, hdrs, &s, out->why, sizeof(out->why));
 	if (err)
 		goto out;
 	if (s.status != 200 && s.status != 404) {
@@ -766,9 +767,7 @@ verify:
 		 * our PUT made them.  Not a proof against a writer of the
 		 * same length whose PUT set the same second (hsmfs-http(1)).
 		 */
-		prepare(c, url, &s, hdrs);
-		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-		err = perform(c, &s, out->why, sizeof(out->why));
+		err = request(c, "HEAD", url, hdrs, &s, out->why, sizeof(out->why));
 		if (err)
 			goto out;
 		if (s.status != 200 || s.length < 0 || (uint64_t)s.length != ev->file_size ||
@@ -807,9 +806,7 @@ verify:
 		s = g;
 	} else if (!s.etag[0]) {
 		/* conditions honoured: the PUT's ETag, else a HEAD's */
-		prepare(c, url, &s, hdrs);
-		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-		err = perform(c, &s, out->why, sizeof(out->why));
+		err = request(c, "HEAD", url, hdrs, &s, out->why, sizeof(out->why));
 		if (err)
 			goto out;
 		if (s.status != 200 || (s.length >= 0 && (uint64_t)s.length != ev->file_size)) {
@@ -839,8 +836,6 @@ out:
 /* ---------------------------------------------------------------- names */
 
 /* A request of method to url with extra headers h: 0 with s, or an errno. */
-static int request(CURL *c, const char *method, const char *url, struct curl_slist *h,
-		   struct seen *s, char *why, size_t wlen);
 
 /* GET url into b (at most 1 MiB): 0 with s, or an errno. */
 static int get_body(CURL *c, const char *url, struct curl_slist *h, struct http_body *b,
