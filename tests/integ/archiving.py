@@ -19,6 +19,34 @@ DAV = ("dav_methods PUT DELETE MKCOL MOVE; create_full_put_path on; "
        "dav_access user:rw group:r all:r; client_max_body_size 0;")
 
 
+def tree(root):
+    """{relative path: bytes, or None for a directory} under root."""
+    out = {}
+    for d, dirs, files in os.walk(root):
+        rel = os.path.relpath(d, root)
+        for n in dirs:
+            out[os.path.normpath(os.path.join(rel, n))] = None
+        for n in files:
+            with open(os.path.join(d, n), "rb") as f:
+                out[os.path.normpath(os.path.join(rel, n))] = f.read()
+    return out
+
+
+def differences(a, b, an="origin", bn="mount"):
+    """A line for each path where trees a and b (tree()) differ."""
+    out = []
+    for p in sorted(set(a) | set(b)):
+        if p not in a:
+            out.append("%s: only on the %s" % (p, bn))
+        elif p not in b:
+            out.append("%s: only on the %s" % (p, an))
+        elif a[p] != b[p]:
+            out.append("%s: differs (%s %s, %s %s)" % (
+                p, an, "dir" if a[p] is None else len(a[p]),
+                bn, "dir" if b[p] is None else len(b[p])))
+    return out
+
+
 def state(m, *p):
     """The file's state, less ",passthrough" (an open of root's mount may
     still be releasing)."""

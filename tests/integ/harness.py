@@ -523,6 +523,46 @@ def tree_snapshot(root):
     return snap
 
 
+def store_bytes(store, detail=None):
+    """Allocated bytes of the regular files of a store (not .hsmfs)."""
+    total = 0
+    for d, dirs, files in os.walk(store):
+        if d == store and ".hsmfs" in dirs:
+            dirs.remove(".hsmfs")
+        for f in files:
+            try:
+                b = os.lstat(os.path.join(d, f)).st_blocks * 512
+            except FileNotFoundError:
+                continue
+            total += b
+            if detail is not None and b:
+                detail.append((os.path.relpath(os.path.join(d, f), store), b))
+    return total
+
+
+def nginx_lists_index(lines, what):
+    """An nginx block of the docs (lines; /srv/www its root), served: a
+    directory that holds index.html is listed as JSON, not served the page."""
+    import json
+    import urllib.request
+    root = tmpdir("hsmfs-www-")
+    os.chmod(root, 0o755)
+    write_tree(root, {"tree/docs/index.html": b"<html>a page</html>",
+                      "tree/docs/guide.txt": b"guide\n"})
+    for d, _, _ in os.walk(root):
+        os.chmod(d, 0o755)
+    with Nginx(root, extra="\n".join(lines).replace("/srv/www", root)) as ng:
+        with urllib.request.urlopen(ng.url("tree/docs/")) as r:
+            body = r.read()
+        try:
+            names = sorted(e["name"] for e in json.loads(body))
+        except ValueError:
+            names = body[:200]
+        eq(names, ["guide.txt", "index.html"],
+           "%s: nginx lists a directory holding index.html (JSON)" % what)
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def wait_for(pred, what, deadline=None):
     """Poll pred() until true or the deadline; raise with what on timeout."""
     end = time.monotonic() + (deadline or DEADLINE)

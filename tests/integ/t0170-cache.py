@@ -31,26 +31,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFSCTL, Hook, Mount, diag, eq, hog, import_manifest, is_root,  # noqa: E402
                      errno_of, main, ok, run, run_on_tty, skip, tmpdir, tmpfs, tmpfs_drop,
                      wait_for, write_tree)
+from harness import store_bytes  # noqa: E402
 
 KiB = 1 << 10
 MiB = 1 << 20
-
-
-def store_bytes(store, detail=None):
-    """Allocated bytes of the regular files of a store (not .hsmfs)."""
-    total = 0
-    for d, dirs, files in os.walk(store):
-        if d == store and ".hsmfs" in dirs:
-            dirs.remove(".hsmfs")
-        for f in files:
-            try:
-                b = os.lstat(os.path.join(d, f)).st_blocks * 512
-            except FileNotFoundError:
-                continue
-            total += b
-            if detail is not None and b:
-                detail.append((os.path.relpath(os.path.join(d, f), store), b))
-    return total
 
 
 def evictions(mnt):

@@ -37,6 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFSCTL, Mount, Nginx, Origin, diag, eq, import_manifest,  # noqa: E402
                      is_root, main, ok, run, skip, tmpdir, tmpfs, tmpfs_drop, wait_for,
                      write_tree)
+from harness import store_bytes  # noqa: E402
 
 HTTP = os.environ.get("HSMFS_HTTP") or os.path.join(
     os.path.dirname(os.environ.get("HSMFS", "")), "hsmfs-http")
@@ -44,20 +45,6 @@ KiB = 1 << 10
 MiB = 1 << 20
 LIMIT, CHUNK = 1 * MiB, 64 * KiB
 MAX_FAILURES = 20  # an unfixed daemon fails reads a second each: stop early
-
-
-def store_bytes(store):
-    """Allocated bytes of the store's regular files (not .hsmfs)."""
-    total = 0
-    for d, dirs, files in os.walk(store):
-        if d == store and ".hsmfs" in dirs:
-            dirs.remove(".hsmfs")
-        for f in files:
-            try:
-                total += os.lstat(os.path.join(d, f)).st_blocks * 512
-            except FileNotFoundError:
-                pass
-    return total
 
 
 def make_origin(n):

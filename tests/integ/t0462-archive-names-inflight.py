@@ -30,35 +30,10 @@ import threading
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import HSMFSCTL, Mount, Nginx, WanProxy, diag, eq, main, run, tmpdir, wait_for  # noqa: E402
 
-from archiving import DAV, HTTP, archive, put, state  # noqa: E402
+from archiving import DAV, HTTP, archive, differences, put, state, tree  # noqa: E402
 
 MIB = 1 << 20
 BIG = 8 * MIB
-
-
-def tree(root):
-    """{relative path: bytes, or None for a directory} under root."""
-    out = {}
-    for d, dirs, files in os.walk(root):
-        rel = os.path.relpath(d, root)
-        for n in dirs:
-            out[os.path.normpath(os.path.join(rel, n))] = None
-        for n in files:
-            with open(os.path.join(d, n), "rb") as f:
-                out[os.path.normpath(os.path.join(rel, n))] = f.read()
-    return out
-
-
-def differences(origin, mount):
-    out = []
-    for p in sorted(set(origin) | set(mount)):
-        if p not in origin:
-            out.append("%s: only on the mount" % p)
-        elif p not in mount:
-            out.append("%s: only at the origin" % p)
-        elif origin[p] != mount[p]:
-            out.append("%s: differs" % p)
-    return out
 
 
 def body_arriving(ng):

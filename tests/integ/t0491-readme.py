@@ -38,6 +38,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFS, HSMFSCTL, Nginx, diag, eq, free_port, is_mounted, main, ok,  # noqa: E402
                      skip, tmpdir, unmount_all, write_tree)
+from harness import nginx_lists_index  # noqa: E402
 
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 ORIGIN = "http://origin.example/tree/"
@@ -174,28 +175,6 @@ def run_local(lines, what):
         place.clean(what)
 
 
-def run_nginx(lines, what):
-    """The README's nginx block, served: a directory with index.html is listed."""
-    import json
-    import urllib.request
-    root = tmpdir("hsmfs-www-")
-    os.chmod(root, 0o755)
-    write_tree(root, {"tree/docs/index.html": b"<html>a page</html>",
-                      "tree/docs/guide.txt": b"guide\n"})
-    for d, _, _ in os.walk(root):
-        os.chmod(d, 0o755)
-    with Nginx(root, extra="\n".join(lines).replace("/srv/www", root)) as ng:
-        with urllib.request.urlopen(ng.url("tree/docs/")) as r:
-            body = r.read()
-        try:
-            names = sorted(e["name"] for e in json.loads(body))
-        except ValueError:
-            names = body[:200]
-        eq(names, ["guide.txt", "index.html"],
-           "%s: nginx lists a directory holding index.html (JSON)" % what)
-    shutil.rmtree(root, ignore_errors=True)
-
-
 def test():
     found, unmarked = blocks()
     eq(unmarked, [], "every block of Using it has a test line (README lines listed)")
@@ -215,7 +194,7 @@ def test():
     for lines, what in sessions.pop("local", []):
         run_local(lines, what)
     for lines, what in sessions.pop("nginx", []):
-        run_nginx(lines, what)
+        nginx_lists_index(lines, what)
     text = "\n".join("\n".join(l) for k, s in sessions.items() if k != "fstab" for l, _ in s)
     for m in MUST:
         ok(m in text, "the README's run blocks have %s" % m)

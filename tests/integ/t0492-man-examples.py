@@ -28,6 +28,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFS, Nginx, diag, eq, free_port, is_mounted, is_root, main, ok,  # noqa: E402
                      skip, tmpdir, unmount_all, write_tree)
+from harness import nginx_lists_index  # noqa: E402
 
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 BUILD = os.path.dirname(os.path.abspath(HSMFS))
@@ -152,28 +153,6 @@ def run_local(block, what):
         place.clean(what)
 
 
-def run_nginx(block, what):
-    """An nginx block, served: a directory with index.html is listed."""
-    import json
-    import urllib.request
-    root = tmpdir("hsmfs-www-")
-    os.chmod(root, 0o755)
-    write_tree(root, {"tree/docs/index.html": b"<html>a page</html>",
-                      "tree/docs/guide.txt": b"guide\n"})
-    for d, _, _ in os.walk(root):
-        os.chmod(d, 0o755)
-    with Nginx(root, extra="\n".join(block).replace("/srv/www", root)) as ng:
-        with urllib.request.urlopen(ng.url("tree/docs/")) as r:
-            body = r.read()
-        try:
-            names = sorted(e["name"] for e in json.loads(body))
-        except ValueError:
-            names = body[:200]
-        eq(names, ["guide.txt", "index.html"],
-           "%s: nginx lists a directory holding index.html (JSON)" % what)
-    shutil.rmtree(root, ignore_errors=True)
-
-
 def run_block(url, page, i, block):
     what = "%s example %d" % (page, i + 1)
     text = "\n".join(block)
@@ -181,7 +160,7 @@ def run_block(url, page, i, block):
         skip(what, "S3: s3rver (t0210)")
         return
     if block[0].startswith("location "):
-        run_nginx(block, what)
+        nginx_lists_index(block, what)
         return
     if "http.server" in text:
         run_local(block, what)

@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFSCTL, Mount, Nginx, diag, eq, main, ok, run,  # noqa: E402
                      tmpdir, wait_for)
 
-from archiving import DAV, HTTP  # noqa: E402
+from archiving import DAV, HTTP, differences, tree  # noqa: E402
 
 KILLS = int(os.environ.get("HSMFS_KILLS", "8"))
 # the operations drawn from (each as often as it is listed)
@@ -43,34 +43,6 @@ def fsync_path(p):
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def tree(root):
-    """{relative path: bytes, or None for a directory} under root."""
-    out = {}
-    for d, dirs, files in os.walk(root):
-        rel = os.path.relpath(d, root)
-        for n in dirs:
-            out[os.path.normpath(os.path.join(rel, n))] = None
-        for n in files:
-            with open(os.path.join(d, n), "rb") as f:
-                out[os.path.normpath(os.path.join(rel, n))] = f.read()
-    return out
-
-
-def differences(a, b, an, bn):
-    """Lines naming each path where trees a and b differ."""
-    out = []
-    for p in sorted(set(a) | set(b)):
-        if p not in a:
-            out.append("%s: only %s" % (p, bn))
-        elif p not in b:
-            out.append("%s: only %s" % (p, an))
-        elif a[p] != b[p]:
-            out.append("%s: differs (%s %s, %s %s)" % (
-                p, an, "dir" if a[p] is None else len(a[p]),
-                bn, "dir" if b[p] is None else len(b[p])))
-    return out
 
 
 class Model:
