@@ -148,35 +148,25 @@ def fs_image(mkfs, size=256 * MiB):
     return d, mnt
 
 
-def ext4_image(inode_size=256):
-    return fs_image(["mkfs.ext4", "-q", "-F", "-I", str(inode_size)])
+def on_image(what, mkfs, size=256 * MiB, **kw):
+    """check_store() on a store in a filesystem mkfs makes in a loop file."""
+    if not is_root() or not shutil.which(mkfs[0]):
+        skip(what, "a loop mount needs root and %s" % mkfs[0])
+        return
+    d, mnt = fs_image(mkfs, size)
+    try:
+        check_store(what, os.path.join(mnt, "store"), **kw)
+    finally:
+        subprocess.run(["umount", "-l", mnt])
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def test_xfs():
-    if not is_root() or not shutil.which("mkfs.xfs"):
-        skip("xfs", "a loop mount needs root and mkfs.xfs")
-        return
-    d, mnt = fs_image(["mkfs.xfs", "-q", "-f"], 320 * MiB)
-    try:
-        check_store("xfs", os.path.join(mnt, "store"))
-    finally:
-        subprocess.run(["umount", "-l", mnt])
-        shutil.rmtree(d, ignore_errors=True)
+    on_image("xfs", ["mkfs.xfs", "-q", "-f"], 320 * MiB)
 
 
 def test_ext4():
-    if not is_root():
-        skip("ext4 with 256-byte inodes", "a loop mount needs root")
-        return
-    if not shutil.which("mkfs.ext4"):
-        skip("ext4 with 256-byte inodes", "no mkfs.ext4")
-        return
-    d, mnt = ext4_image()
-    try:
-        check_store("ext4 -I 256", os.path.join(mnt, "store"))
-    finally:
-        subprocess.run(["umount", "-l", mnt])
-        shutil.rmtree(d, ignore_errors=True)
+    on_image("ext4 -I 256", ["mkfs.ext4", "-q", "-F", "-I", "256"])
 
 
 def test_ext4_small_inodes():
@@ -185,15 +175,7 @@ def test_ext4_small_inodes():
     not cache: evicted files count nothing, reads never fail, the count
     stays within the limit (it is less than the store's allocation by
     those blocks)."""
-    if not is_root() or not shutil.which("mkfs.ext4"):
-        skip("ext4 with 128-byte inodes", "a loop mount needs root and mkfs.ext4")
-        return
-    d, mnt = ext4_image(128)
-    try:
-        check_store("ext4 -I 128", os.path.join(mnt, "store"), exact=False)
-    finally:
-        subprocess.run(["umount", "-l", mnt])
-        shutil.rmtree(d, ignore_errors=True)
+    on_image("ext4 -I 128", ["mkfs.ext4", "-q", "-F", "-I", "128"], exact=False)
 
 
 def test_tmpfs():
