@@ -685,6 +685,49 @@ def free_port():
     return port
 
 
+class PrintedPort:
+    """Port 8000 for an example that starts its own origin, as printed.
+
+    The README's and the man pages' examples run in parallel test
+    processes (t0491, t0492), as root and as users: the first to take the
+    lock runs its example on 8000 as printed; one that finds the lock held
+    or the port taken runs on a free port and says so.  A check of the
+    port alone raced: both saw it free, one server failed to bind, and its
+    example then read the other test's origin.
+    """
+
+    LOCK = "/tmp/hsmfs-port-8000.lock"
+
+    def __init__(self, what):
+        self.what = what
+        self.fd = None
+
+    def __enter__(self):
+        import fcntl
+        import socket
+        old = os.umask(0)
+        try:
+            self.fd = os.open(self.LOCK, os.O_RDONLY | os.O_CREAT, 0o666)
+        finally:
+            os.umask(old)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 8000))
+            return lambda text: text
+        except OSError:
+            os.close(self.fd)
+            self.fd = None
+            port = str(free_port())
+            diag("port 8000 is taken here: %s runs on %s" % (self.what, port))
+            return lambda text: text.replace("8000", port)
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            os.close(self.fd)
+        return False
+
+
 class Nginx:
     """A real nginx on 127.0.0.1 serving root; its access log is the record.
 

@@ -36,9 +36,9 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HSMFS, HSMFSCTL, Nginx, diag, eq, free_port, is_mounted, main, ok,  # noqa: E402
+from harness import (HSMFS, HSMFSCTL, Nginx, diag, eq, is_mounted, main, ok,  # noqa: E402
                      skip, tmpdir, unmount_all, write_tree)
-from harness import nginx_lists_index  # noqa: E402
+from harness import PrintedPort, nginx_lists_index  # noqa: E402
 
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 ORIGIN = "http://origin.example/tree/"
@@ -142,28 +142,15 @@ def run_fstab(place, url, lines, what):
             ok("top.txt" in os.listdir(mnt), "%s: its tree is there" % what)
 
 
-def port_free(port):
-    import socket
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
-
-
 def run_local(lines, what):
     """The example that starts its own origin: as printed, in a HOME of its own."""
     place = Place()
     try:
-        script = "\n".join(lines)
-        if not port_free(8000):
-            port = str(free_port())
-            diag("port 8000 is taken here: the example runs on %s" % port)
-            script = script.replace("8000", port)
         # not printed: the origin goes with the shell even when a line fails
         trap = "trap 'kill $(jobs -p) 2>/dev/null || true' EXIT"
-        out = run_block(place, None, [trap] + script.splitlines(), what)
+        with PrintedPort(what) as printed:
+            script = printed("\n".join(lines))
+            out = run_block(place, None, [trap] + script.splitlines(), what)
         ok("hello\n" in out, "%s: the file reads" % what) or diag(out)
         ok(re.search(r"^guide\.txt\nindex\.html$", out, re.M),
            "%s: docs lists index.html and the name its page links to" % what) or diag(out)

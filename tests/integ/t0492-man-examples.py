@@ -26,9 +26,9 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HSMFS, Nginx, diag, eq, free_port, is_mounted, is_root, main, ok,  # noqa: E402
+from harness import (HSMFS, Nginx, diag, eq, is_mounted, is_root, main, ok,  # noqa: E402
                      skip, tmpdir, unmount_all, write_tree)
-from harness import nginx_lists_index  # noqa: E402
+from harness import PrintedPort, nginx_lists_index  # noqa: E402
 
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 BUILD = os.path.dirname(os.path.abspath(HSMFS))
@@ -128,29 +128,25 @@ def run_fstab(place, line, what):
 
 def run_local(block, what):
     """An example with its own origin: as printed, in a HOME of its own."""
-    import socket
     place = Place(None)
     try:
-        text = "\n".join(block)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", 8000))
-            except OSError:
-                port = str(free_port())
-                diag("port 8000 is taken here: %s runs on %s" % (what, port))
-                text = text.replace("8000", port)
-        # not printed: the origin goes with the shell even when a line fails
-        lines = ["trap 'kill $(jobs -p) 2>/dev/null || true' EXIT"] + text.splitlines()
-        script = "set -e\n" + "\n".join(lines) + "\n"
-        env = dict(os.environ, HOME=place.home, PATH=BUILD + ":" + os.environ["PATH"])
-        p = subprocess.run(["bash", "-c", script], env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, timeout=120)
-        out = p.stdout.decode(errors="replace")
-        eq(p.returncode, 0, "%s runs as printed" % what) or diag(script + out)
-        ok("hello\n" in out and re.search(r"^guide\.txt\nindex\.html$", out, re.M),
-           "%s: the file reads, docs lists index.html and the linked name" % what) or diag(out)
+        with PrintedPort(what) as printed:
+            run_printed(printed("\n".join(block)), place, what)
     finally:
         place.clean(what)
+
+
+def run_printed(text, place, what):
+    # not printed: the origin goes with the shell even when a line fails
+    lines = ["trap 'kill $(jobs -p) 2>/dev/null || true' EXIT"] + text.splitlines()
+    script = "set -e\n" + "\n".join(lines) + "\n"
+    env = dict(os.environ, HOME=place.home, PATH=BUILD + ":" + os.environ["PATH"])
+    p = subprocess.run(["bash", "-c", script], env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=120)
+    out = p.stdout.decode(errors="replace")
+    eq(p.returncode, 0, "%s runs as printed" % what) or diag(script + out)
+    ok("hello\n" in out and re.search(r"^guide\.txt\nindex\.html$", out, re.M),
+       "%s: the file reads, docs lists index.html and the linked name" % what) or diag(out)
 
 
 def run_block(url, page, i, block):
