@@ -36,6 +36,18 @@ static inline bool events_dir_known(const struct inode *dir)
 	       (inode_flags(dir) & INODE_LISTED); /* not INODE_DIR_TTL: its age is checked */
 }
 
+/*
+ * Has dir been listed (its names and their rows all committed), its
+ * listing's age aside?  For a reader of the store's directory itself
+ * (prefetch.c): an unlisted one holds only the names lookups made, and
+ * one being listed holds entries whose rows are not written yet.
+ */
+static inline bool events_dir_listed(const struct inode *dir)
+{
+	return !atomic_load_explicit(&events_lazy_dirs, memory_order_relaxed) ||
+	       (inode_flags(dir) & (INODE_LISTED | INODE_DIR_TTL));
+}
+
 int events_dir(struct inode *dir, struct fuse_req *req, void (*cont)(void *arg, int res),
 	       void *arg);
 /*

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 #include "cache.h"
 #include "clock.h"
@@ -25,6 +26,7 @@
 #include "meta.h"
 #include "place.h"
 #include "ranges.h"
+#include "store.h"
 
 static void fstate_take_row(struct fstate *fs, struct meta_file *f);
 static int load_state(struct inode *in, bool cache_missing);
@@ -173,6 +175,49 @@ int events_load(struct inode *in)
 	return load_state(in, true);
 }
 
+/* How long an access waits for the row of a marked store file (load_state()). */
+#define ROW_WAIT_MS 2000
+
+/* Does in's store file carry the placeholder mark?  Without S.lock. */
+static bool store_marked(struct inode *in)
+{
+	char path[32];
+	int fd = inode_fd_get(in);
+	bool marked;
+
+	if (fd < 0)
+		return false;
+	may_block("a getxattr of a store file");
+	inode_proc_path(fd, path);
+	marked = getxattr(path, STORE_MARKER_XATTR, NULL, 0) >= 0 || errno == ERANGE;
+	inode_fd_put(in);
+	return marked;
+}
+
+/*
+ * No row for in (meta_get() gave -ENOENT): is it a plain file?  Not if
+ * its store file carries the placeholder mark: that is an entry being
+ * made (a listing, a lookup, a refresh or an import makes the entry,
+ * syncs, then writes its row; sibling prefetch reads the store's
+ * directory and may find it in between), whose missing ranges would
+ * read as zeros.  An access (wait) waits for the row a bounded time;
+ * else -EAGAIN, and the caller caches nothing.  0 with the row in *f,
+ * -ENOENT (plain: no row, no mark), or -errno.  Without S.lock.
+ */
+static int row_coming(struct inode *in, bool wait, struct meta_file *f)
+{
+	int64_t until = mono_ms() + ROW_WAIT_MS;
+	int res = -ENOENT;
+
+	while (res == -ENOENT && store_marked(in)) {
+		if (!wait || mono_ms() >= until)
+			return -EAGAIN;
+		usleep(10000);
+		res = meta_get(S.cfg.meta, inode_ino(in), f);
+	}
+	return res;
+}
+
 /*
  * Read in's row and install its state.  With no row, the answer is
  * cached (INODE_LOADED: a plain file) only when cache_missing: a
@@ -198,6 +243,10 @@ static int load_state(struct inode *in, bool cache_missing)
 	 * S.lock); two first opens may both read it, one installs.
 	 */
 	res = S.cfg.meta ? meta_get(S.cfg.meta, inode_ino(in), &f) : -ENOENT;
+	if (res == -ENOENT && S.cfg.meta && !inode_is_symlink(in))
+		res = row_coming(in, cache_missing, &f);
+	if (res == -EAGAIN)
+		return res; /* no row yet: nothing cached, asked again */
 	if (res && res != -ENOENT) {
 		elog_err("cannot read the state of inode %llu: %s",
 			(unsigned long long)inode_ino(in), meta_errmsg(S.cfg.meta));
@@ -372,9 +421,10 @@ void events_shown_attr(struct inode *in, struct stat *st)
 	if (!S_ISREG(st->st_mode) || (!times && !thin && !nonres))
 		return;
 	/*
-	 * One database read per inode: a file with no row cannot gain one
-	 * while it exists (import refuses a file hsmfs does not manage, and
-	 * makes each placeholder a new store file); an open still looks.
+	 * One database read per inode: a file with no row and no mark cannot
+	 * gain a row while it exists (import refuses a file hsmfs does not
+	 * manage, and makes each placeholder a new store file, marked before
+	 * it has a name); one whose row is coming is looked at again.
 	 */
 	if (!(inode_flags(in) & (INODE_LOADED | INODE_NOROW)) && load_state(in, false))
 		return;

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dirs.h"
 #include "events.h"
 #include "inode.h"
 #include "prefetch.h"
@@ -298,6 +299,15 @@ static void opened(struct inode *in)
 	fd = inode_parent_fd_get(in, &dir, &name);
 	if (fd < 0)
 		return;
+	/*
+	 * Its names are read from the store's directory: only once a listing
+	 * committed them with their rows.  An entry a listing made and has
+	 * not recorded yet is no plain file (load_state()).
+	 */
+	if (!events_dir_listed(dir)) {
+		inode_parent_fd_put(dir, name);
+		return;
+	}
 	s = stream_of(dir);
 	for (unsigned i = 0; i < s->nheld; i++) {
 		if (s->held[i].in != in)

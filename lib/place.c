@@ -114,6 +114,20 @@ static int place_dir(struct meta *m, int dfd, const char *name, const char *relp
 	return put_row(m, &row, defer, err, errlen);
 }
 
+/* Give the unnamed file fd the name name in dfd (EEXIST if taken).  0 or -errno. */
+static int name_unnamed(int fd, int dfd, const char *name)
+{
+	char proc[32];
+
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	if (linkat(AT_FDCWD, proc, dfd, name, AT_SYMLINK_FOLLOW) == 0)
+		return 0;
+	/* no /proc: the same with CAP_DAC_READ_SEARCH */
+	if (errno == ENOENT && linkat(fd, "", dfd, name, AT_EMPTY_PATH) == 0)
+		return 0;
+	return -errno;
+}
+
 static int place_file(struct meta *m, int dfd, const char *name, const char *relpath,
 		      const struct manifest_entry *e, bool adopt, place_check_fn check,
 		      void *arg, struct meta_file *defer, bool *created,
@@ -121,7 +135,7 @@ static int place_file(struct meta *m, int dfd, const char *name, const char *rel
 {
 	struct meta_file row, old;
 	struct stat st;
-	bool exists;
+	bool exists, unnamed = false;
 	int fd, res;
 
 	exists = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
@@ -169,9 +183,20 @@ static int place_file(struct meta *m, int dfd, const char *name, const char *rel
 		}
 		*out = PLACE_CHANGED;
 	} else {
-		fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-			    e->mode);
-		*created = fd >= 0;
+		/*
+		 * Made unnamed, and named once sized and marked: a reader of
+		 * the directory (sibling prefetch, a lookup) never finds it
+		 * without its mark, which says it is no plain file while its
+		 * row is still to be written (the row comes after a sync).
+		 */
+		fd = openat(dfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, e->mode);
+		unnamed = fd >= 0;
+		if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+			/* no O_TMPFILE here: named at once */
+			fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+				    e->mode);
+			*created = fd >= 0;
+		}
 		*out = PLACE_NEW;
 	}
 	if (fd < 0) {
@@ -198,6 +223,12 @@ static int place_file(struct meta *m, int dfd, const char *name, const char *rel
 		if (fsetxattr(fd, STORE_MARKER_XATTR, mark, mn, 0) < 0)
 			atomic_store_explicit(&place_unmarked, errno, memory_order_relaxed);
 	}
+	if (unnamed && (res = name_unnamed(fd, dfd, name)) < 0) {
+		snprintf(err, errlen, "cannot create '%s': %s", relpath, strerror(-res));
+		close(fd);
+		return res;
+	}
+	*created |= unnamed;
 	close(fd);
 	memset(&row, 0, sizeof(row));
 	row.ino = st.st_ino;

@@ -453,6 +453,52 @@ def test_slow_commit():
     shutil.rmtree(store, ignore_errors=True)
 
 
+def test_prefetch_while_listed():
+    """Sibling prefetch reads the store's directory itself.  While a
+    listing of that directory is committing (its entries made, their rows
+    not yet written: held 3 s here at listing-made), the entries must not
+    look like plain local files: every file read afterwards has the
+    origin's bytes, never zeros (a /usr/share/man mount read 5 of 21 477
+    files back as zeros, resident, right size)."""
+    store = lazy_store()
+    mirror = tmpdir("hsmfs-mirror-")
+    names = ["f%03d" % i for i in range(40)]
+    files = {"d/" + n: os.urandom(1500) for n in names}
+    write_tree(mirror, files)
+    for dd, _, _ in os.walk(mirror):
+        os.chmod(dd, 0o755)
+    with Mount(store=store, opts="prefetch=8",
+               env={"HSMFS_DELAY": "listing-made:3000"}) as m, \
+            Hook(m.mnt, "--mirror", mirror, "--mask", "access,dir,lookup") as h:
+        for n in names[:3]:
+            os.stat(m.path("d/" + n))  # looked up one by one: d stays unlisted
+        res = {}
+
+        def ls():
+            try:
+                res["ls"] = sorted(os.listdir(m.path("d")))
+            except OSError as e:
+                res["ls"] = e.errno
+        t = threading.Thread(target=ls)
+        t.start()
+        wait_for(lambda: h.events("PRE_DIR"), "the PRE_DIR sent")
+        wait_for(lambda: len(os.listdir(os.path.join(store, "d"))) == len(names),
+                 "the listing's entries made in the store")
+        for n in names[:3]:
+            with open(m.path("d/" + n), "rb") as f:
+                f.read()  # a reader walking d: its prefetch lists the store's d
+        t.join()
+        eq(res["ls"], names, "the listing completes")
+        wrong = []
+        for n in names:
+            with open(m.path("d/" + n), "rb") as f:
+                if f.read() != files["d/" + n]:
+                    wrong.append(n)
+        eq(wrong, [], "every file read after the listing has the origin's bytes")
+    shutil.rmtree(mirror, ignore_errors=True)
+    shutil.rmtree(store, ignore_errors=True)
+
+
 def test_html_index():
     """An origin that serves HTML directory indexes: nginx's default
     autoindex and python3 -m http.server (they gave EIO: JSON only).  Each
@@ -506,6 +552,7 @@ def run_all():
     test_hostile_listings()
     test_crash_mid_listing()
     test_slow_commit()
+    test_prefetch_while_listed()
 
 
 if __name__ == "__main__":
