@@ -16,6 +16,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "creds.h"
 #include "events.h"
 #include "inode.h"
 #include "ops-int.h"
@@ -185,6 +186,48 @@ static bool may_resolve(fuse_req_t req, struct inode *in)
 	return ok;
 }
 
+/*
+ * Archiving publishes the file's bytes at the origin, drafts included:
+ * root, the mount's owner, or a caller who may write the file.  A daemon
+ * running as root asks the kernel as the caller (ACLs and supplementary
+ * groups count); a user's own daemon (allow_other) looks at the mode.
+ */
+static bool may_archive(fuse_req_t req, struct inode *in)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	char proc[32];
+	struct creds id;
+	struct stat st;
+	int fd;
+	bool ok = false;
+
+	if (ctx->uid == 0 || ctx->uid == getuid())
+		return true;
+	fd = inode_fd_get(in);
+	if (fd < 0)
+		return false;
+	inode_proc_path(fd, proc);
+	if (creds_as_caller(req, &id) == 0 && id.switched) {
+		ok = faccessat(AT_FDCWD, proc, W_OK, AT_EACCESS) == 0;
+		creds_as_daemon(&id);
+	} else if (fstat(fd, &st) == 0) {
+		ok = privs_may_write(req, &st);
+	}
+	inode_fd_put(in);
+	return ok;
+}
+
+/*
+ * A sync archives every user's changes (drafts a caller could not
+ * archive one by one): root's or the mount owner's.
+ */
+static bool may_sync(fuse_req_t req)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+	return ctx->uid == 0 || ctx->uid == getuid();
+}
+
 static void ctl_archive(fuse_req_t req, fuse_ino_t ino, size_t size, int verb)
 {
 	struct later *l;
@@ -200,14 +243,15 @@ static void ctl_archive(fuse_req_t req, fuse_ino_t ino, size_t size, int verb)
 		return;
 	}
 	if (verb == 1)
-		res = IN(ino) == inode_root() ? events_sync(later_resume, l) : -ENODATA;
+		res = IN(ino) != inode_root() ? -ENODATA :
+		      !may_sync(req) ? -EPERM : events_sync(later_resume, l);
 	else if (verb == 2)
 		res = may_resolve(req, IN(ino)) ? events_resolve(IN(ino), later_resume, l) : -EPERM;
 	else if (verb == 3)
 		res = may_resolve(req, IN(ino)) ?
 			      events_take_origin(IN(ino), req, later_resume, l) : -EPERM;
 	else
-		res = events_archive(IN(ino), later_resume, l);
+		res = may_archive(req, IN(ino)) ? events_archive(IN(ino), later_resume, l) : -EPERM;
 	if (res != EVENTS_PARKED)
 		later_resume(l, res);
 }

@@ -27,6 +27,19 @@ static bool in_group(struct fuse_req *req, gid_t gid)
 	return false; /* not known: as not in it, the safe side */
 }
 
+bool privs_may_write(struct fuse_req *req, const struct stat *st)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+	if (ctx->uid == 0)
+		return true;
+	if (ctx->uid == st->st_uid)
+		return st->st_mode & S_IWUSR;
+	if (in_group(req, st->st_gid))
+		return st->st_mode & S_IWGRP;
+	return st->st_mode & S_IWOTH;
+}
+
 /* fchmod(), through /proc for an O_PATH descriptor.  0 or -1 (errno). */
 static int set_mode(int fd, mode_t mode)
 {

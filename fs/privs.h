@@ -26,6 +26,7 @@
 #define HSMFS_PRIVS_H
 
 #include <stdbool.h>
+#include <sys/stat.h>
 
 struct fuse_req;
 
@@ -42,6 +43,12 @@ bool privs_kill(struct fuse_req *req, int fd, bool always);
  * set-group-ID dropped as the kernel drops it.  True if the mode changed.
  */
 bool privs_acl_set(struct fuse_req *req, int fd);
+
+/*
+ * May req's caller write a file of st's owner and mode, by its mode bits
+ * (owner, then group, then others; no ACL)?  Root may.
+ */
+bool privs_may_write(struct fuse_req *req, const struct stat *st);
 
 /* Does the file of fd have anything privs_kill() would drop for someone? */
 bool privs_any(int fd);

@@ -250,7 +250,47 @@ def test_resolve_owner():
     shutil.rmtree(store, ignore_errors=True)
 
 
+def test_archive_writer():
+    """hsmfsctl archive publishes a file's bytes, drafts included: root,
+    the mount's owner or a caller who may write the file may; another user
+    who can read it may not (EPERM), nor one who cannot; sync (every
+    user's changes) is root's or the mount owner's."""
+    import pwd
+    if os.geteuid() != 0:
+        skip("archive by another user", "needs root to be another user")
+        return
+    nobody = pwd.getpwuid(65534).pw_name
+    store = tmpdir("hsmfs-store-")
+    with Mount(store=store, opts="allow_other,archive_after=3600") as m:
+        d = m.mnt
+        while d != "/":  # the way to the mount, for the other user
+            os.chmod(d, os.stat(d).st_mode | 0o005)
+            d = os.path.dirname(d)
+        put(m.path("readable"), b"root's draft")
+        os.chmod(m.path("readable"), 0o644)
+        put(m.path("secret"), b"root's secret draft")
+        os.chmod(m.path("secret"), 0o600)
+        put(m.path("shared"), b"everyone's")
+        os.chmod(m.path("shared"), 0o666)
+        for name, why in (("readable", "Operation not permitted"),
+                          ("secret", "Permission denied")):
+            rc, out = run(["runuser", "-u", nobody, "--", HSMFSCTL, "archive", m.path(name)])
+            ok(rc != 0 and why in out,
+               "another user may not archive %s (%s)" % (name, out.strip()))
+        rc, out = run(["runuser", "-u", nobody, "--", HSMFSCTL, "archive", m.path("shared")])
+        ok("Operation not permitted" not in out,
+           "a user who may write the file may archive it (%s)" % out.strip())
+        rc, out = run(["runuser", "-u", nobody, "--", HSMFSCTL, "sync", m.mnt])
+        ok(rc != 0 and "Operation not permitted" in out,
+           "another user may not sync the mount (%s)" % out.strip())
+        rc, out = run([HSMFSCTL, "archive", m.path("readable")])
+        ok("Operation not permitted" not in out,
+           "its owner may (%s)" % out.strip())
+    shutil.rmtree(store, ignore_errors=True)
+
+
 def test():
+    test_archive_writer()
     test_resolve_owner()
     test_passthrough_write()
     test_digest()
