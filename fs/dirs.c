@@ -41,7 +41,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 #include "dirs.h"
 #include "ready.h"
 #include "engine.h"
@@ -163,6 +165,129 @@ static int dir_state(struct inode *dir, char **ret_origin)
 	f.origin = NULL;
 	meta_file_free(&f);
 	inode_flags_set(dir, INODE_UNLISTED);
+	return 0;
+}
+
+/* Deeper than this, a tree walk gives up (-ELOOP): no origin lists such. */
+#define TREE_DEPTH_MAX 256
+
+/* Does the row of the store directory fd say unlisted?  1, 0 or -errno. */
+static int row_unlisted(int fd)
+{
+	struct meta_file f;
+	struct stat st;
+	int res;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	res = meta_get(S.cfg.meta, st.st_ino, &f);
+	if (res == -ENOENT)
+		return 0;
+	if (res)
+		return -EIO;
+	res = f.state == META_DIR_UNLISTED;
+	meta_file_free(&f);
+	return res;
+}
+
+/*
+ * Below the store directory fd (not itself), depth first, parents
+ * first: the path (relative, into path from len on) of the first
+ * unlisted directory.  1 found, 0 none, or -errno.  Closes fd.
+ */
+static int unlisted_below(int fd, char *path, size_t len, size_t size, unsigned depth)
+{
+	DIR *d = fdopendir(fd);
+	struct dirent *de;
+	int res = 0;
+
+	if (!d) {
+		close(fd);
+		return -errno;
+	}
+	if (depth > TREE_DEPTH_MAX) {
+		closedir(d);
+		return -ELOOP;
+	}
+	while (!res && (de = readdir(d))) {
+		size_t n = strlen(de->d_name);
+		int sub;
+
+		if ((de->d_type != DT_DIR && de->d_type != DT_UNKNOWN) ||
+		    !strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub < 0) {
+			if (errno == ENOTDIR || errno == ELOOP || errno == ENOENT)
+				continue; /* not a directory (DT_UNKNOWN), or gone */
+			res = -errno;
+			break;
+		}
+		if (len + n + 2 > size) {
+			close(sub);
+			res = -ENAMETOOLONG;
+			break;
+		}
+		path[len] = '/';
+		memcpy(path + len + 1, de->d_name, n + 1);
+		res = row_unlisted(sub);
+		if (res) {
+			close(sub);
+			break;
+		}
+		res = unlisted_below(sub, path, len + 1 + n, size, depth + 1);
+		if (!res)
+			path[len] = '\0';
+	}
+	closedir(d);
+	return res;
+}
+
+int events_tree_unlisted(struct inode *dir, struct inode **ret)
+{
+	char path[HSMFS_MAX_PATH + 2] = "", proc[32];
+	struct inode *cur;
+	const char *c;
+	int fd = inode_fd_get(dir), sub, res;
+
+	ELOCK_NOT_HELD();
+	*ret = NULL;
+	if (fd < 0)
+		return fd;
+	may_block("a walk of a store tree");
+	inode_proc_path(fd, proc);
+	sub = open(proc, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	inode_fd_put(dir);
+	if (sub < 0)
+		return -errno;
+	res = row_unlisted(sub);
+	if (res) {
+		close(sub);
+		return res; /* 1: dir itself */
+	}
+	res = unlisted_below(sub, path, 0, sizeof(path), 0);
+	if (res <= 0)
+		return res ? res : -ENOENT;
+	/* path is "/a/b": looked up one name at a time from dir */
+	cur = dir;
+	for (c = path + 1; *c;) {
+		const char *e = strchr(c, '/');
+		char name[HSMFS_MAX_PATH + 1];
+		struct inode *next;
+		struct stat st;
+		size_t n = e ? (size_t)(e - c) : strlen(c);
+
+		memcpy(name, c, n);
+		name[n] = '\0';
+		res = inode_lookup(cur, name, &st, &next);
+		if (cur != dir)
+			inode_forget(cur, 1);
+		if (res)
+			return res;
+		cur = next;
+		c += n + (e ? 1 : 0);
+	}
+	*ret = cur;
 	return 0;
 }
 

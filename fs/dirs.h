@@ -61,6 +61,16 @@ int events_dir_lookup(struct inode *dir, const char *name, struct fuse_req *req,
 		      void (*cont)(void *arg, int res), void *arg);
 
 /*
+ * The first directory of the tree of dir, dir included, whose row says
+ * it is unlisted, parents before their children (a directory a rename
+ * moves at the origin must be listed, and its files recorded, first):
+ * 1 (dir itself), 0 with *ret holding one lookup reference
+ * (inode_forget()), -ENOENT when every directory of it is listed, or
+ * -errno.  Reads the store and the database: without S.lock.
+ */
+int events_tree_unlisted(struct inode *dir, struct inode **ret);
+
+/*
  * hsmfsctl refresh: list the listed directory dir again from its origin
  * and apply the difference (new names appear, names gone at the origin
  * go unless dirty or open, changed files are replaced by placeholders of

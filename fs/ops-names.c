@@ -570,6 +570,56 @@ static void resent_renamed(fuse_ino_t parent, const char *name, fuse_ino_t newpa
 		events_renamed(IN(parent), name, IN(newparent), newname, false, NULL);
 }
 
+/*
+ * A directory renamed where names follow at the origin moves its whole
+ * tree there, file by file (events_renamed()): every directory of it is
+ * listed first, parents before children, one listing at a time (the
+ * rename parks and runs again), so that no file the mount never listed
+ * stays behind under the old name while the new one is empty.  0 (all
+ * listed), EVENTS_PARKED, or -errno.
+ */
+static int tree_wait(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     const struct later *args)
+{
+	struct inode *src, *below;
+	uint64_t last = 0;
+	struct stat st;
+	int res = 0;
+
+	if (!atomic_load_explicit(&events_lazy_dirs, memory_order_relaxed) ||
+	    !events_names_follow())
+		return 0;
+	src = inode_hold_name(IN(parent), name, false, &st);
+	if (!src || !S_ISDIR(st.st_mode)) {
+		inode_release(src);
+		return 0;
+	}
+	while (!res) {
+		struct inode *dir;
+
+		res = events_tree_unlisted(src, &below);
+		if (res == -ENOENT) {
+			res = 0;
+			break;
+		}
+		if (res < 0)
+			break;
+		dir = res == 1 ? src : below;
+		if (inode_ino(dir) == last) {
+			/* its row says unlisted, its flags listed: not ours to loop on */
+			elog_err("renaming '%s': a directory below it stays unlisted", name);
+			res = -EIO;
+		} else {
+			res = dir_wait(req, inode_nodeid(dir), args);
+		}
+		last = inode_ino(dir);
+		if (dir == below)
+			inode_forget(below, 1);
+	}
+	inode_release(src);
+	return res;
+}
+
 void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 	       const char *newname, unsigned int flags)
 {
@@ -590,6 +640,8 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 
 	if (!res)
 		res = dir_wait(req, newparent, &args);
+	if (!res)
+		res = tree_wait(req, parent, name, &args);
 	if (res == EVENTS_PARKED)
 		return;
 	if (!res)

@@ -29,7 +29,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFS, HSMFSCTL, Mount, Nginx, eq, main, ok, run, tmpdir,  # noqa: E402
                      wait_for, write_tree)
 
-from archiving import (DAV, HTTP, Holder, archive, get, passthrough_writer_archived,  # noqa: E402
+from archiving import (DAV, HTTP, Holder, archive, differences, get,  # noqa: E402
+                       passthrough_writer_archived, tree,
                        put, state)
 
 def etag_of(ng, name):
@@ -317,7 +318,48 @@ def test_passthrough_writer():
         passthrough_writer_archived(m)
 
 
+def test_dir_rename_unlisted():
+    """mv of a directory whose tree was never listed, or listed at its top
+    only, moves the whole tree at the origin: every directory below it is
+    listed first, so that each file moves with it.  Before, the files
+    stayed under the old name at the origin and the new name was empty
+    there (15 of bash's files, 589 of git's), while sync exited 0."""
+    root, store = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-")
+    files = {}
+    for top in ("bash", "git"):
+        for rel in ("a.txt", "b.bin", "sub/c.txt", "sub/deep/d.txt", "sub/deep/e.bin",
+                    "other/f.txt"):
+            files["data/tools/%s/%s" % (top, rel)] = os.urandom(3000) + rel.encode()
+    write_tree(root, files)
+    for d, dirs, fs in os.walk(root):
+        os.chmod(d, 0o777)
+        for n in fs:
+            os.chmod(os.path.join(d, n), 0o666)
+    with Nginx(root, extra=DAV) as ng:
+        with Mount(store=store, opts="hook=%s,origin=%s" % (HTTP, ng.url("data/"))) as m:
+            eq(sorted(os.listdir(m.path("tools"))), ["bash", "git"], "tools is listed")
+            os.rename(m.path("tools", "bash"), m.path("tools", "bash-renamed"))
+            eq(sorted(os.listdir(m.path("tools", "git"))), ["a.txt", "b.bin", "other", "sub"],
+               "git is listed, its subdirectories not")
+            os.rename(m.path("tools", "git"), m.path("tools", "git-renamed"))
+            rc, out = run([HSMFSCTL, "sync", m.mnt])
+            eq(rc, 0, "sync (%s)" % out.strip())
+            origin = tree(os.path.join(root, "data"))
+            mount = tree(m.mnt)
+            eq(differences(origin, mount), [], "the origin holds the mount's tree")
+            eq(len([p for p in mount if mount[p] is not None]), len(files),
+               "and every file is there")
+        store2 = tmpdir("hsmfs-store-")
+        with Mount(store=store2, opts="hook=%s,origin=%s" % (HTTP, ng.url("data/"))) as m2:
+            eq(differences(tree(m2.mnt), mount, "second mount", "first mount"), [],
+               "a second mount of the origin sees the same tree")
+        shutil.rmtree(store2, ignore_errors=True)
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(store, ignore_errors=True)
+
+
 def test():
+    test_dir_rename_unlisted()
     test_dav()
     test_write_during_upload()
     test_passthrough_writer()
