@@ -240,6 +240,34 @@ def test():
             os.rmdir(m.path("emptydir"))
             rc, out = run([os.environ.get("HSMFSCTL", "hsmfsctl"), "sync", m.mnt])
             eq((rc, head("emptydir/")), (0, "404"), "removed on the mount: its marker goes")
+
+        # a prefix never listed, renamed on the mount: every key below it
+        # moves (the tree is listed first); before, its keys stayed and the
+        # files vanished from the mount too
+        rkeys = {"ren/tools/bash/a": b"a" * 100, "ren/tools/bash/sub/b": b"b" * 200,
+                 "ren/tools/bash/sub/deep/c": b"c" * 300, "ren/tools/other": b"o"}
+        for key, data in rkeys.items():
+            with open(p, "wb") as f:
+                f.write(data)
+            eq(run(["curl", "-s", "-f", "-H", SHA_HDR, "--aws-sigv4", SIG, "--user",
+                    "S3RVER:S3RVER", "-T", p, base + key])[0], 0, "upload %s" % key)
+        with Mount(opts=hook + ",origin=%s,archive_after=3600" % base) as m:
+            eq(sorted(os.listdir(m.path("ren", "tools"))), ["bash", "other"], "ren/tools listed")
+            os.rename(m.path("ren", "tools", "bash"), m.path("ren", "tools", "bash2"))
+            got = {}
+            for dd, _, fs in os.walk(m.path("ren")):
+                for n in fs:
+                    with open(os.path.join(dd, n), "rb") as f:
+                        got[os.path.relpath(os.path.join(dd, n), m.mnt)] = f.read()
+            want = {k.replace("tools/bash/", "tools/bash2/"): v for k, v in rkeys.items()}
+            eq(got, want, "the renamed prefix's files are on the mount, under the new name")
+            rc, out = run([os.environ.get("HSMFSCTL", "hsmfsctl"), "sync", m.mnt])
+            eq(rc, 0, "sync (%s)" % out.strip())
+            ls = run(["curl", "-s", "-H", SHA_HDR, "--aws-sigv4", SIG, "--user", "S3RVER:S3RVER",
+                      base + "?list-type=2&prefix=ren/"])[1]
+            keys_now = sorted(k for k in (x.split("</Key>")[0] for x in ls.split("<Key>")[1:])
+                              if not k.endswith("/"))
+            eq(keys_now, sorted(want), "the bucket holds the mount's keys, none left behind")
     finally:
         srv.kill()
         srv.wait()
