@@ -875,7 +875,8 @@ static void dir_job(CURL *lc, struct job *j)
 		sleep(1u << attempt++);
 		err = 0;
 	}
-	if (err || out.why[0])
+	/* not empty there: the daemon asks again after the ops recorded since, or says so */
+	if ((err || out.why[0]) && err != ENOTEMPTY)
 		logf_("directory '/%s' %s at the origin: %s", j->ev.path,
 		      made ? "made" : "removed", out.why);
 	if (err)

@@ -886,11 +886,13 @@ static int dir_file(const char *url, bool made, struct http_archive_out *out)
 			err = errno;
 	} else if (rmdir(d)) {
 		if (errno == ENOTEMPTY || errno == EEXIST)
-			snprintf(out->why, sizeof(out->why), "'%s' is not empty: kept", d);
+			err = ENOTEMPTY;
 		else if (errno != ENOENT)
 			err = errno;
 	}
-	if (err)
+	if (err == ENOTEMPTY)
+		snprintf(out->why, sizeof(out->why), "'%s' is not empty: kept", d);
+	else if (err)
 		snprintf(out->why, sizeof(out->why), "'%s': %s", d, strerror(err));
 	curl_free(d);
 	return err;
@@ -946,7 +948,7 @@ int http_archive_dir(CURL *c, const char *url, bool made, bool s3,
 		} else if (!err && s.status == 200) {
 			snprintf(out->why, sizeof(out->why), "%s is not empty at the origin (or not "
 				 "a JSON listing): kept", url);
-			s.status = 204;
+			err = ENOTEMPTY;
 		}
 	}
 	free(b.p);

@@ -88,8 +88,9 @@ int http_archive_name(CURL *c, const struct hsmfs_event *ev, const char *to, boo
  * autoindex; anything else keeps it), then DELETE, and a name made at
  * the origin between the look and the DELETE is lost with it
  * (hsmfs-http(1)); S3 the "path/" marker (keys below it are objects of
- * their own, left, and keep the prefix listed).  A directory kept is
- * 0 too, said in why.
+ * their own, left, and keep the prefix listed).  A directory kept (not
+ * empty there) is ENOTEMPTY, said in why: the daemon asks again after
+ * the ops of files recorded since (archive.c).
  */
 int http_archive_dir(CURL *c, const char *url, bool made, bool s3,
 		     struct http_archive_out *out);

@@ -176,13 +176,14 @@ static int deny_errno(uint32_t e)
 /*
  * An archive hook's deny: these errnos reach the archiver (and hsmfsctl)
  * as they are, each says something the others do not (ESTALE: a
- * conflict; EFBIG, EINVAL, ENAMETOOLONG: never, as it is; ENOENT: gone);
- * others are EIO.
+ * conflict; EFBIG, EINVAL, ENAMETOOLONG: never, as it is; ENOENT: gone;
+ * ENOTEMPTY: a directory to remove is not empty at the origin); others
+ * are EIO.
  */
 static int archive_errno(uint32_t e)
 {
 	switch (e) {
-	case ESTALE: case EFBIG: case EINVAL: case ENAMETOOLONG: case ENOENT:
+	case ESTALE: case EFBIG: case EINVAL: case ENAMETOOLONG: case ENOENT: case ENOTEMPTY:
 		return -(int)e;
 	default:
 		return deny_errno(e);

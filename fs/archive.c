@@ -36,8 +36,8 @@
 #define RATE_SECS 10          /* the upload rate's window (stats) */
 #define PRESS_SAY_MS 60000    /* archive_pressure() logs at most this often */
 #define PRESS_MAX 32          /* files archive_pressure() makes due at once */
-#define ARCHIVERS 8           /* files archived at once (each waits for a round
-			       * trip or three to the origin) */
+#define ARCHIVERS STATE_ARCHIVERS /* files archived at once (each waits for a
+				  * round trip or three to the origin) */
 
 /* A sync in progress: files it waits for, and its first failure. */
 struct sync_req {
@@ -501,6 +501,31 @@ static int name_event(uint32_t kind, const char *path, const char *origin, const
 }
 
 /*
+ * A directory removed on the mount is not empty at the origin (the hook
+ * answered ENOTEMPTY): objects of files still to be moved out or removed
+ * by later ops (a file renamed with the directory, then removed before
+ * its rename reached the origin: its removal is recorded after the
+ * directory's), or objects the mount never had.  While an op of a file
+ * is recorded after it, the removal is recorded again after those (this
+ * one dropped); once none is, the directory is kept there, said.  0, or
+ * -errno (this op kept, tried again).
+ */
+static int rmdir_later(const struct meta_op *op)
+{
+	bool later = false;
+	int res = meta_op_files_after(S.cfg.meta, op->seq, &later);
+
+	if (!res && later)
+		res = meta_op_add(S.cfg.meta, META_OP_RMDIR, 0, op->path, NULL, NULL);
+	if (res)
+		return -EIO;
+	if (!later)
+		elog_warn("directory '%s' was removed on the mount, not at the origin: it holds "
+			  "objects the mount does not have there", op->path);
+	return 0;
+}
+
+/*
  * Apply one op at the origin: 0 (done, or nothing to do any more: it is
  * dropped), or -errno (kept, tried again).  A conflict (the origin's
  * object is not the version the op was recorded with) is logged and
@@ -508,7 +533,7 @@ static int name_event(uint32_t kind, const char *path, const char *origin, const
  */
 static int apply_name(const struct meta_op *op)
 {
-	char *version = NULL, *origin = NULL;
+	char *version = NULL, *origin = NULL, *gone_origin = NULL, *gone_version = NULL;
 	struct meta_file f;
 	struct inode *in;
 	struct fstate *fs;
@@ -552,6 +577,8 @@ static int apply_name(const struct meta_op *op)
 				 &version, &origin);
 		free(version);
 		free(origin);
+		if (!made && res == -ENOTEMPTY)
+			return rmdir_later(op);
 		/* an origin that keeps no directories, or refuses this one: not again */
 		if (res && res != -EAGAIN && res != -EIO && res != -ETIMEDOUT &&
 		    res != -ENOTCONN && res != -ESHUTDOWN) {
@@ -611,6 +638,14 @@ static int apply_name(const struct meta_op *op)
 			persist_later(fs);
 			res = writeback_next_batch();
 		}
+		/*
+		 * removed on the mount while it moved: its removal was recorded
+		 * with the object's old place; it goes from the new one
+		 */
+		if (!res && fs->gone && fs->origin && !(gone_origin = strdup(fs->origin)))
+			res = -ENOMEM;
+		if (gone_origin && fs->version && !(gone_version = strdup(fs->version)))
+			res = -ENOMEM;
 		free(o);
 		free(v);
 	}
@@ -619,6 +654,11 @@ static int apply_name(const struct meta_op *op)
 	eunlock();
 	free(version);
 	free(origin);
+	if (!res && gone_origin && meta_op_add(S.cfg.meta, META_OP_DELETE, op->ino, op->path,
+					       gone_origin, gone_version))
+		res = -EIO;
+	free(gone_origin);
+	free(gone_version);
 	inode_forget(in, 1);
 	if (res == -ESTALE) {
 		elog_warn("'%s' was renamed on the mount but changed at the origin: "
@@ -984,10 +1024,12 @@ static void *archiver_main(void *arg)
 		while (slot < ARCHIVERS - 1 && A.running_ino[slot])
 			slot++;
 		A.running_ino[slot] = fs->ino;
+		S.archiving[slot] = fs;
 		eunlock();
 		res = archive_one(fs);
 		elock();
 		A.running_ino[slot] = 0;
+		S.archiving[slot] = NULL;
 		pthread_cond_broadcast(&S.ncond); /* a removal's op may wait for it */
 		A.running_n--;
 		A.running_bytes -= size;

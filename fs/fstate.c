@@ -822,6 +822,33 @@ static int dir_renamed_ops(const char *from, const char *to, char **sub, size_t 
 	return res ? res : meta_op_add(S.cfg.meta, META_OP_RMDIR, 0, from, NULL, NULL);
 }
 
+/*
+ * The new files below the directory to (its path, renamed just now)
+ * whose first upload is in flight: their objects are made under the old
+ * name, and each is moved once its upload ended (as a file renamed
+ * during its upload, archive.c), before the old directory is removed
+ * at the origin.  Into inos and paths (owned), at most max: how many.
+ * Without S.lock.
+ */
+static size_t uploads_below(const char *to, uint64_t *inos, char **paths, size_t max)
+{
+	size_t n = 0, len = strlen(to);
+
+	elock();
+	for (unsigned i = 0; i < STATE_ARCHIVERS && n < max; i++) {
+		struct fstate *fs = S.archiving[i];
+		char path[HSMFS_MAX_PATH + 1];
+
+		if (!fs || fs->arch != ARCH_RUNNING || !(fs->flags & META_F_NEW) || fs->gone ||
+		    inode_path(fs->in, path, sizeof(path)) <= (int)len ||
+		    strncmp(path, to, len) || path[len] != '/' || !(paths[n] = strdup(path)))
+			continue;
+		inos[n++] = fs->ino;
+	}
+	eunlock();
+	return n;
+}
+
 void events_renamed(struct inode *parent, const char *name,
 		    struct inode *newparent, const char *newname, bool dir, struct inode *moved)
 {
@@ -858,6 +885,10 @@ void events_renamed(struct inode *parent, const char *name,
 	}
 	if (S.cfg.track_new) {
 		/* the origin's objects follow at the next archive of names */
+		uint64_t up_ino[STATE_ARCHIVERS];
+		char *up_path[STATE_ARCHIVERS];
+		size_t nup = dir && events_names_follow() ?
+				     uploads_below(to, up_ino, up_path, STATE_ARCHIVERS) : 0;
 		int res = meta_begin(S.cfg.meta);
 
 		if (!res && dir && events_names_follow())
@@ -870,6 +901,12 @@ void events_renamed(struct inode *parent, const char *name,
 		 */
 		if (!res && uploading)
 			res = meta_op_add(S.cfg.meta, META_OP_RENAME, uploading, to, NULL, NULL);
+		for (size_t i = 0; i < nup; i++) {
+			if (!res)
+				res = meta_op_add(S.cfg.meta, META_OP_RENAME, up_ino[i], up_path[i],
+						  NULL, NULL);
+			free(up_path[i]);
+		}
 		if (!res && dir && events_names_follow())
 			res = dir_renamed_ops(from, to, sub, nsub, false);
 		for (size_t i = 0; i < nsub; i++)

@@ -255,6 +255,13 @@ struct state {
 	/* the archive queue (archive_later(), taken by archive.c) */
 	struct fstate *aqueue;
 	pthread_cond_t acond;      /* the queue grew, or stopping */
+	/*
+	 * The files being archived (archive.c sets a slot around each
+	 * archive_one()), so that a directory's rename finds the new files
+	 * below it whose first upload is in flight (fstate.c)
+	 */
+#define STATE_ARCHIVERS 8
+	struct fstate *archiving[STATE_ARCHIVERS];
 	bool names_wanted;         /* names changed: ops recorded (meta.h) */
 	pthread_cond_t ncond;      /* names_wanted set, or stopping */
 	/* hsmfsctl resolve --take-origin: files whose local change the

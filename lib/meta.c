@@ -23,7 +23,7 @@
 
 enum { Q_GET, Q_PUT, Q_PRESENT, Q_DELETE, Q_COUNT, Q_LIST, Q_DELGEN, Q_LRU,
        Q_TOTAL, Q_RENAME, Q_SETPATH, Q_ANYCTIME, Q_ANYDIR, Q_SETVERSION, Q_DIRTY,
-       Q_OPADD, Q_OPFIRST, Q_OPDONE, Q_OPRENAMED, Q_OPCOUNT, Q_OPONPATH, Q_ORIGINS, Q_REBASE, Q_N };
+       Q_OPADD, Q_OPFIRST, Q_OPDONE, Q_OPRENAMED, Q_OPCOUNT, Q_OPONPATH, Q_OPFILESAFTER, Q_ORIGINS, Q_REBASE, Q_N };
 
 static const char *const queries[Q_N] = {
 	[Q_GET] = "SELECT size, mtime, mode, state, flags, origin, version, "
@@ -63,6 +63,9 @@ static const char *const queries[Q_N] = {
 			"AND state < 5 AND origin IS NOT NULL ORDER BY path",
 	[Q_OPCOUNT] = "SELECT count(*) FROM ops",
 	[Q_OPONPATH] = "SELECT count(*) FROM (SELECT 1 FROM ops WHERE path = ?1 LIMIT 1)",
+	/* kinds 1 and 2: META_OP_DELETE and META_OP_RENAME */
+	[Q_OPFILESAFTER] = "SELECT count(*) FROM (SELECT 1 FROM ops WHERE seq > ?1 AND "
+			   "kind IN (1, 2) LIMIT 1)",
 	/* the rows whose origin begins with ?1, and that prefix made ?2 */
 	[Q_ORIGINS] = "SELECT ino, path, state, origin, version FROM files "
 		      "WHERE substr(origin, 1, length(?1)) = ?1 ORDER BY ino",
@@ -635,6 +638,25 @@ int meta_op_on_path(struct meta *m, const char *path, bool *ret)
 
 	mlock(m);
 	sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	res = rc == SQLITE_ROW ? 0 : to_errno(m, rc);
+	if (!res)
+		*ret = sqlite3_column_int64(st, 0) != 0;
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	munlock(m);
+	return res;
+}
+
+_Static_assert(META_OP_DELETE == 1 && META_OP_RENAME == 2, "Q_OPFILESAFTER's kinds");
+
+int meta_op_files_after(struct meta *m, int64_t seq, bool *ret)
+{
+	sqlite3_stmt *st = m->q[Q_OPFILESAFTER];
+	int rc, res;
+
+	mlock(m);
+	sqlite3_bind_int64(st, 1, seq);
 	rc = sqlite3_step(st);
 	res = rc == SQLITE_ROW ? 0 : to_errno(m, rc);
 	if (!res)

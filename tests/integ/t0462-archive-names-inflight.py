@@ -48,11 +48,12 @@ def body_arriving(ng):
     return False
 
 
-def case(name, change, crash=None):
+def case(name, change, crash=None, sub=""):
     """A mount whose new file big.bin's upload is in flight when change(m)
     runs; then sync, and the origin compared with the mount.  crash: a
     durability step the daemon crashes at (its first), then a mount of the
-    same store syncs."""
+    same store syncs.  sub: the directory of big.bin and other.bin (made on
+    the mount), "" for the root."""
     root, store = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-")
     os.chmod(root, 0o777)
     os.mkdir(os.path.join(root, "o"))
@@ -66,12 +67,15 @@ def case(name, change, crash=None):
             m.start()
             try:
                 os.listdir(m.mnt)
-                put(m.path("big.bin"), os.urandom(BIG))
-                put(m.path("other.bin"), b"the other file\n" * 100)
+                if sub:
+                    os.mkdir(m.path(sub))
+                put(m.path(sub, "big.bin"), os.urandom(BIG))
+                put(m.path(sub, "other.bin"), b"the other file\n" * 100)
                 res = {}
-                t = threading.Thread(target=lambda: res.update(r=archive(m.path("big.bin"))))
+                t = threading.Thread(target=lambda: res.update(
+                    r=archive(m.path(sub, "big.bin"))))
                 t.start()
-                wait_for(lambda: "archiving" in state(m, "big.bin"),
+                wait_for(lambda: "archiving" in state(m, sub, "big.bin"),
                          "the archive of big.bin runs")
                 wait_for(lambda: body_arriving(ng), "its PUT's body arrives at the origin")
                 change(m)
@@ -120,10 +124,22 @@ def renamed(m):
     os.rename(m.path("big.bin"), m.path("moved.bin"))
 
 
+def dir_renamed(m):
+    os.rename(m.path("d"), m.path("d2"))
+
+
+def dir_renamed_twice(m):
+    os.rename(m.path("d"), m.path("d2"))
+    os.rename(m.path("d2"), m.path("d3"))
+
+
 CASES = [("removed during its upload", removed),
          ("removed and made again during its upload", made_again),
          ("another new file renamed over it during its upload", renamed_over),
          ("renamed during its upload", renamed)]
+# (name, change, its directory)
+DIR_CASES = [("its directory renamed during its upload", dir_renamed, "d"),
+             ("its directory renamed twice during its upload", dir_renamed_twice, "d")]
 CRASHES = [("removed during its upload", removed, "archive-gone-recorded")]
 
 
@@ -164,13 +180,50 @@ def removed_before_upload():
         shutil.rmtree(d, ignore_errors=True)
 
 
+def renamed_then_removed():
+    """A directory renamed, and a file of it removed before the rename
+    reached the origin (the namer held at each op: name-applied 700 ms):
+    the file's move is dropped (it is gone), its removal is recorded after
+    the old directory's, which then finds the object still there.  The
+    directory's removal is asked again after the file's (ENOTEMPTY from
+    the hook); before, it was dropped and the old directory stayed at the
+    origin with the removed file in it, sync exiting 0."""
+    root, store = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-")
+    os.chmod(root, 0o777)
+    os.mkdir(os.path.join(root, "o"))
+    os.chmod(os.path.join(root, "o"), 0o777)
+    with Nginx(root, extra=DAV) as ng:
+        opts = "hook=%s,origin=%s,archive_after=3600" % (HTTP, ng.url("o/"))
+        with Mount(store=store, opts=opts, env={"HSMFS_DELAY": "name-applied:700"}) as m:
+            os.listdir(m.mnt)
+            os.mkdir(m.path("d"))
+            put(m.path("d", "f"), b"to be removed")
+            put(m.path("d", "g"), b"to stay")
+            eq(run([HSMFSCTL, "sync", m.mnt])[0], 0, "renamed then removed: first sync")
+            eq(sorted(os.listdir(os.path.join(root, "o", "d"))), ["f", "g"],
+               "renamed then removed: both files at the origin")
+            os.rename(m.path("d"), m.path("d2"))
+            os.unlink(m.path("d2", "f"))
+            rc, out = run([HSMFSCTL, "sync", m.mnt])
+            eq(rc, 0, "renamed then removed: sync exits 0 (%s)" % out.strip())
+            eq(differences(tree(os.path.join(root, "o")), tree(m.mnt)), [],
+               "renamed then removed: the origin's tree equals the mount's")
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(store, ignore_errors=True)
+
+
 def test():
     only = os.environ.get("T0462_ONLY")
     if not only or "b" in only.split(","):
         removed_before_upload()
+    if not only or "r" in only.split(","):
+        renamed_then_removed()
     for i, (name, change) in enumerate(CASES):
         if not only or str(i + 1) in only.split(","):
             case(name, change)
+    for i, (name, change, sub) in enumerate(DIR_CASES):
+        if not only or "d%d" % (i + 1) in only.split(","):
+            case(name, change, sub=sub)
     for i, (name, change, step) in enumerate(CRASHES):
         if not only or "c%d" % (i + 1) in only.split(","):
             case(name, change, crash=step)
