@@ -673,11 +673,39 @@ void archive_writeback(struct fstate *fs)
 static void claim_flags(struct fstate *fs, uint64_t start, uint64_t end, uint64_t size,
 			uint32_t flags);
 
+/*
+ * A file made on the mount whose inode still holds a removed file's
+ * state: the store gave the removed file's inode number to the new one
+ * (the removed file's inode outlived its name in the daemon's table).
+ * That state is not this file's: a placeholder's would fetch the removed
+ * file's bytes into it, a clean one's would keep it from ever being
+ * archived.  It is set aside (queues may still hold it) until the engine
+ * stops, and the inode loads anew.  S.lock held.
+ */
+static void retire_gone(struct inode *in)
+{
+	ELOCK_HELD();
+	struct fstate *old = inode_state(in);
+
+	if (!old || !old->gone)
+		return;
+	old->grave_next = S.graves;
+	S.graves = old;
+	inode_set_state(in, NULL);
+	inode_flags_clear(in, INODE_STATEFUL | INODE_LOADED | INODE_NONRESIDENT | INODE_TRACKED |
+			      INODE_QUIET);
+}
+
 void events_created(struct inode *in)
 {
 	struct fstate *fs;
 
-	if (!S.cfg.track_new || !S.cfg.meta || inode_is_dir(in))
+	if (inode_is_dir(in))
+		return;
+	elock();
+	retire_gone(in);
+	eunlock();
+	if (!S.cfg.track_new || !S.cfg.meta)
 		return;
 	fs = calloc(1, sizeof(*fs));
 	if (!fs) {
@@ -1276,6 +1304,13 @@ void events_unlinked(struct inode *in, uint64_t ino, bool user)
 				res = meta_op_add(S.cfg.meta, META_OP_DELETE, ino, f.path, NULL, NULL);
 			meta_file_free(&f);
 		}
+		/*
+		 * its moves not applied yet go: its object is still where the
+		 * removal above says, and its inode number may be a new
+		 * file's soon (an op of that number would move that file's)
+		 */
+		if (!res)
+			res = meta_op_drop_renames(S.cfg.meta, ino);
 		if (!res)
 			res = meta_delete(S.cfg.meta, ino, &cached);
 		if (!res)
@@ -1289,7 +1324,8 @@ void events_unlinked(struct inode *in, uint64_t ino, bool user)
 		} else {
 			archive_names_wanted();
 		}
-	} else if (S.cfg.meta && meta_delete(S.cfg.meta, ino, &cached)) {
+	} else if (S.cfg.meta && (meta_op_drop_renames(S.cfg.meta, ino) ||
+				  meta_delete(S.cfg.meta, ino, &cached))) {
 		elog_err("cannot forget the state of inode %llu: %s",
 			(unsigned long long)ino, meta_errmsg(S.cfg.meta));
 	}

@@ -76,6 +76,7 @@ struct fstate {
 				    * last took a snapshot of it, 0: none */
 	struct inode *in;          /* back pointer (the inode owns us) */
 	struct fstate *wnext;      /* writer queue link */
+	struct fstate *grave_next; /* S.graves link (events_created) */
 	uint64_t gen;              /* the row's generation (see meta.h) */
 	uint64_t blocks;           /* allocated bytes counted in the cache */
 	int64_t atime;             /* last open, close or fill (ms, realtime) */

@@ -120,4 +120,10 @@ void events_shutdown(void)
 	}
 	while (S.nstage)
 		close(S.stage[--S.nstage]);
+	while (S.graves) {
+		struct fstate *fs = S.graves;
+
+		S.graves = fs->grave_next;
+		fstate_free(fs);
+	}
 }

@@ -260,6 +260,9 @@ struct state {
 	 * archive_one()), so that a directory's rename finds the new files
 	 * below it whose first upload is in flight (fstate.c)
 	 */
+	/* removed files' states an inode number reused by a new file took
+	 * over from (events_created): freed once the engine stopped */
+	struct fstate *graves;
 #define STATE_ARCHIVERS 8
 	struct fstate *archiving[STATE_ARCHIVERS];
 	bool names_wanted;         /* names changed: ops recorded (meta.h) */

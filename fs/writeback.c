@@ -208,6 +208,8 @@ static bool write_batch(struct snap *snaps, size_t cap)
 			if ((fs->origin && !snaps[i].origin) || (fs->version && !snaps[i].version))
 				snaps[i].ino = 0; /* no memory: retried on the next change */
 		}
+		if (fs->gone)
+			snaps[i].ino = 0; /* removed: its row went, never written again */
 		fs->queued = false; /* from here on persist_later may queue it again */
 	}
 	n = i;

@@ -23,7 +23,7 @@
 
 enum { Q_GET, Q_PUT, Q_PRESENT, Q_DELETE, Q_COUNT, Q_LIST, Q_DELGEN, Q_LRU,
        Q_TOTAL, Q_RENAME, Q_SETPATH, Q_ANYCTIME, Q_ANYDIR, Q_SETVERSION, Q_DIRTY,
-       Q_OPADD, Q_OPFIRST, Q_OPDONE, Q_OPRENAMED, Q_OPCOUNT, Q_OPONPATH, Q_OPFILESAFTER, Q_ORIGINS, Q_REBASE, Q_N };
+       Q_OPADD, Q_OPFIRST, Q_OPDONE, Q_OPRENAMED, Q_OPCOUNT, Q_OPONPATH, Q_OPFILESAFTER, Q_OPDROPRENAMES, Q_ORIGINS, Q_REBASE, Q_N };
 
 static const char *const queries[Q_N] = {
 	[Q_GET] = "SELECT size, mtime, mode, state, flags, origin, version, "
@@ -64,6 +64,8 @@ static const char *const queries[Q_N] = {
 	[Q_OPCOUNT] = "SELECT count(*) FROM ops",
 	[Q_OPONPATH] = "SELECT count(*) FROM (SELECT 1 FROM ops WHERE path = ?1 LIMIT 1)",
 	/* kinds 1 and 2: META_OP_DELETE and META_OP_RENAME */
+	/* kind 2: META_OP_RENAME */
+	[Q_OPDROPRENAMES] = "DELETE FROM ops WHERE ino = ?1 AND kind = 2",
 	[Q_OPFILESAFTER] = "SELECT count(*) FROM (SELECT 1 FROM ops WHERE seq > ?1 AND "
 			   "kind IN (1, 2) LIMIT 1)",
 	/* the rows whose origin begins with ?1, and that prefix made ?2 */
@@ -648,7 +650,21 @@ int meta_op_on_path(struct meta *m, const char *path, bool *ret)
 	return res;
 }
 
-_Static_assert(META_OP_DELETE == 1 && META_OP_RENAME == 2, "Q_OPFILESAFTER's kinds");
+_Static_assert(META_OP_DELETE == 1 && META_OP_RENAME == 2, "the kinds in Q_OP* statements");
+
+int meta_op_drop_renames(struct meta *m, uint64_t ino)
+{
+	sqlite3_stmt *st = m->q[Q_OPDROPRENAMES];
+	int rc;
+
+	mlock(m);
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	munlock(m);
+	return rc == SQLITE_DONE ? 0 : to_errno(m, rc);
+}
 
 int meta_op_files_after(struct meta *m, int64_t seq, bool *ret)
 {

@@ -162,6 +162,8 @@ int meta_op_done(struct meta *m, int64_t seq);
 int meta_op_count(struct meta *m, uint64_t *ret);
 /* Is an op of path (a removal of it, a rename onto it) still to apply? */
 int meta_op_on_path(struct meta *m, const char *path, bool *ret);
+/* Drop the rename ops of the file ino (removed: they are moot). */
+int meta_op_drop_renames(struct meta *m, uint64_t ino);
 /* Is an op of a file (a removal, a rename) recorded after seq? */
 int meta_op_files_after(struct meta *m, int64_t seq, bool *ret);
 void meta_op_free(struct meta_op *op);

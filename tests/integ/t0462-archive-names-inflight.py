@@ -28,7 +28,8 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import HSMFSCTL, Mount, Nginx, WanProxy, diag, eq, main, run, tmpdir, wait_for  # noqa: E402
+from harness import (HSMFSCTL, Mount, Nginx, WanProxy, diag, eq, main, run, skip,  # noqa: E402
+                     tmpdir, wait_for)
 
 from archiving import DAV, HTTP, archive, differences, put, state, tree  # noqa: E402
 
@@ -212,12 +213,49 @@ def renamed_then_removed():
     shutil.rmtree(store, ignore_errors=True)
 
 
+def number_reused():
+    """A file renamed and then removed before its move reached the origin,
+    and a new file that the store gives the removed one's inode number,
+    uploaded at once (archive_after=0) while the namer is held
+    (name-applied 2000 ms after a directory's op): the removed file's move
+    must not move the new file's object under the removed file's name.
+    Before, the origin held the new file's bytes as "b" and nothing as
+    "c", sync exiting 0."""
+    root, store = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-")
+    os.chmod(root, 0o777)
+    os.mkdir(os.path.join(root, "o"))
+    os.chmod(os.path.join(root, "o"), 0o777)
+    with Nginx(root, extra=DAV) as ng:
+        opts = "hook=%s,origin=%s,archive_after=0" % (HTTP, ng.url("o/"))
+        with Mount(store=store, opts=opts, env={"HSMFS_DELAY": "name-applied:2000"}) as m:
+            os.listdir(m.mnt)
+            put(m.path("a"), b"the first file")
+            eq(run([HSMFSCTL, "sync", m.mnt])[0], 0, "number reused: first sync")
+            old = os.stat(os.path.join(store, "a")).st_ino
+            os.mkdir(m.path("d"))  # the namer applies it, then waits 2 s
+            os.rename(m.path("a"), m.path("b"))
+            os.unlink(m.path("b"))
+            put(m.path("c"), b"the new file, which took a's number")
+            if os.stat(os.path.join(store, "c")).st_ino != old:
+                skip("number reused", "the store's filesystem gave c another inode number")
+                return
+            wait_for(lambda: state(m, "c") == "resident", "c uploaded (the namer still held)")
+            rc, out = run([HSMFSCTL, "sync", m.mnt])
+            eq(rc, 0, "number reused: sync exits 0 (%s)" % out.strip())
+            eq(differences(tree(os.path.join(root, "o")), tree(m.mnt)), [],
+               "number reused: the origin's tree equals the mount's")
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(store, ignore_errors=True)
+
+
 def test():
     only = os.environ.get("T0462_ONLY")
     if not only or "b" in only.split(","):
         removed_before_upload()
     if not only or "r" in only.split(","):
         renamed_then_removed()
+    if not only or "n" in only.split(","):
+        number_reused()
     for i, (name, change) in enumerate(CASES):
         if not only or str(i + 1) in only.split(","):
             case(name, change)
