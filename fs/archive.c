@@ -932,6 +932,30 @@ static bool add_waiter(struct fstate *fs, void (*cont)(void *arg, int res), void
 }
 
 /*
+ * walk_to() for a dirty row a sync found: a rename through the mount
+ * moves the store's name before the row's path, so a miss is looked at
+ * again, with the row read anew, for a while (WALK_TRIES times 10 ms).
+ * Without S.lock.
+ */
+#define WALK_TRIES 50
+static int dirty_walk(const struct meta_victim *v, struct inode **ret)
+{
+	int res = walk_to(v->path, v->ino, ret);
+
+	for (int i = 0; res == -ESTALE && i < WALK_TRIES; i++) {
+		struct meta_file f;
+
+		usleep(10000);
+		res = meta_get(S.cfg.meta, v->ino, &f);
+		if (res)
+			return res == -ENOENT ? res : -ESTALE; /* -ENOENT: removed meanwhile */
+		res = f.path ? walk_to(f.path, v->ino, ret) : -ESTALE;
+		meta_file_free(&f);
+	}
+	return res;
+}
+
+/*
  * Find every dirty file for sync r: the writer's queue written first
  * (so that a change or a file made just now has its row), then the
  * database's dirty rows, each looked up by its path.  Without S.lock.
@@ -965,8 +989,20 @@ static void sync_scan(struct sync_req *r)
 			struct inode *in;
 			struct fstate *fs;
 
-			if (walk_to(v[i].path, v[i].ino, &in))
-				continue; /* moved meanwhile: its next open records it */
+			int wres = dirty_walk(&v[i], &in);
+
+			if (wres == -ENOENT)
+				continue; /* removed meanwhile: nothing to archive */
+			if (wres) {
+				/* a dirty file sync cannot reach: not "everything is there" */
+				elog_err("sync: dirty inode %llu is not at '%s' (moved beside the "
+					 "mount?): not archived; open it to record its path",
+					 (unsigned long long)v[i].ino, v[i].path);
+				elock();
+				r->err = r->err ? r->err : -EIO;
+				eunlock();
+				continue;
+			}
 			elock();
 			fs = inode_state(in);
 			if (fs && fs->state == META_DIRTY && !fs->gone &&

@@ -361,11 +361,16 @@ int walk_to(const char *path, uint64_t ino, struct inode **ret)
 	free(copy);
 	if (!res && (cur == inode_root() || st.st_ino != ino || !S_ISREG(st.st_mode)))
 		res = -ESTALE;
-	if (res == -ESTALE || res == -ENOENT || res == -ENOTDIR) {
-		/* not there any more: the next open records where it went */
-		meta_set_path(S.cfg.meta, ino, NULL);
+	/*
+	 * Not there (any more, or not yet): the path stays as recorded.  A
+	 * rename through the mount moves the store's name first and the
+	 * row's path after; forgetting the path in between made the row's
+	 * rename miss it (a file whose later moves never reached the origin,
+	 * a dirty file no sync found again).  The next open records a path
+	 * that changed beside the mount.
+	 */
+	if (res == -ENOENT || res == -ENOTDIR)
 		res = -ESTALE;
-	}
 	if (!res)
 		res = events_load(cur);
 	if (res) {

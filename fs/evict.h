@@ -47,8 +47,8 @@ int evict_victim(const struct meta_victim *v, bool in_order, uint64_t *ret_freed
  * The regular file ino at path (below the store's root, as recorded),
  * looked up component by component with no symlink followed, its state
  * loaded: 0 with *ret (a lookup reference: inode_forget(*ret, 1)), or
- * -errno (-ESTALE: the path no longer leads to it; the path is
- * forgotten).  Without S.lock.
+ * -errno (-ESTALE: the path does not lead to it now; the row keeps
+ * it).  Without S.lock.
  */
 int walk_to(const char *path, uint64_t ino, struct inode **ret);
 
