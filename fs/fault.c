@@ -35,7 +35,7 @@ static void env_get(void)
 }
 static unsigned long steps;
 
-/* HSMFS_DELAY=NAME:MS: MS for name, else 0 */
+/* HSMFS_DELAY=NAME:MS[,NAME:MS...]: MS for name, else 0 */
 /*
  * Die as kill -9 would: the exit_group system call itself, not _exit(),
  * which the sanitizers intercept to report the threads and memory a
@@ -49,16 +49,18 @@ static void crash(void)
 
 static unsigned long delay_of(const char *name)
 {
-	const char *delay, *colon;
+	size_t n = strlen(name);
+	const char *p;
 
 	env_get();
-	delay = env_delay;
+	/* NAME:MS[,NAME:MS...] */
+	for (p = env_delay; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+		const char *colon = strchr(p, ':');
 
-	colon = delay ? strchr(delay, ':') : NULL;
-	if (!colon || (size_t)(colon - delay) != strlen(name) ||
-	    strncmp(delay, name, colon - delay))
-		return 0;
-	return strtoul(colon + 1, NULL, 10);
+		if (colon && (size_t)(colon - p) == n && !strncmp(p, name, n))
+			return strtoul(colon + 1, NULL, 10);
+	}
+	return 0;
 }
 
 /* Append "tag name" to HSMFS_CRASH_LOG.  lock held. */

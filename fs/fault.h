@@ -12,7 +12,7 @@
  * name"), so a test learns how many steps a workload has and walks N
  * over all of them.  HSMFS_FAIL=NAME makes fault_hit(NAME) true once,
  * the first time it is asked (errno EIO): a failure injected where the
- * real one is hard to make (a data sync).  HSMFS_DELAY=NAME:MS makes
+ * real one is hard to make (a data sync).  HSMFS_DELAY=NAME:MS[,...] makes
  * every step NAME sleep MS milliseconds before it goes on (after its
  * log line, so a test that waits for the line acts during the sleep):
  * a slow disk there, for tests of what must not wait behind it.
@@ -57,6 +57,8 @@
 #define FAULT_BATCH_TAKEN "batch-taken"           /* fault_delay: the writer took its batch */
 #define FAULT_INIT "init"                         /* fault_delay: INIT being answered */
 #define FAULT_RELEASING "releasing"               /* fault_delay: an open released, not answered */
+#define FAULT_RENAME_STORED "rename-stored"       /* fault_delay: a rename in the store, its
+						   * rows not yet moved */
 
 #ifndef NDEBUG
 void fault_point(const char *name);

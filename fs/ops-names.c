@@ -16,6 +16,7 @@
 
 #include "creds.h"
 #include "events.h"
+#include "fault.h"
 #include "inode.h"
 #include "names.h"
 #include "ops-int.h"
@@ -528,8 +529,10 @@ static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 	 * meanwhile takes the path then, and its writer looks again after
 	 * its commit: writeback.c)
 	 */
-	if (!res && !(flags & RENAME_EXCHANGE))
+	if (!res && !(flags & RENAME_EXCHANGE)) {
+		fault_delay(FAULT_RENAME_STORED);
 		events_renamed(p, name, np, newname, S_ISDIR(sst.st_mode), src);
+	}
 out:
 	if (pfd >= 0)
 		inode_fd_put(p);

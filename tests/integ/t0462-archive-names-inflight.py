@@ -248,6 +248,38 @@ def number_reused():
     shutil.rmtree(store, ignore_errors=True)
 
 
+def renamed_while_moved():
+    """A file renamed twice; the namer applies the first move while the
+    second rename has moved the store's name but not yet the row (the
+    namer held 4000 ms after a directory's op, each rename 3000 ms
+    at rename-stored).  Before, the namer's walk to the first new name
+    missed and forgot the row's path, the second rename then found no row
+    to move, and the object stayed under the first name while sync exited
+    0.  Now it ends under the last one."""
+    root, store = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-")
+    os.chmod(root, 0o777)
+    os.mkdir(os.path.join(root, "o"))
+    os.chmod(os.path.join(root, "o"), 0o777)
+    with Nginx(root, extra=DAV) as ng:
+        opts = "hook=%s,origin=%s,archive_after=3600" % (HTTP, ng.url("o/"))
+        with Mount(store=store, opts=opts,
+                   env={"HSMFS_DELAY": "name-applied:4000,rename-stored:3000"}) as m:
+            os.listdir(m.mnt)
+            put(m.path("a"), b"renamed twice")
+            eq(run([HSMFSCTL, "sync", m.mnt])[0], 0, "renamed while moved: first sync")
+            os.mkdir(m.path("x"))  # the namer applies it, then waits
+            t = threading.Thread(target=lambda: (os.rename(m.path("a"), m.path("b")),
+                                                 os.rename(m.path("b"), m.path("c"))))
+            t.start()
+            t.join()
+            rc, out = run([HSMFSCTL, "sync", m.mnt])
+            eq(rc, 0, "renamed while moved: sync exits 0 (%s)" % out.strip())
+            eq(differences(tree(os.path.join(root, "o")), tree(m.mnt)), [],
+               "renamed while moved: the origin's tree equals the mount's")
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(store, ignore_errors=True)
+
+
 def test():
     only = os.environ.get("T0462_ONLY")
     if not only or "b" in only.split(","):
@@ -256,6 +288,8 @@ def test():
         renamed_then_removed()
     if not only or "n" in only.split(","):
         number_reused()
+    if not only or "s" in only.split(","):
+        renamed_while_moved()
     for i, (name, change) in enumerate(CASES):
         if not only or str(i + 1) in only.split(","):
             case(name, change)
