@@ -225,6 +225,14 @@ def test_too_large():
     shutil.rmtree(store, ignore_errors=True)
 
 
+def way_in_for_others(m):
+    """Let another user reach the mount: every directory on the way to it."""
+    d = m.mnt
+    while d != "/":
+        os.chmod(d, os.stat(d).st_mode | 0o005)
+        d = os.path.dirname(d)
+
+
 def test_resolve_owner():
     """resolve --keep-local overwrites the origin's object: the file's owner
     (or root, or the mount's owner) may, another user who can read it not."""
@@ -234,10 +242,7 @@ def test_resolve_owner():
         return
     store = tmpdir("hsmfs-store-")
     with Mount(store=store, opts="allow_other,archive_after=3600") as m:
-        d = m.mnt
-        while d != "/":  # the way to the mount, for the other user
-            os.chmod(d, os.stat(d).st_mode | 0o005)
-            d = os.path.dirname(d)
+        way_in_for_others(m)
         put(m.path("f"), b"root's bytes")
         os.chmod(m.path("f"), 0o644)
         rc, out = run(["runuser", "-u", pwd.getpwuid(65534).pw_name, "--", HSMFSCTL, "resolve",
@@ -262,10 +267,7 @@ def test_archive_writer():
     nobody = pwd.getpwuid(65534).pw_name
     store = tmpdir("hsmfs-store-")
     with Mount(store=store, opts="allow_other,archive_after=3600") as m:
-        d = m.mnt
-        while d != "/":  # the way to the mount, for the other user
-            os.chmod(d, os.stat(d).st_mode | 0o005)
-            d = os.path.dirname(d)
+        way_in_for_others(m)
         put(m.path("readable"), b"root's draft")
         os.chmod(m.path("readable"), 0o644)
         put(m.path("secret"), b"root's secret draft")

@@ -22,6 +22,7 @@ own removal recorded), and a mount of the same store then syncs.
 Each case ends with hsmfsctl sync exiting 0 and the origin's tree equal
 to the mount's, byte for byte.
 """
+import contextlib
 import os
 import shutil
 import sys
@@ -181,6 +182,26 @@ def removed_before_upload():
         shutil.rmtree(d, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def held_mount(archive_after, delay):
+    """A mount of an nginx WebDAV origin ("o/" under root) whose daemon
+    sleeps at the fault points HSMFS_DELAY names (a debug build's): yields
+    (m, root); both directories go at the end."""
+    root, store = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-")
+    os.chmod(root, 0o777)
+    os.mkdir(os.path.join(root, "o"))
+    os.chmod(os.path.join(root, "o"), 0o777)
+    try:
+        with Nginx(root, extra=DAV) as ng:
+            opts = "hook=%s,origin=%s,archive_after=%d" % (HTTP, ng.url("o/"), archive_after)
+            with Mount(store=store, opts=opts, env={"HSMFS_DELAY": delay}) as m:
+                os.listdir(m.mnt)
+                yield m, root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(store, ignore_errors=True)
+
+
 def renamed_then_removed():
     """A directory renamed, and a file of it removed before the rename
     reached the origin (the namer held at each op: name-applied 700 ms):
@@ -189,28 +210,16 @@ def renamed_then_removed():
     directory's removal is asked again after the file's (ENOTEMPTY from
     the hook); before, it was dropped and the old directory stayed at the
     origin with the removed file in it, sync exiting 0."""
-    root, store = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-")
-    os.chmod(root, 0o777)
-    os.mkdir(os.path.join(root, "o"))
-    os.chmod(os.path.join(root, "o"), 0o777)
-    with Nginx(root, extra=DAV) as ng:
-        opts = "hook=%s,origin=%s,archive_after=3600" % (HTTP, ng.url("o/"))
-        with Mount(store=store, opts=opts, env={"HSMFS_DELAY": "name-applied:700"}) as m:
-            os.listdir(m.mnt)
-            os.mkdir(m.path("d"))
-            put(m.path("d", "f"), b"to be removed")
-            put(m.path("d", "g"), b"to stay")
-            eq(run([HSMFSCTL, "sync", m.mnt])[0], 0, "renamed then removed: first sync")
-            eq(sorted(os.listdir(os.path.join(root, "o", "d"))), ["f", "g"],
-               "renamed then removed: both files at the origin")
-            os.rename(m.path("d"), m.path("d2"))
-            os.unlink(m.path("d2", "f"))
-            rc, out = run([HSMFSCTL, "sync", m.mnt])
-            eq(rc, 0, "renamed then removed: sync exits 0 (%s)" % out.strip())
-            eq(differences(tree(os.path.join(root, "o")), tree(m.mnt)), [],
-               "renamed then removed: the origin's tree equals the mount's")
-    shutil.rmtree(root, ignore_errors=True)
-    shutil.rmtree(store, ignore_errors=True)
+    with held_mount(3600, "name-applied:700") as (m, root):
+        os.mkdir(m.path("d"))
+        put(m.path("d", "f"), b"to be removed")
+        put(m.path("d", "g"), b"to stay")
+        eq(run([HSMFSCTL, "sync", m.mnt])[0], 0, "renamed then removed: first sync")
+        eq(sorted(os.listdir(os.path.join(root, "o", "d"))), ["f", "g"],
+           "renamed then removed: both files at the origin")
+        os.rename(m.path("d"), m.path("d2"))
+        os.unlink(m.path("d2", "f"))
+        synced_like_mount("renamed then removed", m, root)
 
 
 def number_reused():
@@ -221,31 +230,19 @@ def number_reused():
     must not move the new file's object under the removed file's name.
     Before, the origin held the new file's bytes as "b" and nothing as
     "c", sync exiting 0."""
-    root, store = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-")
-    os.chmod(root, 0o777)
-    os.mkdir(os.path.join(root, "o"))
-    os.chmod(os.path.join(root, "o"), 0o777)
-    with Nginx(root, extra=DAV) as ng:
-        opts = "hook=%s,origin=%s,archive_after=0" % (HTTP, ng.url("o/"))
-        with Mount(store=store, opts=opts, env={"HSMFS_DELAY": "name-applied:2000"}) as m:
-            os.listdir(m.mnt)
-            put(m.path("a"), b"the first file")
-            eq(run([HSMFSCTL, "sync", m.mnt])[0], 0, "number reused: first sync")
-            old = os.stat(os.path.join(store, "a")).st_ino
-            os.mkdir(m.path("d"))  # the namer applies it, then waits 2 s
-            os.rename(m.path("a"), m.path("b"))
-            os.unlink(m.path("b"))
-            put(m.path("c"), b"the new file, which took a's number")
-            if os.stat(os.path.join(store, "c")).st_ino != old:
-                skip("number reused", "the store's filesystem gave c another inode number")
-                return
-            wait_for(lambda: state(m, "c") == "resident", "c uploaded (the namer still held)")
-            rc, out = run([HSMFSCTL, "sync", m.mnt])
-            eq(rc, 0, "number reused: sync exits 0 (%s)" % out.strip())
-            eq(differences(tree(os.path.join(root, "o")), tree(m.mnt)), [],
-               "number reused: the origin's tree equals the mount's")
-    shutil.rmtree(root, ignore_errors=True)
-    shutil.rmtree(store, ignore_errors=True)
+    with held_mount(0, "name-applied:2000") as (m, root):
+        put(m.path("a"), b"the first file")
+        eq(run([HSMFSCTL, "sync", m.mnt])[0], 0, "number reused: first sync")
+        old = os.stat(m.spath("a")).st_ino
+        os.mkdir(m.path("d"))  # the namer applies it, then waits 2 s
+        os.rename(m.path("a"), m.path("b"))
+        os.unlink(m.path("b"))
+        put(m.path("c"), b"the new file, which took a's number")
+        if os.stat(m.spath("c")).st_ino != old:
+            skip("number reused", "the store's filesystem gave c another inode number")
+            return
+        wait_for(lambda: state(m, "c") == "resident", "c uploaded (the namer still held)")
+        synced_like_mount("number reused", m, root)
 
 
 def renamed_while_moved():
@@ -256,28 +253,13 @@ def renamed_while_moved():
     missed and forgot the row's path, the second rename then found no row
     to move, and the object stayed under the first name while sync exited
     0.  Now it ends under the last one."""
-    root, store = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-")
-    os.chmod(root, 0o777)
-    os.mkdir(os.path.join(root, "o"))
-    os.chmod(os.path.join(root, "o"), 0o777)
-    with Nginx(root, extra=DAV) as ng:
-        opts = "hook=%s,origin=%s,archive_after=3600" % (HTTP, ng.url("o/"))
-        with Mount(store=store, opts=opts,
-                   env={"HSMFS_DELAY": "name-applied:4000,rename-stored:3000"}) as m:
-            os.listdir(m.mnt)
-            put(m.path("a"), b"renamed twice")
-            eq(run([HSMFSCTL, "sync", m.mnt])[0], 0, "renamed while moved: first sync")
-            os.mkdir(m.path("x"))  # the namer applies it, then waits
-            t = threading.Thread(target=lambda: (os.rename(m.path("a"), m.path("b")),
-                                                 os.rename(m.path("b"), m.path("c"))))
-            t.start()
-            t.join()
-            rc, out = run([HSMFSCTL, "sync", m.mnt])
-            eq(rc, 0, "renamed while moved: sync exits 0 (%s)" % out.strip())
-            eq(differences(tree(os.path.join(root, "o")), tree(m.mnt)), [],
-               "renamed while moved: the origin's tree equals the mount's")
-    shutil.rmtree(root, ignore_errors=True)
-    shutil.rmtree(store, ignore_errors=True)
+    with held_mount(3600, "name-applied:4000,rename-stored:3000") as (m, root):
+        put(m.path("a"), b"renamed twice")
+        eq(run([HSMFSCTL, "sync", m.mnt])[0], 0, "renamed while moved: first sync")
+        os.mkdir(m.path("x"))  # the namer applies it, then waits
+        os.rename(m.path("a"), m.path("b"))
+        os.rename(m.path("b"), m.path("c"))
+        synced_like_mount("renamed while moved", m, root)
 
 
 def test():
