@@ -59,7 +59,6 @@ static struct {
 	bool namer_running;
 	unsigned name_syncs;    /* syncs waiting for every name to be applied */
 	bool names_kick;        /* an archive waits for a name op: apply them */
-	uint64_t running_ino[ARCHIVERS]; /* the files being archived (0: none) */
 	bool names_idle;        /* the namer found no op left since asked */
 	int names_err;          /* the last op's failure, 0: none */
 	unsigned names_tries;
@@ -457,7 +456,7 @@ static bool ino_running(uint64_t ino)
 {
 	ELOCK_HELD();
 	for (unsigned i = 0; i < ARCHIVERS; i++)
-		if (A.running_ino[i] == ino)
+		if (S.archiving[i] && S.archiving[i]->ino == ino)
 			return true;
 	return false;
 }
@@ -1057,14 +1056,12 @@ static void *archiver_main(void *arg)
 		fs->arch = ARCH_RUNNING;
 		A.running_n++;
 		A.running_bytes += size;
-		while (slot < ARCHIVERS - 1 && A.running_ino[slot])
+		while (slot < ARCHIVERS - 1 && S.archiving[slot])
 			slot++;
-		A.running_ino[slot] = fs->ino;
 		S.archiving[slot] = fs;
 		eunlock();
 		res = archive_one(fs);
 		elock();
-		A.running_ino[slot] = 0;
 		S.archiving[slot] = NULL;
 		pthread_cond_broadcast(&S.ncond); /* a removal's op may wait for it */
 		A.running_n--;

@@ -256,9 +256,10 @@ struct state {
 	struct fstate *aqueue;
 	pthread_cond_t acond;      /* the queue grew, or stopping */
 	/*
-	 * The files being archived (archive.c sets a slot around each
-	 * archive_one()), so that a directory's rename finds the new files
-	 * below it whose first upload is in flight (fstate.c)
+	 * The files being archived (archive.c sets a slot, under S.lock,
+	 * around each archive_one()): the namer waits for one, and a
+	 * directory's rename finds the new files below it whose first
+	 * upload is in flight (fstate.c)
 	 */
 	/* removed files' states an inode number reused by a new file took
 	 * over from (events_created): freed once the engine stopped */
