@@ -899,6 +899,20 @@ static void name_job(CURL *lc, struct job *j)
 			   join_url(cfg.origin, j->ev.path) : NULL;
 	int err = j->ev.start == HSMFS_NAME_RENAMED && !to ? ENOMEM : 0;
 
+	/*
+	 * A removal with no object recorded: whatever is at the path's URL
+	 * (an upload the mount never heard the answer of, hsmfs-hooks(7))
+	 */
+	if (j->ev.start == HSMFS_NAME_REMOVED && !j->ev.origin[0] && cfg.origin[0]) {
+		char *url = join_url(cfg.origin, j->ev.path);
+
+		if (!url || strlen(url) >= sizeof(j->ev.origin))
+			err = url ? ENAMETOOLONG : ENOMEM;
+		else
+			memcpy(j->ev.origin, url, strlen(url) + 1);
+		free(url);
+	}
+
 	if (j->ev.start == HSMFS_NAME_RENAMED && !cfg.origin[0]) {
 		snprintf(out.why, sizeof(out.why), "no origin to move to (--origin, or the "
 			 "mount's origin=)");

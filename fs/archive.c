@@ -273,6 +273,35 @@ static int answer_of(struct event *ev, char **ret_version, char **ret_origin,
 }
 
 /*
+ * A new file's first upload to path ended without being recorded
+ * (meta.h: landings).  known: nothing of it is left there unrecorded
+ * (refused as a conflict, or its removal recorded): the landing goes.
+ * Else, if the file is no longer at path (removed or renamed during the
+ * upload: those left its landing to this), the object it may have made
+ * there is removed there by the namer; if it is, the next upload
+ * replaces it.  Without S.lock.
+ */
+static void settle_landing(struct fstate *fs, const char *path, bool known)
+{
+	char now[HSMFS_MAX_PATH + 1];
+	bool left;
+	int res;
+
+	elock();
+	left = fs->gone || inode_path(fs->in, now, sizeof(now)) < 0 || strcmp(now, path);
+	eunlock();
+	if (!known && !left)
+		return;
+	res = known ? meta_landing_clear(S.cfg.meta, fs->ino) :
+		      meta_landing_gone(S.cfg.meta, fs->ino);
+	if (res)
+		elog_warn("cannot settle where '%s' was uploaded: %s", path,
+			  meta_errmsg(S.cfg.meta));
+	else if (!known)
+		archive_names_wanted();
+}
+
+/*
  * Archive fs once: 0 (clean, or nothing to do), ARCH_AGAIN, ARCH_ROOM
  * or -errno.  Without S.lock.
  */
@@ -283,8 +312,9 @@ static int archive_one(struct fstate *fs)
 	struct event *ev;
 	char *version = NULL, *origin = NULL;
 	char path[HSMFS_MAX_PATH + 1]; /* where it goes (its path then) */
+	char now[HSMFS_MAX_PATH + 1];
 	uint64_t size;
-	bool held = false, all, overwrite, uploaded;
+	bool held = false, all, overwrite, uploaded, landing, landed_here = false, recorded;
 	int res, failed;
 
 	elock();
@@ -335,14 +365,43 @@ static int archive_one(struct fstate *fs)
 	res = take_snapshot(fs, &sn);
 	if (res || sn.fd < 0)
 		return res;
-	/* 4. the archive hook uploads it */
+	/*
+	 * 4. the archive hook uploads it.  A new file's first upload: where
+	 * it goes is recorded first (durably), so an object it makes is
+	 * found again if its answer is never read (meta.h: landings); an
+	 * earlier unanswered one there is replaced, not a conflict.
+	 */
+	elock();
+	landing = (fs->flags & META_F_NEW) && path[0];
+	eunlock();
+	if (landing) {
+		res = meta_begin(S.cfg.meta);
+		if (!res)
+			res = meta_landing_set(S.cfg.meta, fs->ino, path, &landed_here);
+		if (!res)
+			res = meta_commit(S.cfg.meta);
+		if (res) {
+			elog_err("cannot record where '%s' is uploaded: %s", path,
+				 meta_errmsg(S.cfg.meta));
+			meta_rollback(S.cfg.meta);
+			close(sn.fd);
+			return -EIO;
+		}
+		archive_names_wanted(); /* an earlier landing elsewhere: its removal */
+	}
 	elock();
 	if (!have_archive_hook(in)) {
 		eunlock();
 		close(sn.fd);
 		return -ENOTCONN;
 	}
-	overwrite = fs->overwrite;
+	if (landing && (inode_path(in, now, sizeof(now)) < 0 || strcmp(now, path))) {
+		/* renamed since: its landing is recorded again at the next attempt */
+		eunlock();
+		close(sn.fd);
+		return ARCH_AGAIN;
+	}
+	overwrite = fs->overwrite || landed_here;
 	res = start_archive(in, sn.fd, sn.size, sn.mode, sn.mtime,
 			    (overwrite ? HSMFS_EVENT_OVERWRITE : 0) |
 				    (fs->flags & META_F_NEW ? HSMFS_EVENT_NEW : 0), &ev);
@@ -356,6 +415,8 @@ static int archive_one(struct fstate *fs)
 	if (res && !uploaded) {
 		free(version);
 		free(origin);
+		if (landing)
+			settle_landing(fs, path, res == -ESTALE);
 		return res;
 	}
 	/*
@@ -387,6 +448,8 @@ static int archive_one(struct fstate *fs)
 		archive_names_wanted();
 		free(v);
 		free(o);
+		if (landing)
+			settle_landing(fs, path, true);
 		return 0;
 	}
 	if (fs->gen != sn.gen || fs->gone) {
@@ -394,6 +457,9 @@ static int archive_one(struct fstate *fs)
 		eunlock();
 		free(version);
 		free(origin);
+		/* it landed (the hook said where, or has no URLs to say) */
+		if (landing)
+			settle_landing(fs, path, true);
 		return 0;
 	}
 	free(fs->version);
@@ -435,13 +501,18 @@ static int archive_one(struct fstate *fs)
 	}
 	/* the writer commits state and version in one transaction */
 	persist_later(fs);
-	if (writeback_next_batch() && res <= 0)
+	recorded = !writeback_next_batch();
+	if (!recorded && res <= 0)
 		res = res ? res : -EIO; /* not recorded: archived again (and found there) later */
 	if (!res) {
 		S.st.archived_files++;
 		S.st.archived_bytes += sn.size;
 	}
 	eunlock();
+	/* recorded: its landing is its object now (a crash before this: harmless, meta.h) */
+	if (landing && recorded && meta_landing_clear(S.cfg.meta, fs->ino))
+		elog_warn("cannot forget where '%s' was uploaded: %s", path,
+			  meta_errmsg(S.cfg.meta));
 	if (!res)
 		fault_point(FAULT_ARCHIVE_COMMITTED);
 	return res;
@@ -524,6 +595,56 @@ static int rmdir_later(const struct meta_op *op)
 	return 0;
 }
 
+/* Wait until no upload of the file ino is in flight: 0, or -ESHUTDOWN. */
+static int upload_ended(uint64_t ino)
+{
+	int res;
+
+	elock();
+	while (ino_running(ino) && !A.stop) {
+		struct timespec ts;
+
+		mono_after(&ts, 0.05);
+		pthread_cond_timedwait(&S.ncond, &S.lock, &ts);
+	}
+	res = A.stop ? -ESHUTDOWN : 0;
+	eunlock();
+	return res;
+}
+
+/*
+ * An unanswered first upload's object at op->path, which is not its
+ * file's name any more (meta.h: landings): removed there, whatever its
+ * version, once no upload of the file is in flight (one that lands and
+ * is recorded has its own op, a move or a removal, before this one).
+ * Kept if the file is at that name on the mount again: its next upload
+ * replaces it.  0, or -errno (tried again).
+ */
+static int unland(const struct meta_op *op)
+{
+	char *version = NULL, *origin = NULL;
+	struct meta_file f;
+	bool there;
+	int res;
+
+	res = upload_ended(op->ino);
+	if (res)
+		return res;
+	res = meta_get(S.cfg.meta, op->ino, &f);
+	if (res && res != -ENOENT)
+		return res;
+	there = !res && f.path && op->path && !strcmp(f.path, op->path);
+	if (!res)
+		meta_file_free(&f);
+	if (there || !op->path)
+		return 0;
+	res = name_event(HSMFS_NAME_REMOVED, op->path, NULL, NULL, &version, &origin);
+	free(version);
+	free(origin);
+	/* -EINVAL: the hook has no URL for the path, so no upload made one either */
+	return res == -ENOENT || res == -EINVAL ? 0 : res;
+}
+
 /*
  * Apply one op at the origin: 0 (done, or nothing to do any more: it is
  * dropped), or -errno (kept, tried again).  A conflict (the origin's
@@ -544,16 +665,7 @@ static int apply_name(const struct meta_op *op)
 		 * upload ended (its archiver records its removal then, if the
 		 * origin took it), then dropped.
 		 */
-		elock();
-		while (ino_running(op->ino) && !A.stop) {
-			struct timespec ts;
-
-			mono_after(&ts, 0.05);
-			pthread_cond_timedwait(&S.ncond, &S.lock, &ts);
-		}
-		res = A.stop ? -ESHUTDOWN : 0;
-		eunlock();
-		return res;
+		return upload_ended(op->ino);
 	}
 	if (op->kind == META_OP_DELETE) {
 		res = name_event(HSMFS_NAME_REMOVED, op->path, op->origin, op->version, &version,
@@ -587,6 +699,8 @@ static int apply_name(const struct meta_op *op)
 		}
 		return res;
 	}
+	if (op->kind == META_OP_UNLAND)
+		return unland(op);
 	if (op->kind != META_OP_RENAME)
 		return 0;
 	/* the file as it is now: its object, where the op says it goes */
@@ -1366,6 +1480,23 @@ int archive_init(void)
 		return 0;
 	pthread_cond_init(&S.ncond, &ca);
 	pthread_cond_init(&A.names_done, &ca);
+	/*
+	 * first uploads a crash left unanswered, of files removed or
+	 * renamed meanwhile: what they may have made goes (meta.h: landings)
+	 */
+	if (S.cfg.track_new) {
+		int res = meta_begin(S.cfg.meta);
+
+		if (!res)
+			res = meta_landing_orphans(S.cfg.meta);
+		if (!res)
+			res = meta_commit(S.cfg.meta);
+		if (res) {
+			elog_warn("cannot look for uploads a crash left unanswered: %s",
+				  meta_errmsg(S.cfg.meta));
+			meta_rollback(S.cfg.meta);
+		}
+	}
 	/* with write-back, what a crash or an unmount left dirty goes now */
 	if (S.cfg.writeback_on)
 		A.scans = calloc(1, sizeof(*A.scans));

@@ -935,6 +935,22 @@ void events_renamed(struct inode *parent, const char *name,
 						  NULL, NULL);
 			free(up_path[i]);
 		}
+		/*
+		 * where first uploads of files under the old name may have made
+		 * objects no row records: removed there after the moves above
+		 * (one that landed and was recorded has moved by then), before
+		 * the old directories go
+		 */
+		if (!res) {
+			uint64_t busy[STATE_ARCHIVERS + 1];
+			size_t nbusy = 0;
+
+			for (size_t i = 0; i < nup; i++)
+				busy[nbusy++] = up_ino[i];
+			if (uploading)
+				busy[nbusy++] = uploading;
+			res = meta_landing_left(S.cfg.meta, from, busy, nbusy);
+		}
 		if (!res && dir && events_names_follow())
 			res = dir_renamed_ops(from, to, sub, nsub, false);
 		for (size_t i = 0; i < nsub; i++)
@@ -1305,6 +1321,12 @@ void events_unlinked(struct inode *in, uint64_t ino, bool user)
 			meta_file_free(&f);
 		}
 		/*
+		 * an object a first upload may have made, not recorded: it goes
+		 * too (one in flight: its archiver settles it, archive.c)
+		 */
+		if (!res && !uploading)
+			res = meta_landing_gone(S.cfg.meta, ino);
+		/*
 		 * its moves not applied yet go: its object is still where the
 		 * removal above says, and its inode number may be a new
 		 * file's soon (an op of that number would move that file's)
@@ -1325,6 +1347,7 @@ void events_unlinked(struct inode *in, uint64_t ino, bool user)
 			archive_names_wanted();
 		}
 	} else if (S.cfg.meta && (meta_op_drop_renames(S.cfg.meta, ino) ||
+				  meta_landing_clear(S.cfg.meta, ino) ||
 				  meta_delete(S.cfg.meta, ino, &cached))) {
 		elog_err("cannot forget the state of inode %llu: %s",
 			(unsigned long long)ino, meta_errmsg(S.cfg.meta));

@@ -23,7 +23,8 @@
 
 enum { Q_GET, Q_PUT, Q_PRESENT, Q_DELETE, Q_COUNT, Q_LIST, Q_DELGEN, Q_LRU,
        Q_TOTAL, Q_RENAME, Q_SETPATH, Q_ANYCTIME, Q_ANYDIR, Q_SETVERSION, Q_DIRTY,
-       Q_OPADD, Q_OPFIRST, Q_OPDONE, Q_OPRENAMED, Q_OPCOUNT, Q_OPONPATH, Q_OPFILESAFTER, Q_OPDROPRENAMES, Q_ORIGINS, Q_REBASE, Q_N };
+       Q_OPADD, Q_OPFIRST, Q_OPDONE, Q_OPRENAMED, Q_OPCOUNT, Q_OPONPATH, Q_OPFILESAFTER, Q_OPDROPRENAMES, Q_ORIGINS, Q_REBASE,
+       Q_LANDGET, Q_LANDSET, Q_LANDCLEAR, Q_LANDBELOW, Q_LANDOPS_INO, Q_N };
 
 static const char *const queries[Q_N] = {
 	[Q_GET] = "SELECT size, mtime, mode, state, flags, origin, version, "
@@ -67,7 +68,16 @@ static const char *const queries[Q_N] = {
 	/* kind 2: META_OP_RENAME */
 	[Q_OPDROPRENAMES] = "DELETE FROM ops WHERE ino = ?1 AND kind = 2",
 	[Q_OPFILESAFTER] = "SELECT count(*) FROM (SELECT 1 FROM ops WHERE seq > ?1 AND "
-			   "kind IN (1, 2) LIMIT 1)",
+			   "kind IN (1, 2, 5) LIMIT 1)",
+	/* where a new file's first upload may have made its object (meta_landing_set) */
+	[Q_LANDGET] = "SELECT path FROM landings WHERE ino = ?1",
+	[Q_LANDSET] = "INSERT OR REPLACE INTO landings (ino, path) VALUES (?1, ?2)",
+	[Q_LANDCLEAR] = "DELETE FROM landings WHERE ino = ?1",
+	[Q_LANDBELOW] = "SELECT ino FROM landings "
+			"WHERE path = ?1 OR (path > ?1 || '/' AND path < ?1 || '0') ORDER BY path",
+	/* kind 5: META_OP_UNLAND */
+	[Q_LANDOPS_INO] = "INSERT INTO ops (kind, ino, path) SELECT 5, ino, path FROM landings "
+			  "WHERE ino = ?1",
 	/* the rows whose origin begins with ?1, and that prefix made ?2 */
 	[Q_ORIGINS] = "SELECT ino, path, state, origin, version FROM files "
 		      "WHERE substr(origin, 1, length(?1)) = ?1 ORDER BY ino",
@@ -112,6 +122,8 @@ static const char *const migrations[] = {
 	" ino INTEGER NOT NULL, path TEXT, origin TEXT, version TEXT);",
 	/* 6 -> 7: the manifest's chunk digests (meta_file.chunks) */
 	"ALTER TABLE files ADD COLUMN chunks BLOB;",
+	/* 7 -> 8: where a new file's first upload may have made its object */
+	"CREATE TABLE landings (ino INTEGER PRIMARY KEY, path TEXT NOT NULL);",
 };
 
 struct meta {
@@ -212,6 +224,7 @@ static int migrate(struct meta *m)
 static int rows_of(struct meta *m, int q, unsigned limit, uint64_t skip,
 		   struct meta_victim **ret, size_t *ret_n);
 static int two_texts(struct meta *m, int q, const char *a, const char *b);
+static int ino_text(struct meta *m, int q, uint64_t ino, const char *b);
 
 static void reserve_log(const char *dbpath)
 {
@@ -588,6 +601,116 @@ int meta_op_renamed(struct meta *m, const char *from, const char *to)
 	return two_texts(m, Q_OPRENAMED, from, to);
 }
 
+_Static_assert(META_OP_UNLAND == 5, "the kind in Q_LAND* and Q_OPFILESAFTER");
+
+/* Run the statement q with ?1 bound to ino: 0 or -errno. */
+static int by_ino(struct meta *m, int q, uint64_t ino)
+{
+	sqlite3_stmt *st = m->q[q];
+	int res;
+
+	mlock(m);
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+	res = to_errno(m, sqlite3_step(st));
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	munlock(m);
+	return res;
+}
+
+int meta_landing_set(struct meta *m, uint64_t ino, const char *path, bool *ret_here)
+{
+	sqlite3_stmt *st = m->q[Q_LANDGET];
+	bool here = false, other = false;
+	int rc, res;
+
+	mlock(m);
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		const char *p = (const char *)sqlite3_column_text(st, 0);
+
+		here = p && !strcmp(p, path);
+		other = !here;
+	}
+	res = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : to_errno(m, rc);
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	munlock(m);
+	if (!res && other)
+		res = by_ino(m, Q_LANDOPS_INO, ino);
+	if (!res && !here)
+		res = ino_text(m, Q_LANDSET, ino, path);
+	if (!res)
+		*ret_here = here;
+	return res;
+}
+
+int meta_landing_clear(struct meta *m, uint64_t ino)
+{
+	return by_ino(m, Q_LANDCLEAR, ino);
+}
+
+int meta_landing_gone(struct meta *m, uint64_t ino)
+{
+	int res = by_ino(m, Q_LANDOPS_INO, ino);
+
+	return res ? res : by_ino(m, Q_LANDCLEAR, ino);
+}
+
+int meta_landing_left(struct meta *m, const char *path, const uint64_t *skip, size_t nskip)
+{
+	sqlite3_stmt *st = m->q[Q_LANDBELOW];
+	uint64_t *inos = NULL;
+	size_t n = 0, cap = 0;
+	int rc, res = 0;
+
+	mlock(m); /* recursive: the caller's transaction holds it too */
+	sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
+	while (!res && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		uint64_t ino = (uint64_t)sqlite3_column_int64(st, 0);
+		bool skipped = false;
+
+		for (size_t i = 0; i < nskip; i++)
+			skipped |= skip[i] == ino;
+		if (skipped)
+			continue;
+		if (n == cap) {
+			uint64_t *p = realloc(inos, (cap = cap ? 2 * cap : 8) * sizeof(*p));
+
+			if (!p) {
+				res = -ENOMEM;
+				break;
+			}
+			inos = p;
+		}
+		inos[n++] = ino;
+	}
+	if (!res && rc != SQLITE_DONE)
+		res = to_errno(m, rc);
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	for (size_t i = 0; !res && i < n; i++)
+		res = meta_landing_gone(m, inos[i]);
+	munlock(m);
+	free(inos);
+	return res;
+}
+
+int meta_landing_orphans(struct meta *m)
+{
+	int res;
+
+	mlock(m);
+	res = exec(m, "INSERT INTO ops (kind, ino, path) SELECT 5, ino, path FROM landings AS l "
+		      "WHERE NOT EXISTS (SELECT 1 FROM files AS f "
+		      "WHERE f.ino = l.ino AND f.path = l.path) ORDER BY path;"
+		      "DELETE FROM landings WHERE NOT EXISTS (SELECT 1 FROM files AS f "
+		      "WHERE f.ino = landings.ino AND f.path = landings.path);");
+	munlock(m);
+	return res;
+}
+
 int meta_op_first(struct meta *m, struct meta_op *ret)
 {
 	sqlite3_stmt *st = m->q[Q_OPFIRST];
@@ -766,6 +889,22 @@ static int two_texts(struct meta *m, int q, const char *a, const char *b)
 
 	mlock(m);
 	sqlite3_bind_text(st, 1, a, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, b, -1, SQLITE_STATIC);
+	res = to_errno(m, sqlite3_step(st));
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	munlock(m);
+	return res;
+}
+
+/* ?1 an inode number, ?2 a text */
+static int ino_text(struct meta *m, int q, uint64_t ino, const char *b)
+{
+	sqlite3_stmt *st = m->q[q];
+	int res;
+
+	mlock(m);
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
 	sqlite3_bind_text(st, 2, b, -1, SQLITE_STATIC);
 	res = to_errno(m, sqlite3_step(st));
 	sqlite3_reset(st);

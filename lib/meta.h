@@ -26,12 +26,13 @@
 #ifndef HSMFS_META_H
 #define HSMFS_META_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
 
 #include "ranges.h"
 
-#define META_SCHEMA_VERSION 7
+#define META_SCHEMA_VERSION 8
 
 enum meta_state {
 	META_PLACEHOLDER = 1, /* nothing present yet */
@@ -139,12 +140,16 @@ int meta_dirty(struct meta *m, unsigned limit, uint64_t skip, struct meta_victim
  * until that upload ended, and its archiver records its own removal
  * with the object if the upload landed), a rename (path:
  * its new path; its object is the file's when applied), or a directory
- * made or removed (path; no object).
+ * made or removed (path; no object), or an unanswered landing (path:
+ * where a new file's first upload may have made its object, which is
+ * not the file's any more: removed there unless the file ino is at path
+ * on the mount again; meta_landing_set()).
  */
 #define META_OP_DELETE 1
 #define META_OP_RENAME 2
 #define META_OP_MKDIR 3
 #define META_OP_RMDIR 4
+#define META_OP_UNLAND 5
 struct meta_op {
 	int64_t seq;
 	uint32_t kind;
@@ -164,9 +169,37 @@ int meta_op_count(struct meta *m, uint64_t *ret);
 int meta_op_on_path(struct meta *m, const char *path, bool *ret);
 /* Drop the rename ops of the file ino (removed: they are moot). */
 int meta_op_drop_renames(struct meta *m, uint64_t ino);
-/* Is an op of a file (a removal, a rename) recorded after seq? */
+/* Is an op of a file (a removal, a rename, an unlanding) recorded after seq? */
 int meta_op_files_after(struct meta *m, int64_t seq, bool *ret);
 void meta_op_free(struct meta_op *op);
+
+/*
+ * Landings: a new file's first upload (no object recorded yet) may make
+ * its object at the origin and then not be answered (the daemon killed,
+ * the hook killed or timed out), so the object is there and the row
+ * does not say so.  Where it may be is recorded, durably, before each
+ * such upload is asked, and stays until the upload is recorded:
+ *   - meta_landing_set(): the upload goes to path now; *ret_here: an
+ *     earlier one went there too (its object may be there: this upload
+ *     replaces it, it is no conflict); one that went elsewhere becomes
+ *     an UNLAND op;
+ *   - meta_landing_clear(): recorded (or refused: nothing landed);
+ *   - meta_landing_left(path, skip): the names at or below path were
+ *     renamed on the mount: their landings become UNLAND ops, after the
+ *     caller's other ops of that change (in its transaction), except
+ *     those of the files in skip (their uploads are in flight: the
+ *     archiver settles theirs when each ends);
+ *   - meta_landing_gone(ino): the file removed (or renamed) while no
+ *     upload of it was in flight: the same;
+ *   - meta_landing_orphans(): at start, landings of files no longer at
+ *     that path (a crash while their uploads were in flight): the same
+ *     (in the caller's transaction).
+ */
+int meta_landing_set(struct meta *m, uint64_t ino, const char *path, bool *ret_here);
+int meta_landing_clear(struct meta *m, uint64_t ino);
+int meta_landing_left(struct meta *m, const char *path, const uint64_t *skip, size_t nskip);
+int meta_landing_gone(struct meta *m, uint64_t ino);
+int meta_landing_orphans(struct meta *m);
 
 /*
  * An archive put the file at its origin: record where and as which

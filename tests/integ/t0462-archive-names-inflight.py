@@ -17,7 +17,10 @@ for it has begun), then changes a name:
 
 The removal is also crashed at its step of the durability order
 (archive-gone-recorded: the upload landed after the file's removal, its
-own removal recorded), and a mount of the same store then syncs.
+own removal recorded), and a mount of the same store then syncs; the
+removal and the rename are crashed at archive-answered too (the upload
+landed, its answer never read: the next daemon finds where it went in
+the landings table and removes the object there).
 
 Each case ends with hsmfsctl sync exiting 0 and the origin's tree equal
 to the mount's, byte for byte.
@@ -142,7 +145,10 @@ CASES = [("removed during its upload", removed),
 # (name, change, its directory)
 DIR_CASES = [("its directory renamed during its upload", dir_renamed, "d"),
              ("its directory renamed twice during its upload", dir_renamed_twice, "d")]
-CRASHES = [("removed during its upload", removed, "archive-gone-recorded")]
+CRASHES = [("removed during its upload", removed, "archive-gone-recorded"),
+           # the answer never read: the next daemon removes what landed
+           ("removed during its upload", removed, "archive-answered"),
+           ("renamed during its upload", renamed, "archive-answered")]
 
 
 def removed_before_upload():

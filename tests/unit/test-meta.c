@@ -253,6 +253,55 @@ int main(void)
 	}
 	meta_close(m);
 
+	/* landings: where unanswered first uploads may have made objects */
+	ok(meta_open(db("land.db"), &m) == 0, "open land.db");
+	{
+		struct meta_file r = { .ino = 11, .size = 1, .state = META_DIRTY,
+				       .flags = META_F_NEW, .path = "d/x" };
+		struct meta_op op;
+		uint64_t busy = 13, nops = 0;
+		bool here = true;
+
+		meta_put(m, &r);
+		ok(meta_landing_set(m, 11, "d/x", &here) == 0 && !here,
+		   "a first landing is not here already");
+		ok(meta_landing_set(m, 11, "d/x", &here) == 0 && here,
+		   "the same path again is (its upload replaces it)");
+		ok(meta_landing_set(m, 11, "d/y", &here) == 0 && !here &&
+			   meta_op_first(m, &op) == 0 && op.kind == META_OP_UNLAND && op.ino == 11 &&
+			   !strcmp(op.path, "d/x"),
+		   "one elsewhere: the old landing becomes an UNLAND op");
+		meta_op_done(m, op.seq);
+		meta_op_free(&op);
+		meta_landing_set(m, 12, "d/z", &here);
+		meta_landing_set(m, 13, "d/w", &here);
+		meta_landing_set(m, 14, "dd/v", &here);
+		ok(meta_landing_left(m, "d", &busy, 1) == 0 && meta_op_count(m, &nops) == 0 &&
+			   nops == 2, "a directory left: its landings go, but a busy one's and a "
+			   "sibling prefix's");
+		ok(meta_op_first(m, &op) == 0 && !strcmp(op.path, "d/y"), "in path order");
+		meta_op_done(m, op.seq);
+		meta_op_free(&op);
+		ok(meta_op_first(m, &op) == 0 && !strcmp(op.path, "d/z"), "both of them");
+		meta_op_done(m, op.seq);
+		meta_op_free(&op);
+		ok(meta_landing_gone(m, 13) == 0 && meta_op_first(m, &op) == 0 &&
+			   op.ino == 13 && meta_op_done(m, op.seq) == 0,
+		   "a removed file's landing goes");
+		meta_op_free(&op);
+		ok(meta_landing_clear(m, 14) == 0 && meta_landing_gone(m, 14) == 0 &&
+			   meta_op_count(m, &nops) == 0 && nops == 0,
+		   "a cleared one leaves nothing");
+		meta_landing_set(m, 11, "d/x", &here); /* where its row is */
+		meta_landing_set(m, 15, "e/q", &here); /* no row */
+		ok(meta_begin(m) == 0 && meta_landing_orphans(m) == 0 && meta_commit(m) == 0 &&
+			   meta_op_count(m, &nops) == 0 && nops == 1 && meta_op_first(m, &op) == 0 &&
+			   op.ino == 15, "at start: only a landing whose file is not there goes");
+		meta_op_free(&op);
+		ok(meta_landing_set(m, 11, "d/x", &here) == 0 && here, "the other stays");
+	}
+	meta_close(m);
+
 	rs_clear(&f.present);
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);

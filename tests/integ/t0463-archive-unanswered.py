@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Archive: a new file's first upload that landed but was never answered (#49).
+
+nginx with the WebDAV module is the origin.  A new file is archived and
+the daemon crashes right after its hook answered (a debug build's crash
+point archive-answered): the origin holds the object, the store's rows
+do not say so.  A mount of the same store then changes the file, syncs,
+and the origin must equal the mount, byte for byte, with sync exiting 0:
+
+1. the file is renamed: nothing is left under the old name;
+2. its directory is renamed: neither the old directory nor the object
+   in it is left;
+3. the file is removed: its object goes too;
+4. the file is written again under the same name: the new bytes replace
+   the landed ones, and it is no conflict (the object there is its own).
+
+Before, 1-3 left the landed object at the origin (sync exiting 0) and 4
+ended in a conflict, sync failing.
+"""
+import os
+import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import HSMFSCTL, Mount, Nginx, eq, main, ok, run, skip, tmpdir  # noqa: E402
+
+from archiving import DAV, HTTP, differences, put, tree  # noqa: E402
+
+
+def renamed(m):
+    os.rename(m.path("d", "f.bin"), m.path("d", "g.bin"))
+
+
+def dir_renamed(m):
+    os.rename(m.path("d"), m.path("e"))
+
+
+def removed(m):
+    os.unlink(m.path("d", "f.bin"))
+
+
+def written_again(m):
+    put(m.path("d", "f.bin"), b"written again after the crash\n" * 50)
+
+
+CASES = [("renamed", renamed), ("its directory renamed", dir_renamed),
+         ("removed", removed), ("written again", written_again)]
+
+
+def case(name, change):
+    """False if this build has no crash points (a release build)."""
+    root, store = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-")
+    os.chmod(root, 0o777)
+    os.mkdir(os.path.join(root, "o"))
+    os.chmod(os.path.join(root, "o"), 0o777)
+    try:
+        with Nginx(root, extra=DAV) as ng:
+            opts = "hook=%s,origin=%s,archive_after=3600" % (HTTP, ng.url("o/"))
+            m = Mount(store=store, opts=opts, env={"HSMFS_CRASH_AT": "archive-answered:1"},
+                      expect_exit=99)
+            m.start()
+            try:
+                os.listdir(m.mnt)
+                os.mkdir(m.path("d"))
+                # fsync'd: its row is durable before the upload (an
+                # unsynced new file's may not be, hsmfs(8) BUGS)
+                with open(m.path("d", "f.bin"), "wb") as f:
+                    f.write(b"the first upload's bytes\n" * 200)
+                    os.fsync(f.fileno())
+                run([HSMFSCTL, "archive", m.path("d", "f.bin")])
+                status = m.exited(30)
+            finally:
+                m.cleanup()
+            if status is None:
+                return False
+            eq(status, 99, "%s: the daemon crashed once its hook answered" % name)
+            ok(os.path.exists(os.path.join(root, "o", "d", "f.bin")),
+               "%s: the unanswered upload landed at the origin" % name)
+            with Mount(store=store, opts=opts) as m2:
+                change(m2)
+                rc, out = run([HSMFSCTL, "sync", m2.mnt])
+                eq(rc, 0, "%s: hsmfsctl sync exits 0 (%s)" % (name, out.strip()))
+                eq(differences(tree(os.path.join(root, "o")), tree(m2.mnt)), [],
+                   "%s: the origin's tree equals the mount's, byte for byte" % name)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(store, ignore_errors=True)
+    return True
+
+
+def test():
+    only = os.environ.get("T0463_ONLY")
+    for i, (name, change) in enumerate(CASES):
+        if only and str(i + 1) not in only.split(","):
+            continue
+        if not case(name, change):
+            skip("first uploads never answered", "a release build has no crash points")
+            return
+
+
+main(test)
