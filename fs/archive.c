@@ -273,24 +273,30 @@ static int answer_of(struct event *ev, char **ret_version, char **ret_origin,
 }
 
 /*
- * A new file's first upload to path ended without being recorded
- * (meta.h: landings).  known: nothing of it is left there unrecorded
- * (refused as a conflict, or its removal recorded): the landing goes.
- * Else, if the file is no longer at path (removed or renamed during the
- * upload: those left its landing to this), the object it may have made
- * there is removed there by the namer; if it is, the next upload
- * replaces it.  Without S.lock.
+ * An upload to path ended without being recorded (meta.h: landings).
+ * known: nothing of it is left there unrecorded (refused as a conflict,
+ * or its removal recorded): the landing goes.  Else, if the file was
+ * removed, or is a new one renamed (those left its landing to this),
+ * what it may have made there is removed by the namer; if it is still
+ * there, or was renamed with an object recorded (its move is recorded),
+ * the landing stays: the next upload there replaces what it finds, and
+ * the move is not conditional on the version.  Without S.lock.
  */
 static void settle_landing(struct fstate *fs, const char *path, bool known)
 {
 	char now[HSMFS_MAX_PATH + 1];
-	bool left;
+	bool left, fresh;
 	int res;
 
 	elock();
 	left = fs->gone || inode_path(fs->in, now, sizeof(now)) < 0 || strcmp(now, path);
+	fresh = fs->flags & META_F_NEW;
 	eunlock();
-	if (!known && !left)
+	/*
+	 * a file with an object recorded and renamed: its move (recorded
+	 * then) goes first, unconditionally while the landing is there
+	 */
+	if (!known && (!left || (!fresh && !fs->gone)))
 		return;
 	res = known ? meta_landing_clear(S.cfg.meta, fs->ino) :
 		      meta_landing_gone(S.cfg.meta, fs->ino);
@@ -366,14 +372,12 @@ static int archive_one(struct fstate *fs)
 	if (res || sn.fd < 0)
 		return res;
 	/*
-	 * 4. the archive hook uploads it.  A new file's first upload: where
-	 * it goes is recorded first (durably), so an object it makes is
-	 * found again if its answer is never read (meta.h: landings); an
-	 * earlier unanswered one there is replaced, not a conflict.
+	 * 4. the archive hook uploads it.  Where it goes is recorded first
+	 * (durably), so that what it makes is found again if its answer is
+	 * never read (meta.h: landings); an earlier unanswered one there is
+	 * replaced, not a conflict.
 	 */
-	elock();
-	landing = (fs->flags & META_F_NEW) && path[0];
-	eunlock();
+	landing = path[0] != 0;
 	if (landing) {
 		res = meta_begin(S.cfg.meta);
 		if (!res)
@@ -728,10 +732,25 @@ static int apply_name(const struct meta_op *op)
 	fs->naming = true;
 	{
 		char *o = strdup(fs->origin), *v = fs->version ? strdup(fs->version) : NULL;
+		bool landed = false;
 
 		eunlock();
-		res = o ? name_event(HSMFS_NAME_RENAMED, op->path, o, v, &version, &origin) :
-			  -ENOMEM;
+		/*
+		 * an upload never answered may have made a version the row does
+		 * not know (meta.h: landings): the object moves whatever its version
+		 */
+		res = meta_landing_has(S.cfg.meta, op->ino, &landed);
+		if (!res && landed) {
+			free(v);
+			v = NULL;
+		}
+		if (!res)
+			res = o ? name_event(HSMFS_NAME_RENAMED, op->path, o, v, &version,
+					     &origin) :
+				  -ENOMEM;
+		if (!res && landed && meta_landing_clear(S.cfg.meta, op->ino))
+			elog_warn("cannot forget where '%s' was uploaded: %s", op->path,
+				  meta_errmsg(S.cfg.meta));
 		elock();
 		if (!res && !origin) {
 			elog_err("the archive hook moved '%s' without ARCHIVED: not recorded",

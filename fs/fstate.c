@@ -1305,16 +1305,25 @@ void events_unlinked(struct inode *in, uint64_t ino, bool user)
 		struct meta_file f;
 		int res = meta_begin(S.cfg.meta);
 
+		bool landed = false;
+
+		/*
+		 * an upload in flight, or one never answered (meta.h: landings),
+		 * may have made a version the row does not know: the removal is
+		 * of whatever version is there
+		 */
+		if (!res)
+			res = meta_landing_has(S.cfg.meta, ino, &landed);
 		if (!res && !meta_get(S.cfg.meta, ino, &f)) {
-			bool file = f.state < META_DIR_UNLISTED;
+			bool file = f.state < META_DIR_UNLISTED, any = uploading || landed;
 
 			if (file && morigin)
 				/* archived just now: the row may not say so yet */
 				res = meta_op_add(S.cfg.meta, META_OP_DELETE, ino, f.path, morigin,
-						  mversion);
+						  any ? NULL : mversion);
 			else if (file && f.origin && !(f.flags & META_F_NEW))
 				res = meta_op_add(S.cfg.meta, META_OP_DELETE, ino, f.path, f.origin,
-						  f.version);
+						  any ? NULL : f.version);
 			else if (file && uploading)
 				/* held by the namer until the upload ends (archive.c) */
 				res = meta_op_add(S.cfg.meta, META_OP_DELETE, ino, f.path, NULL, NULL);

@@ -73,8 +73,10 @@ static const char *const queries[Q_N] = {
 	[Q_LANDGET] = "SELECT path FROM landings WHERE ino = ?1",
 	[Q_LANDSET] = "INSERT OR REPLACE INTO landings (ino, path) VALUES (?1, ?2)",
 	[Q_LANDCLEAR] = "DELETE FROM landings WHERE ino = ?1",
-	[Q_LANDBELOW] = "SELECT ino FROM landings "
-			"WHERE path = ?1 OR (path > ?1 || '/' AND path < ?1 || '0') ORDER BY path",
+	/* the landings at or below ?1 of files with no object recorded (new ones) */
+	[Q_LANDBELOW] = "SELECT l.ino FROM landings AS l LEFT JOIN files AS f ON f.ino = l.ino "
+			"WHERE (l.path = ?1 OR (l.path > ?1 || '/' AND l.path < ?1 || '0')) "
+			"AND f.origin IS NULL ORDER BY l.path",
 	/* kind 5: META_OP_UNLAND */
 	[Q_LANDOPS_INO] = "INSERT INTO ops (kind, ino, path) SELECT 5, ino, path FROM landings "
 			  "WHERE ino = ?1",
@@ -646,6 +648,23 @@ int meta_landing_set(struct meta *m, uint64_t ino, const char *path, bool *ret_h
 	return res;
 }
 
+int meta_landing_has(struct meta *m, uint64_t ino, bool *ret)
+{
+	sqlite3_stmt *st = m->q[Q_LANDGET];
+	int rc, res;
+
+	mlock(m);
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+	rc = sqlite3_step(st);
+	res = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : to_errno(m, rc);
+	if (!res)
+		*ret = rc == SQLITE_ROW;
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	munlock(m);
+	return res;
+}
+
 int meta_landing_clear(struct meta *m, uint64_t ino)
 {
 	return by_ino(m, Q_LANDCLEAR, ino);
@@ -702,11 +721,16 @@ int meta_landing_orphans(struct meta *m)
 	int res;
 
 	mlock(m);
-	res = exec(m, "INSERT INTO ops (kind, ino, path) SELECT 5, ino, path FROM landings AS l "
-		      "WHERE NOT EXISTS (SELECT 1 FROM files AS f "
-		      "WHERE f.ino = l.ino AND f.path = l.path) ORDER BY path;"
-		      "DELETE FROM landings WHERE NOT EXISTS (SELECT 1 FROM files AS f "
-		      "WHERE f.ino = landings.ino AND f.path = landings.path);");
+	/* no row (removed), or a new file's row at another path */
+	res = exec(m, "CREATE TEMP TABLE IF NOT EXISTS orphans (ino INTEGER PRIMARY KEY);"
+		      "DELETE FROM orphans;"
+		      "INSERT INTO orphans SELECT l.ino FROM landings AS l "
+		      "LEFT JOIN files AS f ON f.ino = l.ino WHERE f.ino IS NULL OR "
+		      "(f.origin IS NULL AND f.path IS NOT l.path);"
+		      "INSERT INTO ops (kind, ino, path) SELECT 5, ino, path FROM landings "
+		      "WHERE ino IN orphans ORDER BY path;"
+		      "DELETE FROM landings WHERE ino IN orphans;"
+		      "DELETE FROM orphans;");
 	munlock(m);
 	return res;
 }

@@ -174,28 +174,35 @@ int meta_op_files_after(struct meta *m, int64_t seq, bool *ret);
 void meta_op_free(struct meta_op *op);
 
 /*
- * Landings: a new file's first upload (no object recorded yet) may make
- * its object at the origin and then not be answered (the daemon killed,
- * the hook killed or timed out), so the object is there and the row
- * does not say so.  Where it may be is recorded, durably, before each
- * such upload is asked, and stays until the upload is recorded:
+ * Landings: an upload may reach the origin and then not be answered
+ * (the daemon killed, the hook killed or timed out), so the origin holds
+ * the file's bytes under a version the row does not know, and, for a
+ * new file's first upload, an object the row does not know of at all.
+ * Where each upload goes is recorded, durably, before it is asked, and
+ * stays until an upload is recorded:
  *   - meta_landing_set(): the upload goes to path now; *ret_here: an
- *     earlier one went there too (its object may be there: this upload
+ *     earlier one went there too (what is there may be its: this upload
  *     replaces it, it is no conflict); one that went elsewhere becomes
  *     an UNLAND op;
- *   - meta_landing_clear(): recorded (or refused: nothing landed);
+ *   - meta_landing_has(): is one recorded (a removal or a move of the
+ *     file's object is then not conditional on the recorded version,
+ *     which may be older than the object's);
+ *   - meta_landing_clear(): recorded (or refused: nothing landed; or
+ *     the object moved or removed unconditionally);
  *   - meta_landing_left(path, skip): the names at or below path were
- *     renamed on the mount: their landings become UNLAND ops, after the
- *     caller's other ops of that change (in its transaction), except
- *     those of the files in skip (their uploads are in flight: the
- *     archiver settles theirs when each ends);
- *   - meta_landing_gone(ino): the file removed (or renamed) while no
- *     upload of it was in flight: the same;
- *   - meta_landing_orphans(): at start, landings of files no longer at
- *     that path (a crash while their uploads were in flight): the same
- *     (in the caller's transaction).
+ *     renamed on the mount: the landings there of files with no object
+ *     recorded (new ones: their objects have no move to follow them)
+ *     become UNLAND ops, after the caller's other ops of that change
+ *     (in its transaction), except those of the files in skip (their
+ *     uploads are in flight: the archiver settles theirs when each ends);
+ *   - meta_landing_gone(ino): a new file removed (or renamed) while no
+ *     upload of it was in flight: its landing becomes an UNLAND op;
+ *   - meta_landing_orphans(): at start, landings of files removed, or
+ *     of new files no longer at that path (a crash while their uploads
+ *     were in flight): the same (in the caller's transaction).
  */
 int meta_landing_set(struct meta *m, uint64_t ino, const char *path, bool *ret_here);
+int meta_landing_has(struct meta *m, uint64_t ino, bool *ret);
 int meta_landing_clear(struct meta *m, uint64_t ino);
 int meta_landing_left(struct meta *m, const char *path, const uint64_t *skip, size_t nskip);
 int meta_landing_gone(struct meta *m, uint64_t ino);

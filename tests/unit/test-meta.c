@@ -299,6 +299,25 @@ int main(void)
 			   op.ino == 15, "at start: only a landing whose file is not there goes");
 		meta_op_free(&op);
 		ok(meta_landing_set(m, 11, "d/x", &here) == 0 && here, "the other stays");
+		/* a file with an object recorded: its move follows it, not an UNLAND */
+		struct meta_file o = { .ino = 16, .size = 1, .state = META_DIRTY, .path = "d/o",
+				       .origin = "http://127.0.0.1/d/o", .version = "\"1\"" };
+		bool has = false;
+
+		meta_put(m, &o);
+		while (meta_op_first(m, &op) == 0) {
+			meta_op_done(m, op.seq);
+			meta_op_free(&op);
+		}
+		meta_landing_set(m, 16, "d/o", &here);
+		ok(meta_landing_left(m, "d/o", NULL, 0) == 0 && meta_op_count(m, &nops) == 0 &&
+			   nops == 0 && meta_landing_has(m, 16, &has) == 0 && has,
+		   "a renamed file with an object keeps its landing");
+		meta_rename(m, "d/o", "d/o2");
+		ok(meta_begin(m) == 0 && meta_landing_orphans(m) == 0 && meta_commit(m) == 0 &&
+			   meta_op_count(m, &nops) == 0 && nops == 0, "at start too");
+		ok(meta_landing_clear(m, 16) == 0 && meta_landing_has(m, 16, &has) == 0 && !has,
+		   "cleared: none");
 	}
 	meta_close(m);
 
