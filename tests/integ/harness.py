@@ -79,6 +79,17 @@ def is_root():
     return os.geteuid() == 0
 
 
+def sanitized():
+    """Is the daemon under test built with a sanitizer (ASan, TSan)?"""
+    exe = shutil.which(HSMFS) or HSMFS
+    try:
+        out = subprocess.run(["ldd", exe], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             timeout=30).stdout.decode(errors="replace")
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return any(s in out for s in ("libasan", "libtsan", "libubsan"))
+
+
 def tmpdir(prefix="hsmfs-test-"):
     base = os.environ.get("HSMFS_TMPDIR") or tempfile.gettempdir()
     return tempfile.mkdtemp(prefix=prefix, dir=base)
