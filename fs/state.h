@@ -62,6 +62,10 @@
  *      ops table ("archive-gone-recorded") before the attempt ends, and
  *      the removal's op (7, with no object) is held by the namer until
  *      then, so the two are applied in order with the names after them.
+ *      Where each upload goes is committed before it is asked (meta.h:
+ *      landings): one whose answer is never read (a crash, a hook
+ *      killed) is found again, and what it may have made there is
+ *      removed, moved or replaced whatever its version.
  *   7. A name changed on the mount (a removal, a rename) is recorded in
  *      the ops table in the transaction that changes the rows; the namer
  *      applies the oldest at the origin, then drops it ("name-applied"
