@@ -564,13 +564,16 @@ static void resent_renamed(fuse_ino_t parent, const char *name, fuse_ino_t newpa
 	inode_release(other);
 	ops_lost_retry();
 	/*
-	 * A file's rows after the node's, as do_rename() does (the same done
-	 * twice: the rows under the old name move, none is left the second
-	 * time); a directory's tree ops for the origin are not (hsmfs(8)),
-	 * and an exchange moves no rows (do_rename()).
+	 * The rows after the node's, as do_rename() does, and the ops for
+	 * the origin: a directory's tree too (its directories are read
+	 * from the store, at the new name).  The same done twice is done
+	 * once: the rows under the old name move, none is left to move the
+	 * second time, and a directory made or removed again at the origin
+	 * is found so.  An exchange moves no rows (do_rename()).
 	 */
-	if (!(flags & RENAME_EXCHANGE) && !S_ISDIR(st.st_mode) && st.st_nlink)
-		events_renamed(IN(parent), name, IN(newparent), newname, false, NULL);
+	if (!(flags & RENAME_EXCHANGE) && (S_ISDIR(st.st_mode) || st.st_nlink))
+		events_renamed(IN(parent), name, IN(newparent), newname, S_ISDIR(st.st_mode),
+			       NULL);
 }
 
 /*

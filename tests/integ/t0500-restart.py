@@ -330,15 +330,15 @@ def test_names():
                                            "url": "file://" + os.path.join(mirror, "o")}])
         eq(rc, 0, "imported: " + out)
 
-    def one_name_change(what):
-        """The check: one name change waits for the origin (names_pending)."""
+    def one_name_change(what, n=1):
+        """The check: n name changes wait for the origin (names_pending)."""
         def check(m, r):
             try:
-                wait_for(lambda: stats(m)["names_pending"] == 1, what, deadline=5)
-                got = 1
+                wait_for(lambda: stats(m)["names_pending"] == n, what, deadline=5)
+                got = n
             except TimeoutError:
                 got = stats(m)["names_pending"]
-            eq(got, 1, what + " crashed once done: recorded for the origin")
+            eq(got, n, what + " crashed once done: recorded for the origin")
         return check
     crash_op("op-done", "unlink archived", mk_origin, lambda m: os.unlink(m.path("o")),
              one_name_change("unlink"), opts="archive_after=3600")
@@ -346,6 +346,28 @@ def test_names():
     # the file's row under its new name
     crash_op("op-done", "rename archived", mk_origin,
              lambda m: os.rename(m.path("o"), m.path("o2")), one_name_change("rename"),
+             opts="archive_after=3600")
+
+    # and a directory renamed: the resent rename records its tree's move
+    # (the new directory made, the file moved, the old one removed) and
+    # the rows below it under the new name; before, the origin kept the
+    # old names and the rows theirs, and the file's bytes went back there
+    def mk_origin_dir(m):
+        write_tree(mirror, {"dd/o": b"at the origin"})
+        rc, out = import_manifest(m.mnt, [{"path": "dd/o", "size": 13,
+                                           "url": "file://" + os.path.join(mirror, "dd", "o")}])
+        eq(rc, 0, "imported: " + out)
+
+    def dir_moved(m, r):
+        one_name_change("directory rename", 3)(m, r)
+        import sqlite3
+        db = sqlite3.connect("file:%s?mode=ro" % os.path.join(m.store, ".hsmfs", "meta.db"),
+                             uri=True)
+        paths = [p for (p,) in db.execute("SELECT path FROM files WHERE state < 5")]
+        db.close()
+        eq(paths, ["dd2/o"], "directory rename crashed once done: its file's row moved")
+    crash_op("op-done", "directory rename archived", mk_origin_dir,
+             lambda m: os.rename(m.path("dd"), m.path("dd2")), dir_moved,
              opts="archive_after=3600")
 
 
