@@ -415,6 +415,9 @@ static int archive_one(struct fstate *fs)
 	}
 	res = answer_of(ev, &version, &origin, &uploaded);
 	eunlock();
+	elog_debug("archive of inode %llu as '%s'%s: %s (%s)", (unsigned long long)fs->ino, path,
+		   landed_here ? ", again" : "", res ? strerror(-res) : "archived",
+		   origin ? origin : "no URL");
 	fault_point(FAULT_ARCHIVE_ANSWERED);
 	if (res && !uploaded) {
 		free(version);
@@ -650,6 +653,31 @@ static int unland(const struct meta_op *op)
 }
 
 /*
+ * walk_to() for the row of ino whose path was read as path: a rename
+ * through the mount moves the store's name before the row's path, so a
+ * miss is looked at again, with the row read anew, for a while
+ * (WALK_TRIES times 10 ms).  -ENOENT: the row is gone (removed
+ * meanwhile).  Without S.lock.
+ */
+#define WALK_TRIES 50
+static int row_walk(uint64_t ino, const char *path, struct inode **ret)
+{
+	int res = path ? walk_to(path, ino, ret) : -ESTALE;
+
+	for (int i = 0; res == -ESTALE && i < WALK_TRIES; i++) {
+		struct meta_file f;
+
+		usleep(10000);
+		res = meta_get(S.cfg.meta, ino, &f);
+		if (res)
+			return res == -ENOENT ? res : -ESTALE;
+		res = f.path ? walk_to(f.path, ino, ret) : -ESTALE;
+		meta_file_free(&f);
+	}
+	return res;
+}
+
+/*
  * Apply one op at the origin: 0 (done, or nothing to do any more: it is
  * dropped), or -errno (kept, tried again).  A conflict (the origin's
  * object is not the version the op was recorded with) is logged and
@@ -711,8 +739,19 @@ static int apply_name(const struct meta_op *op)
 	res = meta_get(S.cfg.meta, op->ino, &f);
 	if (res)
 		return res == -ENOENT ? 0 : res;
-	/* a new file's (no origin in the row yet): its upload was in flight */
-	res = f.path ? walk_to(f.path, op->ino, &in) : -ESTALE;
+	/*
+	 * Found where its row says (renamed just now: the row follows the
+	 * store's name in a moment).  Not found there for long: dropped,
+	 * said (kept, it would hold up every name change after it).
+	 */
+	if (!f.path) {
+		meta_file_free(&f);
+		return 0; /* where it is is not known: the next open records it */
+	}
+	res = row_walk(op->ino, f.path, &in);
+	if (res == -ESTALE)
+		elog_warn("'%s' (inode %llu) is not where its row says: not moved at the origin "
+			  "to '%s'", f.path, (unsigned long long)op->ino, op->path);
 	meta_file_free(&f);
 	if (res)
 		return res == -ESTALE || res == -ENOENT ? 0 : res;
@@ -725,6 +764,9 @@ static int apply_name(const struct meta_op *op)
 		pthread_cond_timedwait(&S.ncond, &S.lock, &ts);
 	}
 	if (!fs || !fs->origin || (fs->flags & META_F_NEW) || fs->gone || A.stop) {
+		elog_debug("name op %lld: inode %llu has no object to move (%s)", (long long)op->seq,
+			   (unsigned long long)op->ino, !fs ? "no state" : !fs->origin ? "no origin" :
+			   fs->flags & META_F_NEW ? "new" : fs->gone ? "gone" : "stopping");
 		eunlock();
 		inode_forget(in, 1);
 		return A.stop ? -ESHUTDOWN : 0;
@@ -849,6 +891,10 @@ static void *namer_main(void *arg)
 		}
 		if (!res) {
 			res = apply_name(&op);
+			elog_debug("name op %lld (kind %u, inode %llu, '%s', %s): %s",
+				   (long long)op.seq, op.kind, (unsigned long long)op.ino,
+				   op.path ? op.path : "", op.origin ? op.origin : "no object",
+				   res ? strerror(-res) : "done");
 			if (!res) {
 				fault_point(FAULT_NAME_APPLIED);
 				res = meta_op_done(S.cfg.meta, op.seq);
@@ -1063,29 +1109,6 @@ static bool add_waiter(struct fstate *fs, void (*cont)(void *arg, int res), void
 	return true;
 }
 
-/*
- * walk_to() for a dirty row a sync found: a rename through the mount
- * moves the store's name before the row's path, so a miss is looked at
- * again, with the row read anew, for a while (WALK_TRIES times 10 ms).
- * Without S.lock.
- */
-#define WALK_TRIES 50
-static int dirty_walk(const struct meta_victim *v, struct inode **ret)
-{
-	int res = walk_to(v->path, v->ino, ret);
-
-	for (int i = 0; res == -ESTALE && i < WALK_TRIES; i++) {
-		struct meta_file f;
-
-		usleep(10000);
-		res = meta_get(S.cfg.meta, v->ino, &f);
-		if (res)
-			return res == -ENOENT ? res : -ESTALE; /* -ENOENT: removed meanwhile */
-		res = f.path ? walk_to(f.path, v->ino, ret) : -ESTALE;
-		meta_file_free(&f);
-	}
-	return res;
-}
 
 /*
  * Find every dirty file for sync r: the writer's queue written first
@@ -1121,7 +1144,7 @@ static void sync_scan(struct sync_req *r)
 			struct inode *in;
 			struct fstate *fs;
 
-			int wres = dirty_walk(&v[i], &in);
+			int wres = row_walk(v[i].ino, v[i].path, &in);
 
 			if (wres == -ENOENT)
 				continue; /* removed meanwhile: nothing to archive */
