@@ -273,8 +273,22 @@ static int answer_of(struct event *ev, char **ret_version, char **ret_origin,
 }
 
 /*
+ * Did the archive hook answer that the origin refused the upload (so
+ * nothing of it landed), rather than the answer being lost, late or
+ * unknown?  A conflict, no right, no room, too big, a server's error
+ * (hsmfs-hooks(7), ARCHIVE).  A timeout, an I/O error or a hook gone
+ * say nothing of what the origin holds.
+ */
+static bool refused(int res)
+{
+	return res == -ESTALE || res == -EACCES || res == -EPERM || res == -ENOSPC ||
+	       res == -EDQUOT || res == -EFBIG || res == -EAGAIN || res == -EINVAL ||
+	       res == -ENAMETOOLONG;
+}
+
+/*
  * An upload to path ended without being recorded (meta.h: landings).
- * known: nothing of it is left there unrecorded (refused as a conflict,
+ * known: nothing of it is left there unrecorded (refused by the origin,
  * or its removal recorded): the landing goes.  Else, if the file was
  * removed, or is a new one renamed (those left its landing to this),
  * what it may have made there is removed by the namer; if it is still
@@ -423,7 +437,7 @@ static int archive_one(struct fstate *fs)
 		free(version);
 		free(origin);
 		if (landing)
-			settle_landing(fs, path, res == -ESTALE);
+			settle_landing(fs, path, refused(res));
 		return res;
 	}
 	/*
