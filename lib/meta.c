@@ -226,7 +226,6 @@ static int migrate(struct meta *m)
 static int rows_of(struct meta *m, int q, unsigned limit, uint64_t skip,
 		   struct meta_victim **ret, size_t *ret_n);
 static int two_texts(struct meta *m, int q, const char *a, const char *b);
-static int ino_text(struct meta *m, int q, uint64_t ino, const char *b);
 
 static void reserve_log(const char *dbpath)
 {
@@ -605,15 +604,41 @@ int meta_op_renamed(struct meta *m, const char *from, const char *to)
 
 _Static_assert(META_OP_UNLAND == 5, "the kind in Q_LAND* and Q_OPFILESAFTER");
 
-/* Run the statement q with ?1 bound to ino: 0 or -errno. */
-static int by_ino(struct meta *m, int q, uint64_t ino)
+/* Run the statement q with ?1 bound to ino, ?2 to text (NULL: unbound, so NULL): 0 or -errno. */
+static int by_ino(struct meta *m, int q, uint64_t ino, const char *text)
 {
 	sqlite3_stmt *st = m->q[q];
 	int res;
 
 	mlock(m);
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+	if (text)
+		sqlite3_bind_text(st, 2, text, -1, SQLITE_STATIC);
 	res = to_errno(m, sqlite3_step(st));
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	munlock(m);
+	return res;
+}
+
+/* Is a landing of ino recorded (*ret_found), and is it at path (*ret_at)? */
+static int landing_of(struct meta *m, uint64_t ino, const char *path, bool *ret_found,
+		      bool *ret_at)
+{
+	sqlite3_stmt *st = m->q[Q_LANDGET];
+	int rc, res;
+
+	mlock(m);
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+	rc = sqlite3_step(st);
+	*ret_found = rc == SQLITE_ROW;
+	*ret_at = false;
+	if (rc == SQLITE_ROW && path) {
+		const char *p = (const char *)sqlite3_column_text(st, 0);
+
+		*ret_at = p && !strcmp(p, path);
+	}
+	res = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : to_errno(m, rc);
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
 	munlock(m);
@@ -622,27 +647,13 @@ static int by_ino(struct meta *m, int q, uint64_t ino)
 
 int meta_landing_set(struct meta *m, uint64_t ino, const char *path, bool *ret_here)
 {
-	sqlite3_stmt *st = m->q[Q_LANDGET];
-	bool here = false, other = false;
-	int rc, res;
+	bool found, here;
+	int res = landing_of(m, ino, path, &found, &here);
 
-	mlock(m);
-	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		const char *p = (const char *)sqlite3_column_text(st, 0);
-
-		here = p && !strcmp(p, path);
-		other = !here;
-	}
-	res = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : to_errno(m, rc);
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
-	munlock(m);
-	if (!res && other)
-		res = by_ino(m, Q_LANDOPS_INO, ino);
+	if (!res && found && !here)
+		res = by_ino(m, Q_LANDOPS_INO, ino, NULL);
 	if (!res && !here)
-		res = ino_text(m, Q_LANDSET, ino, path);
+		res = by_ino(m, Q_LANDSET, ino, path);
 	if (!res)
 		*ret_here = here;
 	return res;
@@ -650,31 +661,21 @@ int meta_landing_set(struct meta *m, uint64_t ino, const char *path, bool *ret_h
 
 int meta_landing_has(struct meta *m, uint64_t ino, bool *ret)
 {
-	sqlite3_stmt *st = m->q[Q_LANDGET];
-	int rc, res;
+	bool at;
 
-	mlock(m);
-	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
-	rc = sqlite3_step(st);
-	res = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : to_errno(m, rc);
-	if (!res)
-		*ret = rc == SQLITE_ROW;
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
-	munlock(m);
-	return res;
+	return landing_of(m, ino, NULL, ret, &at);
 }
 
 int meta_landing_clear(struct meta *m, uint64_t ino)
 {
-	return by_ino(m, Q_LANDCLEAR, ino);
+	return by_ino(m, Q_LANDCLEAR, ino, NULL);
 }
 
 int meta_landing_gone(struct meta *m, uint64_t ino)
 {
-	int res = by_ino(m, Q_LANDOPS_INO, ino);
+	int res = by_ino(m, Q_LANDOPS_INO, ino, NULL);
 
-	return res ? res : by_ino(m, Q_LANDCLEAR, ino);
+	return res ? res : by_ino(m, Q_LANDCLEAR, ino, NULL);
 }
 
 int meta_landing_left(struct meta *m, const char *path, const uint64_t *skip, size_t nskip)
@@ -921,22 +922,6 @@ static int two_texts(struct meta *m, int q, const char *a, const char *b)
 	return res;
 }
 
-/* ?1 an inode number, ?2 a text */
-static int ino_text(struct meta *m, int q, uint64_t ino, const char *b)
-{
-	sqlite3_stmt *st = m->q[q];
-	int res;
-
-	mlock(m);
-	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
-	sqlite3_bind_text(st, 2, b, -1, SQLITE_STATIC);
-	res = to_errno(m, sqlite3_step(st));
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
-	munlock(m);
-	return res;
-}
-
 int meta_origins(struct meta *m, const char *prefix,
 		 int (*cb)(void *arg, uint64_t ino, const char *path, uint32_t state,
 			   const char *origin, const char *version),
@@ -972,17 +957,7 @@ int meta_rename(struct meta *m, const char *from, const char *to)
 
 int meta_set_path(struct meta *m, uint64_t ino, const char *path)
 {
-	sqlite3_stmt *st = m->q[Q_SETPATH];
-	int res;
-
-	mlock(m);
-	sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
-	sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
-	res = to_errno(m, sqlite3_step(st));
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
-	munlock(m);
-	return res;
+	return by_ino(m, Q_SETPATH, ino, path); /* NULL: ?2 unbound, NULL */
 }
 
 int meta_begin(struct meta *m)

@@ -6,7 +6,7 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import HSMFS, HSMFSCTL, run  # noqa: E402
+from harness import HSMFS, HSMFSCTL, run, tmpdir  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "python"))
@@ -17,6 +17,16 @@ HTTP = os.environ.get("HSMFS_HTTP") or os.path.join(os.path.dirname(os.path.absp
 # nginx as a WebDAV origin
 DAV = ("dav_methods PUT DELETE MKCOL MOVE; create_full_put_path on; "
        "dav_access user:rw group:r all:r; client_max_body_size 0;")
+
+
+def dav_root():
+    """A new directory for nginx to serve, with "o/" in it for the
+    origin's objects (both writable by nginx's workers)."""
+    root = tmpdir("hsmfs-origin-")
+    os.chmod(root, 0o777)
+    os.mkdir(os.path.join(root, "o"))
+    os.chmod(os.path.join(root, "o"), 0o777)
+    return root
 
 
 def tree(root):

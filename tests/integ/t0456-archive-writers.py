@@ -25,8 +25,8 @@ import threading
 from http.server import BaseHTTPRequestHandler
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import HSMFSCTL, Mount, Nginx, eq, main, ok, run, tmpdir, wait_for  # noqa: E402
-from archiving import DAV, HTTP, get, put, state  # noqa: E402
+from harness import HSMFSCTL, Mount, Nginx, eq, main, ok, run, wait_for  # noqa: E402
+from archiving import DAV, HTTP, dav_root, get, put, state  # noqa: E402
 
 MIB = 1 << 20
 LOCK = threading.Lock()  # the origin's, shared by every proxy: check and PUT as one
@@ -259,10 +259,7 @@ def kept_mtime(ng, root):
 
 
 def test():
-    root = tmpdir("hsmfs-origin-")
-    os.chmod(root, 0o777)
-    os.mkdir(os.path.join(root, "o"))
-    os.chmod(os.path.join(root, "o"), 0o777)
+    root = dav_root()
     with Nginx(root, extra=DAV) as ng:
         two_writers(ng, root, enforce=False)
         two_writers(ng, root, enforce=False, big=True)

@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFS, HSMFSCTL, Mount, Nginx, eq, import_manifest, main, ok,  # noqa: E402
                      run, skip, tmpdir, wait_for, write_tree)
 
-from archiving import HTTP, Holder, archive, get, put, state  # noqa: E402
+from archiving import HTTP, Holder, archive, dav_root, get, put, state  # noqa: E402
 import hsmfs_hook  # noqa: E402,I100 (on the path archiving puts it on)
 
 core = state
@@ -205,10 +205,7 @@ def test_no_origin():
 
 
 def test_too_large():
-    root, store = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-")
-    os.chmod(root, 0o777)
-    os.mkdir(os.path.join(root, "o"))
-    os.chmod(os.path.join(root, "o"), 0o777)
+    root, store = dav_root(), tmpdir("hsmfs-store-")
     with Nginx(root, extra="dav_methods PUT DELETE MOVE; create_full_put_path on; "
                "client_max_body_size 1k;") as ng:
         with Mount(store=store, opts="hook=%s,origin=%s,archive_after=0" %

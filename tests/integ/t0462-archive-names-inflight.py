@@ -35,7 +35,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFSCTL, Mount, Nginx, WanProxy, diag, eq, main, run, skip,  # noqa: E402
                      tmpdir, wait_for)
 
-from archiving import DAV, HTTP, archive, differences, put, state, tree  # noqa: E402
+from archiving import (DAV, HTTP, archive, dav_root, differences, put, state,  # noqa: E402
+                       tree)
 
 MIB = 1 << 20
 BIG = 8 * MIB
@@ -59,10 +60,7 @@ def case(name, change, crash=None, sub=""):
     durability step the daemon crashes at (its first), then a mount of the
     same store syncs.  sub: the directory of big.bin and other.bin (made on
     the mount), "" for the root."""
-    root, store = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-")
-    os.chmod(root, 0o777)
-    os.mkdir(os.path.join(root, "o"))
-    os.chmod(os.path.join(root, "o"), 0o777)
+    root, store = dav_root(), tmpdir("hsmfs-store-")
     with Nginx(root, extra=DAV) as ng:
         px = WanProxy(ng.port, delay_ms=1, rate_mbs=2)
         opts = "hook=%s,origin=%s,archive_after=3600" % (HTTP, px.url("o/"))
@@ -156,11 +154,8 @@ def removed_before_upload():
     upload began (the daemon held at "archive-snapshot"): nothing is sent,
     not a PUT then a DELETE (a removed file published, however briefly).
     The archive of a removed file fails (ENOENT) before any request."""
-    root, store, logdir = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-"), tmpdir("hsmfs-steps-")
+    root, store, logdir = dav_root(), tmpdir("hsmfs-store-"), tmpdir("hsmfs-steps-")
     steps = os.path.join(logdir, "steps")
-    os.chmod(root, 0o777)
-    os.mkdir(os.path.join(root, "o"))
-    os.chmod(os.path.join(root, "o"), 0o777)
     with Nginx(root, extra=DAV) as ng:
         opts = "hook=%s,origin=%s,archive_after=3600" % (HTTP, ng.url("o/"))
         with Mount(store=store, opts=opts, env={"HSMFS_DELAY": "archive-snapshot:1500",
@@ -193,10 +188,7 @@ def held_mount(archive_after, delay):
     """A mount of an nginx WebDAV origin ("o/" under root) whose daemon
     sleeps at the fault points HSMFS_DELAY names (a debug build's): yields
     (m, root); both directories go at the end."""
-    root, store = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-")
-    os.chmod(root, 0o777)
-    os.mkdir(os.path.join(root, "o"))
-    os.chmod(os.path.join(root, "o"), 0o777)
+    root, store = dav_root(), tmpdir("hsmfs-store-")
     try:
         with Nginx(root, extra=DAV) as ng:
             opts = "hook=%s,origin=%s,archive_after=%d" % (HTTP, ng.url("o/"), archive_after)

@@ -33,7 +33,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import HSMFSCTL, Mount, Nginx, eq, main, ok, run, skip, tmpdir  # noqa: E402
 
-from archiving import DAV, HTTP, differences, put, tree  # noqa: E402
+from archiving import DAV, HTTP, dav_root, differences, put, tree  # noqa: E402
 
 
 def renamed(m):
@@ -70,10 +70,7 @@ def write_synced(path, data):
 
 def case(name, change, second=False):
     """False if this build has no crash points (a release build)."""
-    root, store = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-")
-    os.chmod(root, 0o777)
-    os.mkdir(os.path.join(root, "o"))
-    os.chmod(os.path.join(root, "o"), 0o777)
+    root, store = dav_root(), tmpdir("hsmfs-store-")
     try:
         with Nginx(root, extra=DAV) as ng:
             opts = "hook=%s,origin=%s,archive_after=3600" % (HTTP, ng.url("o/"))

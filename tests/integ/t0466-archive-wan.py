@@ -21,7 +21,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import HSMFSCTL, Mount, Nginx, WanProxy, diag, eq, main, ok, run, tmpdir  # noqa: E402
 
-from archiving import DAV, HTTP  # noqa: E402
+from archiving import DAV, HTTP, dav_root  # noqa: E402
 
 MIB = 1 << 20
 BIG = (1024 if os.environ.get("HSMFS_LONG") else 64) * MIB
@@ -63,10 +63,7 @@ def fetched(url):
 def test():
     seed = int.from_bytes(os.urandom(4), "little")
     diag("seed %d (data of file i: random.Random(seed + i))" % seed)
-    root, store = tmpdir("hsmfs-origin-"), tmpdir("hsmfs-store-")
-    os.chmod(root, 0o777)
-    os.mkdir(os.path.join(root, "o"))
-    os.chmod(os.path.join(root, "o"), 0o777)
+    root, store = dav_root(), tmpdir("hsmfs-store-")
     want = {}
     with Nginx(root, extra=DAV) as ng:
         px = WanProxy(ng.port)
