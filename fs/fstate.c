@@ -851,12 +851,13 @@ static int dir_renamed_ops(const char *from, const char *to, char **sub, size_t 
 }
 
 /*
- * The new files below the directory to (its path, renamed just now)
- * whose first upload is in flight: their objects are made under the old
- * name, and each is moved once its upload ended (as a file renamed
- * during its upload, archive.c), before the old directory is removed
- * at the origin.  Into inos and paths (owned), at most max: how many.
- * Without S.lock.
+ * The files below the directory to (its path, renamed just now) whose
+ * upload is in flight: a new file's object is made under the old name,
+ * and any file's record of its upload may not be in its row yet (the
+ * rename's ops, from the rows, would miss it), so each is moved once its
+ * upload ended (as a file renamed during its upload, archive.c), before
+ * the old directory is removed at the origin.  Into inos and paths
+ * (owned), at most max: how many.  Without S.lock.
  */
 static size_t uploads_below(const char *to, uint64_t *inos, char **paths, size_t max)
 {
@@ -867,7 +868,7 @@ static size_t uploads_below(const char *to, uint64_t *inos, char **paths, size_t
 		struct fstate *fs = S.archiving[i];
 		char path[HSMFS_MAX_PATH + 1];
 
-		if (!fs || fs->arch != ARCH_RUNNING || !(fs->flags & META_F_NEW) || fs->gone ||
+		if (!fs || fs->arch != ARCH_RUNNING || fs->gone ||
 		    inode_path(fs->in, path, sizeof(path)) <= (int)len ||
 		    strncmp(path, to, len) || path[len] != '/' || !(paths[n] = strdup(path)))
 			continue;
@@ -883,14 +884,20 @@ void events_renamed(struct inode *parent, const char *name,
 	char from[HSMFS_MAX_PATH + 1], to[HSMFS_MAX_PATH + 1];
 	char **sub = NULL;
 	size_t nsub = 0;
-	uint64_t uploading = 0; /* a new file whose first upload is in flight */
+	uint64_t uploading = 0; /* a file whose upload is in flight */
 
 	if (moved && !dir) {
 		struct fstate *fs;
 
 		elock();
 		fs = inode_state(moved);
-		if (fs && fs->arch == ARCH_RUNNING && (fs->flags & META_F_NEW))
+		/*
+		 * any upload in flight: a first one's object is not in the row
+		 * yet, nor is its record until the attempt ends (the rename's
+		 * own op below would miss it); one of a file the row has an
+		 * object for moves twice, the second time found done
+		 */
+		if (fs && fs->arch == ARCH_RUNNING)
 			uploading = fs->ino;
 		eunlock();
 	}
