@@ -634,10 +634,11 @@ static int upload_ended(uint64_t ino)
 }
 
 /*
- * An unanswered first upload's object at op->path, which is not its
- * file's name any more (meta.h: landings): removed there, whatever its
- * version, once no upload of the file is in flight (one that lands and
- * is recorded has its own op, a move or a removal, before this one).
+ * What an unanswered upload of a new file may have made at op->path,
+ * which is not its file's name any more (meta.h: landings): removed
+ * there, whatever its version, once no upload of the file is in flight
+ * (one that lands and is recorded has its own op, a move or a removal,
+ * before this one).
  * Kept if the file is at that name on the mount again: its next upload
  * replaces it.  0, or -errno (tried again).
  */

@@ -1310,9 +1310,8 @@ void events_unlinked(struct inode *in, uint64_t ino, bool user)
 		 * in one transaction
 		 */
 		struct meta_file f;
+		bool landed = false, removal = false; /* a removal of its object recorded */
 		int res = meta_begin(S.cfg.meta);
-
-		bool landed = false;
 
 		/*
 		 * an upload in flight, or one never answered (meta.h: landings),
@@ -1324,6 +1323,7 @@ void events_unlinked(struct inode *in, uint64_t ino, bool user)
 		if (!res && !meta_get(S.cfg.meta, ino, &f)) {
 			bool file = f.state < META_DIR_UNLISTED, any = uploading || landed;
 
+			removal = file && (morigin || (f.origin && !(f.flags & META_F_NEW)));
 			if (file && morigin)
 				/* archived just now: the row may not say so yet */
 				res = meta_op_add(S.cfg.meta, META_OP_DELETE, ino, f.path, morigin,
@@ -1337,10 +1337,14 @@ void events_unlinked(struct inode *in, uint64_t ino, bool user)
 			meta_file_free(&f);
 		}
 		/*
-		 * an object a first upload may have made, not recorded: it goes
-		 * too (one in flight: its archiver settles it, archive.c)
+		 * an object a new file's upload may have made, not recorded: it
+		 * goes too (one in flight: its archiver settles it, archive.c);
+		 * a file with an object: the removal above, of any version, is
+		 * that one's
 		 */
-		if (!res && !uploading)
+		if (!res && removal)
+			res = meta_landing_clear(S.cfg.meta, ino);
+		else if (!res && !uploading)
 			res = meta_landing_gone(S.cfg.meta, ino);
 		/*
 		 * its moves not applied yet go: its object is still where the
