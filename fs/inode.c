@@ -51,6 +51,8 @@ struct inode {
 	 * it is trusted (fh_checked); immutable while in lives */
 	struct file_handle *fh;
 	_Atomic bool fh_checked;
+	bool unhashed;           /* out of the set: its number may be another
+				  * file's now (lost_number()) */
 };
 
 /* A name of a file other than its alias: held like the alias (parent->refs). */
@@ -482,9 +484,18 @@ static int restore(uint64_t *ret_n)
 		in->id = id;
 		in->gen = r->gen;
 		in->nlookup = r->nlookup;
+		/* a node whose file went, its number maybe another's (unhash()) */
+		in->unhashed = !r->dev && !r->ino;
+		if (in->unhashed && !in->nlookup) {
+			free(in);
+			r->type = 0; /* nobody knows its node id: free */
+			if (push_u32(&T.free_ids, &T.nfree_ids, &T.cap_free_ids, id))
+				return -ENOMEM;
+			continue;
+		}
 		/* the key first: the set hashes it */
-		if (hash_find(in->dev, in->ino) || slot_set(id, in) ||
-		    hashset_add(&T.set, (uintptr_t)in, NULL) < 0) {
+		if ((!in->unhashed && hash_find(in->dev, in->ino)) || slot_set(id, in) ||
+		    (!in->unhashed && hashset_add(&T.set, (uintptr_t)in, NULL) < 0)) {
 			slot_set(id, NULL);
 			free(in);
 			r->type = 0; /* a duplicate (torn) or no memory: not kept */
@@ -692,6 +703,12 @@ static void free_inode(struct inode *in)
 
 void inode_table_destroy(void)
 {
+	for (uint32_t id = 2; id < saved_head()->nodes_hwm && id < ORPHANS_ID; id++) {
+		struct inode *in = slot_get(id);
+
+		if (in && in->unhashed)
+			free_inode(in);
+	}
 	HASHSET_EACH(&T.set, pos)
 		free_inode(of_key(hashset_key(&T.set, pos)));
 	hashset_free(&T.set);
@@ -885,7 +902,8 @@ static struct inode *free_one(struct inode *in)
 {
 	struct inode *parent = in->parent;
 
-	hashset_remove(&T.set, (uintptr_t)in);
+	if (!in->unhashed)
+		hashset_remove(&T.set, (uintptr_t)in);
 	rec_free(in);
 	if (in->lru_next)
 		lru_unlink(in);
@@ -1109,6 +1127,37 @@ static bool fh_same(int dirfd, const char *name, int flags, const struct inode *
 	       !memcmp(u.h.f_handle, in->fh->f_handle, u.h.handle_bytes);
 }
 
+/*
+ * in's file is gone and its number may be another file's: no name of it
+ * is known (removed, through the mount or by a listing) and no
+ * descriptor holds it (the last, pinned while the kernel remembered it,
+ * closed then).  What still references in (a queue's hold, the kernel's
+ * node id) keeps a removed file's state: a file found under that number
+ * now is another, which must not take it over (its rows are keyed by
+ * the number too: lib/store.h store_hold()).  Lock held.
+ */
+static bool lost_number(const struct inode *in)
+{
+	return in != &T.root && in != &T.orphans && in != &T.lost && !in->parent &&
+	       !in->nnames && in->fd < 0 && !in->pinned && !fh_unchecked(in);
+}
+
+/*
+ * Take in out of the set: the next file found with its number gets an
+ * inode, a node id and a state of its own.  in lives on, reached only
+ * by its node id (ESTALE: no alias) and the references it has, until
+ * they go (free_one()).  Its record names no file, so a daemon taking
+ * over does not give it the new file's number either.  Lock held.
+ */
+static void unhash(struct inode *in)
+{
+	struct saved_node *r = saved_node(in->id);
+
+	hashset_remove(&T.set, (uintptr_t)in);
+	in->unhashed = true;
+	r->dev = r->ino = 0;
+}
+
 /* in's handle is checked (its file reached, the same or not).  Lock held. */
 static void fh_mark_checked(struct inode *in)
 {
@@ -1134,6 +1183,10 @@ int inode_lookup(struct inode *parent, const char *name, struct stat *ret_st,
 
 	lk_lock(&T.lock, LK_INODES);
 	in = hash_find(st.st_dev, st.st_ino);
+	if (in && lost_number(in)) {
+		unhash(in);
+		in = NULL;
+	}
 	if (in && fh_unchecked(in)) {
 		/* the last mount's file (inode_table_load()), or another with its number now */
 		in->refs++;
@@ -1366,6 +1419,10 @@ struct inode *inode_hold_name(struct inode *parent, const char *name,
 
 	lk_lock(&T.lock, LK_INODES);
 	in = hash_find(ret_st->st_dev, ret_st->st_ino);
+	if (in && lost_number(in)) {
+		unhash(in);
+		in = NULL;
+	}
 	if (in)
 		in->refs++;
 	/*

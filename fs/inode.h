@@ -30,7 +30,13 @@
  * Lifetime.  An inode lives while nlookup (the kernel's count) or refs
  * (children whose alias names it as parent, and short holds taken by
  * this module) is non-zero.  A forget below zero is a kernel/daemon
- * bug and aborts.
+ * bug and aborts.  An inode whose file is gone (no name of it known,
+ * no descriptor left) may outlive it (a queue's hold, a node id the
+ * kernel has not forgotten), while the store gives its number to a new
+ * file at once (ext4 does): the first lookup of a file of that number
+ * takes the old inode out of the hash (its saved record then names no
+ * file), and the new file gets an inode, a node id and a state of its
+ * own, never the removed file's.
  *
  * File handles (export: open_by_handle_at(2), NFS).  The kernel's
  * handle is (node id, generation); for an inode it no longer caches it

@@ -392,14 +392,18 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 		const char *name = l->v[i].path;
 		struct inode *victim = NULL;
 		struct stat old, made;
-		int r;
+		int r, hold = -1, mhold;
 
 		if (plan[i] != P_NEW && plan[i] != P_REPLACE)
 			continue;
 		snprintf(tmp, sizeof(tmp), "refresh-%llu-%zu", (unsigned long long)dino, i);
 		fstatat(S.cfg.state_fd, tmp, &made, AT_SYMLINK_NOFOLLOW);
-		if (plan[i] == P_REPLACE)
+		/* each file removed below lives until its row is gone (store.h) */
+		mhold = store_hold(S.cfg.state_fd, tmp);
+		if (plan[i] == P_REPLACE) {
 			victim = inode_hold_name(dir, name, true, &old);
+			hold = store_hold(dfd, name);
+		}
 		if (in_use(victim)) {
 			/* in use (open or changed): kept, asked again next refresh */
 			r = -EBUSY;
@@ -425,9 +429,11 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 			/* made or changed meanwhile through the mount, or in use:
 			 * theirs wins */
 			unlinkat(S.cfg.state_fd, tmp, l->v[i].is_dir ? AT_REMOVEDIR : 0);
+			fault_delay(FAULT_LIST_DROPPED);
 			events_unlinked(NULL, made.st_ino, false);
 			kept++;
 		} else if (plan[i] == P_REPLACE) {
+			fault_delay(FAULT_LIST_DROPPED);
 			if (old.st_nlink == 1)
 				events_unlinked(NULL, old.st_ino, false);
 			taken(old.st_ino);
@@ -435,6 +441,8 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 		} else {
 			added++;
 		}
+		store_release(hold);
+		store_release(mhold);
 		inode_release(victim);
 		if (!r && S.cfg.invalidate_entry)
 			S.cfg.invalidate_entry(dir, name);
@@ -451,6 +459,7 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 			struct inode *victim;
 			struct stat st;
 			bool dirent_dir, gone = false;
+			int hold;
 
 			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
 			    (dir == inode_root() && !strcmp(de->d_name, STORE_STATE_DIR)) ||
@@ -474,6 +483,7 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 			}
 			meta_file_free(&row);
 			victim = inode_hold_name(dir, de->d_name, true, &st);
+			hold = store_hold(dirfd(d), de->d_name); /* until its row is gone */
 			/* not changed through the mount since the listing was asked */
 			if (!in_use(victim) && names_claim(dino, de->d_name, names_plan)) {
 				gone = unlinkat(dirfd(d), de->d_name,
@@ -485,6 +495,7 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 					orphaned(victim);
 			}
 			if (gone) {
+				fault_delay(FAULT_LIST_DROPPED);
 				if (dirent_dir || st.st_nlink == 1)
 					events_unlinked(NULL, st.st_ino, false);
 				taken(st.st_ino);
@@ -494,6 +505,7 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 			} else {
 				kept++;
 			}
+			store_release(hold);
 			inode_release(victim);
 		}
 		if (d)

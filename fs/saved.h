@@ -91,7 +91,8 @@ struct saved_head {
 };
 
 struct saved_node {
-	uint64_t dev, ino;
+	uint64_t dev, ino;       /* the store's file; both 0: its file went
+				  * and another may have its number (inode.c) */
 	uint64_t nlookup;
 	uint32_t parent;         /* node id of the alias's parent, 0: none */
 	uint32_t gen;            /* generation of this node id */

@@ -94,6 +94,17 @@ static int64_t mono_ms_now(void)
 	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
+int store_hold(int dirfd, const char *name)
+{
+	return openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+}
+
+void store_release(int fd)
+{
+	if (fd >= 0)
+		close(fd);
+}
+
 int store_open(const char *path, struct store *ret, char *err, size_t errlen)
 {
 	return store_open_held(path, -1, ret, err, errlen);

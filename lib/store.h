@@ -63,6 +63,21 @@
 size_t store_marker(char buf[STORE_MARKER_MAX + 1], const char *origin, const char *version);
 
 /*
+ * A file's row is keyed by its inode number (meta.h), and the store
+ * gives a freed number to its next new file at once (ext4 does).  So a
+ * file is kept from being freed until its row is gone: store_hold()
+ * before the unlink or the rename over it, store_release() after the
+ * row's removal; else a file made in between would find the removed
+ * one's row (a placeholder's: it would be filled with another file's
+ * bytes, or fail).  An O_PATH descriptor of (dirfd, name), or -1 when
+ * nothing is there to hold.  A removal through the mount needs none:
+ * the kernel looked the file up, so the daemon pins it (inode.h) until
+ * the kernel forgets it, which is after the removal's reply.
+ */
+int store_hold(int dirfd, const char *name);
+void store_release(int fd);
+
+/*
  * Every directory whose names are not listed yet carries this xattr in
  * the store (value: its listing origin), set when it is made and
  * removed once its listing is committed: a lost database makes it

@@ -1219,6 +1219,54 @@ static void archiving(void)
  * hook calls a conflict is dropped, counted, and does not stop the ops
  * after it.  Content archives the sync also asks for are denied here.
  */
+/*
+ * A removed file's inode still held (a queue's reference) after the
+ * kernel forgot it, while the store gives its number to a new file: the
+ * new file gets an inode, a node id and a state of its own (inode.h).
+ * Before, the table found the removed file's inode by the number and the
+ * new file took over its node id and its state (a placeholder's ranges:
+ * reads of zeros, or fills of another file's bytes).
+ */
+static void number_reused(void)
+{
+	struct inode *a = placeholder("reuse-a", 5000), *held, *b = NULL;
+	struct stat st;
+	uint64_t a_ino;
+
+	if (!ok(a != NULL && inode_state(a) != NULL, "a placeholder with its state loaded"))
+		return;
+	a_ino = inode_ino(a);
+	inode_ref(a); /* a queue's hold */
+	held = inode_hold_name(inode_root(), "reuse-a", true, &st);
+	ok(held == a && unlinkat(store.root_fd, "reuse-a", 0) == 0, "removed from the store");
+	events_unlinked(held, st.st_ino, false);
+	inode_name_gone(held, inode_root(), "reuse-a", st.st_nlink);
+	inode_release(held);
+	inode_forget(a, 1); /* the kernel forgot it: its pinned descriptor closes */
+	for (int i = 0; i < 50 && !b; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "reuse-b%d", i);
+		b = resident(name, 100);
+		if (b && inode_ino(b) != a_ino) {
+			inode_forget(b, 1);
+			unlinkat(store.root_fd, name, 0);
+			b = NULL;
+		}
+	}
+	if (!b) {
+		ok(1, "# SKIP the store gave no new file the removed one's number");
+	} else {
+		ok(b != a && inode_nodeid(b) != inode_nodeid(a),
+		   "a new file of a removed file's number has an inode and a node id of its own");
+		ok(events_load(b) == 0 && inode_state(b) == NULL,
+		   "and no state (a plain file), not the removed placeholder's");
+		ok(inode_fd_get(a) < 0, "the removed file's node id reaches nothing (ESTALE)");
+		inode_forget(b, 1);
+	}
+	inode_release(a);
+}
+
 static void names(void)
 {
 	char path[HSMFS_MAX_PATH + 1], seen[1024] = "";
@@ -1303,6 +1351,7 @@ int main(void)
 	lazy_dirs();
 	archiving();
 	names();
+	number_reused();
 	hooks_stop();
 	events_shutdown();
 	cache_shutdown();
