@@ -135,7 +135,14 @@ def run(cmd, errors, what, **kw):
 
 
 def sync(m, errors):
-    return run([harness.HSMFSCTL, "sync", m.mnt], errors, "hsmfsctl sync")
+    if run([harness.HSMFSCTL, "sync", m.mnt], errors, "hsmfsctl sync"):
+        return True
+    try:  # what the daemon said
+        with open(m.log, errors="replace") as f:
+            errors.extend("  log: " + line.rstrip() for line in f.readlines()[-15:])
+    except OSError:
+        pass
+    return False
 
 
 class Env:
@@ -191,11 +198,11 @@ def git(env, mount, errors):
             cs = sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.join(w, "lib"))
                         for f in fs if f.endswith(".c"))[:env.n(40, 3)]
             inc = ["-I" + os.path.join(w, "include"), "-I" + os.path.join(w, "lib")]
-            ok = all(run(["cc", "-c", "-w"] + inc + [c, "-o", c[:-2] + ".o"], errors,
+            ok = all(run(["cc", "-c", "-w", "-D_GNU_SOURCE"] + inc + [c, "-o", c[:-2] + ".o"], errors,
                          "cc " + os.path.basename(c)) for c in cs)
             what = "cc of %d files" % len(cs)
         run(["git", "gc", "-q"], errors, "git gc", cwd=w)
-        run(["git", "fsck", "-q"], errors, "git fsck", cwd=w)
+        run(["git", "fsck", "--no-progress"], errors, "git fsck", cwd=w)
         sync(m, errors)
     shutil.rmtree(root, ignore_errors=True)
     return "clone, %s%s, gc, sync" % (what, "" if ok else " (failed)")
