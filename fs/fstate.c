@@ -878,10 +878,15 @@ static size_t uploads_below(const char *to, uint64_t *inos, char **paths, size_t
 	return n;
 }
 
-void events_renamed(struct inode *parent, const char *name,
-		    struct inode *newparent, const char *newname, bool dir, struct inode *moved)
+/*
+ * The recorded paths at from (and below) go to to; on a mount that
+ * archives, the origin's objects follow at the next archive of names.
+ * newparent, newname: to's directory and name, for a directory (dir)
+ * whose directories move too.  moved: the file moved (NULL: not known).
+ */
+static void paths_moved(const char *from, const char *to, bool dir, struct inode *moved,
+			struct inode *newparent, const char *newname)
 {
-	char from[HSMFS_MAX_PATH + 1], to[HSMFS_MAX_PATH + 1];
 	char **sub = NULL;
 	size_t nsub = 0;
 	uint64_t uploading = 0; /* a file whose upload is in flight */
@@ -901,11 +906,6 @@ void events_renamed(struct inode *parent, const char *name,
 			uploading = fs->ino;
 		eunlock();
 	}
-
-	if (!S.cfg.meta)
-		return;
-	if (path_of(parent, name, from) || path_of(newparent, newname, to))
-		return; /* the next open records the path */
 	if (dir && events_names_follow()) {
 		int pfd = inode_fd_get(newparent), dfd;
 
@@ -980,6 +980,35 @@ void events_renamed(struct inode *parent, const char *name,
 	if (meta_rename(S.cfg.meta, from, to))
 		elog_warn("cannot record the rename of '%s': %s", from,
 			 meta_errmsg(S.cfg.meta));
+}
+
+void events_renamed(struct inode *parent, const char *name,
+		    struct inode *newparent, const char *newname, bool dir, struct inode *moved)
+{
+	char from[HSMFS_MAX_PATH + 1], to[HSMFS_MAX_PATH + 1];
+
+	if (!S.cfg.meta)
+		return;
+	if (path_of(parent, name, from) || path_of(newparent, newname, to))
+		return; /* the next open records the path */
+	paths_moved(from, to, dir, moved, newparent, newname);
+}
+
+void events_name_left(struct inode *parent, const char *name, struct inode *in)
+{
+	char from[HSMFS_MAX_PATH + 1], to[HSMFS_MAX_PATH + 1];
+	struct meta_file f;
+	bool at;
+
+	if (!S.cfg.meta || !in || inode_is_dir(in) || path_of(parent, name, from) ||
+	    inode_path(in, to, sizeof(to)) <= 0 || !strcmp(from, to))
+		return;
+	if (meta_get(S.cfg.meta, inode_ino(in), &f))
+		return; /* no row: nothing recorded at the name */
+	at = f.path && !strcmp(f.path, from);
+	meta_file_free(&f);
+	if (at)
+		paths_moved(from, to, false, in, NULL, NULL);
 }
 
 /* Set or clear flag in in's state and persist it; -ENODATA if unmanaged. */

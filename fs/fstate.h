@@ -211,6 +211,16 @@ void events_released(struct inode *in);
  * origin once that upload ends (archive.c). */
 void events_renamed(struct inode *parent, const char *name,
 		    struct inode *newparent, const char *newname, bool dir, struct inode *moved);
+
+/*
+ * One of in's names, (parent, name), went (an unlink, or a rename over
+ * it) and in keeps another: its recorded path, if it was that name,
+ * follows the name in keeps, and on a mount that archives the origin's
+ * object moves there too, as for a rename (a program that links a file
+ * to its final name and removes the first, as git does, renames it).
+ * Called after inode_name_gone().
+ */
+void events_name_left(struct inode *parent, const char *name, struct inode *in);
 /*
  * A directory parent/name was made (op META_OP_MKDIR) or removed
  * (META_OP_RMDIR) through the mount: where files made on the mount are

@@ -424,6 +424,9 @@ static int do_remove(fuse_ino_t parent, const char *name, int flags)
 	}
 	if (!res && victim && !orphan)
 		inode_name_gone(victim, p, name, st.st_nlink);
+	/* a name of several: the row follows the one left (link, then unlink) */
+	if (!res && victim && !orphan && !flags && st.st_nlink > 1)
+		events_name_left(p, name, victim);
 	inode_release(victim);
 	return res;
 }
@@ -523,6 +526,11 @@ static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 			inode_moved(dst, np, newname, p, name);
 		else if (dst && !orphan)
 			inode_name_gone(dst, np, newname, dst_st.st_nlink);
+		/* the file replaced keeps other names: its row goes to one, the
+		 * name to the file moved (below) */
+		if (dst && !orphan && !(flags & RENAME_EXCHANGE) && dst_st.st_nlink > 1 &&
+		    !S_ISDIR(dst_st.st_mode) && dst_st.st_ino != sst.st_ino)
+			events_name_left(np, newname, dst);
 	}
 	/*
 	 * The rows' paths after the inodes' (a row the writer inserts

@@ -21,6 +21,7 @@ import os
 import shutil
 import socket
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -29,9 +30,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFS, HSMFSCTL, Mount, Nginx, eq, main, ok, run, tmpdir,  # noqa: E402
                      wait_for, write_tree)
 
-from archiving import (DAV, HTTP, Holder, archive, differences, get,  # noqa: E402
-                       passthrough_writer_archived, tree,
-                       put, state)
+from archiving import (DAV, HTTP, Holder, archive, dav_root, differences,  # noqa: E402
+                       get, passthrough_writer_archived, tree, put, state)
 
 def etag_of(ng, name):
     """The ETag nginx gives the object now (a HEAD)."""
@@ -358,7 +358,62 @@ def test_dir_rename_unlisted():
     shutil.rmtree(store, ignore_errors=True)
 
 
+def test_link_then_unlink():
+    """A file linked to its final name and its first name removed (git
+    writes its objects, packs and refs so; so do mail tools) is a rename:
+    its row and the origin's object follow the name it keeps.  Before,
+    the row kept the removed name, and sync failed with EIO ("dirty inode
+    ... is not at 'd/info/packs.lock'"): git gc, or a clone, on a
+    write-back mount could never be synced."""
+    root, store = dav_root(), tmpdir("hsmfs-store-")
+    with Nginx(root, extra=DAV) as ng:
+        with Mount(store=store, opts="hook=%s,origin=%s,archive_after=3600"
+                   % (HTTP, ng.url("o/"))) as m:
+            os.makedirs(m.path("d", "info"))
+            for i in range(2):  # the second over the first's name
+                put(m.path("d", "info", "packs.lock"), b"packs %d" % i)
+                if os.path.exists(m.path("d", "info", "packs")):
+                    os.unlink(m.path("d", "info", "packs"))
+                os.link(m.path("d", "info", "packs.lock"), m.path("d", "info", "packs"))
+                os.unlink(m.path("d", "info", "packs.lock"))
+            # one archived under its first name, then linked and unlinked
+            put(m.path("d", "x.tmp"), b"archived first as x.tmp")
+            rc, out = run([HSMFSCTL, "sync", m.mnt])
+            eq(rc, 0, "sync (%s)" % out.strip())
+            ok(os.path.exists(os.path.join(root, "o", "d", "x.tmp")), "x.tmp is at the origin")
+            os.link(m.path("d", "x.tmp"), m.path("d", "x"))
+            os.unlink(m.path("d", "x.tmp"))
+            # a file of two names replaced under one: its row goes to the other
+            put(m.path("d", "a"), b"a's bytes")
+            os.link(m.path("d", "a"), m.path("d", "a2"))
+            put(m.path("d", "b"), b"b's bytes")
+            os.rename(m.path("d", "b"), m.path("d", "a"))
+            # git itself: objects, packs, refs, gc
+            g = m.path("repo")
+            os.mkdir(g)
+            env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t",
+                       GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t", HOME=m.dir)
+            for k in range(20):
+                put(os.path.join(g, "f%02d.txt" % k), os.urandom(500) + b"%d" % k)
+            for cmd in (["git", "init", "-q"], ["git", "add", "."],
+                        ["git", "commit", "-qm", "one"], ["git", "gc", "-q"],
+                        ["git", "fsck", "--no-progress"]):
+                r = subprocess.run(cmd, cwd=g, env=env, capture_output=True, text=True)
+                eq(r.returncode, 0, "%s (%s)" % (" ".join(cmd), r.stderr.strip()))
+            rc, out = run([HSMFSCTL, "sync", m.mnt])
+            eq(rc, 0, "sync after links, unlinks and git (%s)" % out.strip())
+            origin, mount = tree(os.path.join(root, "o")), tree(m.mnt)
+            eq(differences(origin, mount), [], "the origin holds the mount's tree")
+            eq((origin.get("d/info/packs"), origin.get("d/x"), origin.get("d/a"),
+                origin.get("d/a2")),
+               (b"packs 1", b"archived first as x.tmp", b"b's bytes", b"a's bytes"),
+               "each name holds its file's bytes")
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(store, ignore_errors=True)
+
+
 def test():
+    test_link_then_unlink()
     test_dir_rename_unlisted()
     test_dav()
     test_write_during_upload()
