@@ -24,9 +24,10 @@ failed sync.
 --scale 0.05 shrinks every size for a quick trial (git builds with
 meson + ninja from --scale 0.5 up, else compiles a few C files).
 
-First found: git gc on a write-back mount leaves hsmfsctl sync failing
+First found: git gc on a write-back mount left hsmfsctl sync failing
 (EIO, "dirty inode N is not at '.git/objects/info/packs'"): a name made
-by link() whose first name is then removed, twice over.
+by link() whose first name is then removed, twice over (fixed; t0450
+test_link_then_unlink).
 """
 import argparse
 import hashlib
