@@ -1158,6 +1158,22 @@ static void unhash(struct inode *in)
 	r->dev = r->ino = 0;
 }
 
+/*
+ * The inode of the store file (dev, ino) just found by name, or NULL: a
+ * removed file's inode that number may have outlived is taken out of
+ * the set, never returned for another file.  Lock held.
+ */
+static struct inode *find_found(dev_t dev, ino_t ino)
+{
+	struct inode *in = hash_find(dev, ino);
+
+	if (in && lost_number(in)) {
+		unhash(in);
+		in = NULL;
+	}
+	return in;
+}
+
 /* in's handle is checked (its file reached, the same or not).  Lock held. */
 static void fh_mark_checked(struct inode *in)
 {
@@ -1182,11 +1198,7 @@ int inode_lookup(struct inode *parent, const char *name, struct stat *ret_st,
 	}
 
 	lk_lock(&T.lock, LK_INODES);
-	in = hash_find(st.st_dev, st.st_ino);
-	if (in && lost_number(in)) {
-		unhash(in);
-		in = NULL;
-	}
+	in = find_found(st.st_dev, st.st_ino);
 	if (in && fh_unchecked(in)) {
 		/* the last mount's file (inode_table_load()), or another with its number now */
 		in->refs++;
@@ -1418,11 +1430,7 @@ struct inode *inode_hold_name(struct inode *parent, const char *name,
 	inode_fd_put(parent);
 
 	lk_lock(&T.lock, LK_INODES);
-	in = hash_find(ret_st->st_dev, ret_st->st_ino);
-	if (in && lost_number(in)) {
-		unhash(in);
-		in = NULL;
-	}
+	in = find_found(ret_st->st_dev, ret_st->st_ino);
 	if (in)
 		in->refs++;
 	/*

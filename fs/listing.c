@@ -392,14 +392,13 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 		const char *name = l->v[i].path;
 		struct inode *victim = NULL;
 		struct stat old, made;
-		int r, hold = -1, mhold;
+		int r, hold = -1;
 
 		if (plan[i] != P_NEW && plan[i] != P_REPLACE)
 			continue;
 		snprintf(tmp, sizeof(tmp), "refresh-%llu-%zu", (unsigned long long)dino, i);
 		fstatat(S.cfg.state_fd, tmp, &made, AT_SYMLINK_NOFOLLOW);
 		/* each file removed below lives until its row is gone (store.h) */
-		mhold = store_hold(S.cfg.state_fd, tmp);
 		if (plan[i] == P_REPLACE) {
 			victim = inode_hold_name(dir, name, true, &old);
 			hold = store_hold(dfd, name);
@@ -428,6 +427,8 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 		if (r) {
 			/* made or changed meanwhile through the mount, or in use:
 			 * theirs wins */
+			store_release(hold); /* the victim stays */
+			hold = store_hold(S.cfg.state_fd, tmp);
 			unlinkat(S.cfg.state_fd, tmp, l->v[i].is_dir ? AT_REMOVEDIR : 0);
 			fault_delay(FAULT_LIST_DROPPED);
 			events_unlinked(NULL, made.st_ino, false);
@@ -442,7 +443,6 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 			added++;
 		}
 		store_release(hold);
-		store_release(mhold);
 		inode_release(victim);
 		if (!r && S.cfg.invalidate_entry)
 			S.cfg.invalidate_entry(dir, name);
