@@ -108,6 +108,36 @@ def tmpfs_drop(d):
     shutil.rmtree(d, ignore_errors=True)
 
 
+def fs_image(size, mkfs=("mkfs.ext4", "-q", "-F", "-I", "256")):
+    """A filesystem made by mkfs (a command, the image's path last; ext4
+    with 256-byte inodes, as mkfs makes them, unless told) in a loop file
+    of size bytes, mounted (root): (dir, mountpoint)."""
+    d = tmpdir("hsmfs-img-")
+    img, mnt = os.path.join(d, "img"), os.path.join(d, "mnt")
+    os.mkdir(mnt)
+    with open(img, "wb") as f:
+        f.truncate(size)
+    subprocess.run(list(mkfs) + [img], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["mount", "-o", "loop", img, mnt], check=True)
+    return d, mnt
+
+
+def fs_image_drop(d, mnt):
+    """Unmount an fs_image() (lazily) and remove it."""
+    subprocess.run(["umount", "-l", mnt])
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def steps(log, name):
+    """How many steps NAME a daemon's HSMFS_CRASH_LOG shows passed (a
+    fault_delay() point's line is "- NAME")."""
+    try:
+        with open(log) as f:
+            return f.read().split().count(name)
+    except OSError:
+        return 0
+
+
 def hog(path, leave=0):
     """Write to path until ENOSPC, or until only `leave` bytes are free."""
     buf = b"\xa5" * (64 << 10)

@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFSCTL, Mount, Nginx, Origin, diag, eq, import_manifest,  # noqa: E402
                      is_root, main, ok, run, sanitized, skip, tmpdir, tmpfs, tmpfs_drop,
                      wait_for, write_tree)
-from harness import store_bytes  # noqa: E402
+from harness import fs_image, fs_image_drop, store_bytes  # noqa: E402
 
 HTTP = os.environ.get("HSMFS_HTTP") or os.path.join(
     os.path.dirname(os.environ.get("HSMFS", "")), "hsmfs-http")
@@ -135,31 +135,16 @@ def check_store(what, store, exact=True):
         shutil.rmtree(root, ignore_errors=True)
 
 
-def fs_image(mkfs, size=256 * MiB):
-    """A filesystem made by mkfs (a command, the image's path last) in a
-    loop file, mounted: (dir, mountpoint)."""
-    d = tmpdir("hsmfs-img-")
-    img = os.path.join(d, "img")
-    mnt = os.path.join(d, "mnt")
-    os.mkdir(mnt)
-    with open(img, "wb") as f:
-        f.truncate(size)
-    subprocess.run(mkfs + [img], check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(["mount", "-o", "loop", img, mnt], check=True)
-    return d, mnt
-
-
 def on_image(what, mkfs, size=256 * MiB, **kw):
     """check_store() on a store in a filesystem mkfs makes in a loop file."""
     if not is_root() or not shutil.which(mkfs[0]):
         skip(what, "a loop mount needs root and %s" % mkfs[0])
         return
-    d, mnt = fs_image(mkfs, size)
+    d, mnt = fs_image(size, mkfs)
     try:
         check_store(what, os.path.join(mnt, "store"), **kw)
     finally:
-        subprocess.run(["umount", "-l", mnt])
-        shutil.rmtree(d, ignore_errors=True)
+        fs_image_drop(d, mnt)
 
 
 def test_xfs():

@@ -22,19 +22,11 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HSMFSCTL, Mount, Nginx, diag, eq, main, ok, skip,  # noqa: E402
+from harness import (HSMFSCTL, Mount, Nginx, diag, eq, main, ok, skip, steps,  # noqa: E402
                      tmpdir, wait_for, write_tree)
 from archiving import HTTP  # noqa: E402
 
 DELAY_MS = 2000
-
-
-def steps(log, name):
-    try:
-        with open(log) as f:
-            return f.read().split().count(name)
-    except OSError:
-        return 0
 
 
 def read_or_errno(p):

@@ -23,8 +23,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HSMFSCTL, Mount, Nginx, eq, main, ok, skip, tmpdir,  # noqa: E402
-                     wait_for, write_tree)
+from harness import (HSMFSCTL, Mount, Nginx, eq, main, ok, skip, steps,  # noqa: E402
+                     tmpdir, wait_for, write_tree)
 
 HTTP = os.environ.get("HSMFS_HTTP") or os.path.join(
     os.path.dirname(os.environ.get("HSMFS", "")), "hsmfs-http")
@@ -51,14 +51,6 @@ def change_origin(root):
         os.utime(p, (1000000 + i, 1000000 + i))
     with open(os.path.join(root, "new.txt"), "wb") as f:
         f.write(b"new at the origin\n")
-
-
-def steps(log, name):
-    try:
-        with open(log) as f:
-            return f.read().split().count(name)
-    except OSError:
-        return 0
 
 
 def user_changes(m):

@@ -19,25 +19,13 @@ prefetch (5 of 21 477; t0420 test_prefetch_while_listed since).
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integ"))
 import harness  # noqa: E402
-from harness import Mount, Nginx, tmpdir  # noqa: E402
-
-
-def ext4_image(size):
-    d = tmpdir("hsmfs-img-")
-    img, mnt = os.path.join(d, "img"), os.path.join(d, "mnt")
-    os.mkdir(mnt)
-    with open(img, "wb") as f:
-        f.truncate(size)
-    subprocess.run(["mkfs.ext4", "-q", "-F", "-I", "256", img], check=True)
-    subprocess.run(["mount", "-o", "loop", img, mnt], check=True)
-    return d, mnt
+from harness import Mount, Nginx, fs_image, fs_image_drop  # noqa: E402
 
 
 def files_of(root):
@@ -90,7 +78,7 @@ def main():
     opts = sys.argv[3] if len(sys.argv) > 3 else ""
     harness.HSMFSCTL = os.path.join(build, "hsmfsctl")
     files = files_of(root)
-    d, img = ext4_image(max(1 << 30, 3 * sum(os.path.getsize(os.path.join(root, p))
+    d, img = fs_image(max(1 << 30, 3 * sum(os.path.getsize(os.path.join(root, p))
                                              for p in files)))
     failed = 0
     try:
@@ -110,8 +98,7 @@ def main():
                     subprocess.run([harness.HSMFSCTL, "evict", m.mnt],
                                    stdout=subprocess.DEVNULL, check=True)
     finally:
-        subprocess.run(["umount", "-l", img])
-        shutil.rmtree(d, ignore_errors=True)
+        fs_image_drop(d, img)
     sys.exit(1 if failed else 0)
 
 

@@ -43,18 +43,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integ"))
 import harness  # noqa: E402
-from harness import Mount, Nginx, tmpdir  # noqa: E402
-
-
-def ext4_image(size):
-    d = tmpdir("hsmfs-img-")
-    img, mnt = os.path.join(d, "img"), os.path.join(d, "mnt")
-    os.mkdir(mnt)
-    with open(img, "wb") as f:
-        f.truncate(size)
-    subprocess.run(["mkfs.ext4", "-q", "-F", "-I", "256", img], check=True)
-    subprocess.run(["mount", "-o", "loop", img, mnt], check=True)
-    return d, mnt
+from harness import Mount, Nginx, fs_image, fs_image_drop, tmpdir  # noqa: E402
 
 
 class Sampler(threading.Thread):
@@ -341,7 +330,7 @@ def main():
         errors = []
         samplers = []
         img_size = max(1 << 30, int(8 * (1 << 30) * a.scale))
-        d, img = ext4_image(img_size)
+        d, img = fs_image(img_size)
 
         class M(Mount):
             def __enter__(self):
@@ -371,8 +360,7 @@ def main():
             for s in samplers:
                 if not s.stopping.is_set():
                     s.stop()
-            subprocess.run(["umount", "-l", img])
-            shutil.rmtree(d, ignore_errors=True)
+            fs_image_drop(d, img)
         took = time.monotonic() - t
         s = samplers[0] if samplers else Sampler(os.getpid(), "/")
         limits.add("RLIMIT_NOFILE %s/%s" % (s.soft, s.hard))
