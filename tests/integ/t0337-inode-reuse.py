@@ -24,7 +24,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFSCTL, Mount, Nginx, diag, eq, main, ok, skip, steps,  # noqa: E402
                      tmpdir, wait_for, write_tree)
-from archiving import HTTP  # noqa: E402
+from archiving import HTTP, state  # noqa: E402
 
 DELAY_MS = 2000
 
@@ -92,13 +92,13 @@ def test_row_of_a_dropped_file():
         eq(got, mine, "a file made while a refresh drops another reads its own bytes")
         eq(read_or_errno(m.path("mine.bin")), mine, "and after the refresh")
         eq(read_or_errno(m.path("c.txt")), b"the user's c\n", "the user's save kept its name")
-        mine_state = os.getxattr(m.path("mine.bin"), "user.hsmfs.state")
+        mine_state = state(m, "mine.bin")
     with Nginx(root) as ng, Mount(store=store,
                                   opts="hook=%s,origin=%s" % (HTTP, ng.url())) as m2:
         eq((read_or_errno(m2.path("mine.bin")) == mine,
-            os.getxattr(m2.path("mine.bin"), "user.hsmfs.state")), (True, mine_state),
+            state(m2, "mine.bin")), (True, mine_state),
            "the new file's bytes and state (%s) outlive the daemon: its row is its own"
-           % mine_state.decode())
+           % mine_state)
     shutil.rmtree(logdir, ignore_errors=True)
     shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(store, ignore_errors=True)
