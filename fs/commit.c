@@ -174,6 +174,8 @@ void times_kept(struct fstate *fs, int fd, const struct stat *before,
 	struct timespec tv[2] = { { 0, UTIME_OMIT }, before->st_mtim };
 	int64_t after = -1;
 
+	assert(!close_is_pending(fd)); /* eunlock() below would close it */
+
 	if (fs->nchanges != nchanges || fs->changes || fs->restoring)
 		return;
 	fs->restoring = true;
@@ -530,6 +532,10 @@ int commit_fill(struct event *ev)
 		fault_point(FAULT_FILL_COPIED);
 	b = dst >= 0 ? allocated(dst) : -1;
 	elock();
+	/* through dst before it is given away: times_kept() unlocks, which
+	 * closes what close_unlocked() below was given */
+	if (have_before && (done.n || touched))
+		times_kept(fs, dst, &before, nchanges);
 	if (dst >= 0 && dst != fs->rw_fd) {
 		/* kept for the file's next fills (drop_rw_fd) */
 		if (fs->rw_fd < 0)
@@ -537,8 +543,6 @@ int commit_fill(struct event *ev)
 		else
 			close_unlocked(dst);
 	}
-	if (have_before && (done.n || touched))
-		times_kept(fs, dst, &before, nchanges);
 	if (done.n && S.cfg.invalidate_attr) {
 		/*
 		 * The kernel keeps attributes long: the blocks a stat shows

@@ -52,6 +52,16 @@ void close_unlocked(int fd)
 	after_unlock_due = true;
 }
 
+#ifndef NDEBUG
+bool close_is_pending(int fd)
+{
+	for (size_t i = 0; i < nfds; i++)
+		if (fds[i] == fd)
+			return true;
+	return false;
+}
+#endif
+
 void elog(enum log_level lvl, const char *fmt, ...)
 {
 	struct line *l;

@@ -297,6 +297,11 @@ extern __thread bool elock_mine;
  * eunlock().  Should memory run out, the work is done at once instead.
  */
 void close_unlocked(int fd);
+#ifndef NDEBUG
+/* Whether this thread gave fd to close_unlocked() and its unlock will
+ * close it: the descriptor must not be used any more (debug builds). */
+bool close_is_pending(int fd);
+#endif
 void elog(enum log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define elog_err(...) elog(LOG_LVL_ERR, __VA_ARGS__)
 #define elog_warn(...) elog(LOG_LVL_WARN, __VA_ARGS__)

@@ -261,6 +261,46 @@ def test_times_stay():
     shutil.rmtree(mirror, ignore_errors=True)
 
 
+def test_times_stay_opened_mid_fill():
+    """A prefetch fills a file no one has open through a descriptor of its
+    own.  A user who opens the file while that fill is being copied gives
+    the file the descriptor its fills commit through; the prefetch then
+    closes its own, and must put the file's times back before, not
+    after: through a closed descriptor the times stayed the copy's (or,
+    the number taken by another file meanwhile, went to that file)."""
+    store, mirror = tmpdir("hsmfs-store-"), tmpdir("hsmfs-mirror-")
+    log = os.path.join(tmpdir("hsmfs-log-"), "steps")
+    names = ["f%d" % i for i in range(6)]
+    data = {n: os.urandom(32 << 10) for n in names}
+    for n in names:
+        setup(store, mirror, data[n], n)
+    with Mount(store=store, opts="attr_timeout=0,prefetch=8",
+               env={"HSMFS_DELAY": "fill-copied:1500", "HSMFS_CRASH_LOG": log}) as m:
+        eq(import_manifest(m.mnt, [{"path": n, "size": len(data[n]), "mtime": 1000000000}
+                                   for n in names])[0], 0, "import with an mtime")
+        order = os.listdir(m.mnt)
+        with Hook(m.mnt, "--mirror", mirror) as h:
+            for n in order[:2]:  # two neighbours opened: the next ones are prefetched
+                os.close(os.open(m.path(n), os.O_RDONLY))
+            wait_for(lambda: os.path.exists(log) and "fill-copied" in open(log).read(),
+                     "a prefetch's fill copied, not yet committed")
+            ahead = {e["path"].lstrip("/") for e in h.events("PRE_ACCESS") if e["pid"] == 0}
+            ok(ahead, "the files ahead are being prefetched (%s)" % sorted(ahead))
+            fds = [os.open(m.path(n), os.O_RDONLY) for n in order[2:]]
+            wait_for(lambda: all(os.getxattr(m.path(n), "user.hsmfs.present") != b"0"
+                                 for n in ahead), "the prefetches committed", deadline=20)
+            for fd in fds:
+                os.close(fd)
+        for n in sorted(ahead):
+            eq(os.stat(os.path.join(store, n)).st_mtime, 1000000000,
+               "%s: opened while its prefetch was copied, the store keeps its mtime" % n)
+            eq(os.stat(m.path(n)).st_mtime, 1000000000, "%s: and the mount shows it" % n)
+            with open(m.path(n), "rb") as f:
+                eq(f.read(), data[n], "%s: every byte right" % n)
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(mirror, ignore_errors=True)
+
+
 def test_sha256():
     """A manifest's sha256 is checked when the file's last range arrives:
     right, the file becomes resident; wrong, it becomes stale, never
@@ -599,6 +639,7 @@ def run_all():
     test_late_writer()
     test_sha256_evicted_unverified()
     test_times_stay()
+    test_times_stay_opened_mid_fill()
     test_failed_datasync()
     test_late_write()
     test_fsync_survives_kill()
