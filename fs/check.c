@@ -29,8 +29,18 @@ static struct {
 	struct meta *m;
 	struct row *rows;
 	size_t n, cap;
-	unsigned gone, reset, dropped;
+	uint64_t *keep;    /* rows left to a resent removal */
+	size_t nkeep;
+	unsigned gone, reset, dropped, kept;
 } C;
+
+static bool kept(uint64_t ino)
+{
+	for (size_t i = 0; i < C.nkeep; i++)
+		if (C.keep[i] == ino)
+			return true;
+	return false;
+}
 
 bool check_was_clean(int state_fd)
 {
@@ -103,6 +113,9 @@ static void check_file(int dfd, const char *name, const struct stat *st)
 			if (!meta_put(C.m, &f))
 				C.reset++;
 		} else if (!meta_delete_gen(C.m, r->ino, r->gen)) {
+			log_warn("consistency check: '%s' (inode %llu, %s) is %lld bytes, its row says %llu: changed outside hsmfs, no longer managed",
+				 name, (unsigned long long)r->ino, meta_state_name(r->state),
+				 (long long)st->st_size, (unsigned long long)r->size);
 			C.dropped++;
 		}
 	}
@@ -171,20 +184,35 @@ static void *check_main(void *arg)
 	walk(C.root_fd, 0, true);
 	if (atomic_load(&C.stop))
 		return NULL; /* unmounted meanwhile: the next mount checks again */
-	for (i = 0; i < C.n; i++)
-		if (!C.rows[i].seen && !meta_delete_gen(C.m, C.rows[i].ino, C.rows[i].gen))
+	for (i = 0; i < C.n; i++) {
+		if (C.rows[i].seen)
+			continue;
+		if (kept(C.rows[i].ino))
+			C.kept++;
+		else if (!meta_delete_gen(C.m, C.rows[i].ino, C.rows[i].gen))
 			C.gone++;
-	log_warn("consistency check after an unclean stop: %zu files, %u gone, %u changed and fetched again, %u no longer managed",
-		 C.n, C.gone, C.reset, C.dropped);
+	}
+	log_warn("consistency check after an unclean stop: %zu files, %u gone, %u changed and fetched again, %u no longer managed, %u left to a removal resent",
+		 C.n, C.gone, C.reset, C.dropped, C.kept);
 	return NULL;
 }
 
-int check_start(int root_fd, struct meta *m)
+int check_start(int root_fd, struct meta *m, const uint64_t *keep, size_t nkeep)
 {
 	C.root_fd = root_fd;
 	C.m = m;
-	if (pthread_create(&C.thread, NULL, check_main, NULL))
+	if (nkeep) {
+		C.keep = malloc(nkeep * sizeof(*keep));
+		if (!C.keep)
+			return -ENOMEM;
+		memcpy(C.keep, keep, nkeep * sizeof(*keep));
+		C.nkeep = nkeep;
+	}
+	if (pthread_create(&C.thread, NULL, check_main, NULL)) {
+		free(C.keep);
+		C.keep = NULL;
 		return -EAGAIN;
+	}
 	C.running = true;
 	return 0;
 }
@@ -198,4 +226,6 @@ void check_stop(void)
 	C.running = false;
 	free(C.rows);
 	C.rows = NULL;
+	free(C.keep);
+	C.keep = NULL;
 }

@@ -5,7 +5,10 @@
  * when it is missing and the database has rows, check_start() walks the
  * store in a background thread (never following symlinks, skipping
  * STORE/.hsmfs) while the mount serves:
- *   - a row whose file is gone is deleted;
+ *   - a row whose file is gone is deleted, unless a removal of it the
+ *     last daemon began is still to be answered (keep, given to
+ *     check_start()): that request, resent, removes the row and records
+ *     the removal for the origin, which a row deleted here would lose;
  *   - a row whose file changed size outside hsmfs is reset to nothing
  *     present if the file still carries the placeholder mark (its bytes
  *     are fetched again), or deleted if it does not (local data);
@@ -16,6 +19,8 @@
 #define HSMFS_CHECK_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 struct meta;
 
@@ -26,7 +31,8 @@ bool check_was_clean(int state_fd);
 /* Leave the mark of a clean stop. */
 void check_mark_clean(int state_fd);
 
-int check_start(int root_fd, struct meta *m);
+/* keep: nkeep store inode numbers whose rows stay (copied) */
+int check_start(int root_fd, struct meta *m, const uint64_t *keep, size_t nkeep);
 void check_stop(void);
 
 #endif

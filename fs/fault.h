@@ -45,6 +45,8 @@
 						   * not yet dropped from the log */
 /* fault_named() points: crashed at only as NAME:K, not numbered steps */
 #define FAULT_OP_BEGUN "op-begun"                 /* a name operation marked, the store not changed */
+#define FAULT_OP_CHANGED "op-changed"             /* the store changed, the mark not yet
+						   * saying so (begun only) */
 #define FAULT_OP_DONE "op-done"                   /* the store changed, the reply not sent */
 #define FAULT_OP_RELEASED "op-released"           /* an open released, the reply not sent */
 #define FAULT_WRITE_DONE "write-done"             /* a write in the store, the reply not sent */

@@ -788,8 +788,12 @@ int main(int argc, char *argv[])
 	if (!was_clean) {
 		uint64_t rows = 0;
 
-		if (!meta_count(meta, &rows) && rows && check_start(store.root_fd, meta))
+		uint64_t *keep = NULL;
+		size_t nkeep = takeover ? ops_resend_removals_begun(&keep) : 0;
+
+		if (!meta_count(meta, &rows) && rows && check_start(store.root_fd, meta, keep, nkeep))
 			log_warn("cannot start the consistency check, ignoring");
+		free(keep);
 	}
 	if (o.hook) {
 		/*

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -27,6 +28,7 @@
 #include "log.h"
 #include "ops-int.h"
 #include "ops.h"
+#include "saved.h"
 #include "passthrough.h"
 #include "saved.h"
 
@@ -113,8 +115,9 @@ void ops_adopt_opens(void)
 		 dirs, dirs == 1 ? "y" : "ies", lost ? " (some lost: see above)" : "");
 }
 
-static bool removal_done(const struct saved_op *r)
+static bool removal_done(const struct saved_op *r, void *arg)
 {
+	(void)arg;
 	if (r->result || !(r->aux & RESEND_REMOVED_LAST))
 		return false;
 	events_unlinked(NULL, r->aux & ~RESEND_REMOVED_LAST, true);
@@ -123,5 +126,31 @@ static bool removal_done(const struct saved_op *r)
 
 unsigned ops_resend_removals(void)
 {
-	return resend_each_done(OP_UNLINK, removal_done);
+	return resend_each(OP_UNLINK, SAVED_OP_DONE, removal_done, NULL);
+}
+
+struct begun {
+	uint64_t *inos;
+	size_t n;
+};
+
+static bool removal_begun(const struct saved_op *r, void *arg)
+{
+	struct begun *b = arg;
+
+	if (!(r->aux & RESEND_REMOVED_LAST))
+		return false;
+	b->inos[b->n++] = r->aux & ~RESEND_REMOVED_LAST;
+	return true;
+}
+
+size_t ops_resend_removals_begun(uint64_t **ret)
+{
+	struct begun b = { .inos = malloc(SAVED_JOURNAL * sizeof(uint64_t)) };
+
+	*ret = b.inos;
+	if (!b.inos)
+		return 0;
+	resend_each(OP_UNLINK, SAVED_OP_BEGUN, removal_begun, &b);
+	return b.n;
 }

@@ -280,9 +280,10 @@ void resend_set_aux(uint64_t aux);
 /* an unlink's aux: the file's store inode, and whether its last link went */
 #define RESEND_REMOVED_LAST (1ULL << 63)
 struct saved_op;
-/* fn of each record the last daemon left done, of opcode (taking over):
- * how many it said true of */
-unsigned resend_each_done(uint32_t opcode, bool (*fn)(const struct saved_op *r));
+/* fn of each record the last daemon left in state (SAVED_OP_BEGUN, _DONE),
+ * of opcode (taking over): how many it said true of */
+unsigned resend_each(uint32_t opcode, uint32_t state,
+		     bool (*fn)(const struct saved_op *r, void *arg), void *arg);
 void resend_done(int res);
 void resend_end(void);
 

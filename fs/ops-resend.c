@@ -137,6 +137,7 @@ void resend_done(int res)
 {
 	if (!mine)
 		return;
+	fault_named(FAULT_OP_CHANGED);
 	mine->result = res;
 	__atomic_store_n(&mine->state, SAVED_OP_DONE, __ATOMIC_RELEASE);
 	fault_named(FAULT_OP_DONE);
@@ -154,7 +155,8 @@ void resend_end(void)
 	mine = NULL;
 }
 
-unsigned resend_each_done(uint32_t opcode, bool (*fn)(const struct saved_op *r))
+unsigned resend_each(uint32_t opcode, uint32_t state,
+		     bool (*fn)(const struct saved_op *r, void *arg), void *arg)
 {
 	struct saved_op *j = saved_journal();
 	unsigned n = 0;
@@ -164,9 +166,9 @@ unsigned resend_each_done(uint32_t opcode, bool (*fn)(const struct saved_op *r))
 	for (uint32_t i = 0; i < SAVED_JOURNAL; i++) {
 		struct saved_op r = j[i];
 
-		if (!r.unique || r.unique == TOMB || r.state != SAVED_OP_DONE || r.opcode != opcode)
+		if (!r.unique || r.unique == TOMB || r.state != state || r.opcode != opcode)
 			continue;
-		n += fn(&r);
+		n += fn(&r, arg);
 	}
 	return n;
 }

@@ -58,6 +58,13 @@ void ops_adopt_opens(void);
  * the check would drop the rows alone.  How many.
  */
 unsigned ops_resend_removals(void);
+/*
+ * The files of the removals the last daemon began and did not mark done
+ * (the store may have removed them): *ret (malloc'd, free it) holds
+ * their store inode numbers; how many.  Their requests come again; the
+ * consistency check leaves their rows to them (check.h).
+ */
+size_t ops_resend_removals_begun(uint64_t **ret);
 unsigned long ops_table_size(void);
 
 #endif
