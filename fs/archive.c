@@ -805,6 +805,7 @@ static int apply_name(const struct meta_op *op)
 			res = o ? name_event(HSMFS_NAME_RENAMED, op->path, o, v, &version,
 					     &origin) :
 				  -ENOMEM;
+		fault_named(FAULT_NAME_ANSWERED);
 		if (!res && landed && meta_landing_clear(S.cfg.meta, op->ino))
 			elog_warn("cannot forget where '%s' was uploaded: %s", op->path,
 				  meta_errmsg(S.cfg.meta));

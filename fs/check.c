@@ -31,7 +31,7 @@ static struct {
 	size_t n, cap;
 	uint64_t *keep;    /* rows left to a resent removal */
 	size_t nkeep;
-	unsigned gone, reset, dropped, kept;
+	unsigned gone, reset, changed, kept;
 } C;
 
 static bool kept(uint64_t ino)
@@ -112,11 +112,24 @@ static void check_file(int dfd, const char *name, const struct stat *st)
 			f.state = META_PLACEHOLDER;
 			if (!meta_put(C.m, &f))
 				C.reset++;
-		} else if (!meta_delete_gen(C.m, r->ino, r->gen)) {
-			log_warn("consistency check: '%s' (inode %llu, %s) is %lld bytes, its row says %llu: changed outside hsmfs, no longer managed",
-				 name, (unsigned long long)r->ino, meta_state_name(r->state),
-				 (long long)st->st_size, (unsigned long long)r->size);
-			C.dropped++;
+		} else {
+			/*
+			 * All its bytes here: a user's change whose record the
+			 * crash lost (a truncate done, its claim not yet made;
+			 * its request, resent, records it again).  Kept as a
+			 * change on the mount, with its object: dropping the
+			 * row would forget where the origin has the file, and
+			 * its later moves and removal would not reach it.
+			 */
+			rs_clear(&f.present);
+			f.size = st->st_size;
+			f.state = META_DIRTY;
+			if (!rs_add(&f.present, 0, f.size) && !meta_put(C.m, &f)) {
+				log_warn("consistency check: '%s' (inode %llu, %s) is %lld bytes, its row says %llu: kept as changed on the mount",
+					 name, (unsigned long long)r->ino, meta_state_name(r->state),
+					 (long long)st->st_size, (unsigned long long)r->size);
+				C.changed++;
+			}
 		}
 	}
 	meta_file_free(&f);
@@ -192,8 +205,8 @@ static void *check_main(void *arg)
 		else if (!meta_delete_gen(C.m, C.rows[i].ino, C.rows[i].gen))
 			C.gone++;
 	}
-	log_warn("consistency check after an unclean stop: %zu files, %u gone, %u changed and fetched again, %u no longer managed, %u left to a removal resent",
-		 C.n, C.gone, C.reset, C.dropped, C.kept);
+	log_warn("consistency check after an unclean stop: %zu files, %u gone, %u changed and fetched again, %u kept as changed on the mount, %u left to a removal resent",
+		 C.n, C.gone, C.reset, C.changed, C.kept);
 	return NULL;
 }
 

@@ -11,7 +11,9 @@
  *     the removal for the origin, which a row deleted here would lose;
  *   - a row whose file changed size outside hsmfs is reset to nothing
  *     present if the file still carries the placeholder mark (its bytes
- *     are fetched again), or deleted if it does not (local data);
+ *     are fetched again), or made dirty if it does not: all its bytes are
+ *     here, a change on the mount whose record a crash lost (its origin
+ *     kept, so that its moves, removal and archive still reach it);
  * each change guarded by the row's generation, so a concurrent import
  * wins.  One log line reports the outcome.  Nothing here touches FUSE.
  */

@@ -44,9 +44,13 @@
 #define FAULT_NAME_APPLIED "name-applied"         /* a name's op done at the origin,
 						   * not yet dropped from the log */
 /* fault_named() points: crashed at only as NAME:K, not numbered steps */
+#define FAULT_NAME_ANSWERED "name-answered"       /* a move done at the origin, its answer
+						   * not yet recorded */
 #define FAULT_OP_BEGUN "op-begun"                 /* a name operation marked, the store not changed */
 #define FAULT_OP_CHANGED "op-changed"             /* the store changed, the mark not yet
 						   * saying so (begun only) */
+#define FAULT_TRUNCATED "truncated"             /* a truncate in the store, not yet
+						   * recorded (its claim not made) */
 #define FAULT_OP_DONE "op-done"                   /* the store changed, the reply not sent */
 #define FAULT_OP_RELEASED "op-released"           /* an open released, the reply not sent */
 #define FAULT_WRITE_DONE "write-done"             /* a write in the store, the reply not sent */

@@ -1378,8 +1378,22 @@ void events_unlinked(struct inode *in, uint64_t ino, bool user)
 		/*
 		 * its moves not applied yet go: its object is still where the
 		 * removal above says, and its inode number may be a new
-		 * file's soon (an op of that number would move that file's)
+		 * file's soon (an op of that number would move that file's).
+		 * But the first op of all, one of its moves, may have been
+		 * asked and its answer never read (a crash, a hook killed):
+		 * the object may be at that op's path, so it is removed there
+		 * too, whatever its version (as an unanswered upload's)
 		 */
+		if (!res && removal) {
+			struct meta_op head;
+
+			if (!meta_op_first(S.cfg.meta, &head)) {
+				if (head.kind == META_OP_RENAME && head.ino == ino && head.path)
+					res = meta_op_add(S.cfg.meta, META_OP_UNLAND, ino, head.path,
+							  NULL, NULL);
+				meta_op_free(&head);
+			}
+		}
 		if (!res)
 			res = meta_op_drop_renames(S.cfg.meta, ino);
 		if (!res)

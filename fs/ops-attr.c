@@ -14,6 +14,7 @@
 
 #include "events.h"
 #include "inode.h"
+#include "fault.h"
 #include "ops-int.h"
 #include "privs.h"
 
@@ -149,6 +150,7 @@ static int do_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			inode_fd_put(in);
 			return res;
 		}
+		fault_named(FAULT_TRUNCATED);
 		if (inode_flags(in) & INODE_STATEFUL)
 			events_truncated(in, &ch, old.st_size, attr->st_size);
 		/* the kernel marks a truncate whose caller lacks CAP_FSETID */

@@ -193,7 +193,8 @@ def test_unclean():
     with Mount(opts="prefetch=0", store=store) as m:
         line = wait_for(lambda: [l for l in m.output().splitlines() if "consistency check" in l],
                         "the consistency check's log line")
-        eq(line[0].split(": ", 2)[-1], "3 files, 1 gone, 1 changed and fetched again, 0 no longer managed",
+        eq(line[0].split(": ", 2)[-1], "3 files, 1 gone, 1 changed and fetched again, "
+           "0 kept as changed on the mount, 0 left to a removal resent",
            "unclean stop: the check found the gone and the changed file")
         eq(run(["sqlite3", os.path.join(store, ".hsmfs", "meta.db"),
                 "SELECT count(*) FROM files"])[1].strip(), "2", "the gone file's row is deleted")

@@ -26,6 +26,13 @@ And one answered, renamed while its answer is recorded:
 
 8. the object moves with it.
 
+And a rename whose move reached the origin but whose answer was never
+read (the daemon crashed at name-answered), the file then removed on a
+mount with no hook before the move was asked again:
+
+9. neither the old name nor the new one is left at the origin (before,
+   the removal went to the old name and the moved object stayed).
+
 Before, 1-3 left the landed object at the origin (sync exiting 0), 4
 and 7 ended in a conflict, sync failing, 5 left the object under the
 old name and 6 kept it as "changed at the origin".
@@ -152,6 +159,44 @@ def renamed_while_recorded():
     return True
 
 
+def moved_unanswered():
+    """9. False if this build has no crash points."""
+    root, store, logdir = dav_root(), tmpdir("hsmfs-store-"), tmpdir("hsmfs-steps-")
+    try:
+        with Nginx(root, extra=DAV) as ng:
+            opts = "hook=%s,origin=%s,archive_after=3600" % (HTTP, ng.url("o/"))
+            steps = os.path.join(logdir, "steps")
+            m = Mount(store=store, opts=opts, env={"HSMFS_CRASH_AT": "name-answered:1",
+                                                   "HSMFS_CRASH_LOG": steps}, expect_exit=99)
+            m.start()
+            try:
+                os.listdir(m.mnt)
+                write_synced(m.path("f.bin"), b"moved, never answered\n" * 100)
+                eq(run([HSMFSCTL, "archive", m.path("f.bin")])[0], 0, "move unanswered: archived")
+                os.rename(m.path("f.bin"), m.path("g.bin"))
+                run([HSMFSCTL, "sync", m.mnt])
+                status = m.exited(30)
+            finally:
+                m.cleanup()
+            if status is None and not os.path.exists(steps):
+                return False
+            eq(status, 99, "move unanswered: the daemon crashed once the move was done")
+            eq(sorted(os.listdir(os.path.join(root, "o"))), ["g.bin"],
+               "move unanswered: the origin moved it")
+            # no hook: the move is not asked again before the removal
+            with Mount(store=store, opts="archive_after=3600") as m2:
+                os.unlink(m2.path("g.bin"))
+            with Mount(store=store, opts=opts) as m3:
+                rc, out = run([HSMFSCTL, "sync", m3.mnt])
+                eq(rc, 0, "move unanswered: hsmfsctl sync exits 0 (%s)" % out.strip())
+                eq(differences(tree(os.path.join(root, "o")), tree(m3.mnt)), [],
+                   "move unanswered, then removed: nothing left at the origin")
+    finally:
+        for d in (root, store, logdir):
+            shutil.rmtree(d, ignore_errors=True)
+    return True
+
+
 def test():
     only = os.environ.get("T0463_ONLY")
     for i, (name, change, second) in enumerate([c + (False,) for c in CASES] +
@@ -163,6 +208,8 @@ def test():
             return
     if (not only or "8" in only.split(",")) and not renamed_while_recorded():
         skip("renamed while recorded", "a release build has no delay points")
+    if (not only or "9" in only.split(",")) and not moved_unanswered():
+        skip("a move never answered", "a release build has no crash points")
 
 
 main(test)

@@ -179,10 +179,10 @@ def test_inflight():
         mirror_hook.wait()
 
 
-def crash_op(step, name, setup, op, check, opts=""):
+def crash_op(step, name, setup, op, check, opts="", env=None):
     """Crash the daemon at step (op-begun, op-done) of op; the keeper
     restarts it; op must return as if nothing happened, applied once."""
-    env = {"HSMFS_CRASH_AT": step + ":1"}
+    env = dict(env or {}, HSMFS_CRASH_AT=step + ":1")
     with Mount(env=env, restart=True, opts=opts) as m:
         setup(m)
         before = m.daemon_pid()
@@ -355,7 +355,30 @@ def test_names():
     # gone, and must leave the row to the resent unlink (it deleted it
     # first, and the origin kept the file)
     crash_op("op-changed", "unlink archived", mk_origin, lambda m: os.unlink(m.path("o")),
-             one_name_change("unlink"), opts="archive_after=3600")
+             one_name_change("unlink"), opts="archive_after=3600", env={"HSMFS_DELAY": "init:1500"})
+    # a file of the origin, all of it here, truncated and crashed before
+    # the truncate was recorded: the check finds its size changed with no
+    # placeholder mark, and must keep it as the user's change with its
+    # object (it dropped the row: the origin was forgotten, and the file's
+    # later moves and removal never reached it)
+    def mk_resident(m):
+        mk_origin(m)
+        with Hook(m.mnt, "--mirror", mirror):
+            eq(open(m.path("o"), "rb").read(), b"at the origin", "read whole")
+        # committed whole: the store file's placeholder mark goes
+        wait_for(lambda: not [x for x in os.listxattr(m.spath("o")) if "placeholder" in x],
+                 "the placeholder mark removed")
+
+    def truncated(m, r):
+        eq(os.stat(m.path("o")).st_size, 5, "truncate crashed once done: its size")
+        eq(os.getxattr(m.path("o"), "user.hsmfs.state").decode().replace(",passthrough", ""),
+           "dirty", "the user's change")
+        eq(os.getxattr(m.path("o"), "user.hsmfs.origin").decode(),
+           "file://" + os.path.join(mirror, "o"), "its object still known")
+    # (INIT answered late: the check is done before the truncate comes again)
+    crash_op("truncated", "truncate resident", mk_resident,
+             lambda m: os.truncate(m.path("o"), 5), truncated, opts="archive_after=3600",
+             env={"HSMFS_DELAY": "init:1500"})
     # and renamed: the resent rename records the move for the origin, and
     # the file's row under its new name
     crash_op("op-done", "rename archived", mk_origin,
