@@ -946,6 +946,7 @@ static void *namer_main(void *arg)
  */
 static int names_synced(void)
 {
+	int64_t until;
 	int res = 0;
 
 	elock();
@@ -958,8 +959,18 @@ static int names_synced(void)
 	A.names_err = 0;
 	A.names_retry_at = 0; /* asked: at once */
 	pthread_cond_broadcast(&S.ncond);
-	while (!A.stop && !A.names_idle && !A.names_err)
-		pthread_cond_wait(&A.names_done, &S.lock);
+	until = mono_ms() + (int64_t)(S.cfg.timeout * 1000);
+	while (!A.stop && !A.names_idle) {
+		struct timespec ts;
+
+		/* no archive hook yet: waited for, as by an archive (attempt_ended) */
+		if (A.names_err == -ENOTCONN && !S.cfg.nohook_fail && mono_ms() < until)
+			A.names_err = 0;
+		else if (A.names_err)
+			break;
+		mono_after(&ts, 0.1);
+		pthread_cond_timedwait(&A.names_done, &S.lock, &ts);
+	}
 	res = A.stop ? -ESHUTDOWN : A.names_idle ? 0 : A.names_err;
 	A.name_syncs--;
 	eunlock();
@@ -1058,6 +1069,7 @@ static struct arch_wait *attempt_ended(struct fstate *fs, int *resp, int64_t now
 	w = fs->awaiters;
 	fs->awaiters = NULL;
 	if (!res) {
+		fs->nohook_ms = 0;
 		fs->arch_err = 0;
 		fs->arch_tries = 0;
 		/* changed again since, asked again: once more */
@@ -1067,11 +1079,26 @@ static struct arch_wait *attempt_ended(struct fstate *fs, int *resp, int64_t now
 	}
 	fs->arch_err = res;
 	if (res == -ENOTCONN) {
-		/* no archive hook yet (a mount's first second): not an attempt */
+		/*
+		 * No archive hook yet (a mount's first second, or its hook
+		 * starting again): not an attempt.  Who asked (archive, sync)
+		 * waits for one as a read waits for a fill hook, the mount's
+		 * timeout at most (nohook=fail: not at all).
+		 */
+		if (!fs->nohook_ms)
+			fs->nohook_ms = now;
+		if (w && !S.cfg.nohook_fail && !A.stop && !fs->gone &&
+		    now - fs->nohook_ms < (int64_t)(S.cfg.timeout * 1000)) {
+			fs->awaiters = w;
+			archive_later(fs, now + BACKOFF_MIN_MS);
+			return NULL;
+		}
+		fs->nohook_ms = 0;
 		if ((again || S.cfg.writeback_on) && !A.stop && !fs->gone)
 			archive_later(fs, now + BACKOFF_MIN_MS);
 		return w;
 	}
+	fs->nohook_ms = 0;
 	fs->arch_tries++;
 	if (res == -ESTALE) {
 		elog_warn("inode %llu: conflict: the origin changed under a local change; "

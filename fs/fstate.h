@@ -127,6 +127,9 @@ struct fstate {
 	int64_t arch_due;          /* not before (monotonic ms) */
 	int arch_err;              /* the last attempt's error, 0: none */
 	unsigned arch_tries;       /* attempts that failed in a row */
+	int64_t nohook_ms;         /* when an attempt first found no archive hook
+				    * (0: the last one had one): who asked waits
+				    * for one, the mount's timeout at most */
 	bool vchanged;             /* origin, version: the writer records them */
 	bool newrow;               /* made on the mount: the writer inserts its row */
 	bool gone;                 /* its last name went: never archived */

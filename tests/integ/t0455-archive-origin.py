@@ -20,9 +20,9 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HSMFS, HSMFSCTL, Mount, Origin, eq, import_manifest, main, ok,  # noqa: E402
-                     run, tmpdir, wait_for)
-from archiving import HTTP, get, put, state  # noqa: E402
+from harness import (HSMFS, HSMFSCTL, Mount, Nginx, Origin, eq, import_manifest, main,  # noqa: E402
+                     ok, run, tmpdir, wait_for)
+from archiving import DAV, HTTP, dav_root, get, put, state, tree  # noqa: E402
 
 def archive(m, p):
     return run([HSMFSCTL, "archive", m.path(p)])
@@ -122,4 +122,40 @@ def test():
     shutil.rmtree(store, ignore_errors=True)
 
 
-main(test)
+def kill_hook(m):
+    """SIGKILL to the mount's hsmfs-http; returns once the daemon saw it go."""
+    for pid in [int(x) for x in subprocess.run(["pgrep", "-f", "hsmfs-http.*%s" % m.mnt],
+                                               stdout=subprocess.PIPE).stdout.split()]:
+        os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: "hsmfs-http" not in os.getxattr(m.mnt, "user.hsmfs.hooks").decode(),
+             "the hook gone")
+
+
+def test_hook_restarting():
+    """hsmfs-http killed while idle, and an archive or a sync asked before
+    the daemon has it back: they wait for the mount's hook, as a read
+    waits for a fill hook (they failed at once, "no archive hook is
+    connected", exit 4, while the daemon was starting it again)."""
+    root, store = dav_root(), tmpdir("hsmfs-store-")
+    with Nginx(root, extra=DAV) as ng:
+        with Mount(store=store, opts="hook=%s,origin=%s,timeout=10,archive_after=3600"
+                   % (HTTP, ng.url("o/"))) as m:
+            os.listdir(m.mnt)
+            put(m.path("a"), b"archived while the hook was down")
+            kill_hook(m)
+            rc, out = archive(m, "a")
+            eq(rc, 0, "hsmfsctl archive with the hook restarting: it waits (%s)" % out.strip())
+            eq(tree(os.path.join(root, "o")), {"a": b"archived while the hook was down"},
+               "the origin has it")
+            put(m.path("b"), b"synced while the hook was down")
+            os.unlink(m.path("a"))
+            kill_hook(m)
+            rc, out = run([HSMFSCTL, "sync", m.mnt])
+            eq(rc, 0, "hsmfsctl sync with the hook restarting: it waits (%s)" % out.strip())
+            eq(tree(os.path.join(root, "o")), {"b": b"synced while the hook was down"},
+               "the origin has the names and bytes")
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+main(lambda: (test(), test_hook_restarting()))

@@ -238,7 +238,8 @@ def test_resolve_owner():
         skip("resolve --keep-local by another user", "needs root to be another user")
         return
     store = tmpdir("hsmfs-store-")
-    with Mount(store=store, opts="allow_other,archive_after=3600") as m:
+    # (timeout=2: with no archive hook the archive waits for one that long)
+    with Mount(store=store, opts="allow_other,archive_after=3600,timeout=2") as m:
         way_in_for_others(m)
         put(m.path("f"), b"root's bytes")
         os.chmod(m.path("f"), 0o644)
@@ -263,7 +264,8 @@ def test_archive_writer():
         return
     nobody = pwd.getpwuid(65534).pw_name
     store = tmpdir("hsmfs-store-")
-    with Mount(store=store, opts="allow_other,archive_after=3600") as m:
+    # (timeout=2: with no archive hook an archive waits for one that long)
+    with Mount(store=store, opts="allow_other,archive_after=3600,timeout=2") as m:
         way_in_for_others(m)
         put(m.path("readable"), b"root's draft")
         os.chmod(m.path("readable"), 0o644)
