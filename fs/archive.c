@@ -422,7 +422,7 @@ static int archive_one(struct fstate *fs)
 	overwrite = fs->overwrite || landed_here;
 	res = start_archive(in, sn.fd, sn.size, sn.mode, sn.mtime,
 			    (overwrite ? HSMFS_EVENT_OVERWRITE : 0) |
-				    (fs->flags & META_F_NEW ? HSMFS_EVENT_NEW : 0), &ev);
+				    (fs->flags & META_F_NEW ? HSMFS_EVENT_NEW : 0), path, &ev);
 	if (res) {
 		eunlock();
 		return res;

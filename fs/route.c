@@ -230,8 +230,14 @@ void fill_proto(const struct event *ev, struct proto_event *pe,
 		char *path, size_t pathsize)
 {
 	ELOCK_HELD();
-	int n = inode_path(ev->in, path, pathsize);
+	/* an archive's path is its landing's, fixed at its start (start_archive) */
+	int n = ev->type == HSMFS_EV_ARCHIVE && ev->name ?
+			snprintf(path, pathsize, "%s", ev->name) :
+			inode_path(ev->in, path, pathsize);
 	const struct fstate *fs;
+
+	if (n >= (int)pathsize)
+		n = -ENAMETOOLONG;
 
 	memset(pe, 0, sizeof(*pe));
 	pe->id = ev->id;
@@ -574,18 +580,27 @@ bool have_archive_hook(struct inode *in)
 }
 
 int start_archive(struct inode *in, int fd, uint64_t size, uint32_t mode, int64_t mtime,
-		  uint16_t flags, struct event **ret_ev)
+		  uint16_t flags, const char *path, struct event **ret_ev)
 {
 	ELOCK_HELD();
-	struct event *ev = get_slot();
+	char *p = path && path[0] ? strdup(path) : NULL;
+	struct event *ev;
+
+	if (path && path[0] && !p) {
+		close_unlocked(fd);
+		return -ENOMEM;
+	}
+	ev = get_slot();
 
 	if (!ev) {
 		close_unlocked(fd);
+		free(p);
 		elog_warn("no free event slot within the timeout (max_pending=%u)",
 			 S.cfg.max_pending);
 		return -EIO;
 	}
 	init_event(ev, HSMFS_EV_ARCHIVE, in, NULL);
+	ev->name = p; /* the path it goes to (fill_proto) */
 	ev->start = mode;
 	ev->end = mtime > 0 ? (uint64_t)mtime : 0;
 	ev->hint_start = 0;

@@ -102,11 +102,15 @@ bool have_archive_hook(struct inode *in);
 /*
  * Start the ARCHIVE event of in: fd, a read-only descriptor of the
  * snapshot of size bytes (owned by the event from here on), mode and
- * mtime of it; flags: HSMFS_EVENT_OVERWRITE, HSMFS_EVENT_NEW.  0 with
- * *ret_ev (one reference, the caller's), or -errno.
+ * mtime of it; flags: HSMFS_EVENT_OVERWRITE, HSMFS_EVENT_NEW; path (may
+ * be NULL): the path the event names to every hook it is sent to, the one
+ * its landing was recorded at (meta.h), whatever the file's name is by
+ * then (a rename meanwhile moves the object once the upload ended; a
+ * hook that left after it uploaded, and the next one, upload to the same
+ * place).  0 with *ret_ev (one reference, the caller's), or -errno.
  */
 int start_archive(struct inode *in, int fd, uint64_t size, uint32_t mode, int64_t mtime,
-		  uint16_t flags, struct event **ret_ev);
+		  uint16_t flags, const char *path, struct event **ret_ev);
 /* The same for the PRE_LOOKUP of name in dir (name: owned by the event). */
 int start_lookup(struct inode *dir, char *origin, char *name, struct fuse_req *req,
 		 struct event **ret_ev);

@@ -290,7 +290,34 @@ def test_archive_writer():
     shutil.rmtree(store, ignore_errors=True)
 
 
+def test_redispatched_path():
+    """An upload asked of one hook, the file renamed, the hook gone with no
+    answer (it may have uploaded): the next hook is sent the same path,
+    the one its landing was recorded at, not the file's new name (it was:
+    the first hook's object stayed at the old name, unrecorded, once the
+    second one's answer was)."""
+    store = tmpdir("hsmfs-store-")
+    with Mount(store=store, opts="archive_after=3600,timeout=20") as m:
+        put(m.path("f"), b"a new file")
+        a = hsmfs_hook.connect(m.mnt, "fill", ["archive"], "first")
+        res = {}
+        t = threading.Thread(target=lambda: res.update(r=archive(m.path("f"))))
+        t.start()
+        ev = next(e for e in a.events() if "cancel" not in e)
+        os.close(ev["fd"])
+        os.rename(m.path("f"), m.path("g"))
+        b = Holder(m.mnt, hold=False)
+        a.close()  # gone without an answer
+        t.join(30)
+        eq(res.get("r", (None,))[0], 0, "archived by the next hook")
+        eq([p for p, _ in b.uploads], [ev["path"]],
+           "the next hook was sent the first one's path (%s)" % ev["path"])
+        b.close()
+    shutil.rmtree(store, ignore_errors=True)
+
+
 def test():
+    test_redispatched_path()
     test_archive_writer()
     test_resolve_owner()
     test_passthrough_write()
