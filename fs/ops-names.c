@@ -137,8 +137,12 @@ static bool resent_done(uint64_t want_ino, fuse_ino_t parent, const char *name, 
 	}
 }
 
-/* A name made by the last daemon for this request: its entry, once. */
-static bool made_before(fuse_req_t req, fuse_ino_t parent, const char *name)
+/*
+ * A name made by the last daemon for this request: its entry, once.
+ * dir: a directory, whose making is recorded for the origin again (the
+ * last daemon may have died before it was; twice is the same).
+ */
+static bool made_before(fuse_req_t req, fuse_ino_t parent, const char *name, bool dir)
 {
 	struct fuse_entry_param e;
 	uint64_t aux;
@@ -146,13 +150,15 @@ static bool made_before(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 	if (!resent_done(0, parent, name, true, &res, &aux))
 		return false;
+	if (!res && dir)
+		events_dir_named(IN(parent), name, META_OP_MKDIR);
 	if (!res)
 		res = do_lookup(parent, name, &e);
 	reply_entry(req, res, &e);
 	return true;
 }
 
-static bool removed_before(fuse_req_t req, fuse_ino_t parent, const char *name)
+static bool removed_before(fuse_req_t req, fuse_ino_t parent, const char *name, bool dir)
 {
 	uint64_t aux;
 	int res;
@@ -163,10 +169,15 @@ static bool removed_before(fuse_req_t req, fuse_ino_t parent, const char *name)
 	 * What follows the store's removal, done again (each is the same
 	 * done twice): the file's row goes, and its removal is recorded for
 	 * the origin (events_unlinked() finds no row if the last daemon got
-	 * that far).
+	 * that far); a directory's (aux: its inode) likewise.
 	 */
-	if (!res && (aux & RESEND_REMOVED_LAST))
+	if (!res && !dir && (aux & RESEND_REMOVED_LAST))
 		events_unlinked(NULL, aux & ~RESEND_REMOVED_LAST, true);
+	if (!res && dir) {
+		if (aux)
+			events_dir_removed(aux);
+		events_dir_named(IN(parent), name, META_OP_RMDIR);
+	}
 	reply_err(req, res);
 	resend_end();
 	return true;
@@ -277,7 +288,7 @@ void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, 
 	struct fuse_entry_param e;
 	int res;
 
-	if (made_before(req, parent, name))
+	if (made_before(req, parent, name, false))
 		return;
 	res = dir_wait(req, parent, &(struct later){ .step = LATER_MKNOD, .parent = parent,
 						      .name = name, .mode = mode, .rdev = rdev,
@@ -297,7 +308,7 @@ void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 	struct fuse_entry_param e;
 	int res;
 
-	if (made_before(req, parent, name))
+	if (made_before(req, parent, name, true))
 		return;
 	res = dir_wait(req, parent, &(struct later){ .step = LATER_MKDIR, .parent = parent,
 						      .name = name, .mode = mode,
@@ -317,7 +328,7 @@ void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char 
 	struct fuse_entry_param e;
 	int res;
 
-	if (made_before(req, parent, name))
+	if (made_before(req, parent, name, false))
 		return;
 	res = dir_wait(req, parent, &(struct later){ .step = LATER_SYMLINK, .parent = parent,
 						      .name = name, .name2 = link,
@@ -368,7 +379,7 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *n
 	struct fuse_entry_param e;
 	int res;
 
-	if (made_before(req, newparent, newname))
+	if (made_before(req, newparent, newname, false))
 		return;
 	res = dir_wait(req, newparent, &(struct later){ .step = LATER_LINK, .ino = ino,
 							 .newparent = newparent, .name = newname,
@@ -404,7 +415,7 @@ static int do_remove(fuse_ino_t parent, const char *name, int flags)
 		return pfd;
 	}
 	resend_begin(ops_io_unique(), flags ? OP_RMDIR : OP_UNLINK,
-		     !flags && st.st_nlink == 1 ? st.st_ino | RESEND_REMOVED_LAST : 0);
+		     flags ? st.st_ino : st.st_nlink == 1 ? st.st_ino | RESEND_REMOVED_LAST : 0);
 	orphan = victim && !flags && inode_orphan_link(victim, oname);
 	res = unlinkat(pfd, name, flags) < 0 ? -errno : 0;
 	resend_done(res);
@@ -435,7 +446,7 @@ void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	int res;
 
-	if (removed_before(req, parent, name))
+	if (removed_before(req, parent, name, false))
 		return;
 	res = dir_wait(req, parent, &(struct later){ .step = LATER_UNLINK, .parent = parent,
 						      .name = name, .unique = ops_io_unique() });
@@ -453,7 +464,7 @@ void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 			      .unique = ops_io_unique() };
 	int res;
 
-	if (removed_before(req, parent, name))
+	if (removed_before(req, parent, name, true))
 		return;
 	res = dir_wait(req, parent, &args);
 

@@ -356,6 +356,15 @@ def test_names():
     # first, and the origin kept the file)
     crash_op("op-changed", "unlink archived", mk_origin, lambda m: os.unlink(m.path("o")),
              one_name_change("unlink"), opts="archive_after=3600", env={"HSMFS_DELAY": "init:1500"})
+    # directories made and removed on a mount that archives, crashed once
+    # done: the resent request records the change for the origin (the
+    # origin kept a removed directory, or never had a made one)
+    def mk_empty_dir(m):
+        os.mkdir(m.spath("gone"))
+    crash_op("op-done", "mkdir archived", lambda m: None, lambda m: os.mkdir(m.path("made")),
+             one_name_change("mkdir"), opts="archive_after=3600")
+    crash_op("op-done", "rmdir archived", mk_empty_dir, lambda m: os.rmdir(m.path("gone")),
+             one_name_change("rmdir"), opts="archive_after=3600")
     # a file of the origin, all of it here, truncated and crashed before
     # the truncate was recorded: the check finds its size changed with no
     # placeholder mark, and must keep it as the user's change with its
