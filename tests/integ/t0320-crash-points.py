@@ -37,6 +37,22 @@ def fsync_path(path, flags=os.O_RDONLY):
         os.close(fd)
 
 
+def evict(path):
+    """Evict path once it is closed to the daemon too: the kernel sends a
+    close's RELEASE after close(2) returns, and until it arrives an
+    eviction is EBUSY (any other error, a crashed daemon's, is raised)."""
+    import time
+    end = time.monotonic() + 10
+    while True:
+        try:
+            os.setxattr(path, "user.hsmfs.evict", b"")
+            return
+        except OSError as e:
+            if e.errno != errno.EBUSY or time.monotonic() > end:
+                raise
+        time.sleep(0.01)
+
+
 def workload(m, acked):
     """The operations, each made durable by an fsync; acked records which
     fsyncs returned.  Stops at the first failure (the daemon is gone)."""
@@ -48,7 +64,7 @@ def workload(m, acked):
     os.fsync(fd)
     os.close(fd)
     acked.add("b-write")
-    os.setxattr(a, "user.hsmfs.evict", b"")
+    evict(a)
     fsync_path(a)
     dread(a, K64, 2 * K64)
     fsync_path(a)
