@@ -102,9 +102,11 @@ def test():
         row = re.search(r"^hsmfs-mirror +\d+ fill +A- +0 +(\d+) +(\d+) +0 +(\S+) +(\S+) +/$",
                         out, re.M)
         ok(rc == 0 and row, "hsmfsctl hooks lists it:\n" + out)
-        # its answers so far: the fills of the reads above (g's refused), each timed
-        ok(row and int(row.group(1)) >= 3 and row.group(2) == "1" and row.group(3) != "-" and
-           row.group(4) != "-", "with its answers, its denial and their latency counted")
+        # its answers so far: the fills of the reads above (g's refused: once, or
+        # twice when the kernel asks again for the page its readahead failed), each timed
+        ok(row and int(row.group(1)) >= 3 and row.group(2) in ("1", "2") and
+           row.group(3) != "-" and row.group(4) != "-",
+           "with its answers, its denial and their latency counted")
         ok("last said: hsmfs-mirror: 'g' has 5000 bytes" in out,
            "and the hook's last line, its refusal of g")
     # a hook named without a path is looked up beside the running hsmfs
