@@ -81,19 +81,30 @@ def write_synced(path, data):
         os.fsync(f.fileno())
 
 
+def crashed(store, opts, logdir, crash, work):
+    """Run work(m) on a mount of store whose daemon crashes at the step
+    crash (HSMFS_CRASH_AT): the daemon's exit status, or None if this build
+    has no crash points (a release build logs no step)."""
+    steps = os.path.join(logdir, "steps")
+    m = Mount(store=store, opts=opts, env={"HSMFS_CRASH_AT": crash, "HSMFS_CRASH_LOG": steps},
+              expect_exit=99)
+    m.start()
+    try:
+        os.listdir(m.mnt)
+        work(m)
+        status = m.exited(30)
+    finally:
+        m.cleanup()
+    return None if status is None and not os.path.exists(steps) else status
+
+
 def case(name, change, second=False):
     """False if this build has no crash points (a release build)."""
     root, store, logdir = dav_root(), tmpdir("hsmfs-store-"), tmpdir("hsmfs-steps-")
     try:
         with Nginx(root, extra=DAV) as ng:
             opts = "hook=%s,origin=%s,archive_after=3600" % (HTTP, ng.url("o/"))
-            crash = "archive-answered:%d" % (2 if second else 1)
-            steps = os.path.join(logdir, "steps")  # a release build logs no step
-            m = Mount(store=store, opts=opts, env={"HSMFS_CRASH_AT": crash,
-                                                   "HSMFS_CRASH_LOG": steps}, expect_exit=99)
-            m.start()
-            try:
-                os.listdir(m.mnt)
+            def work(m):
                 os.mkdir(m.path("d"))
                 write_synced(m.path("d", "f.bin"), b"the first upload's bytes\n" * 200)
                 if second:
@@ -101,10 +112,9 @@ def case(name, change, second=False):
                        "%s: the first upload recorded" % name)
                     write_synced(m.path("d", "f.bin"), b"the second upload's bytes\n" * 150)
                 run([HSMFSCTL, "archive", m.path("d", "f.bin")])
-                status = m.exited(30)
-            finally:
-                m.cleanup()
-            if status is None and not os.path.exists(steps):
+            status = crashed(store, opts, logdir, "archive-answered:%d" % (2 if second else 1),
+                             work)
+            if status is None:
                 return False
             eq(status, 99, "%s: the daemon crashed once its hook answered" % name)
             ok(os.path.exists(os.path.join(root, "o", "d", "f.bin")),
@@ -165,20 +175,13 @@ def moved_unanswered():
     try:
         with Nginx(root, extra=DAV) as ng:
             opts = "hook=%s,origin=%s,archive_after=3600" % (HTTP, ng.url("o/"))
-            steps = os.path.join(logdir, "steps")
-            m = Mount(store=store, opts=opts, env={"HSMFS_CRASH_AT": "name-answered:1",
-                                                   "HSMFS_CRASH_LOG": steps}, expect_exit=99)
-            m.start()
-            try:
-                os.listdir(m.mnt)
+            def work(m):
                 write_synced(m.path("f.bin"), b"moved, never answered\n" * 100)
                 eq(run([HSMFSCTL, "archive", m.path("f.bin")])[0], 0, "move unanswered: archived")
                 os.rename(m.path("f.bin"), m.path("g.bin"))
                 run([HSMFSCTL, "sync", m.mnt])
-                status = m.exited(30)
-            finally:
-                m.cleanup()
-            if status is None and not os.path.exists(steps):
+            status = crashed(store, opts, logdir, "name-answered:1", work)
+            if status is None:
                 return False
             eq(status, 99, "move unanswered: the daemon crashed once the move was done")
             eq(sorted(os.listdir(os.path.join(root, "o"))), ["g.bin"],
