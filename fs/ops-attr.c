@@ -21,7 +21,7 @@
 static void reply_attr(fuse_req_t req, fuse_ino_t ino, int res, const struct stat *st)
 {
 	if (res)
-		fuse_reply_err(req, -res);
+		reply_err(req, res);
 	else
 		fuse_reply_attr(req, st, ops_attr_timeout(IN(ino)));
 }
@@ -279,7 +279,7 @@ static ssize_t do_readlink(fuse_ino_t ino, char *buf, size_t size)
 static void reply_readlink(fuse_req_t req, ssize_t res, const char *buf)
 {
 	if (res < 0)
-		fuse_reply_err(req, (int)-res);
+		reply_err(req, (int)res);
 	else
 		fuse_reply_readlink(req, buf);
 }
@@ -305,7 +305,7 @@ static int do_statfs(struct statvfs *ret)
 static void reply_statfs(fuse_req_t req, int res, const struct statvfs *sv)
 {
 	if (res)
-		fuse_reply_err(req, -res);
+		reply_err(req, res);
 	else
 		fuse_reply_statfs(req, sv);
 }

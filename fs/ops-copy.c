@@ -17,7 +17,7 @@
 static void reply_copy(fuse_req_t req, ssize_t res)
 {
 	if (res < 0)
-		fuse_reply_err(req, (int)-res);
+		reply_err(req, (int)res);
 	else
 		fuse_reply_write(req, (size_t)res);
 }

@@ -131,7 +131,7 @@ int ops_dir_adopt(int fd, struct inode *in)
 static void reply_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int res)
 {
 	if (res) {
-		fuse_reply_err(req, -res);
+		reply_err(req, res);
 	} else if (fuse_reply_open(req, fi) == -ENOENT) {
 		/* the opener was interrupted: the kernel never releases it */
 		dir_free(fi);
@@ -234,7 +234,7 @@ static ssize_t do_readdir(fuse_req_t req, fuse_ino_t ino, char *buf, size_t size
 static void reply_dir_buf(fuse_req_t req, ssize_t res, const char *buf)
 {
 	if (res < 0)
-		fuse_reply_err(req, (int)-res);
+		reply_err(req, (int)res);
 	else
 		fuse_reply_buf(req, buf, (size_t)res);
 }

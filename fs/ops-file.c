@@ -188,7 +188,7 @@ static void reply_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	if (hint)
 		inode_ref(in);
 	if (res)
-		fuse_reply_err(req, -res);
+		reply_err(req, res);
 	else if (fuse_reply_open(req, fi) == -ENOENT)
 		open_undo(req, in, fi);
 	if (hint)
@@ -432,7 +432,7 @@ static void reply_create(fuse_req_t req, int res, const struct fuse_entry_param 
 			 struct fuse_file_info *fi)
 {
 	if (res)
-		fuse_reply_err(req, -res);
+		reply_err(req, res);
 	else if (fuse_reply_create(req, e, fi) == -ENOENT)
 		open_undo(req, IN(e->ino), fi);
 	resend_end();
@@ -506,14 +506,14 @@ void ops_read_reply(struct fuse_req *req, struct inode *in, int fd, uint64_t off
 			res = -ENOMEM; /* fail closed: no page stays cached unasked */
 	}
 	if (res) {
-		fuse_reply_err(req, -res);
+		reply_err(req, res);
 		return;
 	}
 	if (len > READBUF_SPLICE_MAX && len <= READBUF_SIZE && (b = readbuf_take())) {
 		ssize_t n = pread(fd, b, len, (off_t)off);
 
 		if (n < 0)
-			fuse_reply_err(req, errno);
+			reply_err(req, -errno);
 		else
 			fuse_reply_buf(req, b, (size_t)n);
 		readbuf_put(b);
@@ -626,7 +626,7 @@ static ssize_t do_write(fuse_req_t req, struct inode *in, struct fuse_bufvec *in
 static void reply_write(fuse_req_t req, ssize_t res)
 {
 	if (res < 0) {
-		fuse_reply_err(req, (int)-res);
+		reply_err(req, (int)res);
 		return;
 	}
 	fault_named(FAULT_WRITE_DONE); /* a resent write must land where it did */
@@ -888,7 +888,7 @@ void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len
 static void reply_lseek(fuse_req_t req, off_t res)
 {
 	if (res < 0)
-		fuse_reply_err(req, (int)-res);
+		reply_err(req, (int)res);
 	else
 		fuse_reply_lseek(req, res);
 }

@@ -86,7 +86,7 @@ static int do_lookup_dot(fuse_ino_t ino, const char *name, struct fuse_entry_par
 static void reply_entry(fuse_req_t req, int res, const struct fuse_entry_param *e)
 {
 	if (res)
-		fuse_reply_err(req, -res);
+		reply_err(req, res);
 	else
 		fuse_reply_entry(req, e);
 	resend_end(); /* answered: its journal record goes (ops-resend.c) */

@@ -86,7 +86,7 @@ static ssize_t do_xattr(struct inode *in, enum xop op, const char *name,
 static void reply_xattr(fuse_req_t req, ssize_t res, const char *buf, size_t size)
 {
 	if (res < 0)
-		fuse_reply_err(req, -res);
+		reply_err(req, res);
 	else if (!size)
 		fuse_reply_xattr(req, res);
 	else

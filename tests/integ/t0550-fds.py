@@ -204,6 +204,16 @@ def at_the_limit(ng):
         ok(err in (E.EMFILE, E.ENFILE),
            "past the daemon's limit an open fails with EMFILE (%s), after %d files"
            % (err and os.strerror(err), len(held)))
+        # each EMFILE an open met is counted, whichever path replied it
+        before, refused = stats(m)["fds_exhausted"], 0
+        for i in range(20):
+            try:
+                held.append(open(m.path("fill", "g%d" % i), "wb", buffering=0))
+            except OSError as e:
+                refused += e.errno in (E.EMFILE, E.ENFILE)
+        counted = stats(m)["fds_exhausted"] - before
+        ok(refused and counted >= refused,
+           "stats count each EMFILE an open met (%d of %d)" % (counted, refused))
         # an acknowledged write whose state needs the writer, which needs a
         # descriptor: its fsync waits rather than fail
         f.write(b", and after")
