@@ -140,7 +140,7 @@ _hsmfsctl()
 	_hsmfs_word
 	if ((COMP_CWORD == 1)); then
 		_hsmfs_words import status watch hooks stats doctor set-origin restart evict \
-			pin unpin prefetch refresh archive sync resolve --help --version
+			pin unpin prefetch refresh archive sync unmount resolve --help --version
 		return 0
 	fi
 	case $_hsmfs_prev in
@@ -150,7 +150,7 @@ _hsmfsctl()
 	--aws-keys-file)
 		_hsmfs_paths
 		return 0 ;;
-	--listing | --aws-sigv4 | --page-size | --range | --jobs)
+	--listing | --aws-sigv4 | --page-size | --range | --jobs | --timeout)
 		return 0 ;;
 	esac
 	case ${COMP_WORDS[1]} in
@@ -158,12 +158,14 @@ _hsmfsctl()
 	status) opts=--json ;;
 	watch | hooks | doctor) opts=--json dirs=-d ;;
 	stats) opts='--json --prometheus --textfile' dirs=-d ;;
-	restart | sync) dirs=-d ;;
+	restart) dirs=-d ;;
+	sync) opts=--timeout dirs=-d ;;
+	unmount) opts='--timeout --lazy' dirs=-d ;;
 	evict) opts=--range ;;
 	pin | prefetch) opts=--jobs ;;
 	unpin) ;;
 	refresh) opts='--recursive -s' dirs=-d ;;
-	archive) opts=--recursive ;;
+	archive) opts='--recursive --timeout' ;;
 	resolve) opts='--keep-local --take-origin' ;;
 	set-origin) opts=-s dirs=-d ;;
 	*) return 0 ;;

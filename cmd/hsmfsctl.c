@@ -9,9 +9,9 @@
  *   hsmfsctl restart MOUNTPOINT
  *   hsmfsctl evict|pin|unpin|prefetch PATH...
  *   hsmfsctl refresh [--recursive] DIR... | -s STORE
+ *   (archive, resolve, sync and unmount: ctl-archive.c)
  *
- * Exit codes: 0 success; 1 usage; 2 bad input (manifest); 3 the store or
- * mount cannot be used; 4 an operation failed part way.
+ * Exit codes: ctl.h.
  */
 #include <curl/curl.h>
 #include <dirent.h>
@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "ctl.h"
 #include "hsmfs/hook.h"
 #include "http-list.h"
 #include "manifest.h"
@@ -43,7 +44,6 @@
 #include "stats.h"
 #include "store.h"
 
-enum { X_OK_ = 0, X_USAGE = 1, X_INPUT = 2, X_STORE = 3, X_PARTIAL = 4 };
 #define BATCH 1000
 
 static void usage(FILE *f)
@@ -63,8 +63,9 @@ static void usage(FILE *f)
 "       hsmfsctl pin|prefetch [--jobs N] PATH...\n"
 "       hsmfsctl unpin PATH...\n"
 "       hsmfsctl refresh [--recursive] DIR... | -s STORE\n"
-"       hsmfsctl archive [--recursive] PATH...\n"
-"       hsmfsctl sync MOUNTPOINT\n"
+"       hsmfsctl archive [--recursive] [--timeout SECONDS] PATH...\n"
+"       hsmfsctl sync [--timeout SECONDS] MOUNTPOINT\n"
+"       hsmfsctl unmount [--timeout SECONDS] [--lazy] MOUNTPOINT\n"
 "       hsmfsctl resolve --keep-local|--take-origin PATH...\n"
 "       hsmfsctl -h|--help | -V|--version\n"
 "\n"
@@ -89,6 +90,8 @@ static void usage(FILE *f)
 "        listed again the same way; what a user changed stays, and is said\n"
 "archive send changed and new files to their origin now (exit 0: all there)\n"
 "sync    archive every changed file of a mount and wait for them\n"
+"unmount sync (for 60 s at most: --timeout), unmount, and say whether every\n"
+"        change reached the origin (exit 0) or which did not (exit 4)\n"
 "resolve settle a conflict: the local bytes replace the origin's (--keep-local),\n"
 "        or the origin's replace them (--take-origin: the local change is lost)\n"
 "See hsmfsctl(1).\n");
@@ -3131,160 +3134,6 @@ static int cmd_refresh(int argc, char **argv)
 	return rc != X_OK_ ? rc : bad ? X_PARTIAL : X_OK_;
 }
 
-/* ------------------------------------------------------------ archive */
-
-struct archive_run {
-	const char *verb;    /* "archive", "resolve" */
-	const char *xattr;   /* user.hsmfs.archive, user.hsmfs.resolve_local */
-	bool tty;
-	bool take;           /* resolve --take-origin */
-	unsigned done, failed, skipped;
-};
-
-static const char *archive_why(int e)
-{
-	switch (e) {
-	case ESTALE: return "conflict: the origin changed under the local change "
-			    "(hsmfsctl resolve --keep-local to overwrite it, "
-			    "--take-origin to drop it)";
-	case ENOTCONN: return "no archive hook is connected to the mount";
-	case EOPNOTSUPP: return "not an hsmfs mount";
-	case ESHUTDOWN: return "the mount is shutting down";
-	default: return strerror(e);
-	}
-}
-
-/* One file: 0 archived (or clean), 1 nothing to archive, -1 failed (said why). */
-static int archive_one(struct archive_run *r, const char *path)
-{
-	char val[64];
-	ssize_t n = getxattr(path, r->xattr, val, sizeof(val) - 1);
-
-	if (n < 0 && errno == ENODATA && !r->take)
-		return 1; /* a plain file: no origin, not made on the mount */
-	if (n < 0) {
-		int e = errno == ENOTSUP ? EOPNOTSUPP : errno;
-
-		if (r->tty)
-			fputc('\n', stderr);
-		fprintf(stderr, "hsmfsctl: %s '%s': %s\n", r->verb, path,
-			!r->take ? archive_why(e) :
-			e == ENODATA ? "not a file of a directory listed from an origin "
-				       "(a file imported or made on the mount has no listing to take)" :
-			e == EBUSY ? "open, being changed or being archived: close it and try again" :
-				     archive_why(e));
-		return -1;
-	}
-	return 0;
-}
-
-static void archive_tree(struct archive_run *r, const char *path, bool recursive, int depth)
-{
-	struct stat st;
-	struct dirent *de;
-	DIR *d;
-	int res;
-
-	if (lstat(path, &st)) {
-		fprintf(stderr, "hsmfsctl: %s '%s': %s\n", r->verb, path, strerror(errno));
-		r->failed++;
-		return;
-	}
-	if (S_ISREG(st.st_mode)) {
-		res = archive_one(r, path);
-		r->done += res == 0;
-		r->failed += res < 0;
-		r->skipped += res > 0;
-		if (r->tty)
-			fprintf(stderr, "\r%s: %u done, %u failed", r->verb, r->done, r->failed);
-		return;
-	}
-	if (!S_ISDIR(st.st_mode) || !recursive || depth > 4096)
-		return;
-	if (!(d = opendir(path))) {
-		fprintf(stderr, "hsmfsctl: %s '%s': %s\n", r->verb, path, strerror(errno));
-		r->failed++;
-		return;
-	}
-	while ((de = readdir(d))) {
-		char sub[PATH_MAX];
-
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if (snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name) < (int)sizeof(sub))
-			archive_tree(r, sub, true, depth + 1);
-	}
-	closedir(d);
-}
-
-/*
- * hsmfsctl archive [-r] PATH...: each changed or new file to its origin
- * now; exit 0 only if every one is there.  resolve --keep-local PATH...:
- * the same, over whatever the origin holds, for files in conflict;
- * resolve --take-origin PATH...: their local change dropped for the
- * origin's version.
- */
-static int cmd_archive(int argc, char **argv, bool resolve)
-{
-	struct archive_run r = { resolve ? "resolve" : "archive",
-				 resolve ? "user.hsmfs.resolve_local" : "user.hsmfs.archive",
-				 isatty(STDERR_FILENO), 0, 0, 0 };
-	bool recursive = false;
-	int i = 1;
-
-	unsigned sides = 0;
-
-	for (; i < argc && argv[i][0] == '-'; i++) {
-		if (!resolve && (!strcmp(argv[i], "-r") || !strcmp(argv[i], "--recursive"))) {
-			recursive = true;
-		} else if (resolve && !strcmp(argv[i], "--keep-local")) {
-			sides |= 1;
-		} else if (resolve && !strcmp(argv[i], "--take-origin")) {
-			sides |= 2;
-			r.take = true;
-			r.xattr = "user.hsmfs.resolve_origin";
-		} else {
-			fprintf(stderr, "hsmfsctl: %s: unknown option '%s'\n", r.verb, argv[i]);
-			return X_USAGE;
-		}
-	}
-	if (resolve && sides != 1 && sides != 2) {
-		fprintf(stderr, "hsmfsctl: resolve needs one of --keep-local (the local bytes go "
-				"to the origin) and --take-origin (the origin's replace them)\n");
-		return X_USAGE;
-	}
-	if (i == argc) {
-		fprintf(stderr, "hsmfsctl: %s needs a path\n", r.verb);
-		return X_USAGE;
-	}
-	for (; i < argc; i++)
-		archive_tree(&r, argv[i], recursive, 0);
-	if (r.tty)
-		fputc('\n', stderr);
-	return r.failed ? X_PARTIAL : X_OK_;
-}
-
-/* hsmfsctl sync MOUNTPOINT: every changed file archived, or why not. */
-static int cmd_sync(int argc, char **argv)
-{
-	char val[64];
-
-	if (argc != 2) {
-		fprintf(stderr, "hsmfsctl: sync needs a mount point\n");
-		return X_USAGE;
-	}
-	if (getxattr(argv[1], "user.hsmfs.sync", val, sizeof(val) - 1) < 0) {
-		int e = errno == ENOTSUP ? EOPNOTSUPP : errno;
-
-		fprintf(stderr, "hsmfsctl: sync '%s': %s\n", argv[1],
-			e == ENODATA ? "not the root of an hsmfs mount" :
-			e == ESTALE ? "a file is in conflict (hsmfsctl status shows which)" :
-				      archive_why(e));
-		return X_PARTIAL;
-	}
-	return X_OK_;
-}
-
 static int cmd_watch(int argc, char **argv)
 {
 	struct hsmfs_hook *h;
@@ -3775,6 +3624,8 @@ int main(int argc, char **argv)
 		return cmd_archive(argc - 1, argv + 1, true);
 	if (!strcmp(argv[1], "sync"))
 		return cmd_sync(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "unmount"))
+		return cmd_unmount(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "stats"))
 		return cmd_stats(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "doctor"))

@@ -39,13 +39,22 @@
 #define ARCHIVERS STATE_ARCHIVERS /* files archived at once (each waits for a
 				  * round trip or three to the origin) */
 
-/* A sync in progress: files it waits for, and its first failure. */
+/*
+ * A sync or an archive in progress: the files it waits for, and its
+ * first failure.  One a user waits for (asked) is on A.asked until it
+ * is answered: once at the end, or at once with -EINTR when its caller
+ * is interrupted (archive_interrupts(); the archives it started go on).
+ * cont is taken under S.lock by whichever answers it.
+ */
 struct sync_req {
-	void (*cont)(void *arg, int res);
+	void (*cont)(void *arg, int res); /* NULL: answered (or nobody asks) */
 	void *arg;
+	struct fuse_req *req;   /* the asking request, interrupted or not; NULL: none */
+	bool asked;             /* a user's, not the start-up's scan */
 	unsigned pending;
 	int err;
-	struct sync_req *next;
+	struct sync_req *next;  /* A.scans */
+	struct sync_req *anext; /* A.asked */
 };
 
 static struct {
@@ -66,6 +75,7 @@ static struct {
 	uint64_t names_pending; /* ops in the table, as the namer last counted */
 	pthread_cond_t names_done; /* names_idle or names_err changed */
 	struct sync_req *scans; /* syncs whose dirty files are to be found */
+	struct sync_req *asked; /* syncs and archives a user waits for, not answered */
 	unsigned running_n;     /* files being archived (at most ARCHIVERS) */
 	uint64_t running_bytes; /* their sizes */
 	uint64_t pressed;       /* files archived early for room (archive_pressure) */
@@ -1119,22 +1129,94 @@ static struct arch_wait *attempt_ended(struct fstate *fs, int *resp, int64_t now
 	return w;
 }
 
-/* A sync's waiter on one file. */
+/* r off A.asked, and its answer taken: false if it had none left.  S.lock held. */
+static bool sync_take(struct sync_req *r, void (**cont)(void *arg, int res), void **arg)
+{
+	ELOCK_HELD();
+	struct sync_req **pp = &A.asked;
+
+	if (r->asked) {
+		while (*pp && *pp != r)
+			pp = &(*pp)->anext;
+		if (*pp)
+			*pp = r->anext;
+	}
+	*cont = r->cont;
+	*arg = r->arg;
+	r->cont = NULL;
+	r->req = NULL;
+	return *cont != NULL;
+}
+
+/* A new sync or archive request (req: the caller's; NULL: nobody's). */
+static struct sync_req *sync_new(struct fuse_req *req, void (*cont)(void *arg, int res),
+				 void *arg)
+{
+	struct sync_req *r = calloc(1, sizeof(*r));
+
+	if (r)
+		*r = (struct sync_req){ .cont = cont, .arg = arg, .req = req, .asked = cont != NULL };
+	return r;
+}
+
+/* r on A.asked, once it is certain to be answered.  S.lock held. */
+static void sync_asked(struct sync_req *r)
+{
+	ELOCK_HELD();
+	if (r->asked) {
+		r->anext = A.asked;
+		A.asked = r;
+	}
+}
+
+/* A sync's (or an archive's) waiter on one file. */
 static void sync_one(void *arg, int res)
 {
 	struct sync_req *r = arg;
+	void (*cont)(void *arg, int res) = NULL;
+	void *carg = NULL;
 	bool last;
 
 	elock();
 	if (res && !r->err)
 		r->err = res;
 	last = !--r->pending;
+	if (last)
+		sync_take(r, &cont, &carg);
 	eunlock();
 	if (last) {
-		if (r->cont)
-			r->cont(r->arg, r->err);
+		if (cont)
+			cont(carg, r->err);
 		free(r);
 	}
+}
+
+/* Answered at most this many interrupted requests a tick; the rest the next. */
+#define INTERRUPTS_TICK 16
+
+/* see archive.h */
+void archive_interrupts(void)
+{
+	ELOCK_HELD();
+	struct {
+		void (*cont)(void *arg, int res);
+		void *arg;
+	} gone[INTERRUPTS_TICK];
+	unsigned n = 0;
+
+	if (!A.asked || !S.cfg.interrupted)
+		return;
+	for (struct sync_req *r = A.asked, *next; r && n < INTERRUPTS_TICK; r = next) {
+		next = r->anext;
+		if (r->req && S.cfg.interrupted(r->req) && sync_take(r, &gone[n].cont, &gone[n].arg))
+			n++;
+	}
+	if (!n)
+		return;
+	eunlock();
+	for (unsigned i = 0; i < n; i++)
+		gone[i].cont(gone[i].arg, -EINTR);
+	elock();
 }
 
 /* Add a waiter to fs.  S.lock held.  false: no memory. */
@@ -1170,7 +1252,7 @@ static void sync_scan(struct sync_req *r)
 	r->pending = 1; /* the scan's own, dropped at its end */
 	eunlock();
 	/* names first: a renamed file's bytes go to where its name went */
-	res = r->cont ? names_synced() : 0;
+	res = r->asked ? names_synced() : 0;
 	if (res) {
 		elock();
 		r->err = r->err ? r->err : res;
@@ -1203,7 +1285,9 @@ static void sync_scan(struct sync_req *r)
 			}
 			elock();
 			fs = inode_state(in);
-			if (fs && fs->state == META_DIRTY && !fs->gone &&
+			if (r->asked && !r->cont) {
+				/* its caller left (interrupted): it asks no more */
+			} else if (fs && fs->state == META_DIRTY && !fs->gone &&
 			    !(fs->flags & META_F_CONFLICT) && add_waiter(fs, sync_one, r)) {
 				r->pending++;
 				archive_later(fs, mono_ms());
@@ -1277,14 +1361,7 @@ static void *archiver_main(void *arg)
 		eunlock();
 		return NULL;
 	}
-	if (S.aqueue) {
-		unsigned n = 0;
-
-		for (struct fstate *fs = S.aqueue; fs; fs = fs->anext)
-			n++;
-		elog_warn("unmounted with %u file%s not archived yet: archived at the next mount "
-			  "(with write-back) or by hsmfsctl sync", n, n == 1 ? "" : "s");
-	}
+	/* what is left is logged by archive_shutdown(): every dirty file */
 	while (S.aqueue) {
 		struct fstate *fs = S.aqueue;
 		struct arch_wait *w = fs->awaiters;
@@ -1303,8 +1380,10 @@ static void *archiver_main(void *arg)
 
 /* ------------------------------------------------------------ requests */
 
-int events_archive(struct inode *in, void (*cont)(void *arg, int res), void *arg)
+int events_archive(struct inode *in, struct fuse_req *req,
+		   void (*cont)(void *arg, int res), void *arg)
 {
+	struct sync_req *r;
 	struct fstate *fs;
 	int res;
 
@@ -1313,6 +1392,10 @@ int events_archive(struct inode *in, void (*cont)(void *arg, int res), void *arg
 	res = events_load(in);
 	if (res)
 		return res;
+	r = sync_new(req, cont, arg);
+	if (!r)
+		return -ENOMEM;
+	r->pending = 1;
 	elock();
 	fs = inode_state(in);
 	if (!fs) {
@@ -1323,18 +1406,22 @@ int events_archive(struct inode *in, void (*cont)(void *arg, int res), void *arg
 		res = -ESTALE;
 	} else if (!A.running || A.stop) {
 		res = -ESHUTDOWN;
-	} else if (!add_waiter(fs, cont, arg)) {
+	} else if (!add_waiter(fs, sync_one, r)) {
 		res = -ENOMEM;
 	} else {
 		fs->arch_tries = 0; /* asked: at once, whatever the backoff said */
 		archive_later(fs, mono_ms());
+		sync_asked(r);
+		r = NULL;
 		res = EVENTS_PARKED;
 	}
 	eunlock();
+	free(r);
 	return res;
 }
 
-int events_resolve(struct inode *in, void (*cont)(void *arg, int res), void *arg)
+int events_resolve(struct inode *in, struct fuse_req *req,
+		   void (*cont)(void *arg, int res), void *arg)
 {
 	struct fstate *fs;
 	int res = events_load(in);
@@ -1350,7 +1437,7 @@ int events_resolve(struct inode *in, void (*cont)(void *arg, int res), void *arg
 		persist_later(fs);
 	}
 	eunlock();
-	return events_archive(in, cont, arg);
+	return events_archive(in, req, cont, arg);
 }
 
 void archive_pressure(uint64_t need)
@@ -1514,14 +1601,12 @@ int events_take_origin(struct inode *in, struct fuse_req *req,
 	return EVENTS_PARKED;
 }
 
-int events_sync(void (*cont)(void *arg, int res), void *arg)
+int events_sync(struct fuse_req *req, void (*cont)(void *arg, int res), void *arg)
 {
-	struct sync_req *r = calloc(1, sizeof(*r));
+	struct sync_req *r = sync_new(req, cont, arg);
 
 	if (!r)
 		return -ENOMEM;
-	r->cont = cont;
-	r->arg = arg;
 	elock();
 	if (!A.running || A.stop) {
 		eunlock();
@@ -1530,6 +1615,7 @@ int events_sync(void (*cont)(void *arg, int res), void *arg)
 	}
 	r->next = A.scans;
 	A.scans = r;
+	sync_asked(r);
 	pthread_cond_signal(&S.acond);
 	eunlock();
 	return EVENTS_PARKED;
@@ -1599,6 +1685,48 @@ int archive_init(void)
 	return A.running ? 0 : -EAGAIN;
 }
 
+/* Paths named in the unmount's line of what is not at the origin. */
+#define LEFT_SHOWN 5
+
+/*
+ * The unmount's word on what is not at the origin: every dirty file the
+ * store records (queued or not, write-back or not), the first few named,
+ * and the name changes not yet applied (hsmfsctl unmount prints the
+ * same).  Once the writer has committed what it holds.  Without S.lock.
+ */
+static void log_left(void)
+{
+	char names[LEFT_SHOWN * 80 + 16] = "";
+	uint64_t files = 0, skip = 0, ops = 0;
+	size_t len = 0;
+
+	writeback_sync();
+	for (;;) {
+		struct meta_victim *v = NULL;
+		size_t n = 0;
+
+		if (meta_dirty(S.cfg.meta, 256, skip, &v, &n))
+			return;
+		for (size_t i = 0; i < n && files + i < LEFT_SHOWN && len < sizeof(names); i++)
+			len += snprintf(names + len, sizeof(names) - len, "%s'%.70s'",
+					files + i ? ", " : "", v[i].path ? v[i].path : "?");
+		files += n;
+		meta_victims_free(v, n);
+		if (n < 256)
+			break;
+		skip += n;
+	}
+	if (meta_op_count(S.cfg.meta, &ops))
+		ops = 0;
+	if (!files && !ops)
+		return;
+	elog_warn("unmounted with %llu file%s changed and not at the origin%s%s%s and %llu name "
+		  "change%s not applied there: archived at the next mount (with write-back) or "
+		  "by hsmfsctl sync", (unsigned long long)files, files == 1 ? "" : "s",
+		  files ? " (" : "", names, files > LEFT_SHOWN ? ", ...)" : files ? ")" : "",
+		  (unsigned long long)ops, ops == 1 ? "" : "s");
+}
+
 void archive_shutdown(void)
 {
 	bool running;
@@ -1615,15 +1743,20 @@ void archive_shutdown(void)
 	A.namer_running = false;
 	for (unsigned i = 0; running && i < A.created; i++)
 		pthread_join(A.threads[i], NULL);
+	if (S.cfg.meta)
+		log_left();
 	elock();
 	A.running = false;
 	while (A.scans) {
 		struct sync_req *r = A.scans;
+		void (*cont)(void *arg, int res);
+		void *arg;
 
 		A.scans = r->next;
+		sync_take(r, &cont, &arg);
 		eunlock();
-		if (r->cont)
-			r->cont(r->arg, -ESHUTDOWN);
+		if (cont)
+			cont(arg, -ESHUTDOWN);
 		free(r);
 		elock();
 	}

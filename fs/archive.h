@@ -68,23 +68,35 @@ struct arch_wait {
  * the mount archives: -ENODATA), -ESTALE (in conflict), -errno, or
  * EVENTS_PARKED: cont(arg, res) once the file is clean (0), in
  * conflict (-ESTALE) or the attempt failed (-errno), from the archiver
- * thread, without S.lock.
+ * thread, without S.lock.  If req (the caller's) is interrupted first,
+ * cont(arg, -EINTR) from the timer (archive_interrupts()); the archive
+ * goes on.  The same holds for events_sync() and events_resolve().
  */
-int events_archive(struct inode *in, void (*cont)(void *arg, int res), void *arg);
+int events_archive(struct inode *in, struct fuse_req *req,
+		   void (*cont)(void *arg, int res), void *arg);
 
 /*
  * hsmfsctl sync: archive every dirty file now and answer once each is
  * clean or failed: cont(arg, 0), or the first failure (-ESTALE: a file
  * is in conflict).  EVENTS_PARKED or -errno.
  */
-int events_sync(void (*cont)(void *arg, int res), void *arg);
+int events_sync(struct fuse_req *req, void (*cont)(void *arg, int res), void *arg);
 
 /*
  * hsmfsctl resolve --keep-local: settle a conflict of in for its local
  * bytes: its next archive is unconditional (HSMFS_EVENT_OVERWRITE) and
  * replaces whatever the origin holds.  Then as events_archive().
  */
-int events_resolve(struct inode *in, void (*cont)(void *arg, int res), void *arg);
+int events_resolve(struct inode *in, struct fuse_req *req,
+		   void (*cont)(void *arg, int res), void *arg);
+
+/*
+ * The timer's, every tick: answer -EINTR each sync and archive whose
+ * caller was interrupted (a signal: Ctrl-C, hsmfsctl's --timeout), so
+ * that it returns at once rather than when every upload has ended.
+ * S.lock held; dropped while they are answered.
+ */
+void archive_interrupts(void);
 
 /*
  * hsmfsctl resolve --take-origin: drop in's local change (a conflict's,

@@ -244,14 +244,14 @@ static void ctl_archive(fuse_req_t req, fuse_ino_t ino, size_t size, int verb)
 	}
 	if (verb == 1)
 		res = IN(ino) != inode_root() ? -ENODATA :
-		      !may_sync(req) ? -EPERM : events_sync(later_resume, l);
+		      !may_sync(req) ? -EPERM : events_sync(req, later_resume, l);
 	else if (verb == 2)
-		res = may_resolve(req, IN(ino)) ? events_resolve(IN(ino), later_resume, l) : -EPERM;
+		res = may_resolve(req, IN(ino)) ? events_resolve(IN(ino), req, later_resume, l) : -EPERM;
 	else if (verb == 3)
 		res = may_resolve(req, IN(ino)) ?
 			      events_take_origin(IN(ino), req, later_resume, l) : -EPERM;
 	else
-		res = may_archive(req, IN(ino)) ? events_archive(IN(ino), later_resume, l) : -EPERM;
+		res = may_archive(req, IN(ino)) ? events_archive(IN(ino), req, later_resume, l) : -EPERM;
 	if (res != EVENTS_PARKED)
 		later_resume(l, res);
 }

@@ -1,6 +1,7 @@
 /* timer.c - the engine's clock thread: see timer.h */
 #include <errno.h>
 #include <pthread.h>
+#include "archive.h"
 #include "commit.h"
 #include "engine.h"
 #include "event.h"
@@ -73,6 +74,7 @@ void *timer_main(void *arg)
 		if (!mono_passed(&ts))
 			continue;
 		mono_after(&ts, TICK_MS / 1000.0);
+		archive_interrupts();
 		/* unmounted: nobody reads a request's answer; its wait ends now */
 		exiting = S.cfg.exiting && S.cfg.exiting();
 		now = mono_ms();

@@ -21,17 +21,23 @@
    as if it would pass later.
 8. resolve --keep-local (an unconditional overwrite at the origin) is the
    file's owner's: another user who can read the file may not.
+9. hsmfsctl sync and archive return when interrupted (Ctrl-C) or when
+   their --timeout ends, while the upload goes on (they waited for the
+   upload: the kernel waits for the daemon's answer); hsmfsctl unmount
+   says whether every change reached the origin, and names what did not.
 """
 import os
 import shutil
+import signal
 import sqlite3
+import subprocess
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HSMFS, HSMFSCTL, Mount, Nginx, eq, import_manifest, main, ok,  # noqa: E402
-                     run, skip, tmpdir, wait_for, write_tree)
+from harness import (HSMFS, HSMFSCTL, Mount, Nginx, eq, import_manifest, is_mounted,  # noqa: E402
+                     main, ok, run, skip, tmpdir, wait_for, write_tree)
 
 from archiving import HTTP, Holder, archive, dav_root, get, put, state  # noqa: E402
 import hsmfs_hook  # noqa: E402,I100 (on the path archiving puts it on)
@@ -316,7 +322,109 @@ def test_redispatched_path():
     shutil.rmtree(store, ignore_errors=True)
 
 
+GETXATTR = {"x86_64": "191", "aarch64": "8"}.get(os.uname().machine)
+
+
+def in_getxattr(pid):
+    """Is process pid in getxattr(2), its request with the daemon?"""
+    try:
+        with open("/proc/%d/syscall" % pid) as f:
+            return f.read().split()[0] == GETXATTR
+    except (OSError, IndexError):
+        return False
+
+
+def ctl_bg(*args):
+    return subprocess.Popen([HSMFSCTL] + list(args), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def ended(p, limit):
+    """p's (returncode, seconds it took, stdout, stderr), killed after limit."""
+    t0 = time.monotonic()
+    try:
+        out, err = p.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+    return p.returncode, time.monotonic() - t0, out, err
+
+
+def test_interrupted():
+    """An upload held at the origin: hsmfsctl sync and archive, interrupted
+    or past their --timeout, return at once (they returned only when the
+    upload ended), and the upload goes on; hsmfsctl unmount waits for it
+    and says every change is there."""
+    if not GETXATTR:
+        skip("interrupted sync and archive", "a machine whose getxattr number is not known")
+        return
+    store = tmpdir("hsmfs-store-")
+    m = Mount(store=store, opts="archive_after=3600,timeout=30")
+    m.start()
+    try:
+        hook = Holder(m.mnt)
+        put(m.path("f"), b"held at the origin")
+        for what, args in (("sync", ["sync", m.mnt]), ("archive", ["archive", m.path("f")])):
+            p = ctl_bg(*args)
+            wait_for(lambda: in_getxattr(p.pid), "hsmfsctl %s to wait in the daemon" % what)
+            ok(hook.got.wait(10), "the upload is held")
+            p.send_signal(signal.SIGINT)
+            rc, took, _, _ = ended(p, 10)
+            ok(rc == -signal.SIGINT and took < 3,
+               "Ctrl-C of hsmfsctl %s ends it at once (%.1f s, status %s)" % (what, took, rc))
+        for what, args in (("sync", [m.mnt]), ("archive", [m.path("f")])):
+            rc, took, _, err = ended(ctl_bg(what, "--timeout", "1", *args), 15)
+            ok(rc == 4 and 0.9 <= took < 4 and "not done within" in err,
+               "hsmfsctl %s --timeout 1: exit 4 after %.1f s, saying so (%r)"
+               % (what, took, err.strip()))
+        ok(state(m, "f").startswith("dirty"), "the file is not archived yet (%s)" % state(m, "f"))
+        threading.Timer(1.5, hook.gate.set).start()
+        rc, took, out, err = ended(ctl_bg("unmount", "--timeout", "0.5", m.mnt), 30)
+        ok(rc == 0 and "every change is at the origin" in out,
+           "hsmfsctl unmount: the sync it waited half a second for was not done, but the "
+           "daemon finished the upload before it ended: exit 0, saying so (%s, %r, %r)"
+           % (rc, out.strip(), err.strip()))
+        ok(not is_mounted(m.mnt), "and the mount is gone")
+        eq(m.proc.wait(10), 0, "its daemon exited 0")
+        eq(hook.bytes(), [b"held at the origin"], "the one upload was made, once")
+    finally:
+        m.cleanup()
+    shutil.rmtree(store, ignore_errors=True)
+
+
+def test_unmount_tells():
+    """hsmfsctl unmount --timeout 0 (no sync) of a mount with an origin and
+    no write-back: exit 4, the file not archived named; the daemon's log
+    names it too (it logged only the files queued: here none)."""
+    store, root = tmpdir("hsmfs-store-"), dav_root()
+    ng = Nginx(root, extra="dav_methods PUT DELETE MOVE; create_full_put_path on;")
+    ng.__enter__()
+    m = Mount(store=store, opts="hook=%s,origin=%s" % (HTTP, ng.url("o/")))
+    m.start()
+    try:
+        os.listdir(m.mnt)
+        put(m.path("new-one"), b"never archived")
+        rc, took, out, err = ended(ctl_bg("unmount", "--timeout", "0", m.mnt), 30)
+        ok(rc == 4 and "1 file and 0 name changes not at the origin yet" in out and
+           "not archived: new-one" in out and took < 10,
+           "hsmfsctl unmount, not synced: exit 4 (%.1f s), the file named (%s, %r, %r)"
+           % (took, rc, out.strip(), err.strip()))
+        ok(not is_mounted(m.mnt), "unmounted all the same")
+        eq(m.proc.wait(10), 0, "its daemon exited 0")
+        ok("unmounted with 1 file changed and not at the origin ('new-one')" in m.output(),
+           "the daemon's log names it")
+        rc, _, _, err = ended(ctl_bg("unmount", m.mnt), 10)
+        ok(rc == 3 and "not" in err, "unmount of what is no mount: exit 3 (%r)" % err.strip())
+    finally:
+        m.cleanup()
+        ng.__exit__(None, None, None)
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def test():
+    test_interrupted()
+    test_unmount_tells()
     test_redispatched_path()
     test_archive_writer()
     test_resolve_owner()

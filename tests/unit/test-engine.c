@@ -1077,7 +1077,7 @@ static void lazy_dirs(void)
 static int ask_archive(struct inode *in, struct fake_req *r)
 {
 	memset(r, 0, sizeof(*r));
-	return events_archive(in, fake_cont, r);
+	return events_archive(in, (struct fuse_req *)r, fake_cont, r);
 }
 
 /* The state of in: its row's, as the writer committed it. */
@@ -1162,6 +1162,26 @@ static void archiving(void)
 	ok(fake_wait(&r, 3000) == 0 && row_says("arch", META_RESIDENT, "v4"),
 	   "then it is clean, its row resident at the new version");
 	/*
+	 * Its caller interrupted (Ctrl-C, hsmfsctl's --timeout): answered
+	 * EINTR at the next tick, not when the upload ends; the upload goes on.
+	 */
+	ok(!user_writes(in, "arch", 0, "Mine...."), "changed once more");
+	ask_archive(in, &r);
+	ok(!hook_next(&a2, &ev, path, &fd, 2000) && ev.type == HSMFS_EV_ARCHIVE,
+	   "its upload begins");
+	close(fd);
+	pthread_mutex_lock(&req_lock);
+	r.interrupted = true;
+	pthread_mutex_unlock(&req_lock);
+	ok(fake_wait(&r, 1000) == -EINTR, "its caller interrupted: answered EINTR at once, "
+	   "the upload under way");
+	hook_archived(&a2, ev.id, "v4b");
+	hook_answer(&a2, ev.id, 0, 0, 0, 0);
+	for (int i = 0; i < 300 && !row_says("arch", META_RESIDENT, "v4b"); i++)
+		usleep(10000);
+	ok(row_says("arch", META_RESIDENT, "v4b") && r.calls == 1,
+	   "the upload's answer is read: archived, and the caller answered once (%d)", r.calls);
+	/*
 	 * The session ends (an unmount) while the upload runs: requests'
 	 * waits end, but the upload is the daemon's, it finishes
 	 * (t0460 lost it now and then under load: the timer failed it EIO).
@@ -1202,7 +1222,7 @@ static void archiving(void)
 			meta_file_free(&f);
 	}
 	memset(&r, 0, sizeof(r));
-	res = events_resolve(in, fake_cont, &r);
+	res = events_resolve(in, (struct fuse_req *)&r, fake_cont, &r);
 	ok(res == EVENTS_PARKED && !hook_next(&a2, &ev, path, &fd, 2000) &&
 	   (ev.flags & HSMFS_EVENT_OVERWRITE), "resolved for the local bytes: an unconditional archive");
 	close(fd);
@@ -1295,7 +1315,7 @@ static void names(void)
 	st0 = S.st;
 	eunlock();
 	memset(&r, 0, sizeof(r));
-	ok(events_sync(fake_cont, &r) == EVENTS_PARKED, "a sync");
+	ok(events_sync((struct fuse_req *)&r, fake_cont, &r) == EVENTS_PARKED, "a sync");
 	for (int i = 0; i < 20 && fake_wait(&r, 1) == 1; i++) {
 		if (hook_next(&a, &ev, path, &fd, 2000))
 			break;

@@ -1,0 +1,21 @@
+/*
+ * ctl.h - what hsmfsctl's command files share: the exit codes, and each
+ * file's commands (main() in hsmfsctl.c dispatches to them).
+ *
+ * Exit codes: 0 success; 1 usage; 2 bad input (manifest); 3 the store or
+ * mount cannot be used; 4 an operation failed part way (or was not done
+ * within the time it was given).
+ */
+#ifndef HSMFS_CTL_H
+#define HSMFS_CTL_H
+
+#include <stdbool.h>
+
+enum { X_OK_ = 0, X_USAGE = 1, X_INPUT = 2, X_STORE = 3, X_PARTIAL = 4 };
+
+/* ctl-archive.c: archive, resolve, sync and unmount */
+int cmd_archive(int argc, char **argv, bool resolve);
+int cmd_sync(int argc, char **argv);
+int cmd_unmount(int argc, char **argv);
+
+#endif
