@@ -24,7 +24,8 @@
 9. hsmfsctl sync and archive return when interrupted (Ctrl-C) or when
    their --timeout ends, while the upload goes on (they waited for the
    upload: the kernel waits for the daemon's answer); hsmfsctl unmount
-   says whether every change reached the origin, and names what did not.
+   says whether every change reached the origin, and names what did not;
+   with the origin down, sync and archive say the hook's reason.
 """
 import os
 import shutil
@@ -422,7 +423,32 @@ def test_unmount_tells():
     shutil.rmtree(root, ignore_errors=True)
 
 
+def test_origin_down_said():
+    """The origin down: hsmfsctl sync and archive say the hook's reason
+    (Couldn't connect to server), not only the kernel's EIO."""
+    store, root = tmpdir("hsmfs-store-"), dav_root()
+    ng = Nginx(root, extra="dav_methods PUT DELETE MOVE; create_full_put_path on;")
+    ng.__enter__()
+    try:
+        with Mount(store=store, opts="hook=%s --retries 0,origin=%s,timeout=10"
+                   % (HTTP, ng.url("o/"))) as m:
+            os.listdir(m.mnt)
+            put(m.path("f"), b"the origin is down")
+            ng.__exit__(None, None, None)
+            ng = None
+            for what, path in (("sync", m.mnt), ("archive", m.path("f"))):
+                rc, _, _, err = ended(ctl_bg(what, path), 30)
+                ok(rc == 4 and "Couldn't connect to server" in err,
+                   "hsmfsctl %s with the origin down says why (%r)" % (what, err.strip()))
+    finally:
+        if ng:
+            ng.__exit__(None, None, None)
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def test():
+    test_origin_down_said()
     test_interrupted()
     test_unmount_tells()
     test_redispatched_path()
