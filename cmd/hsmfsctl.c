@@ -2954,6 +2954,8 @@ static int refresh_tree(const char *path, bool recursive, int depth)
 		after = seen_of(path, &nafter);
 		seen_diff(before, nbefore, after, nafter);
 		seen_free(after, nafter);
+	} else if (res > 0) {
+		lazy.dirs++; /* unlisted, names looked up: listed, then refreshed (not diffed) */
 	}
 	seen_free(before, nbefore);
 	tty_progress(false, "refresh: %u directories listed again (%s)", lazy.dirs, path);

@@ -454,9 +454,59 @@ int events_dir_lookup(struct inode *dir, const char *name, struct fuse_req *req,
 	return park_wait(ev, dir, req, cont, arg);
 }
 
+/* Does the store hold a name in dir (made by a lookup, if dir is unlisted)? */
+static bool has_names(struct inode *dir)
+{
+	int fd = inode_fd_get(dir), dfd;
+	struct dirent *de;
+	bool any = false;
+	DIR *d;
+
+	if (fd < 0)
+		return false;
+	dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	inode_fd_put(dir);
+	if (dfd < 0 || !(d = fdopendir(dfd))) {
+		if (dfd >= 0)
+			close(dfd);
+		return false;
+	}
+	while (!any && (de = readdir(d)))
+		any = strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+		      (dir != inode_root() || strcmp(de->d_name, STORE_STATE_DIR));
+	closedir(d);
+	return any;
+}
+
+/* A refresh of an unlisted directory whose names lookups made. */
+struct refresh_req {
+	struct inode *dir; /* a reference of ours */
+	struct fuse_req *req;
+	void (*cont)(void *arg, int res);
+	void *arg;
+	bool listed;
+};
+
+/* Its next step once the last ended with res: listed, then refreshed, then answered. */
+static void refresh_step(void *arg, int res)
+{
+	struct refresh_req *r = arg;
+
+	if (!res && !r->listed) {
+		r->listed = true;
+		res = events_dir_refresh(r->dir, r->req, refresh_step, r);
+		if (res == EVENTS_PARKED)
+			return;
+	}
+	r->cont(r->arg, res);
+	inode_release(r->dir);
+	free(r);
+}
+
 int events_dir_refresh(struct inode *dir, struct fuse_req *req,
 		       void (*cont)(void *arg, int res), void *arg)
 {
+	struct refresh_req *r;
 	struct meta_file f;
 	char *origin;
 	int res;
@@ -478,7 +528,22 @@ int events_dir_refresh(struct inode *dir, struct fuse_req *req,
 	meta_file_free(&f);
 	if (res) {
 		free(origin);
-		return EVENTS_UNLISTED; /* listed afresh on its first look anyway */
+		/*
+		 * Its first look lists it afresh, but not the names lookups
+		 * made already (kept as they are: apply_listing): listed now,
+		 * then refreshed, they are too.  With none, nothing is stale.
+		 */
+		if (!has_names(dir))
+			return EVENTS_UNLISTED;
+		r = calloc(1, sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		inode_ref(dir);
+		*r = (struct refresh_req){ .dir = dir, .req = req, .cont = cont, .arg = arg };
+		res = events_dir(dir, req, refresh_step, r);
+		if (res != EVENTS_PARKED)
+			refresh_step(r, res);
+		return EVENTS_PARKED;
 	}
 	elock();
 	return wait_listing(dir, origin, true, req, cont, arg);

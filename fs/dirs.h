@@ -74,9 +74,12 @@ int events_tree_unlisted(struct inode *dir, struct inode **ret);
  * hsmfsctl refresh: list the listed directory dir again from its origin
  * and apply the difference (new names appear, names gone at the origin
  * go unless dirty or open, changed files are replaced by placeholders of
- * the new version).  0, EVENTS_UNLISTED (not listed yet: listed on
- * its first look anyway), -ENODATA (not a lazy directory), -errno, or EVENTS_PARKED as
- * events_dir().  The kernel's names are invalidated through
+ * the new version).  A directory not listed yet whose names lookups
+ * made is listed first, then refreshed (the names a lookup made are
+ * kept by a first listing, stale ones too).  0, EVENTS_UNLISTED (not
+ * listed yet, and no name known: listed on its first look anyway),
+ * -ENODATA (not a lazy directory), -errno, or EVENTS_PARKED as
+ * events_dir() (cont may have been called already).  The kernel's names are invalidated through
  * cfg.invalidate_entry, so the request must not hold dir's lock (a
  * getxattr, not a setxattr).
  */

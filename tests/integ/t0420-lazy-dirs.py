@@ -195,6 +195,33 @@ def test_refresh():
     shutil.rmtree(store, ignore_errors=True)
 
 
+def test_refresh_looked_up():
+    """A directory never listed whose file a lookup made (a path opened
+    directly), changed at the origin: hsmfsctl refresh of the directory,
+    or of the tree, brings the new version (it said nothing was there to
+    refresh, and the file stayed stale: EIO on read)."""
+    root, files = make_origin()
+    with Nginx(root) as ng, Mount(opts="hook=%s,origin=%s" % (HTTP, ng.url())) as m:
+        wait_for(lambda: m.logged("hook 'hsmfs-http'"), "hsmfs-http connected")
+        for rel, new in (("a/b/sibling", b"a newer, longer sibling"),
+                         ("a/b/c/deep.txt", b"deep, version 2")):
+            eq(os.stat(m.path(rel)).st_size, len(files[rel]), "%s looked up alone" % rel)
+            d = os.path.dirname(m.path(rel))
+            eq(os.getxattr(d, "user.hsmfs.state"), b"unlisted", "its directory unlisted")
+            with open(os.path.join(root, rel), "wb") as f:
+                f.write(new)
+            os.utime(os.path.join(root, rel), (2, 2))
+        rc, out = run([HSMFSCTL, "refresh", m.path("a/b")])
+        eq(rc, 0, "hsmfsctl refresh a/b: " + out.strip())
+        with open(m.path("a/b/sibling"), "rb") as f:
+            eq(f.read(), b"a newer, longer sibling", "the looked-up file reads the new version")
+        rc, out = run([HSMFSCTL, "refresh", "--recursive", m.mnt])
+        eq(rc, 0, "hsmfsctl refresh --recursive: " + out.strip())
+        with open(m.path("a/b/c/deep.txt"), "rb") as f:
+            eq(f.read(), b"deep, version 2", "and so does one deeper, by the tree's refresh")
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def test_dir_ttl():
     """dir_ttl=1: a listed directory looked at after a second is listed
     again in the background; the look goes on with the names it has."""
@@ -546,6 +573,7 @@ def run_all():
     test_first_look_at_mount()
     test_import_lists()
     test_refresh()
+    test_refresh_looked_up()
     test_dir_ttl()
     test_lookup_one_name()
     test_concurrent_first_look()
