@@ -355,7 +355,7 @@ static int unmount_path(const char *mnt, bool lazy)
 /*
  * The store's lock, once its daemon has let it go (it exits after the
  * unmount, its last uploads and records done), within secs: the
- * descriptor, or -1.
+ * descriptor, or -1 (errno EWOULDBLOCK: still held; ENOENT: no store).
  */
 static int store_wait(const char *store, double secs)
 {
@@ -370,6 +370,7 @@ static int store_wait(const char *store, double secs)
 	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		if (mono_ms() >= end) {
 			close(fd);
+			errno = EWOULDBLOCK;
 			return -1;
 		}
 		usleep(20000);
@@ -383,7 +384,7 @@ static int store_wait(const char *store, double secs)
  * shown) and name changes not yet applied.  0 or -1.
  */
 static int store_pending(const char *store, uint64_t *files, uint64_t *names,
-			 char *shown[UNMOUNT_SHOWN])
+			 char *shown[UNMOUNT_SHOWN], bool print)
 {
 	char path[PATH_MAX + 32];
 	struct meta *m = NULL;
@@ -399,9 +400,19 @@ static int store_pending(const char *store, uint64_t *files, uint64_t *names,
 
 		if (res || (res = meta_dirty(m, 256, skip, &v, &n)))
 			break;
-		for (size_t i = 0; i < n; i++)
-			if (*files + i < UNMOUNT_SHOWN)
+		for (size_t i = 0; i < n; i++) {
+			struct meta_file f;
+
+			if (shown && *files + i < UNMOUNT_SHOWN)
 				shown[*files + i] = strdup(v[i].path ? v[i].path : "?");
+			if (print && !meta_get(m, v[i].ino, &f)) {
+				printf("%-20s %14llu  %s\n",
+				       f.flags & META_F_CONFLICT ? "dirty,conflict" :
+				       f.flags & META_F_NEW ? "dirty,new" : "dirty",
+				       (unsigned long long)f.size, v[i].path ? v[i].path : "?");
+				meta_file_free(&f);
+			}
+		}
 		*files += n;
 		meta_victims_free(v, n);
 		if (n < 256)
@@ -412,6 +423,32 @@ static int store_pending(const char *store, uint64_t *files, uint64_t *names,
 		res = meta_op_count(m, names);
 	meta_close(m);
 	return res ? -1 : 0;
+}
+
+/* hsmfsctl status -s STORE: what an unmounted store holds for its origin. */
+int cmd_status_store(const char *store)
+{
+	uint64_t files, names;
+	int lockfd = store_wait(store, 0);
+
+	if (lockfd < 0) {
+		fprintf(stderr, "hsmfsctl: status -s '%s': %s\n", store,
+			errno == ENOENT ? "not an hsmfs store" :
+			errno == EWOULDBLOCK ? "mounted: ask hsmfsctl status on the mount" :
+					       strerror(errno));
+		return X_STORE;
+	}
+	printf("%-20s %14s  %s\n", "STATE", "SIZE", "PATH");
+	if (store_pending(store, &files, &names, NULL, true)) {
+		fprintf(stderr, "hsmfsctl: status -s '%s': cannot read its database\n", store);
+		close(lockfd);
+		return X_STORE;
+	}
+	close(lockfd);
+	printf("%llu file%s and %llu name change%s not at the origin\n",
+	       (unsigned long long)files, files == 1 ? "" : "s", (unsigned long long)names,
+	       names == 1 ? "" : "s");
+	return X_OK_;
 }
 
 /*
@@ -465,7 +502,7 @@ int cmd_unmount(int argc, char **argv)
 	/* the daemon's last uploads and records: its store, once it has ended */
 	lockfd = store[0] ? store_wait(store, secs > 10 ? secs : 10) : -1;
 	if (lockfd >= 0) {
-		known = !store_pending(store, &files, &names, shown);
+		known = !store_pending(store, &files, &names, shown, false);
 		close(lockfd);
 	}
 	if (known && !files && !names) {

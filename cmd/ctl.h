@@ -13,9 +13,10 @@
 
 enum { X_OK_ = 0, X_USAGE = 1, X_INPUT = 2, X_STORE = 3, X_PARTIAL = 4 };
 
-/* ctl-archive.c: archive, resolve, sync and unmount */
+/* ctl-archive.c: archive, resolve, sync, unmount, and status -s STORE */
 int cmd_archive(int argc, char **argv, bool resolve);
 int cmd_sync(int argc, char **argv);
 int cmd_unmount(int argc, char **argv);
+int cmd_status_store(const char *store);
 
 #endif

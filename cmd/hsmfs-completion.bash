@@ -155,7 +155,7 @@ _hsmfsctl()
 	esac
 	case ${COMP_WORDS[1]} in
 	import) opts='-s -m --listing --s3 --aws-sigv4 --aws-keys-file --page-size --sync' ;;
-	status) opts=--json ;;
+	status) opts='--json -s' ;;
 	watch | hooks | doctor) opts=--json dirs=-d ;;
 	stats) opts='--json --prometheus --textfile' dirs=-d ;;
 	restart) dirs=-d ;;

@@ -52,7 +52,7 @@ static void usage(FILE *f)
 "usage: hsmfsctl import (-s STORE | -m MOUNTPOINT) (MANIFEST|- | --listing URL\n"
 "                       [--s3 [--aws-sigv4 PROVIDER1:PROVIDER2:REGION:SERVICE]\n"
 "                       [--aws-keys-file FILE] [--page-size N]] [--sync])\n"
-"       hsmfsctl status [--json] PATH...\n"
+"       hsmfsctl status [--json] PATH... | -s STORE\n"
 "       hsmfsctl watch [--json] MOUNTPOINT\n"
 "       hsmfsctl hooks [--json] MOUNTPOINT\n"
 "       hsmfsctl stats [--json | --prometheus [--textfile DIR]] MOUNTPOINT\n"
@@ -73,7 +73,8 @@ static void usage(FILE *f)
 "        file: path, size, and optional mtime, mode, url, version, sha256),\n"
 "        or from an origin's nginx JSON autoindex (recursively) or S3 bucket,\n"
 "        which is recorded for refresh; --sync also removes what it no longer has\n"
-"status  per-file state and present bytes of paths in a mount, with totals\n"
+"status  per-file state and present bytes of paths in a mount, with totals;\n"
+"        with -s, the files and names of an unmounted store not at the origin\n"
 "watch   print the events of a mount as they happen (and allow them)\n"
 "hooks   list the hooks connected to a mount\n"
 "stats   cache size and limits, evictions, hits, misses, fill latency; in\n"
@@ -1998,6 +1999,8 @@ static int cmd_status(int argc, char **argv)
 	bool json = false, first = true;
 	int i, npaths = 0, res = 0;
 
+	if (argc == 3 && !strcmp(argv[1], "-s"))
+		return cmd_status_store(argv[2]);
 	for (i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--json"))
 			json = true;

@@ -405,6 +405,9 @@ def test_unmount_tells():
     try:
         os.listdir(m.mnt)
         put(m.path("new-one"), b"never archived")
+        rc, _, _, err = ended(ctl_bg("status", "-s", store), 10)
+        ok(rc == 3 and "mounted" in err, "hsmfsctl status -s of the store while mounted: "
+           "exit 3, saying so (%r)" % err.strip())
         rc, took, out, err = ended(ctl_bg("unmount", "--timeout", "0", m.mnt), 30)
         ok(rc == 4 and "1 file and 0 name changes not at the origin yet" in out and
            "not archived: new-one" in out and took < 10,
@@ -414,6 +417,11 @@ def test_unmount_tells():
         eq(m.proc.wait(10), 0, "its daemon exited 0")
         ok("unmounted with 1 file changed and not at the origin ('new-one')" in m.output(),
            "the daemon's log names it")
+        rc, _, out, err = ended(ctl_bg("status", "-s", store), 10)
+        lines = out.splitlines()
+        ok(rc == 0 and len(lines) == 3 and lines[1].split() == ["dirty,new", "14", "new-one"]
+           and lines[2] == "1 file and 0 name changes not at the origin",
+           "hsmfsctl status -s of the unmounted store lists it (%r, %r)" % (out, err))
         rc, _, _, err = ended(ctl_bg("unmount", m.mnt), 10)
         ok(rc == 3 and "not" in err, "unmount of what is no mount: exit 3 (%r)" % err.strip())
     finally:
