@@ -1070,8 +1070,12 @@ static bool probe_origin(void)
 	CURLcode rc = CURLE_OUT_OF_MEMORY;
 	long code = 0;
 
-	if (cfg.s3)
-		url = strndup(cfg.origin, slash ? ol - 1 : ol); /* the bucket */
+	char *kp = NULL;
+
+	if (cfg.s3 && http_s3_split(cfg.origin, &url, &kp))
+		url = NULL; /* the bucket (of the prefix the origin may be) */
+	else if (cfg.s3)
+		free(kp);
 	else if (asprintf(&url, "%s%s", cfg.origin, slash ? "" : "/") < 0)
 		url = NULL;
 	hdrs = curl_slist_append(NULL, HTTP_IDENTITY);

@@ -169,6 +169,7 @@ struct walk {
 	int depth;
 	const char *only;     /* collect only below this path ("" or ending in '/') */
 	bool shallow;         /* and only the names directly in it */
+	const char *keys;     /* S3: the origin's key prefix ("" or ending in '/') */
 	char err[512];
 };
 
@@ -425,6 +426,12 @@ static int s3_entry(void *arg, const char *key, uint64_t size, const char *etag,
 
 	if (!klen || key[klen - 1] == '/')
 		return 0; /* a "directory" marker */
+	if (w->keys && strncmp(key, w->keys, strlen(w->keys)))
+		return 0; /* not below the origin's prefix (a server that ignored it) */
+	if (w->keys) {
+		key += strlen(w->keys);
+		klen -= strlen(w->keys);
+	}
 	if (manifest_check_path(key, klen, w->err, sizeof(w->err)))
 		return -EINVAL;
 	if (!below_only(w, key))
@@ -462,12 +469,19 @@ static int collect_s3(const char *url, const struct s3opts *so, const char *only
 {
 	struct walk w = { .items = items, .n = n, .cap = cap, .only = only, .shallow = shallow };
 	struct curl_slist *hdrs = NULL;
-	char token[2048] = "", *userpwd = NULL, *base;
+	char token[2048] = "", *userpwd = NULL, *base, *bucket = NULL, *keys = NULL, *kq = NULL;
 	bool more = true;
 	int res = listing_begin(&w, url, &base);
 
-	if (res)
+	/* the origin: a bucket, or a prefix in one (its keys are listed) */
+	if (!res && (http_s3_split(url, &bucket, &keys) || !(kq = http_escape(keys, NULL))))
+		res = -ENOMEM;
+	w.keys = keys;
+	if (res) {
+		free(bucket);
+		free(keys);
 		return res;
+	}
 	curl_easy_setopt(w.c, CURLOPT_WRITEFUNCTION, http_body_cb);
 	if (so->sigv4) {
 		char buf[4096], *nl;
@@ -500,8 +514,9 @@ static int collect_s3(const char *url, const struct s3opts *so, const char *only
 		long code = 0;
 		CURLcode rc;
 
-		if (asprintf(&req, "%s?list-type=2&max-keys=%u%s%s", base, so->page,
-			     tok ? "&continuation-token=" : "", tok ? tok : "") < 0) {
+		if (asprintf(&req, "%s/?list-type=2&max-keys=%u%s%s%s%s", bucket, so->page,
+			     kq[0] ? "&prefix=" : "", kq, tok ? "&continuation-token=" : "",
+			     tok ? tok : "") < 0) {
 			curl_free(tok);
 			res = -ENOMEM;
 			break;
@@ -542,6 +557,9 @@ static int collect_s3(const char *url, const struct s3opts *so, const char *only
 	curl_easy_cleanup(w.c);
 	curl_global_cleanup();
 	free(base);
+	free(bucket);
+	free(keys);
+	free(kq);
 	free(userpwd);
 	return res;
 }

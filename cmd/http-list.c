@@ -11,6 +11,7 @@
  * (nginx) or ETag (S3) as its version, its size and mtime; a
  * directory's url is where it is listed.
  */
+#include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <stdio.h>
@@ -73,6 +74,87 @@ char *http_escape(const char *s, const char *keep)
 	}
 	*w = '\0';
 	return out;
+}
+
+/* s[0..n) with each %XX decoded, malloc'ed. */
+static char *unescape(const char *s, size_t n)
+{
+	char *out = malloc(n + 1), *w = out;
+
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '%' && i + 2 < n && isxdigit((unsigned char)s[i + 1]) &&
+		    isxdigit((unsigned char)s[i + 2])) {
+			char hex[3] = { s[i + 1], s[i + 2], '\0' };
+
+			*w++ = (char)strtol(hex, NULL, 16);
+			i += 2;
+		} else {
+			*w++ = s[i];
+		}
+	}
+	*w = '\0';
+	return out;
+}
+
+/* Is host (no port) one of AWS's names of a bucket: BUCKET.s3[.-]...amazonaws.com? */
+static bool aws_virtual_host(const char *host, size_t n)
+{
+	static const char tail[] = ".amazonaws.com";
+	const char *dot = memchr(host, '.', n);
+
+	return dot && n > sizeof(tail) - 1 &&
+	       !strncasecmp(host + n - (sizeof(tail) - 1), tail, sizeof(tail) - 1) &&
+	       (size_t)(host + n - dot) > 4 && !strncasecmp(dot + 1, "s3", 2) &&
+	       (dot[3] == '.' || dot[3] == '-');
+}
+
+int http_s3_split(const char *origin, char **ret_bucket, char **ret_prefix)
+{
+	const char *auth = strstr(origin, "://"), *path, *host, *port, *seg;
+	size_t n = strlen(origin), pl;
+
+	*ret_bucket = *ret_prefix = NULL;
+	if (!auth)
+		return -EINVAL;
+	auth += 3;
+	path = auth + strcspn(auth, "/?#");
+	host = memchr(auth, '@', (size_t)(path - auth));
+	host = host ? host + 1 : auth;
+	port = memchr(host, ':', (size_t)(path - host));
+	while (n > (size_t)(path - origin) && origin[n - 1] == '/')
+		n--; /* trailing slashes: the prefix gets one of its own */
+	if (aws_virtual_host(host, (size_t)((port ? port : path) - host)) || *path != '/') {
+		seg = path;
+	} else {
+		seg = path + 1 + strcspn(path + 1, "/");
+		if (seg > origin + n)
+			seg = origin + n;
+	}
+	pl = (size_t)(origin + n - seg);
+	*ret_bucket = strndup(origin, (size_t)(seg - origin));
+	/* the prefix: seg past its '/', decoded, with a '/' at its end */
+	*ret_prefix = pl > 1 ? unescape(seg + 1, pl - 1) : strdup("");
+	if (*ret_prefix && pl > 1) {
+		size_t k = strlen(*ret_prefix);
+		char *p = realloc(*ret_prefix, k + 2);
+
+		if (p) {
+			p[k] = '/';
+			p[k + 1] = '\0';
+		} else {
+			free(*ret_prefix);
+		}
+		*ret_prefix = p;
+	}
+	if (!*ret_bucket || !*ret_prefix) {
+		free(*ret_bucket);
+		free(*ret_prefix);
+		*ret_bucket = *ret_prefix = NULL;
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 struct out {
@@ -328,14 +410,17 @@ int http_list(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3
 		return res;
 	}
 	if (s3) {
-		/* origin: the bucket's URL; the directory: a prefix of its keys */
-		size_t ol = strlen(origin);
+		/* origin: a bucket's URL, or a prefix's in it; the directory: a prefix below */
+		char *kp = NULL;
 
-		bucket = strndup(origin, ol && origin[ol - 1] == '/' ? ol - 1 : ol);
-		if (!bucket || asprintf(&prefix, "%s%s", ev->path, ev->path[0] ? "/" : "") < 0) {
+		if (http_s3_split(origin, &bucket, &kp) ||
+		    asprintf(&prefix, "%s%s%s", kp, ev->path, ev->path[0] ? "/" : "") < 0) {
+			free(kp);
+			prefix = NULL;
 			res = ENOMEM;
 			goto out;
 		}
+		free(kp);
 		char *ep = http_escape(prefix, "/");
 
 		if (!ep || asprintf(&base, "%s/%s", bucket, ep) < 0) {
@@ -566,12 +651,13 @@ int http_lookup(CURL *c, const struct hsmfs_event *ev, const char *origin, bool 
 	} else if (code == 404 && s3) {
 		/* not a key: a prefix, if some key is below it */
 		struct http_body b = { .max = PAGE_MAX };
-		char *q = NULL, *prefix = NULL, *pq = NULL;
+		char *q = NULL, *prefix = NULL, *pq = NULL, *bucket = NULL, *kp = NULL;
 
-		if (asprintf(&prefix, "%s%s%s/", dir, dir[0] ? "/" : "", name) < 0 ||
+		if (http_s3_split(origin, &bucket, &kp) ||
+		    asprintf(&prefix, "%s%s%s%s/", kp, dir, dir[0] ? "/" : "", name) < 0 ||
 		    !(pq = http_escape(prefix, NULL)) ||
-		    asprintf(&q, "%.*s?list-type=2&delimiter=%%2F&max-keys=1&prefix=%s",
-			     (int)(ol && origin[ol - 1] == '/' ? ol - 1 : ol), origin, pq) < 0) {
+		    asprintf(&q, "%s?list-type=2&delimiter=%%2F&max-keys=1&prefix=%s", bucket,
+			     pq) < 0) {
 			res = ENOMEM;
 		} else {
 			res = get(c, q, &b, why, whylen);
@@ -582,6 +668,8 @@ int http_lookup(CURL *c, const struct hsmfs_event *ev, const char *origin, bool 
 		free(q);
 		free(pq);
 		free(prefix);
+		free(bucket);
+		free(kp);
 	} else if (code != 404) {
 		if (code > 0)
 			snprintf(why, whylen, "HEAD %s: HTTP %ld", url, code);

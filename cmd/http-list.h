@@ -33,6 +33,17 @@
  */
 char *http_escape(const char *s, const char *keep);
 
+/*
+ * An S3 origin's URL split into its bucket's URL (*ret_bucket, with no
+ * '/' at its end) and the key prefix below it (*ret_prefix, decoded: ""
+ * or ending in '/').  Path-style (http://HOST/BUCKET/PRE/FIX/: the first
+ * segment names the bucket), or virtual-hosted on AWS's own host names
+ * (https://BUCKET.s3.REGION.amazonaws.com/PRE/FIX/: the whole path is
+ * the prefix).  0, or -ENOMEM (-EINVAL: no scheme://).  The caller frees
+ * both.
+ */
+int http_s3_split(const char *origin, char **ret_bucket, char **ret_prefix);
+
 /* S3 wants the payload hash signed; a GET or HEAD has an empty one. */
 #define HTTP_S3_EMPTY_PAYLOAD \
 	"x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"

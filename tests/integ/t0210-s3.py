@@ -268,6 +268,44 @@ def test():
             keys_now = sorted(k for k in (x.split("</Key>")[0] for x in ls.split("<Key>")[1:])
                               if not k.endswith("/"))
             eq(keys_now, sorted(want), "the bucket holds the mount's keys, none left behind")
+
+        # an origin that is a prefix inside the bucket (it was refused: the
+        # start-up check asked for the prefix as a key, 404)
+        pkeys = {"pre fix/a.txt": b"a under the prefix", "pre fix/d/b.txt": b"b deeper",
+                 "outside.txt": b"not below it"}
+        for key, data in pkeys.items():
+            with open(p, "wb") as f:
+                f.write(data)
+            eq(run(["curl", "-s", "-f", "-H", SHA_HDR, "--aws-sigv4", SIG, "--user",
+                    "S3RVER:S3RVER", "-T", p, base + key.replace(" ", "%20")])[0], 0,
+               "upload %s" % key)
+        pbase = base + "pre%20fix/"
+        with Mount(opts=hook + ",origin=%s" % pbase) as m:
+            with open(m.path("d", "b.txt"), "rb") as f:
+                eq(f.read(), b"b deeper", "a prefix's origin: a key two levels down, looked "
+                   "up and read")
+            eq(sorted(os.listdir(m.mnt)), ["a.txt", "d"], "its root lists the keys below the "
+               "prefix, nothing outside it")
+            with open(m.path("a.txt"), "rb") as f:
+                eq(f.read(), b"a under the prefix", "and reads them")
+            with open(m.path("new.txt"), "wb") as f:
+                f.write(b"made under the prefix")
+            rc, out = run([os.environ.get("HSMFSCTL", "hsmfsctl"), "sync", m.mnt])
+            eq(rc, 0, "sync (%s)" % out.strip())
+            got = subprocess.run(["curl", "-s", "-f", "-H", SHA_HDR, "--aws-sigv4", SIG,
+                                  "--user", "S3RVER:S3RVER", pbase + "new.txt"],
+                                 stdout=subprocess.PIPE).stdout
+            eq(got, b"made under the prefix", "a new file lands below the prefix")
+        os.mkdir(os.path.join(d, "pstore"))
+        rc, out = run([os.environ.get("HSMFSCTL", "hsmfsctl"), "import", "-s",
+                       os.path.join(d, "pstore"), "--listing", pbase, "--s3", "--aws-sigv4",
+                       SIG, "--aws-keys-file", keys])
+        eq((rc, out.strip()), (0, "imported 3 files: 3 new, 0 changed, 0 unchanged"),
+           "hsmfsctl import --listing of the prefix: its three keys")
+        with Mount(store=os.path.join(d, "pstore"), opts=hook) as m:
+            eq(sorted(os.listdir(m.mnt)), ["a.txt", "d", "new.txt"], "imported: the names")
+            with open(m.path("d", "b.txt"), "rb") as f:
+                eq(f.read(), b"b deeper", "imported: the bytes")
     finally:
         srv.kill()
         srv.wait()
