@@ -196,7 +196,7 @@ _hsmfs_http()
 		_hsmfs_words --origin --connections --retries --connect-timeout \
 			--low-speed-limit --low-speed-time --cacert --insecure --proxy \
 			--netrc-file --bearer-file --aws-sigv4 --aws-keys-file --s3 \
-			--part-size --page-size --read-back-max --verbose --help --version
+			--part-size --page-size --no-s3-metadata --read-back-max --verbose --help --version
 	else
 		_hsmfs_paths -d
 	fi

@@ -79,6 +79,7 @@ static struct {
 	char *aws_userpwd;
 	bool s3;                 /* the origin is a bucket: list with ListObjectsV2 */
 	unsigned list_page;      /* ListObjectsV2 max-keys, 0: the server's */
+	bool no_s3_meta;         /* listings keep ListObjectsV2's times, HEAD no object */
 	uint64_t part_size;      /* S3 multipart uploads of files over this */
 	bool verbose;
 	bool honoured;           /* the origin refuses a failing If-Match (412) */
@@ -978,8 +979,8 @@ static void *lister(void *arg)
 		else if (j->ev.type == HSMFS_EV_PRE_LOOKUP)
 			err = http_lookup(lc, &j->ev, cfg.origin, cfg.s3, why, sizeof(why));
 		else
-			err = http_list(lc, &j->ev, cfg.origin, cfg.s3, cfg.list_page, why,
-					sizeof(why));
+			err = http_list(lc, &j->ev, cfg.origin, cfg.s3, cfg.list_page,
+					cfg.s3 && !cfg.no_s3_meta, why, sizeof(why));
 		if (err && err != EBADF)
 			logf_("%s '/%s': %s", j->ev.type == HSMFS_EV_PRE_LOOKUP ? "lookup of" :
 			      "listing", j->ev.path, why[0] ? why : strerror(err));
@@ -1199,6 +1200,8 @@ static void usage(FILE *f)
 "                        parts this size, 4 at a time (default 64, at least 5)\n"
 "  --page-size N         keys a ListObjectsV2 page asks for (default: the\n"
 "                        server's, 1000 on S3)\n"
+"  --no-s3-metadata      list S3 directories without a HEAD of each object:\n"
+"                        the upload's time for mtime, 0644 for mode\n"
 "  --verbose             log every transfer\n"
 "  -h, --help            this text;  -V, --version  the version\n"
 "See hsmfs-http(1).\n");
@@ -1223,6 +1226,7 @@ int main(int argc, char **argv)
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "s3", no_argument, NULL, '3' },
 		{ "page-size", required_argument, NULL, 'P' },
+		{ "no-s3-metadata", no_argument, NULL, 'N' },
 		{ "part-size", required_argument, NULL, 'M' },
 		{ "read-back-max", required_argument, NULL, 'B' },
 		{ "help", no_argument, NULL, 'h' },
@@ -1257,6 +1261,7 @@ int main(int argc, char **argv)
 		case 'v': cfg.verbose = true; break;
 		case '3': cfg.s3 = true; break;
 		case 'P': cfg.list_page = atoi(optarg) > 0 ? atoi(optarg) : 0; break;
+		case 'N': cfg.no_s3_meta = true; break;
 		case 'B': cfg.read_back_max = strtoull(optarg, NULL, 10) << 20; break;
 		case 'M':
 			cfg.part_size = strtoull(optarg, NULL, 10) << 20;

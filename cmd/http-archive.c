@@ -437,6 +437,22 @@ static int s3_call(CURL *c, const char *method, const char *url, const char *bod
  * no part is left behind.  0 with the object's ETag in out->version, or
  * an errno.
  */
+/*
+ * The file's mtime and permission bits as the object's metadata
+ * (x-amz-meta-mtime in seconds, x-amz-meta-mode in octal with the file
+ * type, as rclone writes them): given back by listings (http-list.c).
+ */
+static struct curl_slist *s3_meta_headers(struct curl_slist *h, const struct hsmfs_event *ev)
+{
+	char line[64];
+
+	snprintf(line, sizeof(line), "x-amz-meta-mtime: %llu", (unsigned long long)ev->end);
+	h = h ? curl_slist_append(h, line) : NULL;
+	snprintf(line, sizeof(line), "x-amz-meta-mode: %o",
+		 (unsigned)(S_IFREG | (ev->start & 07777)));
+	return h ? curl_slist_append(h, line) : NULL;
+}
+
 static int s3_multipart(CURL *c, const struct hsmfs_event *ev, const char *url,
 			uint64_t part, void (*progress)(void *arg, uint64_t bytes), void *arg,
 			struct http_archive_out *out)
@@ -458,6 +474,7 @@ static int s3_multipart(CURL *c, const struct hsmfs_event *ev, const char *url,
 	}
 	h = curl_slist_append(h, HTTP_IDENTITY);
 	h = curl_slist_append(h, HTTP_S3_EMPTY_PAYLOAD);
+	h = s3_meta_headers(h, ev); /* an object's metadata are given when it is begun */
 	snprintf(u, sizeof(u), "%s?uploads", url);
 	err = s3_call(c, "POST", u, "", h, &s, &b, out->why, sizeof(out->why));
 	xml_value(b.p, "UploadId", id, sizeof(id));
@@ -708,8 +725,7 @@ int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const ch
 	if (!s3) /* S3 takes Date for the request's time (a skew is refused) */
 		put = curl_slist_append(put, line);
 	if (s3) {
-		snprintf(line, sizeof(line), "x-amz-meta-mtime: %llu", (unsigned long long)ev->end);
-		put = curl_slist_append(put, line);
+		put = s3_meta_headers(put, ev);
 	}
 	put = curl_slist_append(put, "Expect:");
 	if (s3 && part_size && ev->file_size > part_size) {

@@ -157,10 +157,22 @@ int http_s3_split(const char *origin, char **ret_bucket, char **ret_prefix)
 	return 0;
 }
 
+/* An S3 object of a listing page, waiting for its metadata (s3_heads). */
+struct s3_obj {
+	char *name;
+	char *etag;
+	uint64_t size;
+	int64_t mtime;
+	bool has_mtime;
+	int mode; /* -1: none kept */
+};
+
 struct out {
 	FILE *f;
 	const char *base;   /* the directory's URL, ending in '/' */
 	const char *prefix; /* S3: the key prefix of the directory */
+	struct s3_obj *objs; /* S3 with metadata: this page's objects */
+	size_t nobjs, capobjs;
 	unsigned n;
 	int err;
 	CURL *c;            /* an HTML index's files are asked with a HEAD */
@@ -168,8 +180,18 @@ struct out {
 	size_t whylen;
 };
 
+static void put_entry_mode(struct out *o, const char *name, bool is_dir, uint64_t size,
+			   int64_t mtime, bool has_mtime, const char *version, int mode);
+
 static void put_entry(struct out *o, const char *name, bool is_dir, uint64_t size,
 		      int64_t mtime, bool has_mtime, const char *version)
+{
+	put_entry_mode(o, name, is_dir, size, mtime, has_mtime, version, -1);
+}
+
+/* As put_entry(), with the file's permission bits (mode >= 0: the origin keeps them). */
+static void put_entry_mode(struct out *o, const char *name, bool is_dir, uint64_t size,
+			   int64_t mtime, bool has_mtime, const char *version, int mode)
 {
 	char *esc = http_escape(name, NULL);
 
@@ -190,6 +212,8 @@ static void put_entry(struct out *o, const char *name, bool is_dir, uint64_t siz
 	}
 	if (has_mtime)
 		fprintf(o->f, ", \"mtime\": %lld", (long long)mtime);
+	if (mode >= 0 && !is_dir)
+		fprintf(o->f, ", \"mode\": \"%04o\"", (unsigned)mode & 07777);
 	fprintf(o->f, ", \"url\": ");
 	{
 		char *url;
@@ -245,8 +269,147 @@ static int s3_entry(void *arg, const char *key, uint64_t size, const char *etag,
 
 	if (strncmp(key, o->prefix, pl) || !key[pl] || strchr(key + pl, '/'))
 		return 0; /* the directory's own marker, or not one of its names */
+	if (o->capobjs) {
+		/* its metadata asked first (s3_heads) */
+		if (o->nobjs == o->capobjs) {
+			struct s3_obj *v = realloc(o->objs, 2 * o->capobjs * sizeof(*v));
+
+			if (!v)
+				return -ENOMEM;
+			o->objs = v;
+			o->capobjs *= 2;
+		}
+		o->objs[o->nobjs] = (struct s3_obj){ .name = strdup(key + pl),
+						     .etag = strdup(etag ? etag : ""), .size = size,
+						     .mtime = has ? timegm(&tm) : 0,
+						     .has_mtime = has, .mode = -1 };
+		if (!o->objs[o->nobjs].name || !o->objs[o->nobjs].etag) {
+			free(o->objs[o->nobjs].name);
+			free(o->objs[o->nobjs].etag);
+			return -ENOMEM;
+		}
+		o->nobjs++;
+		return 0;
+	}
 	put_entry(o, key + pl, false, size, has ? timegm(&tm) : 0, has, etag);
 	return o->err ? -o->err : 0;
+}
+
+/*
+ * The x-amz-meta-mtime (seconds, maybe with a fraction, as rclone writes
+ * it too) and x-amz-meta-mode (octal) of the object whose HEAD c just
+ * made: an archive's (http-archive.c) or rclone's.  Kept in ob.
+ */
+static void s3_meta(CURL *c, struct s3_obj *ob)
+{
+	struct curl_header *h;
+	char *end;
+
+	if (curl_easy_header(c, "x-amz-meta-mtime", 0, CURLH_HEADER, -1, &h) == CURLHE_OK) {
+		double t = strtod(h->value, &end);
+
+		if (end != h->value && t >= 0 && t < 1e12) {
+			ob->mtime = (int64_t)t;
+			ob->has_mtime = true;
+		}
+	}
+	if (curl_easy_header(c, "x-amz-meta-mode", 0, CURLH_HEADER, -1, &h) == CURLHE_OK) {
+		long m = strtol(h->value, &end, 8);
+
+		if (end != h->value && !*end && m >= 0)
+			ob->mode = (int)(m & 07777);
+	}
+}
+
+/* Objects whose metadata are asked at once (HEADs in flight). */
+#define META_AT_ONCE 16
+
+/*
+ * Each object of o's page with its metadata (s3_meta), from a HEAD of
+ * each, META_AT_ONCE at a time on handles copied from c (its signature,
+ * keys and headers), then written as put_entry() would.  An object
+ * whose HEAD fails (gone meanwhile, refused) keeps the listing's time.
+ */
+static void s3_heads(CURL *c, struct out *o)
+{
+	CURL *hs[META_AT_ONCE] = { 0 };
+	size_t at[META_AT_ONCE], next = 0, busy = 0;
+	CURLM *m = curl_multi_init();
+	char *urls[META_AT_ONCE] = { 0 };
+
+	for (unsigned i = 0; m && i < META_AT_ONCE && i < o->nobjs; i++) {
+		hs[i] = curl_easy_duphandle(c);
+		if (!hs[i])
+			break;
+		curl_easy_setopt(hs[i], CURLOPT_NOBODY, 1L);
+		curl_easy_setopt(hs[i], CURLOPT_HEADERFUNCTION, NULL);
+		curl_easy_setopt(hs[i], CURLOPT_WRITEFUNCTION, NULL);
+		curl_easy_setopt(hs[i], CURLOPT_NOPROGRESS, 1L);
+	}
+	for (;;) {
+		int running = 0, left;
+		CURLMsg *msg;
+
+		for (unsigned i = 0; m && i < META_AT_ONCE && hs[i] && next < o->nobjs; i++) {
+			char *esc;
+
+			if (urls[i])
+				continue; /* busy */
+			esc = http_escape(o->objs[next].name, NULL);
+			if (!esc || asprintf(&urls[i], "%s%s", o->base, esc) < 0)
+				urls[i] = NULL;
+			free(esc);
+			if (!urls[i]) {
+				next = o->nobjs; /* no memory: the listing's times */
+				break;
+			}
+			at[i] = next++;
+			curl_easy_setopt(hs[i], CURLOPT_URL, urls[i]);
+			curl_multi_add_handle(m, hs[i]);
+			busy++;
+		}
+		if (!busy)
+			break;
+		if (curl_multi_perform(m, &running) != CURLM_OK ||
+		    (running && curl_multi_poll(m, NULL, 0, 1000, NULL) != CURLM_OK))
+			break;
+		while ((msg = curl_multi_info_read(m, &left))) {
+			long code = 0;
+			unsigned i = 0;
+
+			if (msg->msg != CURLMSG_DONE)
+				continue;
+			while (i < META_AT_ONCE && hs[i] != msg->easy_handle)
+				i++;
+			if (i == META_AT_ONCE)
+				continue;
+			curl_easy_getinfo(hs[i], CURLINFO_RESPONSE_CODE, &code);
+			if (msg->data.result == CURLE_OK && code == 200)
+				s3_meta(hs[i], &o->objs[at[i]]);
+			curl_multi_remove_handle(m, hs[i]);
+			free(urls[i]);
+			urls[i] = NULL;
+			busy--;
+		}
+	}
+	for (unsigned i = 0; i < META_AT_ONCE; i++) {
+		if (hs[i] && urls[i])
+			curl_multi_remove_handle(m, hs[i]);
+		free(urls[i]);
+		if (hs[i])
+			curl_easy_cleanup(hs[i]);
+	}
+	if (m)
+		curl_multi_cleanup(m);
+	for (size_t i = 0; i < o->nobjs; i++) {
+		struct s3_obj *ob = &o->objs[i];
+
+		put_entry_mode(o, ob->name, false, ob->size, ob->mtime, ob->has_mtime, ob->etag,
+			       ob->mode);
+		free(ob->name);
+		free(ob->etag);
+	}
+	o->nobjs = 0;
 }
 
 static int s3_prefix(void *arg, const char *prefix)
@@ -392,7 +555,7 @@ static struct curl_slist *request_headers(bool s3)
 }
 
 int http_list(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3,
-	      unsigned page, char *why, size_t whylen)
+	      unsigned page, bool s3_meta_on, char *why, size_t whylen)
 {
 	struct out o = { 0 };
 	struct http_body b = { .max = PAGE_MAX };
@@ -431,6 +594,10 @@ int http_list(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3
 		free(ep);
 		o.base = base;
 		o.prefix = prefix;
+		if (s3_meta_on && (o.objs = calloc(64, sizeof(*o.objs))))
+			o.capobjs = 64;
+		else if (s3_meta_on)
+			res = ENOMEM;
 		char token[1024] = "";
 		bool more = true;
 
@@ -460,6 +627,8 @@ int http_list(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3
 				break;
 			res = -manifest_parse_s3(b.p ? b.p : "", b.n, s3_entry, &o, &more, token,
 						 sizeof(token), err, sizeof(err));
+			if (o.nobjs)
+				s3_heads(c, &o); /* and written, then the next page */
 			if (!res)
 				res = -manifest_parse_s3_prefixes(b.p ? b.p : "", b.n, s3_prefix,
 								  &o);
@@ -513,6 +682,11 @@ out:
 		res = EIO;
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
 	curl_slist_free_all(hdrs);
+	for (size_t i = 0; i < o.nobjs; i++) {
+		free(o.objs[i].name);
+		free(o.objs[i].etag);
+	}
+	free(o.objs);
 	free(b.p);
 	free(base);
 	free(bucket);
@@ -573,7 +747,15 @@ static int head_entry(CURL *c, struct out *o, const char *name, const char *url,
 		return EIO;
 	}
 	/* the version a listing records: the ETag (S3), the date (nginx) */
-	put_entry(o, name, false, (uint64_t)len, t, t >= 0, s3 ? etag : lm);
+	if (s3) {
+		struct s3_obj ob = { .mtime = t, .has_mtime = t >= 0, .mode = -1 };
+
+		s3_meta(c, &ob);
+		put_entry_mode(o, name, false, (uint64_t)len, ob.mtime, ob.has_mtime, etag,
+			       ob.mode);
+		return 0;
+	}
+	put_entry(o, name, false, (uint64_t)len, t, t >= 0, lm);
 	return 0;
 }
 

@@ -10,7 +10,9 @@
  * and marked with a "partial" line (hsmfs-http(1)).
  * c: an easy handle set up by the caller, whose write and header
  * callbacks this call replaces.  origin: the mount's origin (the bucket's
- * URL with s3); page: keys a ListObjectsV2 page, 0: the server's default.  Returns 0 or an errno for the event's DENY, with a
+ * URL with s3); page: keys a ListObjectsV2 page, 0: the server's default;
+ * s3_meta: each object's x-amz-meta-mtime and x-amz-meta-mode (rclone's
+ * too) from a HEAD of it, 16 at a time (ListObjectsV2 has no metadata).  Returns 0 or an errno for the event's DENY, with a
  * one-line reason in why.
  */
 #ifndef HSMFS_HTTP_LIST_H
@@ -62,7 +64,7 @@ struct http_body {
 size_t http_body_cb(char *b, size_t sz, size_t n, void *arg);
 
 int http_list(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3,
-	      unsigned page, char *why, size_t whylen);
+	      unsigned page, bool s3_meta, char *why, size_t whylen);
 
 /*
  * A PRE_LOOKUP: the one entry of the last component of ev->path, found

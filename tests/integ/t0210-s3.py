@@ -290,18 +290,44 @@ def test():
                 eq(f.read(), b"a under the prefix", "and reads them")
             with open(m.path("new.txt"), "wb") as f:
                 f.write(b"made under the prefix")
+            os.chmod(m.path("new.txt"), 0o750)
+            os.utime(m.path("new.txt"), (1000000007, 1000000007))
             rc, out = run([os.environ.get("HSMFSCTL", "hsmfsctl"), "sync", m.mnt])
             eq(rc, 0, "sync (%s)" % out.strip())
             got = subprocess.run(["curl", "-s", "-f", "-H", SHA_HDR, "--aws-sigv4", SIG,
                                   "--user", "S3RVER:S3RVER", pbase + "new.txt"],
                                  stdout=subprocess.PIPE).stdout
             eq(got, b"made under the prefix", "a new file lands below the prefix")
+        # mtime and mode come back from the object's metadata (ours, and
+        # rclone's: seconds with a fraction, the mode with its type bits)
+        with open(p, "wb") as f:
+            f.write(b"written by rclone")
+        eq(run(["curl", "-s", "-f", "-H", SHA_HDR, "--aws-sigv4", SIG, "--user",
+                "S3RVER:S3RVER", "-H", "x-amz-meta-mtime: 1600000000.123456789", "-H",
+                "x-amz-meta-mode: 100700", "-T", p, pbase + "d/rclone.txt"])[0], 0,
+           "upload d/rclone.txt with rclone's metadata")
+        for how, extra in (("listed", ""), ("looked up", "")):
+            with Mount(opts=hook + ",origin=%s" % pbase) as m:
+                if how == "listed":
+                    os.listdir(m.path("d"))
+                got = {n: (oct(os.stat(m.path(*n)).st_mode & 0o7777),
+                           int(os.stat(m.path(*n)).st_mtime))
+                       for n in (("new.txt",), ("d", "rclone.txt"))}
+                eq(got, {("new.txt",): ("0o750", 1000000007),
+                         ("d", "rclone.txt"): ("0o700", 1600000000)},
+                   "%s by a fresh mount: each file's mode and mtime, from its metadata" % how)
+        with Mount(opts=hook + " --no-s3-metadata,origin=%s" % pbase) as m:
+            os.listdir(m.path("d"))
+            st = os.stat(m.path("d", "rclone.txt"))
+            ok(st.st_mode & 0o7777 == 0o644 and st.st_mtime > 1700000000,
+               "--no-s3-metadata: the listing's time and 0644 (%o, %d)"
+               % (st.st_mode & 0o7777, st.st_mtime))
         os.mkdir(os.path.join(d, "pstore"))
         rc, out = run([os.environ.get("HSMFSCTL", "hsmfsctl"), "import", "-s",
                        os.path.join(d, "pstore"), "--listing", pbase, "--s3", "--aws-sigv4",
                        SIG, "--aws-keys-file", keys])
-        eq((rc, out.strip()), (0, "imported 3 files: 3 new, 0 changed, 0 unchanged"),
-           "hsmfsctl import --listing of the prefix: its three keys")
+        eq((rc, out.strip()), (0, "imported 4 files: 4 new, 0 changed, 0 unchanged"),
+           "hsmfsctl import --listing of the prefix: its four keys")
         with Mount(store=os.path.join(d, "pstore"), opts=hook) as m:
             eq(sorted(os.listdir(m.mnt)), ["a.txt", "d", "new.txt"], "imported: the names")
             with open(m.path("d", "b.txt"), "rb") as f:
