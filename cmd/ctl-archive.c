@@ -103,8 +103,6 @@ static const char *archive_why(int e)
 	case ENOTCONN: return "no archive hook is connected to the mount";
 	case EOPNOTSUPP: return "not an hsmfs mount";
 	case ESHUTDOWN: return "the mount is shutting down";
-	case EPERM: return "not allowed (root, the mount's owner, or for archive a "
-			   "user who may write the file)";
 	default: return strerror(e);
 	}
 }
@@ -120,7 +118,8 @@ static const char *hook_said(const char *path, int e, char *buf, size_t len)
 	ssize_t n = -1;
 
 	buf[0] = '\0';
-	if (e == ESTALE || e == ENOTCONN || e == EPERM || e == EINTR || e == ENODATA)
+	if (e == ESTALE || e == ENOTCONN || e == EPERM || e == EACCES || e == EINTR ||
+	    e == ENODATA || e == ETIMEDOUT)
 		return buf;
 	/* the mount's root: the directory up from path that has a store */
 	if (realpath(path, root)) {
@@ -285,6 +284,8 @@ static void sync_say(const char *verb, const char *mnt, int e)
 		e == ENODATA ? "not the root of an hsmfs mount" :
 		e == ESTALE ? "a file is in conflict (hsmfsctl status shows which)" :
 		e == ETIMEDOUT ? "not done within the time given (the uploads go on)" :
+		e == EACCES ? "some changed files are other users' (not yours to write): left "
+			      "for their owners, root or the mount's owner to archive" :
 				 archive_why(e),
 		hook_said(mnt, e, said, sizeof(said)));
 }

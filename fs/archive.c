@@ -51,6 +51,10 @@ struct sync_req {
 	void *arg;
 	struct fuse_req *req;   /* the asking request, interrupted or not; NULL: none */
 	bool asked;             /* a user's, not the start-up's scan */
+	bool all;               /* every file (root's, the owner's), not the caller's only */
+	bool scanning;          /* the scan asks req's caller: not answered meanwhile */
+	unsigned others;        /* dirty files the caller may not publish, left */
+	uid_t uid;              /* the caller's, for the log */
 	unsigned pending;
 	int err;
 	struct sync_req *next;  /* A.scans */
@@ -1208,7 +1212,8 @@ void archive_interrupts(void)
 		return;
 	for (struct sync_req *r = A.asked, *next; r && n < INTERRUPTS_TICK; r = next) {
 		next = r->anext;
-		if (r->req && S.cfg.interrupted(r->req) && sync_take(r, &gone[n].cont, &gone[n].arg))
+		if (r->req && !r->scanning && S.cfg.interrupted(r->req) &&
+		    sync_take(r, &gone[n].cont, &gone[n].arg))
 			n++;
 	}
 	if (!n)
@@ -1234,6 +1239,43 @@ static bool add_waiter(struct fstate *fs, void (*cont)(void *arg, int res), void
 	return true;
 }
 
+
+/*
+ * May the caller of r (a sync not everyone's: not root's, not the
+ * owner's) publish in?  Asked of the FUSE layer (cfg.may_archive) with
+ * r->req kept from its answer meanwhile; an interrupt seen here answers
+ * r (-EINTR).  false: not the caller's (counted in r->others), or r is
+ * answered.  Without S.lock.
+ */
+static bool callers_own(struct sync_req *r, struct inode *in)
+{
+	void (*cont)(void *arg, int res) = NULL;
+	void *arg = NULL;
+	bool mine = false;
+
+	elock();
+	if (!r->cont) {
+		eunlock();
+		return false; /* answered (interrupted): it asks no more */
+	}
+	r->scanning = true;
+	eunlock();
+	if (S.cfg.interrupted && S.cfg.interrupted(r->req)) {
+		elock();
+		r->scanning = false;
+		sync_take(r, &cont, &arg);
+		eunlock();
+		if (cont)
+			cont(arg, -EINTR);
+		return false;
+	}
+	mine = S.cfg.may_archive && S.cfg.may_archive(r->req, in);
+	elock();
+	r->scanning = false;
+	r->others += !mine;
+	eunlock();
+	return mine;
+}
 
 /*
  * Find every dirty file for sync r: the writer's queue written first
@@ -1273,6 +1315,10 @@ static void sync_scan(struct sync_req *r)
 
 			if (wres == -ENOENT)
 				continue; /* removed meanwhile: nothing to archive */
+			if (!wres && r->asked && !r->all && !callers_own(r, in)) {
+				inode_forget(in, 1);
+				continue;
+			}
 			if (wres) {
 				/* a dirty file sync cannot reach: not "everything is there" */
 				elog_err("sync: dirty inode %llu is not at '%s' (moved beside the "
@@ -1302,6 +1348,14 @@ static void sync_scan(struct sync_req *r)
 			break;
 		skip += n;
 	}
+	elock();
+	if (r->others && !r->err) {
+		elog_info("sync by uid %u: %u changed file%s left to their owners (not the "
+			  "caller's to publish)", (unsigned)r->uid, r->others,
+			  r->others == 1 ? "" : "s");
+		r->err = -EACCES;
+	}
+	eunlock();
 	sync_one(r, 0);
 }
 
@@ -1601,12 +1655,18 @@ int events_take_origin(struct inode *in, struct fuse_req *req,
 	return EVENTS_PARKED;
 }
 
-int events_sync(struct fuse_req *req, void (*cont)(void *arg, int res), void *arg)
+int events_sync(struct fuse_req *req, bool all, void (*cont)(void *arg, int res), void *arg)
 {
 	struct sync_req *r = sync_new(req, cont, arg);
+	struct caller who = { 0 };
 
 	if (!r)
 		return -ENOMEM;
+	r->all = all || !req;
+	if (!r->all && S.cfg.caller) {
+		S.cfg.caller(req, &who);
+		r->uid = who.uid;
+	}
 	elock();
 	if (!A.running || A.stop) {
 		eunlock();

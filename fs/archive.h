@@ -78,9 +78,12 @@ int events_archive(struct inode *in, struct fuse_req *req,
 /*
  * hsmfsctl sync: archive every dirty file now and answer once each is
  * clean or failed: cont(arg, 0), or the first failure (-ESTALE: a file
- * is in conflict).  EVENTS_PARKED or -errno.
+ * is in conflict).  Not all (a caller other than root and the mount's
+ * owner): only the files cfg.may_archive lets req's caller publish; the
+ * others are left as they are and make the answer -EACCES.
+ * EVENTS_PARKED or -errno.
  */
-int events_sync(struct fuse_req *req, void (*cont)(void *arg, int res), void *arg);
+int events_sync(struct fuse_req *req, bool all, void (*cont)(void *arg, int res), void *arg);
 
 /*
  * hsmfsctl resolve --keep-local: settle a conflict of in for its local

@@ -718,6 +718,7 @@ int main(int argc, char *argv[])
 			.exiting = ops_exiting,
 			.caller = ops_caller,
 			.interrupted = ops_interrupted,
+			.may_archive = ops_may_archive,
 			/* on a shared mount one user gets a quarter of the places */
 			.max_parked_user = o.max_pending_user ? o.max_pending_user :
 					   o.allow_other ? (o.max_pending + 3) / 4 : 0,

@@ -21,6 +21,7 @@
 #include "inode.h"
 #include "ops-int.h"
 #include "ops-io.h"
+#include "ops-xattr.h"
 #include "saved.h"
 #include "ops-inval.h"
 #include "privs.h"
@@ -186,13 +187,8 @@ static bool may_resolve(fuse_req_t req, struct inode *in)
 	return ok;
 }
 
-/*
- * Archiving publishes the file's bytes at the origin, drafts included:
- * root, the mount's owner, or a caller who may write the file.  A daemon
- * running as root asks the kernel as the caller (ACLs and supplementary
- * groups count); a user's own daemon (allow_other) looks at the mode.
- */
-static bool may_archive(fuse_req_t req, struct inode *in)
+/* Archiving publishes the file's bytes at the origin, drafts included: ops-xattr.h. */
+bool ops_may_archive(fuse_req_t req, struct inode *in)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	char proc[32];
@@ -218,8 +214,9 @@ static bool may_archive(fuse_req_t req, struct inode *in)
 }
 
 /*
- * A sync archives every user's changes (drafts a caller could not
- * archive one by one): root's or the mount owner's.
+ * A sync archives every user's changes: root's or the mount owner's.
+ * Anyone else's archives what the caller may archive one by one
+ * (ops_may_archive), and leaves the rest (events_sync).
  */
 static bool may_sync(fuse_req_t req)
 {
@@ -244,14 +241,14 @@ static void ctl_archive(fuse_req_t req, fuse_ino_t ino, size_t size, int verb)
 	}
 	if (verb == 1)
 		res = IN(ino) != inode_root() ? -ENODATA :
-		      !may_sync(req) ? -EPERM : events_sync(req, later_resume, l);
+		      events_sync(req, may_sync(req), later_resume, l);
 	else if (verb == 2)
 		res = may_resolve(req, IN(ino)) ? events_resolve(IN(ino), req, later_resume, l) : -EPERM;
 	else if (verb == 3)
 		res = may_resolve(req, IN(ino)) ?
 			      events_take_origin(IN(ino), req, later_resume, l) : -EPERM;
 	else
-		res = may_archive(req, IN(ino)) ? events_archive(IN(ino), req, later_resume, l) : -EPERM;
+		res = ops_may_archive(req, IN(ino)) ? events_archive(IN(ino), req, later_resume, l) : -EPERM;
 	if (res != EVENTS_PARKED)
 		later_resume(l, res);
 }

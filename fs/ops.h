@@ -27,6 +27,7 @@
 #include "ops-config.h"
 #include "ops-file.h"
 #include "ops-inval.h"
+#include "ops-xattr.h"
 
 struct fuse_lowlevel_ops;
 struct fuse_session;

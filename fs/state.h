@@ -187,6 +187,8 @@ struct events_config {
 	void (*caller)(struct fuse_req *req, struct caller *ret);
 	/* has req's caller given up on it (an interrupt)? */
 	bool (*interrupted)(struct fuse_req *req);
+	/* may req's caller publish in's bytes (archive them)?  Without S.lock */
+	bool (*may_archive)(struct fuse_req *req, struct inode *in);
 };
 
 /* OR of the masks of connected hooks (route.c keeps it). */

@@ -263,8 +263,9 @@ def test_resolve_owner():
 def test_archive_writer():
     """hsmfsctl archive publishes a file's bytes, drafts included: root,
     the mount's owner or a caller who may write the file may; another user
-    who can read it may not (EPERM), nor one who cannot; sync (every
-    user's changes) is root's or the mount owner's."""
+    who can read it may not (EPERM), nor one who cannot; another user's
+    sync archives what that user may write and leaves the rest (exit 4);
+    the owner's sync, everything."""
     import pwd
     if os.geteuid() != 0:
         skip("archive by another user", "needs root to be another user")
@@ -288,12 +289,23 @@ def test_archive_writer():
         rc, out = run(["runuser", "-u", nobody, "--", HSMFSCTL, "archive", m.path("shared")])
         ok("Operation not permitted" not in out,
            "a user who may write the file may archive it (%s)" % out.strip())
-        rc, out = run(["runuser", "-u", nobody, "--", HSMFSCTL, "sync", m.mnt])
-        ok(rc != 0 and "Operation not permitted" in out,
-           "another user may not sync the mount (%s)" % out.strip())
         rc, out = run([HSMFSCTL, "archive", m.path("readable")])
         ok("Operation not permitted" not in out,
            "its owner may (%s)" % out.strip())
+        # another user's sync: what that user may write goes, the rest stays
+        # (it was refused whole: EPERM)
+        hook = Holder(m.mnt, hold=False)
+        rc, out = run(["runuser", "-u", nobody, "--", HSMFSCTL, "sync", m.mnt])
+        ok(rc == 4 and "other users'" in out,
+           "another user's sync: exit 4, saying what it left (%s)" % out.strip())
+        eq(sorted(p for p, _ in hook.uploads), ["shared"],
+           "it archived the file that user may write, only that one")
+        eq([state(m, n) for n in ("readable", "secret")], ["dirty,new", "dirty,new"],
+           "the others are left as they were")
+        rc, out = run([HSMFSCTL, "sync", m.mnt])
+        eq((rc, sorted(p for p, _ in hook.uploads)), (0, ["readable", "secret", "shared"]),
+           "the owner's sync archives the rest (%s)" % out.strip())
+        hook.close()
     shutil.rmtree(store, ignore_errors=True)
 
 

@@ -1315,7 +1315,7 @@ static void names(void)
 	st0 = S.st;
 	eunlock();
 	memset(&r, 0, sizeof(r));
-	ok(events_sync((struct fuse_req *)&r, fake_cont, &r) == EVENTS_PARKED, "a sync");
+	ok(events_sync((struct fuse_req *)&r, true, fake_cont, &r) == EVENTS_PARKED, "a sync");
 	for (int i = 0; i < 20 && fake_wait(&r, 1) == 1; i++) {
 		if (hook_next(&a, &ev, path, &fd, 2000))
 			break;
