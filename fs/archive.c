@@ -829,6 +829,20 @@ static int apply_name(const struct meta_op *op)
 				 op->path);
 			res = -EPROTO;
 		}
+		/*
+		 * the object is at neither place: uploaded again if its bytes
+		 * are all here (it was dropped, shown clean with nothing at
+		 * the origin, and sync said 0)
+		 */
+		if (res == -ENOENT && !fs->gone && fs->origin && !strcmp(fs->origin, o)) {
+			if (events_object_lost(fs))
+				elog_warn("'%s': its object was at neither its old place nor its new "
+					  "one at the origin: archived again as a new file", op->path);
+			else
+				elog_err("'%s': its object was at neither its old place nor its new "
+					 "one at the origin, and not all its bytes are here: it cannot "
+					 "be archived", op->path);
+		}
 		if (!res && fs->origin && !strcmp(fs->origin, o)) {
 			free(fs->origin);
 			fs->origin = origin;
@@ -1300,6 +1314,9 @@ static void sync_scan(struct sync_req *r)
 		r->err = r->err ? r->err : res;
 		eunlock();
 	}
+	/* and what they changed (a file whose object was found nowhere: dirty now) */
+	if (r->asked)
+		writeback_sync();
 	for (;;) {
 		if (meta_dirty(S.cfg.meta, 256, skip, &v, &n)) {
 			elock();

@@ -738,6 +738,24 @@ void events_created(struct inode *in)
 	eunlock();
 }
 
+/* see fstate.h */
+bool events_object_lost(struct fstate *fs)
+{
+	ELOCK_HELD();
+	if (fs->state != META_RESIDENT && fs->state != META_DIRTY)
+		return false;
+	if (fs->state != META_DIRTY)
+		becomes_dirty(fs);
+	fs->flags |= META_F_NEW;
+	free(fs->origin);
+	free(fs->version);
+	fs->origin = fs->version = NULL;
+	fs->vchanged = true;
+	persist_later(fs);
+	archive_writeback(fs);
+	return true;
+}
+
 /* The path of parent/name into buf (HSMFS_MAX_PATH + 1): 0, or -errno. */
 static int path_of(struct inode *parent, const char *name, char *buf)
 {

@@ -348,6 +348,16 @@ void archive_writeback(struct fstate *fs);
  * made, before it is replied.
  */
 void events_created(struct inode *in);
+/*
+ * fs's object is found nowhere at the origin (a move of it found
+ * neither its old place nor its new: removed behind the mount's back,
+ * or lost to a crash): if every byte of it is here, it becomes a file
+ * new to the origin (dirty, META_F_NEW, no origin nor version) and is
+ * archived again to its path, rather than shown clean with nothing at
+ * the origin.  false: not all its bytes are here (left as it is).
+ * S.lock held.
+ */
+bool events_object_lost(struct fstate *fs);
 /* Wait until fs is not being evicted (evict.c marks it).  S.lock held. */
 void evict_wait(const struct fstate *fs);
 

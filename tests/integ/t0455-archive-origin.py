@@ -10,7 +10,8 @@ connection reset mid-upload, are retried until the bytes are there.  A
 stalled upload fails the archive at the mount's timeout, the file stays
 dirty with its error shown, and the next archive succeeds.  hsmfs-http
 killed mid-upload: the restarted one gets the same snapshot and archives
-it.
+it.  A file whose object is gone from the origin is uploaded again when
+renamed.
 """
 import os
 import shutil
@@ -158,4 +159,30 @@ def test_hook_restarting():
     shutil.rmtree(root, ignore_errors=True)
 
 
-main(lambda: (test(), test_hook_restarting()))
+def test_move_finds_nothing():
+    """A file whose object was removed at the origin behind the mount's
+    back, then renamed on the mount: the move finds its object at
+    neither place, and the file, all of whose bytes are here, is
+    uploaded again under its new name (the move was dropped: sync
+    exited 0 with the file at the origin under no name)."""
+    root, store = dav_root(), tmpdir("hsmfs-store-")
+    with open(os.path.join(root, "o", "f"), "wb") as f:
+        f.write(b"its only copy is the mount's now")
+    with Nginx(root, extra=DAV) as ng:
+        with Mount(store=store, opts="hook=%s,origin=%s,timeout=10"
+                   % (HTTP, ng.url("o/"))) as m:
+            with open(m.path("f"), "rb") as f:
+                eq(f.read(), b"its only copy is the mount's now", "read whole: resident")
+            os.unlink(os.path.join(root, "o", "f"))
+            os.rename(m.path("f"), m.path("g"))
+            rc, out = run([HSMFSCTL, "sync", m.mnt])
+            eq((rc, tree(os.path.join(root, "o"))),
+               (0, {"g": b"its only copy is the mount's now"}),
+               "sync: the origin holds it under its new name (%s)" % out.strip())
+            eq(state(m, "g"), "resident", "and it is clean")
+            ok(m.logged("archived again as a new file"), "the log says why")
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+main(lambda: (test(), test_hook_restarting(), test_move_finds_nothing()))
