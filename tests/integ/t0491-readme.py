@@ -48,7 +48,7 @@ DAV = ("dav_methods PUT DELETE MKCOL MOVE; create_full_put_path on; "
 # what the sessions must hold between them
 MUST = ("hsmfs ~/store ~/mnt", "hsmfsctl import", "hsmfsctl status", "hsmfsctl stats",
         "hsmfsctl hooks", "hsmfsctl refresh", "hsmfsctl prefetch", "hsmfsctl pin",
-        "hsmfsctl evict", "hsmfsctl sync", "hsmfsctl restart", "fusermount3 -u")
+        "hsmfsctl evict", "hsmfsctl sync", "hsmfsctl restart", "hsmfsctl unmount")
 
 
 def blocks():
@@ -204,7 +204,7 @@ def test():
                     else:
                         outs.append(run_block(place, url, lines, what))
                 every = "\n".join("\n".join(l) for l, _ in session)
-                if "fusermount3 -u" in every:
+                if "fusermount3 -u" in every or "hsmfsctl unmount" in every:
                     eq(place.mounts(), [], "session %s: its unmount leaves nothing mounted" % name)
                 if name == "lazy":
                     ok("top\n" in outs[0], "session lazy: the mount's file reads") or diag(outs[0])
