@@ -114,20 +114,15 @@ static const char *archive_why(int e)
  */
 static const char *hook_said(const char *path, int e, char *buf, size_t len)
 {
-	char said[512], root[PATH_MAX];
+	char said[512], root[PATH_MAX], rel[PATH_MAX];
 	ssize_t n = -1;
 
 	buf[0] = '\0';
 	if (e == ESTALE || e == ENOTCONN || e == EPERM || e == EACCES || e == EINTR ||
 	    e == ENODATA || e == ETIMEDOUT)
 		return buf;
-	/* the mount's root: the directory up from path that has a store */
-	if (realpath(path, root)) {
-		for (char *slash; getxattr(root, "user.hsmfs.store", NULL, 0) < 0 &&
-				  (slash = strrchr(root, '/')) && slash != root;)
-			*slash = '\0';
+	if (!mount_of(path, root, sizeof(root), rel, sizeof(rel)))
 		n = getxattr(root, "user.hsmfs.hook_said", said, sizeof(said) - 1);
-	}
 	if (n > 0) {
 		said[n] = '\0';
 		said[strcspn(said, "\n")] = '\0';

@@ -13,6 +13,13 @@
 
 enum { X_OK_ = 0, X_USAGE = 1, X_INPUT = 2, X_STORE = 3, X_PARTIAL = 4 };
 
+/*
+ * hsmfsctl.c: the hsmfs mount path is on: its root in ret_mnt (a real
+ * path), and path's own path below it in ret_rel ("" or ending in '/').
+ * 0, or -1: not on an hsmfs mount.
+ */
+int mount_of(const char *path, char *ret_mnt, size_t mlen, char *ret_rel, size_t rlen);
+
 /* ctl-archive.c: archive, resolve, sync, unmount, and status -s STORE */
 int cmd_archive(int argc, char **argv, bool resolve);
 int cmd_sync(int argc, char **argv);

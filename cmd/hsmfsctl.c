@@ -3007,7 +3007,7 @@ static int refresh_tree(const char *path, bool recursive, int depth)
  * path's own path below it in ret_rel ("" or ending in '/').  0, or
  * -1: not on an hsmfs mount.
  */
-static int mount_of(const char *path, char *ret_mnt, size_t mlen, char *ret_rel, size_t rlen)
+int mount_of(const char *path, char *ret_mnt, size_t mlen, char *ret_rel, size_t rlen)
 {
 	char real[PATH_MAX], cur[PATH_MAX];
 	const char *rel;

@@ -11,7 +11,6 @@
  * (nginx) or ETag (S3) as its version, its size and mtime; a
  * directory's url is where it is listed.
  */
-#include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <stdio.h>
@@ -76,28 +75,6 @@ char *http_escape(const char *s, const char *keep)
 	return out;
 }
 
-/* s[0..n) with each %XX decoded, malloc'ed. */
-static char *unescape(const char *s, size_t n)
-{
-	char *out = malloc(n + 1), *w = out;
-
-	if (!out)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] == '%' && i + 2 < n && isxdigit((unsigned char)s[i + 1]) &&
-		    isxdigit((unsigned char)s[i + 2])) {
-			char hex[3] = { s[i + 1], s[i + 2], '\0' };
-
-			*w++ = (char)strtol(hex, NULL, 16);
-			i += 2;
-		} else {
-			*w++ = s[i];
-		}
-	}
-	*w = '\0';
-	return out;
-}
-
 /* Is host (no port) one of AWS's names of a bucket: BUCKET.s3[.-]...amazonaws.com? */
 static bool aws_virtual_host(const char *host, size_t n)
 {
@@ -135,18 +112,15 @@ int http_s3_split(const char *origin, char **ret_bucket, char **ret_prefix)
 	pl = (size_t)(origin + n - seg);
 	*ret_bucket = strndup(origin, (size_t)(seg - origin));
 	/* the prefix: seg past its '/', decoded, with a '/' at its end */
-	*ret_prefix = pl > 1 ? unescape(seg + 1, pl - 1) : strdup("");
-	if (*ret_prefix && pl > 1) {
-		size_t k = strlen(*ret_prefix);
-		char *p = realloc(*ret_prefix, k + 2);
+	if (pl > 1) {
+		int k = 0;
+		char *d = curl_easy_unescape(NULL, seg + 1, (int)(pl - 1), &k);
 
-		if (p) {
-			p[k] = '/';
-			p[k + 1] = '\0';
-		} else {
-			free(*ret_prefix);
-		}
-		*ret_prefix = p;
+		if (!d || asprintf(ret_prefix, "%.*s/", k, d) < 0)
+			*ret_prefix = NULL;
+		curl_free(d);
+	} else {
+		*ret_prefix = strdup("");
 	}
 	if (!*ret_bucket || !*ret_prefix) {
 		free(*ret_bucket);
