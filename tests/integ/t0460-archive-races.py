@@ -145,13 +145,21 @@ def test_watcher_after_upload():
     shutil.rmtree(store, ignore_errors=True)
 
 
-def test_unmount_finishes():
+def held_upload(opts, data):
+    """A mount of a new store (opts), an archive hook that holds each
+    upload until its gate is set, and f written with data: (store, m,
+    hook), m started; the caller stops and cleans up."""
     store = tmpdir("hsmfs-store-")
-    m = Mount(store=store, opts="archive_after=1,timeout=20")
+    m = Mount(store=store, opts=opts)
     m.start()
+    hook = Holder(m.mnt)
+    put(m.path("f"), data)
+    return store, m, hook
+
+
+def test_unmount_finishes():
+    store, m, hook = held_upload("archive_after=1,timeout=20", b"bytes before the unmount")
     try:
-        hook = Holder(m.mnt)
-        put(m.path("f"), b"bytes before the unmount")
         ok(hook.got.wait(10), "its upload runs")
         threading.Timer(1.0, hook.gate.set).start()
         t0 = time.monotonic()
@@ -371,12 +379,8 @@ def test_interrupted():
     if not GETXATTR:
         skip("interrupted sync and archive", "a machine whose getxattr number is not known")
         return
-    store = tmpdir("hsmfs-store-")
-    m = Mount(store=store, opts="archive_after=3600,timeout=30")
-    m.start()
+    store, m, hook = held_upload("archive_after=3600,timeout=30", b"held at the origin")
     try:
-        hook = Holder(m.mnt)
-        put(m.path("f"), b"held at the origin")
         for what, args in (("sync", ["sync", m.mnt]), ("archive", ["archive", m.path("f")])):
             p = ctl_bg(*args)
             wait_for(lambda: in_getxattr(p.pid), "hsmfsctl %s to wait in the daemon" % what)
@@ -391,13 +395,16 @@ def test_interrupted():
                "hsmfsctl %s --timeout 1: exit 4 after %.1f s, saying so (%r)"
                % (what, took, err.strip()))
         ok(state(m, "f").startswith("dirty"), "the file is not archived yet (%s)" % state(m, "f"))
-        threading.Timer(1.5, hook.gate.set).start()
-        rc, took, out, err = ended(ctl_bg("unmount", "--timeout", "0.5", m.mnt), 30)
-        ok(rc == 0 and "every change is at the origin" in out,
+        # the upload is held until the mount is gone: the sync cannot end
+        # first, the daemon finishes the upload after the unmount
+        p = ctl_bg("unmount", "--timeout", "0.5", m.mnt)
+        wait_for(lambda: not is_mounted(m.mnt), "hsmfsctl unmount to unmount")
+        hook.gate.set()
+        rc, took, out, err = ended(p, 30)
+        ok(rc == 0 and "every change is at the origin" in out and "not done within" in err,
            "hsmfsctl unmount: the sync it waited half a second for was not done, but the "
            "daemon finished the upload before it ended: exit 0, saying so (%s, %r, %r)"
            % (rc, out.strip(), err.strip()))
-        ok(not is_mounted(m.mnt), "and the mount is gone")
         eq(m.proc.wait(10), 0, "its daemon exited 0")
         eq(hook.bytes(), [b"held at the origin"], "the one upload was made, once")
     finally:
