@@ -841,7 +841,7 @@ static int apply_name(const struct meta_op *op)
 			else
 				elog_err("'%s': its object was at neither its old place nor its new "
 					 "one at the origin, and not all its bytes are here: it cannot "
-					 "be archived", op->path);
+					 "be archived (sync fails until it is removed)", op->path);
 		}
 		if (!res && fs->origin && !strcmp(fs->origin, o)) {
 			free(fs->origin);

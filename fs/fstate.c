@@ -742,10 +742,13 @@ void events_created(struct inode *in)
 bool events_object_lost(struct fstate *fs)
 {
 	ELOCK_HELD();
-	if (fs->state != META_RESIDENT && fs->state != META_DIRTY)
-		return false;
 	if (fs->state != META_DIRTY)
 		becomes_dirty(fs);
+	if (!rs_contains(&fs->present, 0, fs->size)) {
+		persist_later(fs);
+		archive_writeback(fs);
+		return false;
+	}
 	fs->flags |= META_F_NEW;
 	free(fs->origin);
 	free(fs->version);

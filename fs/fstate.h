@@ -354,8 +354,11 @@ void events_created(struct inode *in);
  * or lost to a crash): if every byte of it is here, it becomes a file
  * new to the origin (dirty, META_F_NEW, no origin nor version) and is
  * archived again to its path, rather than shown clean with nothing at
- * the origin.  false: not all its bytes are here (left as it is).
- * S.lock held.
+ * the origin.  false: not all its bytes are here; it becomes dirty all
+ * the same, keeping its origin, so that sync finds it and fails (its
+ * archive must fetch what is missing first, from an object that is not
+ * there) rather than exit 0 with it at the origin under no name, until
+ * it is removed.  S.lock held.
  */
 bool events_object_lost(struct fstate *fs);
 /* Wait until fs is not being evicted (evict.c marks it).  S.lock held. */

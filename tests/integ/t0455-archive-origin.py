@@ -185,4 +185,34 @@ def test_move_finds_nothing():
     shutil.rmtree(root, ignore_errors=True)
 
 
-main(lambda: (test(), test_hook_restarting(), test_move_finds_nothing()))
+def test_move_finds_nothing_partial():
+    """The same with only part of the file here: it cannot be archived
+    (what is missing is nowhere), so sync must not exit 0 with it at the
+    origin under no name; it did, and showed the file clean.  Once it is
+    removed on the mount, sync exits 0."""
+    root, store = dav_root(), tmpdir("hsmfs-store-")
+    data = os.urandom(4 << 20)
+    with open(os.path.join(root, "o", "f"), "wb") as f:
+        f.write(data)
+    with Nginx(root, extra=DAV) as ng:
+        with Mount(store=store, opts="hook=%s,origin=%s,timeout=10"
+                   % (HTTP, ng.url("o/"))) as m:
+            with open(m.path("f"), "rb") as f:
+                eq(f.read(4096), data[:4096], "its first bytes read: partial")
+            ok(state(m, "f") in ("partial", "placeholder"), "not all here (%s)" % state(m, "f"))
+            os.unlink(os.path.join(root, "o", "f"))
+            os.rename(m.path("f"), m.path("g"))
+            rc, out = run([HSMFSCTL, "sync", "--timeout", "20", m.mnt])
+            ok(rc != 0, "sync fails: the origin does not hold 'g' (%d: %s)" % (rc, out.strip()))
+            eq(tree(os.path.join(root, "o")), {}, "nothing at the origin")
+            eq(state(m, "g"), "dirty", "the file is shown changed, not clean")
+            ok(m.logged("not all its bytes are here"), "the log says why")
+            os.unlink(m.path("g"))
+            rc, out = run([HSMFSCTL, "sync", "--timeout", "20", m.mnt])
+            eq(rc, 0, "removed: sync exits 0 (%s)" % out.strip())
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+main(lambda: (test(), test_hook_restarting(), test_move_finds_nothing(),
+              test_move_finds_nothing_partial()))
