@@ -29,8 +29,9 @@ def dav_root():
     return root
 
 
-def tree(root):
-    """{relative path: bytes, or None for a directory} under root."""
+def tree(root, of=None):
+    """{relative path: bytes (or of(bytes)), or None for a directory} under
+    root."""
     out = {}
     for d, dirs, files in os.walk(root):
         rel = os.path.relpath(d, root)
@@ -38,12 +39,15 @@ def tree(root):
             out[os.path.normpath(os.path.join(rel, n))] = None
         for n in files:
             with open(os.path.join(d, n), "rb") as f:
-                out[os.path.normpath(os.path.join(rel, n))] = f.read()
+                data = f.read()
+                out[os.path.normpath(os.path.join(rel, n))] = of(data) if of else data
     return out
 
 
 def differences(a, b, an="origin", bn="mount"):
     """A line for each path where trees a and b (tree()) differ."""
+    def size(v):  # bytes, or a digest (size, sha256)
+        return "dir" if v is None else len(v) if isinstance(v, bytes) else v[0]
     out = []
     for p in sorted(set(a) | set(b)):
         if p not in a:
@@ -52,8 +56,7 @@ def differences(a, b, an="origin", bn="mount"):
             out.append("%s: only on the %s" % (p, an))
         elif a[p] != b[p]:
             out.append("%s: differs (%s %s, %s %s)" % (
-                p, an, "dir" if a[p] is None else len(a[p]),
-                bn, "dir" if b[p] is None else len(b[p])))
+                p, an, size(a[p]), bn, size(b[p])))
     return out
 
 

@@ -15,8 +15,16 @@ holds what the mount must hold.  At the end:
 
 HSMFS_SEED=N repeats a run (the seed is printed); HSMFS_KILLS=N sets the
 number of kills (CI's default is small; a soak uses more);
-HSMFS_KILLS_KINDS the operations drawn from.
+HSMFS_KILLS_KINDS the operations drawn from; HSMFS_KILLS_LOG=FILE writes
+each operation the model made, one a line.
+
+The long crash run (on demand, in the style of JuiceFS's crash test):
+HSMFS_CRASH_FILES=100000 works until the tree holds that many fsync'd
+files (and up to a hundredth as many directories), killing the daemon
+or its hook every 2 to 5 seconds, however many kills that takes, then
+syncs and compares the whole origin byte for byte.
 """
+import hashlib
 import os
 import random
 import shutil
@@ -31,10 +39,16 @@ from harness import (HSMFSCTL, Mount, Nginx, diag, eq, main, ok, run,  # noqa: E
 
 from archiving import DAV, HTTP, differences, tree  # noqa: E402
 
-KILLS = int(os.environ.get("HSMFS_KILLS", "8"))
+FILES = int(os.environ.get("HSMFS_CRASH_FILES", "0"))  # the long run's target
+KILLS = int(os.environ.get("HSMFS_KILLS", "8")) if not FILES else 1 << 30
 # the operations drawn from (each as often as it is listed)
-KINDS = os.environ.get("HSMFS_KILLS_KINDS",
-                       "create create write rename unlink mkdir mkdir rmdir dirmv").split()
+KINDS = os.environ.get(
+    "HSMFS_KILLS_KINDS",
+    "create create write rename unlink mkdir mkdir rmdir dirmv" if not FILES else
+    "create create create create create write rename unlink mkdir rmdir dirmv").split()
+MAX_FILES = FILES or 60        # a tree of a bounded size
+MAX_DIRS = max(12, FILES // 100)
+SIZES = [0, 1, 100, 5000, 70000] if not FILES else [0, 1, 100, 4000, 20000]
 
 
 def fsync_path(p):
@@ -45,95 +59,197 @@ def fsync_path(p):
         os.close(fd)
 
 
-class Model:
-    """What the mount holds: {path: bytes or None (a directory)}."""
+def digest(data):
+    return (len(data), hashlib.sha256(data).hexdigest())
 
-    def __init__(self, m, rnd):
+
+class Node:
+    """A name in the model: a file (data: its digest) or a directory."""
+    __slots__ = ("name", "parent", "data", "kids", "at")
+
+    def __init__(self, name, parent, data=None):
+        self.name, self.parent, self.data = name, parent, data
+        self.kids = {} if data is None else None
+        self.at = -1  # its index in Model.files or Model.dirs
+
+
+class Pool:
+    """Nodes drawn at random: O(1) add, remove and choice."""
+
+    def __init__(self):
+        self.v = []
+
+    def add(self, n):
+        n.at = len(self.v)
+        self.v.append(n)
+
+    def remove(self, n):
+        last = self.v.pop()
+        if last is not n:
+            self.v[n.at] = last
+            last.at = n.at
+
+    def __len__(self):
+        return len(self.v)
+
+
+class Model:
+    """What the mount holds, as a tree: a directory's rename moves one node."""
+
+    def __init__(self, m, rnd, log=None):
         self.m = m
         self.rnd = rnd
-        self.t = {}
+        self.root = Node("", None)
+        self.files = Pool()
+        self.dirs = Pool()   # not the root
         self.n = 0
+        self.log = log
 
-    def dirs(self):
-        return [""] + [p for p, v in self.t.items() if v is None]
+    def rel(self, node):
+        parts = []
+        while node.parent:
+            parts.append(node.name)
+            node = node.parent
+        return "/".join(reversed(parts))
 
-    def files(self):
-        return [p for p, v in self.t.items() if v is not None]
+    def path(self, node, name=None):
+        p = self.rel(node)
+        if name is not None:
+            p = os.path.join(p, name) if p else name
+        return self.m.path(p) if p else self.m.mnt
+
+    def depth(self, d):
+        k = 0
+        while d.parent:
+            k += 1
+            d = d.parent
+        return k
 
     def name(self, prefix):
         self.n += 1
         return "%s%d" % (prefix, self.n)
 
-    def path(self, p):
-        return self.m.path(p) if p else self.m.mnt
+    def a_dir(self, ok=lambda d: True):
+        """A random directory (the root too) for which ok() holds, or None."""
+        for _ in range(20):
+            i = self.rnd.randrange(len(self.dirs) + 1)
+            d = self.dirs.v[i] if i < len(self.dirs) else self.root
+            if ok(d):
+                return d
+        return self.root if ok(self.root) else None
 
-    def sync_dir(self, p):
-        fsync_path(self.path(os.path.dirname(p)))
+    def attach(self, node, parent, name):
+        node.parent, node.name = parent, name
+        parent.kids[name] = node
+
+    def detach(self, node):
+        del node.parent.kids[node.name]
+
+    def note(self, *what):
+        if self.log:
+            self.log.write(" ".join(what) + "\n")
+
+    def write(self, p, size):
+        data = os.urandom(size)
+        with open(p, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        return digest(data)
 
     def step(self):
         r = self.rnd
         k = r.choice(KINDS)
-        files = self.files()
-        dirs = self.dirs()
-        if k == "create" and len(files) >= 60:
-            k = "unlink"  # a tree of a bounded size
-        if k == "create" or (k in ("write", "rename", "unlink") and not files):
-            p = os.path.join(r.choice(dirs), self.name("f"))
-            data = os.urandom(r.choice([0, 1, 100, 5000, 70000]))
-            with open(self.path(p), "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            self.sync_dir(p)
-            self.t[p] = data
+        if k == "create" and len(self.files) >= MAX_FILES:
+            k = "unlink"
+        if k == "create" or (k in ("write", "rename", "unlink") and not len(self.files)):
+            d = self.a_dir()
+            name = self.name("f")
+            p = self.path(d, name)
+            node = Node(name, d, self.write(p, r.choice(SIZES)))
+            fsync_path(os.path.dirname(p))
+            self.attach(node, d, name)
+            self.files.add(node)
+            self.note("create", self.rel(node))
         elif k == "write":
-            p = r.choice(files)
-            data = os.urandom(r.choice([1, 3000, 40000]))
-            with open(self.path(p), "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            self.t[p] = data
+            node = r.choice(self.files.v)
+            node.data = self.write(self.path(node), r.choice([1, 3000, 40000]))
+            self.note("write", self.rel(node))
         elif k == "rename":
-            p = r.choice(files)
-            q = os.path.join(r.choice(dirs), self.name("r"))
-            os.rename(self.path(p), self.path(q))
-            self.sync_dir(p)
-            self.sync_dir(q)
-            self.t[q] = self.t.pop(p)
+            node = r.choice(self.files.v)
+            d = self.a_dir()
+            name = self.name("r")
+            p, q = self.path(node), self.path(d, name)
+            os.rename(p, q)
+            fsync_path(os.path.dirname(p))
+            fsync_path(os.path.dirname(q))
+            self.note("rename", self.rel(node), self.rel(d), name)
+            self.detach(node)
+            self.attach(node, d, name)
         elif k == "unlink":
-            p = r.choice(files)
-            os.unlink(self.path(p))
-            self.sync_dir(p)
-            del self.t[p]
-        elif k == "mkdir" or len(dirs) < 2:
-            if len([d for d in dirs if d]) >= 12:
+            node = r.choice(self.files.v)
+            p = self.path(node)
+            os.unlink(p)
+            fsync_path(os.path.dirname(p))
+            self.note("unlink", self.rel(node))
+            self.detach(node)
+            self.files.remove(node)
+        elif k == "mkdir" or not len(self.dirs):
+            if len(self.dirs) >= MAX_DIRS:
                 return
-            parent = r.choice([d for d in dirs if d.count("/") < 2])
-            p = os.path.join(parent, self.name("d"))
-            os.mkdir(self.path(p))
-            self.sync_dir(p)
-            self.t[p] = None
+            d = self.a_dir(lambda d: self.depth(d) < 2)
+            name = self.name("d")
+            p = self.path(d, name)
+            os.mkdir(p)
+            fsync_path(os.path.dirname(p))
+            node = Node(name, d)
+            self.attach(node, d, name)
+            self.dirs.add(node)
+            self.note("mkdir", self.rel(node))
         elif k == "rmdir":
-            empty = [d for d in dirs if d and not any(x.startswith(d + "/") for x in self.t)]
-            if not empty:
+            node = self.a_dir(lambda d: d.parent and not d.kids)
+            if not node:
                 return
-            p = r.choice(empty)
-            os.rmdir(self.path(p))
-            self.sync_dir(p)
-            del self.t[p]
+            p = self.path(node)
+            os.rmdir(p)
+            fsync_path(os.path.dirname(p))
+            self.note("rmdir", self.rel(node))
+            self.detach(node)
+            self.dirs.remove(node)
         else:  # a directory renamed, with what is under it
-            src = [d for d in dirs if d]
-            if not src:
+            node = self.a_dir(lambda d: d.parent is not None)
+            if not node:
                 return
-            p = r.choice(src)
-            to = [d for d in dirs if d != p and not d.startswith(p + "/") and d.count("/") < 2]
-            q = os.path.join(r.choice(to), self.name("m"))
-            os.rename(self.path(p), self.path(q))
-            self.sync_dir(p)
-            self.sync_dir(q)
-            for x in [x for x in self.t if x == p or x.startswith(p + "/")]:
-                self.t[q + x[len(p):]] = self.t.pop(x)
+
+            def outside(d):
+                while d:
+                    if d is node:
+                        return False
+                    d = d.parent
+                return True
+            to = self.a_dir(lambda d: outside(d) and self.depth(d) < 2)
+            if not to:
+                return
+            name = self.name("m")
+            p, q = self.path(node), self.path(to, name)
+            os.rename(p, q)
+            fsync_path(os.path.dirname(p))
+            fsync_path(os.path.dirname(q))
+            self.note("dirmv", self.rel(node), self.rel(to), name)
+            self.detach(node)
+            self.attach(node, to, name)
+
+    def tree(self):
+        """{relative path: digest, or None for a directory}."""
+        out = {}
+        todo = [self.root]
+        while todo:
+            d = todo.pop()
+            for node in d.kids.values():
+                out[self.rel(node)] = node.data
+                if node.data is None:
+                    todo.append(node)
+        return out
 
 
 def hook_pid(m):
@@ -163,29 +279,33 @@ def test():
     os.mkdir(os.path.join(root, "data"))
     os.chmod(os.path.join(root, "data"), 0o777)
     store = tmpdir("hsmfs-store-")
+    logname = os.environ.get("HSMFS_KILLS_LOG")
+    log = open(logname, "w", buffering=1) if logname else None
     with Nginx(root, extra=DAV) as ng:
         m = Mount(store=store, opts="hook=%s,origin=%s,archive_after=0" % (HTTP, ng.url("data/")))
         with m:
             m.restarts_expected = True
-            model = Model(m, random.Random(seed))
+            model = Model(m, random.Random(seed), log)
             stop = threading.Event()
             failures = []
             done = [0]
 
             def work():
                 try:
-                    while not stop.is_set():
+                    while not stop.is_set() and not (FILES and len(model.files) >= FILES):
                         model.step()
                         done[0] += 1
                 except OSError as e:
                     failures.append("operation %d: %s" % (done[0], e))
 
+            began = time.monotonic()
             t = threading.Thread(target=work)
             t.start()
             kills = random.Random(seed)
             daemon_kills = hook_kills = 0
+            gap = (1.05, 2.0) if not FILES else (2.0, 5.0)  # each daemon lives > KEEPER_QUICK_S
             while t.is_alive() and daemon_kills + hook_kills < KILLS:
-                time.sleep(kills.uniform(1.05, 2.0))  # each daemon lives > KEEPER_QUICK_S
+                time.sleep(kills.uniform(*gap))
                 if not t.is_alive():
                     break
                 if kills.random() < 0.7:
@@ -198,19 +318,31 @@ def test():
                     if pid:
                         os.kill(pid, signal.SIGKILL)
                         hook_kills += 1
+                if FILES and (daemon_kills + hook_kills) % 20 == 0:
+                    diag("%.0f s: %d operations, %d files, %d directories, %d kills" %
+                         (time.monotonic() - began, done[0], len(model.files),
+                          len(model.dirs), daemon_kills + hook_kills))
             stop.set()
             t.join()
-            diag("%d operations, %d daemon kills, %d hook kills" %
-                 (done[0], daemon_kills, hook_kills))
+            worked = time.monotonic() - began
+            diag("%d operations in %.0f s, %d daemon kills, %d hook kills; "
+                 "%d files, %d directories" %
+                 (done[0], worked, daemon_kills, hook_kills, len(model.files), len(model.dirs)))
             eq(failures, [], "no operation failed (seed %d)" % seed)
-            mine = tree(m.mnt)
-            eq(differences(model.t, mine, "model", "mount"), [],
+            want = model.tree()
+            mine = tree(m.mnt, digest)
+            eq(differences(want, mine, "model", "mount"), [],
                "the mount equals the model (seed %d)" % seed)
+            t0 = time.monotonic()
             rc, out = run([HSMFSCTL, "sync", m.mnt])
             eq(rc, 0, "hsmfsctl sync exits 0 (%s)" % out.strip())
-            origin = tree(os.path.join(root, "data"))
+            if FILES:
+                diag("sync took %.1f s" % (time.monotonic() - t0))
+            origin = tree(os.path.join(root, "data"), digest)
             eq(differences(mine, origin, "mount", "origin"), [],
                "then the origin equals the mount, names and bytes (seed %d)" % seed)
+    if log:
+        log.close()
     shutil.rmtree(store, ignore_errors=True)
     shutil.rmtree(root, ignore_errors=True)
 
