@@ -118,7 +118,7 @@ static const char *hook_said(const char *path, int e, char *buf, size_t len)
 	ssize_t n = -1;
 
 	buf[0] = '\0';
-	if (e == ESTALE || e == ENOTCONN || e == EPERM || e == EACCES || e == EINTR ||
+	if (e == ESTALE || e == EEXIST || e == ENOTCONN || e == EPERM || e == EACCES || e == EINTR ||
 	    e == ENODATA || e == ETIMEDOUT)
 		return buf;
 	if (!mount_of(path, root, sizeof(root), rel, sizeof(rel)))
@@ -278,6 +278,9 @@ static void sync_say(const char *verb, const char *mnt, int e)
 	fprintf(stderr, "hsmfsctl: %s '%s': %s%s\n", verb, mnt,
 		e == ENODATA ? "not the root of an hsmfs mount" :
 		e == ESTALE ? "a file is in conflict (hsmfsctl status shows which)" :
+		e == EEXIST ? "the origin keeps names the mount removed, holding objects the "
+			      "mount does not have (another writer's?): the mount's log names "
+			      "each; mend them at the origin and sync again" :
 		e == ETIMEDOUT ? "not done within the time given (the uploads go on)" :
 		e == EACCES ? "some changed files are other users' (not yours to write): left "
 			      "for their owners, root or the mount's owner to archive" :
@@ -379,12 +382,18 @@ static int store_wait(const char *store, double secs)
  * not archived (their number, and the first UNMOUNT_SHOWN paths into
  * shown) and name changes not yet applied.  0 or -1.
  */
+static void print_parked(void *arg, const char *path, const char *why)
+{
+	(void)arg;
+	printf("%-20s %14s  %s (%s)\n", "differs", "-", path, why);
+}
+
 static int store_pending(const char *store, uint64_t *files, uint64_t *names,
 			 char *shown[UNMOUNT_SHOWN], bool print)
 {
 	char path[PATH_MAX + 32];
 	struct meta *m = NULL;
-	uint64_t skip = 0;
+	uint64_t skip = 0, parked = 0;
 	int res;
 
 	*files = *names = 0;
@@ -417,6 +426,11 @@ static int store_pending(const char *store, uint64_t *files, uint64_t *names,
 	}
 	if (!res)
 		res = meta_op_count(m, names);
+	if (!res)
+		res = meta_parked_count(m, &parked);
+	if (!res && print)
+		res = meta_parked_list(m, print_parked, NULL);
+	*names += parked;
 	meta_close(m);
 	return res ? -1 : 0;
 }

@@ -33,6 +33,7 @@
 #define BACKOFF_MAX_MS 60000
 #define SNAP_TRIES 8          /* snapshots a busy file gets before it waits */
 #define BUSY_MS 200           /* a file written unseen or changing: look again */
+#define NAMES_MS 1000         /* a file waiting for a name op of its path: look again */
 #define RATE_SECS 10          /* the upload rate's window (stats) */
 #define PRESS_SAY_MS 60000    /* archive_pressure() logs at most this often */
 #define PRESS_MAX 32          /* files archive_pressure() makes due at once */
@@ -77,6 +78,7 @@ static struct {
 	unsigned names_tries;
 	int64_t names_retry_at; /* mono ms */
 	uint64_t names_pending; /* ops in the table, as the namer last counted */
+	int64_t names_counted_at; /* when (monotonic ms) */
 	pthread_cond_t names_done; /* names_idle or names_err changed */
 	struct sync_req *scans; /* syncs whose dirty files are to be found */
 	struct sync_req *asked; /* syncs and archives a user waits for, not answered */
@@ -606,14 +608,38 @@ static int name_event(uint32_t kind, const char *path, const char *origin, const
 }
 
 /*
+ * op, a removal, cannot be applied at the origin, and waiting will not
+ * change that: unless the mount has a name at its path again (then the
+ * origin's object there is the mount's to replace, or the same), it is
+ * parked with why, said; a sync fails while it is, and tries it again
+ * (meta.h: parked ops).  0 (done with it here), or -errno (kept).
+ */
+static int park(const struct meta_op *op, const char *why)
+{
+	if (walk_finds(op->path)) {
+		elog_info("'%s': %s; the mount has that name again", op->path, why);
+		return 0;
+	}
+	elog_warn("'%s': %s (sync fails until that is mended at the origin)", op->path, why);
+	if (meta_op_park(S.cfg.meta, op->seq, why)) {
+		elog_err("cannot record that '%s' differs at the origin: %s", op->path,
+			 meta_errmsg(S.cfg.meta));
+		return -EIO;
+	}
+	return 0;
+}
+
+/*
  * A directory removed on the mount is not empty at the origin (the hook
  * answered ENOTEMPTY): objects of files still to be moved out or removed
  * by later ops (a file renamed with the directory, then removed before
  * its rename reached the origin: its removal is recorded after the
  * directory's), or objects the mount never had.  While an op of a file
  * is recorded after it, the removal is recorded again after those (this
- * one dropped); once none is, the directory is kept there, said.  0, or
- * -errno (this op kept, tried again).
+ * one dropped); once none is, the directory is kept there, said, and the
+ * op parked: the origin differs from the mount, and sync says so (a
+ * directory made again on the mount since: dropped, its names are the
+ * mount's).  0, or -errno (this op kept, tried again).
  */
 static int rmdir_later(const struct meta_op *op)
 {
@@ -625,8 +651,8 @@ static int rmdir_later(const struct meta_op *op)
 	if (res)
 		return -EIO;
 	if (!later)
-		elog_warn("directory '%s' was removed on the mount, not at the origin: it holds "
-			  "objects the mount does not have there", op->path);
+		return park(op, "a directory removed on the mount, kept at the origin: it holds "
+				"objects the mount does not have there");
 	return 0;
 }
 
@@ -734,13 +760,13 @@ static int apply_name(const struct meta_op *op)
 		free(version);
 		free(origin);
 		if (res == -ESTALE) {
-			elog_warn("'%s' was removed on the mount but changed at the origin (%s): "
-				  "kept there", op->path, op->origin);
 			elock();
 			S.st.conflicts++;
 			eunlock();
+			return park(op, "a file removed on the mount, changed at the origin by "
+					"another writer: kept there");
 		}
-		return res == -ENOENT || res == -ESTALE ? 0 : res;
+		return res == -ENOENT ? 0 : res;
 	}
 	if (op->kind == META_OP_MKDIR || op->kind == META_OP_RMDIR) {
 		bool made = op->kind == META_OP_MKDIR;
@@ -905,12 +931,15 @@ static void *namer_main(void *arg)
 		uint64_t count = 0;
 		int res;
 
-		/* the ops waiting, for the statistics (read each turn, at least a second apart) */
-		eunlock();
-		res = meta_op_count(S.cfg.meta, &count);
-		elock();
-		if (!res)
-			A.names_pending = count;
+		/* the ops waiting, for the statistics (a count is a scan: a second apart) */
+		if (now - A.names_counted_at >= 1000) {
+			A.names_counted_at = now;
+			eunlock();
+			res = meta_op_count(S.cfg.meta, &count);
+			elock();
+			if (!res)
+				A.names_pending = count;
+		}
 
 		if ((!S.cfg.writeback_on && !A.name_syncs && !A.names_kick) ||
 		    (A.names_retry_at && now < A.names_retry_at)) {
@@ -1079,8 +1108,11 @@ static struct arch_wait *attempt_ended(struct fstate *fs, int *resp, int64_t now
 		return NULL;
 	}
 	if (res == ARCH_NAMES && !A.stop) {
-		/* a name op of its path goes first: looked at again soon */
-		archive_later(fs, now + BUSY_MS);
+		/*
+		 * a name op of its path goes first: looked at again in a while
+		 * (a sync applies every op before it asks for the files)
+		 */
+		archive_later(fs, now + NAMES_MS);
 		return NULL;
 	}
 	if (res == ARCH_ROOM)
@@ -1307,8 +1339,24 @@ static void sync_scan(struct sync_req *r)
 	elock();
 	r->pending = 1; /* the scan's own, dropped at its end */
 	eunlock();
-	/* names first: a renamed file's bytes go to where its name went */
+	/*
+	 * names first: a renamed file's bytes go to where its name went;
+	 * with them, again, those the origin would not take (it may have
+	 * been mended since)
+	 */
+	if (r->asked && meta_ops_unpark(S.cfg.meta))
+		elog_warn("sync: cannot try again the name changes the origin would not take: %s",
+			  meta_errmsg(S.cfg.meta));
 	res = r->asked ? names_synced() : 0;
+	if (!res && r->asked) {
+		uint64_t kept = 0;
+
+		res = meta_parked_count(S.cfg.meta, &kept) ? -EIO : kept ? -EEXIST : 0;
+		if (kept)
+			elog_info("sync: the origin differs from the mount at %llu name%s it "
+				  "would not change (said above)", (unsigned long long)kept,
+				  kept == 1 ? "" : "s");
+	}
 	if (res) {
 		elock();
 		r->err = r->err ? r->err : res;

@@ -334,10 +334,10 @@ static int evict_reached(struct inode *cur, const struct meta_victim *v, bool in
 	return res;
 }
 
-int walk_to(const char *path, uint64_t ino, struct inode **ret)
+/* path looked up from the root: 0 with *ret, *st (root: no st), or -errno */
+static int walk(const char *path, struct stat *st, struct inode **ret)
 {
 	struct inode *cur = inode_root(), *next;
-	struct stat st;
 	char *copy, *comp, *save = NULL;
 	int res = 0;
 
@@ -350,7 +350,7 @@ int walk_to(const char *path, uint64_t ino, struct inode **ret)
 			res = -ESTALE;
 			break;
 		}
-		res = inode_lookup(cur, comp, &st, &next);
+		res = inode_lookup(cur, comp, st, &next);
 		if (cur != inode_root())
 			inode_forget(cur, 1); /* next's alias keeps it alive */
 		cur = inode_root();
@@ -359,6 +359,27 @@ int walk_to(const char *path, uint64_t ino, struct inode **ret)
 		cur = next;
 	}
 	free(copy);
+	*ret = cur;
+	return res;
+}
+
+bool walk_finds(const char *path)
+{
+	struct inode *in;
+	struct stat st;
+	int res = walk(path, &st, &in);
+
+	if (in != inode_root())
+		inode_forget(in, 1);
+	return !res && in != inode_root();
+}
+
+int walk_to(const char *path, uint64_t ino, struct inode **ret)
+{
+	struct inode *cur;
+	struct stat st;
+	int res = walk(path, &st, &cur);
+
 	if (!res && (cur == inode_root() || st.st_ino != ino || !S_ISREG(st.st_mode)))
 		res = -ESTALE;
 	/*

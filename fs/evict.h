@@ -51,5 +51,7 @@ int evict_victim(const struct meta_victim *v, bool in_order, uint64_t *ret_freed
  * it).  Without S.lock.
  */
 int walk_to(const char *path, uint64_t ino, struct inode **ret);
+/* Is there a name at path on the mount now (of any type)?  Without S.lock. */
+bool walk_finds(const char *path);
 
 #endif

@@ -24,7 +24,8 @@
 enum { Q_GET, Q_PUT, Q_PRESENT, Q_DELETE, Q_COUNT, Q_LIST, Q_DELGEN, Q_LRU,
        Q_TOTAL, Q_RENAME, Q_SETPATH, Q_ANYCTIME, Q_ANYDIR, Q_SETVERSION, Q_DIRTY,
        Q_OPADD, Q_OPFIRST, Q_OPDONE, Q_OPRENAMED, Q_OPCOUNT, Q_OPONPATH, Q_OPFILESAFTER, Q_OPDROPRENAMES, Q_ORIGINS, Q_REBASE,
-       Q_LANDGET, Q_LANDSET, Q_LANDCLEAR, Q_LANDBELOW, Q_LANDOPS_INO, Q_N };
+       Q_LANDGET, Q_LANDSET, Q_LANDCLEAR, Q_LANDBELOW, Q_LANDOPS_INO,
+       Q_PARK, Q_UNPARK, Q_UNPARKED, Q_PARKCOUNT, Q_PARKLIST, Q_N };
 
 static const char *const queries[Q_N] = {
 	[Q_GET] = "SELECT size, mtime, mode, state, flags, origin, version, "
@@ -63,6 +64,13 @@ static const char *const queries[Q_N] = {
 			"WHERE (path = ?1 OR (path > ?1 || '/' AND path < ?1 || '0')) "
 			"AND state < 5 AND origin IS NOT NULL ORDER BY path",
 	[Q_OPCOUNT] = "SELECT count(*) FROM ops",
+	[Q_PARK] = "INSERT OR REPLACE INTO parked (seq, kind, ino, path, origin, version, why) "
+		   "SELECT seq, kind, ino, path, origin, version, ?2 FROM ops WHERE seq = ?1",
+	[Q_UNPARK] = "INSERT INTO ops (kind, ino, path, origin, version) "
+		     "SELECT kind, ino, path, origin, version FROM parked ORDER BY seq",
+	[Q_UNPARKED] = "DELETE FROM parked",
+	[Q_PARKCOUNT] = "SELECT count(*) FROM parked",
+	[Q_PARKLIST] = "SELECT path, why FROM parked ORDER BY seq",
 	[Q_OPONPATH] = "SELECT count(*) FROM (SELECT 1 FROM ops WHERE path = ?1 LIMIT 1)",
 	/* kinds 1 and 2: META_OP_DELETE and META_OP_RENAME */
 	/* kind 2: META_OP_RENAME */
@@ -126,6 +134,12 @@ static const char *const migrations[] = {
 	"ALTER TABLE files ADD COLUMN chunks BLOB;",
 	/* 7 -> 8: where a new file's first upload may have made its object */
 	"CREATE TABLE landings (ino INTEGER PRIMARY KEY, path TEXT NOT NULL);",
+	/* 8 -> 9: ops found by path (each archive asks) and by file, not by a scan */
+	"CREATE INDEX ops_path ON ops (path);"
+	"CREATE INDEX ops_ino ON ops (ino);"
+	/* and ops the origin would not take, and why (meta_op_park()) */
+	"CREATE TABLE parked (seq INTEGER PRIMARY KEY, kind INTEGER NOT NULL,"
+	" ino INTEGER NOT NULL, path TEXT, origin TEXT, version TEXT, why TEXT NOT NULL);",
 };
 
 struct meta {
@@ -779,6 +793,72 @@ int meta_op_done(struct meta *m, int64_t seq)
 int meta_op_count(struct meta *m, uint64_t *ret)
 {
 	return one_number(m, Q_OPCOUNT, ret);
+}
+
+int meta_op_park(struct meta *m, int64_t seq, const char *why)
+{
+	sqlite3_stmt *st = m->q[Q_PARK];
+	int res = meta_begin(m);
+
+	if (res)
+		return res;
+	sqlite3_bind_int64(st, 1, seq);
+	sqlite3_bind_text(st, 2, why, -1, SQLITE_STATIC);
+	res = to_errno(m, sqlite3_step(st));
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	if (!res) {
+		st = m->q[Q_OPDONE];
+		sqlite3_bind_int64(st, 1, seq);
+		res = to_errno(m, sqlite3_step(st));
+		sqlite3_reset(st);
+	}
+	if (!res)
+		return meta_commit(m);
+	meta_rollback(m);
+	return res;
+}
+
+int meta_ops_unpark(struct meta *m)
+{
+	int res = meta_begin(m);
+
+	if (res)
+		return res;
+	res = to_errno(m, sqlite3_step(m->q[Q_UNPARK]));
+	sqlite3_reset(m->q[Q_UNPARK]);
+	if (!res) {
+		res = to_errno(m, sqlite3_step(m->q[Q_UNPARKED]));
+		sqlite3_reset(m->q[Q_UNPARKED]);
+	}
+	if (!res)
+		return meta_commit(m);
+	meta_rollback(m);
+	return res;
+}
+
+int meta_parked_count(struct meta *m, uint64_t *ret)
+{
+	return one_number(m, Q_PARKCOUNT, ret);
+}
+
+int meta_parked_list(struct meta *m, void (*cb)(void *arg, const char *path, const char *why),
+		     void *arg)
+{
+	sqlite3_stmt *st = m->q[Q_PARKLIST];
+	int rc;
+
+	mlock(m);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *path = (const char *)sqlite3_column_text(st, 0);
+		const char *why = (const char *)sqlite3_column_text(st, 1);
+
+		cb(arg, path ? path : "", why ? why : "");
+	}
+	rc = to_errno(m, rc);
+	sqlite3_reset(st);
+	munlock(m);
+	return rc;
 }
 
 int meta_op_on_path(struct meta *m, const char *path, bool *ret)

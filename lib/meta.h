@@ -32,7 +32,7 @@
 
 #include "ranges.h"
 
-#define META_SCHEMA_VERSION 8
+#define META_SCHEMA_VERSION 9
 
 enum meta_state {
 	META_PLACEHOLDER = 1, /* nothing present yet */
@@ -172,6 +172,25 @@ int meta_op_drop_renames(struct meta *m, uint64_t ino);
 /* Is an op of a file (a removal, a rename, an unlanding) recorded after seq? */
 int meta_op_files_after(struct meta *m, int64_t seq, bool *ret);
 void meta_op_free(struct meta_op *op);
+/*
+ * Parked ops: an op the origin will not take, which waiting does not
+ * change (a directory removed on the mount that holds objects the mount
+ * does not have there; a file removed on the mount that another writer
+ * changed at the origin).  The origin differs from the mount there, so
+ * a sync fails while one is parked.
+ *   - meta_op_park(seq, why): the op leaves the queue for the parked
+ *     list, in one transaction;
+ *   - meta_ops_unpark(): every parked op back at the queue's end, in
+ *     their order (a sync tries them again: the user may have mended the
+ *     origin), in one transaction;
+ *   - meta_parked_list(): cb(path, why) for each, oldest first (cb runs
+ *     with the database locked: it must not call meta).
+ */
+int meta_op_park(struct meta *m, int64_t seq, const char *why);
+int meta_ops_unpark(struct meta *m);
+int meta_parked_count(struct meta *m, uint64_t *ret);
+int meta_parked_list(struct meta *m, void (*cb)(void *arg, const char *path, const char *why),
+		     void *arg);
 
 /*
  * Landings: an upload may reach the origin and then not be answered

@@ -173,9 +173,29 @@ def test_dav():
             put(os.path.join(origin, "made2", "d.txt"), b"theirs, at the origin")
             os.unlink(m.path("made2", "d.txt"))
             rc, out = run([HSMFSCTL, "sync", m.mnt])
-            eq(rc, 0, "sync (%s)" % out.strip())
+            ok(rc == 4 and "the origin keeps names the mount removed" in out,
+               "sync fails: the origin keeps a name the mount removed (%d: %s)" %
+               (rc, out.strip()))
             eq(get(os.path.join(origin, "made2", "d.txt")), b"theirs, at the origin",
                "a file changed at the origin is not removed there")
+            ok(m.logged("'made2/d.txt': a file removed on the mount, changed at the origin"),
+               "the log names it, and why")
+            rc, out = run([HSMFSCTL, "sync", m.mnt])
+            eq(rc, 4, "so does the next sync (%s)" % out.strip())
+            # the user removes theirs at the origin: the removal is done
+            os.unlink(os.path.join(origin, "made2", "d.txt"))
+            rc, out = run([HSMFSCTL, "sync", m.mnt])
+            eq(rc, 0, "mended at the origin: sync exits 0 (%s)" % out.strip())
+            # or makes the name again on the mount: it is the mount's to replace
+            put(os.path.join(origin, "made2", "f00"), b"theirs again")
+            os.unlink(m.path("made2", "f00"))
+            rc, out = run([HSMFSCTL, "sync", m.mnt])
+            eq(rc, 4, "f00: sync fails (%s)" % out.strip())
+            put(m.path("made2", "f00"), b"the mount's again")
+            rc, out = run([HSMFSCTL, "resolve", "--keep-local", m.path("made2", "f00")])
+            rc, out = run([HSMFSCTL, "sync", m.mnt])
+            eq((rc, get(os.path.join(origin, "made2", "f00"))), (0, b"the mount's again"),
+               "made again on the mount: sync puts it there and exits 0 (%s)" % out.strip())
     shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(store, ignore_errors=True)
 

@@ -195,7 +195,9 @@ def test_dirs():
             os.rmdir(m.path("keep"))
             put(os.path.join(o, "keep", "theirs.txt"), b"made at the origin meanwhile")
             rc, out = run([HSMFSCTL, "sync", m.mnt])
-            eq(rc, 0, "sync (%s)" % out.strip())
+            ok(rc == 4 and "the origin keeps names the mount removed" in out,
+               "sync fails: the origin keeps a directory the mount removed (%d: %s)" %
+               (rc, out.strip()))
             ok(os.path.isdir(os.path.join(o, "z", "y")) and
                not os.path.exists(os.path.join(o, "x")),
                "a renamed tree of empty directories moves at the origin")
@@ -205,8 +207,14 @@ def test_dirs():
             eq(sorted(os.listdir(os.path.join(o, "keep"))), ["theirs.txt"],
                "a directory the origin filled meanwhile is kept there, with what it holds")
             eq(stats(m)["archive_failed"], 0, "no failed attempt")
-            ok(m.logged("holds objects the mount does not have there"),
+            ok(m.logged("'keep': a directory removed on the mount, kept at the origin: it "
+                        "holds objects the mount does not have there"),
                "the log says why it was kept")
+            # mended at the origin: the next sync removes it there, and exits 0
+            os.unlink(os.path.join(o, "keep", "theirs.txt"))
+            rc, out = run([HSMFSCTL, "sync", m.mnt])
+            eq((rc, os.path.exists(os.path.join(o, "keep"))), (0, False),
+               "mended at the origin: sync removes it there and exits 0 (%s)" % out.strip())
             # two objects swapped in one step: no origin can, so the mount refuses
             import ctypes
             put(m.path("s1"), b"one")

@@ -36,6 +36,14 @@ static void *put_5000(void *arg)
 	return NULL;
 }
 
+static void collect_parked(void *arg, const char *path, const char *why)
+{
+	char *seen = arg;
+	size_t n = strlen(seen);
+
+	snprintf(seen + n, 64 - n, "%s:%s;", path, why);
+}
+
 int main(void)
 {
 	struct meta *m = NULL;
@@ -318,6 +326,49 @@ int main(void)
 			   meta_op_count(m, &nops) == 0 && nops == 0, "at start too");
 		ok(meta_landing_clear(m, 16) == 0 && meta_landing_has(m, 16, &has) == 0 && !has,
 		   "cleared: none");
+	}
+	{
+		/* parked ops: out of the queue, counted, back at its end in order */
+		struct meta_op op;
+		uint64_t nops = 9, nparked = 9;
+		char seen[64] = "";
+
+		while (meta_op_first(m, &op) == 0) {
+			meta_op_done(m, op.seq);
+			meta_op_free(&op);
+		}
+		meta_op_add(m, META_OP_RMDIR, 0, "kept", NULL, NULL);
+		meta_op_add(m, META_OP_DELETE, 17, "theirs", "http://127.0.0.1/theirs", "\"2\"");
+		meta_op_add(m, META_OP_MKDIR, 0, "after", NULL, NULL);
+		ok(meta_op_first(m, &op) == 0 && meta_op_park(m, op.seq, "not empty") == 0,
+		   "an op parked");
+		meta_op_free(&op);
+		ok(meta_op_first(m, &op) == 0 && meta_op_park(m, op.seq, "changed there") == 0,
+		   "a second");
+		meta_op_free(&op);
+		ok(meta_op_count(m, &nops) == 0 && nops == 1 &&
+			   meta_parked_count(m, &nparked) == 0 && nparked == 2,
+		   "they left the queue, and are counted");
+		meta_parked_list(m, collect_parked, seen);
+		ok(!strcmp(seen, "kept:not empty;theirs:changed there;"), "listed in order (%s)",
+		   seen);
+		ok(meta_ops_unpark(m) == 0 && meta_parked_count(m, &nparked) == 0 && nparked == 0 &&
+			   meta_op_count(m, &nops) == 0 && nops == 3,
+		   "unparked: back in the queue");
+		ok(meta_op_first(m, &op) == 0 && !strcmp(op.path, "after") &&
+			   meta_op_done(m, op.seq) == 0,
+		   "after the ops that were behind them");
+		meta_op_free(&op);
+		ok(meta_op_first(m, &op) == 0 && !strcmp(op.path, "kept") &&
+			   meta_op_done(m, op.seq) == 0,
+		   "in their order");
+		meta_op_free(&op);
+		ok(meta_op_first(m, &op) == 0 && op.kind == META_OP_DELETE && op.ino == 17 &&
+			   !strcmp(op.origin, "http://127.0.0.1/theirs") &&
+			   !strcmp(op.version, "\"2\""),
+		   "whole: kind, file, object and version");
+		meta_op_done(m, op.seq);
+		meta_op_free(&op);
 	}
 	meta_close(m);
 
