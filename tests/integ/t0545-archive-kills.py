@@ -16,7 +16,8 @@ holds what the mount must hold.  At the end:
 HSMFS_SEED=N repeats a run (the seed is printed); HSMFS_KILLS=N sets the
 number of kills (CI's default is small; a soak uses more);
 HSMFS_KILLS_KINDS the operations drawn from; HSMFS_KILLS_LOG=FILE writes
-each operation the model made, one a line.
+each operation the model made, one a line; HSMFS_KILLS_OPTS more mount
+options (log_level=debug).
 
 The long crash run (on demand, in the style of JuiceFS's crash test):
 HSMFS_CRASH_FILES=100000 works until the tree holds that many fsync'd
@@ -282,7 +283,9 @@ def test():
     logname = os.environ.get("HSMFS_KILLS_LOG")
     log = open(logname, "w", buffering=1) if logname else None
     with Nginx(root, extra=DAV) as ng:
-        m = Mount(store=store, opts="hook=%s,origin=%s,archive_after=0" % (HTTP, ng.url("data/")))
+        m = Mount(store=store, opts="hook=%s,origin=%s,archive_after=0%s" % (
+            HTTP, ng.url("data/"), "," + os.environ["HSMFS_KILLS_OPTS"]
+            if os.environ.get("HSMFS_KILLS_OPTS") else ""))
         with m:
             m.restarts_expected = True
             model = Model(m, random.Random(seed), log)
