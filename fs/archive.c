@@ -365,15 +365,17 @@ static int archive_one(struct fstate *fs)
 	/*
 	 * 1. the names first: a removal of its path or a rename onto it
 	 * (another file's, one whose upload was in flight) is applied at the
-	 * origin before its bytes go there; checked before anything is
-	 * fetched or copied for it.  An op recorded after this check is of
-	 * this file itself (its removal, or a rename onto it, removes it):
-	 * fs->gone below.
+	 * origin before its bytes go there, and so is a move of this file
+	 * (recorded for an upload of it that failed or was never answered:
+	 * applied after this one, it would move this one's object to a name
+	 * the file left); checked before anything is fetched or copied for
+	 * it.  An op recorded after this check is of this file itself (its
+	 * removal, or a rename onto it, removes it): fs->gone below.
 	 */
 	{
 		bool pending = false;
 
-		if (path[0] && !meta_op_on_path(S.cfg.meta, path, &pending) && pending) {
+		if (!meta_op_before(S.cfg.meta, path, fs->ino, &pending) && pending) {
 			elock();
 			A.names_kick = true;
 			pthread_cond_broadcast(&S.ncond);

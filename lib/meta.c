@@ -71,7 +71,9 @@ static const char *const queries[Q_N] = {
 	[Q_UNPARKED] = "DELETE FROM parked",
 	[Q_PARKCOUNT] = "SELECT count(*) FROM parked",
 	[Q_PARKLIST] = "SELECT path, why FROM parked ORDER BY seq",
-	[Q_OPONPATH] = "SELECT count(*) FROM (SELECT 1 FROM ops WHERE path = ?1 LIMIT 1)",
+	/* kind 2: META_OP_RENAME */
+	[Q_OPONPATH] = "SELECT count(*) FROM (SELECT 1 FROM ops WHERE path = ?1 UNION ALL "
+		       "SELECT 1 FROM ops WHERE ino = ?2 AND kind = 2 LIMIT 1)",
 	/* kinds 1 and 2: META_OP_DELETE and META_OP_RENAME */
 	/* kind 2: META_OP_RENAME */
 	[Q_OPDROPRENAMES] = "DELETE FROM ops WHERE ino = ?1 AND kind = 2",
@@ -861,13 +863,14 @@ int meta_parked_list(struct meta *m, void (*cb)(void *arg, const char *path, con
 	return rc;
 }
 
-int meta_op_on_path(struct meta *m, const char *path, bool *ret)
+int meta_op_before(struct meta *m, const char *path, uint64_t ino, bool *ret)
 {
 	sqlite3_stmt *st = m->q[Q_OPONPATH];
 	int rc, res;
 
 	mlock(m);
 	sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)ino);
 	rc = sqlite3_step(st);
 	res = rc == SQLITE_ROW ? 0 : to_errno(m, rc);
 	if (!res)

@@ -165,8 +165,13 @@ int meta_op_renamed(struct meta *m, const char *from, const char *to);
 int meta_op_first(struct meta *m, struct meta_op *ret);
 int meta_op_done(struct meta *m, int64_t seq);
 int meta_op_count(struct meta *m, uint64_t *ret);
-/* Is an op of path (a removal of it, a rename onto it) still to apply? */
-int meta_op_on_path(struct meta *m, const char *path, bool *ret);
+/*
+ * Must an upload of the file ino to path wait for ops?  An op of path (a
+ * removal of it, a rename onto it), or a move of that file (one recorded
+ * for an earlier upload of it, which must be applied, or found moot,
+ * before another object of it exists: else it moves the new one).
+ */
+int meta_op_before(struct meta *m, const char *path, uint64_t ino, bool *ret);
 /* Drop the rename ops of the file ino (removed: they are moot). */
 int meta_op_drop_renames(struct meta *m, uint64_t ino);
 /* Is an op of a file (a removal, a rename, an unlanding) recorded after seq? */

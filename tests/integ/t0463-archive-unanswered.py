@@ -33,20 +33,32 @@ mount with no hook before the move was asked again:
 9. neither the old name nor the new one is left at the origin (before,
    the removal went to the old name and the moved object stayed).
 
+And a new file's first upload that failed while its directory was
+renamed (the move recorded for the object it would make), the directory
+renamed again, the file then uploaded under its newest name while the
+names' queue was still behind (a hook of the test's own, an origin in
+memory):
+
+10. the stale move is not applied to the new object (before, the object
+    went back to the name of the first rename, t0545 seed 688024038).
+
 Before, 1-3 left the landed object at the origin (sync exiting 0), 4
 and 7 ended in a conflict, sync failing, 5 left the object under the
 old name and 6 kept it as "changed at the origin".
 """
+import errno
 import os
 import shutil
 import sys
 import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFSCTL, Mount, Nginx, eq, main, ok, run, skip, tmpdir,  # noqa: E402
                      wait_for)
 
 from archiving import DAV, HTTP, dav_root, differences, put, tree  # noqa: E402
+import hsmfs_hook  # noqa: E402  (archiving put it on the path)
 
 
 def renamed(m):
@@ -200,8 +212,110 @@ def moved_unanswered():
     return True
 
 
+class MemOrigin:
+    """An archive hook of the test's own over an origin in memory
+    ({path: bytes}): uploads are answered once up is set (or failed with
+    EIO if fail_next), name changes once names is set."""
+
+    def __init__(self, mnt):
+        self.h = hsmfs_hook.connect(mnt, "fill", ["archive", "archive_name"], "memorigin")
+        self.objs = {}
+        self.up = threading.Event()
+        self.names = threading.Event()
+        self.uploading = threading.Event()  # an upload arrived
+        self.fail_next = False
+        self.n = 0
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def key(self, ev):
+        o = ev["origin"]
+        return o[len("mem:/"):] if o.startswith("mem:/") else ev["path"].strip("/")
+
+    def run(self):
+        try:
+            for ev in self.h.events():
+                if "cancel" in ev:
+                    continue
+                threading.Thread(target=self.one, args=(ev,), daemon=True).start()
+        except OSError:
+            pass
+
+    def one(self, ev):
+        path = ev["path"].strip("/")
+        self.n += 1
+        if ev["type"] == "ARCHIVE":
+            data = os.pread(ev["fd"], ev["size"], 0)
+            os.close(ev["fd"])
+            self.uploading.set()
+            self.up.wait()
+            if self.fail_next:
+                self.fail_next = False
+                self.h.deny(ev["id"], errno.EIO)
+                return
+            self.objs[path] = data
+            self.h.archived(ev["id"], '"v%d"' % self.n, "mem:/" + path)
+            self.h.allow(ev["id"])
+            return
+        self.names.wait()
+        kind = ev["start"]
+        if kind == 1:  # removed
+            self.objs.pop(self.key(ev), None)
+        elif kind == 2:  # renamed
+            k = self.key(ev)
+            if k not in self.objs:
+                self.h.deny(ev["id"], errno.ENOENT)
+                return
+            self.objs[path] = self.objs.pop(k)
+            self.h.archived(ev["id"], '"v%d"' % self.n, "mem:/" + path)
+        elif kind == 4 and any(p.startswith(path + "/") for p in self.objs):
+            self.h.deny(ev["id"], errno.ENOTEMPTY)
+            return
+        self.h.allow(ev["id"])
+
+    def close(self):
+        self.h.close()
+
+
+def stale_move():
+    """10."""
+    store = tmpdir("hsmfs-store-")
+    try:
+        with Mount(store=store, opts="archive_after=3600,timeout=20") as m:
+            hook = MemOrigin(m.mnt)
+            os.mkdir(m.path("d"))
+            write_synced(m.path("d", "f.bin"), b"one file, three names\n" * 100)
+            os.mkdir(m.path("x"))  # its op is held: the names' queue stays behind
+            res = {}
+            t = threading.Thread(target=lambda: res.update(
+                a=run([HSMFSCTL, "archive", m.path("d", "f.bin")])))
+            t.start()
+            ok(hook.uploading.wait(20), "stale move: its first upload began")
+            os.rename(m.path("d"), m.path("e"))  # its move recorded for that upload
+            hook.fail_next = True
+            hook.up.set()
+            t.join(30)
+            ok(res["a"][0] != 0, "stale move: the first upload failed (%s)" % res["a"][1].strip())
+            os.rename(m.path("e"), m.path("g"))
+            t = threading.Thread(target=lambda: res.update(
+                b=run([HSMFSCTL, "archive", m.path("g", "f.bin")])))
+            t.start()
+            time.sleep(0.5)  # the archive's first look, before the names go (if it waits)
+            hook.names.set()
+            t.join(30)
+            rc, out = run([HSMFSCTL, "sync", m.mnt])
+            eq(rc, 0, "stale move: hsmfsctl sync exits 0 (%s)" % out.strip())
+            eq(sorted(hook.objs), ["g/f.bin"],
+               "stale move: the origin holds the file under its newest name only")
+            hook.close()
+    finally:
+        shutil.rmtree(store, ignore_errors=True)
+
+
 def test():
     only = os.environ.get("T0463_ONLY")
+    if not only or "10" in only.split(","):
+        stale_move()
     for i, (name, change, second) in enumerate([c + (False,) for c in CASES] +
                                                [c + (True,) for c in SECOND]):
         if only and str(i + 1) not in only.split(","):
