@@ -467,13 +467,19 @@ static int archive_one(struct fstate *fs)
 	failed = res;
 	elock();
 	rate_add(sn.size);
+	/* no URL said: the recorded one (hsmfs-hooks(7), ARCHIVED) */
+	if (fs->gone && !origin && fs->origin && !(origin = strdup(fs->origin)))
+		elog_err("'%s' was removed during its upload and cannot be recorded for removal "
+			 "at the origin: out of memory", fs->origin);
 	if (fs->gone && origin) {
 		/*
 		 * Removed while its upload was in flight: the origin has it
 		 * now, so it goes there too.  The removal's op (no object:
 		 * the origin had none then) is held by the namer until this
 		 * attempt ends, so this one is applied after it and before
-		 * anything that op's path waits for.
+		 * anything that op's path waits for; one of an object the
+		 * origin had may have been applied before this upload landed
+		 * (made it again): this one removes what it made.
 		 */
 		char *o = origin, *v = version;
 

@@ -42,6 +42,13 @@ memory):
 10. the stale move is not applied to the new object (before, the object
     went back to the name of the first rename, t0545 seed 688024038).
 
+And a file the origin has, removed while its next upload is in flight,
+the removal applied at the origin before that upload lands, which the
+hook answers without a URL (the recorded one, as hsmfs-http does):
+
+11. the object that upload made goes too (before, it stayed, sync
+    exiting 0: t0545 seed 1212323881).
+
 Before, 1-3 left the landed object at the origin (sync exiting 0), 4
 and 7 ended in a conflict, sync failing, 5 left the object under the
 old name and 6 kept it as "changed at the origin".
@@ -253,8 +260,10 @@ class MemOrigin:
                 self.fail_next = False
                 self.h.deny(ev["id"], errno.EIO)
                 return
-            self.objs[path] = data
-            self.h.archived(ev["id"], '"v%d"' % self.n, "mem:/" + path)
+            # to the recorded URL if the event has one, said as no URL (as
+            # hsmfs-http does), else to the path's
+            self.objs[self.key(ev)] = data
+            self.h.archived(ev["id"], '"v%d"' % self.n, "" if ev["origin"] else "mem:/" + path)
             self.h.allow(ev["id"])
             return
         self.names.wait()
@@ -312,10 +321,43 @@ def stale_move():
         shutil.rmtree(store, ignore_errors=True)
 
 
+def removed_while_uploaded():
+    """11."""
+    store = tmpdir("hsmfs-store-")
+    try:
+        with Mount(store=store, opts="archive_after=3600,timeout=20") as m:
+            hook = MemOrigin(m.mnt)
+            hook.up.set()
+            hook.names.set()
+            write_synced(m.path("f.bin"), b"the first version\n" * 100)
+            eq(run([HSMFSCTL, "archive", m.path("f.bin")])[0], 0, "removed while uploaded: "
+               "archived once")
+            write_synced(m.path("f.bin"), b"the second version\n" * 100)
+            hook.up.clear()
+            hook.uploading.clear()
+            res = {}
+            t = threading.Thread(target=lambda: res.update(
+                a=run([HSMFSCTL, "archive", m.path("f.bin")])))
+            t.start()
+            ok(hook.uploading.wait(20), "removed while uploaded: the second upload began")
+            os.unlink(m.path("f.bin"))
+            wait_for(lambda: "f.bin" not in hook.objs, "the removal applied at the origin")
+            hook.up.set()
+            t.join(30)
+            rc, out = run([HSMFSCTL, "sync", m.mnt])
+            eq(rc, 0, "removed while uploaded: hsmfsctl sync exits 0 (%s)" % out.strip())
+            eq(sorted(hook.objs), [], "removed while uploaded: nothing left at the origin")
+            hook.close()
+    finally:
+        shutil.rmtree(store, ignore_errors=True)
+
+
 def test():
     only = os.environ.get("T0463_ONLY")
     if not only or "10" in only.split(","):
         stale_move()
+    if not only or "11" in only.split(","):
+        removed_while_uploaded()
     for i, (name, change, second) in enumerate([c + (False,) for c in CASES] +
                                                [c + (True,) for c in SECOND]):
         if only and str(i + 1) not in only.split(","):
