@@ -188,6 +188,9 @@ _hsmfs_http()
 	--cacert | --netrc-file | --bearer-file | --aws-keys-file)
 		_hsmfs_paths
 		return 0 ;;
+	--state-dir)
+		_hsmfs_paths -d
+		return 0 ;;
 	--origin | --connections | --retries | --connect-timeout | --low-speed-limit | \
 	--low-speed-time | --proxy | --aws-sigv4 | --part-size | --page-size | --read-back-max)
 		return 0 ;;
@@ -196,7 +199,8 @@ _hsmfs_http()
 		_hsmfs_words --origin --connections --retries --connect-timeout \
 			--low-speed-limit --low-speed-time --cacert --insecure --proxy \
 			--netrc-file --bearer-file --aws-sigv4 --aws-keys-file --s3 \
-			--part-size --page-size --no-s3-metadata --read-back-max --verbose --help --version
+			--part-size --page-size --no-s3-metadata --read-back-max --state-dir --verbose \
+			--help --version
 	else
 		_hsmfs_paths -d
 	fi

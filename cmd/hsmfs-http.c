@@ -50,6 +50,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <sys/stat.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
@@ -1123,6 +1125,186 @@ static bool probe_origin(void)
  * once, before the first archive (pthread_once: a mount that only
  * reads never writes its origin).
  */
+/*
+ * The journal of S3 multipart uploads (http-archive.h): "B ID URL" once
+ * one is created (synced: a crash after it must find it), "E ID" once it
+ * is completed or aborted.  Each start aborts those begun and never
+ * ended (a crash, a kill: their parts are kept, and paid for, until
+ * then).  One file a mount point and origin, in --state-dir: no other
+ * hsmfs-http serves that mount meanwhile.  It is made at the first
+ * upload, emptied whenever none is unfinished, and removed at the start
+ * once what it held is settled.
+ */
+static struct {
+	pthread_mutex_t lock;
+	int fd;
+	unsigned open;          /* begun, not ended */
+	const char *dir;        /* --state-dir */
+	char path[PATH_MAX + 64];
+} journal = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
+
+static void journal_put(const char *kind, const char *id, const char *url, bool sync)
+{
+	char line[9000];
+	int n = snprintf(line, sizeof(line), "%s %s%s%s\n", kind, id, url ? " " : "",
+			 url ? url : "");
+
+	if (n <= 0 || n >= (int)sizeof(line) || strchr(id, ' ') || strchr(id, '\n'))
+		return;
+	pthread_mutex_lock(&journal.lock);
+	if (journal.fd < 0 && url && journal.path[0])
+		journal.fd = open(journal.path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (journal.fd < 0 || write(journal.fd, line, (size_t)n) != n ||
+	    (sync && fdatasync(journal.fd) < 0))
+		logf_("cannot write the journal of multipart uploads '%s': %s", journal.path,
+		      strerror(errno));
+	if (url)
+		journal.open++;
+	else if (journal.open && !--journal.open && journal.fd >= 0 &&
+		 ftruncate(journal.fd, 0) < 0)
+		logf_("cannot empty the journal of multipart uploads: %s", strerror(errno));
+	pthread_mutex_unlock(&journal.lock);
+}
+
+static void journal_begun(const char *url, const char *id)
+{
+	journal_put("B", id, url, true);
+}
+
+static void journal_ended(const char *url, const char *id)
+{
+	(void)url;
+	journal_put("E", id, NULL, false);
+}
+
+/* 64-bit FNV-1a: the journal's name for a mount point and origin */
+static uint64_t fnv(const char *a, const char *b)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (const char *p = a; *p; p++)
+		h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+	h = (h ^ '\n') * 0x100000001b3ull;
+	for (const char *p = b; *p; p++)
+		h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+	return h;
+}
+
+static int mkdirs(char *path)
+{
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(path, 0700) < 0 && errno != EEXIST) {
+			*p = '/';
+			return -1;
+		}
+		*p = '/';
+	}
+	return mkdir(path, 0700) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+static void journal_start(void)
+{
+	char dir[PATH_MAX], real[PATH_MAX];
+	char *file = journal.path;
+	const char *home = getenv("HOME"), *xdg = getenv("XDG_STATE_HOME");
+	unsigned left = 0, aborted = 0;
+	FILE *f;
+	CURL *c;
+
+	if (journal.dir)
+		snprintf(dir, sizeof(dir), "%s", journal.dir);
+	else if (xdg && xdg[0] == '/')
+		snprintf(dir, sizeof(dir), "%s/hsmfs-http", xdg);
+	else if (home && home[0] == '/')
+		snprintf(dir, sizeof(dir), "%s/.local/state/hsmfs-http", home);
+	else {
+		logf_("no --state-dir, XDG_STATE_HOME or HOME: multipart uploads a crash leaves "
+		      "are not aborted at the next start");
+		return;
+	}
+	if (!realpath(cfg.mountpoint, real))
+		snprintf(real, sizeof(real), "%s", cfg.mountpoint);
+	snprintf(file, sizeof(journal.path), "%s/multipart-%016llx", dir,
+		 (unsigned long long)fnv(real, cfg.origin));
+	if (mkdirs(dir) < 0) {
+		logf_("cannot make the directory of the journal of multipart uploads '%s': %s",
+		      dir, strerror(errno));
+		journal.path[0] = '\0';
+		return;
+	}
+	http_archive_journal(journal_begun, journal_ended);
+	/* what the last one left: each begun and never ended, aborted */
+	f = fopen(file, "re");
+	if (!f)
+		return; /* none left (or unreadable: said when written) */
+	c = curl_easy_init();
+	if (f && c) {
+		char line[9000], **ids = NULL, **urls = NULL;
+		size_t n = 0;
+
+		setup_handle(c, true);
+		curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
+		rewind(f);
+		while (fgets(line, sizeof(line), f)) {
+			char *id = line + 2, *url;
+
+			line[strcspn(line, "\n")] = '\0';
+			if (line[0] == 'B' && line[1] == ' ' && (url = strchr(id, ' '))) {
+				char **ni = realloc(ids, (n + 1) * sizeof(*ids));
+				char **nu = ni ? realloc(urls, (n + 1) * sizeof(*urls)) : NULL;
+
+				if (ni)
+					ids = ni;
+				if (!nu)
+					break;
+				urls = nu;
+				*url++ = '\0';
+				ids[n] = strdup(id);
+				urls[n] = strdup(url);
+				n++;
+			} else if (line[0] == 'E' && line[1] == ' ') {
+				for (size_t i = 0; i < n; i++)
+					if (ids[i] && !strcmp(ids[i], id)) {
+						free(ids[i]);
+						ids[i] = NULL;
+					}
+			}
+		}
+		for (size_t i = 0; i < n; i++) {
+			if (ids[i] && urls[i]) {
+				int err = http_multipart_abort(c, urls[i], ids[i]);
+
+				if (err) {
+					logf_("cannot abort the multipart upload %s of %s a crash "
+					      "left: %s", ids[i], urls[i], strerror(err));
+					left++;
+				} else {
+					aborted++;
+				}
+			}
+			free(ids[i]);
+			free(urls[i]);
+		}
+		free(ids);
+		free(urls);
+	}
+	if (f)
+		fclose(f);
+	if (c)
+		curl_easy_cleanup(c);
+	if (aborted)
+		logf_("aborted %u multipart upload%s a crash left unfinished", aborted,
+		      aborted == 1 ? "" : "s");
+	/* removed once every one is settled (else kept, tried at the next start) */
+	journal.open = left;
+	if (!left && c && unlink(file) < 0)
+		logf_("cannot remove the journal of multipart uploads '%s': %s", file,
+		      strerror(errno));
+}
+
 static void probe_conditions(void)
 {
 	CURL *c = curl_easy_init();
@@ -1202,6 +1384,10 @@ static void usage(FILE *f)
 "                        server's, 1000 on S3)\n"
 "  --no-s3-metadata      list S3 directories without a HEAD of each object:\n"
 "                        the upload's time for mtime, 0644 for mode\n"
+"  --state-dir DIR       S3: where multipart uploads are journalled, so that\n"
+"                        those a crash leaves are aborted at the next start\n"
+"                        (default $XDG_STATE_HOME/hsmfs-http, else\n"
+"                        ~/.local/state/hsmfs-http)\n"
 "  --verbose             log every transfer\n"
 "  -h, --help            this text;  -V, --version  the version\n"
 "See hsmfs-http(1).\n");
@@ -1229,6 +1415,7 @@ int main(int argc, char **argv)
 		{ "no-s3-metadata", no_argument, NULL, 'N' },
 		{ "part-size", required_argument, NULL, 'M' },
 		{ "read-back-max", required_argument, NULL, 'B' },
+		{ "state-dir", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -1270,6 +1457,7 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			break;
+		case 'S': journal.dir = optarg; break;
 		case 'h': usage(stdout); return 0;
 		case 'V':
 			printf("hsmfs-http %s (%s)\n", HSMFS_VERSION, curl_version());
@@ -1335,6 +1523,8 @@ int main(int argc, char **argv)
 	if (cfg.origin[0] && getenv("HSMFS_PROBE") && !strcmp(getenv("HSMFS_PROBE"), "1") &&
 	    !probe_origin())
 		return HSMFS_HOOK_REFUSED;
+	if (cfg.s3)
+		journal_start();
 	res = hsmfs_hook_connect(cfg.mountpoint, HSMFS_KIND_FILL,
 				 HSMFS_MASK(HSMFS_EV_PRE_ACCESS) | HSMFS_MASK(HSMFS_EV_PRE_DIR) |
 				 HSMFS_MASK(HSMFS_EV_PRE_LOOKUP) | HSMFS_MASK(HSMFS_EV_ARCHIVE) |

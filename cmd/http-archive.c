@@ -453,11 +453,22 @@ static struct curl_slist *s3_meta_headers(struct curl_slist *h, const struct hsm
 	return h ? curl_slist_append(h, line) : NULL;
 }
 
+static void (*journal_begun)(const char *url, const char *id);
+static void (*journal_ended)(const char *url, const char *id);
+
+void http_archive_journal(void (*begun)(const char *url, const char *id),
+			  void (*ended)(const char *url, const char *id))
+{
+	journal_begun = begun;
+	journal_ended = ended;
+}
+
 static int s3_multipart(CURL *c, const struct hsmfs_event *ev, const char *url,
-			uint64_t part, void (*progress)(void *arg, uint64_t bytes), void *arg,
+			uint64_t part, const char *cond,
+			void (*progress)(void *arg, uint64_t bytes), void *arg,
 			struct http_archive_out *out)
 {
-	struct curl_slist *h = NULL;
+	struct curl_slist *h = NULL, *ch = NULL;
 	struct http_body b = { NULL, 0, 1 << 20 };
 	char id[1024], u[8400], v[1024], *xml = NULL;
 	unsigned nparts = (unsigned)((ev->file_size + part - 1) / part), next = 0, done = 0;
@@ -488,6 +499,8 @@ static int s3_multipart(CURL *c, const struct hsmfs_event *ev, const char *url,
 	}
 	if (err)
 		goto out;
+	if (journal_begun)
+		journal_begun(url, id); /* aborted at the next start if never ended */
 	etags = calloc(nparts, sizeof(*etags));
 	multi = curl_multi_init();
 	if (!etags || !multi) {
@@ -577,9 +590,22 @@ static int s3_multipart(CURL *c, const struct hsmfs_event *ev, const char *url,
 					"<ETag>%s</ETag></Part>", i + 1, etags[i]);
 	sprintf(xml + xlen, "</CompleteMultipartUpload>");
 	snprintf(u, sizeof(u), "%s?uploadId=%s", url, id);
-	err = s3_call(c, "POST", u, xml, h, &s, &b, out->why, sizeof(out->why));
+	/* the write's condition, judged when the object is made (S3 since 2024) */
+	ch = curl_slist_append(NULL, HTTP_IDENTITY);
+	ch = ch ? curl_slist_append(ch, HTTP_S3_EMPTY_PAYLOAD) : NULL;
+	if (ch && cond)
+		ch = curl_slist_append(ch, cond);
+	if (!ch) {
+		err = ENOMEM;
+		goto abort;
+	}
+	err = s3_call(c, "POST", u, xml, ch, &s, &b, out->why, sizeof(out->why));
 	xml_value(b.p, "ETag", v, sizeof(v));
-	if (!err && (s.status != 200 || !v[0] || (b.p && strstr(b.p, "<Error>")))) {
+	if (!err && s.status == 412) {
+		snprintf(out->why, sizeof(out->why), "CompleteMultipartUpload %s: precondition "
+			 "failed (412)", url);
+		err = ESTALE;
+	} else if (!err && (s.status != 200 || !v[0] || (b.p && strstr(b.p, "<Error>")))) {
 		/* a 200 may still carry an error (S3 says so in the body) */
 		snprintf(out->why, sizeof(out->why), "CompleteMultipartUpload %s: status %ld%s", url,
 			 s.status, b.p && strstr(b.p, "<Error>") ? ", an error in its body" : "");
@@ -588,17 +614,14 @@ static int s3_multipart(CURL *c, const struct hsmfs_event *ev, const char *url,
 	if (!err) {
 		snprintf(out->version, sizeof(out->version), "%s", v);
 		out->parts = nparts;
+		if (journal_ended)
+			journal_ended(url, id);
 		goto out;
 	}
 abort:
 	/* AbortMultipartUpload: its parts are not left to be paid for */
-	{
-		struct http_body ab = { NULL, 0, 1 << 20 };
-
-		snprintf(u, sizeof(u), "%s?uploadId=%s", url, id);
-		(void)s3_call(c, "DELETE", u, NULL, h, &s, &ab, NULL, 0);
-		free(ab.p);
-	}
+	if (!http_multipart_abort(c, url, id) && journal_ended)
+		journal_ended(url, id);
 out:
 	for (unsigned i = 0; i < PARTS_AT_ONCE; i++)
 		if (slots[i].c) {
@@ -610,10 +633,31 @@ out:
 		curl_multi_cleanup(multi);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
 	curl_slist_free_all(h);
+	curl_slist_free_all(ch);
 	free(b.p);
 	free(xml);
 	free(etags);
 	return err;
+}
+
+int http_multipart_abort(CURL *c, const char *url, const char *id)
+{
+	struct http_body ab = { NULL, 0, 1 << 20 };
+	struct curl_slist *h = curl_slist_append(NULL, HTTP_IDENTITY);
+	char u[8400];
+	struct seen s;
+	int err;
+
+	h = h ? curl_slist_append(h, HTTP_S3_EMPTY_PAYLOAD) : NULL;
+	if (!h)
+		return ENOMEM;
+	snprintf(u, sizeof(u), "%s?uploadId=%s", url, id);
+	err = s3_call(c, "DELETE", u, NULL, h, &s, &ab, NULL, 0);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+	curl_slist_free_all(h);
+	free(ab.p);
+	/* 204: aborted; 404 (NoSuchUpload): ended already */
+	return err ? err : s.status / 100 == 2 || s.status == 404 ? 0 : EIO;
 }
 
 /* ---------------------------------------------------------------- http */
@@ -629,7 +673,7 @@ int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const ch
 	int64_t mtime = (int64_t)ev->end;
 	struct upload up = { ev->fd, 0, ev->file_size, progress, arg, 0 };
 	bool overwrite = flags & HSMFS_EVENT_OVERWRITE, fresh = flags & HSMFS_EVENT_NEW;
-	char line[1200], date[64];
+	char line[1200], cond[1200] = "", date[64];
 	struct seen s;
 	int err, same;
 
@@ -696,15 +740,14 @@ int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const ch
 	if (s3) /* the body is not signed: its hash would need a read of it first */
 		put = curl_slist_append(put, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
 	if (!overwrite && fresh)
-		put = curl_slist_append(put, "If-None-Match: *");
-	else if (!overwrite && ev->version[0] == '"') {
-		snprintf(line, sizeof(line), "If-Match: %s", ev->version);
-		put = curl_slist_append(put, line);
-	} else if (!overwrite && before_etag[0]) {
+		snprintf(cond, sizeof(cond), "If-None-Match: *");
+	else if (!overwrite && ev->version[0] == '"')
+		snprintf(cond, sizeof(cond), "If-Match: %s", ev->version);
+	else if (!overwrite && before_etag[0])
 		/* a date recorded (a listing's): on the ETag the check just saw */
-		snprintf(line, sizeof(line), "If-Match: %s", before_etag);
-		put = curl_slist_append(put, line);
-	}
+		snprintf(cond, sizeof(cond), "If-Match: %s", before_etag);
+	if (cond[0])
+		put = curl_slist_append(put, cond);
 	/*
 	 * A new version never carries the old validator: nginx's ETag is
 	 * hex(mtime)-hex(size) and its Last-Modified the mtime to the
@@ -729,7 +772,8 @@ int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const ch
 	}
 	put = curl_slist_append(put, "Expect:");
 	if (s3 && part_size && ev->file_size > part_size) {
-		err = s3_multipart(c, ev, url, part_size, progress, arg, out);
+		err = s3_multipart(c, ev, url, part_size, cond[0] ? cond : NULL, progress, arg,
+				   out);
 		if (err)
 			goto out;
 		if (honoured)

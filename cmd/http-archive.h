@@ -26,7 +26,8 @@
  *             s3, as x-amz-meta-mtime.  The version is the PUT's ETag,
  *             else a HEAD's after it (ETag, else Last-Modified).  With
  *             s3, a file over part_size (0: never) goes as a multipart
- *             upload, four parts at a time, aborted on any failure.
+ *             upload, four parts at a time, aborted on any failure, its
+ *             condition on its completion.
  * Unless ev is HSMFS_EVENT_OVERWRITE, an object that is not the recorded
  * version (or one there already, for a new file) is compared with the
  * snapshot byte for byte: the same bytes are archived already (a
@@ -57,6 +58,19 @@ struct http_archive_out {
 int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const char *url,
 		 bool s3, bool honoured, uint64_t read_back_max, uint64_t part_size, void (*progress)(void *arg, uint64_t bytes),
 		 void *arg, struct http_archive_out *out);
+
+/*
+ * S3 multipart uploads: begun(url, id) is called once one is created,
+ * ended(url, id) once it is completed or aborted (so that one a crash
+ * left is found again and aborted: hsmfs-http's journal).  Both from any
+ * thread.  http_multipart_abort(): AbortMultipartUpload of id at url, 0
+ * also if it ended already (404), else an errno.  The upload's write
+ * condition (If-Match, If-None-Match: *) goes on its
+ * CompleteMultipartUpload, where S3 judges it; a 412 there is ESTALE.
+ */
+void http_archive_journal(void (*begun)(const char *url, const char *id),
+			  void (*ended)(const char *url, const char *id));
+int http_multipart_abort(CURL *c, const char *url, const char *id);
 
 /*
  * Does the origin honour If-Match on PUT?  A PUT of an empty body to

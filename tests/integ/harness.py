@@ -980,6 +980,14 @@ class Origin:
                    the conditions are judged (a change between the
                    client's check and its PUT)
     `puts` records (path, status, bytes kept or None).
+
+    S3's multipart uploads, as S3 judges them: POST ?uploads begins one
+    (`mp[id]`: its key and parts), PUT ?partNumber=N&uploadId=ID adds a
+    part (`part_script`: what the next part PUTs do, "stall" as above),
+    POST ?uploadId=ID completes it under its If-Match / If-None-Match
+    (`complete_script[key]`: "race-412" as above), DELETE ?uploadId=ID
+    aborts it (404 if there is none).  `mp_log` records (what, key, id,
+    status): create, part-begun, part, complete, abort.  DELETE of a key removes it.  Signatures are not checked.
     """
 
     def __init__(self):
@@ -993,6 +1001,10 @@ class Origin:
         self.puts = []
         self.stall_s = 30
         self.requests = []
+        self.mp = {}
+        self.mp_log = []
+        self.part_script = []
+        self.complete_script = {}
         self.bodies = []  # (path, status, sent whole?) of every GET's body
         self.server = None
         self.thread = None
@@ -1029,7 +1041,83 @@ class Origin:
             def do_GET(self):
                 self.answer(head=False)
 
+            def split(self):
+                import urllib.parse
+                u = urllib.parse.urlsplit(self.path)
+                return (urllib.parse.unquote(u.path.lstrip("/")),
+                        dict(urllib.parse.parse_qsl(u.query, keep_blank_values=True)))
+
+            def conditions_fail(self, path):
+                have = origin.files.get(path)
+                im, inm = self.headers.get("If-Match"), self.headers.get("If-None-Match")
+                return (im and (have is None or im != origin.etag(path))) or \
+                    (inm == "*" and have is not None)
+
+            def do_POST(self):
+                import uuid
+                key, q = self.split()
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                origin.requests.append(("POST", key, "", "", dict(self.headers)))
+                if "uploads" in q:
+                    uid = uuid.uuid4().hex
+                    origin.mp[uid] = (key, {})
+                    origin.mp_log.append(("create", key, uid, 200))
+                    return self.send(200, [], (
+                        "<InitiateMultipartUploadResult><Key>%s</Key><UploadId>%s</UploadId>"
+                        "</InitiateMultipartUploadResult>" % (key, uid)).encode(), False)
+                uid = q.get("uploadId")
+                if uid not in origin.mp:
+                    origin.mp_log.append(("complete", key, uid, 404))
+                    return self.send(404, [], b"<Error><Code>NoSuchUpload</Code></Error>", False)
+                script = origin.complete_script.get(key) or []
+                if script and script.pop(0) == "race-412":
+                    origin.files[key] = origin.other[key]
+                    origin.dates.setdefault(key, "Wed, 02 Dec 2026 10:00:00 GMT")
+                if self.conditions_fail(key):
+                    origin.mp_log.append(("complete", key, uid, 412))
+                    return self.send(412, [], b"<Error><Code>PreconditionFailed</Code></Error>",
+                                     False)
+                _, parts = origin.mp.pop(uid)
+                data = b"".join(parts[n] for n in sorted(parts))
+                origin.files[key] = data
+                origin.dates.setdefault(key, "Wed, 02 Dec 2026 10:00:00 GMT")
+                origin.puts.append((key, 200, data))
+                origin.mp_log.append(("complete", key, uid, 200))
+                return self.send(200, [], (
+                    "<CompleteMultipartUploadResult><Key>%s</Key><ETag>%s</ETag>"
+                    "</CompleteMultipartUploadResult>" % (key, origin.etag(key))).encode(),
+                    False)
+
+            def do_DELETE(self):
+                key, q = self.split()
+                origin.requests.append(("DELETE", key, "", "", dict(self.headers)))
+                if "uploadId" in q:
+                    found = origin.mp.pop(q["uploadId"], None) is not None
+                    origin.mp_log.append(("abort", key, q["uploadId"], 204 if found else 404))
+                    return self.send(204 if found else 404, [], b"", False)
+                if origin.files.pop(key, None) is None:
+                    return self.send(404, [], b"", False)
+                return self.send(204, [], b"", False)
+
+            def put_part(self, key, q, n):
+                step = origin.part_script.pop(0) if origin.part_script else None
+                origin.mp_log.append(("part-begun", key, q.get("uploadId"), 0))
+                body = self.rfile.read(n)
+                if step == "stall":
+                    time.sleep(origin.stall_s)
+                    self.close_connection = True
+                    return
+                up = origin.mp.get(q.get("uploadId"))
+                if up is None:
+                    return self.send(404, [], b"<Error><Code>NoSuchUpload</Code></Error>", False)
+                up[1][int(q["partNumber"])] = body
+                origin.mp_log.append(("part", key, q.get("uploadId"), 200))
+                return self.send(200, [("ETag", origin.etag_of_bytes(body))], b"", False)
+
             def do_PUT(self):
+                key, q = self.split()
+                if "partNumber" in q:
+                    return self.put_part(key, q, int(self.headers.get("Content-Length", "0")))
                 path = self.path.lstrip("/")
                 n = int(self.headers.get("Content-Length", "0"))
                 script = origin.put_script.get(path) or []

@@ -11,7 +11,8 @@ stalled upload fails the archive at the mount's timeout, the file stays
 dirty with its error shown, and the next archive succeeds.  hsmfs-http
 killed mid-upload: the restarted one gets the same snapshot and archives
 it.  A file whose object is gone from the origin is uploaded again when
-renamed.
+renamed.  S3 multipart uploads carry their condition on their completion,
+and one a kill left is aborted by the next hsmfs-http.
 """
 import os
 import shutil
@@ -214,5 +215,77 @@ def test_move_finds_nothing_partial():
     shutil.rmtree(root, ignore_errors=True)
 
 
+def test_multipart():
+    """S3 multipart uploads (--s3, parts of 5 MiB) to an origin that judges
+    conditions as S3 does, on CompleteMultipartUpload: another writer's
+    object landing while the parts go is a conflict there, for a change
+    (If-Match) and for a new file (If-None-Match: *); before, the
+    completion carried no condition and replaced the other writer's
+    object, the archive exiting 0.  hsmfs-http killed while the parts
+    go: the next one aborts the upload it left (before, it stayed, its
+    parts kept)."""
+    store, state_dir = tmpdir("hsmfs-store-"), tmpdir("hsmfs-state-")
+    theirs = os.urandom(11 << 20)
+    with Origin() as o:
+        o.add("big", os.urandom(12 << 20))
+        recorded = o.etag("big")
+        hook = ("hook=%s --s3 --origin %s --part-size 5 --retries 1 --state-dir %s,timeout=30,"
+                "archive_after=3600" % (HTTP, o.url(), state_dir))
+        with Mount(store=store, opts=hook) as m:
+            rc, out = import_manifest(m.mnt, [{"path": "big", "size": len(o.files["big"]),
+                                               "url": o.url("big"),
+                                               "version": o.etag("big")}])
+            eq(rc, 0, "multipart: imported (%s)" % out.strip())
+            ours = os.urandom(12 << 20)
+            put(m.path("big"), ours)
+            o.other["big"] = theirs
+            o.complete_script["big"] = ["race-412"]
+            rc, out = archive(m, "big")
+            ok(rc != 0 and "conflict" in out,
+               "multipart: another writer's object before the completion is a conflict "
+               "(%s)" % out.strip())
+            eq(o.files["big"] == theirs, True, "multipart: the other writer's object stays")
+            eq(state(m, "big"), "dirty,conflict", "multipart: shown as a conflict")
+            eq([w for w, k, _, st in o.mp_log if k == "big" and not w.startswith("part")],
+               ["create", "complete", "abort"], "multipart: begun, refused, aborted")
+            done = [h for c, p, _, _, h in o.requests if c == "POST" and p == "big"]
+            eq(done[-1].get("If-Match") if done else None, recorded,
+               "multipart: the completion carried If-Match on the recorded ETag")
+            put(m.path("new"), ours)
+            o.other["new"] = theirs
+            o.complete_script["new"] = ["race-412"]
+            rc, out = archive(m, "new")
+            ok(rc != 0 and "conflict" in out, "multipart: a new file whose name another writer "
+               "took meanwhile is a conflict (%s)" % out.strip())
+            eq(o.files["new"] == theirs, True, "multipart: their object stays")
+            done = [h for c, p, _, _, h in o.requests if c == "POST" and p == "new"]
+            eq(done[-1].get("If-None-Match") if done else None, "*",
+               "multipart: the completion carried If-None-Match: *")
+            eq(o.mp, {}, "multipart: nothing left unfinished")
+            # killed while its parts go: the next hsmfs-http aborts what it left
+            o.part_script = ["stall"] * 4
+            o.stall_s = 20
+            put(m.path("left"), ours)
+            res = {}
+            t = threading.Thread(target=lambda: res.update(a=archive(m, "left")))
+            t.start()
+            wait_for(lambda: any(w == "part-begun" and k == "left" for w, k, _, _ in o.mp_log),
+                     "the multipart upload's parts going")
+            left = [u for u, (k, _) in o.mp.items() if k == "left"]
+            kill_hook(m)
+            wait_for(lambda: not o.mp, "the upload aborted by the next hsmfs-http")
+            ok(("abort", "left", left[0], 204) in o.mp_log,
+               "multipart: the upload a kill left is aborted at the next start")
+            ok(m.logged("aborted 1 multipart upload a crash left unfinished"), "and said")
+            t.join(60)
+            rc, out = archive(m, "left")
+            eq((rc, o.files.get("left") == ours), (0, True),
+               "multipart: then archived whole (%s)" % out.strip())
+            eq([os.path.getsize(os.path.join(state_dir, f)) for f in os.listdir(state_dir)],
+               [0], "multipart: its journal is empty once none is unfinished")
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(state_dir, ignore_errors=True)
+
+
 main(lambda: (test(), test_hook_restarting(), test_move_finds_nothing(),
-              test_move_finds_nothing_partial()))
+              test_move_finds_nothing_partial(), test_multipart()))
