@@ -73,13 +73,19 @@ static struct {
 	bool namer_running;
 	unsigned name_syncs;    /* syncs waiting for every name to be applied */
 	bool names_kick;        /* an archive waits for a name op: apply them */
-	bool names_idle;        /* the namer found no op left since asked */
+	/*
+	 * a sync's ask (names_asked, bumped) is answered once the namer found
+	 * no op left by a look that began after it (names_seen: the ask that
+	 * look began under); a look begun before the ask may miss the ops
+	 * recorded just before it
+	 */
+	uint64_t names_asked, names_seen;
 	int names_err;          /* the last op's failure, 0: none */
 	unsigned names_tries;
 	int64_t names_retry_at; /* mono ms */
 	uint64_t names_pending; /* ops in the table, as the namer last counted */
 	int64_t names_counted_at; /* when (monotonic ms) */
-	pthread_cond_t names_done; /* names_idle or names_err changed */
+	pthread_cond_t names_done; /* names_seen or names_err changed */
 	struct sync_req *scans; /* syncs whose dirty files are to be found */
 	struct sync_req *asked; /* syncs and archives a user waits for, not answered */
 	unsigned running_n;     /* files being archived (at most ARCHIVERS) */
@@ -642,9 +648,11 @@ static int park(const struct meta_op *op, const char *why)
  * answered ENOTEMPTY): objects of files still to be moved out or removed
  * by later ops (a file renamed with the directory, then removed before
  * its rename reached the origin: its removal is recorded after the
- * directory's), or objects the mount never had.  While an op of a file
- * is recorded after it, the removal is recorded again after those (this
- * one dropped); once none is, the directory is kept there, said, and the
+ * directory's; a directory below it whose removal is), or objects the
+ * mount never had.  While an op of a file, or a removal of a directory
+ * below it, is recorded after it, the removal is recorded again after
+ * those (this one dropped); once none is, the directory is kept there,
+ * said, and the
  * op parked: the origin differs from the mount, and sync says so (a
  * directory made again on the mount since: dropped, its names are the
  * mount's).  0, or -errno (this op kept, tried again).
@@ -652,7 +660,7 @@ static int park(const struct meta_op *op, const char *why)
 static int rmdir_later(const struct meta_op *op)
 {
 	bool later = false;
-	int res = meta_op_files_after(S.cfg.meta, op->seq, &later);
+	int res = meta_op_files_after(S.cfg.meta, op->seq, op->path, &later);
 
 	if (!res && later)
 		res = meta_op_add(S.cfg.meta, META_OP_RMDIR, 0, op->path, NULL, NULL);
@@ -936,7 +944,7 @@ static void *namer_main(void *arg)
 		int64_t now = mono_ms();
 		struct meta_op op;
 		struct timespec ts;
-		uint64_t count = 0;
+		uint64_t count = 0, asked;
 		int res;
 
 		/* the ops waiting, for the statistics (a count is a scan: a second apart) */
@@ -957,14 +965,16 @@ static void *namer_main(void *arg)
 			continue;
 		}
 		S.names_wanted = false;
+		asked = A.names_asked;
 		eunlock();
 		res = meta_op_first(S.cfg.meta, &op);
 		if (res == -ENOENT) {
+			fault_delay(FAULT_NAMES_LOOKED);
 			elock();
-			A.names_idle = true;
+			A.names_seen = asked;
 			A.names_kick = false;
 			pthread_cond_broadcast(&A.names_done);
-			if (!S.names_wanted && !A.stop) {
+			if (!S.names_wanted && !A.stop && A.names_asked == asked) {
 				mono_after(&ts, 1.0);
 				pthread_cond_timedwait(&S.ncond, &S.lock, &ts);
 			}
@@ -1012,6 +1022,7 @@ static void *namer_main(void *arg)
 static int names_synced(void)
 {
 	int64_t until;
+	uint64_t mine;
 	int res = 0;
 
 	elock();
@@ -1020,12 +1031,12 @@ static int names_synced(void)
 		return 0;
 	}
 	A.name_syncs++;
-	A.names_idle = false;
+	mine = ++A.names_asked;
 	A.names_err = 0;
 	A.names_retry_at = 0; /* asked: at once */
 	pthread_cond_broadcast(&S.ncond);
 	until = mono_ms() + (int64_t)(S.cfg.timeout * 1000);
-	while (!A.stop && !A.names_idle) {
+	while (!A.stop && A.names_seen < mine) {
 		struct timespec ts;
 
 		/* no archive hook yet: waited for, as by an archive (attempt_ended) */
@@ -1036,7 +1047,7 @@ static int names_synced(void)
 		mono_after(&ts, 0.1);
 		pthread_cond_timedwait(&A.names_done, &S.lock, &ts);
 	}
-	res = A.stop ? -ESHUTDOWN : A.names_idle ? 0 : A.names_err;
+	res = A.stop ? -ESHUTDOWN : A.names_seen >= mine ? 0 : A.names_err;
 	A.name_syncs--;
 	eunlock();
 	return res;

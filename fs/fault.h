@@ -65,6 +65,8 @@
 #define FAULT_RELEASING "releasing"               /* fault_delay: an open released, not answered */
 #define FAULT_RENAME_STORED "rename-stored"       /* fault_delay: a rename in the store, its
 						   * rows not yet moved */
+#define FAULT_NAMES_LOOKED "names-looked"         /* fault_delay: the namer found no op
+						   * left, not yet said so */
 #define FAULT_LIST_DROPPED "listing-dropped"      /* fault_delay: a file a listing replaced,
 						   * removed or left unused went from the
 						   * store, its row not yet removed */

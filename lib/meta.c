@@ -77,8 +77,10 @@ static const char *const queries[Q_N] = {
 	/* kinds 1 and 2: META_OP_DELETE and META_OP_RENAME */
 	/* kind 2: META_OP_RENAME */
 	[Q_OPDROPRENAMES] = "DELETE FROM ops WHERE ino = ?1 AND kind = 2",
+	/* kinds 1, 2, 5: a file's; 4 (META_OP_RMDIR) below ?2 */
 	[Q_OPFILESAFTER] = "SELECT count(*) FROM (SELECT 1 FROM ops WHERE seq > ?1 AND "
-			   "kind IN (1, 2, 5) LIMIT 1)",
+			   "(kind IN (1, 2, 5) OR (kind = 4 AND path > ?2 || '/' AND "
+			   "path < ?2 || '0')) LIMIT 1)",
 	/* where a new file's first upload may have made its object (meta_landing_set) */
 	[Q_LANDGET] = "SELECT path FROM landings WHERE ino = ?1",
 	[Q_LANDSET] = "INSERT OR REPLACE INTO landings (ino, path) VALUES (?1, ?2)",
@@ -897,13 +899,14 @@ int meta_op_drop_renames(struct meta *m, uint64_t ino)
 	return rc == SQLITE_DONE ? 0 : to_errno(m, rc);
 }
 
-int meta_op_files_after(struct meta *m, int64_t seq, bool *ret)
+int meta_op_files_after(struct meta *m, int64_t seq, const char *below, bool *ret)
 {
 	sqlite3_stmt *st = m->q[Q_OPFILESAFTER];
 	int rc, res;
 
 	mlock(m);
 	sqlite3_bind_int64(st, 1, seq);
+	sqlite3_bind_text(st, 2, below ? below : "", -1, SQLITE_STATIC);
 	rc = sqlite3_step(st);
 	res = rc == SQLITE_ROW ? 0 : to_errno(m, rc);
 	if (!res)

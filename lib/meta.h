@@ -174,8 +174,11 @@ int meta_op_count(struct meta *m, uint64_t *ret);
 int meta_op_before(struct meta *m, const char *path, uint64_t ino, bool *ret);
 /* Drop the rename ops of the file ino (removed: they are moot). */
 int meta_op_drop_renames(struct meta *m, uint64_t ino);
-/* Is an op of a file (a removal, a rename, an unlanding) recorded after seq? */
-int meta_op_files_after(struct meta *m, int64_t seq, bool *ret);
+/*
+ * Is an op of a file (a removal, a rename, an unlanding), or a removal of
+ * a directory below the directory below, recorded after seq?
+ */
+int meta_op_files_after(struct meta *m, int64_t seq, const char *below, bool *ret);
 void meta_op_free(struct meta_op *op);
 /*
  * Parked ops: an op the origin will not take, which waiting does not

@@ -1,9 +1,11 @@
 """What the archive tests share (t0450, t0455, t0460): reading and writing
 whole files, a file's state, hsmfsctl archive, and an archive hook of our
 own that holds each upload until released."""
+import errno
 import os
 import sys
 import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import HSMFS, HSMFSCTL, run, tmpdir  # noqa: E402
@@ -118,13 +120,82 @@ class Holder:
         self.h.close()
 
 
+class MemOrigin:
+    """An archive hook of the test's own over an origin in memory
+    ({path: bytes}): uploads are answered once up is set (or failed with
+    EIO if fail_next), name changes once names is set, each after
+    name_delay seconds."""
+
+    def __init__(self, mnt):
+        self.h = hsmfs_hook.connect(mnt, "fill", ["archive", "archive_name"], "memorigin")
+        self.objs = {}
+        self.up = threading.Event()
+        self.names = threading.Event()
+        self.uploading = threading.Event()  # an upload arrived
+        self.fail_next = False
+        self.name_delay = 0
+        self.n = 0
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def key(self, ev):
+        o = ev["origin"]
+        return o[len("mem:/"):] if o.startswith("mem:/") else ev["path"].strip("/")
+
+    def run(self):
+        try:
+            for ev in self.h.events():
+                if "cancel" in ev:
+                    continue
+                threading.Thread(target=self.one, args=(ev,), daemon=True).start()
+        except OSError:
+            pass
+
+    def one(self, ev):
+        path = ev["path"].strip("/")
+        self.n += 1
+        if ev["type"] == "ARCHIVE":
+            data = os.pread(ev["fd"], ev["size"], 0)
+            os.close(ev["fd"])
+            self.uploading.set()
+            self.up.wait()
+            if self.fail_next:
+                self.fail_next = False
+                self.h.deny(ev["id"], errno.EIO)
+                return
+            # to the recorded URL if the event has one, said as no URL (as
+            # hsmfs-http does), else to the path's
+            self.objs[self.key(ev)] = data
+            self.h.archived(ev["id"], '"v%d"' % self.n, "" if ev["origin"] else "mem:/" + path)
+            self.h.allow(ev["id"])
+            return
+        self.names.wait()
+        time.sleep(self.name_delay)
+        kind = ev["start"]
+        if kind == 1:  # removed
+            self.objs.pop(self.key(ev), None)
+        elif kind == 2:  # renamed
+            k = self.key(ev)
+            if k not in self.objs:
+                self.h.deny(ev["id"], errno.ENOENT)
+                return
+            self.objs[path] = self.objs.pop(k)
+            self.h.archived(ev["id"], '"v%d"' % self.n, "mem:/" + path)
+        elif kind == 4 and any(p.startswith(path + "/") for p in self.objs):
+            self.h.deny(ev["id"], errno.ENOTEMPTY)
+            return
+        self.h.allow(ev["id"])
+
+    def close(self):
+        self.h.close()
+
+
 def passthrough_writer_archived(m, between=None):
     """A file made on m (archive_after=) and opened for writing through
     passthrough (root: the kernel writes the store, unseen), between(m)
     called while it is open; then hsmfsctl archive of it must take no
     snapshot until it is closed, and archive its last bytes then.
     False (nothing checked) where it does not pass through."""
-    import time
     from harness import eq, skip
     put(m.path("f"), b"first")
     f = open(m.path("f"), "r+b")

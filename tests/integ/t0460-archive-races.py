@@ -26,6 +26,11 @@
    upload: the kernel waits for the daemon's answer); hsmfsctl unmount
    says whether every change reached the origin, and names what did not;
    with the origin down, sync and archive say the hook's reason.
+10. A rename, then at once hsmfsctl sync, while the namer is between
+   finding no op left and saying so (held there by the delay point
+   names-looked): the sync waits for a look that began after it asked.
+   Before, it took the earlier look's word and exited 0 with the rename
+   not at the origin.
 """
 import os
 import shutil
@@ -474,7 +479,43 @@ def test_origin_down_said():
     shutil.rmtree(root, ignore_errors=True)
 
 
+def test_sync_after_look():
+    """10.  False if this build has no delay points."""
+    from archiving import MemOrigin
+    store, logdir = tmpdir("hsmfs-store-"), tmpdir("hsmfs-steps-")
+    steps = os.path.join(logdir, "steps")
+    try:
+        with Mount(store=store, opts="archive_after=0,timeout=20",
+                   env={"HSMFS_DELAY": "names-looked:700", "HSMFS_CRASH_LOG": steps}) as m:
+            hook = MemOrigin(m.mnt)
+            hook.up.set()
+            hook.names.set()
+            hook.name_delay = 0.3  # a move takes a while at this origin
+            put(m.path("f0"), b"renamed, then synced at once")
+            eq(run([HSMFSCTL, "sync", m.mnt])[0], 0, "look then sync: archived")
+            if not os.path.exists(steps):
+                hook.close()
+                return False
+            missed = []
+            for i in range(1, 7):
+                # the namer looks again after a second idle: at several
+                # points of that look (700 ms)
+                time.sleep(1.0 + 0.12 * i)
+                os.rename(m.path("f%d" % (i - 1)), m.path("f%d" % i))
+                rc, out = run([HSMFSCTL, "sync", m.mnt])
+                if rc != 0 or sorted(hook.objs) != ["f%d" % i]:
+                    missed.append((i, rc, sorted(hook.objs)))
+            eq(missed, [], "look then sync: each sync found the rename just made at the origin")
+            hook.close()
+    finally:
+        for d in (store, logdir):
+            shutil.rmtree(d, ignore_errors=True)
+    return True
+
+
 def test():
+    if not test_sync_after_look():
+        skip("a sync while the namer looks", "a release build has no delay points")
     test_origin_down_said()
     test_interrupted()
     test_unmount_tells()

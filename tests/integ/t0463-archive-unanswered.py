@@ -53,7 +53,6 @@ Before, 1-3 left the landed object at the origin (sync exiting 0), 4
 and 7 ended in a conflict, sync failing, 5 left the object under the
 old name and 6 kept it as "changed at the origin".
 """
-import errno
 import os
 import shutil
 import sys
@@ -64,8 +63,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFSCTL, Mount, Nginx, eq, main, ok, run, skip, tmpdir,  # noqa: E402
                      wait_for)
 
-from archiving import DAV, HTTP, dav_root, differences, put, tree  # noqa: E402
-import hsmfs_hook  # noqa: E402  (archiving put it on the path)
+from archiving import DAV, HTTP, MemOrigin, dav_root, differences, put, tree  # noqa: E402
 
 
 def renamed(m):
@@ -217,73 +215,6 @@ def moved_unanswered():
         for d in (root, store, logdir):
             shutil.rmtree(d, ignore_errors=True)
     return True
-
-
-class MemOrigin:
-    """An archive hook of the test's own over an origin in memory
-    ({path: bytes}): uploads are answered once up is set (or failed with
-    EIO if fail_next), name changes once names is set."""
-
-    def __init__(self, mnt):
-        self.h = hsmfs_hook.connect(mnt, "fill", ["archive", "archive_name"], "memorigin")
-        self.objs = {}
-        self.up = threading.Event()
-        self.names = threading.Event()
-        self.uploading = threading.Event()  # an upload arrived
-        self.fail_next = False
-        self.n = 0
-        self.t = threading.Thread(target=self.run, daemon=True)
-        self.t.start()
-
-    def key(self, ev):
-        o = ev["origin"]
-        return o[len("mem:/"):] if o.startswith("mem:/") else ev["path"].strip("/")
-
-    def run(self):
-        try:
-            for ev in self.h.events():
-                if "cancel" in ev:
-                    continue
-                threading.Thread(target=self.one, args=(ev,), daemon=True).start()
-        except OSError:
-            pass
-
-    def one(self, ev):
-        path = ev["path"].strip("/")
-        self.n += 1
-        if ev["type"] == "ARCHIVE":
-            data = os.pread(ev["fd"], ev["size"], 0)
-            os.close(ev["fd"])
-            self.uploading.set()
-            self.up.wait()
-            if self.fail_next:
-                self.fail_next = False
-                self.h.deny(ev["id"], errno.EIO)
-                return
-            # to the recorded URL if the event has one, said as no URL (as
-            # hsmfs-http does), else to the path's
-            self.objs[self.key(ev)] = data
-            self.h.archived(ev["id"], '"v%d"' % self.n, "" if ev["origin"] else "mem:/" + path)
-            self.h.allow(ev["id"])
-            return
-        self.names.wait()
-        kind = ev["start"]
-        if kind == 1:  # removed
-            self.objs.pop(self.key(ev), None)
-        elif kind == 2:  # renamed
-            k = self.key(ev)
-            if k not in self.objs:
-                self.h.deny(ev["id"], errno.ENOENT)
-                return
-            self.objs[path] = self.objs.pop(k)
-            self.h.archived(ev["id"], '"v%d"' % self.n, "mem:/" + path)
-        elif kind == 4 and any(p.startswith(path + "/") for p in self.objs):
-            self.h.deny(ev["id"], errno.ENOTEMPTY)
-            return
-        self.h.allow(ev["id"])
-
-    def close(self):
-        self.h.close()
 
 
 def stale_move():

@@ -369,6 +369,23 @@ int main(void)
 		   "whole: kind, file, object and version");
 		meta_op_done(m, op.seq);
 		meta_op_free(&op);
+
+		/* a directory's removal waits for those of the directories below it */
+		bool later = true;
+
+		meta_op_add(m, META_OP_RMDIR, 0, "a", NULL, NULL);
+		meta_op_add(m, META_OP_RMDIR, 0, "a/b", NULL, NULL);
+		meta_op_add(m, META_OP_RMDIR, 0, "ab", NULL, NULL);
+		ok(meta_op_first(m, &op) == 0 && meta_op_files_after(m, op.seq, "a", &later) == 0 &&
+			   later,
+		   "a removal of a directory below, after it, is waited for");
+		ok(meta_op_files_after(m, op.seq, "a/b", &later) == 0 && !later,
+		   "not one beside it (ab), nor itself");
+		meta_op_free(&op);
+		while (meta_op_first(m, &op) == 0) {
+			meta_op_done(m, op.seq);
+			meta_op_free(&op);
+		}
 	}
 	meta_close(m);
 
