@@ -696,7 +696,7 @@ static int upload_ended(uint64_t ino)
  * (one that lands and is recorded has its own op, a move or a removal,
  * before this one).
  * Kept if the file is at that name on the mount again: its next upload
- * replaces it.  0, or -errno (tried again).
+ * replaces it (its landing recorded again).  0, or -errno (tried again).
  */
 static int unland(const struct meta_op *op)
 {
@@ -714,7 +714,25 @@ static int unland(const struct meta_op *op)
 	there = !res && f.path && op->path && !strcmp(f.path, op->path);
 	if (!res)
 		meta_file_free(&f);
-	if (there || !op->path)
+	if (there) {
+		/*
+		 * its next upload replaces what is there: the landing is
+		 * recorded again, so that upload knows it may (else it is a
+		 * new file's, finds an object, and is a conflict)
+		 */
+		bool has = false, here = false;
+
+		res = meta_begin(S.cfg.meta);
+		if (!res)
+			res = meta_landing_has(S.cfg.meta, op->ino, &has);
+		if (!res && !has)
+			res = meta_landing_set(S.cfg.meta, op->ino, op->path, &here);
+		if (!res)
+			return meta_commit(S.cfg.meta) ? -EIO : 0;
+		meta_rollback(S.cfg.meta);
+		return -EIO;
+	}
+	if (!op->path)
 		return 0;
 	res = name_event(HSMFS_NAME_REMOVED, op->path, NULL, NULL, &version, &origin);
 	free(version);
