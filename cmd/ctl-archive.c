@@ -118,7 +118,7 @@ static const char *hook_said(const char *path, int e, char *buf, size_t len)
 	ssize_t n = -1;
 
 	buf[0] = '\0';
-	if (e == ESTALE || e == EEXIST || e == ENOTCONN || e == EPERM || e == EACCES || e == EINTR ||
+	if (e == ESTALE || e == EEXIST || e == EMLINK || e == ENOTCONN || e == EPERM || e == EACCES || e == EINTR ||
 	    e == ENODATA || e == ETIMEDOUT)
 		return buf;
 	if (!mount_of(path, root, sizeof(root), rel, sizeof(rel)))
@@ -278,6 +278,8 @@ static void sync_say(const char *verb, const char *mnt, int e)
 	fprintf(stderr, "hsmfsctl: %s '%s': %s%s\n", verb, mnt,
 		e == ENODATA ? "not the root of an hsmfs mount" :
 		e == ESTALE ? "a file is in conflict (hsmfsctl status shows which)" :
+		e == EMLINK ? "a file has several names (hard links), and the origin holds it "
+			      "under one of them only: the mount's log names each" :
 		e == EEXIST ? "the origin keeps names the mount removed, holding objects the "
 			      "mount does not have (another writer's?): the mount's log names "
 			      "each; mend them at the origin and sync again" :

@@ -1361,6 +1361,56 @@ static bool callers_own(struct sync_req *r, struct inode *in)
 }
 
 /*
+ * Files of several names (hard links) for sync r: the origin, which has
+ * no links, holds each under one name, so the sync fails (-EMLINK),
+ * naming them; one that has a single name again is forgotten.  Without
+ * S.lock.
+ */
+static void sync_links(struct sync_req *r)
+{
+	uint64_t skip = 0, several = 0;
+
+	for (;;) {
+		struct meta_victim *v = NULL;
+		size_t n = 0;
+
+		if (meta_linked(S.cfg.meta, 256, skip, &v, &n))
+			break;
+		for (size_t i = 0; i < n; i++) {
+			struct inode *in;
+			struct stat st;
+			int fd;
+
+			if (row_walk(v[i].ino, v[i].path, &in))
+				continue;
+			fd = open_store(in, O_RDONLY);
+			if (fd >= 0 && !fstat(fd, &st)) {
+				if (st.st_nlink > 1) {
+					elog_warn("sync: '%s' has %lu names (hard links): the origin "
+						  "holds it under one of them only", v[i].path,
+						  (unsigned long)st.st_nlink);
+					several++;
+				} else {
+					events_linked(in, false);
+				}
+			}
+			if (fd >= 0)
+				close(fd);
+			inode_forget(in, 1);
+		}
+		meta_victims_free(v, n);
+		if (n < 256)
+			break;
+		skip += n;
+	}
+	if (several) {
+		elock();
+		r->err = r->err ? r->err : -EMLINK;
+		eunlock();
+	}
+}
+
+/*
  * Find every dirty file for sync r: the writer's queue written first
  * (so that a change or a file made just now has its row), then the
  * database's dirty rows, each looked up by its path.  Without S.lock.
@@ -1450,6 +1500,8 @@ static void sync_scan(struct sync_req *r)
 			break;
 		skip += n;
 	}
+	if (r->asked)
+		sync_links(r);
 	elock();
 	if (r->others && !r->err) {
 		elog_info("sync by uid %u: %u changed file%s left to their owners (not the "

@@ -1057,6 +1057,12 @@ int events_pin(struct inode *in, bool pin)
 	return set_flag(in, META_F_PINNED, pin);
 }
 
+void events_linked(struct inode *in, bool several)
+{
+	if (events_names_follow())
+		(void)set_flag(in, META_F_LINKED, several);
+}
+
 int events_mark_stale(struct inode *in)
 {
 	return set_flag(in, META_F_STALE, true);

@@ -242,6 +242,12 @@ bool events_names_follow(void);
 
 /* Set or clear the pinned flag (pinned files are never evicted). */
 int events_pin(struct inode *in, bool pin);
+/*
+ * A file given another name (a hard link), or found by a sync with one
+ * name again: META_F_LINKED set or cleared, for a sync to say the
+ * origin holds one of its names (hsmfs(8) BUGS).  Without S.lock.
+ */
+void events_linked(struct inode *in, bool several);
 
 /* The origin changed under a partly present file: fail its reads. */
 int events_mark_stale(struct inode *in);

@@ -371,6 +371,7 @@ static int do_link(fuse_ino_t ino, fuse_ino_t newparent, const char *newname,
 	inode_fd_put(in);
 	if (res)
 		return res;
+	events_linked(in, true); /* the origin holds one name: sync says so */
 	return do_lookup(newparent, newname, e);
 }
 

@@ -25,7 +25,7 @@ enum { Q_GET, Q_PUT, Q_PRESENT, Q_DELETE, Q_COUNT, Q_LIST, Q_DELGEN, Q_LRU,
        Q_TOTAL, Q_RENAME, Q_SETPATH, Q_ANYCTIME, Q_ANYDIR, Q_SETVERSION, Q_DIRTY,
        Q_OPADD, Q_OPFIRST, Q_OPDONE, Q_OPRENAMED, Q_OPCOUNT, Q_OPONPATH, Q_OPFILESAFTER, Q_OPDROPRENAMES, Q_ORIGINS, Q_REBASE,
        Q_LANDGET, Q_LANDSET, Q_LANDCLEAR, Q_LANDBELOW, Q_LANDOPS_INO,
-       Q_PARK, Q_UNPARK, Q_UNPARKED, Q_PARKCOUNT, Q_PARKLIST, Q_N };
+       Q_PARK, Q_UNPARK, Q_UNPARKED, Q_PARKCOUNT, Q_PARKLIST, Q_LINKED, Q_N };
 
 static const char *const queries[Q_N] = {
 	[Q_GET] = "SELECT size, mtime, mode, state, flags, origin, version, "
@@ -101,6 +101,10 @@ static const char *const queries[Q_N] = {
 	[Q_SETVERSION] = "UPDATE files SET origin = ?2, version = ?3, sha256 = NULL, chunks = NULL "
 			 "WHERE ino = ?1 AND gen = ?4",
 	/* files to archive: dirty (in conflict too), with a path */
+	/* flags 32: META_F_LINKED */
+	[Q_LINKED] = "SELECT ino, path, blocks, atime FROM files "
+		     "WHERE flags & 32 AND state < 5 AND path IS NOT NULL "
+		     "ORDER BY ino LIMIT ?1 OFFSET ?2",
 	[Q_DIRTY] = "SELECT ino, path, blocks, atime FROM files "
 		    "WHERE state = 4 AND path IS NOT NULL "
 		    "ORDER BY atime, ino LIMIT ?1 OFFSET ?2",
@@ -594,6 +598,12 @@ int meta_dirty(struct meta *m, unsigned limit, uint64_t skip, struct meta_victim
 	       size_t *ret_n)
 {
 	return rows_of(m, Q_DIRTY, limit, skip, ret, ret_n);
+}
+
+int meta_linked(struct meta *m, unsigned limit, uint64_t skip, struct meta_victim **ret,
+		size_t *ret_n)
+{
+	return rows_of(m, Q_LINKED, limit, skip, ret, ret_n);
 }
 
 int meta_op_add(struct meta *m, uint32_t kind, uint64_t ino, const char *path,

@@ -51,6 +51,8 @@ enum meta_state {
 #define META_F_NEW 0x8    /* made on the mount: the origin never had it */
 #define META_F_PARTIAL 0x10 /* a directory listed from a page's links, not
 			     * an index (hsmfs-hooks(7) "partial") */
+#define META_F_LINKED 0x20  /* given another name (a hard link): the origin,
+			     * which has no links, holds one name only */
 
 struct meta_file {
 	uint64_t ino;        /* store inode number (key) */
@@ -132,6 +134,9 @@ void meta_victims_free(struct meta_victim *v, size_t n);
 /* The same for the files to archive: dirty (in conflict too), oldest use first. */
 int meta_dirty(struct meta *m, unsigned limit, uint64_t skip, struct meta_victim **ret,
 	       size_t *ret_n);
+/* The rows of files given another name (META_F_LINKED), paged as meta_dirty(). */
+int meta_linked(struct meta *m, unsigned limit, uint64_t skip, struct meta_victim **ret,
+		size_t *ret_n);
 /*
  * Names changed on the mount, to be applied at the origin in order (the
  * ops table, archive.c): a removal of a file the origin has (path: the

@@ -428,6 +428,19 @@ def test_link_then_unlink():
                 origin.get("d/a2")),
                (b"packs 1", b"archived first as x.tmp", b"b's bytes", b"a's bytes"),
                "each name holds its file's bytes")
+            # a file that keeps two names: the origin gets one; sync says so
+            # (before, it exited 0 with the other name missing there)
+            put(m.path("d", "two"), b"one file, two names")
+            os.link(m.path("d", "two"), m.path("d", "two-also"))
+            rc, out = run([HSMFSCTL, "sync", m.mnt])
+            ok(rc == 4 and "several names" in out,
+               "two names kept: sync fails, saying why (%d: %s)" % (rc, out.strip()))
+            ok(m.logged("'d/two") and m.logged("has 2 names (hard links)"), "the log names it")
+            os.unlink(m.path("d", "two-also"))
+            rc, out = run([HSMFSCTL, "sync", m.mnt])
+            eq(rc, 0, "one name again: sync exits 0 (%s)" % out.strip())
+            eq(differences(tree(os.path.join(root, "o")), tree(m.mnt)), [],
+               "and the origin holds the mount's tree")
     shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(store, ignore_errors=True)
 
