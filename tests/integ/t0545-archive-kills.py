@@ -346,6 +346,9 @@ def test():
                "then the origin equals the mount, names and bytes (seed %d)" % seed)
     if log:
         log.close()
+    if os.environ.get("HSMFS_KEEP"):
+        diag("kept %s and %s" % (store, root))
+        return
     shutil.rmtree(store, ignore_errors=True)
     shutil.rmtree(root, ignore_errors=True)
 
