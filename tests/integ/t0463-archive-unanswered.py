@@ -125,6 +125,14 @@ def crashed(store, opts, logdir, crash, work):
     return None if status is None and not os.path.exists(steps) else status
 
 
+def synced_whole(m, root, name, what):
+    """hsmfsctl sync of m exits 0, and the origin's tree (root/o) equals
+    the mount's, byte for byte."""
+    rc, out = run([HSMFSCTL, "sync", m.mnt])
+    eq(rc, 0, "%s: hsmfsctl sync exits 0 (%s)" % (name, out.strip()))
+    eq(differences(tree(os.path.join(root, "o")), tree(m.mnt)), [], "%s: %s" % (name, what))
+
+
 def case(name, change, second=False):
     """False if this build has no crash points (a release build)."""
     root, store, logdir = dav_root(), tmpdir("hsmfs-store-"), tmpdir("hsmfs-steps-")
@@ -148,10 +156,8 @@ def case(name, change, second=False):
                "%s: the unanswered upload landed at the origin" % name)
             with Mount(store=store, opts=opts) as m2:
                 change(m2)
-                rc, out = run([HSMFSCTL, "sync", m2.mnt])
-                eq(rc, 0, "%s: hsmfsctl sync exits 0 (%s)" % (name, out.strip()))
-                eq(differences(tree(os.path.join(root, "o")), tree(m2.mnt)), [],
-                   "%s: the origin's tree equals the mount's, byte for byte" % name)
+                synced_whole(m2, root, name, "the origin's tree equals the mount's, byte for "
+                             "byte")
     finally:
         for d in (root, store, logdir):
             shutil.rmtree(d, ignore_errors=True)
@@ -186,10 +192,8 @@ def renamed_while_recorded():
                          "its upload answered")
                 os.rename(m.path("d", "f.bin"), m.path("d", "g.bin"))
                 t.join(60)
-                rc, out = run([HSMFSCTL, "sync", m.mnt])
-                eq(rc, 0, "renamed while recorded: hsmfsctl sync exits 0 (%s)" % out.strip())
-                eq(differences(tree(os.path.join(root, "o")), tree(m.mnt)), [],
-                   "renamed while recorded: the origin's tree equals the mount's")
+                synced_whole(m, root, "renamed while recorded",
+                             "the origin's tree equals the mount's")
     finally:
         for d in (root, store, logdir):
             shutil.rmtree(d, ignore_errors=True)
@@ -217,10 +221,8 @@ def moved_unanswered():
             with Mount(store=store, opts="archive_after=3600") as m2:
                 os.unlink(m2.path("g.bin"))
             with Mount(store=store, opts=opts) as m3:
-                rc, out = run([HSMFSCTL, "sync", m3.mnt])
-                eq(rc, 0, "move unanswered: hsmfsctl sync exits 0 (%s)" % out.strip())
-                eq(differences(tree(os.path.join(root, "o")), tree(m3.mnt)), [],
-                   "move unanswered, then removed: nothing left at the origin")
+                synced_whole(m3, root, "move unanswered", "then removed, nothing is left at the "
+                             "origin")
     finally:
         for d in (root, store, logdir):
             shutil.rmtree(d, ignore_errors=True)
@@ -281,10 +283,8 @@ def renamed_back():
                 os.rename(m2.path("f.bin"), m2.path("g.bin"))
                 os.rename(m2.path("g.bin"), m2.path("f.bin"))
                 put(m2.path("f.bin"), b"changed after it came back\n" * 80)
-                rc, out = run([HSMFSCTL, "sync", m2.mnt])
-                eq(rc, 0, "renamed back: hsmfsctl sync exits 0 (%s)" % out.strip())
-                eq(differences(tree(os.path.join(root, "o")), tree(m2.mnt)), [],
-                   "renamed back: the origin's tree equals the mount's, byte for byte")
+                synced_whole(m2, root, "renamed back", "the origin's tree equals the mount's, "
+                             "byte for byte")
     finally:
         for d in (root, store, logdir):
             shutil.rmtree(d, ignore_errors=True)

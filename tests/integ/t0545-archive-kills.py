@@ -177,24 +177,9 @@ class Model:
             node.data = self.write(self.path(node), r.choice([1, 3000, 40000]))
             self.note("write", self.rel(node))
         elif k == "rename":
-            node = r.choice(self.files.v)
-            d = self.a_dir()
-            name = self.name("r")
-            p, q = self.path(node), self.path(d, name)
-            os.rename(p, q)
-            fsync_path(os.path.dirname(p))
-            fsync_path(os.path.dirname(q))
-            self.note("rename", self.rel(node), self.rel(d), name)
-            self.detach(node)
-            self.attach(node, d, name)
+            self.move("rename", r.choice(self.files.v), self.a_dir(), self.name("r"))
         elif k == "unlink":
-            node = r.choice(self.files.v)
-            p = self.path(node)
-            os.unlink(p)
-            fsync_path(os.path.dirname(p))
-            self.note("unlink", self.rel(node))
-            self.detach(node)
-            self.files.remove(node)
+            self.remove("unlink", r.choice(self.files.v), self.files)
         elif k == "mkdir" or not len(self.dirs):
             if len(self.dirs) >= MAX_DIRS:
                 return
@@ -209,14 +194,8 @@ class Model:
             self.note("mkdir", self.rel(node))
         elif k == "rmdir":
             node = self.a_dir(lambda d: d.parent and not d.kids)
-            if not node:
-                return
-            p = self.path(node)
-            os.rmdir(p)
-            fsync_path(os.path.dirname(p))
-            self.note("rmdir", self.rel(node))
-            self.detach(node)
-            self.dirs.remove(node)
+            if node:
+                self.remove("rmdir", node, self.dirs)
         else:  # a directory renamed, with what is under it
             node = self.a_dir(lambda d: d.parent is not None)
             if not node:
@@ -229,16 +208,28 @@ class Model:
                     d = d.parent
                 return True
             to = self.a_dir(lambda d: outside(d) and self.depth(d) < 2)
-            if not to:
-                return
-            name = self.name("m")
-            p, q = self.path(node), self.path(to, name)
-            os.rename(p, q)
-            fsync_path(os.path.dirname(p))
-            fsync_path(os.path.dirname(q))
-            self.note("dirmv", self.rel(node), self.rel(to), name)
-            self.detach(node)
-            self.attach(node, to, name)
+            if to:
+                self.move("dirmv", node, to, self.name("m"))
+
+    def remove(self, kind, node, pool):
+        """node (a file: unlink; an empty directory: rmdir) removed, its
+        directory fsync'd."""
+        p = self.path(node)
+        (os.unlink if kind == "unlink" else os.rmdir)(p)
+        fsync_path(os.path.dirname(p))
+        self.note(kind, self.rel(node))
+        self.detach(node)
+        pool.remove(node)
+
+    def move(self, kind, node, to, name):
+        """node renamed to to/name, both directories fsync'd."""
+        p, q = self.path(node), self.path(to, name)
+        os.rename(p, q)
+        fsync_path(os.path.dirname(p))
+        fsync_path(os.path.dirname(q))
+        self.note(kind, self.rel(node), self.rel(to), name)
+        self.detach(node)
+        self.attach(node, to, name)
 
     def tree(self):
         """{relative path: digest, or None for a directory}."""
