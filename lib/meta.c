@@ -23,7 +23,7 @@
 
 enum { Q_GET, Q_PUT, Q_PRESENT, Q_DELETE, Q_COUNT, Q_LIST, Q_DELGEN, Q_LRU,
        Q_TOTAL, Q_RENAME, Q_SETPATH, Q_ANYCTIME, Q_ANYDIR, Q_SETVERSION, Q_DIRTY,
-       Q_OPADD, Q_OPFIRST, Q_OPDONE, Q_OPRENAMED, Q_OPCOUNT, Q_OPONPATH, Q_OPFILESAFTER, Q_OPDROPRENAMES, Q_ORIGINS, Q_REBASE,
+       Q_OPADD, Q_OPFIRST, Q_OPDONE, Q_OPRENAMED, Q_OPCOUNT, Q_OPBEFORE, Q_OPFILESAFTER, Q_OPDROPRENAMES, Q_ORIGINS, Q_REBASE,
        Q_LANDGET, Q_LANDSET, Q_LANDCLEAR, Q_LANDBELOW, Q_LANDOPS_INO,
        Q_PARK, Q_UNPARK, Q_UNPARKED, Q_PARKCOUNT, Q_PARKLIST, Q_LINKED, Q_N };
 
@@ -72,7 +72,7 @@ static const char *const queries[Q_N] = {
 	[Q_PARKCOUNT] = "SELECT count(*) FROM parked",
 	[Q_PARKLIST] = "SELECT path, why FROM parked ORDER BY seq",
 	/* kind 2: META_OP_RENAME */
-	[Q_OPONPATH] = "SELECT count(*) FROM (SELECT 1 FROM ops WHERE path = ?1 UNION ALL "
+	[Q_OPBEFORE] = "SELECT count(*) FROM (SELECT 1 FROM ops WHERE path = ?1 UNION ALL "
 		       "SELECT 1 FROM ops WHERE ino = ?2 AND kind = 2 LIMIT 1)",
 	/* kinds 1 and 2: META_OP_DELETE and META_OP_RENAME */
 	/* kind 2: META_OP_RENAME */
@@ -100,11 +100,11 @@ static const char *const queries[Q_N] = {
 	/* an archive's version: the manifest's digest was of the old one */
 	[Q_SETVERSION] = "UPDATE files SET origin = ?2, version = ?3, sha256 = NULL, chunks = NULL "
 			 "WHERE ino = ?1 AND gen = ?4",
-	/* files to archive: dirty (in conflict too), with a path */
-	/* flags 32: META_F_LINKED */
+	/* files given another name (flags 32: META_F_LINKED), with a path */
 	[Q_LINKED] = "SELECT ino, path, blocks, atime FROM files "
 		     "WHERE flags & 32 AND state < 5 AND path IS NOT NULL "
 		     "ORDER BY ino LIMIT ?1 OFFSET ?2",
+	/* files to archive: dirty (in conflict too), with a path */
 	[Q_DIRTY] = "SELECT ino, path, blocks, atime FROM files "
 		    "WHERE state = 4 AND path IS NOT NULL "
 		    "ORDER BY atime, ino LIMIT ?1 OFFSET ?2",
@@ -835,8 +835,12 @@ int meta_op_park(struct meta *m, int64_t seq, const char *why)
 
 int meta_ops_unpark(struct meta *m)
 {
-	int res = meta_begin(m);
+	uint64_t n = 0;
+	int res = meta_parked_count(m, &n);
 
+	if (res || !n)
+		return res; /* none: no write, no sync of the log */
+	res = meta_begin(m);
 	if (res)
 		return res;
 	res = to_errno(m, sqlite3_step(m->q[Q_UNPARK]));
@@ -877,7 +881,7 @@ int meta_parked_list(struct meta *m, void (*cb)(void *arg, const char *path, con
 
 int meta_op_before(struct meta *m, const char *path, uint64_t ino, bool *ret)
 {
-	sqlite3_stmt *st = m->q[Q_OPONPATH];
+	sqlite3_stmt *st = m->q[Q_OPBEFORE];
 	int rc, res;
 
 	mlock(m);

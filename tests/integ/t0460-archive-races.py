@@ -496,11 +496,15 @@ def test_sync_after_look():
             if not os.path.exists(steps):
                 hook.close()
                 return False
+            def looks():
+                with open(steps) as f:
+                    return f.read().count(" names-looked\n")
             missed = []
             for i in range(1, 7):
-                # the namer looks again after a second idle: at several
-                # points of that look (700 ms)
-                time.sleep(1.0 + 0.12 * i)
+                # once the namer is inside a look that found nothing (its
+                # step logged as it enters the delay), the rename and the sync
+                seen = looks()
+                wait_for(lambda: looks() > seen, "the namer inside a look")
                 os.rename(m.path("f%d" % (i - 1)), m.path("f%d" % i))
                 rc, out = run([HSMFSCTL, "sync", m.mnt])
                 if rc != 0 or sorted(hook.objs) != ["f%d" % i]:
