@@ -63,6 +63,7 @@ Before, 1-3 left the landed object at the origin (sync exiting 0), 4
 and 7 ended in a conflict, sync failing, 5 left the object under the
 old name and 6 kept it as "changed at the origin".
 """
+import contextlib
 import os
 import shutil
 import sys
@@ -135,32 +136,26 @@ def synced_whole(m, root, name, what):
 
 def case(name, change, second=False):
     """False if this build has no crash points (a release build)."""
-    root, store, logdir = dav_root(), tmpdir("hsmfs-store-"), tmpdir("hsmfs-steps-")
-    try:
-        with Nginx(root, extra=DAV) as ng:
-            opts = "hook=%s,origin=%s,archive_after=3600" % (HTTP, ng.url("o/"))
-            def work(m):
-                os.mkdir(m.path("d"))
-                write_synced(m.path("d", "f.bin"), b"the first upload's bytes\n" * 200)
-                if second:
-                    eq(run([HSMFSCTL, "archive", m.path("d", "f.bin")])[0], 0,
-                       "%s: the first upload recorded" % name)
-                    write_synced(m.path("d", "f.bin"), b"the second upload's bytes\n" * 150)
-                run([HSMFSCTL, "archive", m.path("d", "f.bin")])
-            status = crashed(store, opts, logdir, "archive-answered:%d" % (2 if second else 1),
-                             work)
-            if status is None:
-                return False
-            eq(status, 99, "%s: the daemon crashed once its hook answered" % name)
-            ok(os.path.exists(os.path.join(root, "o", "d", "f.bin")),
-               "%s: the unanswered upload landed at the origin" % name)
-            with Mount(store=store, opts=opts) as m2:
-                change(m2)
-                synced_whole(m2, root, name, "the origin's tree equals the mount's, byte for "
-                             "byte")
-    finally:
-        for d in (root, store, logdir):
-            shutil.rmtree(d, ignore_errors=True)
+    with crash_setup() as (root, store, logdir, opts, _):
+        def work(m):
+            os.mkdir(m.path("d"))
+            write_synced(m.path("d", "f.bin"), b"the first upload's bytes\n" * 200)
+            if second:
+                eq(run([HSMFSCTL, "archive", m.path("d", "f.bin")])[0], 0,
+                   "%s: the first upload recorded" % name)
+                write_synced(m.path("d", "f.bin"), b"the second upload's bytes\n" * 150)
+            run([HSMFSCTL, "archive", m.path("d", "f.bin")])
+        status = crashed(store, opts, logdir, "archive-answered:%d" % (2 if second else 1),
+                         work)
+        if status is None:
+            return False
+        eq(status, 99, "%s: the daemon crashed once its hook answered" % name)
+        ok(os.path.exists(os.path.join(root, "o", "d", "f.bin")),
+           "%s: the unanswered upload landed at the origin" % name)
+        with Mount(store=store, opts=opts) as m2:
+            change(m2)
+            synced_whole(m2, root, name, "the origin's tree equals the mount's, byte for "
+                         "byte")
     return True
 
 
@@ -200,126 +195,132 @@ def renamed_while_recorded():
     return True
 
 
-def moved_unanswered():
-    """9. False if this build has no crash points."""
+@contextlib.contextmanager
+def crash_setup():
+    """nginx WebDAV over root/o, a new store and a directory for the crash
+    log: (root, store, logdir, mount options with hsmfs-http, the origin's
+    URL); all go after."""
     root, store, logdir = dav_root(), tmpdir("hsmfs-store-"), tmpdir("hsmfs-steps-")
     try:
         with Nginx(root, extra=DAV) as ng:
-            opts = "hook=%s,origin=%s,archive_after=3600" % (HTTP, ng.url("o/"))
-            def work(m):
-                write_synced(m.path("f.bin"), b"moved, never answered\n" * 100)
-                eq(run([HSMFSCTL, "archive", m.path("f.bin")])[0], 0, "move unanswered: archived")
-                os.rename(m.path("f.bin"), m.path("g.bin"))
-                run([HSMFSCTL, "sync", m.mnt])
-            status = crashed(store, opts, logdir, "name-answered:1", work)
-            if status is None:
-                return False
-            eq(status, 99, "move unanswered: the daemon crashed once the move was done")
-            eq(sorted(os.listdir(os.path.join(root, "o"))), ["g.bin"],
-               "move unanswered: the origin moved it")
-            # no hook: the move is not asked again before the removal
-            with Mount(store=store, opts="archive_after=3600") as m2:
-                os.unlink(m2.path("g.bin"))
-            with Mount(store=store, opts=opts) as m3:
-                synced_whole(m3, root, "move unanswered", "then removed, nothing is left at the "
-                             "origin")
+            yield (root, store, logdir, "hook=%s,origin=%s,archive_after=3600" % (
+                HTTP, ng.url("o/")), ng.url("o/"))
     finally:
         for d in (root, store, logdir):
             shutil.rmtree(d, ignore_errors=True)
+
+
+def moved_unanswered():
+    """9. False if this build has no crash points."""
+    with crash_setup() as (root, store, logdir, opts, url):
+        def work(m):
+            write_synced(m.path("f.bin"), b"moved, never answered\n" * 100)
+            eq(run([HSMFSCTL, "archive", m.path("f.bin")])[0], 0, "move unanswered: archived")
+            os.rename(m.path("f.bin"), m.path("g.bin"))
+            run([HSMFSCTL, "sync", m.mnt])
+        status = crashed(store, opts, logdir, "name-answered:1", work)
+        if status is None:
+            return False
+        eq(status, 99, "move unanswered: the daemon crashed once the move was done")
+        eq(sorted(os.listdir(os.path.join(root, "o"))), ["g.bin"],
+           "move unanswered: the origin moved it")
+        # no hook: the move is not asked again before the removal
+        with Mount(store=store, opts="archive_after=3600") as m2:
+            os.unlink(m2.path("g.bin"))
+        with Mount(store=store, opts=opts) as m3:
+            synced_whole(m3, root, "move unanswered", "then removed, nothing is left at the "
+                         "origin")
     return True
 
 
-def stale_move():
-    """10."""
+@contextlib.contextmanager
+def mem_mount():
+    """A write-back mount of a new store whose archive hook is a MemOrigin:
+    (mount, hook); the store goes after."""
     store = tmpdir("hsmfs-store-")
     try:
         with Mount(store=store, opts="archive_after=3600,timeout=20") as m:
             hook = MemOrigin(m.mnt)
-            os.mkdir(m.path("d"))
-            write_synced(m.path("d", "f.bin"), b"one file, three names\n" * 100)
-            os.mkdir(m.path("x"))  # its op is held: the names' queue stays behind
-            res = {}
-            t = threading.Thread(target=lambda: res.update(
-                a=run([HSMFSCTL, "archive", m.path("d", "f.bin")])))
-            t.start()
-            ok(hook.uploading.wait(20), "stale move: its first upload began")
-            os.rename(m.path("d"), m.path("e"))  # its move recorded for that upload
-            hook.fail_next = True
-            hook.up.set()
-            t.join(30)
-            ok(res["a"][0] != 0, "stale move: the first upload failed (%s)" % res["a"][1].strip())
-            os.rename(m.path("e"), m.path("g"))
-            t = threading.Thread(target=lambda: res.update(
-                b=run([HSMFSCTL, "archive", m.path("g", "f.bin")])))
-            t.start()
-            time.sleep(0.5)  # the archive's first look, before the names go (if it waits)
-            hook.names.set()
-            t.join(30)
-            rc, out = run([HSMFSCTL, "sync", m.mnt])
-            eq(rc, 0, "stale move: hsmfsctl sync exits 0 (%s)" % out.strip())
-            eq(sorted(hook.objs), ["g/f.bin"],
-               "stale move: the origin holds the file under its newest name only")
-            hook.close()
+            try:
+                yield m, hook
+            finally:
+                hook.close()
     finally:
         shutil.rmtree(store, ignore_errors=True)
 
 
+def stale_move():
+    """10."""
+    with mem_mount() as (m, hook):
+        os.mkdir(m.path("d"))
+        write_synced(m.path("d", "f.bin"), b"one file, three names\n" * 100)
+        os.mkdir(m.path("x"))  # its op is held: the names' queue stays behind
+        res = {}
+        t = threading.Thread(target=lambda: res.update(
+            a=run([HSMFSCTL, "archive", m.path("d", "f.bin")])))
+        t.start()
+        ok(hook.uploading.wait(20), "stale move: its first upload began")
+        os.rename(m.path("d"), m.path("e"))  # its move recorded for that upload
+        hook.fail_next = True
+        hook.up.set()
+        t.join(30)
+        ok(res["a"][0] != 0, "stale move: the first upload failed (%s)" % res["a"][1].strip())
+        os.rename(m.path("e"), m.path("g"))
+        t = threading.Thread(target=lambda: res.update(
+            b=run([HSMFSCTL, "archive", m.path("g", "f.bin")])))
+        t.start()
+        time.sleep(0.5)  # the archive's first look, before the names go (if it waits)
+        hook.names.set()
+        t.join(30)
+        rc, out = run([HSMFSCTL, "sync", m.mnt])
+        eq(rc, 0, "stale move: hsmfsctl sync exits 0 (%s)" % out.strip())
+        eq(sorted(hook.objs), ["g/f.bin"],
+           "stale move: the origin holds the file under its newest name only")
+
+
 def renamed_back():
     """12.  False if this build has no crash points."""
-    root, store, logdir = dav_root(), tmpdir("hsmfs-store-"), tmpdir("hsmfs-steps-")
-    try:
-        with Nginx(root, extra=DAV) as ng:
-            opts = "hook=%s,origin=%s,archive_after=3600" % (HTTP, ng.url("o/"))
-
-            def work(m):
-                write_synced(m.path("f.bin"), b"the unanswered upload's bytes\n" * 100)
-                run([HSMFSCTL, "archive", m.path("f.bin")])
-            status = crashed(store, opts, logdir, "archive-answered:1", work)
-            if status is None:
-                return False
-            eq(status, 99, "renamed back: the daemon crashed once its hook answered")
-            # no write-back: the names wait for the sync, after both renames
-            with Mount(store=store, opts="hook=%s,origin=%s" % (HTTP, ng.url("o/"))) as m2:
-                os.rename(m2.path("f.bin"), m2.path("g.bin"))
-                os.rename(m2.path("g.bin"), m2.path("f.bin"))
-                put(m2.path("f.bin"), b"changed after it came back\n" * 80)
-                synced_whole(m2, root, "renamed back", "the origin's tree equals the mount's, "
-                             "byte for byte")
-    finally:
-        for d in (root, store, logdir):
-            shutil.rmtree(d, ignore_errors=True)
+    with crash_setup() as (root, store, logdir, opts, url):
+        def work(m):
+            write_synced(m.path("f.bin"), b"the unanswered upload's bytes\n" * 100)
+            run([HSMFSCTL, "archive", m.path("f.bin")])
+        status = crashed(store, opts, logdir, "archive-answered:1", work)
+        if status is None:
+            return False
+        eq(status, 99, "renamed back: the daemon crashed once its hook answered")
+        # no write-back: the names wait for the sync, after both renames
+        with Mount(store=store, opts="hook=%s,origin=%s" % (HTTP, url)) as m2:
+            os.rename(m2.path("f.bin"), m2.path("g.bin"))
+            os.rename(m2.path("g.bin"), m2.path("f.bin"))
+            put(m2.path("f.bin"), b"changed after it came back\n" * 80)
+            synced_whole(m2, root, "renamed back", "the origin's tree equals the mount's, "
+                         "byte for byte")
     return True
 
 
 def removed_while_uploaded():
     """11."""
-    store = tmpdir("hsmfs-store-")
-    try:
-        with Mount(store=store, opts="archive_after=3600,timeout=20") as m:
-            hook = MemOrigin(m.mnt)
-            hook.up.set()
-            hook.names.set()
-            write_synced(m.path("f.bin"), b"the first version\n" * 100)
-            eq(run([HSMFSCTL, "archive", m.path("f.bin")])[0], 0, "removed while uploaded: "
-               "archived once")
-            write_synced(m.path("f.bin"), b"the second version\n" * 100)
-            hook.up.clear()
-            hook.uploading.clear()
-            res = {}
-            t = threading.Thread(target=lambda: res.update(
-                a=run([HSMFSCTL, "archive", m.path("f.bin")])))
-            t.start()
-            ok(hook.uploading.wait(20), "removed while uploaded: the second upload began")
-            os.unlink(m.path("f.bin"))
-            wait_for(lambda: "f.bin" not in hook.objs, "the removal applied at the origin")
-            hook.up.set()
-            t.join(30)
-            rc, out = run([HSMFSCTL, "sync", m.mnt])
-            eq(rc, 0, "removed while uploaded: hsmfsctl sync exits 0 (%s)" % out.strip())
-            eq(sorted(hook.objs), [], "removed while uploaded: nothing left at the origin")
-            hook.close()
-    finally:
-        shutil.rmtree(store, ignore_errors=True)
+    with mem_mount() as (m, hook):
+        hook.up.set()
+        hook.names.set()
+        write_synced(m.path("f.bin"), b"the first version\n" * 100)
+        eq(run([HSMFSCTL, "archive", m.path("f.bin")])[0], 0, "removed while uploaded: "
+           "archived once")
+        write_synced(m.path("f.bin"), b"the second version\n" * 100)
+        hook.up.clear()
+        hook.uploading.clear()
+        res = {}
+        t = threading.Thread(target=lambda: res.update(
+            a=run([HSMFSCTL, "archive", m.path("f.bin")])))
+        t.start()
+        ok(hook.uploading.wait(20), "removed while uploaded: the second upload began")
+        os.unlink(m.path("f.bin"))
+        wait_for(lambda: "f.bin" not in hook.objs, "the removal applied at the origin")
+        hook.up.set()
+        t.join(30)
+        rc, out = run([HSMFSCTL, "sync", m.mnt])
+        eq(rc, 0, "removed while uploaded: hsmfsctl sync exits 0 (%s)" % out.strip())
+        eq(sorted(hook.objs), [], "removed while uploaded: nothing left at the origin")
 
 
 def test():
