@@ -60,6 +60,7 @@
 #include "hsmfs/hook.h"
 #include "http-answer.h"
 #include "http-archive.h"
+#include "http-journal.h"
 #include "http-list.h"
 #include "manifest.h"
 
@@ -1135,47 +1136,7 @@ static bool probe_origin(void)
  * upload, emptied whenever none is unfinished, and removed at the start
  * once what it held is settled.
  */
-static struct {
-	pthread_mutex_t lock;
-	int fd;
-	unsigned open;          /* begun, not ended */
-	const char *dir;        /* --state-dir */
-	char path[PATH_MAX + 64];
-} journal = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
-
-static void journal_put(const char *kind, const char *id, const char *url, bool sync)
-{
-	char line[9000];
-	int n = snprintf(line, sizeof(line), "%s %s%s%s\n", kind, id, url ? " " : "",
-			 url ? url : "");
-
-	if (n <= 0 || n >= (int)sizeof(line) || strchr(id, ' ') || strchr(id, '\n'))
-		return;
-	pthread_mutex_lock(&journal.lock);
-	if (journal.fd < 0 && url && journal.path[0])
-		journal.fd = open(journal.path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-	if (journal.fd < 0 || write(journal.fd, line, (size_t)n) != n ||
-	    (sync && fdatasync(journal.fd) < 0))
-		logf_("cannot write the journal of multipart uploads '%s': %s", journal.path,
-		      strerror(errno));
-	if (url)
-		journal.open++;
-	else if (journal.open && !--journal.open && journal.fd >= 0 &&
-		 ftruncate(journal.fd, 0) < 0)
-		logf_("cannot empty the journal of multipart uploads: %s", strerror(errno));
-	pthread_mutex_unlock(&journal.lock);
-}
-
-static void journal_begun(const char *url, const char *id)
-{
-	journal_put("B", id, url, true);
-}
-
-static void journal_ended(const char *url, const char *id)
-{
-	(void)url;
-	journal_put("E", id, NULL, false);
-}
+static const char *state_dir; /* --state-dir */
 
 /* 64-bit FNV-1a: the journal's name for a mount point and origin */
 static uint64_t fnv(const char *a, const char *b)
@@ -1207,15 +1168,16 @@ static int mkdirs(char *path)
 
 static void journal_start(void)
 {
-	char dir[PATH_MAX], real[PATH_MAX];
-	char *file = journal.path;
+	char dir[PATH_MAX], real[PATH_MAX], file[PATH_MAX + 64];
 	const char *home = getenv("HOME"), *xdg = getenv("XDG_STATE_HOME");
+	char **urls = NULL, **ids = NULL;
 	unsigned left = 0, aborted = 0;
-	FILE *f;
+	size_t n = 0;
 	CURL *c;
+	int err;
 
-	if (journal.dir)
-		snprintf(dir, sizeof(dir), "%s", journal.dir);
+	if (state_dir)
+		snprintf(dir, sizeof(dir), "%s", state_dir);
 	else if (xdg && xdg[0] == '/')
 		snprintf(dir, sizeof(dir), "%s/hsmfs-http", xdg);
 	else if (home && home[0] == '/')
@@ -1227,82 +1189,47 @@ static void journal_start(void)
 	}
 	if (!realpath(cfg.mountpoint, real))
 		snprintf(real, sizeof(real), "%s", cfg.mountpoint);
-	snprintf(file, sizeof(journal.path), "%s/multipart-%016llx", dir,
+	snprintf(file, sizeof(file), "%s/multipart-%016llx", dir,
 		 (unsigned long long)fnv(real, cfg.origin));
-	if (mkdirs(dir) < 0) {
-		logf_("cannot make the directory of the journal of multipart uploads '%s': %s",
-		      dir, strerror(errno));
-		journal.path[0] = '\0';
+	if (mkdirs(dir) < 0 || (errno = http_journal_open(file))) {
+		logf_("cannot keep a journal of multipart uploads in '%s': %s", dir,
+		      strerror(errno));
 		return;
 	}
-	http_archive_journal(journal_begun, journal_ended);
 	/* what the last one left: each begun and never ended, aborted */
-	f = fopen(file, "re");
-	if (!f)
-		return; /* none left (or unreadable: said when written) */
-	c = curl_easy_init();
-	if (f && c) {
-		char line[9000], **ids = NULL, **urls = NULL;
-		size_t n = 0;
-
+	err = http_journal_leftovers(&urls, &ids, &n);
+	if (err)
+		logf_("cannot read the journal of multipart uploads '%s': %s", file,
+		      strerror(err));
+	c = n ? curl_easy_init() : NULL;
+	if (c) {
 		setup_handle(c, true);
 		curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
-		rewind(f);
-		while (fgets(line, sizeof(line), f)) {
-			char *id = line + 2, *url;
-
-			line[strcspn(line, "\n")] = '\0';
-			if (line[0] == 'B' && line[1] == ' ' && (url = strchr(id, ' '))) {
-				char **ni = realloc(ids, (n + 1) * sizeof(*ids));
-				char **nu = ni ? realloc(urls, (n + 1) * sizeof(*urls)) : NULL;
-
-				if (ni)
-					ids = ni;
-				if (!nu)
-					break;
-				urls = nu;
-				*url++ = '\0';
-				ids[n] = strdup(id);
-				urls[n] = strdup(url);
-				n++;
-			} else if (line[0] == 'E' && line[1] == ' ') {
-				for (size_t i = 0; i < n; i++)
-					if (ids[i] && !strcmp(ids[i], id)) {
-						free(ids[i]);
-						ids[i] = NULL;
-					}
-			}
-		}
-		for (size_t i = 0; i < n; i++) {
-			if (ids[i] && urls[i]) {
-				int err = http_multipart_abort(c, urls[i], ids[i]);
-
-				if (err) {
-					logf_("cannot abort the multipart upload %s of %s a crash "
-					      "left: %s", ids[i], urls[i], strerror(err));
-					left++;
-				} else {
-					aborted++;
-				}
-			}
-			free(ids[i]);
-			free(urls[i]);
-		}
-		free(ids);
-		free(urls);
 	}
-	if (f)
-		fclose(f);
+	for (size_t i = 0; i < n; i++) {
+		err = c ? http_multipart_abort(c, urls[i], ids[i]) : ENOMEM;
+		if (err) {
+			logf_("cannot abort the multipart upload %s of %s a crash left: %s", ids[i],
+			      urls[i], strerror(err));
+			left++;
+		} else {
+			aborted++;
+		}
+		free(ids[i]);
+		free(urls[i]);
+	}
+	free(ids);
+	free(urls);
 	if (c)
 		curl_easy_cleanup(c);
 	if (aborted)
 		logf_("aborted %u multipart upload%s a crash left unfinished", aborted,
 		      aborted == 1 ? "" : "s");
-	/* removed once every one is settled (else kept, tried at the next start) */
-	journal.open = left;
-	if (!left && c && unlink(file) < 0)
-		logf_("cannot remove the journal of multipart uploads '%s': %s", file,
-		      strerror(errno));
+	/* the file goes once every one is settled (else kept for the next start) */
+	err = err ? err : http_journal_settled(left);
+	if (err)
+		logf_("cannot settle the journal of multipart uploads '%s': %s", file,
+		      strerror(err));
 }
 
 static void probe_conditions(void)
@@ -1457,7 +1384,7 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			break;
-		case 'S': journal.dir = optarg; break;
+		case 'S': state_dir = optarg; break;
 		case 'h': usage(stdout); return 0;
 		case 'V':
 			printf("hsmfs-http %s (%s)\n", HSMFS_VERSION, curl_version());

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "http-archive.h"
+#include "http-journal.h"
 #include "http-list.h"
 
 /* What one request saw: its status and validators. */
@@ -453,22 +454,13 @@ static struct curl_slist *s3_meta_headers(struct curl_slist *h, const struct hsm
 	return h ? curl_slist_append(h, line) : NULL;
 }
 
-static void (*journal_begun)(const char *url, const char *id);
-static void (*journal_ended)(const char *url, const char *id);
-
-void http_archive_journal(void (*begun)(const char *url, const char *id),
-			  void (*ended)(const char *url, const char *id))
-{
-	journal_begun = begun;
-	journal_ended = ended;
-}
-
 static int s3_multipart(CURL *c, const struct hsmfs_event *ev, const char *url,
 			uint64_t part, const char *cond,
 			void (*progress)(void *arg, uint64_t bytes), void *arg,
 			struct http_archive_out *out)
 {
 	struct curl_slist *h = NULL, *ch = NULL;
+	bool journalled = false;
 	struct http_body b = { NULL, 0, 1 << 20 };
 	char id[1024], u[8400], v[1024], *xml = NULL;
 	unsigned nparts = (unsigned)((ev->file_size + part - 1) / part), next = 0, done = 0;
@@ -499,8 +491,15 @@ static int s3_multipart(CURL *c, const struct hsmfs_event *ev, const char *url,
 	}
 	if (err)
 		goto out;
-	if (journal_begun)
-		journal_begun(url, id); /* aborted at the next start if never ended */
+	/* aborted at the next start if never ended; not begun unless it can be */
+	err = http_journal_begun(url, id);
+	journalled = !err;
+	if (err) {
+		snprintf(out->why, sizeof(out->why), "cannot journal the multipart upload of %s: %s",
+			 url, strerror(err));
+		err = EIO;
+		goto abort;
+	}
 	etags = calloc(nparts, sizeof(*etags));
 	multi = curl_multi_init();
 	if (!etags || !multi) {
@@ -614,14 +613,13 @@ static int s3_multipart(CURL *c, const struct hsmfs_event *ev, const char *url,
 	if (!err) {
 		snprintf(out->version, sizeof(out->version), "%s", v);
 		out->parts = nparts;
-		if (journal_ended)
-			journal_ended(url, id);
+		(void)http_journal_ended(id); /* an "E" lost: aborted again at the start (404) */
 		goto out;
 	}
 abort:
 	/* AbortMultipartUpload: its parts are not left to be paid for */
-	if (!http_multipart_abort(c, url, id) && journal_ended)
-		journal_ended(url, id);
+	if (!http_multipart_abort(c, url, id) && journalled)
+		(void)http_journal_ended(id);
 out:
 	for (unsigned i = 0; i < PARTS_AT_ONCE; i++)
 		if (slots[i].c) {

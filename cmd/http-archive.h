@@ -60,16 +60,13 @@ int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const ch
 		 void *arg, struct http_archive_out *out);
 
 /*
- * S3 multipart uploads: begun(url, id) is called once one is created,
- * ended(url, id) once it is completed or aborted (so that one a crash
- * left is found again and aborted: hsmfs-http's journal).  Both from any
- * thread.  http_multipart_abort(): AbortMultipartUpload of id at url, 0
- * also if it ended already (404), else an errno.  The upload's write
- * condition (If-Match, If-None-Match: *) goes on its
+ * S3 multipart uploads are journalled (http-journal.h) from their
+ * creation to their completion or abort, so that one a crash left is
+ * aborted at the next start.  http_multipart_abort(): AbortMultipartUpload
+ * of id at url, 0 also if it ended already (404), else an errno.  The
+ * upload's write condition (If-Match, If-None-Match: *) goes on its
  * CompleteMultipartUpload, where S3 judges it; a 412 there is ESTALE.
  */
-void http_archive_journal(void (*begun)(const char *url, const char *id),
-			  void (*ended)(const char *url, const char *id));
 int http_multipart_abort(CURL *c, const char *url, const char *id);
 
 /*
