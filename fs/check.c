@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fault.h"
 #include "log.h"
 #include "meta.h"
 #include "store.h"
@@ -33,6 +34,19 @@ static struct {
 	size_t nkeep;
 	unsigned gone, reset, changed, kept;
 } C;
+
+/* renames and links through the mount begun and ended (check_move_begin()) */
+static atomic_uint_fast64_t moves_begun, moves_ended;
+
+void check_move_begin(void)
+{
+	atomic_fetch_add(&moves_begun, 1);
+}
+
+void check_move_end(void)
+{
+	atomic_fetch_add(&moves_ended, 1);
+}
 
 static bool kept(uint64_t ino)
 {
@@ -92,8 +106,8 @@ static void check_file(int dfd, const char *name, const struct stat *st)
 	struct row *r = find(st->st_ino);
 	struct meta_file f;
 
-	if (!r)
-		return;
+	if (!r || r->seen)
+		return; /* not ours, or looked at by an earlier walk */
 	r->seen = true;
 	if ((uint64_t)st->st_size == r->size || r->state == META_DIRTY)
 		return;
@@ -170,6 +184,7 @@ static void walk(int dfd, int depth, bool is_root)
 				walk(sub, depth + 1, false);
 				close(sub);
 			}
+			fault_delay(FAULT_CHECK_DIR);
 		} else if (S_ISREG(st.st_mode)) {
 			check_file(dirfd(d), de->d_name, &st);
 		}
@@ -177,10 +192,56 @@ static void walk(int dfd, int depth, bool is_root)
 	closedir(d);
 }
 
+/*
+ * One walk of the store, marking the rows it finds: true if no rename
+ * or link through the mount overlapped it (none was in flight when it
+ * began, none began until it ended), so that a row it did not find has
+ * no file.  Counters read in this order: ended == begun when read means
+ * every move begun by then had ended; begun unchanged at the end means
+ * none began since.
+ */
+static bool walk_alone(void)
+{
+	uint64_t begun = atomic_load(&moves_begun);
+	bool quiet = atomic_load(&moves_ended) == begun;
+
+	walk(C.root_fd, 0, true);
+	return quiet && atomic_load(&moves_begun) == begun;
+}
+
+/* Rows no walk found yet, each looked for at its recorded path first: how many. */
+static size_t unseen(bool by_path)
+{
+	size_t left = 0;
+
+	for (size_t i = 0; i < C.n; i++) {
+		struct row *r = &C.rows[i];
+		struct meta_file f;
+		struct stat st;
+
+		if (r->seen || kept(r->ino))
+			continue;
+		if (by_path && !meta_get(C.m, r->ino, &f)) {
+			r->seen = f.path && f.path[0] &&
+				  !fstatat(C.root_fd, f.path, &st, AT_SYMLINK_NOFOLLOW) &&
+				  st.st_ino == r->ino;
+			meta_file_free(&f);
+			if (r->seen)
+				continue;
+		}
+		left++;
+	}
+	return left;
+}
+
+#define CHECK_PAUSE_MAX_MS 10000 /* between walks while users keep moving names */
+
 static void *check_main(void *arg)
 {
+	unsigned walks = 0, pause_ms = 0;
 	size_t i;
 
+	(void)arg;
 	if (meta_list(C.m, collect, NULL)) {
 		log_err("consistency check after an unclean stop: cannot list the database: %s",
 			meta_errmsg(C.m));
@@ -194,9 +255,29 @@ static void *check_main(void *arg)
 		if (fstat(C.root_fd, &st) == 0 && (r = find(st.st_ino)))
 			r->seen = true;
 	}
-	walk(C.root_fd, 0, true);
-	if (atomic_load(&C.stop))
-		return NULL; /* unmounted meanwhile: the next mount checks again */
+	/*
+	 * Walk until a walk no move overlapped has been made with rows still
+	 * unfound: those have no file.  After an overlapped one, the rows it
+	 * missed are looked for where their rows say they are, and if any is
+	 * not found there, the store is walked again.
+	 */
+	for (;;) {
+		bool alone = walk_alone();
+
+		walks++;
+		if (atomic_load(&C.stop))
+			return NULL; /* unmounted meanwhile: the next mount checks again */
+		if (alone || !unseen(true))
+			break;
+		if (walks == 2)
+			log_info("consistency check: names moved during its walks of the store; "
+				 "it walks again until one is not overlapped");
+		for (unsigned ms = 0; ms < pause_ms && !atomic_load(&C.stop); ms += 50)
+			usleep(50000);
+		pause_ms = pause_ms ? pause_ms * 2 : 100;
+		if (pause_ms > CHECK_PAUSE_MAX_MS)
+			pause_ms = CHECK_PAUSE_MAX_MS;
+	}
 	for (i = 0; i < C.n; i++) {
 		if (C.rows[i].seen)
 			continue;
@@ -205,8 +286,8 @@ static void *check_main(void *arg)
 		else if (!meta_delete_gen(C.m, C.rows[i].ino, C.rows[i].gen))
 			C.gone++;
 	}
-	log_warn("consistency check after an unclean stop: %zu files, %u gone, %u changed and fetched again, %u kept as changed on the mount, %u left to a removal resent",
-		 C.n, C.gone, C.reset, C.changed, C.kept);
+	log_warn("consistency check after an unclean stop: %zu files, %u gone, %u changed and fetched again, %u kept as changed on the mount, %u left to a removal resent (%u walk%s)",
+		 C.n, C.gone, C.reset, C.changed, C.kept, walks, walks == 1 ? "" : "s");
 	return NULL;
 }
 

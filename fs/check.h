@@ -16,6 +16,20 @@
  *     kept, so that its moves, removal and archive still reach it);
  * each change guarded by the row's generation, so a concurrent import
  * wins.  One log line reports the outcome.  Nothing here touches FUSE.
+ *
+ * The walk runs while users rename: a file moved from a directory the
+ * walk has not read yet into one it has read is not found by it, though
+ * it is there.  So a row is deleted only when a walk that no move
+ * overlapped did not find it: every rename and link through the mount
+ * brackets its store call with check_move_begin() and check_move_end()
+ * (two atomic additions, also when no check runs), a walk counts them
+ * before and after, and a row one overlapped walk missed is looked for
+ * at its recorded path, then by the next walk (at once, then after
+ * growing pauses while users keep moving names).  A row is never
+ * deleted on the evidence of an overlapped walk: a file deleted so
+ * would lose its place at the origin (its moves and removal dropped,
+ * or, new, never archived) or read zeros where its bytes are not
+ * fetched yet.
  */
 #ifndef HSMFS_CHECK_H
 #define HSMFS_CHECK_H
@@ -36,5 +50,9 @@ void check_mark_clean(int state_fd);
 /* keep: nkeep store inode numbers whose rows stay (copied) */
 int check_start(int root_fd, struct meta *m, const uint64_t *keep, size_t nkeep);
 void check_stop(void);
+
+/* A rename or link through the mount, around its store call (see above). */
+void check_move_begin(void);
+void check_move_end(void);
 
 #endif

@@ -67,6 +67,8 @@
 						   * rows not yet moved */
 #define FAULT_NAMES_LOOKED "names-looked"         /* fault_delay: the namer found no op
 						   * left, not yet said so */
+#define FAULT_CHECK_DIR "check-dir"            /* fault_delay: the consistency check
+						   * walked a directory, not the next */
 #define FAULT_LIST_DROPPED "listing-dropped"      /* fault_delay: a file a listing replaced,
 						   * removed or left unused went from the
 						   * store, its row not yet removed */

@@ -14,6 +14,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "creds.h"
 #include "events.h"
 #include "fault.h"
@@ -363,8 +364,10 @@ static int do_link(fuse_ino_t ino, fuse_ino_t newparent, const char *newname,
 	inode_proc_path(fd, path);
 	names_user_begin(&u, inode_ino(np), newname, 0, NULL);
 	resend_begin(ops_io_unique(), OP_LINK, 0);
+	check_move_begin(); /* a name that the store's check may not see (check.h) */
 	res = linkat(AT_FDCWD, path, npfd, newname, AT_SYMLINK_FOLLOW) < 0 ?
 		      -errno : 0;
+	check_move_end();
 	resend_done(res);
 	names_user_end(&u);
 	inode_fd_put(np);
@@ -518,7 +521,9 @@ static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 	/* done, if the file moved is found at the new name (ops-resend.c) */
 	resend_begin(ops_io_unique(), OP_RENAME, sst.st_ino);
 	orphan = dst && dst != src && !(flags & RENAME_EXCHANGE) && inode_orphan_link(dst, oname);
+	check_move_begin(); /* a file the store's check may not see (check.h) */
 	res = renameat2(pfd, name, npfd, newname, flags) < 0 ? -errno : 0;
+	check_move_end();
 	resend_done(res);
 	if (orphan)
 		inode_orphan_settle(dst, oname, !res);
