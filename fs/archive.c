@@ -1085,34 +1085,45 @@ static void answer_waiters(struct arch_wait *w, int res)
 	}
 }
 
+#define TAKE_SKIP_MAX 64 /* due files one look passes over (each being renamed or taken) */
+
 /*
  * The first due file of the queue, taken off it, or NULL with *next_due
- * the earliest due time (0: empty).  S.lock held.
+ * the earliest due time of a file that could be taken (0: none).  Due
+ * files being renamed at the origin, or whose change is being dropped
+ * (events_take_origin), are passed over: taken after.  S.lock held.
  */
 static struct fstate *take_due(int64_t now, int64_t *next_due)
 {
 	ELOCK_HELD();
-	struct fstate **pp, **best = NULL;
+	struct fstate *skip[TAKE_SKIP_MAX], *fs = NULL;
+	struct due_item *it;
+	unsigned nskip = 0;
 
 	*next_due = 0;
-	for (pp = &S.aqueue; *pp; pp = &(*pp)->anext) {
-		if ((*pp)->naming)
-			continue; /* its rename goes first; taken after */
-		if (S.ntakes && take_wanted((*pp)->ino))
-			continue; /* its change is being dropped (events_take_origin) */
-		if ((*pp)->arch_due <= now) {
-			if (!best || (*pp)->arch_due < (*best)->arch_due)
-				best = pp;
-		} else if (!*next_due || (*pp)->arch_due < *next_due) {
-			*next_due = (*pp)->arch_due;
-		}
-	}
-	if (!best)
-		return NULL;
-	struct fstate *fs = *best;
+	while ((it = due_heap_first(&S.aqueue)) && it->due <= now) {
+		struct fstate *f = fstate_of_due(it);
 
-	*best = fs->anext;
-	fs->anext = NULL;
+		if (!f->naming && !(S.ntakes && take_wanted(f->ino))) {
+			fs = f;
+			break;
+		}
+		if (nskip == TAKE_SKIP_MAX)
+			break; /* looked at again within ARCH_LOOK_MS */
+		due_heap_remove(&S.aqueue, it);
+		skip[nskip++] = f;
+	}
+	if (fs)
+		due_heap_remove(&S.aqueue, &fs->aq);
+	else if (it && it->due > now)
+		*next_due = it->due;
+	/* back in: the table holds room for them, they left it just now */
+	for (unsigned i = 0; i < nskip; i++) {
+		int res = due_heap_add(&S.aqueue, &skip[i]->aq);
+
+		assert(!res);
+		(void)res;
+	}
 	return fs;
 }
 
@@ -1171,7 +1182,7 @@ static struct arch_wait *attempt_ended(struct fstate *fs, int *resp, int64_t now
 		fs->arch_tries = 0;
 		/* changed again since, asked again: once more */
 		if (again && fs->state == META_DIRTY && !A.stop)
-			archive_later(fs, fs->arch_due);
+			archive_later(fs, fs->aq.due);
 		return w;
 	}
 	fs->arch_err = res;
@@ -1570,11 +1581,11 @@ static void *archiver_main(void *arg)
 		return NULL;
 	}
 	/* what is left is logged by archive_shutdown(): every dirty file */
-	while (S.aqueue) {
-		struct fstate *fs = S.aqueue;
+	for (struct due_item *it; (it = due_heap_first(&S.aqueue));) {
+		struct fstate *fs = fstate_of_due(it);
 		struct arch_wait *w = fs->awaiters;
 
-		S.aqueue = fs->anext;
+		due_heap_remove(&S.aqueue, it);
 		fs->awaiters = NULL;
 		fs->arch = ARCH_IDLE;
 		eunlock();
@@ -1662,23 +1673,29 @@ void archive_pressure(uint64_t need)
 	}
 	/* what is being archived, or due, makes room already */
 	going = A.running_bytes;
-	for (struct fstate *fs = S.aqueue; fs; fs = fs->anext)
-		if (fs->arch_due <= now)
+	for (size_t k = 0; k < S.aqueue.n; k++) {
+		struct fstate *fs = fstate_of_due(S.aqueue.v[k]);
+
+		if (fs->aq.due <= now)
 			going += fs->size;
+	}
 	/* the oldest changes not due yet, failed ones left to their backoff */
-	for (struct fstate *fs = S.aqueue; fs && going < need; fs = fs->anext) {
-		if (fs->arch_due <= now || fs->arch_tries || fs->naming)
+	for (size_t k = 0; k < S.aqueue.n && going < need; k++) {
+		struct fstate *fs = fstate_of_due(S.aqueue.v[k]);
+
+		if (fs->aq.due <= now || fs->arch_tries || fs->naming)
 			continue;
-		if (n == PRESS_MAX && fs->arch_due >= pick[n - 1]->arch_due)
+		if (n == PRESS_MAX && fs->aq.due >= pick[n - 1]->aq.due)
 			continue;
 		i = n < PRESS_MAX ? n++ : n - 1;
-		for (; i > 0 && pick[i - 1]->arch_due > fs->arch_due; i--)
+		for (; i > 0 && pick[i - 1]->aq.due > fs->aq.due; i--)
 			pick[i] = pick[i - 1];
 		pick[i] = fs;
 	}
 	/* due now, in the order of their changes (take_due takes the earliest) */
 	for (i = 0; i < n && going < need; i++) {
-		pick[i]->arch_due = now - PRESS_MAX + i;
+		pick[i]->aq.due = now - PRESS_MAX + i;
+		due_heap_fix(&S.aqueue, &pick[i]->aq);
 		going += pick[i]->size;
 		A.pressed++;
 	}
@@ -1841,9 +1858,9 @@ void archive_stats(struct events_stats *st)
 	ELOCK_HELD();
 	uint64_t n = 0, bytes = 0;
 
-	for (struct fstate *fs = S.aqueue; fs; fs = fs->anext) {
+	for (size_t k = 0; k < S.aqueue.n; k++) {
 		n++;
-		bytes += fs->size;
+		bytes += fstate_of_due(S.aqueue.v[k])->size;
 	}
 	st->archive_pending = n;
 	st->archive_pending_bytes = bytes;
@@ -1974,5 +1991,7 @@ void archive_shutdown(void)
 		free(r);
 		elock();
 	}
+	/* the queue's table (its files were taken off by the last archiver) */
+	due_heap_free(&S.aqueue);
 	eunlock();
 }

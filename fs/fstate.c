@@ -615,23 +615,28 @@ void archive_later(struct fstate *fs, int64_t due)
 
 	/* asked for (hsmfsctl archive, sync): a change meanwhile does not
 	 * put it off to its archive_after */
-	if (fs->awaiters && fs->arch == ARCH_QUEUED && fs->arch_due < due)
-		due = fs->arch_due;
+	if (fs->awaiters && fs->arch == ARCH_QUEUED && fs->aq.due < due)
+		due = fs->aq.due;
 	soon = due < mono_ms() + ARCH_LOOK_MS;
-	fs->arch_due = due;
+	fs->aq.due = due;
 	if (fs->arch == ARCH_RUNNING) {
 		fs->arch_again = true;
 		return;
 	}
 	if (fs->arch == ARCH_QUEUED) {
+		due_heap_fix(&S.aqueue, &fs->aq);
 		if (soon)
 			pthread_cond_signal(&S.acond);
 		return;
 	}
+	if (due_heap_add(&S.aqueue, &fs->aq)) {
+		/* left dirty: a sync or the next change queues it */
+		elog_err("out of memory: inode %llu is not queued for its archive",
+			 (unsigned long long)fs->ino);
+		return;
+	}
 	fs->arch = ARCH_QUEUED;
 	inode_ref(fs->in); /* the queue's: archive.c releases it */
-	fs->anext = S.aqueue;
-	S.aqueue = fs;
 	if (soon)
 		pthread_cond_signal(&S.acond);
 }

@@ -53,6 +53,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include "dueheap.h"
 #include "meta.h"
 #include "ranges.h"
 
@@ -123,8 +124,8 @@ struct fstate {
 	/* archive (archive.c; queued on S.aqueue by archive_later()) */
 	uint8_t arch;              /* ARCH_IDLE, ARCH_QUEUED, ARCH_RUNNING */
 	bool arch_again;           /* asked again while running: queue it after */
-	struct fstate *anext;      /* S.aqueue link */
-	int64_t arch_due;          /* not before (monotonic ms) */
+	struct due_item aq;        /* its place on S.aqueue; aq.due: archived
+				    * not before (monotonic ms) */
 	int arch_err;              /* the last attempt's error, 0: none */
 	unsigned arch_tries;       /* attempts that failed in a row */
 	int64_t nohook_ms;         /* when an attempt first found no archive hook
@@ -337,6 +338,11 @@ void persist_later(struct fstate *fs);
  * is being archived, queued again after.  S.lock held.
  */
 void archive_later(struct fstate *fs, int64_t due);
+/* The file whose place on S.aqueue is it. */
+static inline struct fstate *fstate_of_due(struct due_item *it)
+{
+	return (struct fstate *)((char *)it - offsetof(struct fstate, aq));
+}
 /*
  * hsmfsctl resolve --take-origin of the file ino (archive.c) asks the
  * refresh of its directory (listing.c) to replace or remove it though

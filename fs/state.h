@@ -88,6 +88,7 @@
 #include <stdint.h>
 #include <time.h>
 #include <sys/types.h>
+#include "dueheap.h"
 #include "hsmfs/protocol.h"
 #include "lockcheck.h"
 #include "log.h"
@@ -258,8 +259,8 @@ struct state {
 	pthread_cond_t reads_done; /* a file's tracked reads went to 0 */
 	pthread_cond_t copied;     /* a fill's commit finished copying */
 	pthread_cond_t evicted;    /* an eviction ended (evict_end) */
-	/* the archive queue (archive_later(), taken by archive.c) */
-	struct fstate *aqueue;
+	/* the archive queue by due time (archive_later(), taken by archive.c) */
+	struct due_heap aqueue;
 	pthread_cond_t acond;      /* the queue grew, or stopping */
 	/*
 	 * The files being archived (archive.c sets a slot, under S.lock,
