@@ -743,6 +743,16 @@ void events_created(struct inode *in)
 	eunlock();
 }
 
+void events_made_again(struct inode *in)
+{
+	if (inode_is_dir(in) || !S.cfg.track_new || !S.cfg.meta || events_load(in) ||
+	    inode_state(in))
+		return;
+	elog_debug("inode %llu: made by the last daemon, not recorded: made on the mount now",
+		   (unsigned long long)inode_ino(in));
+	events_created(in);
+}
+
 /* see fstate.h */
 bool events_object_lost(struct fstate *fs)
 {

@@ -361,6 +361,16 @@ void archive_writeback(struct fstate *fs);
  */
 void events_created(struct inode *in);
 /*
+ * A request to make a regular file, resent after a crash, finds the
+ * file made by the last daemon, which may have died before it recorded
+ * that (its claim not yet made): a file with neither state nor row then
+ * is made on the mount now (events_created()), or it would never be
+ * archived.  One with a row (a listing's entry, a claim replayed) is
+ * left as it is.  Called after the inode is looked up, before it is
+ * replied.  Without S.lock.
+ */
+void events_made_again(struct inode *in);
+/*
  * fs's object is found nowhere at the origin (a move of it found
  * neither its old place nor its new: removed behind the mount's back,
  * or lost to a crash): if every byte of it is here, it becomes a file

@@ -326,12 +326,26 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct creds id;
 	uint64_t before = 0;
 	int pfd, fd = -1, res, was = 0;
-	bool made = false, made_before;
+	bool made = false, made_before, begun;
 
 	if (reserved(parent, name))
 		return -EPERM;
-	/* resent, and the last daemon made the file: made on the mount still */
-	made_before = resend_lookup(ops_io_unique(), &before, &was) == RESEND_DONE && before;
+	/*
+	 * resent, and the last daemon made the file: made on the mount
+	 * still; begun only, it may have made it before it died (found below)
+	 */
+	switch (resend_lookup(ops_io_unique(), &before, &was)) {
+	case RESEND_DONE:
+		made_before = before;
+		begun = false;
+		break;
+	case RESEND_BEGUN:
+		made_before = false;
+		begun = true;
+		break;
+	default:
+		made_before = begun = false;
+	}
 	pfd = inode_fd_get(p);
 	if (pfd < 0)
 		return pfd;
@@ -389,6 +403,8 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	in = IN(e->ino);
 	if (made)
 		events_created(in); /* before the open below loads its state */
+	else if (begun)
+		events_made_again(in); /* the last daemon's, not recorded? */
 	ops_store_noatime(fd, false);
 	fi->fh = fd;
 	saved_opened(fi, in);

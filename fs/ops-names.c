@@ -155,6 +155,9 @@ static bool made_before(fuse_req_t req, fuse_ino_t parent, const char *name, boo
 		events_dir_named(IN(parent), name, META_OP_MKDIR);
 	if (!res)
 		res = do_lookup(parent, name, &e);
+	/* a file the last daemon made and died before recording (mknod) */
+	if (!res && !dir && S_ISREG(e.attr.st_mode))
+		events_made_again(IN(e.ino));
 	reply_entry(req, res, &e);
 	return true;
 }

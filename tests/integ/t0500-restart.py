@@ -326,6 +326,21 @@ def test_names():
              lambda m: write_tree(m.store, {"d/x": b""}),
              lambda m: os.close(os.open(m.path("d", "c"), os.O_CREAT | os.O_EXCL | os.O_WRONLY)),
              made_state, opts="archive_after=3600")
+    # the same crashed between the store's making and the mark saying so
+    # (begun only): the resent create finds the file there, with no row,
+    # and must record it as made (it opened it as found: never archived,
+    # sync exiting 0 without it: t0545 seeds 301281633 and 967412585);
+    # and a regular file made by mknod, crashed at either step (the
+    # resent mknod answered the entry and recorded nothing)
+    crash_op("op-changed", "create archived",
+             lambda m: write_tree(m.store, {"d/x": b""}),
+             lambda m: os.close(os.open(m.path("d", "c"), os.O_CREAT | os.O_EXCL | os.O_WRONLY)),
+             made_state, opts="archive_after=3600")
+    for step in ("op-changed", "op-done"):
+        crash_op(step, "mknod archived",
+                 lambda m: write_tree(m.store, {"d/x": b""}),
+                 lambda m: os.mknod(m.path("d", "c"), stat.S_IFREG | 0o644),
+                 made_state, opts="archive_after=3600")
 
     # a file of the origin removed on a mount that archives, crashed once
     # removed: the resent unlink records the removal for the origin too
