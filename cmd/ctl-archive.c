@@ -395,7 +395,7 @@ static int store_pending(const char *store, uint64_t *files, uint64_t *names,
 {
 	char path[PATH_MAX + 32];
 	struct meta *m = NULL;
-	uint64_t skip = 0, parked = 0;
+	uint64_t after = 0, parked = 0;
 	int res;
 
 	*files = *names = 0;
@@ -405,7 +405,7 @@ static int store_pending(const char *store, uint64_t *files, uint64_t *names,
 		struct meta_victim *v = NULL;
 		size_t n = 0;
 
-		if (res || (res = meta_dirty(m, 256, skip, &v, &n)))
+		if (res || (res = meta_dirty(m, 256, after, &v, &n)))
 			break;
 		for (size_t i = 0; i < n; i++) {
 			struct meta_file f;
@@ -421,10 +421,11 @@ static int store_pending(const char *store, uint64_t *files, uint64_t *names,
 			}
 		}
 		*files += n;
+		if (n)
+			after = v[n - 1].ino; /* the next page (meta.h) */
 		meta_victims_free(v, n);
 		if (n < 256)
 			break;
-		skip += n;
 	}
 	if (!res)
 		res = meta_op_count(m, names);

@@ -774,7 +774,7 @@ static int reload_made(const char *mnt, const struct item *items, const bool *ma
 static int import_one(int root, const char *mnt, struct meta *m, struct item *it,
 		      bool *created, enum place_outcome *out, char *err, size_t errlen)
 {
-	char *name, path[4200];
+	char *name = NULL, path[4200];
 	int dfd, res;
 
 	*created = false;

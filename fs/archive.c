@@ -1379,13 +1379,13 @@ static bool callers_own(struct sync_req *r, struct inode *in)
  */
 static void sync_links(struct sync_req *r)
 {
-	uint64_t skip = 0, several = 0;
+	uint64_t after = 0, several = 0;
 
 	for (;;) {
 		struct meta_victim *v = NULL;
 		size_t n = 0;
 
-		if (meta_linked(S.cfg.meta, 256, skip, &v, &n))
+		if (meta_linked(S.cfg.meta, 256, after, &v, &n))
 			break;
 		for (size_t i = 0; i < n; i++) {
 			struct inode *in;
@@ -1409,10 +1409,11 @@ static void sync_links(struct sync_req *r)
 				close(fd);
 			inode_forget(in, 1);
 		}
+		if (n)
+			after = v[n - 1].ino; /* the next page (meta.h) */
 		meta_victims_free(v, n);
 		if (n < 256)
 			break;
-		skip += n;
 	}
 	if (several) {
 		elock();
@@ -1429,7 +1430,7 @@ static void sync_links(struct sync_req *r)
 static void sync_scan(struct sync_req *r)
 {
 	struct meta_victim *v = NULL;
-	uint64_t skip = 0;
+	uint64_t after = 0;
 	size_t n = 0;
 	int res;
 
@@ -1464,7 +1465,7 @@ static void sync_scan(struct sync_req *r)
 	if (r->asked)
 		writeback_sync();
 	for (;;) {
-		if (meta_dirty(S.cfg.meta, 256, skip, &v, &n)) {
+		if (meta_dirty(S.cfg.meta, 256, after, &v, &n)) {
 			elock();
 			r->err = r->err ? r->err : -EIO;
 			eunlock();
@@ -1506,10 +1507,11 @@ static void sync_scan(struct sync_req *r)
 			eunlock();
 			inode_forget(in, 1);
 		}
+		if (n)
+			after = v[n - 1].ino; /* the next page (meta.h) */
 		meta_victims_free(v, n);
 		if (n < 256)
 			break;
-		skip += n;
 	}
 	if (r->asked)
 		sync_links(r);
@@ -1928,7 +1930,7 @@ int archive_init(void)
 static void log_left(void)
 {
 	char names[LEFT_SHOWN * 80 + 16] = "";
-	uint64_t files = 0, skip = 0, ops = 0;
+	uint64_t files = 0, after = 0, ops = 0;
 	size_t len = 0;
 
 	writeback_sync();
@@ -1936,16 +1938,17 @@ static void log_left(void)
 		struct meta_victim *v = NULL;
 		size_t n = 0;
 
-		if (meta_dirty(S.cfg.meta, 256, skip, &v, &n))
+		if (meta_dirty(S.cfg.meta, 256, after, &v, &n))
 			return;
 		for (size_t i = 0; i < n && files + i < LEFT_SHOWN && len < sizeof(names); i++)
 			len += snprintf(names + len, sizeof(names) - len, "%s'%.70s'",
 					files + i ? ", " : "", v[i].path ? v[i].path : "?");
 		files += n;
+		if (n)
+			after = v[n - 1].ino; /* the next page (meta.h) */
 		meta_victims_free(v, n);
 		if (n < 256)
 			break;
-		skip += n;
 	}
 	if (meta_op_count(S.cfg.meta, &ops))
 		ops = 0;

@@ -101,13 +101,18 @@ static const char *const queries[Q_N] = {
 	[Q_SETVERSION] = "UPDATE files SET origin = ?2, version = ?3, sha256 = NULL, chunks = NULL "
 			 "WHERE ino = ?1 AND gen = ?4",
 	/* files given another name (flags 32: META_F_LINKED), with a path */
+	/*
+	 * these two are paged by inode number (after ?2), not by an
+	 * offset: a row leaving the set while a caller pages through it
+	 * (archived, unlinked) must not make the next page skip others
+	 */
 	[Q_LINKED] = "SELECT ino, path, blocks, atime FROM files "
-		     "WHERE flags & 32 AND state < 5 AND path IS NOT NULL "
-		     "ORDER BY ino LIMIT ?1 OFFSET ?2",
+		     "WHERE flags & 32 AND state < 5 AND path IS NOT NULL AND ino > ?2 "
+		     "ORDER BY ino LIMIT ?1",
 	/* files to archive: dirty (in conflict too), with a path */
 	[Q_DIRTY] = "SELECT ino, path, blocks, atime FROM files "
-		    "WHERE state = 4 AND path IS NOT NULL "
-		    "ORDER BY atime, ino LIMIT ?1 OFFSET ?2",
+		    "WHERE state = 4 AND path IS NOT NULL AND ino > ?2 "
+		    "ORDER BY ino LIMIT ?1",
 };
 
 /* Each step brings the schema from version i to i + 1. */
@@ -594,16 +599,16 @@ int meta_lru(struct meta *m, unsigned limit, uint64_t skip, struct meta_victim *
 	return rows_of(m, Q_LRU, limit, skip, ret, ret_n);
 }
 
-int meta_dirty(struct meta *m, unsigned limit, uint64_t skip, struct meta_victim **ret,
+int meta_dirty(struct meta *m, unsigned limit, uint64_t after, struct meta_victim **ret,
 	       size_t *ret_n)
 {
-	return rows_of(m, Q_DIRTY, limit, skip, ret, ret_n);
+	return rows_of(m, Q_DIRTY, limit, after, ret, ret_n);
 }
 
-int meta_linked(struct meta *m, unsigned limit, uint64_t skip, struct meta_victim **ret,
+int meta_linked(struct meta *m, unsigned limit, uint64_t after, struct meta_victim **ret,
 		size_t *ret_n)
 {
-	return rows_of(m, Q_LINKED, limit, skip, ret, ret_n);
+	return rows_of(m, Q_LINKED, limit, after, ret, ret_n);
 }
 
 int meta_op_add(struct meta *m, uint32_t kind, uint64_t ino, const char *path,

@@ -131,11 +131,16 @@ int meta_delete(struct meta *m, uint64_t ino, uint64_t *ret_cached);
 int meta_lru(struct meta *m, unsigned limit, uint64_t skip, struct meta_victim **ret,
 	     size_t *ret_n);
 void meta_victims_free(struct meta_victim *v, size_t n);
-/* The same for the files to archive: dirty (in conflict too), oldest use first. */
-int meta_dirty(struct meta *m, unsigned limit, uint64_t skip, struct meta_victim **ret,
+/*
+ * Up to limit files to archive, dirty (in conflict too) with a path, of
+ * inode numbers above after, by inode number: the next page starts
+ * after the last row's (a row leaving the set meanwhile, archived or
+ * removed, makes no page skip another, as an offset would).
+ */
+int meta_dirty(struct meta *m, unsigned limit, uint64_t after, struct meta_victim **ret,
 	       size_t *ret_n);
 /* The rows of files given another name (META_F_LINKED), paged as meta_dirty(). */
-int meta_linked(struct meta *m, unsigned limit, uint64_t skip, struct meta_victim **ret,
+int meta_linked(struct meta *m, unsigned limit, uint64_t after, struct meta_victim **ret,
 		size_t *ret_n);
 /*
  * Names changed on the mount, to be applied at the origin in order (the

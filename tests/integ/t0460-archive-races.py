@@ -31,6 +31,11 @@
    names-looked): the sync waits for a look that began after it asked.
    Before, it took the earlier look's word and exited 0 with the rename
    not at the origin.
+11. hsmfsctl sync of 1500 new files, which the archivers take while the
+   sync still pages through the dirty rows: each is at the origin when
+   sync exits 0.  Before, pages went by an offset into a set the
+   archived files had left, and sync exited 0 with 1% of them never
+   uploaded.
 """
 import os
 import shutil
@@ -517,7 +522,33 @@ def test_sync_after_look():
     return True
 
 
+def test_sync_pages():
+    """11."""
+    from archiving import MemOrigin
+    store = tmpdir("hsmfs-store-")
+    try:
+        with Mount(store=store, opts="archive_after=3600,timeout=20") as m:
+            hook = MemOrigin(m.mnt)
+            hook.up.set()
+            hook.names.set()
+            for d in range(10):
+                os.mkdir(m.path("d%d" % d))
+            want = ["d%d/f%d" % (i % 10, i) for i in range(1500)]
+            for p in want:
+                with open(m.path(p), "wb") as f:
+                    f.write(p.encode())
+            rc, out = run([HSMFSCTL, "sync", m.mnt])
+            eq(rc, 0, "sync of 1500 new files: exit 0 (%s)" % out.strip())
+            missing = sorted(set(want) - set(hook.objs))
+            eq((len(missing), missing[:5]), (0, []),
+               "sync of 1500 new files: each is at the origin once sync exits 0")
+            hook.close()
+    finally:
+        shutil.rmtree(store, ignore_errors=True)
+
+
 def test():
+    test_sync_pages()
     if not test_sync_after_look():
         skip("a sync while the namer looks", "a release build has no delay points")
     test_origin_down_said()

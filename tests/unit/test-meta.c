@@ -261,6 +261,57 @@ int main(void)
 	}
 	meta_close(m);
 
+	/*
+	 * The files to archive, paged while each page is archived (its rows
+	 * leave the set) before the next is asked: every dirty file is seen
+	 * once (paged by an offset, a sync skipped as many as it archived).
+	 */
+	ok(meta_open(db("dirty.db"), &m) == 0, "open dirty.db");
+	{
+		enum { ROWS = 1000, PAGE = 64 };
+		static bool seen[ROWS + 1];
+		unsigned got = 0, twice = 0;
+		uint64_t after = 0;
+
+		for (uint64_t i = 1; i <= ROWS; i++) {
+			char path[32];
+			/* uses out of the inodes' order, as a sync meets them */
+			struct meta_file r = { .ino = i, .size = 1, .state = META_DIRTY,
+					       .atime = (int64_t)((i * 7919) % ROWS), .path = path };
+
+			snprintf(path, sizeof(path), "f%llu", (unsigned long long)i);
+			meta_put(m, &r);
+		}
+		for (;;) {
+			struct meta_victim *v;
+			size_t nv;
+
+			if (meta_dirty(m, PAGE, after, &v, &nv))
+				break;
+			for (size_t i = 0; i < nv; i++) {
+				struct meta_file r;
+
+				twice += seen[v[i].ino];
+				seen[v[i].ino] = true;
+				got++;
+				/* archived: clean now */
+				if (!meta_get(m, v[i].ino, &r)) {
+					r.state = META_RESIDENT;
+					meta_put(m, &r);
+					meta_file_free(&r);
+				}
+			}
+			if (nv)
+				after = v[nv - 1].ino;
+			meta_victims_free(v, nv);
+			if (nv < PAGE)
+				break;
+		}
+		ok(got == ROWS && !twice, "paged while archived: %u of %d dirty files seen, %u twice",
+		   got, ROWS, twice);
+	}
+	meta_close(m);
+
 	/* landings: where unanswered first uploads may have made objects */
 	ok(meta_open(db("land.db"), &m) == 0, "open land.db");
 	{
