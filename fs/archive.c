@@ -672,6 +672,17 @@ static int rmdir_later(const struct meta_op *op)
 	return 0;
 }
 
+/* Is an upload of the file ino in flight?  Without S.lock. */
+static bool ino_running_now(uint64_t ino)
+{
+	bool running;
+
+	elock();
+	running = ino_running(ino);
+	eunlock();
+	return running;
+}
+
 /* Wait until no upload of the file ino is in flight: 0, or -ESHUTDOWN. */
 static int upload_ended(uint64_t ino)
 {
@@ -824,6 +835,21 @@ static int apply_name(const struct meta_op *op)
 		return unland(op);
 	if (op->kind != META_OP_RENAME)
 		return 0;
+	/*
+	 * An upload of the file in flight (a new file renamed during its
+	 * first upload: rsync's temporary name, an editor's save) records
+	 * its object once it ends, and a new file's row may not even be
+	 * written before then: the file is looked at after it (else the op
+	 * found no row, was dropped, and the object stayed under the name
+	 * the file left, sync exiting 0).
+	 */
+	if (ino_running_now(op->ino)) {
+		elog_debug("name op %lld: waits for the upload of inode %llu", (long long)op->seq,
+			   (unsigned long long)op->ino);
+		res = upload_ended(op->ino);
+		if (res)
+			return res;
+	}
 	/* the file as it is now: its object, where the op says it goes */
 	res = meta_get(S.cfg.meta, op->ino, &f);
 	if (res)
