@@ -745,6 +745,38 @@ static int unland(const struct meta_op *op)
 	}
 	if (!op->path)
 		return 0;
+	/*
+	 * Another file has that name on the mount now (renamed over this
+	 * one, as rsync and editors save): what is there at the origin is
+	 * that file's (moved there by an op before this one, every upload
+	 * of this file having ended before this op was recorded), or is
+	 * replaced by it (its move, or its upload, made unconditional here
+	 * for one with no object yet).  Removing it removed the other
+	 * file's object, which its row still recorded there: sync exited 0.
+	 */
+	{
+		struct inode *other = NULL;
+		bool kept = false;
+
+		if (!walk_to(op->path, 0, &other)) {
+			elock();
+			struct fstate *ofs = inode_state(other);
+
+			if (ofs && !ofs->gone && ofs->ino != op->ino) {
+				kept = true;
+				if (!ofs->origin || (ofs->flags & META_F_NEW))
+					ofs->overwrite = true;
+			}
+			eunlock();
+			inode_forget(other, 1);
+		}
+		if (kept) {
+			elog_debug("'%s': another file has the name now: what an upload of inode "
+				   "%llu may have left there is that file's to replace", op->path,
+				   (unsigned long long)op->ino);
+			return 0;
+		}
+	}
 	res = name_event(HSMFS_NAME_REMOVED, op->path, NULL, NULL, &version, &origin);
 	free(version);
 	free(origin);

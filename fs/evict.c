@@ -380,7 +380,7 @@ int walk_to(const char *path, uint64_t ino, struct inode **ret)
 	struct stat st;
 	int res = walk(path, &st, &cur);
 
-	if (!res && (cur == inode_root() || st.st_ino != ino || !S_ISREG(st.st_mode)))
+	if (!res && (cur == inode_root() || (ino && st.st_ino != ino) || !S_ISREG(st.st_mode)))
 		res = -ESTALE;
 	/*
 	 * Not there (any more, or not yet): the path stays as recorded.  A

@@ -44,11 +44,11 @@ int events_evict(struct inode *in, uint64_t start, uint64_t end, bool is_open);
  */
 int evict_victim(const struct meta_victim *v, bool in_order, uint64_t *ret_freed);
 /*
- * The regular file ino at path (below the store's root, as recorded),
- * looked up component by component with no symlink followed, its state
- * loaded: 0 with *ret (a lookup reference: inode_forget(*ret, 1)), or
- * -errno (-ESTALE: the path does not lead to it now; the row keeps
- * it).  Without S.lock.
+ * The regular file ino (0: whichever) at path (below the store's root,
+ * as recorded), looked up component by component with no symlink
+ * followed, its state loaded: 0 with *ret (a lookup reference:
+ * inode_forget(*ret, 1)), or -errno (-ESTALE: the path does not lead to
+ * it now; the row keeps it).  Without S.lock.
  */
 int walk_to(const char *path, uint64_t ino, struct inode **ret);
 /* Is there a name at path on the mount now (of any type)?  Without S.lock. */

@@ -59,6 +59,15 @@ hook answers without a URL (the recorded one, as hsmfs-http does):
 11. the object that upload made goes too (before, it stayed, sync
     exiting 0: t0545 seed 1212323881).
 
+And a new file whose upload failed unanswered-like (EIO: what it made
+is not known), replaced meanwhile by another file renamed over it (as
+rsync saves), with the names applied after:
+
+13. the other file's object stays under the name (before, the removal
+    of what the failed upload might have made there removed it, sync
+    exiting 0 with the name missing at the origin: rsync -a twice, 1
+    run in 6).
+
 Before, 1-3 left the landed object at the origin (sync exiting 0), 4
 and 7 ended in a conflict, sync failing, 5 left the object under the
 old name and 6 kept it as "changed at the origin".
@@ -323,8 +332,38 @@ def removed_while_uploaded():
         eq(sorted(hook.objs), [], "removed while uploaded: nothing left at the origin")
 
 
+def replaced_after_failure():
+    """13."""
+    with mem_mount() as (m, hook):
+        hook.up.set()
+        new = b"the file saved over it\n" * 100
+        write_synced(m.path(".f.tmp"), new)
+        eq(run([HSMFSCTL, "archive", m.path(".f.tmp")])[0], 0,
+           "replaced after a failure: the temporary file archived")
+        hook.up.clear()
+        hook.uploading.clear()
+        write_synced(m.path("f"), b"the file replaced\n" * 100)
+        res = {}
+        t = threading.Thread(target=lambda: res.update(a=run([HSMFSCTL, "archive", m.path("f")])))
+        t.start()
+        ok(hook.uploading.wait(20), "replaced after a failure: its upload began")
+        os.rename(m.path(".f.tmp"), m.path("f"))  # over it, its upload in flight
+        hook.fail_next = True
+        hook.up.set()
+        t.join(30)
+        ok(res["a"][0] != 0, "replaced after a failure: the upload failed (%s)" %
+           res["a"][1].strip())
+        hook.names.set()
+        rc, out = run([HSMFSCTL, "sync", m.mnt])
+        eq(rc, 0, "replaced after a failure: hsmfsctl sync exits 0 (%s)" % out.strip())
+        eq(hook.objs, {"f": new}, "replaced after a failure: the origin holds the file saved "
+           "over it, under its name")
+
+
 def test():
     only = os.environ.get("T0463_ONLY")
+    if not only or "13" in only.split(","):
+        replaced_after_failure()
     if not only or "10" in only.split(","):
         stale_move()
     if not only or "11" in only.split(","):
