@@ -926,6 +926,13 @@ static void paths_moved(const char *from, const char *to, bool dir, struct inode
 	char **sub = NULL;
 	size_t nsub = 0;
 	uint64_t uploading = 0; /* a file whose upload is in flight */
+	/*
+	 * a file's rename moves its own row only: a new file the writer
+	 * inserted under the name a moment ago (renamed over this one's
+	 * other name, as rsync saves) moved with it, and sync found it at
+	 * neither name
+	 */
+	uint64_t file = !dir && moved ? inode_ino(moved) : 0;
 
 	if (moved && !dir) {
 		struct fstate *fs;
@@ -965,7 +972,7 @@ static void paths_moved(const char *from, const char *to, bool dir, struct inode
 		if (!res && dir && events_names_follow())
 			res = dir_renamed_ops(from, to, sub, nsub, true);
 		if (!res)
-			res = meta_op_renamed(S.cfg.meta, from, to);
+			res = meta_op_renamed(S.cfg.meta, from, to, file);
 		/*
 		 * its object is made under the old name: moved once the upload
 		 * ended (the namer waits for it, archive.c)
@@ -1002,7 +1009,7 @@ static void paths_moved(const char *from, const char *to, bool dir, struct inode
 		sub = NULL;
 		nsub = 0;
 		if (!res)
-			res = meta_rename(S.cfg.meta, from, to);
+			res = meta_rename(S.cfg.meta, from, to, file);
 		if (!res)
 			res = meta_commit(S.cfg.meta);
 		if (!res) {
@@ -1013,7 +1020,7 @@ static void paths_moved(const char *from, const char *to, bool dir, struct inode
 			  meta_errmsg(S.cfg.meta));
 		meta_rollback(S.cfg.meta);
 	}
-	if (meta_rename(S.cfg.meta, from, to))
+	if (meta_rename(S.cfg.meta, from, to, file))
 		elog_warn("cannot record the rename of '%s': %s", from,
 			 meta_errmsg(S.cfg.meta));
 }

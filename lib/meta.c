@@ -50,7 +50,8 @@ static const char *const queries[Q_N] = {
 	[Q_TOTAL] = "SELECT total(blocks) FROM files WHERE state <> 4",
 	/* ?1 itself and everything below ?1/ ('0' sorts right after '/') */
 	[Q_RENAME] = "UPDATE files SET path = ?2 || substr(path, length(?1) + 1) "
-		     "WHERE path = ?1 OR (path > ?1 || '/' AND path < ?1 || '0')",
+		     "WHERE (path = ?1 OR (path > ?1 || '/' AND path < ?1 || '0')) "
+		     "AND (?3 = 0 OR ino = ?3)",
 	[Q_SETPATH] = "UPDATE files SET path = ?2 WHERE ino = ?1",
 	[Q_ANYCTIME] = "SELECT count(*) FROM files WHERE ctime_real <> 0",
 	/* directory rows (states 5 and 6): through the partial index */
@@ -62,7 +63,8 @@ static const char *const queries[Q_N] = {
 	[Q_OPRENAMED] = "INSERT INTO ops (kind, ino, path) SELECT 2, ino, "
 			"?2 || substr(path, length(?1) + 1) FROM files "
 			"WHERE (path = ?1 OR (path > ?1 || '/' AND path < ?1 || '0')) "
-			"AND state < 5 AND origin IS NOT NULL ORDER BY path",
+			"AND state < 5 AND origin IS NOT NULL AND (?3 = 0 OR ino = ?3) "
+			"ORDER BY path",
 	[Q_OPCOUNT] = "SELECT count(*) FROM ops",
 	[Q_PARK] = "INSERT OR REPLACE INTO parked (seq, kind, ino, path, origin, version, why) "
 		   "SELECT seq, kind, ino, path, origin, version, ?2 FROM ops WHERE seq = ?1",
@@ -253,6 +255,7 @@ static int migrate(struct meta *m)
 static int rows_of(struct meta *m, int q, unsigned limit, uint64_t skip,
 		   struct meta_victim **ret, size_t *ret_n);
 static int two_texts(struct meta *m, int q, const char *a, const char *b);
+static int renamed(struct meta *m, int q, const char *from, const char *to, uint64_t ino);
 
 static void reserve_log(const char *dbpath)
 {
@@ -630,9 +633,9 @@ int meta_op_add(struct meta *m, uint32_t kind, uint64_t ino, const char *path,
 	return res;
 }
 
-int meta_op_renamed(struct meta *m, const char *from, const char *to)
+int meta_op_renamed(struct meta *m, const char *from, const char *to, uint64_t ino)
 {
-	return two_texts(m, Q_OPRENAMED, from, to);
+	return renamed(m, Q_OPRENAMED, from, to, ino);
 }
 
 _Static_assert(META_OP_UNLAND == 5, "the kind in Q_LAND* and Q_OPFILESAFTER");
@@ -1012,6 +1015,23 @@ int meta_cached_total(struct meta *m, uint64_t *ret)
 	return one_number(m, Q_TOTAL, ret);
 }
 
+/* q (Q_RENAME, Q_OPRENAMED) of from to to, of the file ino only (0: all below from) */
+static int renamed(struct meta *m, int q, const char *from, const char *to, uint64_t ino)
+{
+	sqlite3_stmt *st = m->q[q];
+	int res;
+
+	mlock(m);
+	sqlite3_bind_text(st, 1, from, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, to, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, (sqlite3_int64)ino);
+	res = to_errno(m, sqlite3_step(st));
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	munlock(m);
+	return res;
+}
+
 static int two_texts(struct meta *m, int q, const char *a, const char *b)
 {
 	sqlite3_stmt *st = m->q[q];
@@ -1055,9 +1075,9 @@ int meta_rebase_origin(struct meta *m, const char *from, const char *to)
 	return two_texts(m, Q_REBASE, from, to);
 }
 
-int meta_rename(struct meta *m, const char *from, const char *to)
+int meta_rename(struct meta *m, const char *from, const char *to, uint64_t ino)
 {
-	return two_texts(m, Q_RENAME, from, to);
+	return renamed(m, Q_RENAME, from, to, ino);
 }
 
 int meta_set_path(struct meta *m, uint64_t ino, const char *path)

@@ -168,9 +168,14 @@ struct meta_op {
 };
 int meta_op_add(struct meta *m, uint32_t kind, uint64_t ino, const char *path,
 		const char *origin, const char *version);
-/* A rename of from to to: a rename op for each file at or below from
- * that has an origin (before meta_rename(), in its transaction). */
-int meta_op_renamed(struct meta *m, const char *from, const char *to);
+/*
+ * A rename of from to to: a rename op for each file at or below from
+ * that has an origin (before meta_rename(), in its transaction); with
+ * ino not 0, of the file ino only, if its row is at from (a file's
+ * rename: another row that has the path, the writer's or a stale one,
+ * does not move with it).
+ */
+int meta_op_renamed(struct meta *m, const char *from, const char *to, uint64_t ino);
 /* The oldest op (-ENOENT: none); free with meta_op_free(). */
 int meta_op_first(struct meta *m, struct meta_op *ret);
 int meta_op_done(struct meta *m, int64_t seq);
@@ -267,8 +272,8 @@ int meta_origins(struct meta *m, const char *prefix,
 		 void *arg);
 /* Every origin that begins with from begins with to instead.  0 or -errno. */
 int meta_rebase_origin(struct meta *m, const char *from, const char *to);
-/* A path was renamed through the mount: rows at or below it follow. */
-int meta_rename(struct meta *m, const char *from, const char *to);
+/* A path was renamed through the mount: rows at or below it follow (ino: as meta_op_renamed()). */
+int meta_rename(struct meta *m, const char *from, const char *to, uint64_t ino);
 int meta_set_path(struct meta *m, uint64_t ino, const char *path);
 
 /*

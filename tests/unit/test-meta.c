@@ -242,15 +242,28 @@ int main(void)
 		meta_victims_free(v, nv);
 		ok(meta_cached_total(m, &total) == 0 && total == 4096 + 8192 + 4096 + 4096 + 4096,
 		   "the cache's size leaves dirty files out");
-		ok(meta_rename(m, "d", "z") == 0, "rename a directory");
+		ok(meta_rename(m, "d", "z", 0) == 0, "rename a directory");
 		ok(meta_get(m, 1, &g) == 0 && !strcmp(g.path, "z/a"), "its files follow");
 		meta_file_free(&g);
 		ok(meta_get(m, 7, &g) == 0 && !strcmp(g.path, "dd/x"),
 		   "a sibling sharing the prefix does not");
 		meta_file_free(&g);
-		ok(meta_rename(m, "z/a", "a2") == 0 && meta_get(m, 1, &g) == 0 &&
+		ok(meta_rename(m, "z/a", "a2", 1) == 0 && meta_get(m, 1, &g) == 0 &&
 			   !strcmp(g.path, "a2"), "rename a file");
 		meta_file_free(&g);
+		{
+			/* two rows at one path (a new file's inserted under the
+			 * name another's leaves): a file's rename moves its own */
+			struct meta_file r7 = { 0 };
+
+			ok(meta_set_path(m, 7, "a2") == 0 &&
+				   meta_rename(m, "a2", "a3", 7) == 0 && meta_get(m, 1, &g) == 0 &&
+				   !strcmp(g.path, "a2") && meta_get(m, 7, &r7) == 0 &&
+				   !strcmp(r7.path, "a3"),
+			   "a file's rename moves its own row, not another's at the same path");
+			meta_file_free(&g);
+			meta_file_free(&r7);
+		}
 		ok(meta_set_path(m, 1, NULL) == 0 && meta_get(m, 1, &g) == 0 && g.path == NULL,
 		   "forget a path");
 		meta_file_free(&g);
@@ -372,7 +385,7 @@ int main(void)
 		ok(meta_landing_left(m, "d/o", NULL, 0) == 0 && meta_op_count(m, &nops) == 0 &&
 			   nops == 0 && meta_landing_has(m, 16, &has) == 0 && has,
 		   "a renamed file with an object keeps its landing");
-		meta_rename(m, "d/o", "d/o2");
+		meta_rename(m, "d/o", "d/o2", 0);
 		ok(meta_begin(m) == 0 && meta_landing_orphans(m) == 0 && meta_commit(m) == 0 &&
 			   meta_op_count(m, &nops) == 0 && nops == 0, "at start too");
 		ok(meta_landing_clear(m, 16) == 0 && meta_landing_has(m, 16, &has) == 0 && !has,
