@@ -343,6 +343,14 @@ static void settle_landing(struct fstate *fs, const char *path, bool known)
 		archive_names_wanted();
 }
 
+/* Are name ops queued for the origin?  Without S.lock. */
+static bool names_queued(void)
+{
+	uint64_t n = 0;
+
+	return !meta_op_count(S.cfg.meta, &n) && n;
+}
+
 /*
  * Archive fs once: 0 (clean, or nothing to do), ARCH_AGAIN, ARCH_ROOM
  * or -errno.  Without S.lock.
@@ -356,7 +364,7 @@ static int archive_one(struct fstate *fs)
 	char path[HSMFS_MAX_PATH + 1]; /* where it goes (its path then) */
 	char now[HSMFS_MAX_PATH + 1];
 	uint64_t size;
-	bool held = false, all, overwrite, uploaded, landing, landed_here = false, recorded;
+	bool held = false, all, overwrite, uploaded, landing, landed_here = false, recorded, fresh;
 	int res, failed;
 
 	elock();
@@ -444,9 +452,10 @@ static int archive_one(struct fstate *fs)
 		return ARCH_AGAIN;
 	}
 	overwrite = fs->overwrite || landed_here;
+	fresh = fs->flags & META_F_NEW;
 	res = start_archive(in, sn.fd, sn.size, sn.mode, sn.mtime,
 			    (overwrite ? HSMFS_EVENT_OVERWRITE : 0) |
-				    (fs->flags & META_F_NEW ? HSMFS_EVENT_NEW : 0), path, &ev);
+				    (fresh ? HSMFS_EVENT_NEW : 0), path, &ev);
 	if (res) {
 		eunlock();
 		return res;
@@ -457,6 +466,25 @@ static int archive_one(struct fstate *fs)
 		   landed_here ? ", again" : "", res ? strerror(-res) : "archived",
 		   origin ? origin : "no URL");
 	fault_point(FAULT_ARCHIVE_ANSWERED);
+	if (res == -ESTALE && !uploaded && fresh && names_queued()) {
+		/*
+		 * A new file finds an object at its name while name ops are
+		 * queued: one of them may move or remove it (another file's,
+		 * renamed away from the name during its own upload, as git
+		 * saves config.lock over config and makes the next
+		 * config.lock).  Not a conflict before they are applied: the
+		 * names first, then this again.
+		 */
+		free(version);
+		free(origin);
+		if (landing)
+			settle_landing(fs, path, true);
+		elock();
+		A.names_kick = true;
+		pthread_cond_broadcast(&S.ncond);
+		eunlock();
+		return ARCH_NAMES;
+	}
 	if (res && !uploaded) {
 		free(version);
 		free(origin);

@@ -378,6 +378,36 @@ def test_dir_rename_unlisted():
     shutil.rmtree(store, ignore_errors=True)
 
 
+def test_lock_file_again():
+    """A file archived under a temporary name, renamed to its real one,
+    and a new file made under the temporary name and archived before the
+    rename reached the origin (git saves config.lock over config, then
+    makes the next config.lock): the new file's upload finds the first
+    one's object there.  That is no conflict while the rename is queued:
+    the names go first, then the upload.  Before, the new file was in
+    conflict for good, never archived, sync exiting 4 (t0547: 2 runs in
+    5)."""
+    root, store = dav_root(), tmpdir("hsmfs-store-")
+    try:
+        with Nginx(root, extra=DAV) as ng:
+            # no write-back: the rename waits (for a sync, or an upload that needs it)
+            with Mount(store=store, opts="hook=%s,origin=%s" % (HTTP, ng.url("o/"))) as m:
+                put(m.path("c.lock"), b"the first version\n")
+                eq(archive(m.path("c.lock"))[0], 0, "lock file again: the first archived")
+                os.rename(m.path("c.lock"), m.path("c"))
+                put(m.path("c.lock"), b"the second version, not yet saved\n")
+                rc, out = archive(m.path("c.lock"))
+                eq(rc, 0, "lock file again: the second archived under the same name (%s)"
+                   % out.strip())
+                rc, out = run([HSMFSCTL, "sync", m.mnt])
+                eq(rc, 0, "lock file again: sync exits 0 (%s)" % out.strip())
+                eq(differences(tree(os.path.join(root, "o")), tree(m.mnt)), [],
+                   "lock file again: the origin holds the mount's tree")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(store, ignore_errors=True)
+
+
 def test_link_then_unlink():
     """A file linked to its final name and its first name removed (git
     writes its objects, packs and refs so; so do mail tools) is a rename:
@@ -446,6 +476,7 @@ def test_link_then_unlink():
 
 
 def test():
+    test_lock_file_again()
     test_link_then_unlink()
     test_dir_rename_unlisted()
     test_dav()
