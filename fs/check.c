@@ -286,8 +286,10 @@ static void *check_main(void *arg)
 		else if (!meta_delete_gen(C.m, C.rows[i].ino, C.rows[i].gen))
 			C.gone++;
 	}
-	log_warn("consistency check after an unclean stop: %zu files, %u gone, %u changed and fetched again, %u kept as changed on the mount, %u left to a removal resent (%u walk%s)",
-		 C.n, C.gone, C.reset, C.changed, C.kept, walks, walks == 1 ? "" : "s");
+	/* the walks are said only when names moved during one (tools parse the rest) */
+	log_warn("consistency check after an unclean stop: %zu files, %u gone, %u changed and fetched again, %u kept as changed on the mount, %u left to a removal resent%s",
+		 C.n, C.gone, C.reset, C.changed, C.kept,
+		 walks > 1 ? " (walked again: names moved during a walk)" : "");
 	return NULL;
 }
 
