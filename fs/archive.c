@@ -700,22 +700,22 @@ static int rmdir_later(const struct meta_op *op)
 	return 0;
 }
 
-/* Is an upload of the file ino in flight?  Without S.lock. */
-static bool ino_running_now(uint64_t ino)
+/*
+ * Wait until no upload of the file ino is in flight (the op seq waits:
+ * said once): 0, or -ESHUTDOWN.
+ */
+static int upload_ended(uint64_t ino, long long seq)
 {
 	bool running;
+	int res;
 
 	elock();
 	running = ino_running(ino);
 	eunlock();
-	return running;
-}
-
-/* Wait until no upload of the file ino is in flight: 0, or -ESHUTDOWN. */
-static int upload_ended(uint64_t ino)
-{
-	int res;
-
+	if (!running)
+		return 0;
+	elog_debug("name op %lld: waits for the upload of inode %llu", seq,
+		   (unsigned long long)ino);
 	elock();
 	while (ino_running(ino) && !A.stop) {
 		struct timespec ts;
@@ -744,7 +744,7 @@ static int unland(const struct meta_op *op)
 	bool there;
 	int res;
 
-	res = upload_ended(op->ino);
+	res = upload_ended(op->ino, (long long)op->seq);
 	if (res)
 		return res;
 	res = meta_get(S.cfg.meta, op->ino, &f);
@@ -778,13 +778,15 @@ static int unland(const struct meta_op *op)
 	 * one, as rsync and editors save): what is there at the origin is
 	 * that file's (moved there by an op before this one, every upload
 	 * of this file having ended before this op was recorded), or is
-	 * replaced by it (its move, or its upload, made unconditional here
-	 * for one with no object yet).  Removing it removed the other
-	 * file's object, which its row still recorded there: sync exited 0.
+	 * replaced by it.  Removing it removed the other file's object,
+	 * which its row still recorded there: sync exited 0.  One with no
+	 * object yet takes the landing over (meta.h: landings): its upload
+	 * replaces what is there, and its removal removes it.
 	 */
 	{
 		struct inode *other = NULL;
-		bool kept = false;
+		uint64_t oino = 0;
+		bool kept = false, fresh = false, here;
 
 		if (!walk_to(op->path, 0, &other)) {
 			elock();
@@ -792,11 +794,22 @@ static int unland(const struct meta_op *op)
 
 			if (ofs && !ofs->gone && ofs->ino != op->ino) {
 				kept = true;
-				if (!ofs->origin || (ofs->flags & META_F_NEW))
-					ofs->overwrite = true;
+				fresh = !ofs->origin || (ofs->flags & META_F_NEW);
+				oino = ofs->ino;
 			}
 			eunlock();
 			inode_forget(other, 1);
+		}
+		if (fresh) {
+			res = meta_begin(S.cfg.meta);
+			if (!res)
+				res = meta_landing_set(S.cfg.meta, oino, op->path, &here);
+			if (!res)
+				res = meta_commit(S.cfg.meta) ? -EIO : 0;
+			else
+				meta_rollback(S.cfg.meta);
+			if (res)
+				return -EIO;
 		}
 		if (kept) {
 			elog_debug("'%s': another file has the name now: what an upload of inode "
@@ -857,7 +870,7 @@ static int apply_name(const struct meta_op *op)
 		 * upload ended (its archiver records its removal then, if the
 		 * origin took it), then dropped.
 		 */
-		return upload_ended(op->ino);
+		return upload_ended(op->ino, (long long)op->seq);
 	}
 	if (op->kind == META_OP_DELETE) {
 		res = name_event(HSMFS_NAME_REMOVED, op->path, op->origin, op->version, &version,
@@ -903,13 +916,9 @@ static int apply_name(const struct meta_op *op)
 	 * found no row, was dropped, and the object stayed under the name
 	 * the file left, sync exiting 0).
 	 */
-	if (ino_running_now(op->ino)) {
-		elog_debug("name op %lld: waits for the upload of inode %llu", (long long)op->seq,
-			   (unsigned long long)op->ino);
-		res = upload_ended(op->ino);
-		if (res)
-			return res;
-	}
+	res = upload_ended(op->ino, (long long)op->seq);
+	if (res)
+		return res;
 	/* the file as it is now: its object, where the op says it goes */
 	res = meta_get(S.cfg.meta, op->ino, &f);
 	if (res)
@@ -1944,13 +1953,11 @@ int events_sync(struct fuse_req *req, bool all, void (*cont)(void *arg, int res)
 void archive_stats(struct events_stats *st)
 {
 	ELOCK_HELD();
-	uint64_t n = 0, bytes = 0;
+	uint64_t bytes = 0;
 
-	for (size_t k = 0; k < S.aqueue.n; k++) {
-		n++;
+	for (size_t k = 0; k < S.aqueue.n; k++)
 		bytes += fstate_of_due(S.aqueue.v[k])->size;
-	}
-	st->archive_pending = n;
+	st->archive_pending = S.aqueue.n;
 	st->archive_pending_bytes = bytes;
 	st->archive_running = A.running_n;
 	st->names_pending = A.names_pending;

@@ -210,7 +210,7 @@ static bool walk_alone(void)
 }
 
 /* Rows no walk found yet, each looked for at its recorded path first: how many. */
-static size_t unseen(bool by_path)
+static size_t unseen(void)
 {
 	size_t left = 0;
 
@@ -221,7 +221,7 @@ static size_t unseen(bool by_path)
 
 		if (r->seen || kept(r->ino))
 			continue;
-		if (by_path && !meta_get(C.m, r->ino, &f)) {
+		if (!meta_get(C.m, r->ino, &f)) {
 			r->seen = f.path && f.path[0] &&
 				  !fstatat(C.root_fd, f.path, &st, AT_SYMLINK_NOFOLLOW) &&
 				  st.st_ino == r->ino;
@@ -267,7 +267,7 @@ static void *check_main(void *arg)
 		walks++;
 		if (atomic_load(&C.stop))
 			return NULL; /* unmounted meanwhile: the next mount checks again */
-		if (alone || !unseen(true))
+		if (alone || !unseen())
 			break;
 		if (walks == 2)
 			log_info("consistency check: names moved during its walks of the store; "

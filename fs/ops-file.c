@@ -325,7 +325,7 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct inode *p = IN(parent), *in;
 	struct creds id;
 	uint64_t before = 0;
-	int pfd, fd = -1, res, was = 0;
+	int pfd, fd = -1, res, was = 0, resent;
 	bool made = false, made_before, begun;
 
 	if (reserved(parent, name))
@@ -334,18 +334,9 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	 * resent, and the last daemon made the file: made on the mount
 	 * still; begun only, it may have made it before it died (found below)
 	 */
-	switch (resend_lookup(ops_io_unique(), &before, &was)) {
-	case RESEND_DONE:
-		made_before = before;
-		begun = false;
-		break;
-	case RESEND_BEGUN:
-		made_before = false;
-		begun = true;
-		break;
-	default:
-		made_before = begun = false;
-	}
+	resent = resend_lookup(ops_io_unique(), &before, &was);
+	made_before = resent == RESEND_DONE && before;
+	begun = resent == RESEND_BEGUN;
 	pfd = inode_fd_get(p);
 	if (pfd < 0)
 		return pfd;
