@@ -62,6 +62,7 @@
 #include "http-archive.h"
 #include "http-journal.h"
 #include "http-list.h"
+#include "http-proxy.h"
 #include "manifest.h"
 
 #define MAX_CONNECTIONS 64
@@ -75,7 +76,8 @@ static struct {
 	long low_speed_limit, low_speed_time;
 	const char *cacert;
 	bool insecure;
-	const char *proxy;
+	const char *proxy;       /* a chain (http-proxy.h), or NULL: curl's *_proxy */
+	unsigned proxy_retry, proxy_reset; /* seconds */
 	const char *netrc_file;
 	char *bearer;
 	const char *aws_sigv4;
@@ -89,9 +91,11 @@ static struct {
 	uint64_t read_back_max;  /* conditions ignored: read back objects up to this */
 } cfg = { .connections = 8, .retries = 4, .connect_timeout = 10, .part_size = 64 << 20,
 	  .read_back_max = 16 << 20,
-	  .low_speed_limit = 1024, .low_speed_time = 30 };
+	  .low_speed_limit = 1024, .low_speed_time = 30,
+	  .proxy_retry = 60, .proxy_reset = 300 };
 
 static struct hsmfs_hook *hook;
+static struct proxy_chain *chain; /* --proxy's, or NULL */
 static CURLSH *share;
 static pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
 
@@ -171,6 +175,7 @@ struct xfer {
 	char errbody[2048];      /* the start of an error response's body */
 	size_t nerr;
 	bool told;               /* FILLED sent for this attempt */
+	bool hit;                /* the proxy answered from its cache (X-Cache) */
 	uint64_t *received;      /* bytes received for the event, all attempts */
 	uint64_t reported;       /* *received as last sent in PROGRESS */
 	/*
@@ -226,6 +231,27 @@ static void judge(struct xfer *x)
 				       sizeof(x->why));
 }
 
+/*
+ * Is header line b a cache's "served from my copy": squid's "X-Cache: HIT
+ * from NAME", nginx's "X-Cache-Status: HIT" (as doc/examples/ has it
+ * add), Varnish's and CDNs' "X-Cache: HIT"?  A collapsed request squid
+ * joined to another's fetch says MISS: such bytes count as the origin's.
+ */
+static bool cache_hit(const char *b, size_t len)
+{
+	size_t n;
+
+	if (len > 8 && !strncasecmp(b, "x-cache:", 8))
+		n = 8;
+	else if (len > 15 && !strncasecmp(b, "x-cache-status:", 15))
+		n = 15;
+	else
+		return false;
+	while (n < len && (b[n] == ' ' || b[n] == '\t'))
+		n++;
+	return len - n >= 3 && !strncasecmp(b + n, "HIT", 3);
+}
+
 static size_t on_header(char *b, size_t sz, size_t n, void *arg)
 {
 	struct xfer *x = arg;
@@ -238,6 +264,8 @@ static size_t on_header(char *b, size_t sz, size_t n, void *arg)
 		x->errbody[0] = '\0';
 	}
 	http_answer_header(&x->ans, b, len);
+	if (cache_hit(b, len))
+		x->hit = true;
 	if (len <= 2 && (len == 0 || b[0] == '\r' || b[0] == '\n'))
 		judge(x); /* the blank line: the headers are complete */
 	return len;
@@ -371,8 +399,9 @@ static void setup_handle(CURL *c, bool shared)
 		curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
 		curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
 	}
-	if (cfg.proxy)
-		curl_easy_setopt(c, CURLOPT_PROXY, cfg.proxy);
+	if (chain)
+		/* the chain's choice now; each request sets its own (use_proxy()) */
+		curl_easy_setopt(c, CURLOPT_PROXY, proxy_url(chain, proxy_pick(chain, 0, mono_ms())));
 	if (cfg.netrc_file) {
 		curl_easy_setopt(c, CURLOPT_NETRC, (long)CURL_NETRC_OPTIONAL);
 		curl_easy_setopt(c, CURLOPT_NETRC_FILE, cfg.netrc_file);
@@ -408,6 +437,59 @@ static bool transient(CURLcode rc)
 }
 
 /*
+ * Did a request through member i of the chain fail at the transport, so
+ * that the member is skipped and the request goes on through the next?
+ * Not reached, the connection broken or silent (transient()), or a
+ * proxy's own 502, 503 or 504: it could not get an answer from the
+ * origin, and the next member may.  DIRECT's 5xx is the origin's answer.
+ */
+static bool proxy_failed(int i, CURLcode rc, long code)
+{
+	if (rc == CURLE_COULDNT_RESOLVE_PROXY || rc == CURLE_PROXY || transient(rc))
+		return true;
+	return rc == CURLE_OK && proxy_url(chain, i)[0] && (code == 502 || code == 503 || code == 504);
+}
+
+/* A request through member i ended (ok: not proxy_failed()): counted, a failure said once. */
+static void proxy_end(int i, bool ok, uint64_t bytes, uint64_t hit, CURLcode rc, long code)
+{
+	if (!proxy_done(chain, i, ok, bytes, hit, (uint64_t)mono_ms()) || ok)
+		return;
+	logf_("proxy %s failed (%s): skipped for %u s", proxy_url(chain, i)[0] ?
+	      proxy_url(chain, i) : "DIRECT", rc != CURLE_OK ? curl_easy_strerror(rc) :
+	      code == 502 ? "HTTP 502" : code == 503 ? "HTTP 503" : "HTTP 504", cfg.proxy_retry);
+}
+
+/*
+ * The listers' requests (http-list.h's http_perform) through the chain:
+ * through each member in turn until one does not fail at the transport.
+ */
+static CURLcode chain_perform(CURL *c)
+{
+	CURLcode rc = CURLE_COULDNT_CONNECT;
+	uint64_t tried = 0;
+
+	for (;;) {
+		int i = proxy_pick(chain, tried, (uint64_t)mono_ms());
+		curl_off_t got = 0;
+		long code = 0;
+		bool failed;
+
+		if (i < 0)
+			return rc; /* each member failed it: the last failure */
+		curl_easy_setopt(c, CURLOPT_PROXY, proxy_url(chain, i));
+		rc = curl_easy_perform(c);
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+		curl_easy_getinfo(c, CURLINFO_SIZE_DOWNLOAD_T, &got);
+		failed = proxy_failed(i, rc, code);
+		proxy_end(i, !failed, (uint64_t)got, 0, rc, code);
+		if (!failed)
+			return rc;
+		tried |= 1ull << i;
+	}
+}
+
+/*
  * One fill in the fetcher: its transfer (or the wait before a retry).
  * Only the fetcher thread touches a slot.
  */
@@ -420,6 +502,9 @@ struct slot {
 	uint64_t received;         /* bytes received for the event, all attempts */
 	uint64_t reported;         /* received as last sent in PROGRESS */
 	uint64_t retry_at;         /* monotonic ms of the next attempt, 0: none */
+	int proxy;                 /* the chain's member of this attempt */
+	uint64_t tried;            /* members that failed it, this round */
+	bool failover;             /* the next attempt goes through another member */
 	struct curl_slist *hdrs;
 	char range[64], ifrange[1100];
 	bool later;                /* its job came from later */
@@ -443,6 +528,14 @@ static void attempt(struct slot *s)
 	s->x.is_file = s->is_file;
 	s->x.received = &s->received;
 	s->x.reported = s->reported;
+	if (chain) {
+		s->proxy = proxy_pick(chain, s->tried, (uint64_t)mono_ms());
+		if (s->proxy < 0) {
+			s->tried = 0; /* a new round: each member again */
+			s->proxy = proxy_pick(chain, 0, (uint64_t)mono_ms());
+		}
+		curl_easy_setopt(c, CURLOPT_PROXY, proxy_url(chain, s->proxy));
+	}
 	curl_easy_setopt(c, CURLOPT_URL, s->url);
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, &s->x);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &s->x);
@@ -498,6 +591,22 @@ static int attempt_done(struct slot *s, CURLcode rc)
 	}
 	if (x->cut && rc == CURLE_WRITE_ERROR)
 		rc = CURLE_OK; /* stopped on purpose, the range in hand */
+	if (chain) {
+		bool failed = proxy_failed(s->proxy, rc, code);
+
+		proxy_end(s->proxy, !failed, x->body_pos, x->hit ? x->body_pos : 0, rc, code);
+		if (failed) {
+			s->tried |= 1ull << s->proxy;
+			if (proxy_pick(chain, s->tried, (uint64_t)mono_ms()) >= 0) {
+				/* at once through the next member: not a retry */
+				s->reported = x->reported;
+				s->retry_at = (uint64_t)mono_ms();
+				s->failover = true;
+				return -1;
+			}
+			s->tried = 0; /* each member failed it: a retry, as without a chain */
+		}
+	}
 	if (rc != CURLE_OK || code >= 500 || code == 429) {
 		if ((transient(rc) || code >= 500 || code == 429) && s->attempt < cfg.retries) {
 			unsigned ms = 200u << (s->attempt < 6 ? s->attempt : 6);
@@ -578,6 +687,8 @@ static void slot_begin(struct slot *s, struct job *j)
 	s->attempt = 0;
 	s->received = s->reported = 0;
 	s->retry_at = 0;
+	s->tried = 0;
+	s->failover = false;
 	if (ev->fd < 0) {
 		slot_end(s, EBADF);
 		return;
@@ -753,7 +864,8 @@ static void *fetcher(void *arg)
 				}
 			} else if (s->retry_at && s->retry_at <= now) {
 				s->retry_at = 0;
-				s->attempt++;
+				s->attempt += !s->failover;
+				s->failover = false;
 				attempt(s);
 			}
 			if (s->retry_at && (!next || s->retry_at < next))
@@ -1293,7 +1405,12 @@ static void usage(FILE *f)
 "                        bytes/s for S seconds (default 1024 and 30)\n"
 "  --cacert FILE         trust this CA bundle\n"
 "  --insecure            do not verify TLS certificates\n"
-"  --proxy URL           (default: the usual *_proxy environment variables)\n"
+"  --proxy CHAIN         a proxy, or a chain of them: 'P1|P2;P3;DIRECT' ('|'\n"
+"                        shares a group by host, ';' fails over, DIRECT is the\n"
+"                        origin; default: the usual *_proxy environment variables)\n"
+"  --proxy-retry S       a failed proxy is skipped this long (default 60)\n"
+"  --proxy-reset S       back to the first group this long after leaving it\n"
+"                        (default 300)\n"
 "  --netrc-file FILE     credentials by host\n"
 "  --bearer-file FILE    send the token in FILE as a bearer token\n"
 "  --aws-sigv4 PROVIDER1:PROVIDER2:REGION:SERVICE\n"
@@ -1332,6 +1449,8 @@ int main(int argc, char **argv)
 		{ "cacert", required_argument, NULL, 'C' },
 		{ "insecure", no_argument, NULL, 'k' },
 		{ "proxy", required_argument, NULL, 'x' },
+		{ "proxy-retry", required_argument, NULL, 'y' },
+		{ "proxy-reset", required_argument, NULL, 'z' },
 		{ "netrc-file", required_argument, NULL, 'n' },
 		{ "bearer-file", required_argument, NULL, 'b' },
 		{ "aws-sigv4", required_argument, NULL, 's' },
@@ -1362,6 +1481,8 @@ int main(int argc, char **argv)
 		case 'C': cfg.cacert = optarg; break;
 		case 'k': cfg.insecure = true; break;
 		case 'x': cfg.proxy = optarg; break;
+		case 'y': cfg.proxy_retry = (unsigned)atoi(optarg); break;
+		case 'z': cfg.proxy_reset = (unsigned)atoi(optarg); break;
 		case 'n': cfg.netrc_file = optarg; break;
 		case 'b':
 			cfg.bearer = read_secret(optarg);
@@ -1398,6 +1519,22 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	cfg.mountpoint = argv[optind];
+	if (cfg.proxy) {
+		char host[256] = "", err[300];
+
+		gethostname(host, sizeof(host) - 1);
+		chain = proxy_chain_new(cfg.proxy, host, cfg.proxy_retry * 1000ull,
+					cfg.proxy_reset * 1000ull, err, sizeof(err));
+		if (!chain) {
+			logf_("--proxy %s", err);
+			return 1;
+		}
+		http_perform = chain_perform;
+		if (cfg.aws_sigv4)
+			logf_("warning: --aws-sigv4 with --proxy: each signed request is unique "
+			      "(its date is signed), so no shared cache can serve it to another "
+			      "host; see hsmfs-http(1), PROXIES");
+	}
 	if (cfg.aws_sigv4) {
 		char *id = NULL, *secret = NULL;
 
@@ -1496,5 +1633,6 @@ int main(int argc, char **argv)
 	curl_global_cleanup();
 	free(cfg.bearer);
 	free(cfg.aws_userpwd);
+	proxy_chain_free(chain);
 	return hook_end == -ECONNRESET ? 0 : 1;
 }

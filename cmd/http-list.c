@@ -489,6 +489,20 @@ static int list_page(struct out *o, const struct http_body *b)
 	return res ? res : o->err;
 }
 
+CURLcode (*http_perform)(CURL *c) = curl_easy_perform;
+
+/* A response begins (its status line): the body kept is the new one's. */
+static size_t body_restart(char *h, size_t sz, size_t n, void *arg)
+{
+	struct http_body *b = arg;
+
+	if (sz * n > 5 && !strncasecmp(h, "HTTP/", 5) && b->p) {
+		b->n = 0;
+		b->p[0] = '\0';
+	}
+	return sz * n;
+}
+
 /* GET url into b: 0, or an errno (the reason logged) */
 static int get(CURL *c, const char *url, struct http_body *b, char *why, size_t whylen)
 {
@@ -498,9 +512,13 @@ static int get(CURL *c, const char *url, struct http_body *b, char *why, size_t 
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, http_body_cb);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
-	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, NULL);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, body_restart);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, b);
 	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 1L);
-	rc = curl_easy_perform(c);
+	rc = http_perform(c);
+	/* neither outlives b: with no header function, headers go to the write one */
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, NULL);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, NULL);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
 	if (rc == CURLE_OK && (code == 200 || (code == 0 && !strncmp(url, "file:", 5))))
 		return 0;
@@ -687,7 +705,7 @@ static long head(CURL *c, const char *url, char *why, size_t whylen)
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, NULL);
 	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 1L);
-	rc = curl_easy_perform(c);
+	rc = http_perform(c);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
 	curl_easy_setopt(c, CURLOPT_NOBODY, 0L);
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);

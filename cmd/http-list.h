@@ -63,6 +63,15 @@ struct http_body {
 };
 size_t http_body_cb(char *b, size_t sz, size_t n, void *arg);
 
+/*
+ * What sends each request of http_list() and http_lookup():
+ * curl_easy_perform() unless the program sets another (hsmfs-http's chain
+ * of proxies sends a request through each member in turn until one gets
+ * an answer).  It may perform c more than once: a body kept starts again
+ * at each response's status line.  Set once, before any call.
+ */
+extern CURLcode (*http_perform)(CURL *c);
+
 int http_list(CURL *c, const struct hsmfs_event *ev, const char *origin, bool s3,
 	      unsigned page, bool s3_meta, char *why, size_t whylen);
 
