@@ -41,21 +41,6 @@ static int recently_failed(const struct fstate *fs, uint64_t start, uint64_t end
 	return 0;
 }
 
-/*
- * The rest of a filled event's chunk (first_fill: access_step() put it
- * in side_lo, side_hi), asked once the read that needed the event is
- * served.  The event_handlers' ask_side.  S.lock held.
- */
-void ask_side(struct event *ev)
-{
-	ELOCK_HELD();
-	fill_ahead(ev->in, ev->fs, ev->hint_end, ev->side_hi, NULL, 1, &S.st.beside, NULL,
-		   false);
-	if (ev->side_lo < ev->hint_start)
-		fill_ahead(ev->in, ev->fs, ev->side_lo, ev->hint_start, NULL, 1, &S.st.beside,
-			   NULL, false);
-}
-
 /* The page-aligned span of a read of [off, off + len), within the file. */
 void read_span(const struct fstate *fs, uint64_t off, uint64_t len,
 	       uint64_t *ret_start, uint64_t *ret_end)
@@ -111,7 +96,7 @@ int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t en
 		if (ev) {
 			hold_event(ev);
 		} else {
-			uint64_t hs, he, hint_start, hint_end, need, gap_start, gap_end, ff;
+			uint64_t hs, he, hint_start, hint_end, need, gap_end, ff;
 			bool beside;
 
 			if (!have_fill_hook() && S.cfg.nohook_fail)
@@ -138,39 +123,62 @@ int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t en
 			/* and apart from what other events fetch */
 			inflight_clip(fs, miss.start, miss.end, &hint_start, &hint_end);
 			/*
-			 * The first miss in a chunk nothing of which is there
-			 * or coming, not in a stream, asks first_fill bytes
-			 * from its own start (its bytes come first, and a
-			 * hook's FILLED lets it go before the rest are in);
-			 * the rest of the chunk is asked beside it in events
-			 * of its own that it does not wait for: a random read
-			 * waits a round trip, not also the chunk's transfer,
-			 * and the chunk still comes whole for the reads that
-			 * follow.  At the file's start (cat, cp, tar: the
-			 * reader goes on at once) the rest is asked now;
-			 * elsewhere once this fill is done (complete()), so
-			 * that it does not share the link with it.  A reader
-			 * going on has its gap asked whole.  Not for a file with
-			 * chunk digests: its fills are whole chunks (start_fill()),
-			 * and the rest would be asked twice.
+			 * A miss that is not in a stream and does not go on
+			 * from bytes present or coming asks only the
+			 * first_fill-aligned blocks around it: a random reader
+			 * fetches what it reads and little more (and a cache
+			 * tier in front of the origin sees the same blocks
+			 * from every host), where a whole chunk a read was 256
+			 * times a 4 KiB read.  A reader that goes on from
+			 * there is in a stream: its next miss asks its gap
+			 * whole, and readahead grows from there (readahead.c).
+			 * At the file's start (cat, cp, tar: the reader goes
+			 * on at once) the miss waits for its first window (the
+			 * kernel's, or first_fill if larger) and the rest of
+			 * its chunk is asked now beside it, in an event of its
+			 * own it does not wait for.  Not for a file with chunk
+			 * digests: its fills are whole chunks (start_fill()).
 			 */
-			gap_start = hint_start;
 			gap_end = hint_end;
 			beside = false;
 			ff = S.cfg.first_fill;
-			if (first && ff && hint_end - hint_start > 2 * ff && hint_start == hs &&
-			    hint_end == he && !fs->dsums &&
-			    !in_stream(fs, miss.start) &&
+			if (first && ff && !fs->dsums && !in_stream(fs, miss.start) &&
 			    !(miss.start >= PAGE &&
 			      (rs_contains(&fs->present, miss.start - PAGE, miss.start) ||
 			       inflight_over(fs, miss.start - PAGE, miss.start)))) {
-				hs = miss.start;
-				he = miss.start + ((miss.end - miss.start + ff - 1) & ~(ff - 1));
-				if (hs > hint_start)
-					hint_start = hs;
+				uint64_t head = ff > S.cfg.kernel_ra ? ff : S.cfg.kernel_ra;
+
+				if (hint_start == 0 && miss.start < head) {
+					fs->ra_grow = 0; /* a reader from the start goes on */
+					if (hint_end > 2 * head) {
+						he = (miss.end + head - 1) & ~(head - 1);
+						if (he < hint_end)
+							hint_end = he;
+						beside = true;
+					}
+				} else if (hint_end - hint_start > 2 * ff) {
+					hs = miss.start & ~(ff - 1);
+					he = (miss.end + ff - 1) & ~(ff - 1);
+					if (hs > hint_start)
+						hint_start = hs;
+					if (he < hint_end)
+						hint_end = he;
+					fs->ra_grow = ff * 4 >= S.cfg.chunk ? 0 : ff * 4;
+				}
+			} else if (first && ff && fs->ra_grow && !fs->dsums) {
+				/*
+				 * A stream still young (its first misses after a
+				 * random one): its fills grow four times at each
+				 * miss, up to a chunk, so that random reads that
+				 * land near each other by chance do not fetch
+				 * whole chunks.
+				 */
+				he = (hint_start & ~(ff - 1)) + fs->ra_grow;
+				if (he < miss.end)
+					he = (miss.end + ff - 1) & ~(ff - 1);
 				if (he < hint_end)
 					hint_end = he;
-				beside = true;
+				fs->ra_grow = fs->ra_grow * 4 >= S.cfg.chunk ? 0 : fs->ra_grow * 4;
 			}
 			{
 				/* a file with chunk digests: its whole chunks (route.h) */
@@ -222,15 +230,9 @@ int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t en
 			if (!ev)
 				return res;
 			*reserved = 0;
-			if (beside && hint_start == 0) {
-				if (fill_ahead(in, fs, hint_end, gap_end, req, 1, &S.st.beside,
-					       NULL, false) > hint_end)
-					asked_end = gap_end;
-			} else if (beside) {
-				ev->side_lo = gap_start;
-				ev->side_hi = gap_end;
+			if (beside && fill_ahead(in, fs, hint_end, gap_end, req, 1, &S.st.beside,
+						 NULL, false) > hint_end)
 				asked_end = gap_end;
-			}
 		}
 		if (first) {
 			if (ev->hint_end > asked_end)
@@ -403,11 +405,19 @@ uint64_t events_prefetch(struct inode *in, uint64_t max_bytes)
 		eunlock();
 		return 0;
 	}
-	/* a larger file: what its reader's first read waits for (first_fill) */
+	/*
+	 * a larger file: what its reader's first read from the start asks
+	 * (the kernel's first window, or first_fill if larger), the rest of
+	 * its chunk asked beside that read; first_fill=0: the chunk
+	 */
 	limit = fs->size;
-	if (limit > max_bytes)
-		limit = S.cfg.first_fill && S.cfg.first_fill < max_bytes ? S.cfg.first_fill :
-									 max_bytes;
+	if (limit > max_bytes && S.cfg.first_fill) {
+		uint64_t head = S.cfg.first_fill > S.cfg.kernel_ra ? S.cfg.first_fill : S.cfg.kernel_ra;
+
+		limit = head < max_bytes ? head : max_bytes;
+	} else if (limit > max_bytes) {
+		limit = max_bytes;
+	}
 	fill_ahead(in, fs, 0, limit, NULL, UINT_MAX, &S.st.readahead, &asked, false);
 	eunlock();
 	return asked;

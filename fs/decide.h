@@ -37,8 +37,6 @@ uint64_t events_prefetch(struct inode *in, uint64_t max_bytes);
 /* Is some hook subscribed to ACCESS_PERM of in (its subtree)? */
 bool events_access_target(struct inode *in);
 
-/* Ask the rest of ev's chunk (event_handlers.ask_side).  S.lock held. */
-void ask_side(struct event *ev);
 /* The page-aligned span of a read of [off, off + len), within the file. */
 void read_span(const struct fstate *fs, uint64_t off, uint64_t len, uint64_t *ret_start,
 	       uint64_t *ret_end);

@@ -61,10 +61,6 @@ void complete(struct event *ev, int result)
 		ev->hook->assigned--;
 		ev->hook = NULL;
 	}
-	/* the rest of its chunk, now that the read that needed it is served
-	 * (before it leaves the file's events: their descriptor stays) */
-	if (!result && ev->side_hi && ev->fs && !S.stopping)
-		H.ask_side(ev);
 	if (ev->fs) {
 		struct event **pp;
 
@@ -201,7 +197,6 @@ void init_event(struct event *ev, uint32_t type, struct inode *in,
 	ev->ntargets = 0;
 	ev->detached = false;
 	ev->stream = false;
-	ev->side_lo = ev->side_hi = 0;
 	ev->dir_origin = NULL;
 	ev->name = NULL;
 	ev->new_version = ev->new_origin = NULL;

@@ -27,9 +27,6 @@ extern __thread bool engine_thread;
  */
 struct parked;
 struct event_handlers {
-	/* ev ended well and has the rest of its chunk to ask (side_lo,
-	 * side_hi): ask it now.  S.lock held (decide.c). */
-	void (*ask_side)(struct event *ev);
 	/* the event p was parked on ended (p->result): go on with p.
 	 * Without S.lock (park.c). */
 	void (*resume)(struct parked *p);

@@ -110,8 +110,6 @@ struct event {
 	uint64_t names_plan;       /* PRE_DIR, PRE_LOOKUP: the plan its name
 				    * changes are claimed under (names.h),
 				    * open from its start to its slot's release */
-	uint64_t side_lo, side_hi; /* PRE_ACCESS: the rest of its chunk's gap, asked
-				    * once it is filled (first_fill), or 0, 0 */
 	bool uploaded;             /* ARCHIVE: its archive hook allowed */
 	char *new_version;         /* ARCHIVE: what its archive hook said in */
 	char *new_origin;          /*   ARCHIVED (owned; the archiver takes them) */

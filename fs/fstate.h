@@ -86,6 +86,9 @@ struct fstate {
 	uint64_t ra_ahead;         /* readahead: end of what was asked ahead */
 	uint64_t ra_window;        /* readahead: bytes asked ahead of a miss */
 	uint64_t ra_seen;          /* readahead: end of the last read checked */
+	uint64_t ra_grow;          /* readahead: what a young stream's next miss may
+				    * ask (first_fill times 4 after a random miss,
+				    * times 4 at each miss after), 0: its gap whole */
 	int64_t closed_at;         /* readahead: when the last open closed
 				    * (mono ms), 0 while open (cancel_window) */
 	unsigned nreading;         /* tracked reads between check and reply */

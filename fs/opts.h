@@ -56,7 +56,7 @@
 #define OPTS_PREFETCH_DEFAULT 8
 #define OPTS_CHUNK_MIN 4096ULL
 #define OPTS_CHUNK_MAX (1ULL << 30)
-#define OPTS_FIRST_FILL_DEFAULT (128ULL << 10)
+#define OPTS_FIRST_FILL_DEFAULT (8ULL << 10)
 
 struct hsmfs_opts {
 	char *store;             /* first non-option argument (as given) */

@@ -95,6 +95,8 @@ void read_ahead(struct inode *in, struct fstate *fs, const struct range *miss,
 	fs->ra_lo = miss->start;
 	if (asked_end > fs->ra_ahead)
 		fs->ra_ahead = asked_end;
+	if (fs->ra_grow)
+		return; /* young: its own fills grow first (decide.c) */
 	/*
 	 * A window of two chunks at a stream's second miss, doubling at
 	 * each miss after, up to RA_MAX: a link with a long round trip

@@ -273,11 +273,12 @@ def test_closed_ahead():
 
 
 def test_first_fill():
-    """The first read in a cold chunk waits for first_fill bytes from its
-    start (default 128 KiB), not for its whole chunk: the rest of the
-    chunk is asked in events of its own beside it at once, after it first,
-    which the read does not wait for; a reader going on has its gap asked
-    whole."""
+    """A random read fetches the first_fill-aligned block around it (8 KiB
+    by default), not its chunk, and nothing beside it; a reader that goes
+    on from there has its fills grow four times at each miss, up to a
+    chunk.  A read from a file's start waits for its first window and
+    has the rest of its chunk asked beside it at once.  (Before: a random
+    4 KiB read fetched its whole 1 MiB chunk, 256 times what it read.)"""
     K, MiB = 1024, 1 << 20
     mirror = tmpdir("hsmfs-mirror-")
     data = os.urandom(3 * MiB)
@@ -289,21 +290,27 @@ def test_first_fill():
             eq(dread(m.path("f"), MiB + 300 * K, P), data[MiB + 300 * K:MiB + 300 * K + P],
                "a 4 KiB read in the middle of a cold file is right")
             took = time.monotonic() - t0
-            ok(took < 2, "it waited only for its own fill (%.2f s; the rest takes 3 s)" % took)
-            evs = wait_for(lambda: len(h.events("PRE_ACCESS")) >= 3 and h.events("PRE_ACCESS"),
-                           "three events")
+            ok(took < 2, "it waited only for its own fill (%.2f s)" % took)
+            evs = h.events("PRE_ACCESS")
             eq([(e["start"] - MiB, e["end"] - MiB, e["hint_start"] - MiB, e["hint_end"] - MiB)
                 for e in evs],
-               [(300 * K, 304 * K, 300 * K, 428 * K), (428 * K, MiB, 428 * K, MiB),
-                (0, 300 * K, 0, 300 * K)],
-               "its event asks 128 KiB from its start, then one the rest of the chunk "
-               "after it, then one before it")
-            wait_for(lambda: json.loads(os.getxattr(m.mnt, "user.hsmfs.stats"))["filled_bytes"]
-                     >= MiB, "the fills beside it")
+               [(300 * K, 304 * K, 296 * K, 304 * K)],
+               "one event: the 8 KiB block around it")
             st = json.loads(os.getxattr(m.mnt, "user.hsmfs.stats"))
-            eq((st["beside"], st["readahead"]), (2, 0), "counted as beside, not readahead")
+            eq((st["beside"], st["readahead"], st["filled_bytes"]), (0, 0, 8 * K),
+               "nothing asked beside it or ahead: 8 KiB filled")
+            # a reader going on: 32 KiB, then 128 KiB, then 512 KiB, then its gap
+            pos, want = MiB + 304 * K, []
+            for grow in (32 * K, 128 * K, 512 * K):
+                eq(dread(m.path("f"), pos, P), data[pos:pos + P], "a read going on is right")
+                end = (pos & ~(8 * K - 1)) + grow
+                want.append((pos - MiB, end - MiB))
+                pos = end
+            eq([(e["hint_start"] - MiB, e["hint_end"] - MiB) for e in h.events("PRE_ACCESS")[1:]],
+               want, "its fills grow four times at each miss")
             before = len(h.events())
-            eq(dread(m.path("f"), MiB, MiB), data[MiB:2 * MiB], "the whole chunk is right")
+            eq(dread(m.path("f"), MiB + 296 * K, 8 * K + 32 * K + 128 * K + 512 * K),
+               data[MiB + 296 * K:MiB + 976 * K], "what they fetched is right")
             eq(len(h.events()), before, "and was present: no more events")
 
             # from the file's start: nothing before it
@@ -311,9 +318,9 @@ def test_first_fill():
             with open(m.path("f"), "rb") as f:
                 eq(f.read(64 * K), data[:64 * K], "a read from the start is right")
             ok(time.monotonic() - t0 < 2, "and did not wait for the rest of its chunk")
-            evs = wait_for(lambda: len(h.events("PRE_ACCESS")) >= 5 and h.events("PRE_ACCESS"),
+            evs = wait_for(lambda: len(h.events("PRE_ACCESS")) >= 6 and h.events("PRE_ACCESS"),
                            "two more events")
-            eq([(e["start"], e["end"], e["hint_start"], e["hint_end"]) for e in evs[3:]],
+            eq([(e["start"], e["end"], e["hint_start"], e["hint_end"]) for e in evs[4:]],
                [(0, 128 * K, 0, 128 * K), (128 * K, MiB, 128 * K, MiB)],
                "from the start: [0, 128K) and the rest of the chunk beside it")
     with Mount(opts="prefetch=0,first_fill=0") as m:

@@ -80,11 +80,13 @@ def test_walks():
 
 def test_big_files():
     """Of a file larger than 1 MiB a walk prefetches what its reader's first
-    read from the start waits for (first_fill: 128 KiB by default), not
-    its first MiB (a reader going on from there has the rest of the chunk
-    asked at once; one that does not come leaves less on the link)."""
+    read from the start waits for (the kernel's first window, 128 KiB, or
+    first_fill if larger), not its first MiB (a reader going on from there
+    has the rest of the chunk asked at once; one that does not come
+    leaves less on the link)."""
     mirror = tmpdir("hsmfs-mirror-")
-    for opts, head in (("", 128 * K), (",first_fill=64k", 64 * K)):
+    for opts, head in (("", 128 * K), (",first_fill=64k", 128 * K),
+                       (",first_fill=256k", 256 * K)):
         with Mount(opts="timeout=10" + opts) as m:
             g = make_dir(m, mirror, "g", 12, 3 * 512 * K)
             with Hook(m.mnt, "--mode", "mirror", "--mirror", mirror) as h:

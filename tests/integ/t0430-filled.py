@@ -77,7 +77,7 @@ def test_early():
                took)
             eq(stats(m)["early_reads"], 1, "counted as an early read")
             eq(present(m, "f"), 0, "nothing committed before the answer")
-            wait_for(lambda: present(m, "f") == MiB, "the answers commit the chunk")
+            wait_for(lambda: present(m, "f") == 8 * K, "the answer commits the read's block")
             eq(dread(m.path("f"), 0, MiB), data, "and the whole chunk is right")
     shutil.rmtree(mirror, ignore_errors=True)
 
@@ -89,7 +89,7 @@ def test_deny_after():
     fails with the deny's errno, never zeros; nothing is committed."""
     mirror = tmpdir("hsmfs-mirror-")
     data = os.urandom(MiB)
-    with Mount(opts="prefetch=0,timeout=20") as m:
+    with Mount(opts="prefetch=0,timeout=20,first_fill=128k") as m:
         mirror_files(m, mirror, {"f": data})
         with Hook(m.mnt, "--mirror", mirror, "--fill", "required", "--filled", "2",
                   "--then", "deny", "--errno", str(errno.EIO)) as h:
@@ -97,8 +97,8 @@ def test_deny_after():
                "the read whose bytes were said FILLED is right")
             evs = h.events("PRE_ACCESS")
             eq([(e["start"], e["hint_start"], e["hint_end"]) for e in evs],
-               [(300 * K, 300 * K, 428 * K)], "one event: 128 KiB from the read")
-            second = in_thread(lambda: dread(m.path("f"), 400 * K, P))
+               [(300 * K, 256 * K, 384 * K)], "one event: the 128 KiB block of the read")
+            second = in_thread(lambda: dread(m.path("f"), 360 * K, P))
             r, took = second()
             ok(isinstance(r, OSError) and r.errno == errno.EIO,
                "a read of the same fill's other bytes fails with the deny (%r)" % (r,))
@@ -156,9 +156,9 @@ def test_user_write_wins():
             eq(r, mine, "the waiting read gets the user's bytes")
             wait_for(lambda: any("filled" in l for l in h.lines()), "FILLED said")
             eq(stats(m)["early_reads"], 0, "no early read after a user's change")
-            wait_for(lambda: present(m, "f") >= 128 * K, "the fill committed")
+            wait_for(lambda: present(m, "f") >= 8 * K, "the fill committed")
             eq(dread(m.path("f"), 300 * K, P), mine, "and reads after it too")
-            eq(dread(m.path("f"), 304 * K, P), data[304 * K:308 * K],
+            eq(dread(m.path("f"), 296 * K, P), data[296 * K:300 * K],
                "the fill's other bytes are the origin's")
     shutil.rmtree(mirror, ignore_errors=True)
 
@@ -170,7 +170,7 @@ def test_protocol():
     nothing (no sleep: a second read inside the part is the signal)."""
     mirror = tmpdir("hsmfs-mirror-")
     data = os.urandom(MiB)
-    with Mount(opts="prefetch=0,timeout=10") as m:
+    with Mount(opts="prefetch=0,timeout=10,first_fill=128k") as m:
         mirror_files(m, mirror, {"f": data})
         s, welcome = hsmfs_hook.connect_socket(m.mnt, "fill", ["access"], "old", version=4)
         eq(welcome["version"], 4, "an old hook speaks version 4")
@@ -186,20 +186,20 @@ def test_protocol():
         h.filled(999999, 0, P)  # no such event: ignored
         first = in_thread(lambda: dread(m.path("f"), 300 * K, P))
         ev = next(e for e in h.events() if e.get("type") == "PRE_ACCESS")
-        eq((ev["start"], ev["hint_start"], ev["hint_end"]), (300 * K, 300 * K, 428 * K),
-           "the first read's event: 128 KiB from the read")
+        eq((ev["start"], ev["hint_start"], ev["hint_end"]), (300 * K, 256 * K, 384 * K),
+           "the first read's event: the 128 KiB block of the read")
         os.pwrite(ev["fd"], data[ev["hint_start"]:ev["hint_end"]], ev["hint_start"])
         # two more reads wait on the same fill: one inside its hint, one
         # across the hint's start (its first page is not the fill's)
-        second = in_thread(lambda: dread(m.path("f"), 400 * K, P))
-        across = in_thread(lambda: dread(m.path("f"), 300 * K - P, 2 * P))
+        second = in_thread(lambda: dread(m.path("f"), 360 * K, P))
+        across = in_thread(lambda: dread(m.path("f"), 256 * K - P, 2 * P))
         wait_for(lambda: stats(m)["parked"] == 3, "three reads parked on the fill")
         # A part the first read is not inside but the second is: the second
         # comes back.  One FILLED is taken whole under the engine's lock
         # before its replies, so the count then says who went with it.
         h.filled(ev["id"], ev["start"] + P, ev["hint_end"])
         r, took = second()
-        eq(r, data[400 * K:400 * K + P], "the read inside the part is back, right")
+        eq(r, data[360 * K:360 * K + P], "the read inside the part is back, right")
         eq(stats(m)["early_reads"], 1, "and only it: a read not inside the part waits")
         # from the file's start: taken as the hint's part, so the first read
         # goes and the read across the hint's start does not
@@ -229,7 +229,7 @@ def test_protocol():
         h.allow(ev["id"], ev["hint_start"], ev["hint_end"])
         os.close(ev["fd"])
         r, took = across()
-        eq(r, data[300 * K - P:300 * K + P], "the read across it is right after the answers")
+        eq(r, data[256 * K - P:256 * K + P], "the read across it is right after the answers")
         eq(stats(m)["early_reads"], 2, "and was not an early read")
         wait_for(lambda: present(m, "f") >= ev["hint_end"] - ev["hint_start"],
                  "the answer commits the fill")

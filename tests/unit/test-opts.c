@@ -234,8 +234,8 @@ int main(void)
 	ok(parse(&o, err, 4, "/s", "/m", "-o", "dir_ttl=soon") == -EINVAL &&
 		   strstr(err, "dir_ttl"), "dir_ttl=soon is refused: %s", err);
 	opts_free(&o);
-	ok(parse(&o, err, 2, "/s", "/m") == 0 && o.first_fill == 128 * 1024,
-	   "first_fill is 128k by default");
+	ok(parse(&o, err, 2, "/s", "/m") == 0 && o.first_fill == 8 * 1024,
+	   "first_fill is 8k by default");
 	opts_free(&o);
 	ok(parse(&o, err, 4, "/s", "/m", "-o", "first_fill=64k") == 0 &&
 		   o.first_fill == 64 * 1024 && !strcmp(o.fuse_opts, ""),
