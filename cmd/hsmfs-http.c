@@ -1148,7 +1148,7 @@ static void probe_html(CURL *c, const char *url, char *why, size_t whylen)
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, http_body_cb);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-	rc = curl_easy_perform(c);
+	rc = http_perform(c);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
 	if (rc != CURLE_OK)
 		snprintf(why, whylen, "%s", curl_easy_strerror(rc));
@@ -1207,7 +1207,7 @@ static bool probe_origin(void)
 		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 1L);
 		/* within the mount's wait for its hook (timeout=, 30 s by default) */
 		curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
-		rc = curl_easy_perform(c);
+		rc = http_perform(c);
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
 	}
 	if (rc != CURLE_OK)

@@ -14,6 +14,7 @@ import errno
 import os
 import select
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -914,6 +915,95 @@ http {
 
     def __exit__(self, *a):
         self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return False
+
+
+class Squid:
+    """A real squid on 127.0.0.1 with the settings doc/examples/squid.conf
+    explains (ranges fetched whole and shared, collapsed forwarding), in
+    memory only, every path under its own directory; its access log is
+    the record.  kill() stops it at once, as a crash does."""
+
+    CONF = """
+http_port 127.0.0.1:%(port)d
+pid_filename %(d)s/squid.pid
+access_log stdio:%(d)s/access.log
+cache_log %(d)s/cache.log
+cache_store_log none
+coredump_dir %(d)s
+cache_mem 256 MB
+maximum_object_size_in_memory 64 MB
+maximum_object_size 64 MB
+range_offset_limit -1
+quick_abort_min -1 KB
+collapsed_forwarding on
+http_access allow localhost
+http_access deny all
+refresh_pattern . 60 50%% 600
+shutdown_lifetime 0 seconds
+netdb_filename none
+%(user)s
+"""
+
+    def __init__(self):
+        self.exe = shutil.which("squid") or "/usr/sbin/squid"
+        self.dir = None
+        self.proc = None
+        self.port = None
+
+    @staticmethod
+    def available():
+        return os.access(shutil.which("squid") or "/usr/sbin/squid", os.X_OK)
+
+    def start(self):
+        self.dir = tmpdir("hsmfs-squid-")
+        os.chmod(self.dir, 0o777)  # squid started as root works as 'nobody'
+        for attempt in range(3):  # a port picked free may be taken meanwhile
+            self.port = free_port()
+            conf = os.path.join(self.dir, "squid.conf")
+            with open(conf, "w") as f:
+                f.write(self.CONF % {"port": self.port, "d": self.dir,
+                                     "user": "cache_effective_user nobody" if is_root() else ""})
+            # its own service name: squid instances must not share IPC names
+            self.proc = subprocess.Popen([self.exe, "-N", "-n", "hsmfs%d" % self.port, "-f", conf],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+            def up():
+                if self.proc.poll() is not None:
+                    return "exited"
+                try:
+                    socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                    return "up"
+                except OSError:
+                    return None
+            if wait_for(up, "squid listening") == "up":
+                return self
+        raise DaemonError("squid did not start")
+
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def log(self):
+        """The access log's lines so far."""
+        try:
+            with open(os.path.join(self.dir, "access.log")) as f:
+                return f.read().splitlines()
+        except OSError:
+            return []
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *a):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
         return False
 

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""hsmfs-http's chain of proxies (--proxy 'P1;P2', '...;DIRECT'): a read
+never fails while a member of the chain works.
+
+ - The first proxy is not there at all: reads, listings and lookups go
+   through the second at once, and the log says the first failed once.
+ - The first proxy is killed in the middle of a big sequential read: the
+   read finishes right, through the second proxy, or through the origin
+   itself with DIRECT.  (Before: --proxy took one URL, and every fill
+   failed with EIO once it stopped.)
+ - With no member left the read fails (EIO), as without a chain.
+
+Counts come from the proxies' and the origin's own logs.  Skipped where
+squid is missing.
+"""
+import email.utils
+import errno
+import os
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (HSMFS, Mount, Nginx, Squid, diag, eq, errno_of, free_port,  # noqa: E402
+                     import_manifest, main, ok, skip, tmpdir, wait_for, write_tree)
+
+HTTP = os.path.join(os.path.dirname(os.path.abspath(HSMFS)), "hsmfs-http")
+MiB = 1 << 20
+
+
+def origin_tree():
+    root = tmpdir("hsmfs-origin-")
+    os.chmod(root, 0o755)
+    files = {"big.bin": os.urandom(24 * MiB), "d/small.txt": b"small file\n" * 100}
+    write_tree(root, files)
+    # an hour old: a strong Last-Modified, which a cache may answer If-Range with
+    old = time.time() - 3600
+    for n in files:
+        os.utime(os.path.join(root, n), (old, old))
+    return root, files
+
+
+def read_in_thread(path, out):
+    def run():
+        t0 = time.monotonic()
+        try:
+            with open(path, "rb") as f:
+                out["data"] = f.read()
+        except OSError as e:
+            out["err"] = e
+        out["took"] = time.monotonic() - t0
+    t = threading.Thread(target=run)
+    t.start()
+    return t
+
+
+def test_dead_first():
+    root, files = origin_tree()
+    dead = "http://127.0.0.1:%d" % free_port()  # nothing listens there
+    with Nginx(root) as ng, Squid() as sq:
+        hook = "hook=%s --proxy '%s;%s',origin=%s" % (HTTP, dead, sq.url(), ng.url())
+        with Mount(opts=hook) as m:
+            eq(sorted(os.listdir(m.mnt)), ["big.bin", "d"],
+               "the root listed through the second proxy")
+            with open(m.path("d/small.txt"), "rb") as f:
+                eq(f.read(), files["d/small.txt"], "a lookup and a read through it")
+            with open(m.path("big.bin"), "rb") as f:
+                eq(f.read() == files["big.bin"], True, "a big file read through it")
+            ok(m.logged("proxy %s failed" % dead), "the log says the first proxy failed")
+            eq(m.output().count("proxy %s failed" % dead), 1, "once, not at each request")
+            ok(len(sq.log()) >= 3, "the second proxy served them (%d requests)" % len(sq.log()))
+
+
+def kill_mid_read(second):
+    """The first squid killed in the middle of a read of 24 MiB from an
+    origin at 8 MiB/s; second: 'squid' or 'DIRECT'."""
+    root, files = origin_tree()
+    with Nginx(root, extra="limit_rate 8m;") as ng, Squid() as sq1, Squid() as sq2:
+        chain = "%s;%s" % (sq1.url(), sq2.url() if second == "squid" else "DIRECT")
+        hook = "hook=%s --proxy '%s',origin=%s" % (HTTP, chain, ng.url())
+        with Mount(opts="timeout=60," + hook) as m:
+            eq(import_manifest(m.mnt, [{"path": "big.bin", "size": len(files["big.bin"])}])[0], 0,
+               "import")
+            out = {}
+            t = read_in_thread(m.path("big.bin"), out)
+            wait_for(lambda: int(os.getxattr(m.path("big.bin"), "user.hsmfs.present")) >= 2 * MiB,
+                     "the read under way through the first proxy")
+            t_kill = time.monotonic()
+            sq1.kill()
+            t.join(120)
+            eq(out.get("err"), None, "no read failed (%s after the kill)" % second)
+            eq(out.get("data") == files["big.bin"], True, "every byte right")
+            diag("read took %.2f s, %.2f s of it after the kill" %
+                 (out.get("took", 0), time.monotonic() - t_kill))
+            ok(m.logged("proxy %s failed" % sq1.url()), "the log says the first proxy failed")
+            if second == "squid":
+                ok(len(sq2.log()) >= 1, "the rest came through the second proxy (%d requests)" %
+                   len(sq2.log()))
+            else:
+                direct = [r for r in ng.log() if r[4].startswith("bytes=")]
+                ok(direct, "the rest came from the origin itself (%d ranged requests)" %
+                   len(direct))
+
+
+def test_kill_second_squid():
+    kill_mid_read("squid")
+
+
+def test_kill_direct():
+    kill_mid_read("DIRECT")
+
+
+def test_none_left():
+    root, files = origin_tree()
+    dead1, dead2 = ("http://127.0.0.1:%d" % free_port() for _ in range(2))
+    with Nginx(root) as ng:
+        # no origin= (the hook would refuse the mount it cannot list)
+        hook = "hook=%s --proxy '%s|%s' --retries 1" % (HTTP, dead1, dead2)
+        with Mount(opts="timeout=20," + hook) as m:
+            eq(import_manifest(m.mnt, [{"path": "big.bin", "size": len(files["big.bin"]),
+                                        "url": ng.url("big.bin")}])[0], 0, "import")
+            eq(errno_of(lambda: open(m.path("big.bin"), "rb").read(4096)), errno.EIO,
+               "every member down: the read fails with EIO")
+            eq(ng.log(), [], "and the origin was never asked (no DIRECT in the chain)")
+
+
+def test():
+    if not Squid.available():
+        skip("proxy chains", "squid is not installed")
+        return
+    test_dead_first()
+    test_kill_second_squid()
+    test_kill_direct()
+    test_none_left()
+
+
+if __name__ == "__main__":
+    main(test)
