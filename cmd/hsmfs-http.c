@@ -77,6 +77,8 @@ static struct {
 	const char *cacert;
 	bool insecure;
 	const char *proxy;       /* a chain (http-proxy.h), or NULL: curl's *_proxy */
+	uint64_t align;          /* requests of whole aligned blocks this size, 0: not */
+	bool align_set;
 	unsigned proxy_retry, proxy_reset; /* seconds */
 	const char *netrc_file;
 	char *bearer;
@@ -159,6 +161,7 @@ static char *join_url(const char *base, const char *path)
 struct xfer {
 	const struct hsmfs_event *ev;
 	uint64_t lo, hi;         /* the range to fill */
+	uint64_t req_lo, req_hi; /* the range asked: [lo, hi) widened to --align blocks */
 	uint64_t body_start;     /* file offset of the first body byte */
 	uint64_t body_len;       /* body bytes the answer says, UINT64_MAX: not said */
 	uint64_t body_pos;       /* body bytes seen */
@@ -215,7 +218,7 @@ static bool flush_body(struct xfer *x)
  */
 static void judge(struct xfer *x)
 {
-	struct http_ask ask = { .lo = x->lo, .hi = x->hi, .size = x->ev->file_size,
+	struct http_ask ask = { .lo = x->req_lo, .hi = x->req_hi, .size = x->ev->file_size,
 				.version = x->ev->version };
 
 	x->checked = true;
@@ -283,8 +286,8 @@ static void tell_filled(struct xfer *x)
 	const struct hsmfs_event *ev = x->ev;
 	uint64_t upto = x->woff + x->wlen;
 
-	if (x->told || !ev->pid || x->lo > ev->start || upto < ev->end || upto >= x->hi ||
-	    x->body_len == UINT64_MAX)
+	if (x->told || !ev->pid || x->lo > ev->start || upto < ev->end ||
+	    (upto >= x->hi && x->req_hi == x->hi) || x->body_len == UINT64_MAX)
 		return;
 	x->told = true;
 	if (flush_body(x))
@@ -335,7 +338,7 @@ static size_t on_body(char *b, size_t sz, size_t n, void *arg)
 		tell_filled(x);
 	}
 	if (x->filled == x->hi - x->lo && x->body_len != UINT64_MAX &&
-	    x->body_start + x->body_len > x->hi) {
+	    x->body_start + x->body_len > x->req_hi) {
 		/* a 200 of a proven length: the rest is not wanted, stop here */
 		x->cut = true;
 		return 0;
@@ -525,6 +528,19 @@ static void attempt(struct slot *s)
 	s->x.ev = ev;
 	s->x.lo = ev->hint_start;
 	s->x.hi = ev->hint_end;
+	s->x.req_lo = s->x.lo;
+	s->x.req_hi = s->x.hi;
+	if (cfg.align && !s->is_file) {
+		/*
+		 * Whole aligned blocks: every host asks a tier the same
+		 * ranges.  Only [lo, hi) is written (the rest may be present,
+		 * or a user's); the reader goes at FILLED once its bytes are in.
+		 */
+		s->x.req_lo = s->x.lo / cfg.align * cfg.align;
+		s->x.req_hi = (s->x.hi + cfg.align - 1) / cfg.align * cfg.align;
+		if (s->x.req_hi > ev->file_size)
+			s->x.req_hi = ev->file_size;
+	}
 	s->x.is_file = s->is_file;
 	s->x.received = &s->received;
 	s->x.reported = s->reported;
@@ -542,7 +558,7 @@ static void attempt(struct slot *s)
 	curl_easy_setopt(c, CURLOPT_XFERINFODATA, &s->x);
 	/* every request asks its range: a server's 200 is per response */
 	snprintf(s->range, sizeof(s->range), "%llu-%llu",
-		 (unsigned long long)s->x.lo, (unsigned long long)s->x.hi - 1);
+		 (unsigned long long)s->x.req_lo, (unsigned long long)s->x.req_hi - 1);
 	curl_easy_setopt(c, CURLOPT_RANGE, s->range);
 	curl_slist_free_all(s->hdrs);
 	s->hdrs = NULL;
@@ -1411,6 +1427,8 @@ static void usage(FILE *f)
 "  --proxy-retry S       a failed proxy is skipped this long (default 60)\n"
 "  --proxy-reset S       back to the first group this long after leaving it\n"
 "                        (default 300)\n"
+"  --align SIZE          ask whole aligned blocks of SIZE (k, m; 0: off;\n"
+"                        default 1m with --proxy, else 0)\n"
 "  --netrc-file FILE     credentials by host\n"
 "  --bearer-file FILE    send the token in FILE as a bearer token\n"
 "  --aws-sigv4 PROVIDER1:PROVIDER2:REGION:SERVICE\n"
@@ -1451,6 +1469,7 @@ int main(int argc, char **argv)
 		{ "proxy", required_argument, NULL, 'x' },
 		{ "proxy-retry", required_argument, NULL, 'y' },
 		{ "proxy-reset", required_argument, NULL, 'z' },
+		{ "align", required_argument, NULL, 'A' },
 		{ "netrc-file", required_argument, NULL, 'n' },
 		{ "bearer-file", required_argument, NULL, 'b' },
 		{ "aws-sigv4", required_argument, NULL, 's' },
@@ -1483,6 +1502,20 @@ int main(int argc, char **argv)
 		case 'x': cfg.proxy = optarg; break;
 		case 'y': cfg.proxy_retry = (unsigned)atoi(optarg); break;
 		case 'z': cfg.proxy_reset = (unsigned)atoi(optarg); break;
+		case 'A': {
+			char *end;
+			unsigned long long v = strtoull(optarg, &end, 10);
+
+			v <<= *end == 'k' || *end == 'K' ? 10 : *end == 'm' || *end == 'M' ? 20 :
+			      *end == 'g' || *end == 'G' ? 30 : 0;
+			if (end == optarg || (*end && end[1]) || (v && (v < 4096 || (v & (v - 1))))) {
+				logf_("--align needs 0 or a power of two of 4k or more (k, m, g)");
+				return 1;
+			}
+			cfg.align = v;
+			cfg.align_set = true;
+			break;
+		}
 		case 'n': cfg.netrc_file = optarg; break;
 		case 'b':
 			cfg.bearer = read_secret(optarg);
@@ -1530,6 +1563,8 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		http_perform = chain_perform;
+		if (!cfg.align_set)
+			cfg.align = 1 << 20;
 		if (cfg.aws_sigv4)
 			logf_("warning: --aws-sigv4 with --proxy: each signed request is unique "
 			      "(its date is signed), so no shared cache can serve it to another "

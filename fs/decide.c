@@ -97,7 +97,7 @@ int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t en
 			hold_event(ev);
 		} else {
 			uint64_t hs, he, hint_start, hint_end, need, gap_end, ff;
-			bool beside;
+			bool beside, stream, whole;
 
 			if (!have_fill_hook() && S.cfg.nohook_fail)
 				return -EIO;
@@ -142,13 +142,33 @@ int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t en
 			gap_end = hint_end;
 			beside = false;
 			ff = S.cfg.first_fill;
-			if (first && ff && !fs->dsums && !in_stream(fs, miss.start) &&
-			    !(miss.start >= PAGE &&
-			      (rs_contains(&fs->present, miss.start - PAGE, miss.start) ||
-			       inflight_over(fs, miss.start - PAGE, miss.start)))) {
+			/*
+			 * A young stream goes on only from where its last
+			 * fill ended (a first_fill block of slack): the
+			 * kernel's windows of slack would take a random read
+			 * near the last one for a reader going on.
+			 */
+			stream = in_stream(fs, miss.start) &&
+				 (!fs->ra_grow || miss.start <= fs->ra_ahead + ff ||
+				  miss.start == fs->ra_seen);
+			/*
+			 * Going on from bytes being fetched (the kernel's
+			 * window, its requests out of order) is a stream;
+			 * from bytes merely present (another read's block,
+			 * a prefetch) it is not, unless this reader read
+			 * them (ra_seen, in in_stream()).
+			 */
+			/*
+			 * A fill that would complete a file with a digest
+			 * stays whole: its digest is checked before a byte of
+			 * it is served (commit_fill()).
+			 */
+			whole = fs->sha256 && hint_start == 0 && hint_end == fs->size;
+			if (first && ff && !fs->dsums && !whole && !stream &&
+			    !(miss.start >= PAGE && inflight_over(fs, miss.start - PAGE, miss.start))) {
 				uint64_t head = ff > S.cfg.kernel_ra ? ff : S.cfg.kernel_ra;
 
-				if (hint_start == 0 && miss.start < head) {
+				if (hint_start == 0 && miss.start == 0) {
 					fs->ra_grow = 0; /* a reader from the start goes on */
 					if (hint_end > 2 * head) {
 						he = (miss.end + head - 1) & ~(head - 1);
@@ -165,7 +185,7 @@ int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t en
 						hint_end = he;
 					fs->ra_grow = ff * 4 >= S.cfg.chunk ? 0 : ff * 4;
 				}
-			} else if (first && ff && fs->ra_grow && !fs->dsums) {
+			} else if (first && ff && fs->ra_grow && !fs->dsums && !whole) {
 				/*
 				 * A stream still young (its first misses after a
 				 * random one): its fills grow four times at each

@@ -777,7 +777,7 @@ class Nginx:
     every path under its own directory.  extra goes into the server block.
     """
 
-    def __init__(self, root, extra="", tls=None, http2=False, main=""):
+    def __init__(self, root, extra="", tls=None, http2=False, main="", http=""):
         import shutil as _sh
         self.exe = _sh.which("nginx") or "/usr/sbin/nginx"
         self.dir = tmpdir("hsmfs-nginx-")
@@ -786,6 +786,7 @@ class Nginx:
         self.tls = tls  # (cert, key) paths: serve https
         self.http2 = http2  # and offer HTTP/2 by ALPN
         self.main = main  # directives of the main context (load_module)
+        self.http = http  # directives and servers of the http context
         self.port = None
         self.proc = None
 
@@ -820,6 +821,7 @@ http {
     scgi_temp_path %(d)s/scgi;
     types { application/octet-stream bin; }
     default_type application/octet-stream;
+    %(http)s
     server {
         listen 127.0.0.1:%(port)d%(ssl)s;
         %(certs)s
@@ -834,7 +836,7 @@ http {
         location / { return 204; }
     }
 }
-""" % {"d": d, "port": self.port, "root": self.root, "extra": self.extra,
+""" % {"d": d, "port": self.port, "root": self.root, "extra": self.extra, "http": self.http,
        "ssl": (" ssl http2" if self.http2 else " ssl") if self.tls else "",
        "certs": ("ssl_certificate %s; ssl_certificate_key %s;" % self.tls) if self.tls else ""})
         open(os.path.join(d, "access.log"), "w").close()
@@ -920,31 +922,39 @@ http {
 
 
 class Squid:
-    """A real squid on 127.0.0.1 with the settings doc/examples/squid.conf
+    """A real squid on 127.0.0.1 with the settings doc/examples/hsmfs-squid.conf
     explains (ranges fetched whole and shared, collapsed forwarding), in
     memory only, every path under its own directory; its access log is
     the record.  kill() stops it at once, as a crash does."""
 
-    CONF = """
-http_port 127.0.0.1:%(port)d
-pid_filename %(d)s/squid.pid
-access_log stdio:%(d)s/access.log
-cache_log %(d)s/cache.log
-cache_store_log none
-coredump_dir %(d)s
-cache_mem 256 MB
-maximum_object_size_in_memory 64 MB
-maximum_object_size 64 MB
-range_offset_limit -1
-quick_abort_min -1 KB
-collapsed_forwarding on
-http_access allow localhost
-http_access deny all
-refresh_pattern . 60 50%% 600
-shutdown_lifetime 0 seconds
-netdb_filename none
-%(user)s
-"""
+    EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "doc",
+                           "examples", "hsmfs-squid.conf")
+
+    def conf(self):
+        """doc/examples/hsmfs-squid.conf with this instance's port and
+        paths, in memory only."""
+        out = []
+        for line in open(self.EXAMPLE).read().splitlines():
+            key = line.split(" ", 1)[0]
+            if key == "http_port":
+                line = "http_port 127.0.0.1:%d" % self.port
+            elif key == "cache_mem":
+                line = "cache_mem 256 MB"
+            elif key == "cache_dir":
+                continue
+            elif key == "pid_filename":
+                line = "pid_filename %s/squid.pid" % self.dir
+            elif key == "access_log":
+                line = "access_log stdio:%s/access.log" % self.dir
+            elif key == "cache_log":
+                line = "cache_log %s/cache.log" % self.dir
+            elif key == "coredump_dir":
+                line = "coredump_dir %s" % self.dir
+            out.append(line)
+        out += ["cache_store_log none", "shutdown_lifetime 0 seconds", "netdb_filename none"]
+        if is_root():
+            out.append("cache_effective_user nobody")
+        return "\n".join(out) + "\n"
 
     def __init__(self):
         self.exe = shutil.which("squid") or "/usr/sbin/squid"
@@ -963,8 +973,7 @@ netdb_filename none
             self.port = free_port()
             conf = os.path.join(self.dir, "squid.conf")
             with open(conf, "w") as f:
-                f.write(self.CONF % {"port": self.port, "d": self.dir,
-                                     "user": "cache_effective_user nobody" if is_root() else ""})
+                f.write(self.conf())
             # its own service name: squid instances must not share IPC names
             self.proc = subprocess.Popen([self.exe, "-N", "-n", "hsmfs%d" % self.port, "-f", conf],
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
