@@ -826,6 +826,65 @@ static void take_events(void)
 	}
 }
 
+/* s as a Prometheus label value (\\, \" and \n escaped) into out. */
+static void label(char *out, size_t cap, const char *s)
+{
+	size_t n = 0;
+
+	for (; *s && n + 3 < cap; s++) {
+		if (*s == '\\' || *s == '"' || *s == '\n')
+			out[n++] = '\\';
+		out[n++] = *s == '\n' ? 'n' : *s;
+	}
+	out[n] = '\0';
+}
+
+/*
+ * The chain's counters to the mount (STATS, for hsmfsctl stats), at most
+ * once a second and only when they changed.  The fetcher's.
+ */
+static void send_stats(void)
+{
+	static char last[HSMFS_MAX_STATS + 1];
+	static int64_t sent_at;
+	struct proxy_stat st[PROXY_MAX];
+	char text[HSMFS_MAX_STATS + 1], l[600];
+	uint64_t tier = 0, all = 0;
+	size_t len = 0;
+	unsigned n;
+
+	if (!chain || mono_ms() - sent_at < 1000)
+		return;
+	sent_at = mono_ms();
+	n = proxy_stats(chain, st, PROXY_MAX, (uint64_t)mono_ms());
+	for (unsigned i = 0; i < n; i++) {
+		label(l, sizeof(l), st[i].url);
+		len += snprintf(text + len, len < sizeof(text) ? sizeof(text) - len : 0,
+				"proxy_requests_total{proxy=\"%s\",group=\"%u\"} %llu\n"
+				"proxy_failures_total{proxy=\"%s\"} %llu\n"
+				"proxy_bytes_total{proxy=\"%s\"} %llu\n"
+				"proxy_hit_bytes_total{proxy=\"%s\"} %llu\n"
+				"proxy_up{proxy=\"%s\"} %d\n"
+				"proxy_in_use{proxy=\"%s\"} %d\n",
+				l, st[i].group, (unsigned long long)st[i].requests,
+				l, (unsigned long long)st[i].failures,
+				l, (unsigned long long)st[i].bytes,
+				l, (unsigned long long)st[i].hit_bytes,
+				l, !st[i].skipped, l, st[i].current);
+		tier += st[i].hit_bytes;
+		all += st[i].bytes;
+	}
+	if (n)
+		len += snprintf(text + len, len < sizeof(text) ? sizeof(text) - len : 0,
+				"proxy_switches_total %llu\ntier_bytes_total %llu\n"
+				"origin_bytes_total %llu\n", (unsigned long long)st[0].switches,
+				(unsigned long long)tier, (unsigned long long)(all - tier));
+	if (len >= sizeof(text) || !strcmp(text, last))
+		return; /* too many members to say, or nothing new */
+	if (hsmfs_hook_stats(hook, text) == 0)
+		memcpy(last, text, len + 1);
+}
+
 /*
  * The fetcher: takes events, fills free slots from the queue, starts
  * retries that are due, drives the transfers and ends those done; sleeps in
@@ -851,6 +910,7 @@ static void *fetcher(void *arg)
 			hw.revents = 0; /* curl_multi_poll() keeps it when nothing was ready */
 			take_events();
 		}
+		send_stats();
 		for (unsigned i = 0; i < cfg.connections; i++)
 			nlater += slots[i].j && slots[i].later;
 		for (unsigned i = 0; i < cfg.connections; i++) {

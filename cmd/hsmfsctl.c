@@ -2649,8 +2649,21 @@ fail:
  * on standard output or into DIR (textfile_write()).  Returns an exit
  * code.
  */
+/*
+ * The counters the mount's hooks sent (user.hsmfs.hook_stats: "NAME\tPID\t
+ * COUNTER VALUE" a line), NUL-terminated in buf; "" from a daemon that
+ * has none or does not know the attribute.
+ */
+static void hook_counters(const char *mnt, char *buf, size_t size)
+{
+	ssize_t n = getxattr(mnt, "user.hsmfs.hook_stats", buf, size - 1);
+
+	buf[n > 0 ? n : 0] = '\0';
+}
+
 static int stats_prometheus(const char *mnt, const char *stats, const char *dir)
 {
+	static char counters[1 << 20];
 	static char hooks[1 << 20];
 	uint64_t vals[STATS_NFIELDS];
 	bool have[STATS_NFIELDS];
@@ -2687,13 +2700,19 @@ static int stats_prometheus(const char *mnt, const char *stats, const char *dir)
 					    strtoull(h[i].p99_us, NULL, 10) };
 	/* one name for the mount however it was given: its real path */
 	label = realpath(mnt, real) ? real : mnt;
+	hook_counters(mnt, counters, sizeof(counters));
 	len = prom_format(NULL, 0, label, vals, have, ph, nh);
+	len += prom_hook_counters(NULL, 0, label, counters);
 	text = malloc(len + 1);
 	if (!text) {
 		fprintf(stderr, "hsmfsctl: out of memory\n");
 		goto out;
 	}
-	prom_format(text, len + 1, label, vals, have, ph, nh);
+	{
+		size_t k = prom_format(text, len + 1, label, vals, have, ph, nh);
+
+		prom_hook_counters(text + k, len + 1 - k, label, counters);
+	}
 	if (dir) {
 		rc = textfile_write(dir, label, text, len);
 	} else {
@@ -2714,6 +2733,7 @@ out:
  */
 static int cmd_stats(int argc, char **argv)
 {
+	static char counters[1 << 20];
 	char buf[4096], h[32];
 	const char *mnt = NULL, *dir = NULL;
 	bool json = false, prom = false;
@@ -2750,8 +2770,42 @@ static int cmd_stats(int argc, char **argv)
 		return X_STORE;
 	if (prom)
 		return stats_prometheus(mnt, buf, dir);
+	hook_counters(mnt, counters, sizeof(counters));
 	if (json) {
+		/* the daemon's object, and the hooks' counters in it */
+		char *end = strrchr(buf, '}');
+
+		if (!end || !counters[0]) {
+			fputs(buf, stdout);
+			return 0;
+		}
+		*end = '\0';
 		fputs(buf, stdout);
+		bool first = true, last;
+
+		fputs(",\"hook_counters\":[", stdout);
+		for (char *l = counters, *nl; *l; l = nl + 1) {
+			char *t1, *t2, *sp;
+
+			nl = l + strcspn(l, "\n");
+			last = !*nl;
+			*nl = '\0';
+			t1 = strchr(l, '\t');
+			t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+			sp = strrchr(l, ' ');
+			if (t2 && sp && sp > t2) {
+				*t1 = *t2 = *sp = '\0';
+				printf("%s{\"hook\":", first ? "" : ",");
+				first = false;
+				json_str(l);
+				printf(",\"pid\":%ld,\"counter\":", strtol(t1 + 1, NULL, 10));
+				json_str(t2 + 1);
+				printf(",\"value\":%s}", sp + 1);
+			}
+			if (last || !nl[1])
+				break;
+		}
+		printf("]}\n");
 		return 0;
 	}
 	for (size_t i = 0; i < STATS_NFIELDS; i++) {
@@ -2768,6 +2822,25 @@ static int cmd_stats(int argc, char **argv)
 			human(h, sizeof(h), v);
 			printf("%-34s %s\n", r->what, h);
 		}
+	}
+	/* the hooks' own: a proxy chain's members, bytes from the tier */
+	for (char *l = counters, *nl; *l; l = nl + 1) {
+		char *t1, *t2, *sp;
+
+		bool last;
+
+		nl = l + strcspn(l, "\n");
+		last = !*nl;
+		*nl = '\0';
+		t1 = strchr(l, '\t');
+		t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+		sp = strrchr(l, ' ');
+		if (t2 && sp && sp > t2) {
+			*t1 = *sp = '\0';
+			printf("%s %-60s %s\n", l, t2 + 1, sp + 1);
+		}
+		if (last || !nl[1])
+			break;
 	}
 	return 0;
 }
@@ -3388,6 +3461,55 @@ static void finding(struct doctor *d, const char *level, const char *fmt, ...)
 	}
 }
 
+/*
+ * The proxies of hooks that say them (hsmfs-http --proxy, its STATS):
+ * each one failed and skipped now a warning, then how many are up and
+ * the bytes from the tier against those from the origin.
+ */
+static void doctor_proxies(struct doctor *d, const char *mnt)
+{
+	static char counters[1 << 20];
+	long long tier = -1, origin = -1;
+	unsigned up = 0, all = 0;
+	char hook[256] = "";
+
+	hook_counters(mnt, counters, sizeof(counters));
+	for (const char *l = counters; *l; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] == '\n')) {
+		size_t len = strcspn(l, "\n");
+		const char *t1 = memchr(l, '\t', len), *t2 = t1 ? memchr(t1 + 1, '\t', len - (t1 + 1 - l)) : NULL;
+		const char *m = t2 ? t2 + 1 : NULL, *sp = l + len;
+
+		if (!m)
+			continue;
+		while (sp > m && sp[-1] != ' ')
+			sp--;
+		snprintf(hook, sizeof(hook), "%.*s", (int)(t1 - l), l);
+		if (!strncmp(m, "proxy_up{proxy=\"", 16)) {
+			const char *q = strchr(m + 16, '"');
+			bool is_up = *sp == '1';
+
+			all++;
+			up += is_up;
+			if (!is_up && q)
+				finding(d, "warn", "hook %s: proxy %.*s failed and is skipped for now "
+					"(the chain goes on through the next member)", hook,
+					(int)(q - m - 16), m + 16);
+		} else if (!strncmp(m, "tier_bytes_total ", 17)) {
+			tier = atoll(sp);
+		} else if (!strncmp(m, "origin_bytes_total ", 19)) {
+			origin = atoll(sp);
+		}
+	}
+	if (all) {
+		char t[32], o[32];
+
+		human(t, sizeof(t), tier < 0 ? 0 : tier);
+		human(o, sizeof(o), origin < 0 ? 0 : origin);
+		finding(d, up ? "ok" : "fail", "hook %s: %u of %u proxies up; %s from the tier's "
+			"cache, %s from the origin (through a proxy or DIRECT)", hook, up, all, t, o);
+	}
+}
+
 static size_t doctor_discard(char *b, size_t sz, size_t n, void *arg)
 {
 	(void)b;
@@ -3577,6 +3699,7 @@ static int cmd_doctor(int argc, char **argv)
 		said[n] = '\0';
 		finding(&d, "ok", "hook= last said: %s", said);
 	}
+	doctor_proxies(&d, mnt);
 	if (origin[0])
 		doctor_origin(&d, origin);
 	{

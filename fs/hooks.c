@@ -25,7 +25,7 @@ static struct {
 	char path[4200];           /* for user.hsmfs.socket */
 	uint32_t chunk, timeout_ms;
 	struct hooks_handlers on;  /* where frames go (hooks_start) */
-	pthread_mutex_t lock;      /* guards nconn and conns */
+	pthread_mutex_t lock;      /* guards nconn, conns and each one's stats */
 	pthread_cond_t gone;       /* a connection thread finished */
 	unsigned nconn;
 	struct hook *conns[HOOKS_MAX]; /* live connections, for hooks_stop() */
@@ -153,6 +153,73 @@ static int norm_subtree(struct proto_str in, char *out, size_t size)
 	return 0;
 }
 
+/*
+ * Are the n bytes at p counters as STATS carries them: lines of
+ * name{labels} number, a name of [a-z_][a-z0-9_]*, no control bytes?
+ */
+static bool stats_ok(const char *p, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		size_t start = i, sp = 0;
+
+		if (!(p[i] == '_' || (p[i] >= 'a' && p[i] <= 'z')))
+			return false;
+		while (i < n && (p[i] == '_' || (p[i] >= 'a' && p[i] <= 'z') ||
+				 (p[i] >= '0' && p[i] <= '9')))
+			i++;
+		for (; i < n && p[i] != '\n'; i++) {
+			if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f)
+				return false;
+			if (p[i] == ' ')
+				sp = i;
+		}
+		if (!sp || sp + 1 >= i || i - start > 1024)
+			return false; /* no number after the last space */
+		for (size_t k = sp + 1; k < i; k++)
+			if (!((p[k] >= '0' && p[k] <= '9') || p[k] == '-' || p[k] == '.' || p[k] == 'e'))
+				return false;
+		i++; /* the newline */
+	}
+	return true;
+}
+
+/* A hook's STATS: kept, replacing the last. */
+static void keep_stats(struct hook *h, const struct proto_stats *m)
+{
+	char *s = strndup(m->counters.p, m->counters.len), *old;
+
+	if (!s)
+		return; /* no memory: the last ones stay */
+	pthread_mutex_lock(&H.lock);
+	old = h->stats;
+	h->stats = s;
+	pthread_mutex_unlock(&H.lock);
+	free(old);
+}
+
+ssize_t hooks_stats(char *out, size_t cap)
+{
+	size_t len = 0;
+
+	pthread_mutex_lock(&H.lock);
+	for (unsigned i = 0; i < HOOKS_MAX; i++) {
+		const struct hook *h = H.conns[i];
+
+		for (const char *l = h ? h->stats : NULL; l && *l;) {
+			size_t n = strcspn(l, "\n");
+
+			len += snprintf(out && len < cap ? out + len : NULL,
+					out && len < cap ? cap - len : 0,
+					"%s\t%d\t%.*s\n", h->name, (int)h->pid, (int)n, l);
+			l += n + (l[n] == '\n');
+		}
+	}
+	pthread_mutex_unlock(&H.lock);
+	return out && len >= cap ? -ERANGE : (ssize_t)len;
+}
+
 static void *conn_main(void *arg)
 {
 	struct hook *h = arg;
@@ -168,6 +235,7 @@ static void *conn_main(void *arg)
 		struct proto_progress prog;
 		struct proto_filled filled;
 		struct proto_archived archived;
+		struct proto_stats stats;
 		uint16_t type;
 		ssize_t n = recv(h->fd, buf, HSMFS_MAX_FRAME + 1, MSG_TRUNC);
 
@@ -270,6 +338,16 @@ static void *conn_main(void *arg)
 			}
 			H.on.archived(h, &archived);
 			break;
+		case HSMFS_MSG_STATS:
+			if (h->version < 7)
+				goto unknown;
+			if (proto_dec_stats(buf, n, &stats) ||
+			    !stats_ok(stats.counters.p, stats.counters.len)) {
+				refuse(h->fd, who, HSMFS_ERR_MALFORMED, "malformed STATS");
+				goto out;
+			}
+			keep_stats(h, &stats);
+			break;
 		case HSMFS_MSG_HELLO:
 			refuse(h->fd, who, HSMFS_ERR_STATE, "HELLO sent twice");
 			goto out;
@@ -287,6 +365,7 @@ out:
 		if (H.conns[i] == h)
 			H.conns[i] = NULL;
 	close(h->fd);
+	free(h->stats);
 	free(h);
 	free(buf);
 	H.nconn--;

@@ -61,6 +61,9 @@ struct hook {
 	 * numbers, at most HOOK_QUIET_MAX), owned by the engine under its
 	 * lock: made by its joined handler, freed by its left handler */
 	struct hashset quiet;
+	/* its last STATS (NUL-terminated, malloc'ed) or NULL: this module's,
+	 * under its own lock (hooks_stats()) */
+	char *stats;
 };
 
 #define HOOK_QUIET_MAX (1u << 20) /* QUIET past it is not kept: more events */
@@ -97,5 +100,12 @@ int hooks_send_event(struct hook *h, const struct proto_event *ev, int fd);
 /* Send WELCOME (an encoded frame): the joined handler does, under its lock. */
 int hooks_send_welcome(struct hook *h, const uint8_t *frame, int len);
 void hooks_send_cancel(struct hook *h, uint64_t id, uint32_t reason);
+/*
+ * The counters the connected hooks sent (STATS), a line each: hook name,
+ * pid, the counter's line, tab-separated; into out (cap bytes): the
+ * length, or -ERANGE (cap 0: the length it needs).  Takes this module's
+ * lock; no other lock needed.
+ */
+ssize_t hooks_stats(char *out, size_t cap);
 
 #endif

@@ -121,6 +121,28 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 		free(list);
 		return n;
 	}
+	if (!strcmp(name, "user.hsmfs.hook_stats") && in == inode_root()) {
+		ssize_t len = hooks_stats(NULL, 0);
+		char *list;
+
+		if (len < 0)
+			return len;
+		if (!bufsize)
+			return len;
+		if ((size_t)len > bufsize)
+			return -ERANGE;
+		list = malloc(len + 1);
+		if (!list)
+			return -ENOMEM;
+		/* a hook may have said more meanwhile: what fits, or ERANGE again */
+		len = hooks_stats(list, len + 1);
+		if (len >= 0 && (size_t)len <= bufsize)
+			memcpy(buf, list, len);
+		else if (len >= 0)
+			len = -ERANGE;
+		free(list);
+		return len;
+	}
 	if (!strcmp(name, "user.hsmfs.stats") && in == inode_root()) {
 		struct stats_snapshot s;
 

@@ -310,6 +310,26 @@ int hsmfs_hook_archived(struct hsmfs_hook *h, uint64_t id, const char *version,
 	return res;
 }
 
+int hsmfs_hook_stats(struct hsmfs_hook *h, const char *counters)
+{
+	size_t n = strlen(counters);
+	struct proto_stats m = { { counters, (uint16_t)n } };
+	uint8_t *buf;
+	int res;
+
+	if (h->welcome.version < 7)
+		return -EOPNOTSUPP;
+	if (n > HSMFS_MAX_STATS)
+		return -EMSGSIZE;
+	buf = malloc(HSMFS_MAX_FRAME);
+	if (!buf)
+		return -ENOMEM;
+	res = proto_enc_stats(buf, &m);
+	res = res < 0 ? res : send_buf(h, buf, res);
+	free(buf);
+	return res;
+}
+
 uint16_t hsmfs_hook_event_flags(const struct hsmfs_hook *h)
 {
 	return h->last_flags;

@@ -259,6 +259,107 @@ size_t prom_format(char *buf, size_t size, const char *mnt, const uint64_t *vals
 	return o.n;
 }
 
+/* One line of user.hsmfs.hook_stats, split (pointers into it). */
+struct counter_line {
+	const char *hook, *pid, *metric, *labels, *value;
+	size_t hook_len, pid_len, metric_len, labels_len, value_len;
+};
+
+/* The line at p (to its newline): true with *c if it has the form. */
+static bool counter_split(const char *p, struct counter_line *c)
+{
+	size_t len = strcspn(p, "\n"), i;
+	const char *t1 = memchr(p, '\t', len), *t2, *sp;
+
+	if (!t1 || !(t2 = memchr(t1 + 1, '\t', len - (size_t)(t1 + 1 - p))))
+		return false;
+	c->hook = p;
+	c->hook_len = (size_t)(t1 - p);
+	c->pid = t1 + 1;
+	c->pid_len = (size_t)(t2 - c->pid);
+	c->metric = t2 + 1;
+	for (i = 0; c->metric + i < p + len && (c->metric[i] == '_' ||
+	     (c->metric[i] >= 'a' && c->metric[i] <= 'z') ||
+	     (c->metric[i] >= '0' && c->metric[i] <= '9')); i++)
+		;
+	c->metric_len = i;
+	sp = p + len;
+	while (sp > c->metric && sp[-1] != ' ')
+		sp--;
+	if (!i || sp <= c->metric || sp == p + len)
+		return false;
+	c->value = sp;
+	c->value_len = (size_t)(p + len - sp);
+	if (strspn(sp, "0123456789.-+e") < c->value_len)
+		return false; /* not a number */
+	c->labels = c->metric + i;
+	c->labels_len = (size_t)(sp - 1 - c->labels);
+	if (c->labels_len) {
+		/* {...}: its inside */
+		if (c->labels_len < 2 || c->labels[0] != '{' || c->labels[c->labels_len - 1] != '}')
+			return false;
+		c->labels++;
+		c->labels_len -= 2;
+	}
+	return true;
+}
+
+static void putn(struct out *o, const char *s, size_t n)
+{
+	while (n--)
+		put(o, *s++);
+}
+
+size_t prom_hook_counters(char *buf, size_t size, const char *mnt, const char *lines)
+{
+	struct out o = { buf, size, 0 };
+
+	if (size)
+		buf[0] = '\0';
+	for (const char *p = lines; *p; p += strcspn(p, "\n") + (p[strcspn(p, "\n")] == '\n')) {
+		struct counter_line c, d;
+		bool seen = false;
+		char name[300];
+
+		if (!counter_split(p, &c) || c.metric_len > 200)
+			continue;
+		/* its family, once: at the first line of its metric */
+		for (const char *q = lines; q < p && !seen;
+		     q += strcspn(q, "\n") + (q[strcspn(q, "\n")] == '\n'))
+			seen = counter_split(q, &d) && d.metric_len == c.metric_len &&
+			       !memcmp(d.metric, c.metric, c.metric_len);
+		if (seen)
+			continue;
+		snprintf(name, sizeof(name), "hsmfs_hook_%.*s", (int)c.metric_len, c.metric);
+		family(&o, name, c.metric_len > 6 && !memcmp(c.metric + c.metric_len - 6, "_total", 6) ?
+				 PROM_COUNTER : PROM_GAUGE,
+		       "A counter a hook keeps (hsmfs-hooks(7), STATS)");
+		for (const char *q = p; *q; q += strcspn(q, "\n") + (q[strcspn(q, "\n")] == '\n')) {
+			char hook[256];
+
+			if (!counter_split(q, &d) || d.metric_len != c.metric_len ||
+			    memcmp(d.metric, c.metric, c.metric_len))
+				continue;
+			snprintf(hook, sizeof(hook), "%.*s", (int)d.hook_len, d.hook);
+			sample(&o, name, mnt);
+			puts_(&o, ",hook=\"");
+			escaped(&o, hook, true);
+			puts_(&o, "\",pid=\"");
+			putn(&o, d.pid, d.pid_len);
+			put(&o, '"');
+			if (d.labels_len) {
+				put(&o, ',');
+				putn(&o, d.labels, d.labels_len);
+			}
+			put(&o, '}');
+			put(&o, ' ');
+			putn(&o, d.value, d.value_len);
+			put(&o, '\n');
+		}
+	}
+	return o.n;
+}
+
 size_t prom_label_value(char *buf, size_t size, const char *s)
 {
 	struct out o = { buf, size, 0 };

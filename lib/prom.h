@@ -73,6 +73,16 @@ struct prom_hook {
 size_t prom_format(char *buf, size_t size, const char *mnt, const uint64_t *vals,
 		   const bool *have, const struct prom_hook *hooks, size_t nhooks);
 
+/*
+ * The counters the mount's hooks sent (user.hsmfs.hook_stats: a line
+ * each, "NAME\tPID\tMETRIC{LABELS} VALUE", hsmfs-hooks(7), STATS): one
+ * family per metric, hsmfs_hook_METRIC, a counter if METRIC ends in
+ * _total, else a gauge; each sample labelled mountpoint, hook and pid,
+ * then the hook's own labels.  Lines of another form are left out.
+ * snprintf's contract.
+ */
+size_t prom_hook_counters(char *buf, size_t size, const char *mnt, const char *lines);
+
 /* s as a label's value (without the quotes).  snprintf's contract. */
 size_t prom_label_value(char *buf, size_t size, const char *s);
 

@@ -359,6 +359,29 @@ int proto_dec_archived(const uint8_t *pkt, size_t len, struct proto_archived *re
 	return 0;
 }
 
+int proto_enc_stats(uint8_t *buf, const struct proto_stats *m)
+{
+	struct cur c = enc_begin(buf, HSMFS_MSG_STATS, 0);
+
+	put_str(&c, m->counters);
+	return enc_end(&c);
+}
+
+int proto_dec_stats(const uint8_t *pkt, size_t len, struct proto_stats *ret)
+{
+	struct proto_stats m;
+	struct cur c;
+	uint16_t flags;
+
+	if (dec_begin(&c, pkt, len, HSMFS_MSG_STATS, &flags))
+		return -EBADMSG;
+	m.counters = get_str(&c);
+	if (dec_end(&c) || m.counters.len > HSMFS_MAX_STATS)
+		return -EBADMSG;
+	*ret = m;
+	return 0;
+}
+
 int proto_enc_cancel(uint8_t *buf, const struct proto_cancel *m)
 {
 	struct cur c = enc_begin(buf, HSMFS_MSG_CANCEL, 0);

@@ -60,6 +60,10 @@ struct proto_archived {
 	struct proto_str version, origin;
 };
 
+struct proto_stats {
+	struct proto_str counters;
+};
+
 struct proto_cancel {
 	uint64_t id;
 	uint32_t reason;
@@ -86,6 +90,7 @@ int proto_enc_answer(uint8_t *buf, const struct proto_answer *m);
 int proto_enc_progress(uint8_t *buf, const struct proto_progress *m);
 int proto_enc_filled(uint8_t *buf, const struct proto_filled *m);
 int proto_enc_archived(uint8_t *buf, const struct proto_archived *m);
+int proto_enc_stats(uint8_t *buf, const struct proto_stats *m);
 int proto_enc_cancel(uint8_t *buf, const struct proto_cancel *m);
 int proto_enc_error(uint8_t *buf, const struct proto_error *m);
 
@@ -96,6 +101,7 @@ int proto_dec_answer(const uint8_t *pkt, size_t len, struct proto_answer *ret);
 int proto_dec_progress(const uint8_t *pkt, size_t len, struct proto_progress *ret);
 int proto_dec_filled(const uint8_t *pkt, size_t len, struct proto_filled *ret);
 int proto_dec_archived(const uint8_t *pkt, size_t len, struct proto_archived *ret);
+int proto_dec_stats(const uint8_t *pkt, size_t len, struct proto_stats *ret);
 int proto_dec_cancel(const uint8_t *pkt, size_t len, struct proto_cancel *ret);
 int proto_dec_error(const uint8_t *pkt, size_t len, struct proto_error *ret);
 

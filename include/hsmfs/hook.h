@@ -77,6 +77,16 @@ HSMFS_HOOK_API int hsmfs_hook_filled(struct hsmfs_hook *h, uint64_t id, uint64_t
  * origin as version, at origin (NULL or "": the recorded one).
  * -EOPNOTSUPP from a mount older than protocol version 6.
  */
+/*
+ * The hook's own counters, for hsmfsctl stats (and its --json and
+ * --prometheus forms): one a line, name{label="value",...} number, as in
+ * Prometheus' text format without comments; each call replaces what the
+ * last one sent.  A name is [a-z_][a-z0-9_]*; hsmfsctl shows it prefixed
+ * with the hook's name.  -EMSGSIZE past HSMFS_MAX_STATS bytes,
+ * -EOPNOTSUPP from a mount older than protocol version 7.
+ */
+HSMFS_HOOK_API int hsmfs_hook_stats(struct hsmfs_hook *h, const char *counters);
+
 HSMFS_HOOK_API int hsmfs_hook_archived(struct hsmfs_hook *h, uint64_t id, const char *version,
 				       const char *origin);
 

@@ -29,11 +29,12 @@
 
 #include <stdint.h>
 
-#define HSMFS_PROTO_VERSION 6      /* the newest version this header describes */
+#define HSMFS_PROTO_VERSION 7      /* the newest version this header describes */
 #define HSMFS_MAX_FRAME 65536      /* largest frame either side sends */
 #define HSMFS_HDR_SIZE 8
 #define HSMFS_MAX_NAME 255         /* hook name in HELLO */
 #define HSMFS_MAX_PATH 4096        /* path strings */
+#define HSMFS_MAX_STATS 16384      /* STATS' counters */
 
 /*
  * Not a frame: the exit status of a hook started by -o hook= with
@@ -57,6 +58,8 @@ enum hsmfs_msg {
 				 * is written, final, and may be read now */
 	HSMFS_MSG_ARCHIVED = 9, /* hook -> hsmfs, version 6: an ARCHIVE event's
 				 * snapshot is at the origin as this version */
+	HSMFS_MSG_STATS = 10,   /* hook -> hsmfs, version 7: the hook's own
+				 * counters, for hsmfsctl stats */
 };
 
 /* Hook kinds (HELLO). */
@@ -186,6 +189,11 @@ enum hsmfs_error {
  *           ARCHIVE event's archive hook, before its ALLOW: the
  *           snapshot is at the origin as version, at origin; origin ""
  *           keeps the recorded one)
+ * STATS:    string counters (version 7; any time after WELCOME: the
+ *           hook's own counters, replacing those it sent before, one a
+ *           line: name{label="value",...} number, Prometheus' text form
+ *           with no comments; a name of [a-z_][a-z0-9_]*, at most
+ *           HSMFS_MAX_STATS bytes in all)
  * CANCEL:   u64 id, u32 reason
  * ERROR:    u32 code, string message
  */

@@ -13,16 +13,18 @@ never fails while a member of the chain works.
 Counts come from the proxies' and the origin's own logs.  Skipped where
 squid is missing.
 """
-import email.utils
 import errno
+import json
 import os
+import re
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HSMFS, Mount, Nginx, Squid, diag, eq, errno_of, free_port,  # noqa: E402
-                     import_manifest, main, ok, skip, tmpdir, wait_for, write_tree)
+from harness import (HSMFS, HSMFSCTL, Mount, Nginx, Squid, diag, eq, errno_of,  # noqa: E402
+                     free_port, import_manifest, main, ok, run, skip, tmpdir, wait_for,
+                     write_tree)
 
 HTTP = os.path.join(os.path.dirname(os.path.abspath(HSMFS)), "hsmfs-http")
 MiB = 1 << 20
@@ -69,6 +71,34 @@ def test_dead_first():
             ok(m.logged("proxy %s failed" % dead), "the log says the first proxy failed")
             eq(m.output().count("proxy %s failed" % dead), 1, "once, not at each request")
             ok(len(sq.log()) >= 3, "the second proxy served them (%d requests)" % len(sq.log()))
+            # what the chain says of itself: hsmfsctl stats, --json, --prometheus, doctor
+            want = 'proxy_up{proxy="%s"} 0' % dead
+
+            def said():
+                # sent at most once a second: until they count the reads above
+                rc, out = run([HSMFSCTL, "stats", m.mnt])
+                n = [int(l.split()[-1]) for l in out.splitlines()
+                     if 'proxy_requests_total{proxy="%s"' % sq.url() in l]
+                return rc == 0 and want.replace("} 0", "}") in out and n and n[0] >= 3 and out
+            out = wait_for(said, "the chain's counters in hsmfsctl stats")
+            line = [l for l in out.splitlines() if 'proxy_up{proxy="%s"}' % dead in l]
+            ok(line and line[0].startswith("hsmfs-http ") and line[0].split()[-1] == "0",
+               "stats: the first proxy is down (%s)" % line)
+            line = [l for l in out.splitlines()
+                    if 'proxy_requests_total{proxy="%s"' % sq.url() in l]
+            ok(line and int(line[0].split()[-1]) >= 3, "stats: the second's requests (%s)" % line)
+            rc, out = run([HSMFSCTL, "stats", "--json", m.mnt])
+            js = json.loads(out)
+            ok(any(c["counter"].startswith("proxy_failures_total") and c["value"] >= 1
+                   for c in js.get("hook_counters", [])), "--json: the first proxy's failure")
+            rc, out = run([HSMFSCTL, "stats", "--prometheus", m.mnt])
+            ok(re.search(r'^hsmfs_hook_proxy_up\{mountpoint="[^"]*",hook="hsmfs-http",pid="\d+",'
+                         r'proxy="%s"\} 0$' % re.escape(dead), out, re.M) is not None and
+               "# TYPE hsmfs_hook_proxy_requests_total counter" in out,
+               "--prometheus: a family per counter, labelled with the hook and the proxy")
+            rc, out = run([HSMFSCTL, "doctor", m.mnt])
+            ok("proxy %s failed and is skipped" % dead in out and "1 of 2 proxies up" in out,
+               "doctor says the first proxy is skipped, 1 of 2 up")
 
 
 def kill_mid_read(second):

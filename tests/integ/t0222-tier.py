@@ -17,6 +17,7 @@ HSMFS_TIER_HOSTS (default 6) and HSMFS_TIER_MIB (default 12) scale it;
 the diag lines are the table of doc/benchmarks.md.  Skipped where squid
 is missing.
 """
+import json
 import os
 import random
 import re
@@ -25,8 +26,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HSMFS, Mount, Nginx, Squid, diag, dread, eq, free_port, main, ok,  # noqa: E402
-                     skip, tmpdir, wait_for, write_tree)
+from harness import (HSMFS, HSMFSCTL, Mount, Nginx, Squid, diag, dread, eq,  # noqa: E402
+                     main, ok, run, skip, tmpdir, wait_for, write_tree)
 
 HTTP = os.path.join(os.path.dirname(os.path.abspath(HSMFS)), "hsmfs-http")
 EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "doc",
@@ -115,6 +116,27 @@ def whole_tree(setup, ng, files, proxy):
         got = file_bytes(ng, n)
         diag("whole tree, %s: origin served %.2f times the tree (%d hosts, %.1f MiB)" %
              (setup, got / tree, HOSTS, tree / MiB))
+        if proxy:
+            # each host's hsmfs-http says what came from the tier's cache
+            # (hsmfsctl stats; sent at most once a second)
+            def counted():
+                tier = origin = 0
+                for m in mounts:
+                    rc, out = run([HSMFSCTL, "stats", "--json", m.mnt])
+                    c = {x["counter"]: x["value"]
+                         for x in json.loads(out).get("hook_counters", [])}
+                    if c.get("tier_bytes_total", 0) + c.get("origin_bytes_total", 0) < tree:
+                        return None
+                    tier += c["tier_bytes_total"]
+                    origin += c["origin_bytes_total"]
+                return tier, origin
+            tier, origin = wait_for(counted, "every host's counters")
+            diag("whole tree, %s: the hosts say %.1f MiB from the tier's cache, %.1f MiB "
+                 "from the origin through it" % (setup, tier / MiB, origin / MiB))
+            if setup == "squid":
+                # nginx with slice says the status of a request's first
+                # slice (hsmfs-http(1), PROXIES): only squid's is exact
+                ok(tier > 0, "hsmfsctl stats counts bytes from squid's cache (%d)" % tier)
         return got / tree
     finally:
         for m in mounts:

@@ -243,8 +243,44 @@ static void test_file_name(void)
 	   "a buffer too short for the name and its NUL: ENAMETOOLONG");
 }
 
+static void test_hook_counters(void)
+{
+	const char *lines =
+		"hsmfs-http\t42\tproxy_requests_total{proxy=\"http://a:3128\",group=\"0\"} 7\n"
+		"hsmfs-http\t42\tproxy_up{proxy=\"http://a:3128\"} 1\n"
+		"other\t43\tbad line\n"
+		"hsmfs-http\t42\tproxy_requests_total{proxy=\"DIRECT\",group=\"1\"} 2\n"
+		"hsmfs-http\t42\ttier_bytes_total 1048576\n";
+	const char *want =
+		"# HELP hsmfs_hook_proxy_requests_total A counter a hook keeps (hsmfs-hooks(7), STATS)\n"
+		"# TYPE hsmfs_hook_proxy_requests_total counter\n"
+		"hsmfs_hook_proxy_requests_total{mountpoint=\"/m\",hook=\"hsmfs-http\",pid=\"42\","
+		"proxy=\"http://a:3128\",group=\"0\"} 7\n"
+		"hsmfs_hook_proxy_requests_total{mountpoint=\"/m\",hook=\"hsmfs-http\",pid=\"42\","
+		"proxy=\"DIRECT\",group=\"1\"} 2\n"
+		"# HELP hsmfs_hook_proxy_up A counter a hook keeps (hsmfs-hooks(7), STATS)\n"
+		"# TYPE hsmfs_hook_proxy_up gauge\n"
+		"hsmfs_hook_proxy_up{mountpoint=\"/m\",hook=\"hsmfs-http\",pid=\"42\","
+		"proxy=\"http://a:3128\"} 1\n"
+		"# HELP hsmfs_hook_tier_bytes_total A counter a hook keeps (hsmfs-hooks(7), STATS)\n"
+		"# TYPE hsmfs_hook_tier_bytes_total counter\n"
+		"hsmfs_hook_tier_bytes_total{mountpoint=\"/m\",hook=\"hsmfs-http\",pid=\"42\"} "
+		"1048576\n";
+	char buf[2048], small[40];
+	size_t n = prom_hook_counters(buf, sizeof(buf), "/m", lines);
+
+	ok(n == strlen(want) && !strcmp(buf, want),
+	   "hooks' counters: a family per metric, never interleaved, labelled, a bad line left out");
+	if (strcmp(buf, want))
+		printf("# got:\n%s", buf);
+	ok(prom_hook_counters(small, sizeof(small), "/m", lines) == n && strlen(small) == 39,
+	   "cut at the buffer's end, the whole length returned");
+	ok(prom_hook_counters(NULL, 0, "/m", "") == 0, "no counters: nothing");
+}
+
 int main(void)
 {
+	test_hook_counters();
 	test_table();
 	test_escape();
 	test_format();

@@ -120,6 +120,18 @@ int main(void)
 	   "filled round trip");
 	hostile("filled", (decoder)proto_dec_filled, &f2, n);
 
+	{
+		static const char text[] = "proxy_up{proxy=\"http://a:3128\"} 1\n";
+		struct proto_stats s = { { text, sizeof(text) - 1 } }, s2;
+
+		n = proto_enc_stats(buf, &s);
+		ok(n == 8 + 2 + (int)sizeof(text) - 1 && proto_dec_stats(buf, n, &s2) == 0 &&
+			   s2.counters.len == sizeof(text) - 1 &&
+			   !memcmp(s2.counters.p, text, s2.counters.len),
+		   "stats round trip");
+		hostile("stats", (decoder)proto_dec_stats, &s2, n);
+	}
+
 	struct proto_cancel c = { 6, HSMFS_CANCEL_TIMEOUT }, c2;
 	n = proto_enc_cancel(buf, &c);
 	ok(proto_dec_cancel(buf, n, &c2) == 0 && c2.id == 6 && c2.reason == 1,
