@@ -192,14 +192,14 @@ _hsmfs_http()
 		_hsmfs_paths -d
 		return 0 ;;
 	--origin | --connections | --retries | --connect-timeout | --low-speed-limit | \
-	--low-speed-time | --proxy | --proxy-retry | --proxy-reset | --align | --aws-sigv4 | \
-	--part-size | --page-size | --read-back-max)
+	--low-speed-time | --proxy | --proxy-retry | --proxy-reset | --proxy-timeout | --align | \
+	--aws-sigv4 | --part-size | --page-size | --read-back-max)
 		return 0 ;;
 	esac
 	if [[ $_hsmfs_cur == -* ]]; then
 		_hsmfs_words --origin --connections --retries --connect-timeout \
 			--low-speed-limit --low-speed-time --cacert --insecure --proxy \
-			--proxy-retry --proxy-reset --align \
+			--proxy-retry --proxy-reset --proxy-timeout --align \
 			--netrc-file --bearer-file --aws-sigv4 --aws-keys-file --s3 \
 			--part-size --page-size --no-s3-metadata --read-back-max --state-dir --verbose \
 			--help --version

@@ -80,6 +80,7 @@ static struct {
 	uint64_t align;          /* requests of whole aligned blocks this size, 0: not */
 	bool align_set;
 	unsigned proxy_retry, proxy_reset; /* seconds */
+	unsigned proxy_timeout;  /* a proxy silent this long failed (seconds) */
 	const char *netrc_file;
 	char *bearer;
 	const char *aws_sigv4;
@@ -94,7 +95,7 @@ static struct {
 } cfg = { .connections = 8, .retries = 4, .connect_timeout = 10, .part_size = 64 << 20,
 	  .read_back_max = 16 << 20,
 	  .low_speed_limit = 1024, .low_speed_time = 30,
-	  .proxy_retry = 60, .proxy_reset = 300 };
+	  .proxy_retry = 60, .proxy_reset = 300, .proxy_timeout = 5 };
 
 static struct hsmfs_hook *hook;
 static struct proxy_chain *chain; /* --proxy's, or NULL */
@@ -403,7 +404,11 @@ static void setup_handle(CURL *c, bool shared)
 		curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
 	}
 	if (chain)
-		/* the chain's choice now; each request sets its own (use_proxy()) */
+		/*
+		 * the chain's choice now, with the usual bounds (an upload's
+		 * answer may take a while); fills, listings and lookups set
+		 * their own member and its bounds (use_member())
+		 */
 		curl_easy_setopt(c, CURLOPT_PROXY, proxy_url(chain, proxy_pick(chain, 0, mono_ms())));
 	if (cfg.netrc_file) {
 		curl_easy_setopt(c, CURLOPT_NETRC, (long)CURL_NETRC_OPTIONAL);
@@ -453,6 +458,25 @@ static bool proxy_failed(int i, CURLcode rc, long code)
 	return rc == CURLE_OK && proxy_url(chain, i)[0] && (code == 502 || code == 503 || code == 504);
 }
 
+/*
+ * Send c's next request through member i: its proxy, and through a proxy
+ * its bounds.  A proxy that does not take the connection, or sends
+ * nothing, for --proxy-timeout seconds has failed: the next member takes
+ * the request well within the mount's timeout= (a hung proxy would
+ * otherwise hold it for the low-speed time, 30 s, and the read fail).
+ */
+static void use_member(CURL *c, int i)
+{
+	const char *url = proxy_url(chain, i);
+	long t = cfg.proxy_timeout;
+
+	curl_easy_setopt(c, CURLOPT_PROXY, url);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT,
+			 url[0] && t < cfg.connect_timeout ? t : cfg.connect_timeout);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME,
+			 url[0] && t < cfg.low_speed_time ? t : cfg.low_speed_time);
+}
+
 /* A request through member i ended (ok: not proxy_failed()): counted, a failure said once. */
 static void proxy_end(int i, bool ok, uint64_t bytes, uint64_t hit, CURLcode rc, long code)
 {
@@ -480,7 +504,7 @@ static CURLcode chain_perform(CURL *c)
 
 		if (i < 0)
 			return rc; /* each member failed it: the last failure */
-		curl_easy_setopt(c, CURLOPT_PROXY, proxy_url(chain, i));
+		use_member(c, i);
 		rc = curl_easy_perform(c);
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
 		curl_easy_getinfo(c, CURLINFO_SIZE_DOWNLOAD_T, &got);
@@ -550,7 +574,7 @@ static void attempt(struct slot *s)
 			s->tried = 0; /* a new round: each member again */
 			s->proxy = proxy_pick(chain, 0, (uint64_t)mono_ms());
 		}
-		curl_easy_setopt(c, CURLOPT_PROXY, proxy_url(chain, s->proxy));
+		use_member(c, s->proxy);
 	}
 	curl_easy_setopt(c, CURLOPT_URL, s->url);
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, &s->x);
@@ -1487,6 +1511,8 @@ static void usage(FILE *f)
 "  --proxy-retry S       a failed proxy is skipped this long (default 60)\n"
 "  --proxy-reset S       back to the first group this long after leaving it\n"
 "                        (default 300)\n"
+"  --proxy-timeout S     a proxy that takes no connection or sends nothing\n"
+"                        this long failed (default 5)\n"
 "  --align SIZE          ask whole aligned blocks of SIZE (k, m; 0: off;\n"
 "                        default 1m with --proxy, else 0)\n"
 "  --netrc-file FILE     credentials by host\n"
@@ -1530,6 +1556,7 @@ int main(int argc, char **argv)
 		{ "proxy-retry", required_argument, NULL, 'y' },
 		{ "proxy-reset", required_argument, NULL, 'z' },
 		{ "align", required_argument, NULL, 'A' },
+		{ "proxy-timeout", required_argument, NULL, 'T' },
 		{ "netrc-file", required_argument, NULL, 'n' },
 		{ "bearer-file", required_argument, NULL, 'b' },
 		{ "aws-sigv4", required_argument, NULL, 's' },
@@ -1562,6 +1589,7 @@ int main(int argc, char **argv)
 		case 'x': cfg.proxy = optarg; break;
 		case 'y': cfg.proxy_retry = (unsigned)atoi(optarg); break;
 		case 'z': cfg.proxy_reset = (unsigned)atoi(optarg); break;
+		case 'T': cfg.proxy_timeout = atoi(optarg) > 0 ? (unsigned)atoi(optarg) : 1; break;
 		case 'A': {
 			char *end;
 			unsigned long long v = strtoull(optarg, &end, 10);

@@ -17,6 +17,7 @@ import errno
 import json
 import os
 import re
+import signal
 import sys
 import threading
 import time
@@ -101,14 +102,16 @@ def test_dead_first():
                "doctor says the first proxy is skipped, 1 of 2 up")
 
 
-def kill_mid_read(second):
+def kill_mid_read(second, stop=False):
     """The first squid killed in the middle of a read of 24 MiB from an
-    origin at 8 MiB/s; second: 'squid' or 'DIRECT'."""
+    origin at 8 MiB/s; second: 'squid' or 'DIRECT'.  stop: stopped
+    (SIGSTOP: it holds its connections and says nothing), with the
+    mount's default timeout=."""
     root, files = origin_tree()
     with Nginx(root, extra="limit_rate 8m;") as ng, Squid() as sq1, Squid() as sq2:
         chain = "%s;%s" % (sq1.url(), sq2.url() if second == "squid" else "DIRECT")
         hook = "hook=%s --proxy '%s',origin=%s" % (HTTP, chain, ng.url())
-        with Mount(opts="timeout=60," + hook) as m:
+        with Mount(opts=("" if stop else "timeout=60,") + hook) as m:
             eq(import_manifest(m.mnt, [{"path": "big.bin", "size": len(files["big.bin"])}])[0], 0,
                "import")
             out = {}
@@ -116,12 +119,19 @@ def kill_mid_read(second):
             wait_for(lambda: int(os.getxattr(m.path("big.bin"), "user.hsmfs.present")) >= 2 * MiB,
                      "the read under way through the first proxy")
             t_kill = time.monotonic()
-            sq1.kill()
+            if stop:
+                os.kill(sq1.proc.pid, signal.SIGSTOP)
+            else:
+                sq1.kill()
             t.join(120)
-            eq(out.get("err"), None, "no read failed (%s after the kill)" % second)
+            if stop:
+                os.kill(sq1.proc.pid, signal.SIGCONT)
+            eq(out.get("err"), None, "no read failed (%s after the %s)" %
+               (second, "stop" if stop else "kill"))
             eq(out.get("data") == files["big.bin"], True, "every byte right")
-            diag("read took %.2f s, %.2f s of it after the kill" %
-                 (out.get("took", 0), time.monotonic() - t_kill))
+            after = time.monotonic() - t_kill
+            diag("read took %.2f s, %.2f s of it after the kill" % (out.get("took", 0), after))
+            ok(after < 25, "the chain went on well within the mount's timeout (%.1f s)" % after)
             ok(m.logged("proxy %s failed" % sq1.url()), "the log says the first proxy failed")
             if second == "squid":
                 ok(len(sq2.log()) >= 1, "the rest came through the second proxy (%d requests)" %
@@ -138,6 +148,13 @@ def test_kill_second_squid():
 
 def test_kill_direct():
     kill_mid_read("DIRECT")
+
+
+def test_stop_second_squid():
+    """A proxy that hangs: its requests fail after --proxy-timeout (5 s)
+    and go on through the next member (before: each waited the low-speed
+    time, 30 s, and the read took 33 s after the stop)."""
+    kill_mid_read("squid", stop=True)
 
 
 def test_none_left():
@@ -161,6 +178,7 @@ def test():
     test_dead_first()
     test_kill_second_squid()
     test_kill_direct()
+    test_stop_second_squid()
     test_none_left()
 
 
