@@ -74,7 +74,7 @@ def test():
         n = iter(range(14))
 
         cases = [
-            ("wrong version", pyhook.frame(pyhook.HELLO, hello_body(vmin=7, vmax=9)), E_VERSION),
+            ("wrong version", pyhook.frame(pyhook.HELLO, hello_body(vmin=8, vmax=9)), E_VERSION),
             ("oversized frame", pyhook.frame(pyhook.HELLO, hello_body() + b"x" * 70000), E_MALFORMED),
             ("short frame", pyhook.frame(pyhook.HELLO, hello_body()[:10]), E_MALFORMED),
             ("trailing bytes", pyhook.frame(pyhook.HELLO, hello_body() + b"zz"), E_MALFORMED),

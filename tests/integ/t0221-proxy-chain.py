@@ -57,10 +57,19 @@ def read_in_thread(path, out):
     return t
 
 
+def dead_port(*taken):
+    """A port nothing listens on, picked after the servers of the test
+    took theirs (picked before, one of them could take it)."""
+    while True:
+        p = free_port()
+        if p not in taken:
+            return "http://127.0.0.1:%d" % p
+
+
 def test_dead_first():
     root, files = origin_tree()
-    dead = "http://127.0.0.1:%d" % free_port()  # nothing listens there
     with Nginx(root) as ng, Squid() as sq:
+        dead = dead_port(ng.port, sq.port)
         hook = "hook=%s --proxy '%s;%s',origin=%s" % (HTTP, dead, sq.url(), ng.url())
         with Mount(opts=hook) as m:
             eq(sorted(os.listdir(m.mnt)), ["big.bin", "d"],
@@ -159,8 +168,9 @@ def test_stop_second_squid():
 
 def test_none_left():
     root, files = origin_tree()
-    dead1, dead2 = ("http://127.0.0.1:%d" % free_port() for _ in range(2))
     with Nginx(root) as ng:
+        dead1 = dead_port(ng.port)
+        dead2 = dead_port(ng.port, int(dead1.rsplit(":", 1)[1]))
         # no origin= (the hook would refuse the mount it cannot list)
         hook = "hook=%s --proxy '%s|%s' --retries 1" % (HTTP, dead1, dead2)
         with Mount(opts="timeout=20," + hook) as m:

@@ -62,7 +62,7 @@ def test():
     ok(len(sos) == 1 and len(ars) == 1, "a shared library with a versioned soname, and a static one")
     api = ["hsmfs_hook_allow", "hsmfs_hook_archived", "hsmfs_hook_chunk", "hsmfs_hook_close",
            "hsmfs_hook_connect", "hsmfs_hook_deny", "hsmfs_hook_event_flags", "hsmfs_hook_fd",
-           "hsmfs_hook_filled", "hsmfs_hook_next", "hsmfs_hook_progress",
+           "hsmfs_hook_filled", "hsmfs_hook_next", "hsmfs_hook_progress", "hsmfs_hook_stats",
            "hsmfs_hook_timeout_ms"]
     eq(exported(sos[0], True), api, "the shared library exports its API and nothing else")
     eq(exported(ars[0], False), api, "so does the static one")
