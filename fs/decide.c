@@ -123,41 +123,39 @@ int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t en
 			/* and apart from what other events fetch */
 			inflight_clip(fs, miss.start, miss.end, &hint_start, &hint_end);
 			/*
-			 * A miss that is not in a stream and does not go on
-			 * from bytes present or coming asks only the
-			 * first_fill-aligned blocks around it: a random reader
-			 * fetches what it reads and little more (and a cache
-			 * tier in front of the origin sees the same blocks
-			 * from every host), where a whole chunk a read was 256
-			 * times a 4 KiB read.  A reader that goes on from
-			 * there is in a stream: its next miss asks its gap
-			 * whole, and readahead grows from there (readahead.c).
-			 * At the file's start (cat, cp, tar: the reader goes
-			 * on at once) the miss waits for its first window (the
-			 * kernel's, or first_fill if larger) and the rest of
-			 * its chunk is asked now beside it, in an event of its
-			 * own it does not wait for.  Not for a file with chunk
-			 * digests: its fills are whole chunks (start_fill()).
+			 * A random miss asks only the first_fill-aligned
+			 * blocks around it: a random reader fetches what it
+			 * reads and little more (and a cache tier in front of
+			 * the origin sees the same blocks from every host),
+			 * where a whole chunk a read was 256 times a 4 KiB
+			 * read.  Random: not in a stream, and not going on
+			 * from bytes being fetched (the kernel's window, its
+			 * requests out of order).  Bytes merely present
+			 * (another read's block, a prefetch) do not make a
+			 * stream unless this reader read them (ra_seen, in
+			 * in_stream()).  A reader that goes on from there is
+			 * a young stream: its fills grow four times at each
+			 * miss, up to a chunk, then readahead takes over
+			 * (readahead.c).  A read at the file's start (cat,
+			 * cp, tar: the reader goes on at once) waits for its
+			 * first window (the kernel's, or first_fill if
+			 * larger) and the rest of its chunk is asked now
+			 * beside it, in an event of its own it does not wait
+			 * for.  Not for a file with chunk digests: its fills
+			 * are whole chunks (start_fill()).
 			 */
 			gap_end = hint_end;
 			beside = false;
 			ff = S.cfg.first_fill;
 			/*
 			 * A young stream goes on only from where its last
-			 * fill ended (a first_fill block of slack): the
-			 * kernel's windows of slack would take a random read
-			 * near the last one for a reader going on.
+			 * fill ended (a first_fill block of slack) or its
+			 * last read: the kernel's windows of slack would take
+			 * a random read near the last one for a reader going on.
 			 */
 			stream = in_stream(fs, miss.start) &&
 				 (!fs->ra_grow || miss.start <= fs->ra_ahead + ff ||
 				  miss.start == fs->ra_seen);
-			/*
-			 * Going on from bytes being fetched (the kernel's
-			 * window, its requests out of order) is a stream;
-			 * from bytes merely present (another read's block,
-			 * a prefetch) it is not, unless this reader read
-			 * them (ra_seen, in in_stream()).
-			 */
 			/*
 			 * A fill that would complete a file with a digest
 			 * stays whole: its digest is checked before a byte of
@@ -187,11 +185,10 @@ int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t en
 				}
 			} else if (first && ff && fs->ra_grow && !fs->dsums && !whole) {
 				/*
-				 * A stream still young (its first misses after a
-				 * random one): its fills grow four times at each
-				 * miss, up to a chunk, so that random reads that
-				 * land near each other by chance do not fetch
-				 * whole chunks.
+				 * A young stream (its first misses after a random
+				 * one): four times its last fill, so that random
+				 * reads that land near each other by chance do not
+				 * fetch whole chunks.
 				 */
 				he = (hint_start & ~(ff - 1)) + fs->ra_grow;
 				if (he < miss.end)
