@@ -95,7 +95,7 @@ static struct {
 } cfg = { .connections = 8, .retries = 4, .connect_timeout = 10, .part_size = 64 << 20,
 	  .read_back_max = 16 << 20,
 	  .low_speed_limit = 1024, .low_speed_time = 30,
-	  .proxy_retry = 60, .proxy_reset = 300, .proxy_timeout = 5 };
+	  .proxy_retry = 60, .proxy_reset = 300, .proxy_timeout = 10 };
 
 static struct hsmfs_hook *hook;
 static struct proxy_chain *chain; /* --proxy's, or NULL */
@@ -1512,7 +1512,7 @@ static void usage(FILE *f)
 "  --proxy-reset S       back to the first group this long after leaving it\n"
 "                        (default 300)\n"
 "  --proxy-timeout S     a proxy that takes no connection or sends nothing\n"
-"                        this long failed (default 5)\n"
+"                        this long failed (default 10)\n"
 "  --align SIZE          ask whole aligned blocks of SIZE (k, m; 0: off;\n"
 "                        default 1m with --proxy, else 0)\n"
 "  --netrc-file FILE     credentials by host\n"

@@ -160,7 +160,7 @@ def test_kill_direct():
 
 
 def test_stop_second_squid():
-    """A proxy that hangs: its requests fail after --proxy-timeout (5 s)
+    """A proxy that hangs: its requests fail after --proxy-timeout (10 s)
     and go on through the next member (before: each waited the low-speed
     time, 30 s, and the read took 33 s after the stop)."""
     kill_mid_read("squid", stop=True)
