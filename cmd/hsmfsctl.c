@@ -2661,6 +2661,23 @@ static void hook_counters(const char *mnt, char *buf, size_t size)
 	buf[n > 0 ? n : 0] = '\0';
 }
 
+/*
+ * The next counter line of those at l that has the form, split into *c:
+ * where the line after it starts, or NULL when none is left.
+ */
+static const char *counter_next(const char *l, struct prom_counter *c)
+{
+	while (*l) {
+		size_t len = strcspn(l, "\n");
+		bool ok = prom_counter_split(l, c);
+
+		l += len + (l[len] == '\n');
+		if (ok)
+			return l;
+	}
+	return NULL;
+}
+
 static int stats_prometheus(const char *mnt, const char *stats, const char *dir)
 {
 	static char counters[1 << 20];
@@ -2779,31 +2796,23 @@ static int cmd_stats(int argc, char **argv)
 			fputs(buf, stdout);
 			return 0;
 		}
+		struct prom_counter c;
+		bool first = true;
+
 		*end = '\0';
 		fputs(buf, stdout);
-		bool first = true, last;
-
 		fputs(",\"hook_counters\":[", stdout);
-		for (char *l = counters, *nl; *l; l = nl + 1) {
-			char *t1, *t2, *sp;
+		for (const char *l = counters; (l = counter_next(l, &c));) {
+			char hook[256], ctr[HSMFS_MAX_STATS + 1];
 
-			nl = l + strcspn(l, "\n");
-			last = !*nl;
-			*nl = '\0';
-			t1 = strchr(l, '\t');
-			t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
-			sp = strrchr(l, ' ');
-			if (t2 && sp && sp > t2) {
-				*t1 = *t2 = *sp = '\0';
-				printf("%s{\"hook\":", first ? "" : ",");
-				first = false;
-				json_str(l);
-				printf(",\"pid\":%ld,\"counter\":", strtol(t1 + 1, NULL, 10));
-				json_str(t2 + 1);
-				printf(",\"value\":%s}", sp + 1);
-			}
-			if (last || !nl[1])
-				break;
+			snprintf(hook, sizeof(hook), "%.*s", (int)c.hook_len, c.hook);
+			snprintf(ctr, sizeof(ctr), "%.*s", (int)(c.value - 1 - c.metric), c.metric);
+			printf("%s{\"hook\":", first ? "" : ",");
+			first = false;
+			json_str(hook);
+			printf(",\"pid\":%.*s,\"counter\":", (int)c.pid_len, c.pid);
+			json_str(ctr);
+			printf(",\"value\":%.*s}", (int)c.value_len, c.value);
 		}
 		printf("]}\n");
 		return 0;
@@ -2824,23 +2833,12 @@ static int cmd_stats(int argc, char **argv)
 		}
 	}
 	/* the hooks' own: a proxy chain's members, bytes from the tier */
-	for (char *l = counters, *nl; *l; l = nl + 1) {
-		char *t1, *t2, *sp;
+	{
+		struct prom_counter c;
 
-		bool last;
-
-		nl = l + strcspn(l, "\n");
-		last = !*nl;
-		*nl = '\0';
-		t1 = strchr(l, '\t');
-		t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
-		sp = strrchr(l, ' ');
-		if (t2 && sp && sp > t2) {
-			*t1 = *sp = '\0';
-			printf("%s %-60s %s\n", l, t2 + 1, sp + 1);
-		}
-		if (last || !nl[1])
-			break;
+		for (const char *l = counters; (l = counter_next(l, &c));)
+			printf("%.*s %-60.*s %.*s\n", (int)c.hook_len, c.hook,
+			       (int)(c.value - 1 - c.metric), c.metric, (int)c.value_len, c.value);
 	}
 	return 0;
 }
@@ -3472,20 +3470,15 @@ static void doctor_proxies(struct doctor *d, const char *mnt)
 	long long tier = -1, origin = -1;
 	unsigned up = 0, all = 0;
 	char hook[256] = "";
+	struct prom_counter c;
 
 	hook_counters(mnt, counters, sizeof(counters));
-	for (const char *l = counters; *l; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] == '\n')) {
-		size_t len = strcspn(l, "\n");
-		const char *t1 = memchr(l, '\t', len), *t2 = t1 ? memchr(t1 + 1, '\t', len - (t1 + 1 - l)) : NULL;
-		const char *m = t2 ? t2 + 1 : NULL, *sp = l + len;
+	for (const char *l = counters; (l = counter_next(l, &c));) {
+		const char *m = c.metric, *sp = c.value;
 
-		if (!m)
-			continue;
-		while (sp > m && sp[-1] != ' ')
-			sp--;
-		snprintf(hook, sizeof(hook), "%.*s", (int)(t1 - l), l);
+		snprintf(hook, sizeof(hook), "%.*s", (int)c.hook_len, c.hook);
 		if (!strncmp(m, "proxy_up{proxy=\"", 16)) {
-			const char *q = strchr(m + 16, '"');
+			const char *q = memchr(m + 16, '"', (size_t)(sp - m - 16));
 			bool is_up = *sp == '1';
 
 			all++;

@@ -259,14 +259,7 @@ size_t prom_format(char *buf, size_t size, const char *mnt, const uint64_t *vals
 	return o.n;
 }
 
-/* One line of user.hsmfs.hook_stats, split (pointers into it). */
-struct counter_line {
-	const char *hook, *pid, *metric, *labels, *value;
-	size_t hook_len, pid_len, metric_len, labels_len, value_len;
-};
-
-/* The line at p (to its newline): true with *c if it has the form. */
-static bool counter_split(const char *p, struct counter_line *c)
+bool prom_counter_split(const char *p, struct prom_counter *c)
 {
 	size_t len = strcspn(p, "\n"), i;
 	const char *t1 = memchr(p, '\t', len), *t2, *sp;
@@ -317,16 +310,16 @@ size_t prom_hook_counters(char *buf, size_t size, const char *mnt, const char *l
 	if (size)
 		buf[0] = '\0';
 	for (const char *p = lines; *p; p += strcspn(p, "\n") + (p[strcspn(p, "\n")] == '\n')) {
-		struct counter_line c, d;
+		struct prom_counter c, d;
 		bool seen = false;
 		char name[300];
 
-		if (!counter_split(p, &c) || c.metric_len > 200)
+		if (!prom_counter_split(p, &c) || c.metric_len > 200)
 			continue;
 		/* its family, once: at the first line of its metric */
 		for (const char *q = lines; q < p && !seen;
 		     q += strcspn(q, "\n") + (q[strcspn(q, "\n")] == '\n'))
-			seen = counter_split(q, &d) && d.metric_len == c.metric_len &&
+			seen = prom_counter_split(q, &d) && d.metric_len == c.metric_len &&
 			       !memcmp(d.metric, c.metric, c.metric_len);
 		if (seen)
 			continue;
@@ -337,7 +330,7 @@ size_t prom_hook_counters(char *buf, size_t size, const char *mnt, const char *l
 		for (const char *q = p; *q; q += strcspn(q, "\n") + (q[strcspn(q, "\n")] == '\n')) {
 			char hook[256];
 
-			if (!counter_split(q, &d) || d.metric_len != c.metric_len ||
+			if (!prom_counter_split(q, &d) || d.metric_len != c.metric_len ||
 			    memcmp(d.metric, c.metric, c.metric_len))
 				continue;
 			snprintf(hook, sizeof(hook), "%.*s", (int)d.hook_len, d.hook);

@@ -83,6 +83,17 @@ size_t prom_format(char *buf, size_t size, const char *mnt, const uint64_t *vals
  */
 size_t prom_hook_counters(char *buf, size_t size, const char *mnt, const char *lines);
 
+/*
+ * One line of user.hsmfs.hook_stats, split: pointers into it and their
+ * lengths (labels: inside the braces, 0 long if none).  The line at p,
+ * to its newline: true with *c if it has the form.
+ */
+struct prom_counter {
+	const char *hook, *pid, *metric, *labels, *value;
+	size_t hook_len, pid_len, metric_len, labels_len, value_len;
+};
+bool prom_counter_split(const char *p, struct prom_counter *c);
+
 /* s as a label's value (without the quotes).  snprintf's contract. */
 size_t prom_label_value(char *buf, size_t size, const char *s);
 

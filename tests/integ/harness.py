@@ -157,13 +157,18 @@ def hog(path, leave=0):
                 break
 
 
-def write_tree(root, files):
-    """Write files ({relative path: bytes}) below root; returns root."""
+def write_tree(root, files, age=0):
+    """Write files ({relative path: bytes}) below root; returns root.
+    age: their mtimes that many seconds back (an hour makes a strong
+    Last-Modified, which a cache may answer If-Range with)."""
     for p, data in files.items():
         full = os.path.join(root, p)
         os.makedirs(os.path.dirname(full), exist_ok=True)
         with open(full, "wb") as f:
             f.write(data)
+        if age:
+            old = time.time() - age
+            os.utime(full, (old, old))
     return root
 
 

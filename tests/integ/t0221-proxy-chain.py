@@ -35,11 +35,7 @@ def origin_tree():
     root = tmpdir("hsmfs-origin-")
     os.chmod(root, 0o755)
     files = {"big.bin": os.urandom(24 * MiB), "d/small.txt": b"small file\n" * 100}
-    write_tree(root, files)
-    # an hour old: a strong Last-Modified, which a cache may answer If-Range with
-    old = time.time() - 3600
-    for n in files:
-        os.utime(os.path.join(root, n), (old, old))
+    write_tree(root, files, age=3600)
     return root, files
 
 

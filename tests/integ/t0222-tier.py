@@ -20,10 +20,8 @@ is missing.
 import json
 import os
 import random
-import re
 import sys
 import threading
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HSMFS, HSMFSCTL, Mount, Nginx, Squid, diag, dread, eq,  # noqa: E402
@@ -46,11 +44,7 @@ def make_tree():
              "c/d.bin": os.urandom(TREE_MIB * MiB // 5 - 64 * K)}
     for i in range(16):
         files["small/s%02d.txt" % i] = os.urandom(4 * K * (i + 1))
-    write_tree(root, files)
-    # an hour old: a strong Last-Modified, which a cache may answer If-Range with
-    old = time.time() - 3600
-    for n in files:
-        os.utime(os.path.join(root, n), (old, old))
+    write_tree(root, files, age=3600)
     return root, files
 
 
