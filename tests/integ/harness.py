@@ -330,6 +330,11 @@ class Mount:
                               (rc, self.output()))
         return self
 
+    def stats(self):
+        """The daemon's counters (user.hsmfs.stats, the JSON of hsmfsctl stats)."""
+        import json
+        return json.loads(os.getxattr(self.mnt, "user.hsmfs.stats"))
+
     def daemon_pid(self):
         """The serving daemon's pid: the keeper's child, or the process
         started when there is no keeper (-o norestart)."""

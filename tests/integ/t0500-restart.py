@@ -620,6 +620,7 @@ def test_restart_cmd():
                         if not b:
                             break
                         out.append(b)
+                        got["reading"] = True
                         time.sleep(0.002)
             except OSError as e:
                 got["err"] = e
@@ -627,7 +628,7 @@ def test_restart_cmd():
 
         t = threading.Thread(target=reader)
         t.start()
-        time.sleep(0.1)
+        wait_for(lambda: "reading" in got or "err" in got, "the reader under way")
         rc, out = run([HSMFSCTL, "restart", m.mnt])
         eq(rc, 0, "hsmfsctl restart: " + out.strip())
         ok("restarted" in out, "it says the pause")
@@ -794,7 +795,7 @@ def test_watchers_back():
         guard.kill()
         t2 = threading.Thread(target=change, args=("v",))
         t2.start()
-        time.sleep(0.3)
+        wait_for(lambda: m.stats()["parked"] >= 2, "both changes parked")
         ok("v" not in res, "a change made before the watcher is back waits for it")
         guard2 = Hook(m.mnt, *args)
         t.join(30)
