@@ -20,7 +20,8 @@ struct hsmfs_hook {
 	/* what it connected with, to connect again (hsmfs_hook_next()) */
 	char *mountpoint, *name, *subtree;
 	uint32_t kind, mask;
-	time_t redialed;
+	int64_t dialed_ms;   /* when this connection was made (CLOCK_MONOTONIC) */
+	unsigned quick;      /* connections in a row that lasted under QUICK_MS */
 	struct proto_welcome welcome;
 	uint16_t last_flags; /* of the last EVENT hsmfs_hook_next() returned */
 	uint8_t buf[HSMFS_MAX_FRAME + 1];
@@ -77,6 +78,14 @@ static ssize_t recv_frame(struct hsmfs_hook *h, int *ret_fd)
 	return n;
 }
 
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /* Connect h to its mount and be welcomed: h->fd and h->welcome set, or -errno. */
 static int dial(struct hsmfs_hook *h)
 {
@@ -127,6 +136,7 @@ static int dial(struct hsmfs_hook *h)
 		res = -EPROTO; /* an ERROR frame, or garbage */
 		goto fail;
 	}
+	h->dialed_ms = mono_ms();
 	return 0;
 fail:
 	if (h->fd >= 0)
@@ -168,17 +178,23 @@ int hsmfs_hook_connect(const char *mountpoint, uint32_t kind, uint32_t mask,
  * its keeper started another (hsmfs(8), RESTARTS).  Connect again, at
  * the same descriptor number (a caller may poll it): the socket's name
  * is asked of the mount, which waits for the new daemon; an unmounted
- * mount has none.  At most once a second (a daemon that closes on us
- * again at once is not asked again).  0, or -ECONNRESET.
+ * mount has none.  Daemons that die within a second of their start are
+ * followed as the keeper follows them: QUICK_MAX such connections in a
+ * row, and the next one is not made (the keeper gives up after as many;
+ * a daemon that closes on every hook at once is not asked for ever).
+ * 0, or -ECONNRESET.
  */
+#define QUICK_MS 1000
+#define QUICK_MAX 5
+
 static int redial(struct hsmfs_hook *h)
 {
 	struct hsmfs_hook t;
-	time_t now = time(NULL);
 
-	if (h->redialed && now - h->redialed < 1)
+	if (mono_ms() - h->dialed_ms >= QUICK_MS)
+		h->quick = 0;
+	else if (++h->quick > QUICK_MAX)
 		return -ECONNRESET;
-	h->redialed = now;
 	t = *h;
 	if (dial(&t))
 		return -ECONNRESET;
@@ -188,6 +204,7 @@ static int redial(struct hsmfs_hook *h)
 	}
 	close(t.fd);
 	h->welcome = t.welcome;
+	h->dialed_ms = t.dialed_ms;
 	return 0;
 }
 

@@ -11,7 +11,9 @@
  * it is when its keeper restarted the daemon (hsmfs(8), RESTARTS): the
  * events that daemon had sent are sent again by the new one, under new
  * ids; answers to the old ids are ignored.  It returns -ECONNRESET only
- * once the mount is gone.
+ * once the mount is gone, or after five daemons in a row each closed
+ * the connection within a second of it (the keeper gives up after as
+ * many quick deaths).
  * Every function returns 0 or -errno.  The descriptor of a fill event
  * (ev->fd) belongs to the caller, who must close it.  The protocol
  * itself is specified in hsmfs-hooks(7) and <hsmfs/protocol.h>.

@@ -517,6 +517,31 @@ class Model:
                                    (n, len(got), len(self.files[n])))
 
 
+def test_quick_restarts():
+    """Daemons killed within a second of their start, four in a row (the
+    keeper gives up at the fifth): a hook connects again to each, as its
+    library promises while the mount is there (it gave up at the second
+    close within the same second: the mount had no fill hook left)."""
+    data = os.urandom(1 << 20)
+    mirror = tmpdir("hsmfs-mirror-")
+    with Mount() as m:
+        placeholders(m, mirror, {"p": data})
+        hook = subprocess.Popen([MIRROR, mirror, m.mnt])
+
+        def joined():
+            return m.output().count("hook 'hsmfs-mirror' (pid %d, fill) connected" % hook.pid)
+
+        wait_for(joined, "hsmfs-mirror joined")
+        for k in range(4):
+            n = joined()
+            kill_daemon(m)
+            wait_for(lambda: joined() > n, "hsmfs-mirror connected to daemon %d" % (k + 2))
+        eq(open(m.path("p"), "rb").read(), data, "a read after them is filled by the hook")
+        ok(hook.poll() is None, "which still runs")
+        hook.terminate()
+        hook.wait()
+
+
 def test_unrecorded():
     """Writes into a file with bytes missing, answered and not yet
     committed when the daemon dies: the next daemon applies them before
