@@ -265,49 +265,6 @@ int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t en
 	}
 }
 
-int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
-		      struct fuse_req *req, bool *ret_held)
-{
-	struct fstate *fs = inode_state(in);
-	uint64_t start, end, reserved = 0;
-	bool waited = false, retried = false;
-	struct event *ev;
-	int res;
-
-	*ret_held = false;
-	if (!fs)
-		return 0;
-	elock();
-	read_span(fs, off, len, &start, &end);
-	for (;;) {
-		res = access_step(in, fs, start, end, req, !waited, true, &reserved, &ev);
-		if (res <= 0)
-			break;
-		waited = true;
-		res = wait_event(ev, req);
-		if (res == -ENOSPC && !retried) {
-			/* the store is full: evict, then try once more */
-			retried = true;
-			eunlock();
-			res = cache_make_room(S.cfg.chunk);
-			elock();
-			if (!res)
-				continue;
-			res = -ENOSPC;
-		}
-		if (res)
-			break;
-	}
-	if (!res && tracked(fs)) {
-		fs->nreading++; /* until events_read_done() */
-		*ret_held = true;
-	}
-	eunlock();
-	if (reserved)
-		cache_unreserve(reserved);
-	drain_ready();
-	return caller_errno(res);
-}
 
 /*
  * QUIET is kept per hook: a set of store inode numbers (hashset.h) of at
@@ -394,22 +351,6 @@ int start_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t end,
 	return 1;
 }
 
-int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
-		      struct fuse_req *req)
-{
-	struct event *ev;
-	int res;
-
-	if (inode_flags(in) & INODE_QUIET)
-		return 0;
-	elock();
-	res = start_perm(in, HSMFS_EV_PRE_MODIFY, start, end, req, &ev);
-	if (res == 1)
-		res = wait_event(ev, req);
-	eunlock();
-	drain_ready();
-	return caller_errno(res);
-}
 
 uint64_t events_prefetch(struct inode *in, uint64_t max_bytes)
 {

@@ -16,14 +16,6 @@ struct hook;
 struct inode;
 
 /*
- * Slow paths.  Return 0 to go on, or -errno for the caller.  req may be
- * NULL; with it, a FUSE interrupt of the caller ends the wait with EINTR.
- */
-int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
-		      struct fuse_req *req, bool *ret_held);
-int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
-		      struct fuse_req *req);
-/*
  * Ask the fill hooks now for what is missing of in, whole if it is no
  * larger than max_bytes, else of its first first_fill bytes (what its
  * reader's first read from the start waits for; max_bytes with

@@ -14,13 +14,6 @@
 #include "names.h"
 
 __thread bool engine_thread;
-static struct event_handlers H; /* set once, before any thread starts */
-
-void event_handlers_set(const struct event_handlers *h)
-{
-	H = *h;
-}
-
 static void release_slot(struct event *ev);
 
 /* S.lock held. */
@@ -326,27 +319,6 @@ void put_ref(struct event *ev)
 	put_event(ev);
 }
 
-/* Resume every parked read whose event ended.  Called without S.lock. */
-void drain_ready(void)
-{
-	bool was;
-
-	for (;;) {
-		struct parked *p;
-
-		elock();
-		p = E.ready;
-		if (p)
-			E.ready = p->next;
-		eunlock();
-		if (!p)
-			return;
-		was = engine_thread;
-		engine_thread = true;
-		H.resume(p);
-		engine_thread = was;
-	}
-}
 
 /*
  * Parked reads whose caller was interrupted leave their event (the

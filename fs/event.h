@@ -21,18 +21,6 @@ struct inode;
  */
 extern __thread bool engine_thread;
 
-/*
- * What the files above this one do when an event ends, given once by
- * events_init() before any engine thread starts.
- */
-struct parked;
-struct event_handlers {
-	/* the event p was parked on ended (p->result): go on with p.
-	 * Without S.lock (park.c). */
-	void (*resume)(struct parked *p);
-};
-void event_handlers_set(const struct event_handlers *h);
-
 /* Take a free slot, waiting for one until the timeout; NULL: none. */
 struct event *get_slot(void);
 /* Fill a fresh slot in as a QUEUED event of type for in (referenced). */
@@ -58,7 +46,5 @@ int wait_event(struct event *ev, struct fuse_req *req);
 void unpark_interrupted(struct event *ev);
 /* Map an internal failure to what the caller of read/write sees. */
 int caller_errno(int res);
-/* Resume every parked request whose event ended.  Without S.lock. */
-void drain_ready(void);
 
 #endif

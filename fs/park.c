@@ -294,7 +294,7 @@ static void park_put(struct parked *p)
  * continuation.  A read is checked again: parked on the next event, or
  * answered.  Called without S.lock.
  */
-void resume(struct parked *p)
+static void resume(struct parked *p)
 {
 	int res = p->result;
 
@@ -420,4 +420,95 @@ static int park_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t e
 		return res;
 	drain_ready();
 	return caller_errno(res);
+}
+
+/* ------------------------------------------ the blocking entry points */
+
+/*
+ * The slow paths that wait in the calling thread (a parking pool full, a
+ * caller with no request to park: archive.c's snapshot): the decision
+ * rule (decide.c) asked again after each event, then the ready list
+ * drained, as every path that may have ended an event does.
+ */
+int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
+		      struct fuse_req *req, bool *ret_held)
+{
+	struct fstate *fs = inode_state(in);
+	uint64_t start, end, reserved = 0;
+	bool waited = false, retried = false;
+	struct event *ev;
+	int res;
+
+	*ret_held = false;
+	if (!fs)
+		return 0;
+	elock();
+	read_span(fs, off, len, &start, &end);
+	for (;;) {
+		res = access_step(in, fs, start, end, req, !waited, true, &reserved, &ev);
+		if (res <= 0)
+			break;
+		waited = true;
+		res = wait_event(ev, req);
+		if (res == -ENOSPC && !retried) {
+			/* the store is full: evict, then try once more */
+			retried = true;
+			eunlock();
+			res = cache_make_room(S.cfg.chunk);
+			elock();
+			if (!res)
+				continue;
+			res = -ENOSPC;
+		}
+		if (res)
+			break;
+	}
+	if (!res && tracked(fs)) {
+		fs->nreading++; /* until events_read_done() */
+		*ret_held = true;
+	}
+	eunlock();
+	if (reserved)
+		cache_unreserve(reserved);
+	drain_ready();
+	return caller_errno(res);
+}
+
+int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
+		      struct fuse_req *req)
+{
+	struct event *ev;
+	int res;
+
+	if (inode_flags(in) & INODE_QUIET)
+		return 0;
+	elock();
+	res = start_perm(in, HSMFS_EV_PRE_MODIFY, start, end, req, &ev);
+	if (res == 1)
+		res = wait_event(ev, req);
+	eunlock();
+	drain_ready();
+	return caller_errno(res);
+}
+
+/* Resume every parked read whose event ended.  Called without S.lock. */
+void drain_ready(void)
+{
+	bool was;
+
+	for (;;) {
+		struct parked *p;
+
+		elock();
+		p = E.ready;
+		if (p)
+			E.ready = p->next;
+		eunlock();
+		if (!p)
+			return;
+		was = engine_thread;
+		engine_thread = true;
+		resume(p);
+		engine_thread = was;
+	}
 }

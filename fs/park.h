@@ -76,10 +76,24 @@ int events_access_perm(struct inode *in, uint64_t start, uint64_t end, struct fu
  */
 int park_on(struct event *ev, struct inode *in, struct fuse_req *req,
 	    void (*cont)(void *arg, int res), void *arg);
+/*
+ * The slow paths that wait in the calling thread.  Return 0 to go on, or
+ * -errno for the caller.  req may be NULL; with it, a FUSE interrupt of
+ * the caller ends the wait with EINTR.  Without S.lock; they drain the
+ * ready list before they return.
+ */
+int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
+		      struct fuse_req *req, bool *ret_held);
+int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
+		      struct fuse_req *req);
+/*
+ * Resume every parked request whose event ended (complete() put it on
+ * E.ready): what every path that may end an event calls once it has
+ * dropped S.lock.
+ */
+void drain_ready(void);
 /* A parked read or check ends with res.  Without S.lock. */
 void finish_read(struct parked *p, int res);
-/* A parked request's event ended: go on.  Without S.lock. */
-void resume(struct parked *p);
 /* The room thread (started by events_init). */
 void *roomer_main(void *arg);
 

@@ -27,7 +27,6 @@ int events_init(const struct events_config *cfg)
 
 	S.cfg = *cfg;
 	E.seq = cfg->seq_base;
-	event_handlers_set(&(struct event_handlers){ .resume = resume });
 	/* a scan, once: is there a change time to show anywhere? */
 	if (cfg->meta && !meta_count_ctimes(cfg->meta, &nctimes) && nctimes)
 		atomic_store_explicit(&events_any_ctime, true, memory_order_relaxed);
