@@ -62,6 +62,9 @@
 #define FAULT_DATASYNC "datasync"                 /* fault_hit: a data sync fails */
 #define FAULT_BATCH_TAKEN "batch-taken"           /* fault_delay: the writer took its batch */
 #define FAULT_INIT "init"                         /* fault_delay: INIT being answered */
+#define FAULT_RELEASE_RESENT "release-resent"     /* fault_delay: a resent RELEASE, before
+							 * anything is done */
+#define FAULT_RELEASE_RESENT_DONE "release-resent-done" /* fault_delay: answered */
 #define FAULT_RELEASING "releasing"               /* fault_delay: an open released, not answered */
 #define FAULT_RENAME_STORED "rename-stored"       /* fault_delay: a rename in the store, its
 						   * rows not yet moved */

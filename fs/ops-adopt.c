@@ -97,8 +97,8 @@ void ops_adopt_opens(void)
 		struct saved_open *r = saved_open_rec((int)i);
 		int res;
 
-		if (r->kind == SAVED_OPEN_FREE)
-			continue;
+		if (r->kind == SAVED_OPEN_FREE || r->kind == SAVED_OPEN_RELEASING)
+			continue; /* RELEASING: a placeholder until its RELEASE, resent, frees it */
 		res = adopt_one(i, r, false);
 		if (res) {
 			ops_lost_add(i);

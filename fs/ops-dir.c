@@ -264,21 +264,29 @@ void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct dir_handle *d;
 	int placeholder = -1;
 
+	struct saved_open *r = saved_open_rec((int)fi->fh);
+	uint8_t kind = r ? __atomic_load_n(&r->kind, __ATOMIC_ACQUIRE) : SAVED_OPEN_FREE;
+
 	ops_lost_forget(fi->fh); /* before anything is read of it: no retry meanwhile */
 	d = dir_of(fi);
 	if (d) {
-		dir_set((int)fi->fh, NULL, NULL);
+		/* its number taken until answered, as op_release() keeps it (saved.h) */
+		atomic_store_explicit(&dirs[fi->fh], NULL, memory_order_relaxed);
+		saved_open_set(r, (int)fi->fh, SAVED_OPEN_RELEASING);
 		inode_open_dec(IN(ino));
-	} else if (saved_open_rec((int)fi->fh) &&
-		   __atomic_load_n(&saved_open_rec((int)fi->fh)->kind, __ATOMIC_ACQUIRE) ==
-			   SAVED_OPEN_DIR) {
-		/* a placeholder left by a takeover (saved.h) */
-		saved_open_set(saved_open_rec((int)fi->fh), (int)fi->fh, SAVED_OPEN_FREE);
+	} else if (kind == SAVED_OPEN_DIR || kind == SAVED_OPEN_RELEASING) {
+		/*
+		 * a placeholder left by a takeover (saved.h): a handle it
+		 * could not reopen, or one whose RELEASEDIR the last daemon
+		 * did and died before answering
+		 */
 		placeholder = (int)fi->fh;
 	}
-	/* else a RELEASEDIR resent after the last daemon did it: done */
+	/* else a RELEASEDIR resent after the last daemon answered it: done */
 	reply_err(req, 0);
-	/* closed once answered, as op_release() does, for the same reason */
+	/* freed once answered and closed after, as op_release() does, for the same reason */
+	if (d || placeholder >= 0)
+		saved_open_set(r, (int)fi->fh, SAVED_OPEN_FREE);
 	if (d) {
 		closedir(d->dp);
 		free(d);

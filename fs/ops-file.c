@@ -92,6 +92,15 @@ static void saved_closed(struct fuse_file_info *fi)
 		saved_open_set(r, (int)fi->fh, SAVED_OPEN_FREE);
 }
 
+/* A RELEASE of fi begun: its number stays taken until answered (saved.h). */
+static void saved_releasing(struct fuse_file_info *fi)
+{
+	struct saved_open *r = saved_open_rec((int)fi->fh);
+
+	if (r)
+		saved_open_set(r, (int)fi->fh, SAVED_OPEN_RELEASING);
+}
+
 /*
  * Open the store file of ino and fix the open's mode on the
  * subscriptions of generation gen (pt_gen(), read before the caller
@@ -734,19 +743,30 @@ void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	const struct saved_open *r = saved_open_rec((int)fi->fh);
+	uint8_t kind = r ? __atomic_load_n(&r->kind, __ATOMIC_ACQUIRE) : SAVED_OPEN_FILE;
 
-	/*
-	 * Not an open of ours: a RELEASE the kernel resent after the last
-	 * daemon had done it (ops-io.h), its descriptor number maybe reused
-	 * since.  Done already.
-	 */
-	if (r && __atomic_load_n(&r->kind, __ATOMIC_ACQUIRE) != SAVED_OPEN_FILE) {
+	if (ops_io_unique() >> 63)
+		fault_delay(FAULT_RELEASE_RESENT);
+	if (kind == SAVED_OPEN_RELEASING) {
+		/*
+		 * Resent: the last daemon did this RELEASE and died before
+		 * its reply.  Its number is a placeholder here
+		 * (saved_reserve()), kept from every open until now.
+		 */
+		reply_err(req, 0);
+		saved_closed(fi);
+		close(fi->fh);
+		fault_delay(FAULT_RELEASE_RESENT_DONE);
+		return;
+	}
+	if (kind != SAVED_OPEN_FILE) {
+		/* resent after the last daemon had answered it: done already */
 		reply_err(req, 0);
 		return;
 	}
 	ops_lost_forget(fi->fh);
 	pt_released(req, IN(ino), fi);
-	saved_closed(fi);
+	saved_releasing(fi);
 	inode_open_dec(IN(ino));
 	if (inode_flags(IN(ino)) & INODE_STATEFUL)
 		events_released(IN(ino));
@@ -754,10 +774,12 @@ void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fault_delay(FAULT_RELEASING);
 	reply_err(req, 0);
 	/*
-	 * Closed once answered: until then the number is not free for
-	 * another open, which a RELEASE resent by the kernel to the next
-	 * daemon (its record marked free above) would take for its own.
+	 * Freed once answered, and closed after that: until the reply the
+	 * number is taken, so that no other open (of this daemon, or of the
+	 * next one if this one dies now) gets it while the kernel may still
+	 * send this RELEASE again.
 	 */
+	saved_closed(fi);
 	close(fi->fh);
 }
 

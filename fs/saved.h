@@ -103,7 +103,18 @@ struct saved_node {
 };
 _Static_assert(sizeof(struct saved_node) == 64, "one cache line a node");
 
-enum { SAVED_OPEN_FREE, SAVED_OPEN_FILE, SAVED_OPEN_DIR };
+/*
+ * An open record's kind.  RELEASING: its RELEASE (RELEASEDIR) is being
+ * done and not answered yet; the number stays taken until the reply is
+ * sent, then the record is freed and the descriptor closed.  A daemon
+ * taking over keeps the number of a RELEASING record with a placeholder
+ * and reopens nothing there: the kernel resends that RELEASE, which
+ * frees it, and no open of the new daemon may take the number meanwhile
+ * (the resent RELEASE would close that open's descriptor).  A RELEASE
+ * answered just before the death is not resent: its number stays taken
+ * until the mount ends (one descriptor).
+ */
+enum { SAVED_OPEN_FREE, SAVED_OPEN_FILE, SAVED_OPEN_DIR, SAVED_OPEN_RELEASING };
 
 struct saved_open {
 	uint32_t node;           /* node id */

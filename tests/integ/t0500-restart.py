@@ -793,6 +793,42 @@ def test_release_reuse():
         os.close(fb0)
 
 
+def test_release_resent():
+    """A RELEASE done but not answered when the daemon dies is resent to
+    the next daemon; no open of that daemon may take its descriptor
+    number before it comes (it closed that open's descriptor, and its
+    inode's open count went below zero: a debug build aborted).  The
+    release is held before its reply (HSMFS_DELAY releasing), the daemon
+    killed; the resent one is held on arrival (release-resent) while
+    another file is opened."""
+    steps = os.path.join(tmpdir("hsmfs-steps-"), "log")
+    env = {"HSMFS_CRASH_LOG": steps,
+           "HSMFS_DELAY": "releasing:5000,release-resent:1500,release-resent-done:1"}
+    with Mount(opts="nopassthrough", env=env) as m:
+        write_tree(m.store, {"a": b"the a file", "b": b"the b file"})
+        # b open already: its next open takes no new path descriptor, and
+        # gets the lowest free number
+        fb0 = os.open(m.path("b"), os.O_RDONLY)
+        os.close(os.open(m.path("a"), os.O_RDONLY))
+
+        def held(what):
+            return os.path.exists(steps) and ("- " + what) in open(steps).read()
+
+        wait_for(lambda: held("releasing"), "the release held before its reply")
+        kill_daemon(m)
+        wait_for(lambda: held("release-resent"), "the resent release held")
+        fb = os.open(m.path("b"), os.O_RDONLY)
+        wait_for(lambda: held("release-resent-done"), "the resent release answered")
+        try:
+            got = os.pread(fb, 100, 0)
+        except OSError as e:
+            got = e
+        eq(got, b"the b file", "an open made before the resent release reads its own file")
+        eq(stats(m)["restarts"], 1, "no daemon died of it")
+        os.close(fb)
+        os.close(fb0)
+
+
 def test_watchers_back():
     """A change waiting for a watch hook when the daemon dies is resent to
     the next daemon, which has no hook yet: it must wait for the watcher
