@@ -41,6 +41,7 @@
 #include "saved.h"
 #include "rebuild.h"
 #include "log.h"
+#include "ops-adopt.h"
 #include "ops.h"
 #include "opts.h"
 #include "passthrough.h"

@@ -12,7 +12,7 @@
  * writeback), less what made or emptied the file (O_CREAT, O_EXCL,
  * O_TRUNC): the file is there.  A handle whose node cannot be reached
  * again keeps its placeholder: its reads and writes fail, until the
- * kernel releases it.  It is tried again (ops_lost_retry(), ops-int.h)
+ * kernel releases it.  It is tried again (ops_adopt_retry())
  * once a resent rename is found done: the node was only under a name
  * the last daemon had not moved yet.
  */
@@ -27,7 +27,7 @@
 #include "inode.h"
 #include "log.h"
 #include "ops-int.h"
-#include "ops.h"
+#include "ops-adopt.h"
 #include "saved.h"
 #include "passthrough.h"
 #include "saved.h"
@@ -78,7 +78,7 @@ static int adopt_one(uint32_t i, const struct saved_open *r, bool counted)
 	return 0;
 }
 
-/* A lost handle tried again (ops_lost_retry()): true once it needs no more. */
+/* A lost handle tried again (ops_adopt_retry()): true once it needs no more. */
 static bool adopt_again(uint32_t i)
 {
 	struct saved_open *r = saved_open_rec((int)i);
@@ -92,7 +92,6 @@ void ops_adopt_opens(void)
 	struct saved_head *h = saved_head();
 	unsigned files = 0, dirs = 0, lost = 0;
 
-	ops_lost_init(adopt_again);
 	for (uint32_t i = 0; i < h->opens_hwm && i < SAVED_OPENS_MAX; i++) {
 		struct saved_open *r = saved_open_rec((int)i);
 		int res;
@@ -113,6 +112,15 @@ void ops_adopt_opens(void)
 	}
 	log_info("took over %u open file%s and %u director%s%s", files, files == 1 ? "" : "s",
 		 dirs, dirs == 1 ? "y" : "ies", lost ? " (some lost: see above)" : "");
+}
+
+void ops_adopt_retry(void)
+{
+	unsigned found = ops_lost_sweep(adopt_again);
+
+	if (found)
+		log_info("%u handle%s lost at the takeover reopened, or released, once a resent "
+			 "rename was answered", found, found == 1 ? "" : "s");
 }
 
 static bool removal_done(const struct saved_op *r, void *arg)

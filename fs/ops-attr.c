@@ -18,6 +18,8 @@
 #include "ops-int.h"
 #include "privs.h"
 
+static void attr_resume(void *arg, int res);
+
 static void reply_attr(fuse_req_t req, fuse_ino_t ino, int res, const struct stat *st)
 {
 	if (res)
@@ -229,7 +231,7 @@ static int setattr_ask(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
 		      0);
 	if (!l)
 		return -ENOMEM;
-	res = events_modify(in, a, b, req, later_resume, l);
+	res = events_modify(in, a, b, req, attr_resume, l);
 	if (res != EVENTS_PARKED)
 		later_free(l);
 	return res;
@@ -336,7 +338,8 @@ void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 	reply_err(req, do_access(ino, mask));
 }
 
-void ops_attr_init(void)
+/* The continuation of this family's parked requests (ops-int.h). */
+static void attr_resume(void *arg, int res)
 {
-	later_handle(LATER_SETATTR, LATER_SETATTR, setattr_step);
+	later_ran(arg, setattr_step(arg, res));
 }

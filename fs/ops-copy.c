@@ -13,6 +13,8 @@
 #include "inode.h"
 #include "ops-int.h"
 
+static void copy_resume(void *arg, int res);
+
 /* The reply of a copy: bytes copied, or -errno. */
 static void reply_copy(fuse_req_t req, ssize_t res)
 {
@@ -55,7 +57,7 @@ static int copy_ask_dst(struct later *l)
 	if (!events_modify_watched())
 		return 0;
 	return events_modify(IN(l->ino_out), (uint64_t)l->off_out, (uint64_t)l->off_out + l->len,
-			     l->req, later_resume, l);
+			     l->req, copy_resume, l);
 }
 
 /*
@@ -73,7 +75,7 @@ static int copy_step(struct later *l, int res)
 		if (!res && (inode_flags(src) & (INODE_NONRESIDENT | INODE_TRACKED))) {
 			/* 0 at once sets l->held itself */
 			res = events_read_check(src, (uint64_t)l->off, l->len, l->req,
-						later_resume, l, &l->held);
+						copy_resume, l, &l->held);
 			if (res == EVENTS_PARKED)
 				return res;
 		}
@@ -128,12 +130,13 @@ void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 	}
 	if (events_access_watched())
 		res = events_access_perm(src, (uint64_t)off_in, (uint64_t)off_in + len, req,
-					 later_resume, l);
+					 copy_resume, l);
 	if (res != EVENTS_PARKED)
-		later_resume(l, res);
+		copy_resume(l, res);
 }
 
-void ops_copy_init(void)
+/* The continuation of this family's parked requests (ops-int.h). */
+static void copy_resume(void *arg, int res)
 {
-	later_handle(LATER_COPY_SRC, LATER_COPY, copy_step);
+	later_ran(arg, copy_step(arg, res));
 }

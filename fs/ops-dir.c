@@ -15,6 +15,8 @@
 #include "ops-int.h"
 #include "saved.h"
 
+static void dir_resume(void *arg, int res);
+
 /* ------------------------------------------------------ open directories */
 
 struct dir_handle {
@@ -142,7 +144,7 @@ static void reply_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	int res = dir_wait(req, ino, &(struct later){ .step = LATER_OPENDIR, .ino = ino,
-						       .fi = *fi });
+						       .fi = *fi }, dir_resume);
 
 	if (res == EVENTS_PARKED)
 		return;
@@ -313,10 +315,15 @@ static int opendir_again(struct later *l, int res)
 	return 0;
 }
 
+/* The continuation of this family's parked requests (ops-int.h). */
+static void dir_resume(void *arg, int res)
+{
+	later_ran(arg, opendir_again(arg, res));
+}
+
 void ops_dir_init(void)
 {
 	dirs = calloc(SAVED_OPENS_MAX, sizeof(*dirs));
 	if (!dirs)
 		abort(); /* at start-up: 8 MB of address space */
-	later_handle(LATER_OPENDIR, LATER_OPENDIR, opendir_again);
 }

@@ -32,6 +32,8 @@
 #include "privs.h"
 #include "readbuf.h"
 
+static void file_resume(void *arg, int res);
+
 /*
  * A file a hook watches the reads of (ACCESS_PERM) is opened past the
  * page cache, so that every read(2) reaches the daemon and is asked
@@ -240,7 +242,7 @@ again:
 		l->step = LATER_OPEN_MODIFY;
 		if (!l->open_asked && events_open_watched()) {
 			l->open_asked = true;
-			res = events_open_perm(in, l->fi.flags, l->req, later_resume, l);
+			res = events_open_perm(in, l->fi.flags, l->req, file_resume, l);
 			if (res)
 				return res;
 		}
@@ -250,7 +252,7 @@ again:
 		if (!l->modify_asked && (l->fi.flags & O_ACCMODE) != O_RDONLY &&
 		    events_modify_watched() && pt_active(in)) {
 			l->modify_asked = true;
-			res = events_modify(in, 0, UINT64_MAX, l->req, later_resume, l);
+			res = events_modify(in, 0, UINT64_MAX, l->req, file_resume, l);
 			if (res)
 				return res;
 		}
@@ -275,7 +277,7 @@ again:
 	if (l->step == LATER_OPEN_ACCESS) {
 		l->step = LATER_OPEN_REPLY;
 		if (l->fi.backing_id && events_access_watched() && events_access_target(in)) {
-			res = events_access_perm(in, 0, UINT64_MAX, l->req, later_resume, l);
+			res = events_access_perm(in, 0, UINT64_MAX, l->req, file_resume, l);
 			if (res)
 				return res;
 		}
@@ -324,7 +326,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		reply_open(req, ino, fi, -ENOMEM);
 		return;
 	}
-	later_resume(l, 0); /* its steps run here until one parks */
+	file_resume(l, 0); /* its steps run here until one parks */
 }
 
 static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -487,7 +489,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	}
 	res = dir_wait(req, parent, &(struct later){ .step = LATER_CREATE, .parent = parent,
 						      .name = name, .mode = mode, .fi = *fi,
-						      .unique = ops_io_unique() });
+						      .unique = ops_io_unique() }, file_resume);
 
 	if (res == EVENTS_PARKED)
 		return;
@@ -585,10 +587,10 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
 		read_run(req, IN(ino), (int)fi->fh, size, off, -ENOMEM);
 		return;
 	}
-	res = events_access_perm(IN(ino), (uint64_t)off, (uint64_t)off + size, req, later_resume,
+	res = events_access_perm(IN(ino), (uint64_t)off, (uint64_t)off + size, req, file_resume,
 				 l);
 	if (res != EVENTS_PARKED)
-		later_resume(l, res);
+		file_resume(l, res);
 }
 
 /* ---------------------------------------------------------------- write */
@@ -709,9 +711,9 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf, of
 	if (res >= 0 && (size_t)res != size)
 		res = -EIO;
 	if (res >= 0)
-		res = events_modify(in, off, off + size, req, later_resume, l);
+		res = events_modify(in, off, off + size, req, file_resume, l);
 	if (res != EVENTS_PARKED)
-		later_resume(l, (int)res);
+		file_resume(l, (int)res);
 }
 
 /* ---------------------------------------------------------- the others */
@@ -907,9 +909,9 @@ void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len
 		reply_err(req, -ENOMEM);
 		return;
 	}
-	res = events_modify(in, off, off + len, req, later_resume, l);
+	res = events_modify(in, off, off + len, req, file_resume, l);
 	if (res != EVENTS_PARKED)
-		later_resume(l, res);
+		file_resume(l, res);
 }
 
 /* ---------------------------------------------------------------- lseek */
@@ -940,11 +942,32 @@ static int create_again(struct later *l, int res)
 	return 0;
 }
 
-void ops_file_init(void)
+/* The continuation of this family's parked requests (ops-int.h). */
+static void file_resume(void *arg, int res)
 {
-	later_handle(LATER_CREATE, LATER_CREATE, create_again);
-	later_handle(LATER_OPEN_PERM, LATER_OPEN_REPLY, open_step);
-	later_handle(LATER_READ, LATER_READ, read_step);
-	later_handle(LATER_WRITE, LATER_WRITE, write_step);
-	later_handle(LATER_FALLOCATE, LATER_FALLOCATE, fallocate_step);
+	struct later *l = arg;
+
+	switch (l->step) {
+	case LATER_CREATE:
+		later_ran(l, create_again(l, res));
+		break;
+	case LATER_OPEN_PERM:
+	case LATER_OPEN_MODIFY:
+	case LATER_OPEN_STORE:
+	case LATER_OPEN_ACCESS:
+	case LATER_OPEN_REPLY:
+		later_ran(l, open_step(l, res));
+		break;
+	case LATER_READ:
+		later_ran(l, read_step(l, res));
+		break;
+	case LATER_WRITE:
+		later_ran(l, write_step(l, res));
+		break;
+	case LATER_FALLOCATE:
+		later_ran(l, fallocate_step(l, res));
+		break;
+	default:
+		abort(); /* a step of another family: our bug */
+	}
 }

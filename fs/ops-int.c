@@ -1,8 +1,9 @@
 /*
  * ops-int.c - what the files of the FUSE layer share (ops-int.h): the
- * state set at start-up, parked requests (struct later, its steps'
- * handlers and later_resume()) and the wait for a lazy directory's
- * listing.  The bottom of the ops files: it calls none of them by name.
+ * state set at start-up, parked requests (struct later), the wait for a
+ * lazy directory's listing, the lookup of a name, the lost handles.
+ * The bottom of the ops files: it calls none of them, by name or
+ * through a table.
  */
 #include <assert.h>
 #include <errno.h>
@@ -39,9 +40,6 @@ bool ops_handover_asked(void)
 	return atomic_load(&handover);
 }
 
-/* The handler of each step (later_handle()); filled at start-up, read-only afterwards. */
-static later_step_fn *later_steps[LATER_STEPS];
-
 struct later *later_new(const struct later *tmpl, size_t datalen)
 {
 	struct later *l = malloc(sizeof(*l) + datalen);
@@ -67,40 +65,14 @@ void later_free(struct later *l)
 	free(l);
 }
 
-void later_handle(enum later_step first, enum later_step last, later_step_fn *fn)
-{
-	assert(first <= last && last < LATER_STEPS && fn);
-	for (unsigned int s = first; s <= last; s++) {
-		assert(!later_steps[s]);
-		later_steps[s] = fn;
-	}
-}
-
-bool later_handled(void)
-{
-	for (unsigned int s = 0; s < LATER_STEPS; s++)
-		if (!later_steps[s])
-			return false;
-	return true;
-}
-
-void later_resume(void *arg, int res)
-{
-	struct later *l = arg;
-
-	if ((unsigned int)l->step >= LATER_STEPS || !later_steps[l->step])
-		abort(); /* a step no later_new() caller sets, or one not registered: our bug */
-	if (later_steps[l->step](l, res) != EVENTS_PARKED)
-		later_free(l);
-}
-
 /*
  * Lazy directories (events_dir()): an operation on the names of a
  * directory not listed yet parks until its listing is committed, then
  * runs again from the start in the engine thread that ended the wait;
  * its arguments are kept in its struct later meanwhile.
  */
-int dir_wait(fuse_req_t req, fuse_ino_t dir, const struct later *args)
+int dir_wait(fuse_req_t req, fuse_ino_t dir, const struct later *args,
+	     void (*resume)(void *arg, int res))
 {
 	struct inode *d = IN(dir);
 	struct later *l;
@@ -113,11 +85,45 @@ int dir_wait(fuse_req_t req, fuse_ino_t dir, const struct later *args)
 		return -ENOMEM;
 	l->req = req;
 	/* a lookup may ask the hook for its one name (PRE_LOOKUP) */
-	res = args->step == LATER_LOOKUP ? events_dir_lookup(d, l->name, req, later_resume, l) :
-					   events_dir(d, req, later_resume, l);
+	res = args->step == LATER_LOOKUP ? events_dir_lookup(d, l->name, req, resume, l) :
+					   events_dir(d, req, resume, l);
 	if (res != EVENTS_PARKED)
 		later_free(l);
 	return res;
+}
+
+/* ---------------------------------------------------------------- lookup */
+
+/*
+ * How long the kernel may keep a name of parent: entry_timeout, but no
+ * longer than dir_ttl in a directory listed again after it, so that a
+ * look reaches the daemon, which lists it again (dirs.h).
+ */
+double ops_name_timeout(fuse_ino_t parent, double t)
+{
+	if (ops_cfg.dir_ttl > 0 && t > ops_cfg.dir_ttl &&
+	    (inode_flags(IN(parent)) & INODE_DIR_TTL))
+		return ops_cfg.dir_ttl;
+	return t;
+}
+
+int do_lookup(fuse_ino_t parent, const char *name, struct fuse_entry_param *e)
+{
+	struct inode *in;
+	int res;
+
+	memset(e, 0, sizeof(*e));
+	if (reserved(parent, name))
+		return -ENOENT;
+	res = inode_lookup(IN(parent), name, &e->attr, &in);
+	if (res)
+		return res;
+	events_shown_attr(in, &e->attr);
+	e->ino = inode_nodeid(in);
+	e->generation = inode_generation(in);
+	e->attr_timeout = ops_attr_timeout(in);
+	e->entry_timeout = ops_name_timeout(parent, ops_cfg.entry_timeout);
+	return 0;
 }
 
 /* ------------------------------------------------------------ store flags */
@@ -163,17 +169,11 @@ void ops_store_noatime(int fd, bool dir)
  * all below it, under a name the store no longer has.  A RELEASE of one
  * takes it off first (ops_lost_forget(), before its descriptor closes),
  * so a retry never reopens over a number freed meanwhile.  Locks:
- * lost_lock, a leaf but for the retry it calls under it.
+ * lost_lock, a leaf but for the sweep's done() it calls under it.
  */
 static pthread_mutex_t lost_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t lost[SAVED_OPENS_MAX / 8];
 static _Atomic unsigned nlost;
-static bool (*lost_retry)(uint32_t fh);
-
-void ops_lost_init(bool (*retry)(uint32_t fh))
-{
-	lost_retry = retry;
-}
 
 void ops_lost_add(uint32_t fh)
 {
@@ -198,22 +198,20 @@ void ops_lost_forget(uint64_t fh)
 	pthread_mutex_unlock(&lost_lock);
 }
 
-void ops_lost_retry(void)
+unsigned ops_lost_sweep(bool (*done)(uint32_t fh))
 {
 	unsigned found = 0;
 
-	if (!atomic_load_explicit(&nlost, memory_order_relaxed) || !lost_retry)
-		return;
+	if (!atomic_load_explicit(&nlost, memory_order_relaxed))
+		return 0;
 	pthread_mutex_lock(&lost_lock);
 	for (uint32_t i = 0; nlost && i < SAVED_OPENS_MAX; i++) {
-		if (!(lost[i / 8] & (1u << (i % 8))) || !lost_retry(i))
+		if (!(lost[i / 8] & (1u << (i % 8))) || !done(i))
 			continue;
 		lost[i / 8] &= (uint8_t)~(1u << (i % 8));
 		nlost--;
 		found++;
 	}
 	pthread_mutex_unlock(&lost_lock);
-	if (found)
-		log_info("%u handle%s lost at the takeover reopened, or released, once a resent "
-			 "rename was answered", found, found == 1 ? "" : "s");
+	return found;
 }

@@ -4,8 +4,8 @@
  *
  *   ops.c        the table, FUSE INIT, ops_init()
  *   ops-int.c    the state set at start-up, parked requests (struct
- *                later, later_resume()), the wait for a lazy
- *                directory's listing (dir_wait())
+ *                later), the wait for a lazy directory's listing
+ *                (dir_wait()), do_lookup(), the lost handles' set
  *   ops-inval.c  the kernel's page cache and names dropped (the invalidator)
  *   ops-names.c  lookup, forget, mknod, mkdir, symlink, link, unlink,
  *                rmdir, rename
@@ -14,23 +14,25 @@
  *                fallocate, lseek
  *   ops-copy.c   copy_file_range
  *   ops-dir.c    opendir, readdir(plus), releasedir, fsyncdir
- *   ops-adopt.c  the handles a daemon taking over reopens (saved.h)
+ *   ops-adopt.c  the handles a daemon taking over reopens (saved.h,
+ *                ops-adopt.h)
  *   ops-io.c     the session's reads and writes of /dev/fuse (ops-io.h)
  *   ops-resend.c operations that must not run twice when resent
  *   ops-xattr.c  extended attributes and the user.hsmfs.* control verbs
  * beside the modules they call: creds.h (creating as the caller),
  * readbuf.h (reply buffers of reads), the engine (events.h).
  *
- * Shape.  No files call each other in a circle (tests/layers.py).
- * ops-int.c is the bottom: it names no other ops file.  ops.c is the
- * top: its table names every handler, and ops_init() calls each
- * family's ops_*_init(), which registers the steps of its operations
- * (later_handle()).  Between them ops-attr.c, ops-dir.c, ops-file.c,
- * ops-copy.c and ops-xattr.c may call ops-names.c (do_lookup()), and
- * all may call ops-inval.c.  A parked request reaches its step by the enum it
- * carries: later_resume() runs the handler registered for l->step, so
- * an operation run again after a listing (LATER_LOOKUP .. LATER_OPENDIR)
- * is a step of the family whose handler runs.
+ * Shape.  No files call each other in a circle, by name or through a
+ * table of functions (tests/layers.py).  ops-int.c is the bottom: it
+ * names no other ops file and holds no handler of theirs.  ops.c is the
+ * top: its table names every handler.  Between them ops-attr.c,
+ * ops-file.c, ops-copy.c and ops-xattr.c may call ops-names.c
+ * (ops_create_mode()), ops-names.c calls ops-adopt.c (a resent rename
+ * found done), and all may call ops-inval.c.  A parked request reaches
+ * its step through its family's resume function, which the family gave
+ * the engine with it (the continuation) and which runs the step the
+ * enum l->step names; an operation run again after a listing
+ * (LATER_LOOKUP .. LATER_OPENDIR) is a step of its own family.
  *
  * Replies.  The kernel gets exactly one reply per request (none for a
  * forget), and each path of an operation makes it in one place:
@@ -48,12 +50,13 @@
  *     parked with a struct later: a function that may park returns 0
  *     (go on), -errno (the caller replies it) or EVENTS_PARKED (the
  *     request and its struct later are the engine's; the caller
- *     touches neither again).  From then on the continuation,
- *     later_resume(), is the one reply point of that request: it runs
- *     the step l->step names, which replies once or parks again.  A
- *     handler that made a struct later whose first wait is decided at
- *     once (or that has none) calls later_resume() itself with that
- *     result, so both paths run the same step.
+ *     touches neither again).  From then on the continuation, its
+ *     family's resume function, is the one reply point of that
+ *     request: it runs the step l->step names, which replies once or
+ *     parks again.  A handler that made a struct later whose first
+ *     wait is decided at once (or that has none) calls its resume
+ *     function itself with that result, so both paths run the same
+ *     step.
  *
  * Locks.  The ops files hold no lock of their own across a call out:
  * readbuf.c's and the invalidator's (ops-inval.c) are leaves.  No lock
@@ -67,9 +70,8 @@
  * getxattr); the page cache of replied reads is dropped by the
  * invalidator's thread.
  *
- * State: set before the session serves a request (ops_init(), with the
- * steps' handlers, op_init(), ops_set_session()) and read-only
- * afterwards.
+ * State: set before the session serves a request (ops_init(),
+ * op_init(), ops_set_session()) and read-only afterwards.
  */
 #ifndef HSMFS_OPS_INT_H
 #define HSMFS_OPS_INT_H
@@ -86,6 +88,7 @@
 
 #include "fdlimit.h"
 #include "inode.h"
+#include "park.h" /* EVENTS_PARKED */
 #include "ops-config.h"
 #include "store.h"
 
@@ -139,7 +142,7 @@ static inline void reply_none(fuse_req_t req)
 }
 
 /*
- * The step later_resume() runs when a parked request's wait ends: what
+ * The step a parked request's resume function runs when its wait ends: what
  * the request does next, after the wait its comment names.
  */
 enum later_step {
@@ -181,7 +184,7 @@ enum later_step {
  */
 struct later {
 	fuse_req_t req;
-	enum later_step step;         /* what later_resume() runs next */
+	enum later_step step;         /* what its resume function runs next */
 	fuse_ino_t ino;               /* the inode (a copy's source, a link's file) */
 	fuse_ino_t parent;            /* names, create: the directory (a rename's first) */
 	fuse_ino_t newparent;         /* link, rename: the other directory */
@@ -219,43 +222,33 @@ struct later *later_new(const struct later *tmpl, size_t datalen);
 /* Free l and its names; NULL is fine. */
 void later_free(struct later *l);
 /*
- * The continuation of every parked request (the cont(arg, res) of
- * events.h, arg the struct later): res is the result of the wait that
- * ended (0: allowed, listed; -errno: the request fails with it).  Runs
- * l->step, which replies once or parks l again; frees l unless it did.
+ * The continuation of a parked request (the cont(arg, res) of events.h,
+ * arg the struct later) is its family's resume function, which the
+ * family passes with l: names_resume() (ops-names.c), file_resume(),
+ * attr_resume(), copy_resume(), dir_resume(), xattr_resume().  res is
+ * the result of the wait that ended (0: allowed, listed; -errno: the
+ * request fails with it).  It runs the step l->step names, which replies
+ * once, or parks l again and returns EVENTS_PARKED (l->step set first);
+ * then later_ran() frees l unless it was parked again.
  */
-void later_resume(void *arg, int res);
-
-/*
- * A step: res as later_resume()'s.  EVENTS_PARKED: l was parked again
- * (l->step set first); else 0, the request is answered (l is the
- * caller's to free).
- */
-typedef int later_step_fn(struct later *l, int res);
-/*
- * fn runs the steps first .. last (once each: registering a step twice
- * is our bug).  At start-up only, from the family's ops_*_init().
- */
-void later_handle(enum later_step first, enum later_step last, later_step_fn *fn);
-/* Has every step its handler?  After the ops_*_init() calls (ops_init()). */
-bool later_handled(void);
+static inline void later_ran(struct later *l, int step_res)
+{
+	if (step_res != EVENTS_PARKED)
+		later_free(l);
+}
 
 /*
  * Before an operation on the names of dir: 0 (dir's names are known: go
  * on now), -errno, or EVENTS_PARKED: dir is being listed, and once it
- * is, later_resume() runs the operation args->step names again from its
- * start with args's arguments (copied; args->req unused).  One relaxed
- * load on stores with no lazy directory.  ops-int.c.
+ * is, resume (the caller's family's) runs the operation args->step names
+ * again from its start with args's arguments (copied; args->req unused).
+ * One relaxed load on stores with no lazy directory.  ops-int.c.
  */
-int dir_wait(fuse_req_t req, fuse_ino_t dir, const struct later *args);
+int dir_wait(fuse_req_t req, fuse_ino_t dir, const struct later *args,
+	     void (*resume)(void *arg, int res));
 
-/* Each family registers its steps (later_handle()): ops_init() calls them first. */
-void ops_names_init(void);  /* LATER_LOOKUP .. LATER_RENAME */
-void ops_attr_init(void);   /* LATER_SETATTR */
-void ops_file_init(void);   /* LATER_CREATE, LATER_OPEN_* .. LATER_FALLOCATE */
-void ops_copy_init(void);   /* LATER_COPY_* */
-void ops_dir_init(void);    /* LATER_OPENDIR */
-void ops_xattr_init(void);  /* LATER_REFRESH, LATER_ARCHIVE */
+/* At start-up, from ops_init(): what ops-dir.c keeps (its handles' table). */
+void ops_dir_init(void);
 
 /*
  * ops-resend.c: operations that must not run twice; resend_adopt() takes
@@ -307,15 +300,15 @@ int ops_store_flags(int flags);
  */
 void ops_store_noatime(int fd, bool dir);
 /*
- * Handles a takeover could not reopen (ops-int.c): marked by ops-adopt.c,
- * which gives the retry (true: reopened, or released: done); tried
- * again by ops_lost_retry() once a resent rename is found done; taken
- * off by a RELEASE before its descriptor closes.
+ * Handles a takeover could not reopen (ops-int.c): marked by ops-adopt.c;
+ * taken off by a RELEASE before its descriptor closes; swept by
+ * ops_adopt_retry() once a resent rename is found done:
+ * ops_lost_sweep() calls done(fh) for each, under the set's lock, and
+ * takes off those it returns true for (reopened, or released): how many.
  */
-void ops_lost_init(bool (*retry)(uint32_t fh));
 void ops_lost_add(uint32_t fh);
 void ops_lost_forget(uint64_t fh);
-void ops_lost_retry(void);
+unsigned ops_lost_sweep(bool (*done)(uint32_t fh));
 
 /*
  * ops-file.c: the set-ID bits a change of in by req's caller drops
@@ -338,8 +331,14 @@ void ops_kill_privs(fuse_req_t req, struct inode *in, int fd);
  */
 mode_t ops_create_mode(fuse_req_t req, int pfd, mode_t mode);
 
-/* The entry of name in parent, for the kernel (a lookup reference taken).  ops-names.c. */
+/* The entry of name in parent, for the kernel (a lookup reference taken).  ops-int.c. */
 int do_lookup(fuse_ino_t parent, const char *name, struct fuse_entry_param *e);
+/*
+ * How long the kernel may keep a name of parent: t (entry_timeout, or
+ * negative_timeout), no longer than dir_ttl in a directory listed again
+ * after it.
+ */
+double ops_name_timeout(fuse_ino_t parent, double t);
 
 /*
  * The invalidator (ops-inval.c): a request to drop [off, off + len) of

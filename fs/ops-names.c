@@ -20,40 +20,11 @@
 #include "fault.h"
 #include "inode.h"
 #include "names.h"
+#include "ops-adopt.h"
 #include "ops-int.h"
 #include "ops-io.h"
 
-/*
- * How long the kernel may keep a name of parent: entry_timeout, but no
- * longer than dir_ttl in a directory listed again after it, so that a
- * look reaches the daemon, which lists it again (dirs.h).
- */
-static double name_timeout(fuse_ino_t parent, double t)
-{
-	if (ops_cfg.dir_ttl > 0 && t > ops_cfg.dir_ttl &&
-	    (inode_flags(IN(parent)) & INODE_DIR_TTL))
-		return ops_cfg.dir_ttl;
-	return t;
-}
-
-int do_lookup(fuse_ino_t parent, const char *name, struct fuse_entry_param *e)
-{
-	struct inode *in;
-	int res;
-
-	memset(e, 0, sizeof(*e));
-	if (reserved(parent, name))
-		return -ENOENT;
-	res = inode_lookup(IN(parent), name, &e->attr, &in);
-	if (res)
-		return res;
-	events_shown_attr(in, &e->attr);
-	e->ino = inode_nodeid(in);
-	e->generation = inode_generation(in);
-	e->attr_timeout = ops_attr_timeout(in);
-	e->entry_timeout = name_timeout(parent, ops_cfg.entry_timeout);
-	return 0;
-}
+static void names_resume(void *arg, int res);
 
 static bool is_dot(const char *name)
 {
@@ -191,7 +162,7 @@ static bool removed_before(fuse_req_t req, fuse_ino_t parent, const char *name, 
 static int negative_entry(fuse_ino_t parent, struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
-	e->entry_timeout = name_timeout(parent, ops_cfg.negative_timeout);
+	e->entry_timeout = ops_name_timeout(parent, ops_cfg.negative_timeout);
 	return 0;
 }
 
@@ -206,7 +177,7 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	res = dir_wait(req, parent, &(struct later){ .step = LATER_LOOKUP, .parent = parent,
-						      .name = name });
+						      .name = name }, names_resume);
 	if (res == EVENTS_PARKED)
 		return;
 	/* an unknown name of a directory not listed yet is not cached */
@@ -296,7 +267,7 @@ void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, 
 		return;
 	res = dir_wait(req, parent, &(struct later){ .step = LATER_MKNOD, .parent = parent,
 						      .name = name, .mode = mode, .rdev = rdev,
-						      .unique = ops_io_unique() });
+						      .unique = ops_io_unique() }, names_resume);
 
 	if (res == EVENTS_PARKED)
 		return;
@@ -316,7 +287,7 @@ void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 		return;
 	res = dir_wait(req, parent, &(struct later){ .step = LATER_MKDIR, .parent = parent,
 						      .name = name, .mode = mode,
-						      .unique = ops_io_unique() });
+						      .unique = ops_io_unique() }, names_resume);
 
 	if (res == EVENTS_PARKED)
 		return;
@@ -336,7 +307,7 @@ void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char 
 		return;
 	res = dir_wait(req, parent, &(struct later){ .step = LATER_SYMLINK, .parent = parent,
 						      .name = name, .name2 = link,
-						      .unique = ops_io_unique() });
+						      .unique = ops_io_unique() }, names_resume);
 
 	if (res == EVENTS_PARKED)
 		return;
@@ -390,7 +361,7 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *n
 		return;
 	res = dir_wait(req, newparent, &(struct later){ .step = LATER_LINK, .ino = ino,
 							 .newparent = newparent, .name = newname,
-							 .unique = ops_io_unique() });
+							 .unique = ops_io_unique() }, names_resume);
 
 	if (res == EVENTS_PARKED)
 		return;
@@ -456,7 +427,7 @@ void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (removed_before(req, parent, name, false))
 		return;
 	res = dir_wait(req, parent, &(struct later){ .step = LATER_UNLINK, .parent = parent,
-						      .name = name, .unique = ops_io_unique() });
+						      .name = name, .unique = ops_io_unique() }, names_resume);
 	if (res == EVENTS_PARKED)
 		return;
 	if (!res)
@@ -473,7 +444,7 @@ void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 	if (removed_before(req, parent, name, true))
 		return;
-	res = dir_wait(req, parent, &args);
+	res = dir_wait(req, parent, &args, names_resume);
 
 	/* a directory not listed yet is empty only once its listing says so */
 	if (!res && atomic_load_explicit(&events_lazy_dirs, memory_order_relaxed)) {
@@ -481,7 +452,7 @@ void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		struct inode *victim = inode_hold_name(IN(parent), name, false, &st);
 
 		if (victim)
-			res = dir_wait(req, inode_nodeid(victim), &args);
+			res = dir_wait(req, inode_nodeid(victim), &args, names_resume);
 		inode_release(victim);
 	}
 	if (res == EVENTS_PARKED)
@@ -590,7 +561,7 @@ static void resent_renamed(fuse_ino_t parent, const char *name, fuse_ino_t newpa
 		inode_moved(other, IN(newparent), newname, IN(parent), name);
 	inode_release(src);
 	inode_release(other);
-	ops_lost_retry();
+	ops_adopt_retry();
 	/*
 	 * The rows after the node's, as do_rename() does, and the ops for
 	 * the origin: a directory's tree too (its directories are read
@@ -644,7 +615,7 @@ static int tree_wait(fuse_req_t req, fuse_ino_t parent, const char *name,
 			elog_err("renaming '%s': a directory below it stays unlisted", name);
 			res = -EIO;
 		} else {
-			res = dir_wait(req, inode_nodeid(dir), args);
+			res = dir_wait(req, inode_nodeid(dir), args, names_resume);
 		}
 		last = inode_ino(dir);
 		if (dir == below)
@@ -670,10 +641,10 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 		resend_end();
 		return;
 	}
-	res = dir_wait(req, parent, &args);
+	res = dir_wait(req, parent, &args, names_resume);
 
 	if (!res)
-		res = dir_wait(req, newparent, &args);
+		res = dir_wait(req, newparent, &args, names_resume);
 	if (!res)
 		res = tree_wait(req, parent, name, &args);
 	if (res == EVENTS_PARKED)
@@ -712,7 +683,8 @@ static int names_again(struct later *l, int res)
 	return 0;
 }
 
-void ops_names_init(void)
+/* The continuation of this family's parked requests (ops-int.h). */
+static void names_resume(void *arg, int res)
 {
-	later_handle(LATER_LOOKUP, LATER_RENAME, names_again);
+	later_ran(arg, names_again(arg, res));
 }

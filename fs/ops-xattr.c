@@ -27,6 +27,8 @@
 #include "privs.h"
 #include "vattr.h"
 
+static void xattr_resume(void *arg, int res);
+
 enum xop { X_GET, X_SET, X_LIST, X_REMOVE };
 
 /*
@@ -137,9 +139,9 @@ static void ctl_refresh(fuse_req_t req, fuse_ino_t ino, size_t size)
 		reply_xattr(req, -ENOMEM, NULL, size);
 		return;
 	}
-	res = events_dir_refresh(IN(ino), req, later_resume, l);
+	res = events_dir_refresh(IN(ino), req, xattr_resume, l);
 	if (res != EVENTS_PARKED)
-		later_resume(l, res);
+		xattr_resume(l, res);
 }
 
 static int refresh_step(struct later *l, int res)
@@ -241,16 +243,16 @@ static void ctl_archive(fuse_req_t req, fuse_ino_t ino, size_t size, int verb)
 	}
 	if (verb == 1)
 		res = IN(ino) != inode_root() ? -ENODATA :
-		      events_sync(req, may_sync(req), later_resume, l);
+		      events_sync(req, may_sync(req), xattr_resume, l);
 	else if (verb == 2)
-		res = may_resolve(req, IN(ino)) ? events_resolve(IN(ino), req, later_resume, l) : -EPERM;
+		res = may_resolve(req, IN(ino)) ? events_resolve(IN(ino), req, xattr_resume, l) : -EPERM;
 	else if (verb == 3)
 		res = may_resolve(req, IN(ino)) ?
-			      events_take_origin(IN(ino), req, later_resume, l) : -EPERM;
+			      events_take_origin(IN(ino), req, xattr_resume, l) : -EPERM;
 	else
-		res = ops_may_archive(req, IN(ino)) ? events_archive(IN(ino), req, later_resume, l) : -EPERM;
+		res = ops_may_archive(req, IN(ino)) ? events_archive(IN(ino), req, xattr_resume, l) : -EPERM;
 	if (res != EVENTS_PARKED)
-		later_resume(l, res);
+		xattr_resume(l, res);
 }
 
 static int archive_step(struct later *l, int res)
@@ -488,8 +490,15 @@ void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	resend_end();
 }
 
-void ops_xattr_init(void)
+/* The continuation of this family's parked requests (ops-int.h). */
+static void xattr_resume(void *arg, int res)
 {
-	later_handle(LATER_REFRESH, LATER_REFRESH, refresh_step);
-	later_handle(LATER_ARCHIVE, LATER_ARCHIVE, archive_step);
+	struct later *l = arg;
+
+	if (l->step == LATER_REFRESH)
+		later_ran(l, refresh_step(l, res));
+	else if (l->step == LATER_ARCHIVE)
+		later_ran(l, archive_step(l, res));
+	else
+		abort(); /* a step of another family: our bug */
 }

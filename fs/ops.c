@@ -17,13 +17,7 @@ void ops_init(const struct ops_config *c)
 {
 	ops_cfg = *c;
 	creds_init();
-	ops_names_init();
-	ops_attr_init();
-	ops_file_init();
-	ops_copy_init();
 	ops_dir_init();
-	ops_xattr_init();
-	assert(later_handled());
 }
 
 void ops_set_session(struct fuse_session *se)

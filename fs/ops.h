@@ -50,22 +50,6 @@ const struct fuse_lowlevel_ops *ops_table(void);
 /* hsmfsctl restart: end the loop, to hand over (keeper.h); asked since? */
 void ops_handover(void);
 bool ops_handover_asked(void);
-/* A daemon taking over: reopen the last one's handles (after the engine started). */
-void ops_adopt_opens(void);
-/*
- * A daemon taking over, before the consistency check: the removals the
- * last daemon made in the store and died before recording (their rows,
- * the origin's delete) recorded now, from its journal (ops-resend.c);
- * the check would drop the rows alone.  How many.
- */
-unsigned ops_resend_removals(void);
-/*
- * The files of the removals the last daemon began and did not mark done
- * (the store may have removed them): *ret (malloc'd, free it) holds
- * their store inode numbers; how many.  Their requests come again; the
- * consistency check leaves their rows to them (check.h).
- */
-size_t ops_resend_removals_begun(uint64_t **ret);
 unsigned long ops_table_size(void);
 
 #endif

@@ -13,6 +13,17 @@ It reads the sources as text.  A file's edges are:
     a namesake).
 A header's edges (its includes) count as its owner's.
 
+Calls through a table of functions are edges too, which the names
+alone do not show: a call `x.f(...)` or `x->f(...)` where f is a
+function-pointer field of a struct (declared in a header the caller
+includes, directly or not) goes to every function put in that field
+(`.f = fn` in an initializer of that struct, or `x.f = fn`); a call
+through a file-scope function pointer (or array of them) goes to every
+function given to the function that sets it.  Such an edge is how a
+lower layer tells an upper one something (a handler registered at
+start-up); within one layer it is a circle in disguise, and fails
+unless fs/README lists it ("table A -> B" lines, each to be removed).
+
 It fails, naming the names behind each edge, when
   - a file of fs/, lib/ or cmd/ has no layer in the table;
   - an edge goes to a higher layer (cmd/ may use lib/ and cmd/ only,
@@ -20,7 +31,8 @@ It fails, naming the names behind each edge, when
   - files form a circle, within a layer or across;
   - a line of the table's "Known edges up" list is no longer needed or
     an edge up is not on it; the same for its "circle" lines, each of
-    which must name exactly the files of a circle there is.
+    which must name exactly the files of a circle there is, and for its
+    "table" lines (calls through a table within a layer).
 Output is TAP.  Usage: layers.py [SOURCE_ROOT]
 """
 import fnmatch
@@ -204,12 +216,127 @@ def uses(code):
     return out
 
 
+def match_brace(c, i):
+    """The index of the '}' closing the '{' at c[i]."""
+    depth = 0
+    for k in range(i, len(c)):
+        if c[k] == "{":
+            depth += 1
+        elif c[k] == "}":
+            depth -= 1
+            if depth == 0:
+                return k
+    return len(c)
+
+
+def enclosing_struct(c, pos):
+    """The struct an initializer's field at pos belongs to: the innermost
+    '{' open before pos, with 'struct NAME' (a compound literal, or a
+    declaration with '=') right before it; None if not so."""
+    depth = 0
+    for k in range(pos - 1, -1, -1):
+        if c[k] == "}":
+            depth += 1
+        elif c[k] == "{":
+            if depth == 0:
+                m = re.search(r"struct\s+(\w+)\s*\)?\s*(?:\w+\s*(?:\[\s*\w*\s*\])?\s*=\s*)?$",
+                              c[max(0, k - 200):k])
+                return m.group(1) if m else None
+            depth -= 1
+    return None
+
+
+def table_edges(files, code, own, reach, links):
+    """(caller, implementer) -> names, for calls through tables (see above)."""
+    defined = {}
+    for f, names in own.items():
+        for n in names:
+            defined.setdefault(n, set()).add(f)
+    fields, home = {}, {}
+    for f in files:
+        c = code[f]
+        for m in re.finditer(r"\bstruct\s+(\w+)\s*\{", c):
+            body = c[m.end():match_brace(c, m.end() - 1)]
+            fl = set(re.findall(r"\(\s*\*\s*(\w+)\s*\)\s*\(", body))
+            if fl:
+                fields.setdefault(m.group(1), set()).update(fl)
+                home[m.group(1)] = f
+    impl = {}  # (struct, field) -> {(file, function)}
+    for f in files:
+        c = code[f]
+        for m in re.finditer(r"(\.|->)\s*(\w+)\s*=\s*&?\s*(\w+)\s*(?=[,;}])", c):
+            fld, fn = m.group(2), m.group(3)
+            cands = [st for st, fl in fields.items() if fld in fl]
+            if not cands or fn not in defined:
+                continue
+            st = enclosing_struct(c, m.start()) if m.group(1) == "." else None
+            if st in fields and fld in fields[st]:
+                cands = [st]
+            for st in cands:
+                for g in defined[fn]:
+                    if links(f, g):
+                        impl.setdefault((st, fld), set()).add((g, fn))
+    out = {}
+    for f in files:
+        if not f.endswith(".c"):
+            continue
+        for m in re.finditer(r"(?:\.|->)\s*(\w+)\s*\(", code[f]):
+            for (st, fld), fns in impl.items():
+                if fld == m.group(1) and home[st] in reach(f):
+                    for g, fn in fns:
+                        if links(f, g):
+                            out.setdefault((f, g), set()).add("%s.%s = %s" % (st, fld, fn))
+    # file-scope function pointers: the function that sets one, and who it is given
+    for f in files:
+        if not f.endswith(".c"):
+            continue
+        c = code[f]
+        bodies, k = [], 0  # (function, start, end) of each function body
+        while True:
+            k = c.find("{", k)
+            if k < 0:
+                break
+            end = match_brace(c, k)
+            fm = re.search(r"(\w+)\s*\((?:[^()]|\([^()]*\))*\)\s*$", c[max(0, k - 300):k])
+            if fm:
+                bodies.append((fm.group(1), k, end))
+            k = end + 1
+        ptrs = set()
+        for m in re.finditer(r"^[ \t]*(?:static\s+)?[\w\s]*?\(\s*\*\s*(\w+)\s*(?:\[[^]]*\])?\s*\)"
+                             r"\s*\([^;{]*\)\s*;", c, re.M):
+            ptrs.add(m.group(1))
+        for m in re.finditer(r"^[ \t]*(?:static\s+)?(\w+_fn)\s*\*\s*(\w+)\s*(?:\[[^]]*\])?\s*;",
+                             c, re.M):
+            ptrs.add(m.group(2))
+        for ptr in ptrs:
+            if not re.search(r"\b%s\s*(?:\[[^]]*\]\s*)?\(" % ptr, c):
+                continue  # never called here
+            setters = set()
+            for m in re.finditer(r"\b%s\s*(?:\[[^]]*\]\s*)?=\s*\w+\s*;" % ptr, c):
+                for name, lo, hi in bodies:  # the function around the assignment
+                    if lo < m.start() < hi:
+                        setters.add(name)
+            for g in files:
+                if not g.endswith(".c") or not links(f, g):
+                    continue
+                for st in setters:
+                    for m in re.finditer(r"\b%s\s*\(([^;]*?)\)\s*;" % st, code[g]):
+                        for arg in re.findall(r"\w+", m.group(1)):
+                            for h in defined.get(arg, ()):
+                                if h != f and links(f, h):
+                                    out.setdefault((f, h), set()).add("%s via %s()" % (arg, st))
+    return out
+
+
 def read_table():
     """fs/README's layer table: 'layer NAME: PATTERN...' lines, top
     first; 'up FILE -> FILE' lines list the known edges up."""
     text = open(os.path.join(ROOT, "fs", "README")).read()
-    layers, known_up, known_circles = [], set(), set()
+    layers, known_up, known_circles, known_tables = [], set(), set(), set()
     for line in text.splitlines():
+        m = re.match(r"\s*table\s+(\S+)\s*->\s*(\S+)\s*$", line)
+        if m:
+            known_tables.add((m.group(1), m.group(2)))
         m = re.match(r"\s*circle\s+(.*\S)\s*$", line)
         if m:
             known_circles.add(tuple(sorted(m.group(1).split())))
@@ -219,11 +346,11 @@ def read_table():
         m = re.match(r"\s*up\s+(\S+)\s*->\s*(\S+)\s*$", line)
         if m:
             known_up.add((m.group(1), m.group(2)))
-    return layers, known_up, known_circles
+    return layers, known_up, known_circles, known_tables
 
 
 def main():
-    layers, known_up, known_circles = read_table()
+    layers, known_up, known_circles, known_tables = read_table()
     files = sources()
     rank, layer_of = {}, {}
     names = [name for name, _ in layers]
@@ -287,6 +414,38 @@ def main():
             for g in definer.get(n, ()):
                 if links(f, g):
                     add(f, g, n)
+
+    def reach(f, seen=None):
+        """The files f includes, directly or through the headers it includes."""
+        seen = set() if seen is None else seen
+        d = os.path.dirname(f)
+        for h in incs.get(f, ()):
+            for x in (d, "fs", "lib"):
+                c = os.path.normpath(os.path.join(x, h))
+                if c in incs:
+                    if c not in seen:
+                        seen.add(c)
+                        reach(c, seen)
+                    break
+        seen.add(f)
+        return seen
+
+    within = set()
+    for (a, b), why in sorted(table_edges(files, code, own, reach, links).items()):
+        a, b = owner(a), owner(b)
+        if a == b or a not in rank or b not in rank:
+            continue
+        if rank[b] == rank[a]:
+            within.add((a, b))
+            if (a, b) not in known_tables:
+                problems.append("table: %s -> %s calls through a table within the layer %s: "
+                                "%s" % (a, b, layer_of[a], ", ".join(sorted(why)[:6])))
+        elif rank[b] < rank[a]:
+            add(a, b, "through a table: " + ", ".join(sorted(why)[:3]))
+        # above: a handler the upper layer registered (fs/README)
+    for a, b in sorted(known_tables - within):
+        problems.append("table: 'table %s -> %s' in fs/README is no longer there: remove it"
+                        % (a, b))
 
     ups = set()
     for (a, b), why in sorted(edges.items()):
@@ -352,15 +511,19 @@ def main():
         problems.append("a circle no longer there as fs/README lists it: %s (remove or "
                         "shrink its 'circle' line)" % " ".join(comp))
 
-    print("1..3")
+    print("1..4")
     layerless = [p for p in problems if "has no layer" in p]
+    tables = [p for p in problems if p.startswith("table: ")]
     rest_up = [p for p in problems if "goes up" in p or "no longer needed" in p]
     circles = [p for p in problems if p.startswith("a circle")]
     for comp in sorted(known_circles & {tuple(c) for c in sccs}):
         print("# known circle, to be broken: %s" % " ".join(comp))
+    for a, b in sorted(known_tables & within):
+        print("# known call through a table within a layer, to be removed: %s -> %s" % (a, b))
     for k, (title, ps) in enumerate((("every file has a layer", layerless),
                                      ("no edge goes up", rest_up),
-                                     ("no circle", circles)), 1):
+                                     ("no circle", circles),
+                                     ("no call through a table stays in its layer", tables)), 1):
         print("%s %d - %s" % ("ok" if not ps else "not ok", k, title))
         for p in ps:
             for line in p.splitlines():
