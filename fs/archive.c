@@ -549,7 +549,7 @@ static int archive_one(struct fstate *fs)
 	}
 	fs->osize = sn.size;
 	fs->vchanged = true;
-	fs->flags &= ~META_F_NEW; /* the origin has it now */
+	fstate_set_flag(fs, META_F_NEW, false, false); /* the origin has it now */
 	free(fs->sha256); /* the manifest's digests, of the version before */
 	fs->sha256 = NULL;
 	free(fs->chunks);
@@ -561,19 +561,7 @@ static int archive_one(struct fstate *fs)
 	if (failed) {
 		res = failed;
 	} else if (unchanged(fs, &sn)) {
-		/* archived(): DIRTY -> RESIDENT, counted by the cache again */
-		fs_set(fs, META_RESIDENT);
-		fs->blocks = sn.blocks;
-		cache_account((int64_t)fs->blocks);
-		/*
-		 * Its reads are counted from now on (tracked(), cache limits);
-		 * one that began uncounted may be running on an open file: it
-		 * is not evicted until its last close (track_pending).
-		 */
-		if (tracked(fs) && inode_is_open(in))
-			fs->track_pending = true;
-		else if (tracked(fs))
-			inode_flags_set(in, INODE_TRACKED);
+		fstate_archived(in, fs, sn.blocks); /* counted by the cache again */
 		res = 0;
 	} else {
 		res = ARCH_AGAIN;
@@ -1307,8 +1295,7 @@ static struct arch_wait *attempt_ended(struct fstate *fs, int *resp, int64_t now
 		elog_warn("inode %llu: conflict: the origin changed under a local change; "
 			  "kept, not archived (hsmfsctl resolve)", (unsigned long long)fs->ino);
 		S.st.conflicts++;
-		fs->flags |= META_F_CONFLICT;
-		persist_later(fs);
+		fstate_set_flag(fs, META_F_CONFLICT, true, false);
 		return w;
 	}
 	S.st.archive_failed++;
@@ -1747,10 +1734,9 @@ int events_resolve(struct inode *in, struct fuse_req *req,
 	elock();
 	fs = inode_state(in);
 	if (fs && (fs->flags & META_F_CONFLICT)) {
-		fs->flags &= ~META_F_CONFLICT;
+		fstate_set_flag(fs, META_F_CONFLICT, false, true); /* the user's */
 		fs->overwrite = true;
 		fs->arch_err = 0;
-		persist_later(fs);
 	}
 	eunlock();
 	return events_archive(in, req, cont, arg);

@@ -580,8 +580,7 @@ int commit_fill(struct event *ev)
 	if (res == -EBADMSG) {
 		char path[HSMFS_MAX_PATH + 1];
 
-		fs->flags |= META_F_STALE;
-		persist_later(fs);
+		fstate_set_flag(fs, META_F_STALE, true, false);
 		if (inode_path(fs->in, path, sizeof(path)) < 0)
 			snprintf(path, sizeof(path), "inode %llu", (unsigned long long)fs->ino);
 		if (chunk_bad)

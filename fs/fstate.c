@@ -1054,7 +1054,37 @@ void events_name_left(struct inode *parent, const char *name, struct inode *in)
 		paths_moved(from, to, false, in, NULL, NULL);
 }
 
-/* Set or clear flag in in's state and persist it; -ENODATA if unmanaged. */
+void fstate_set_flag(struct fstate *fs, uint32_t flag, bool on, bool claimed)
+{
+	ELOCK_HELD();
+	if (!!(fs->flags & flag) == on)
+		return;
+	fs->flags = on ? fs->flags | flag : fs->flags & ~flag;
+	/* answered now, committed with the writer's next batch */
+	if (claimed)
+		claim_flags(fs, flag, 0, 0, on ? SAVED_CLAIM_SETFLAG : SAVED_CLAIM_CLEARFLAG);
+	persist_later(fs);
+}
+
+void fstate_archived(struct inode *in, struct fstate *fs, uint64_t blocks)
+{
+	ELOCK_HELD();
+	assert(fs->state == META_DIRTY);
+	fs_set(fs, META_RESIDENT);
+	fs->blocks = blocks;
+	cache_account((int64_t)fs->blocks);
+	/*
+	 * Its reads are counted from now on (tracked(), cache limits); one
+	 * that began uncounted may be running on an open file: it is not
+	 * evicted until its last close (track_pending).
+	 */
+	if (tracked(fs) && inode_is_open(in))
+		fs->track_pending = true;
+	else if (tracked(fs))
+		inode_flags_set(in, INODE_TRACKED);
+}
+
+/* Set or clear a user's flag in in's state and persist it; -ENODATA if unmanaged. */
 static int set_flag(struct inode *in, uint32_t flag, bool on)
 {
 	struct fstate *fs;
@@ -1064,12 +1094,8 @@ static int set_flag(struct inode *in, uint32_t flag, bool on)
 		return res;
 	elock();
 	fs = inode_state(in);
-	if (fs && !!(fs->flags & flag) != on) {
-		fs->flags = on ? fs->flags | flag : fs->flags & ~flag;
-		/* answered now, committed with the writer's next batch */
-		claim_flags(fs, flag, 0, 0, on ? SAVED_CLAIM_SETFLAG : SAVED_CLAIM_CLEARFLAG);
-		persist_later(fs);
-	}
+	if (fs)
+		fstate_set_flag(fs, flag, on, true);
 	eunlock();
 	return fs ? 0 : -ENODATA;
 }

@@ -24,7 +24,7 @@
  *
  *   DIRTY: the user's bytes.  A user's change wins over a fill, an
  *       eviction, a digest check; one step leaves it:
- *   DIRTY --archived(), archive.c--> RESIDENT: every byte present, and
+ *   DIRTY --fstate_archived(), from archive.c--> RESIDENT: every byte present, and
  *       the origin holds exactly them (an archive hook said which
  *       version) with no user change begun since its snapshot; the
  *       version is recorded with the state, in one commit of the writer.
@@ -333,6 +333,22 @@ void inflight_clip(const struct fstate *fs, uint64_t start, uint64_t end, uint64
 void drop_rw_fd(struct fstate *fs);
 /* fs's present ranges changed: the inode bits follow.  S.lock held. */
 void present_changed(struct fstate *fs);
+/*
+ * DIRTY -> RESIDENT: the origin holds exactly fs's bytes (archive.c,
+ * with the version it recorded); blocks are its size in the store, which
+ * the cache counts again from now on.  Committed with the version by
+ * the writer's next batch.  S.lock held.
+ */
+void fstate_archived(struct inode *in, struct fstate *fs, uint64_t blocks);
+/*
+ * Every change of fs->flags (META_F_*): set or clear flag and persist
+ * it.  claimed: a user's change answered now (a pin, a resolve), which
+ * the next daemon applies if this one dies before the writer commits it
+ * (saved.h); else the daemon's own finding (a conflict, an origin that
+ * has the file now), committed with what it goes with or found again.
+ * S.lock held.
+ */
+void fstate_set_flag(struct fstate *fs, uint32_t flag, bool on, bool claimed);
 /* Queue fs on S.wqueue for the writer (writeback.c).  S.lock held. */
 void persist_later(struct fstate *fs);
 /*
