@@ -9,7 +9,7 @@
  *   hsmfsctl restart MOUNTPOINT
  *   hsmfsctl evict|pin|unpin|prefetch PATH...
  *   hsmfsctl refresh [--recursive] DIR... | -s STORE
- *   (archive, resolve, sync and unmount: ctl-archive.c)
+ *   (archive, resolve, sync and unmount: ctl/archive.c)
  *
  * Exit codes: ctl.h.
  */
@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "ctl.h"
+#include "ctl/ctl.h"
 #include "hsmfs/hook.h"
 #include "http-list.h"
 #include "manifest.h"

@@ -1,5 +1,5 @@
 /*
- * ctl-archive.c - hsmfsctl archive, resolve, sync and unmount: a mount's
+ * archive.c - hsmfsctl archive, resolve, sync and unmount: a mount's
  * changes sent to its origin, asked through the mount's virtual extended
  * attributes (user.hsmfs.archive and the resolve ones of a file,
  * user.hsmfs.sync of the root: hsmfs(8)), and a mount's end that says

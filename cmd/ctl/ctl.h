@@ -20,7 +20,7 @@ enum { X_OK_ = 0, X_USAGE = 1, X_INPUT = 2, X_STORE = 3, X_PARTIAL = 4 };
  */
 int mount_of(const char *path, char *ret_mnt, size_t mlen, char *ret_rel, size_t rlen);
 
-/* ctl-archive.c: archive, resolve, sync, unmount, and status -s STORE */
+/* archive.c: archive, resolve, sync, unmount, and status -s STORE */
 int cmd_archive(int argc, char **argv, bool resolve);
 int cmd_sync(int argc, char **argv);
 int cmd_unmount(int argc, char **argv);
