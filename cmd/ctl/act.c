@@ -315,8 +315,10 @@ static void fetch_listed(struct act *a)
 	free(a->sizes);
 }
 
-int cmd_act(const char *what, int argc, char **argv)
+/* evict, pin, unpin or prefetch: argv[0] says which */
+int cmd_act(int argc, char **argv)
 {
+	const char *what = argv[0];
 	struct act a = { .what = what, .tty = isatty(STDERR_FILENO), .started = mono_s(),
 			 .lock = PTHREAD_MUTEX_INITIALIZER, .jobs = 4 };
 	bool fetching = !strcmp(what, "prefetch") || !strcmp(what, "pin");

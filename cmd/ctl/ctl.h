@@ -73,7 +73,8 @@ int cmd_import(int argc, char **argv);
 /* ----------------------------------------------------------- archive.c */
 
 /* archive, resolve, sync, unmount, and status -s STORE */
-int cmd_archive(int argc, char **argv, bool resolve);
+int cmd_archive(int argc, char **argv);
+int cmd_resolve(int argc, char **argv);
 int cmd_sync(int argc, char **argv);
 int cmd_unmount(int argc, char **argv);
 int cmd_status_store(const char *store);
@@ -81,7 +82,7 @@ int cmd_status_store(const char *store);
 /* ------------------------------------------------ the other commands */
 
 int cmd_status(int argc, char **argv);                  /* status.c */
-int cmd_act(const char *what, int argc, char **argv);  /* act.c: evict, pin, unpin, prefetch */
+int cmd_act(int argc, char **argv);                     /* act.c: evict, pin, unpin, prefetch */
 int cmd_watch(int argc, char **argv);                   /* watch.c */
 int cmd_refresh(int argc, char **argv);                 /* refresh.c */
 int cmd_restart(int argc, char **argv);                 /* restart.c */
