@@ -1,12 +1,13 @@
 /*
  * ctl.h - what hsmfsctl's command files (cmd/ctl/) share: the exit codes,
- * the helpers of common.c, and each file's commands, which main() in
- * cmd/hsmfsctl.c dispatches to.
+ * the helpers of common.c, and each file's commands, which main() finds
+ * in its table (cmd/hsmfsctl.c).
  *
  * A command is called as cmd_NAME(argc, argv) with argv[0] its own name
- * and argv[1..argc) the words after it; it returns an exit code, having
- * said why on standard error when that is not 0.  Messages begin
- * "hsmfsctl: ".
+ * and argv[1..argc) the words after it, as many as its table entry
+ * allows (main() told a wrong count already; the rest a command checks
+ * itself).  It returns an exit code, having said why on standard error
+ * when that is not 0.  Messages begin "hsmfsctl: ".
  *
  * Exit codes: 0 success; 1 usage; 2 bad input (manifest); 3 the store or
  * mount cannot be used; 4 an operation failed part way (or was not done
