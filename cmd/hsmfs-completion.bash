@@ -8,7 +8,7 @@
 # read from the --help of the hsmfs being completed, so they follow the
 # binary; hsmfsctl's subcommands and options and hsmfs-http's options are
 # listed here (tests/integ/t0490-completion.py checks them against
-# --help).
+# --help, and t0493-ctl-commands.py the commands against hsmfsctl(1) too).
 #
 # shellcheck shell=bash
 

@@ -1,5 +1,5 @@
 /*
- * ctl-archive.c - hsmfsctl archive, resolve, sync and unmount: a mount's
+ * archive.c - hsmfsctl archive, resolve, sync and unmount: a mount's
  * changes sent to its origin, asked through the mount's virtual extended
  * attributes (user.hsmfs.archive and the resolve ones of a file,
  * user.hsmfs.sync of the root: hsmfs(8)), and a mount's end that says
@@ -210,7 +210,7 @@ static void archive_tree(struct archive_run *r, const char *path, bool recursive
  * to its origin; resolve --keep-local|--take-origin PATH...: settle
  * conflicts.
  */
-int cmd_archive(int argc, char **argv, bool resolve)
+static int archive_paths(int argc, char **argv, bool resolve)
 {
 	struct archive_run r = { resolve ? "resolve" : "archive",
 				 resolve ? "user.hsmfs.resolve_local" : "user.hsmfs.archive",
@@ -253,6 +253,17 @@ int cmd_archive(int argc, char **argv, bool resolve)
 	if (r.tty)
 		fputc('\n', stderr);
 	return r.failed ? X_PARTIAL : X_OK_;
+}
+
+/* hsmfsctl archive and resolve: one function, told which */
+int cmd_archive(int argc, char **argv)
+{
+	return archive_paths(argc, argv, false);
+}
+
+int cmd_resolve(int argc, char **argv)
+{
+	return archive_paths(argc, argv, true);
 }
 
 /* ---------------------------------------------------------------- sync */
