@@ -12,6 +12,21 @@
 #include "park.h"
 
 static void room_queue(struct parked *p);
+
+/*
+ * A read's bytes are all present: hold them from eviction until the read
+ * is answered (events_read_done(), finish_read(), or the check's cont),
+ * if the cache counts the file (tracked()) or the caller reads them
+ * itself (a check: a copy's source).  Whether it held.  S.lock held.
+ */
+static bool read_hold(struct fstate *fs, bool check)
+{
+	ELOCK_HELD();
+	if (!check && !tracked(fs))
+		return false;
+	fs->nreading++;
+	return true;
+}
 static void park_put(struct parked *p);
 static struct parked *park_take(struct fuse_req *req, int *res);
 static int read_park(struct inode *in, uint64_t off, uint64_t len, struct fuse_req *req,
@@ -54,10 +69,8 @@ static int read_park(struct inode *in, uint64_t off, uint64_t len, struct fuse_r
 	read_span(fs, off, len, &start, &end);
 	res = access_step(in, fs, start, end, req, true, false, &reserved, &ev);
 	if (res <= 0) {
-		if (!res && tracked(fs)) {
-			fs->nreading++; /* until events_read_done() */
-			*ret_held = true;
-		}
+		if (!res)
+			*ret_held = read_hold(fs, false);
 		eunlock();
 		if (reserved)
 			cache_unreserve(reserved);
@@ -130,10 +143,8 @@ static int check_parked(struct parked *p, bool may_block)
 		room_queue(p);
 		return 1;
 	}
-	if (!res && (p->check || tracked(fs))) {
-		fs->nreading++; /* given back by finish_read() or the check's cont */
-		p->held = true;
-	}
+	if (!res)
+		p->held = read_hold(fs, p->check);
 	return res;
 }
 
@@ -463,10 +474,8 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 		if (res)
 			break;
 	}
-	if (!res && tracked(fs)) {
-		fs->nreading++; /* until events_read_done() */
-		*ret_held = true;
-	}
+	if (!res)
+		*ret_held = read_hold(fs, false);
 	eunlock();
 	if (reserved)
 		cache_unreserve(reserved);
