@@ -127,6 +127,36 @@ bool ops_io_can_resend(void)
 	       ((uint64_t)in->flags2 << 32 & K_HAS_RESEND);
 }
 
+/*
+ * The kernel copies a request into the buffer read(2) is given a page at
+ * a time, pinning each page; one not mapped yet is faulted in on a slow
+ * path that gives up once the daemon has been sent SIGKILL, and the
+ * kernel then ends that request with EIO rather than keep it for the
+ * next daemon to be sent again: a user's write failed so when the daemon
+ * was killed while it read that write's bytes.  So each buffer libfuse
+ * reads into is written once, whole, before its first read: its pages
+ * are mapped and writable, and the copy never takes the slow path.  Once
+ * a buffer (libfuse keeps one per worker, reallocated only when INIT
+ * makes it larger); the memory was the daemon's already.
+ */
+static __thread void *touched;
+static __thread size_t touched_len;
+
+static void touch_buffer(void *buf, size_t len)
+{
+	static size_t page;
+
+	if (buf == touched && len <= touched_len)
+		return;
+	if (!page)
+		page = (size_t)sysconf(_SC_PAGESIZE);
+	for (size_t off = 0; off < len; off += page)
+		((volatile char *)buf)[off] = 0;
+	((volatile char *)buf)[len - 1] = 0;
+	touched = buf;
+	touched_len = len;
+}
+
 static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 {
 	struct saved_head *h = saved_head();
@@ -147,6 +177,8 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 	}
 	if (__builtin_expect(atomic_load_explicit(&IO.init_pending, memory_order_acquire), 0))
 		init_wait();
+	if (len)
+		touch_buffer(buf, len);
 	res = read(fd, buf, len);
 	KERNEL_AFTER();
 	if (res >= (ssize_t)sizeof(struct k_in_header)) {
