@@ -13,6 +13,7 @@
 #include "http-config.h"
 #include "http-list.h"
 #include "http-lister.h"
+#include "http-names.h"
 #include "http-queue.h"
 #include "http-start.h"
 #include "http-xfer.h"
@@ -114,7 +115,7 @@ static void dir_job(CURL *lc, struct job *j)
 	free(url);
 }
 
-/* An ARCHIVE_NAME: the object removed or moved (http-archive.h). */
+/* An ARCHIVE_NAME: the object removed or moved (http-names.h). */
 static void name_job(CURL *lc, struct job *j)
 {
 	if (j->ev.start == HSMFS_NAME_MKDIR || j->ev.start == HSMFS_NAME_RMDIR) {

@@ -15,6 +15,7 @@
 #include "http-config.h"
 #include "http-journal.h"
 #include "http-list.h"
+#include "http-multipart.h"
 #include "http-start.h"
 #include "http-xfer.h"
 #include "manifest.h"
