@@ -83,8 +83,8 @@ int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const ch
 			if (!same) {
 				snprintf(out->why, sizeof(out->why),
 					 "%s is not the recorded version (%s, recorded %s)", url,
-					 validator(&s, ev->version)[0] ? validator(&s, ev->version) :
-									  "none",
+					 validator(&s, ev->version)[0] ?
+						validator(&s, ev->version) : "none",
 					 ev->version[0] ? ev->version : "none");
 				err = ESTALE;
 				goto out;
@@ -191,7 +191,8 @@ verify:
 		if (err)
 			goto out;
 		if (s.status != 200 || s.length < 0 || (uint64_t)s.length != ev->file_size ||
-		    (!s3 && strcmp(s.lastmod, date)) || (before_etag[0] && !strcmp(s.etag, before_etag))) {
+		    (!s3 && strcmp(s.lastmod, date)) ||
+		    (before_etag[0] && !strcmp(s.etag, before_etag))) {
 			snprintf(out->why, sizeof(out->why),
 				 "%s after our PUT: status %ld, length %lld of %llu, dated %s (we "
 				 "sent %s): another writer's version", url, s.status, s.length,

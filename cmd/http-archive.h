@@ -55,8 +55,9 @@
 #include "http-request.h"
 
 int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const char *url,
-		 bool s3, bool honoured, uint64_t read_back_max, uint64_t part_size, void (*progress)(void *arg, uint64_t bytes),
-		 void *arg, struct http_archive_out *out);
+		 bool s3, bool honoured, uint64_t read_back_max, uint64_t part_size,
+		 void (*progress)(void *arg, uint64_t bytes), void *arg,
+		 struct http_archive_out *out);
 
 /*
  * Does the origin honour If-Match on PUT?  A PUT of an empty body to

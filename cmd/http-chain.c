@@ -41,7 +41,8 @@ bool proxy_failed(int i, CURLcode rc, long code)
 {
 	if (rc == CURLE_COULDNT_RESOLVE_PROXY || rc == CURLE_PROXY || transient(rc))
 		return true;
-	return rc == CURLE_OK && proxy_url(chain, i)[0] && (code == 502 || code == 503 || code == 504);
+	return rc == CURLE_OK && proxy_url(chain, i)[0] &&
+	       (code == 502 || code == 503 || code == 504);
 }
 
 /*

@@ -161,7 +161,8 @@ int http_config_parse(int argc, char **argv)
 
 			v <<= *end == 'k' || *end == 'K' ? 10 : *end == 'm' || *end == 'M' ? 20 :
 			      *end == 'g' || *end == 'G' ? 30 : 0;
-			if (end == optarg || (*end && end[1]) || (v && (v < 4096 || (v & (v - 1))))) {
+			if (end == optarg || (*end && end[1]) ||
+			    (v && (v < 4096 || (v & (v - 1))))) {
 				logf_("--align needs 0 or a power of two of 4k or more (k, m, g)");
 				return 1;
 			}
@@ -228,7 +229,8 @@ int http_config_keys(void)
 			secret = strdup(getenv("AWS_SECRET_ACCESS_KEY"));
 		}
 		if (!id || !secret || asprintf(&cfg.aws_userpwd, "%s:%s", id, secret) < 0) {
-			logf_("--aws-sigv4 needs keys: --aws-keys-file, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY");
+			logf_("--aws-sigv4 needs keys: --aws-keys-file, or AWS_ACCESS_KEY_ID and "
+			      "AWS_SECRET_ACCESS_KEY");
 			return 1;
 		}
 		free(id);

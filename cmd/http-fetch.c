@@ -266,7 +266,8 @@ void *fetcher(void *arg)
 
 					pthread_mutex_lock(&qlock);
 					j = jobq_take(&fills);
-					if (!j && (cfg.connections == 1 || nlater + 1 < cfg.connections)) {
+					if (!j && (cfg.connections == 1 ||
+						   nlater + 1 < cfg.connections)) {
 						j = jobq_take(&later);
 						l = j != NULL;
 					}
@@ -318,7 +319,8 @@ void *fetcher(void *arg)
 			continue;
 		now = (uint64_t)mono_ms();
 		curl_multi_poll(multi, &hw, done ? 0 : 1,
-				!next ? 1000 : next <= now ? 0 : next - now < 1000 ? (int)(next - now) : 1000,
+				!next ? 1000 : next <= now ? 0 :
+				next - now < 1000 ? (int)(next - now) : 1000,
 				NULL);
 	}
 	return NULL;

@@ -49,9 +49,9 @@ static void archive_job(CURL *lc, struct job *j)
 	if (url && !err && !strncmp(url, "http", 4))
 		pthread_once(&probed, probe_conditions);
 	for (unsigned attempt = 0; url && !err;) {
-		err = http_archive(lc, &j->ev, j->flags, url, cfg.s3, cfg.honoured, cfg.read_back_max, cfg.part_size,
-				   tell_progress,
-				   &j->ev.id, &out);
+		err = http_archive(lc, &j->ev, j->flags, url, cfg.s3, cfg.honoured,
+				   cfg.read_back_max, cfg.part_size, tell_progress, &j->ev.id,
+				   &out);
 		if ((err != EAGAIN && err != EIO && err != ETIMEDOUT) || attempt >= cfg.retries)
 			break;
 		logf_("archive of '/%s': %s; again in %u s", j->ev.path, out.why, 1u << attempt);
@@ -157,7 +157,8 @@ static void name_job(CURL *lc, struct job *j)
 	}
 	if (err && err != ENOENT)
 		logf_("%s of '/%s' at the origin: %s",
-		      j->ev.start == HSMFS_NAME_RENAMED ? "rename" : "removal", j->ev.path, out.why);
+		      j->ev.start == HSMFS_NAME_RENAMED ? "rename" : "removal", j->ev.path,
+		      out.why);
 	if (err)
 		hsmfs_hook_deny(hook, j->ev.id, err);
 	else if (j->ev.start == HSMFS_NAME_RENAMED &&

@@ -133,8 +133,8 @@ int s3_multipart(CURL *c, const struct hsmfs_event *ev, const char *url,
 	err = http_journal_begun(url, id);
 	journalled = !err;
 	if (err) {
-		snprintf(out->why, sizeof(out->why), "cannot journal the multipart upload of %s: %s",
-			 url, strerror(err));
+		snprintf(out->why, sizeof(out->why),
+			 "cannot journal the multipart upload of %s: %s", url, strerror(err));
 		err = EIO;
 		goto abort;
 	}
@@ -165,8 +165,8 @@ int s3_multipart(CURL *c, const struct hsmfs_event *ev, const char *url,
 			p->h = curl_slist_append(NULL, HTTP_IDENTITY);
 			p->h = curl_slist_append(p->h, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
 			p->h = curl_slist_append(p->h, "Expect:");
-			snprintf(p->url, sizeof(p->url), "%s?partNumber=%u&uploadId=%s", url, next + 1,
-				 id);
+			snprintf(p->url, sizeof(p->url), "%s?partNumber=%u&uploadId=%s", url,
+				 next + 1, id);
 			prepare(p->c, p->url, &p->s, p->h);
 			curl_easy_setopt(p->c, CURLOPT_UPLOAD, 1L);
 			curl_easy_setopt(p->c, CURLOPT_READFUNCTION, read_cb);
@@ -192,12 +192,14 @@ int s3_multipart(CURL *c, const struct hsmfs_event *ev, const char *url,
 			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, &num);
 			curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &status);
 			if (m->data.result != CURLE_OK || status != 200 || !p || !p->s.etag[0]) {
-				snprintf(out->why, sizeof(out->why), "part %u of %s: %s, status %ld",
+				snprintf(out->why, sizeof(out->why),
+					 "part %u of %s: %s, status %ld",
 					 (unsigned)(uintptr_t)num, url,
 					 curl_easy_strerror(m->data.result), status);
 				err = status >= 500 || m->data.result != CURLE_OK ? EAGAIN : EACCES;
 			} else {
-				snprintf(etags[(uintptr_t)num - 1], sizeof(*etags), "%s", p->s.etag);
+				snprintf(etags[(uintptr_t)num - 1], sizeof(*etags), "%s",
+					 p->s.etag);
 				done++;
 				if (progress)
 					progress(arg, done * part < ev->file_size ? done * part :
@@ -244,8 +246,9 @@ int s3_multipart(CURL *c, const struct hsmfs_event *ev, const char *url,
 		err = ESTALE;
 	} else if (!err && (s.status != 200 || !v[0] || (b.p && strstr(b.p, "<Error>")))) {
 		/* a 200 may still carry an error (S3 says so in the body) */
-		snprintf(out->why, sizeof(out->why), "CompleteMultipartUpload %s: status %ld%s", url,
-			 s.status, b.p && strstr(b.p, "<Error>") ? ", an error in its body" : "");
+		snprintf(out->why, sizeof(out->why), "CompleteMultipartUpload %s: status %ld%s",
+			 url, s.status,
+			 b.p && strstr(b.p, "<Error>") ? ", an error in its body" : "");
 		err = s.status >= 500 || (b.p && strstr(b.p, "<Error>")) ? EAGAIN : EACCES;
 	}
 	if (!err) {

@@ -89,8 +89,9 @@ int http_archive_dir(CURL *c, const char *url, bool made, bool s3,
 			err = request(c, "DELETE", url, h, &s, out->why, sizeof(out->why));
 			curl_slist_free_all(h);
 		} else if (!err && s.status == 200) {
-			snprintf(out->why, sizeof(out->why), "%s is not empty at the origin (or not "
-				 "a JSON listing): kept", url);
+			snprintf(out->why, sizeof(out->why),
+				 "%s is not empty at the origin (or not a JSON listing): kept",
+				 url);
 			err = ENOTEMPTY;
 		}
 	}
@@ -142,7 +143,8 @@ int http_archive_name(CURL *c, const struct hsmfs_event *ev, const char *to, boo
 		if (to && !(err = request(c, "HEAD", to, hdrs, &s, out->why, sizeof(out->why))) &&
 		    s.status == 200 && (!ev->version[0] ||
 					!strcmp(validator(&s, ev->version), ev->version))) {
-			snprintf(out->version, sizeof(out->version), "%s", validator(&s, ev->version));
+			snprintf(out->version, sizeof(out->version), "%s",
+				 validator(&s, ev->version));
 			snprintf(out->origin, sizeof(out->origin), "%s", to);
 		} else if (!err) {
 			err = ENOENT;
@@ -203,8 +205,8 @@ int http_archive_name(CURL *c, const struct hsmfs_event *ev, const char *to, boo
 	if (to) {
 		err = request(c, "HEAD", to, hdrs, &s, out->why, sizeof(out->why));
 		if (!err && s.status != 200) {
-			snprintf(out->why, sizeof(out->why), "HEAD %s after the move: status %ld", to,
-				 s.status);
+			snprintf(out->why, sizeof(out->why), "HEAD %s after the move: status %ld",
+				 to, s.status);
 			err = EIO;
 		}
 		if (!err) {

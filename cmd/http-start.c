@@ -128,7 +128,8 @@ bool probe_origin(void)
 		probe_html(c, url, why, sizeof(why));
 	else if (!cfg.s3 && !strstr(type, "json"))
 		snprintf(why, sizeof(why), "it answers %s, not a listing (nginx: autoindex on; "
-			 "with autoindex_format json; for exact sizes)", type[0] ? type : "with no type");
+			 "with autoindex_format json; for exact sizes)",
+			 type[0] ? type : "with no type");
 	if (c)
 		curl_easy_cleanup(c);
 	curl_slist_free_all(hdrs);

@@ -233,7 +233,8 @@ void setup_handle(CURL *c, bool shared)
 		 * answer may take a while); fills, listings and lookups set
 		 * their own member and its bounds (use_member())
 		 */
-		curl_easy_setopt(c, CURLOPT_PROXY, proxy_url(chain, proxy_pick(chain, 0, mono_ms())));
+		curl_easy_setopt(c, CURLOPT_PROXY,
+				 proxy_url(chain, proxy_pick(chain, 0, mono_ms())));
 	if (cfg.netrc_file) {
 		curl_easy_setopt(c, CURLOPT_NETRC, (long)CURL_NETRC_OPTIONAL);
 		curl_easy_setopt(c, CURLOPT_NETRC_FILE, cfg.netrc_file);
