@@ -12,7 +12,7 @@
  * Shares cfg, hook and state_dir.  main() sets them before any thread
  * starts; after that they are only read, but for cfg.honoured, written by
  * probe_conditions() (http-start.h) inside a pthread_once that each
- * archive passes before it reads it.  No locks: logf_() and join_url()
+ * archive to an http(s) URL passes before it reads it.  No locks: logf_() and join_url()
  * may be called from any thread.
  */
 #ifndef HSMFS_HTTP_CONFIG_H

@@ -1,12 +1,13 @@
 /*
  * http-fetch.h - hsmfs-http's fetcher: the one thread that runs every
  * fill (PRE_ACCESS) through one libcurl multi handle, a slot a transfer,
- * cfg.connections slots, one of which only a reader's fill may take.  A
- * slot takes a job off fills or later (http-queue.h), asks its range
- * (widened to --align blocks, with If-Range on the recorded version,
- * through a member of the chain), writes it as it arrives (http-xfer.h),
- * then answers the event: allowed, denied with an errno, or again after
- * a backoff, or at once through the chain's next member.  A changed
+ * cfg.connections slots; unless there is one only, one of them is kept
+ * for a reader's fill (the mount's own take the others).  A slot takes a
+ * job off fills or later (http-queue.h), asks its range (widened to
+ * --align blocks, with If-Range on the recorded version, through a
+ * member of the chain), writes it as it arrives (http-xfer.h), then
+ * answers the event: allowed, denied with an errno, or again after a
+ * backoff, or at once through the chain's next member.  A changed
  * origin marks the file stale (user.hsmfs.stale).  fetcher() returns
  * once the events are done and every queued fill is answered.
  *
