@@ -37,6 +37,11 @@
  * Returns 0 with the new version (and the URL for a new file, else "")
  * or an errno for the event's DENY, with a one-line reason in why.
  * progress(arg, bytes) is called as the upload goes.
+ *
+ * Built of: http-request.h (the requests, the answer's struct),
+ * http-file.h (file://), http-multipart.h (S3 multipart uploads).  An
+ * ARCHIVE_NAME is http-names.h's.  No globals, no locks: a call uses
+ * only the handle it is given, on the caller's thread.
  */
 #ifndef HSMFS_HTTP_ARCHIVE_H
 #define HSMFS_HTTP_ARCHIVE_H
@@ -47,27 +52,12 @@
 #include <stdint.h>
 
 #include "hsmfs/hook.h"
-
-struct http_archive_out {
-	char version[1024];
-	char origin[4096];
-	unsigned parts;          /* of a multipart upload, 0: one PUT */
-	char why[8400];
-};
+#include "http-request.h"
 
 int http_archive(CURL *c, const struct hsmfs_event *ev, uint16_t flags, const char *url,
-		 bool s3, bool honoured, uint64_t read_back_max, uint64_t part_size, void (*progress)(void *arg, uint64_t bytes),
-		 void *arg, struct http_archive_out *out);
-
-/*
- * S3 multipart uploads are journalled (http-journal.h) from their
- * creation to their completion or abort, so that one a crash left is
- * aborted at the next start.  http_multipart_abort(): AbortMultipartUpload
- * of id at url, 0 also if it ended already (404), else an errno.  The
- * upload's write condition (If-Match, If-None-Match: *) goes on its
- * CompleteMultipartUpload, where S3 judges it; a 412 there is ESTALE.
- */
-int http_multipart_abort(CURL *c, const char *url, const char *id);
+		 bool s3, bool honoured, uint64_t read_back_max, uint64_t part_size,
+		 void (*progress)(void *arg, uint64_t bytes), void *arg,
+		 struct http_archive_out *out);
 
 /*
  * Does the origin honour If-Match on PUT?  A PUT of an empty body to
@@ -76,34 +66,5 @@ int http_multipart_abort(CURL *c, const char *url, const char *id);
  * the answer in why.
  */
 int http_conditions_probe(CURL *c, const char *scratch_url, bool s3, char *why, size_t wlen);
-
-/*
- * An ARCHIVE_NAME: the object at ev->origin removed (DELETE), or moved
- * to the URL to (WebDAV MOVE with Overwrite; S3 CopyObject, then
- * DeleteObject; file:// rename), conditional on ev->version as above.
- * An object gone already is ENOENT, or, for a rename whose new URL
- * holds the version, done (a repeat after a crash).  0 with the moved
- * object's version and URL in out, or an errno.
- */
-int http_archive_name(CURL *c, const struct hsmfs_event *ev, const char *to, bool s3,
-		      struct http_archive_out *out);
-
-/*
- * An ARCHIVE_NAME of a directory (HSMFS_NAME_MKDIR, HSMFS_NAME_RMDIR) at
- * url (ending in "/").  Made: WebDAV MKCOL (its parents first where the
- * server wants them; one there already is done), S3 an empty "path/"
- * object (the marker other tools make), file:// mkdir with its parents.
- * Removed so that nothing the mount never saw goes with it: file://
- * rmdir (only if empty); WebDAV, whose DELETE of a collection is
- * recursive, only if its listing reads empty ("[]" of nginx's JSON
- * autoindex; anything else keeps it), then DELETE, and a name made at
- * the origin between the look and the DELETE is lost with it
- * (hsmfs-http(1)); S3 the "path/" marker (keys below it are objects of
- * their own, left, and keep the prefix listed).  A directory kept (not
- * empty there) is ENOTEMPTY, said in why: the daemon asks again after
- * the ops of files recorded since (archive.c).
- */
-int http_archive_dir(CURL *c, const char *url, bool made, bool s3,
-		     struct http_archive_out *out);
 
 #endif
