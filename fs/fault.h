@@ -52,6 +52,8 @@
 #define FAULT_TRUNCATED "truncated"             /* a truncate in the store, not yet
 						   * recorded (its claim not made) */
 #define FAULT_OP_DONE "op-done"                   /* the store changed, the reply not sent */
+#define FAULT_PT_RELEASED "pt-released"           /* an open's passthrough released (its
+						   * backing id closed), the open not yet */
 #define FAULT_OP_RELEASED "op-released"           /* an open released, the reply not sent */
 #define FAULT_WRITE_DONE "write-done"             /* a write in the store, the reply not sent */
 /* a daemon taking over (keeper.h), at each of its steps: */

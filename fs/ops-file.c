@@ -767,8 +767,16 @@ void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	ops_lost_forget(fi->fh);
-	pt_released(req, IN(ino), fi);
+	/*
+	 * RELEASING before anything is undone: a daemon taking over then
+	 * counts this open as gone, whatever step it died at.  Marked after
+	 * pt_released(), a death between them left a record the next daemon
+	 * adopted with a backing id the kernel had closed, which every open
+	 * of the inode was then given (and failed with EIO).
+	 */
 	saved_releasing(fi);
+	pt_released(req, IN(ino), fi);
+	fault_named(FAULT_PT_RELEASED);
 	inode_open_dec(IN(ino));
 	if (inode_flags(IN(ino)) & INODE_STATEFUL)
 		events_released(IN(ino));

@@ -51,6 +51,7 @@ from harness import (HSMFS, HSMFSCTL, Hook, Mount, diag, eq, import_manifest, ma
                      ok, run, skip, tmpdir, wait_for, write_tree)
 
 FAULT_BATCH_TAKEN = "batch-taken"  # fs/fault.h
+FAULT_PT_RELEASED = "pt-released"  # fs/fault.h
 MIRROR = os.path.join(os.path.dirname(os.path.abspath(HSMFS)), "hsmfs-mirror")
 
 
@@ -827,6 +828,41 @@ def test_release_resent():
         eq(stats(m)["restarts"], 1, "no daemon died of it")
         os.close(fb)
         os.close(fb0)
+
+
+def test_release_passthrough_crash():
+    """A daemon that dies between closing the backing file of a file's
+    last passthrough open and marking that open released: the next daemon
+    adopted the open with the backing id the kernel had closed, and gave
+    it to every later open of the file, which failed (EIO)."""
+    data = os.urandom(256 << 10)
+    steps = os.path.join(tmpdir("hsmfs-steps-"), "log")
+    env = {"HSMFS_CRASH_AT": FAULT_PT_RELEASED + ":1", "HSMFS_CRASH_LOG": steps,
+           "HSMFS_DELAY": "release-resent:2000"}
+    with Mount(env=env, restart=True) as m:
+        write_tree(m.store, {"f": data})
+        if not stats(m).get("passthrough"):
+            skip("a crash at a passthrough release", "the kernel did not offer FUSE passthrough")
+            return
+        with open(m.path("f"), "rb") as f:
+            eq(f.read(), data, "read through passthrough")
+        # its release (after close(2) returns) killed the daemon there; the
+        # next one holds the resent release: the file is opened meanwhile
+        wait_for(lambda: os.path.exists(steps) and "- release-resent" in open(steps).read(),
+                 "the resent release held")
+        try:
+            with open(m.path("f"), "rb") as f:
+                got = f.read()
+        except OSError as e:
+            got = e
+        eq(got, data, "the file opens and reads before the resent release is answered")
+        try:
+            with open(m.path("f"), "rb") as f:
+                got = f.read()
+        except OSError as e:
+            got = e
+        eq(got, data, "and again")
+        eq(stats(m)["restarts"], 1, "one restart")
 
 
 def test_watchers_back():
