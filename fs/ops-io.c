@@ -1,5 +1,7 @@
 /* ops-io.c - see ops-io.h */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h> /* ThreadSanitizer builds: io_read() */
 #include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -179,7 +181,29 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 		init_wait();
 	if (len)
 		touch_buffer(buf, len);
+#if defined(__SANITIZE_THREAD__)
+	/*
+	 * tsan_cancel.c ends a worker with a signal that interrupts its read;
+	 * one that comes just before the read would be lost and the read
+	 * block for ever (the daemon not exiting at unmount).  So the
+	 * descriptor is non-blocking in these builds (ops_io_attach()), and
+	 * an idle read returns EINTR every 200 ms: libfuse's loop looks at
+	 * the session again and goes on, or ends.
+	 */
+	{
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+
+		if (poll(&p, 1, 200) == 0) {
+			errno = EINTR;
+			return -1;
+		}
+	}
 	res = read(fd, buf, len);
+	if (res < 0 && errno == EAGAIN)
+		errno = EINTR; /* another worker read it first */
+#else
+	res = read(fd, buf, len);
+#endif
 	KERNEL_AFTER();
 	if (res >= (ssize_t)sizeof(struct k_in_header)) {
 		const struct k_in_header *ih = buf;
@@ -262,5 +286,8 @@ int ops_io_attach(struct fuse_session *se, int fd, bool takeover)
 		resend_adopt(); /* before any request is read */
 	atomic_store(&IO.init_pending, takeover);
 	atomic_store(&IO.replay, takeover);
+#if defined(__SANITIZE_THREAD__)
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); /* see io_read() */
+#endif
 	return fuse_session_custom_io(se, &io, sizeof(io), fd);
 }
