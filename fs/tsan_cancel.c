@@ -12,6 +12,10 @@
  * interrupts the worker's read(2) with a signal instead: read returns
  * EINTR, libfuse's loop sees the session exited and the thread returns
  * on its own.  Release and ASan builds keep libfuse's cancellation.
+ * A signal that comes just before the worker enters read(2) would be
+ * lost, and the read block for ever: in these builds the descriptor is
+ * non-blocking and an idle read returns EINTR every 200 ms (io_read() in
+ * ops-io.c), so the worker sees the exit soon after either way.
  */
 #include <pthread.h>
 #include <signal.h>
