@@ -118,12 +118,17 @@ int do_lookup(fuse_ino_t parent, const char *name, struct fuse_entry_param *e)
 	res = inode_lookup(IN(parent), name, &e->attr, &in);
 	if (res)
 		return res;
+	ops_entry_of(in, ops_name_timeout(parent, ops_cfg.entry_timeout), e);
+	return 0;
+}
+
+void ops_entry_of(struct inode *in, double entry_timeout, struct fuse_entry_param *e)
+{
 	events_shown_attr(in, &e->attr);
 	e->ino = inode_nodeid(in);
 	e->generation = inode_generation(in);
 	e->attr_timeout = ops_attr_timeout(in);
-	e->entry_timeout = ops_name_timeout(parent, ops_cfg.entry_timeout);
-	return 0;
+	e->entry_timeout = entry_timeout;
 }
 
 /* ------------------------------------------------------------ store flags */

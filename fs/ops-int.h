@@ -339,6 +339,8 @@ int do_lookup(fuse_ino_t parent, const char *name, struct fuse_entry_param *e);
  * after it.
  */
 double ops_name_timeout(fuse_ino_t parent, double t);
+/* The rest of *e for in, whose attributes e->attr holds (looked up): as the mount shows it. */
+void ops_entry_of(struct inode *in, double entry_timeout, struct fuse_entry_param *e);
 
 /*
  * The invalidator (ops-inval.c): a request to drop [off, off + len) of

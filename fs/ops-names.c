@@ -47,11 +47,7 @@ static int do_lookup_dot(fuse_ino_t ino, const char *name, struct fuse_entry_par
 	res = inode_lookup_dot(IN(ino), name[1] == '.', &e->attr, &in);
 	if (res)
 		return res;
-	events_shown_attr(in, &e->attr);
-	e->ino = inode_nodeid(in);
-	e->generation = inode_generation(in);
-	e->attr_timeout = ops_attr_timeout(in);
-	e->entry_timeout = 0; /* no name: the kernel drops it (fuse_get_dentry) */
+	ops_entry_of(in, 0, e); /* no name: the kernel drops it (fuse_get_dentry) */
 	return 0;
 }
 

@@ -184,10 +184,13 @@ def test_readahead_timeout():
                 eq(dread(m.path("a"), k * chunk, chunk), data[k * chunk:(k + 1) * chunk],
                    "sequential read of chunk %d" % k)
             wait_for(lambda: ignored, "readahead events")
-            wait_for(lambda: ignored <= cancelled, "CANCEL of every ignored readahead event",
-                     deadline=10)
-            ok(ignored and set(ignored) <= set(cancelled),
-               "%d readahead events timed out and were cancelled" % len(ignored))
+            try:
+                wait_for(lambda: ignored <= cancelled, "CANCEL of every ignored event",
+                         deadline=10)
+            except TimeoutError:
+                pass
+            ok(ignored <= cancelled, "%d readahead events timed out and were cancelled, %d not"
+               % (len(ignored), len(ignored - cancelled)))
             eq(dread(m.path("b"), 0, P), data[:P],
                "their slots are free again: another file's read works (max_pending=8)")
         finally:

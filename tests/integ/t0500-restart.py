@@ -862,18 +862,15 @@ def test_release_passthrough_crash():
         # next one holds the resent release: the file is opened meanwhile
         wait_for(lambda: os.path.exists(steps) and "- release-resent" in open(steps).read(),
                  "the resent release held")
-        try:
-            with open(m.path("f"), "rb") as f:
-                got = f.read()
-        except OSError as e:
-            got = e
-        eq(got, data, "the file opens and reads before the resent release is answered")
-        try:
-            with open(m.path("f"), "rb") as f:
-                got = f.read()
-        except OSError as e:
-            got = e
-        eq(got, data, "and again")
+        def read_f():
+            try:
+                with open(m.path("f"), "rb") as f:
+                    return f.read()
+            except OSError as e:
+                return e
+
+        eq(read_f(), data, "the file opens and reads before the resent release is answered")
+        eq(read_f(), data, "and again")
         eq(stats(m)["restarts"], 1, "one restart")
 
 
