@@ -42,8 +42,8 @@ int events_hook_joined(struct hook *h, const uint8_t *welcome, int len)
 	 * (each read of a watched file drops what it cached from now on:
 	 * ops_read_reply)
 	 */
-	if ((h->mask & HSMFS_MASK(HSMFS_EV_ACCESS_PERM)) && S.cfg.invalidate_files_later)
-		S.cfg.invalidate_files_later();
+	if (h->mask & HSMFS_MASK(HSMFS_EV_ACCESS_PERM))
+		front_inval((struct inval){ .kind = INVAL_FILES_LATER });
 	if (hooks_send_welcome(h, welcome, len)) {
 		E.hooks = h->next;
 		recompute_mask();

@@ -50,7 +50,7 @@
 struct sync_req {
 	void (*cont)(void *arg, int res); /* NULL: answered (or nobody asks) */
 	void *arg;
-	struct fuse_req *req;   /* the asking request, interrupted or not; NULL: none */
+	struct front_req *req;   /* the asking request, interrupted or not; NULL: none */
 	bool asked;             /* a user's, not the start-up's scan */
 	bool all;               /* every file (root's, the owner's), not the caller's only */
 	bool scanning;          /* the scan asks req's caller: not answered meanwhile */
@@ -1329,7 +1329,7 @@ static bool sync_take(struct sync_req *r, void (**cont)(void *arg, int res), voi
 }
 
 /* A new sync or archive request (req: the caller's; NULL: nobody's). */
-static struct sync_req *sync_new(struct fuse_req *req, void (*cont)(void *arg, int res),
+static struct sync_req *sync_new(struct front_req *req, void (*cont)(void *arg, int res),
 				 void *arg)
 {
 	struct sync_req *r = calloc(1, sizeof(*r));
@@ -1384,11 +1384,11 @@ void archive_interrupts(void)
 	} gone[INTERRUPTS_TICK];
 	unsigned n = 0;
 
-	if (!A.asked || !S.cfg.interrupted)
+	if (!A.asked || !S.cfg.front.interrupted)
 		return;
 	for (struct sync_req *r = A.asked, *next; r && n < INTERRUPTS_TICK; r = next) {
 		next = r->anext;
-		if (r->req && !r->scanning && S.cfg.interrupted(r->req) &&
+		if (r->req && !r->scanning && S.cfg.front.interrupted(r->req) &&
 		    sync_take(r, &gone[n].cont, &gone[n].arg))
 			n++;
 	}
@@ -1418,7 +1418,7 @@ static bool add_waiter(struct fstate *fs, void (*cont)(void *arg, int res), void
 
 /*
  * May the caller of r (a sync not everyone's: not root's, not the
- * owner's) publish in?  Asked of the FUSE layer (cfg.may_archive) with
+ * owner's) publish in?  Asked of the FUSE layer (front.may_archive) with
  * r->req kept from its answer meanwhile; an interrupt seen here answers
  * r (-EINTR).  false: not the caller's (counted in r->others), or r is
  * answered.  Without S.lock.
@@ -1436,7 +1436,7 @@ static bool callers_own(struct sync_req *r, struct inode *in)
 	}
 	r->scanning = true;
 	eunlock();
-	if (S.cfg.interrupted && S.cfg.interrupted(r->req)) {
+	if (S.cfg.front.interrupted && S.cfg.front.interrupted(r->req)) {
 		elock();
 		r->scanning = false;
 		sync_take(r, &cont, &arg);
@@ -1445,7 +1445,7 @@ static bool callers_own(struct sync_req *r, struct inode *in)
 			cont(arg, -EINTR);
 		return false;
 	}
-	mine = S.cfg.may_archive && S.cfg.may_archive(r->req, in);
+	mine = S.cfg.front.may_archive && S.cfg.front.may_archive(r->req, in);
 	elock();
 	r->scanning = false;
 	r->others += !mine;
@@ -1683,7 +1683,7 @@ static void *archiver_main(void *arg)
 
 /* ------------------------------------------------------------ requests */
 
-int events_archive(struct inode *in, struct fuse_req *req,
+int events_archive(struct inode *in, struct front_req *req,
 		   void (*cont)(void *arg, int res), void *arg)
 {
 	struct sync_req *r;
@@ -1723,7 +1723,7 @@ int events_archive(struct inode *in, struct fuse_req *req,
 	return res;
 }
 
-int events_resolve(struct inode *in, struct fuse_req *req,
+int events_resolve(struct inode *in, struct front_req *req,
 		   void (*cont)(void *arg, int res), void *arg)
 {
 	struct fstate *fs;
@@ -1800,7 +1800,7 @@ void archive_pressure(uint64_t need)
 /* A resolve --take-origin in progress: the listings of in's directory. */
 struct take_req {
 	struct inode *in, *dir;   /* referenced */
-	struct fuse_req *req;
+	struct front_req *req;
 	bool listed, refreshed;   /* asked */
 	void (*cont)(void *arg, int res);
 	void *arg;
@@ -1861,7 +1861,7 @@ static void take_step(void *arg, int res)
 	free(t);
 }
 
-int events_take_origin(struct inode *in, struct fuse_req *req,
+int events_take_origin(struct inode *in, struct front_req *req,
 		       void (*cont)(void *arg, int res), void *arg)
 {
 	struct take_req *t;
@@ -1909,7 +1909,7 @@ int events_take_origin(struct inode *in, struct fuse_req *req,
 	return EVENTS_PARKED;
 }
 
-int events_sync(struct fuse_req *req, bool all, void (*cont)(void *arg, int res), void *arg)
+int events_sync(struct front_req *req, bool all, void (*cont)(void *arg, int res), void *arg)
 {
 	struct sync_req *r = sync_new(req, cont, arg);
 	struct caller who = { 0 };
@@ -1917,8 +1917,8 @@ int events_sync(struct fuse_req *req, bool all, void (*cont)(void *arg, int res)
 	if (!r)
 		return -ENOMEM;
 	r->all = all || !req;
-	if (!r->all && S.cfg.caller) {
-		S.cfg.caller(req, &who);
+	if (!r->all && S.cfg.front.caller) {
+		S.cfg.front.caller(req, &who);
 		r->uid = who.uid;
 	}
 	elock();

@@ -72,25 +72,25 @@ struct arch_wait {
  * cont(arg, -EINTR) from the timer (archive_interrupts()); the archive
  * goes on.  The same holds for events_sync() and events_resolve().
  */
-int events_archive(struct inode *in, struct fuse_req *req,
+int events_archive(struct inode *in, struct front_req *req,
 		   void (*cont)(void *arg, int res), void *arg);
 
 /*
  * hsmfsctl sync: archive every dirty file now and answer once each is
  * clean or failed: cont(arg, 0), or the first failure (-ESTALE: a file
  * is in conflict).  Not all (a caller other than root and the mount's
- * owner): only the files cfg.may_archive lets req's caller publish; the
+ * owner): only the files front.may_archive lets req's caller publish; the
  * others are left as they are and make the answer -EACCES.
  * EVENTS_PARKED or -errno.
  */
-int events_sync(struct fuse_req *req, bool all, void (*cont)(void *arg, int res), void *arg);
+int events_sync(struct front_req *req, bool all, void (*cont)(void *arg, int res), void *arg);
 
 /*
  * hsmfsctl resolve --keep-local: settle a conflict of in for its local
  * bytes: its next archive is unconditional (HSMFS_EVENT_OVERWRITE) and
  * replaces whatever the origin holds.  Then as events_archive().
  */
-int events_resolve(struct inode *in, struct fuse_req *req,
+int events_resolve(struct inode *in, struct front_req *req,
 		   void (*cont)(void *arg, int res), void *arg);
 
 /*
@@ -114,8 +114,8 @@ void archive_interrupts(void);
  * cont(arg, res) once the refresh ended, without S.lock.  A crash
  * before the refresh's rename leaves the change as it was.
  */
-struct fuse_req;
-int events_take_origin(struct inode *in, struct fuse_req *req,
+struct front_req;
+int events_take_origin(struct inode *in, struct front_req *req,
 		       void (*cont)(void *arg, int res), void *arg);
 
 /*

@@ -543,7 +543,7 @@ int commit_fill(struct event *ev)
 		else
 			close_unlocked(dst);
 	}
-	if (done.n && S.cfg.invalidate_attr) {
+	if (done.n) {
 		/*
 		 * The kernel keeps attributes long: the blocks a stat shows
 		 * changed, and one taken while the bytes were copied showed
@@ -551,7 +551,7 @@ int commit_fill(struct event *ev)
 		 * COPYING: nothing completes the event meanwhile.
 		 */
 		eunlock();
-		S.cfg.invalidate_attr(fs->in);
+		front_inval((struct inval){ .kind = INVAL_ATTR, .in = fs->in });
 		elock();
 	}
 	ev_set(ev, EV_FILLED); /* copied; the caller completes it */

@@ -26,14 +26,14 @@
  * Another thread's read (a user's retry) asks again.  S.lock held.
  */
 static int recently_failed(const struct fstate *fs, uint64_t start, uint64_t end,
-			   struct fuse_req *req)
+			   struct front_req *req)
 {
 	ELOCK_HELD();
 	struct caller who;
 
 	if (!req || !fs->to_at)
 		return 0; /* no failed fill to remember: the usual case */
-	S.cfg.caller(req, &who);
+	S.cfg.front.caller(req, &who);
 	if (who.pid == fs->to_pid && start < fs->to_hi &&
 	    fs->to_lo < end && fs->to_joins == E.joins &&
 	    mono_ms() - fs->to_at < RETRY_FAIL_MS)
@@ -64,7 +64,7 @@ void read_span(const struct fstate *fs, uint64_t off, uint64_t len,
  * for it).  S.lock held.
  */
 int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t end,
-		struct fuse_req *req, bool first, bool may_block,
+		struct front_req *req, bool first, bool may_block,
 		uint64_t *reserved, struct event **ret_ev)
 {
 	ELOCK_HELD();
@@ -309,7 +309,7 @@ bool perm_wanted(struct inode *in, uint32_t type)
  * subscribed must answer.  S.lock held.
  */
 int start_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t end,
-	       struct fuse_req *req, struct event **ret_ev)
+	       struct front_req *req, struct event **ret_ev)
 {
 	ELOCK_HELD();
 	char path[HSMFS_MAX_PATH + 1];

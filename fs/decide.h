@@ -11,7 +11,7 @@
 
 struct event;
 struct fstate;
-struct fuse_req;
+struct front_req;
 struct hook;
 struct inode;
 
@@ -37,14 +37,14 @@ void read_span(const struct fstate *fs, uint64_t off, uint64_t len, uint64_t *re
  * 1 with *ret_ev to wait for, or 2 (no room now, !may_block).  S.lock held.
  */
 int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t end,
-		struct fuse_req *req, bool first, bool may_block, uint64_t *reserved,
+		struct front_req *req, bool first, bool may_block, uint64_t *reserved,
 		struct event **ret_ev);
 /*
  * Start a permission event of in: 0 (no hook must answer), 1 with
  * *ret_ev (one reference, the caller's), or -errno.  S.lock held.
  */
 int start_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t end,
-	       struct fuse_req *req, struct event **ret_ev);
+	       struct front_req *req, struct event **ret_ev);
 /* Would start_perm() ask a hook (raise an event)?  S.lock held. */
 bool perm_wanted(struct inode *in, uint32_t type);
 /* h answered PRE_MODIFY of the file ino with QUIET.  S.lock held. */

@@ -306,7 +306,7 @@ static struct event *listing_of(struct inode *dir)
 }
 
 /* Park req on ev (S.lock held; returns without it): as events_dir(). */
-static int park_wait(struct event *ev, struct inode *dir, struct fuse_req *req,
+static int park_wait(struct event *ev, struct inode *dir, struct front_req *req,
 		     void (*cont)(void *arg, int res), void *arg)
 {
 	ELOCK_HELD();
@@ -343,7 +343,7 @@ static int unlisted(struct inode *dir, char **ret_origin)
  * to it), and park req on it: as events_dir().  Called with S.lock held,
  * returns without it.
  */
-static int wait_listing(struct inode *dir, char *origin, bool refresh, struct fuse_req *req,
+static int wait_listing(struct inode *dir, char *origin, bool refresh, struct front_req *req,
 			void (*cont)(void *arg, int res), void *arg)
 {
 	ELOCK_HELD();
@@ -364,7 +364,7 @@ static int wait_listing(struct inode *dir, char *origin, bool refresh, struct fu
 	return park_wait(ev, dir, req, cont, arg);
 }
 
-int events_dir(struct inode *dir, struct fuse_req *req, void (*cont)(void *arg, int res),
+int events_dir(struct inode *dir, struct front_req *req, void (*cont)(void *arg, int res),
 	       void *arg)
 {
 	char *origin = NULL;
@@ -415,7 +415,7 @@ static bool name_known(struct inode *dir, const char *name)
 	return known;
 }
 
-int events_dir_lookup(struct inode *dir, const char *name, struct fuse_req *req,
+int events_dir_lookup(struct inode *dir, const char *name, struct front_req *req,
 		      void (*cont)(void *arg, int res), void *arg)
 {
 	char *origin = NULL, *nm;
@@ -481,7 +481,7 @@ static bool has_names(struct inode *dir)
 /* A refresh of an unlisted directory whose names lookups made. */
 struct refresh_req {
 	struct inode *dir; /* a reference of ours */
-	struct fuse_req *req;
+	struct front_req *req;
 	void (*cont)(void *arg, int res);
 	void *arg;
 	bool listed;
@@ -503,7 +503,7 @@ static void refresh_step(void *arg, int res)
 	free(r);
 }
 
-int events_dir_refresh(struct inode *dir, struct fuse_req *req,
+int events_dir_refresh(struct inode *dir, struct front_req *req,
 		       void (*cont)(void *arg, int res), void *arg)
 {
 	struct refresh_req *r;

@@ -15,7 +15,7 @@
 #define EVENTS_UNLISTED 2
 
 struct event;
-struct fuse_req;
+struct front_req;
 struct inode;
 
 /*
@@ -48,7 +48,7 @@ static inline bool events_dir_listed(const struct inode *dir)
 	       (inode_flags(dir) & (INODE_LISTED | INODE_DIR_TTL));
 }
 
-int events_dir(struct inode *dir, struct fuse_req *req, void (*cont)(void *arg, int res),
+int events_dir(struct inode *dir, struct front_req *req, void (*cont)(void *arg, int res),
 	       void *arg);
 /*
  * The lookup of name in dir: as events_dir(), but while dir is unlisted
@@ -57,7 +57,7 @@ int events_dir(struct inode *dir, struct fuse_req *req, void (*cont)(void *arg, 
  * name); the directory stays unlisted.  A name an earlier lookup made
  * is found at once.
  */
-int events_dir_lookup(struct inode *dir, const char *name, struct fuse_req *req,
+int events_dir_lookup(struct inode *dir, const char *name, struct front_req *req,
 		      void (*cont)(void *arg, int res), void *arg);
 
 /*
@@ -80,10 +80,10 @@ int events_tree_unlisted(struct inode *dir, struct inode **ret);
  * listed yet, and no name known: listed on its first look anyway),
  * -ENODATA (not a lazy directory), -errno, or EVENTS_PARKED as
  * events_dir() (cont may have been called already).  The kernel's names are invalidated through
- * cfg.invalidate_entry, so the request must not hold dir's lock (a
+ * INVAL_ENTRY (front.h), so the request must not hold dir's lock (a
  * getxattr, not a setxattr).
  */
-int events_dir_refresh(struct inode *dir, struct fuse_req *req,
+int events_dir_refresh(struct inode *dir, struct front_req *req,
 		       void (*cont)(void *arg, int res), void *arg);
 /* Forget what dir's listing state was: read again at the next look
  * (user.hsmfs.reload of a directory: import made lazy directories). */

@@ -56,7 +56,7 @@
 
 struct fstate;
 struct inode;
-struct fuse_req;
+struct front_req;
 
 #define PAGE 4096ULL
 #define SLOT_BITS 20 /* event id = sequence << SLOT_BITS | slot */
@@ -80,7 +80,7 @@ struct fuse_req;
  *   read   (events_read(), cont NULL): when the event ends, the thread
  *          that ended it checks the read again: another missing range
  *          parks it on the next event, else it is answered from that
- *          thread (cfg.reply);
+ *          thread (front.reply);
  *   check  (events_read_check(), cont set, check): as a read, but once
  *          its bytes are present cont(arg, 0) is called with a read hold
  *          taken (the source of a copy);
@@ -94,7 +94,7 @@ struct fuse_req;
  * thread fails with EAGAIN).  Interrupts are seen by the timer.
  */
 struct parked {
-	struct fuse_req *req;       /* NULL: free */
+	struct front_req *req;       /* NULL: free */
 	struct inode *in;           /* held with inode_ref */
 	int fd;                     /* the open file's store descriptor */
 	uint64_t off, len;          /* the read */

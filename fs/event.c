@@ -172,13 +172,13 @@ struct event *get_slot(void)
 
 /* S.lock held. */
 void init_event(struct event *ev, uint32_t type, struct inode *in,
-		struct fuse_req *req)
+		struct front_req *req)
 {
 	ELOCK_HELD();
 	struct caller who = { 0 };
 
 	if (req)
-		S.cfg.caller(req, &who);
+		S.cfg.front.caller(req, &who);
 	ev->id = (++E.seq << SLOT_BITS) | (uint64_t)(ev - E.slots);
 	ev->type = type;
 	ev_set(ev, EV_QUEUED);
@@ -272,7 +272,7 @@ static void abandoned(struct event *ev)
  * or start_fill's); the reference is dropped.  S.lock held.  Returns
  * the event's result, or -EINTR.
  */
-int wait_event(struct event *ev, struct fuse_req *req)
+int wait_event(struct event *ev, struct front_req *req)
 {
 	ELOCK_HELD();
 	int res = 0;
@@ -289,7 +289,7 @@ int wait_event(struct event *ev, struct fuse_req *req)
 		pthread_cond_timedwait(&ev->cond, &S.lock, &tick);
 		if (ev->st == EV_DONE)
 			break;
-		if (req && S.cfg.interrupted(req)) {
+		if (req && S.cfg.front.interrupted(req)) {
 			res = -EINTR;
 			break;
 		}
@@ -332,7 +332,7 @@ void unpark_interrupted(struct event *ev)
 	while (*pp) {
 		struct parked *p = *pp;
 
-		if (!S.cfg.interrupted(p->req)) {
+		if (!S.cfg.front.interrupted(p->req)) {
 			pp = &p->next;
 			continue;
 		}

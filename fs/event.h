@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 struct event;
-struct fuse_req;
+struct front_req;
 struct inode;
 
 /*
@@ -24,7 +24,7 @@ extern __thread bool engine_thread;
 /* Take a free slot, waiting for one until the timeout; NULL: none. */
 struct event *get_slot(void);
 /* Fill a fresh slot in as a QUEUED event of type for in (referenced). */
-void init_event(struct event *ev, uint32_t type, struct inode *in, struct fuse_req *req);
+void init_event(struct event *ev, uint32_t type, struct inode *in, struct front_req *req);
 /* The event of id while it is QUEUED or SENT, else NULL. */
 struct event *find_event(uint64_t id);
 /* Append ev to E.queue (fills waiting for a fill hook) / take it off. */
@@ -41,7 +41,7 @@ void send_cancel(struct event *ev, uint32_t reason);
 /* ev ran out of time: CANCEL to its hooks, it fails with EV_TIMEOUT. */
 void expire(struct event *ev);
 /* Wait for ev with a reference the caller holds (dropped): its result. */
-int wait_event(struct event *ev, struct fuse_req *req);
+int wait_event(struct event *ev, struct front_req *req);
 /* Parked requests of ev whose caller was interrupted leave it. */
 void unpark_interrupted(struct event *ev);
 /* Map an internal failure to what the caller of read/write sees. */

@@ -2,7 +2,10 @@
  * events.h - pre-content events: per-file range state, the event engine,
  * and the write-behind of present ranges to the metadata database.
  *
- * Fast path.  The FUSE layer calls into the engine only when a per-inode bit
+ * The engine's entry points, for its front end (front.h: what the engine
+ * asks of the front end in return).
+ *
+ * Fast path.  The FUSE front end calls into the engine only when a per-inode bit
  * says so (inode_flags(): INODE_NONRESIDENT or INODE_TRACKED for reads,
  * INODE_STATEFUL for writes) or when the watcher mask says a hook wants
  * PRE_MODIFY (events_modify_watched(): one relaxed load).  A resident file
@@ -63,7 +66,7 @@
 struct inode;
 struct hook;
 struct meta;
-struct fuse_req;
+struct front_req;
 
 int events_init(const struct events_config *cfg);
 /* Flush the write-behind queue and stop the writer thread. */
@@ -75,8 +78,8 @@ void events_shutdown(void);
  */
 
 /*
- * The entry points the FUSE layer calls, each declared by the file that
- * defines it (vattr.h, of the FUSE layer itself, is included where used).
+ * The entry points a front end calls, each declared by the file that
+ * defines it.
  */
 #include "archive.h"
 #include "decide.h"

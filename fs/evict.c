@@ -311,11 +311,9 @@ static int evict_reached(struct inode *cur, const struct meta_victim *v, bool in
 		 * Its attributes go (no page is touched): its blocks, and a
 		 * stat between the punch and the times put back.
 		 */
-		if (S.cfg.invalidate_attr) {
-			eunlock();
-			S.cfg.invalidate_attr(cur);
-			elock();
-		}
+		eunlock();
+		front_inval((struct inval){ .kind = INVAL_ATTR, .in = cur });
+		elock();
 		return res;
 	}
 	evict_begin(fs);
@@ -325,9 +323,9 @@ static int evict_reached(struct inode *cur, const struct meta_victim *v, bool in
 	 * meanwhile (events_opened waits for evict_end), so no read
 	 * of it holds a page the invalidation must wait for.
 	 */
-	if (!res && S.cfg.invalidate) {
+	if (!res) {
 		eunlock();
-		S.cfg.invalidate(cur, 0, 0);
+		front_inval((struct inval){ .kind = INVAL_DATA, .in = cur });
 		elock();
 	}
 	evict_end(fs);

@@ -421,8 +421,8 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 			if (!r && victim && old.st_nlink == 1)
 				orphaned(victim);
 			/* its other names (the user's links): one link fewer */
-			if (!r && victim && old.st_nlink > 1 && S.cfg.invalidate_attr)
-				S.cfg.invalidate_attr(victim);
+			if (!r && victim && old.st_nlink > 1)
+				front_inval((struct inval){ .kind = INVAL_ATTR, .in = victim });
 		}
 		if (r) {
 			/* made or changed meanwhile through the mount, or in use:
@@ -444,8 +444,9 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 		}
 		store_release(hold);
 		inode_release(victim);
-		if (!r && S.cfg.invalidate_entry)
-			S.cfg.invalidate_entry(dir, name);
+		if (!r)
+			front_inval((struct inval){ .kind = INVAL_ENTRY, .in = dir,
+						    .name = name });
 	}
 	/* names the origin no longer has: clean files and empty directories go */
 	{
@@ -500,8 +501,8 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 					events_unlinked(NULL, st.st_ino, false);
 				taken(st.st_ino);
 				removed++;
-				if (S.cfg.invalidate_entry)
-					S.cfg.invalidate_entry(dir, de->d_name);
+				front_inval((struct inval){ .kind = INVAL_ENTRY, .in = dir,
+							    .name = de->d_name });
 			} else {
 				kept++;
 			}
@@ -520,10 +521,10 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 	}
 	/* the kernel's names (each invalidate_entry above), its cached
 	 * listing of dir, and dir's links and times */
-	if ((added || changed || removed) && S.cfg.invalidate_names)
-		S.cfg.invalidate_names();
-	if ((added || changed || removed) && S.cfg.invalidate)
-		S.cfg.invalidate(dir, 0, 0);
+	if (added || changed || removed) {
+		front_inval((struct inval){ .kind = INVAL_NAMES });
+		front_inval((struct inval){ .kind = INVAL_DATA, .in = dir });
+	}
 	elog_info("refreshed '/%s': %u new, %u changed, %u gone, %u kept as they are", dirpath,
 		 added, changed, removed, kept);
 	free(plan);
@@ -702,8 +703,8 @@ int apply_listing(struct inode *dir, int stage, const char *name, bool refresh,
 		  (long long)(now_ms() - t_synced));
 out:
 	/* names made below dir: its links and times changed (a refresh's own, above) */
-	if (!res && !refresh && S.cfg.invalidate_attr)
-		S.cfg.invalidate_attr(dir);
+	if (!res && !refresh)
+		front_inval((struct inval){ .kind = INVAL_ATTR, .in = dir });
 	free_rows(rows, l.n);
 	if (dfd >= 0)
 		close(dfd);

@@ -134,7 +134,7 @@ static int do_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		if (!inode_is_dir(in))
 			res = events_load(in);
 		if (!res && !checked && events_modify_watched() && a != b)
-			res = events_pre_modify(in, a, b, req);
+			res = events_pre_modify(in, a, b, FRONT(req));
 		if (res) {
 			inode_fd_put(in);
 			return res;
@@ -231,7 +231,7 @@ static int setattr_ask(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
 		      0);
 	if (!l)
 		return -ENOMEM;
-	res = events_modify(in, a, b, req, attr_resume, l);
+	res = events_modify(in, a, b, FRONT(req), attr_resume, l);
 	if (res != EVENTS_PARKED)
 		later_free(l);
 	return res;

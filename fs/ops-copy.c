@@ -57,7 +57,7 @@ static int copy_ask_dst(struct later *l)
 	if (!events_modify_watched())
 		return 0;
 	return events_modify(IN(l->ino_out), (uint64_t)l->off_out, (uint64_t)l->off_out + l->len,
-			     l->req, copy_resume, l);
+			     FRONT(l->req), copy_resume, l);
 }
 
 /*
@@ -74,7 +74,7 @@ static int copy_step(struct later *l, int res)
 		l->step = LATER_COPY_DST;
 		if (!res && (inode_flags(src) & (INODE_NONRESIDENT | INODE_TRACKED))) {
 			/* 0 at once sets l->held itself */
-			res = events_read_check(src, (uint64_t)l->off, l->len, l->req,
+			res = events_read_check(src, (uint64_t)l->off, l->len, FRONT(l->req),
 						copy_resume, l, &l->held);
 			if (res == EVENTS_PARKED)
 				return res;
@@ -129,7 +129,7 @@ void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		return;
 	}
 	if (events_access_watched())
-		res = events_access_perm(src, (uint64_t)off_in, (uint64_t)off_in + len, req,
+		res = events_access_perm(src, (uint64_t)off_in, (uint64_t)off_in + len, FRONT(req),
 					 copy_resume, l);
 	if (res != EVENTS_PARKED)
 		copy_resume(l, res);

@@ -242,7 +242,7 @@ again:
 		l->step = LATER_OPEN_MODIFY;
 		if (!l->open_asked && events_open_watched()) {
 			l->open_asked = true;
-			res = events_open_perm(in, l->fi.flags, l->req, file_resume, l);
+			res = events_open_perm(in, l->fi.flags, FRONT(l->req), file_resume, l);
 			if (res)
 				return res;
 		}
@@ -252,7 +252,7 @@ again:
 		if (!l->modify_asked && (l->fi.flags & O_ACCMODE) != O_RDONLY &&
 		    events_modify_watched() && pt_active(in)) {
 			l->modify_asked = true;
-			res = events_modify(in, 0, UINT64_MAX, l->req, file_resume, l);
+			res = events_modify(in, 0, UINT64_MAX, FRONT(l->req), file_resume, l);
 			if (res)
 				return res;
 		}
@@ -277,7 +277,7 @@ again:
 	if (l->step == LATER_OPEN_ACCESS) {
 		l->step = LATER_OPEN_REPLY;
 		if (l->fi.backing_id && events_access_watched() && events_access_target(in)) {
-			res = events_access_perm(in, 0, UINT64_MAX, l->req, file_resume, l);
+			res = events_access_perm(in, 0, UINT64_MAX, FRONT(l->req), file_resume, l);
 			if (res)
 				return res;
 		}
@@ -433,7 +433,7 @@ static int do_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 			break;
 		if (gen != pt_gen() || modify_asked)
 			continue;
-		ask = events_pre_modify(in, 0, UINT64_MAX, req);
+		ask = events_pre_modify(in, 0, UINT64_MAX, FRONT(req));
 		if (ask) {
 			saved_closed(fi);
 			close(fd);
@@ -501,11 +501,12 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 /* ----------------------------------------------------------------- read */
 
 /* see ops.h */
-void ops_read_reply(struct fuse_req *req, struct inode *in, int fd, uint64_t off,
+void ops_read_reply(struct front_req *r, struct inode *in, int fd, uint64_t off,
 		    uint64_t len, int res)
 {
+	fuse_req_t req = FUSE_REQ(r);
 	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(len);
-	struct inval *iv = NULL;
+	struct inval_job *iv = NULL;
 	char *b;
 
 	/*
@@ -556,11 +557,11 @@ static void read_run(fuse_req_t req, struct inode *in, int fd, size_t size, off_
 
 	if (!res && __builtin_expect(inode_flags(in) & (INODE_NONRESIDENT | INODE_TRACKED), 0)) {
 		/* waiting for a hook parks the request, not this thread */
-		res = events_read(in, off, size, req, fd, &held);
+		res = events_read(in, off, size, FRONT(req), fd, &held);
 		if (res == EVENTS_PARKED)
 			return;
 	}
-	ops_read_reply(req, in, fd, off, size, res);
+	ops_read_reply(FRONT(req), in, fd, off, size, res);
 	if (held)
 		events_read_done(in);
 }
@@ -587,7 +588,7 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
 		read_run(req, IN(ino), (int)fi->fh, size, off, -ENOMEM);
 		return;
 	}
-	res = events_access_perm(IN(ino), (uint64_t)off, (uint64_t)off + size, req, file_resume,
+	res = events_access_perm(IN(ino), (uint64_t)off, (uint64_t)off + size, FRONT(req), file_resume,
 				 l);
 	if (res != EVENTS_PARKED)
 		file_resume(l, res);
@@ -711,7 +712,7 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf, of
 	if (res >= 0 && (size_t)res != size)
 		res = -EIO;
 	if (res >= 0)
-		res = events_modify(in, off, off + size, req, file_resume, l);
+		res = events_modify(in, off, off + size, FRONT(req), file_resume, l);
 	if (res != EVENTS_PARKED)
 		file_resume(l, (int)res);
 }
@@ -917,7 +918,7 @@ void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len
 		reply_err(req, -ENOMEM);
 		return;
 	}
-	res = events_modify(in, off, off + len, req, file_resume, l);
+	res = events_modify(in, off, off + len, FRONT(req), file_resume, l);
 	if (res != EVENTS_PARKED)
 		file_resume(l, res);
 }

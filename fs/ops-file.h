@@ -7,15 +7,15 @@
 
 #include <stdint.h>
 
-struct fuse_req;
+struct front_req;
 struct inode;
 
 /*
  * The one reply of a read: an error, or [off, off + len) of the store
  * descriptor fd.  Also the engine's for the reads it parked (events.h,
- * cfg.reply).
+ * front.reply).
  */
-void ops_read_reply(struct fuse_req *req, struct inode *in, int fd, uint64_t off,
+void ops_read_reply(struct front_req *r, struct inode *in, int fd, uint64_t off,
 		    uint64_t len, int res);
 
 #endif

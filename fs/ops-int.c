@@ -85,8 +85,8 @@ int dir_wait(fuse_req_t req, fuse_ino_t dir, const struct later *args,
 		return -ENOMEM;
 	l->req = req;
 	/* a lookup may ask the hook for its one name (PRE_LOOKUP) */
-	res = args->step == LATER_LOOKUP ? events_dir_lookup(d, l->name, req, resume, l) :
-					   events_dir(d, req, resume, l);
+	res = args->step == LATER_LOOKUP ? events_dir_lookup(d, l->name, FRONT(req), resume, l) :
+					   events_dir(d, FRONT(req), resume, l);
 	if (res != EVENTS_PARKED)
 		later_free(l);
 	return res;

@@ -42,7 +42,7 @@
  *     result (an errno, or the entry, attributes, buffer... it
  *     describes) into its fuse_reply_* call; no other function calls
  *     fuse_reply_*.  ops_read_reply() is the read's, also called by
- *     the engine (events.h, cfg.reply) for reads it parked;
+ *     the engine (events.h, front.reply) for reads it parked;
  *   - the op_* handler calls its workers and ends in exactly one call
  *     of its reply function, unless it hands the request to a
  *     continuation;
@@ -112,6 +112,21 @@ extern bool ops_dont_mask;              /* the umask is ours to apply (op_init,
 extern struct fuse_session *ops_session; /* ops_set_session(), or NULL */
 extern atomic_bool ops_epoch;           /* the kernel drops every name at once
 					 * (op_init; ops_invalidate_names()) */
+
+/*
+ * The engine's handle of a FUSE request (front.h) is the request itself:
+ * the engine never looks into it, and gives it back to the callbacks of
+ * ops.c, ops-file.c and ops-xattr.c.
+ */
+static inline struct front_req *FRONT(fuse_req_t req)
+{
+	return (struct front_req *)req;
+}
+
+static inline fuse_req_t FUSE_REQ(struct front_req *r)
+{
+	return (fuse_req_t)r;
+}
 
 static inline struct inode *IN(fuse_ino_t ino)
 {
@@ -348,9 +363,9 @@ void ops_entry_of(struct inode *in, double entry_timeout, struct fuse_entry_para
  * reply whose pages it drops (NULL: out of memory, the caller fails
  * closed) and posted after it; the thread drops it soon.
  */
-struct inval;
-struct inval *inval_new(uint64_t nodeid, uint64_t off, uint64_t len);
-void inval_post(struct inval *iv);
+struct inval_job;
+struct inval_job *inval_new(uint64_t nodeid, uint64_t off, uint64_t len);
+void inval_post(struct inval_job *iv);
 /*
  * The same for a write through an O_DIRECT open of in, counted in its
  * direct_writes (inode.h) from now until the drop has run; in is held

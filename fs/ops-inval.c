@@ -30,8 +30,8 @@
  * Locks: IV.lock guards the queue; it is a leaf (nothing is called
  * under it but malloc'd list links and the condition).
  */
-struct inval {
-	struct inval *next;
+struct inval_job {
+	struct inval_job *next;
 	uint64_t nodeid, off, len;
 	int kind;
 	struct inode *direct; /* INV_PAGES of a direct write: its count, its hold */
@@ -47,28 +47,28 @@ enum {
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	struct inval *head, **tail;
+	struct inval_job *head, **tail;
 	pthread_t thread;
 	bool started, stop;
 } IV = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
 	 .tail = &IV.head };
 
-struct inval *inval_new(uint64_t nodeid, uint64_t off, uint64_t len)
+struct inval_job *inval_new(uint64_t nodeid, uint64_t off, uint64_t len)
 {
-	struct inval *iv = malloc(sizeof(*iv));
+	struct inval_job *iv = malloc(sizeof(*iv));
 
 	if (iv)
-		*iv = (struct inval){ .nodeid = nodeid, .off = off, .len = len };
+		*iv = (struct inval_job){ .nodeid = nodeid, .off = off, .len = len };
 	return iv;
 }
 
-static struct inval *inval_new_entry(uint64_t nodeid, const char *name)
+static struct inval_job *inval_new_entry(uint64_t nodeid, const char *name)
 {
 	size_t n = strlen(name) + 1;
-	struct inval *iv = malloc(sizeof(*iv) + n);
+	struct inval_job *iv = malloc(sizeof(*iv) + n);
 
 	if (iv) {
-		*iv = (struct inval){ .nodeid = nodeid, .kind = INV_ENTRY };
+		*iv = (struct inval_job){ .nodeid = nodeid, .kind = INV_ENTRY };
 		memcpy(iv->name, name, n);
 	}
 	return iv;
@@ -76,7 +76,7 @@ static struct inval *inval_new_entry(uint64_t nodeid, const char *name)
 
 bool inval_direct_write(struct inode *in, uint64_t off, uint64_t len)
 {
-	struct inval *iv;
+	struct inval_job *iv;
 
 	atomic_fetch_add(&((struct inode_head *)in)->direct_writes, 1);
 	iv = IV.started ? inval_new(inode_nodeid(in), off, len) : NULL;
@@ -88,7 +88,7 @@ bool inval_direct_write(struct inode *in, uint64_t off, uint64_t len)
 	return true;
 }
 
-void inval_post(struct inval *iv)
+void inval_post(struct inval_job *iv)
 {
 	pthread_mutex_lock(&IV.lock);
 	iv->next = NULL;
@@ -132,7 +132,7 @@ static void *inval_thread(void *arg)
 	(void)arg;
 	pthread_mutex_lock(&IV.lock);
 	for (;;) {
-		struct inval *list;
+		struct inval_job *list;
 
 		while (!IV.head && !IV.stop)
 			pthread_cond_wait(&IV.cond, &IV.lock);
@@ -143,7 +143,7 @@ static void *inval_thread(void *arg)
 		IV.tail = &IV.head;
 		pthread_mutex_unlock(&IV.lock);
 		while (list) {
-			struct inval *iv = list;
+			struct inval_job *iv = list;
 
 			list = iv->next;
 			if (iv->kind == INV_ENTRY) {
@@ -202,12 +202,33 @@ void ops_invalidate(struct inode *in, uint64_t off, uint64_t len)
 
 void ops_invalidate_files_later(void)
 {
-	struct inval *iv = inval_new(0, 0, 0);
+	struct inval_job *iv = inval_new(0, 0, 0);
 
 	if (iv)
 		inval_post(iv);
 	else
 		log_warn("out of memory: the page cache is not dropped for a new reads watcher");
+}
+
+void ops_invalidate_front(const struct inval *iv)
+{
+	switch (iv->kind) {
+	case INVAL_DATA:
+		ops_invalidate(iv->in, iv->off, iv->len);
+		break;
+	case INVAL_ATTR:
+		ops_invalidate_attr(iv->in);
+		break;
+	case INVAL_ENTRY:
+		ops_invalidate_entry(iv->in, iv->name);
+		break;
+	case INVAL_NAMES:
+		ops_invalidate_names();
+		break;
+	case INVAL_FILES_LATER:
+		ops_invalidate_files_later();
+		break;
+	}
 }
 
 void ops_inval_stop(void)
@@ -221,7 +242,7 @@ void ops_inval_stop(void)
 	IV.started = false;
 	while (IV.head) {
 		/* posted after the thread's last look: the session is gone */
-		struct inval *iv = IV.head;
+		struct inval_job *iv = IV.head;
 
 		IV.head = iv->next;
 		free(iv);
@@ -252,7 +273,7 @@ bool ops_invalidate_names(void)
 
 void ops_invalidate_entry(struct inode *dir, const char *name)
 {
-	struct inval *iv;
+	struct inval_job *iv;
 
 	/* where the kernel has the epoch, the caller's ops_invalidate_names() drops it */
 	if (!ops_session || atomic_load_explicit(&ops_epoch, memory_order_relaxed))
@@ -267,7 +288,7 @@ void ops_invalidate_entry(struct inode *dir, const char *name)
 
 void ops_invalidate_all_later(void)
 {
-	struct inval *iv = inval_new(0, 0, 0);
+	struct inval_job *iv = inval_new(0, 0, 0);
 
 	ops_invalidate_names();
 	if (iv) {

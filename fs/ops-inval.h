@@ -55,6 +55,12 @@ void ops_invalidate_all_later(void);
  * any lock held.
  */
 void ops_invalidate_files_later(void);
+/*
+ * The engine's invalidations (front.h: events_front.invalidate), each
+ * by the function above for its kind.
+ */
+struct inval;
+void ops_invalidate_front(const struct inval *iv);
 /* Stop the invalidator thread: after the session's unmount, before its destroy. */
 void ops_inval_stop(void);
 

@@ -139,7 +139,7 @@ static void ctl_refresh(fuse_req_t req, fuse_ino_t ino, size_t size)
 		reply_xattr(req, -ENOMEM, NULL, size);
 		return;
 	}
-	res = events_dir_refresh(IN(ino), req, xattr_resume, l);
+	res = events_dir_refresh(IN(ino), FRONT(req), xattr_resume, l);
 	if (res != EVENTS_PARKED)
 		xattr_resume(l, res);
 }
@@ -190,8 +190,9 @@ static bool may_resolve(fuse_req_t req, struct inode *in)
 }
 
 /* Archiving publishes the file's bytes at the origin, drafts included: ops-xattr.h. */
-bool ops_may_archive(fuse_req_t req, struct inode *in)
+bool ops_may_archive(struct front_req *r, struct inode *in)
 {
+	fuse_req_t req = FUSE_REQ(r);
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	char proc[32];
 	struct creds id;
@@ -243,14 +244,14 @@ static void ctl_archive(fuse_req_t req, fuse_ino_t ino, size_t size, int verb)
 	}
 	if (verb == 1)
 		res = IN(ino) != inode_root() ? -ENODATA :
-		      events_sync(req, may_sync(req), xattr_resume, l);
+		      events_sync(FRONT(req), may_sync(req), xattr_resume, l);
 	else if (verb == 2)
-		res = may_resolve(req, IN(ino)) ? events_resolve(IN(ino), req, xattr_resume, l) : -EPERM;
+		res = may_resolve(req, IN(ino)) ? events_resolve(IN(ino), FRONT(req), xattr_resume, l) : -EPERM;
 	else if (verb == 3)
 		res = may_resolve(req, IN(ino)) ?
-			      events_take_origin(IN(ino), req, xattr_resume, l) : -EPERM;
+			      events_take_origin(IN(ino), FRONT(req), xattr_resume, l) : -EPERM;
 	else
-		res = ops_may_archive(req, IN(ino)) ? events_archive(IN(ino), req, xattr_resume, l) : -EPERM;
+		res = ops_may_archive(FRONT(req), IN(ino)) ? events_archive(IN(ino), FRONT(req), xattr_resume, l) : -EPERM;
 	if (res != EVENTS_PARKED)
 		xattr_resume(l, res);
 }

@@ -2,7 +2,7 @@
  * ops-xattr.h - what ops-xattr.c (extended attributes, the virtual ones
  * of hsmfsctl included) gives the rest of the daemon.
  *
- * ops_may_archive() is the engine's cfg.may_archive (state.h): asked
+ * ops_may_archive() is the engine's front.may_archive (front.h): asked
  * from an archiver thread, without S.lock, while req is parked (not
  * answered: archive.c keeps it so).
  */
@@ -11,7 +11,7 @@
 
 #include <stdbool.h>
 
-struct fuse_req;
+struct front_req;
 struct inode;
 
 /*
@@ -21,6 +21,6 @@ struct inode;
  * (ACLs and supplementary groups count); a user's own daemon
  * (allow_other) looks at the mode.
  */
-bool ops_may_archive(struct fuse_req *req, struct inode *in);
+bool ops_may_archive(struct front_req *r, struct inode *in);
 
 #endif

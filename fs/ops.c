@@ -32,18 +32,18 @@ bool ops_exiting(void)
 	return ops_session && fuse_session_exited(ops_session);
 }
 
-void ops_caller(struct fuse_req *req, struct caller *ret)
+void ops_caller(struct front_req *r, struct caller *ret)
 {
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(FUSE_REQ(r));
 
 	ret->pid = ctx ? ctx->pid : 0;
 	ret->uid = ctx ? ctx->uid : 0;
 	ret->gid = ctx ? ctx->gid : 0;
 }
 
-bool ops_interrupted(struct fuse_req *req)
+bool ops_interrupted(struct front_req *r)
 {
-	return fuse_req_interrupted(req);
+	return fuse_req_interrupted(FUSE_REQ(r));
 }
 
 void ops_shutdown(void)

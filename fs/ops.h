@@ -42,8 +42,9 @@ void ops_set_session(struct fuse_session *se);
 bool ops_exiting(void);
 /* the engine's view of a request (struct caller, state.h) */
 struct caller;
-void ops_caller(struct fuse_req *req, struct caller *ret);
-bool ops_interrupted(struct fuse_req *req);
+struct front_req;
+void ops_caller(struct front_req *r, struct caller *ret);
+bool ops_interrupted(struct front_req *r);
 /* Free what ops keeps between requests (the read reply buffers); at exit. */
 void ops_shutdown(void);
 const struct fuse_lowlevel_ops *ops_table(void);

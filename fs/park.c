@@ -28,21 +28,21 @@ static bool read_hold(struct fstate *fs, bool check)
 	return true;
 }
 static void park_put(struct parked *p);
-static struct parked *park_take(struct fuse_req *req, int *res);
-static int read_park(struct inode *in, uint64_t off, uint64_t len, struct fuse_req *req,
+static struct parked *park_take(struct front_req *req, int *res);
+static int read_park(struct inode *in, uint64_t off, uint64_t len, struct front_req *req,
 		     int fd, void (*cont)(void *arg, int res), void *arg, bool *ret_held);
 static int park_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t end,
-		     struct fuse_req *req, void (*cont)(void *arg, int res), void *arg);
+		     struct front_req *req, void (*cont)(void *arg, int res), void *arg);
 
-int events_read(struct inode *in, uint64_t off, uint64_t len, struct fuse_req *req,
+int events_read(struct inode *in, uint64_t off, uint64_t len, struct front_req *req,
 		int fd, bool *ret_held)
 {
-	if (!S.cfg.reply)
+	if (!S.cfg.front.reply)
 		return events_pre_access(in, off, len, req, ret_held);
 	return read_park(in, off, len, req, fd, NULL, NULL, ret_held);
 }
 
-int events_read_check(struct inode *in, uint64_t off, uint64_t len, struct fuse_req *req,
+int events_read_check(struct inode *in, uint64_t off, uint64_t len, struct front_req *req,
 		      void (*cont)(void *arg, int res), void *arg, bool *ret_held)
 {
 	return read_park(in, off, len, req, -1, cont, arg, ret_held);
@@ -53,7 +53,7 @@ int events_read_check(struct inode *in, uint64_t off, uint64_t len, struct fuse_
  * FUSE worker: answered now, or parked on the event it waits for or on
  * the room thread's queue.  With no parking place free it waits here.
  */
-static int read_park(struct inode *in, uint64_t off, uint64_t len, struct fuse_req *req,
+static int read_park(struct inode *in, uint64_t off, uint64_t len, struct front_req *req,
 		     int fd, void (*cont)(void *arg, int res), void *arg, bool *ret_held)
 {
 	struct fstate *fs = inode_state(in);
@@ -159,7 +159,7 @@ void finish_read(struct parked *p, int res)
 	if (p->check) {
 		p->cont(p->arg, caller_errno(res)); /* res 0: gives the hold back */
 	} else {
-		S.cfg.reply(p->req, p->in, p->fd, p->off, p->len, caller_errno(res));
+		S.cfg.front.reply(p->req, p->in, p->fd, p->off, p->len, caller_errno(res));
 		if (p->held)
 			events_read_done(p->in);
 	}
@@ -203,7 +203,7 @@ void *roomer_main(void *arg)
 		E.room = p->next;
 		if (!E.room)
 			E.room_tail = &E.room;
-		if (S.stopping || (S.cfg.exiting && S.cfg.exiting())) {
+		if (S.stopping || (S.cfg.front.exiting && S.cfg.front.exiting())) {
 			res = -EIO; /* unmounted: nobody reads the answer */
 		} else if (p->make_room) {
 			p->make_room = false;
@@ -234,14 +234,14 @@ static unsigned share_of(uid_t uid)
  * Then -EAGAIN, logged at most once a minute, else 0; *ret_share gets
  * the user's share.  S.lock held.
  */
-static int over_bound(struct fuse_req *req, unsigned *ret_share)
+static int over_bound(struct front_req *req, unsigned *ret_share)
 {
 	ELOCK_HELD();
 	struct caller who = { 0 };
 	unsigned share;
 
 	if (req)
-		S.cfg.caller(req, &who);
+		S.cfg.front.caller(req, &who);
 	share = share_of(who.uid);
 	if (ret_share)
 		*ret_share = share;
@@ -266,7 +266,7 @@ static int over_bound(struct fuse_req *req, unsigned *ret_share)
  * caller waits in its thread), NULL with -EAGAIN when req's user is at
  * its bound (over_bound()).  S.lock held.
  */
-static struct parked *park_take(struct fuse_req *req, int *res)
+static struct parked *park_take(struct front_req *req, int *res)
 {
 	ELOCK_HELD();
 	struct parked *p;
@@ -349,7 +349,7 @@ void events_read_done(struct inode *in)
 	eunlock();
 }
 
-int events_modify(struct inode *in, uint64_t start, uint64_t end, struct fuse_req *req,
+int events_modify(struct inode *in, uint64_t start, uint64_t end, struct front_req *req,
 		  void (*cont)(void *arg, int res), void *arg)
 {
 	if (inode_flags(in) & INODE_QUIET)
@@ -357,13 +357,13 @@ int events_modify(struct inode *in, uint64_t start, uint64_t end, struct fuse_re
 	return park_perm(in, HSMFS_EV_PRE_MODIFY, start, end, req, cont, arg);
 }
 
-int events_open_perm(struct inode *in, int flags, struct fuse_req *req,
+int events_open_perm(struct inode *in, int flags, struct front_req *req,
 		     void (*cont)(void *arg, int res), void *arg)
 {
 	return park_perm(in, HSMFS_EV_OPEN_PERM, (uint64_t)(unsigned)flags, 0, req, cont, arg);
 }
 
-int events_access_perm(struct inode *in, uint64_t start, uint64_t end, struct fuse_req *req,
+int events_access_perm(struct inode *in, uint64_t start, uint64_t end, struct front_req *req,
 		       void (*cont)(void *arg, int res), void *arg)
 {
 	return park_perm(in, HSMFS_EV_ACCESS_PERM, start, end, req, cont, arg);
@@ -376,7 +376,7 @@ int events_access_perm(struct inode *in, uint64_t start, uint64_t end, struct fu
  * -EAGAIN.  cont(arg, res) is called once ev ends.
  * S.lock held.
  */
-int park_on(struct event *ev, struct inode *in, struct fuse_req *req,
+int park_on(struct event *ev, struct inode *in, struct front_req *req,
 	    void (*cont)(void *arg, int res), void *arg)
 {
 	ELOCK_HELD();
@@ -409,7 +409,7 @@ int park_on(struct event *ev, struct inode *in, struct fuse_req *req,
 
 /* A permission event whose request parks: see events_modify(). */
 static int park_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t end,
-		     struct fuse_req *req, void (*cont)(void *arg, int res), void *arg)
+		     struct front_req *req, void (*cont)(void *arg, int res), void *arg)
 {
 	struct event *ev;
 	int res;
@@ -442,7 +442,7 @@ static int park_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t e
  * drained, as every path that may have ended an event does.
  */
 int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
-		      struct fuse_req *req, bool *ret_held)
+		      struct front_req *req, bool *ret_held)
 {
 	struct fstate *fs = inode_state(in);
 	uint64_t start, end, reserved = 0;
@@ -484,7 +484,7 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 }
 
 int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
-		      struct fuse_req *req)
+		      struct front_req *req)
 {
 	struct event *ev;
 	int res;

@@ -13,7 +13,7 @@
 #define EVENTS_PARKED 1
 
 struct event;
-struct fuse_req;
+struct front_req;
 struct inode;
 struct parked;
 
@@ -29,10 +29,10 @@ void events_read_done(struct inode *in);
  * a hook works or the cache makes room: returns 0 (all present: read
  * and reply yourself; with *ret_held, call events_read_done() after),
  * -errno (reply it), or EVENTS_PARKED: the engine took the request and
- * answers it through cfg.reply once its bytes are present or it failed.
+ * answers it through front.reply once its bytes are present or it failed.
  * A full parking pool waits in the calling thread instead.
  */
-int events_read(struct inode *in, uint64_t off, uint64_t len, struct fuse_req *req,
+int events_read(struct inode *in, uint64_t off, uint64_t len, struct front_req *req,
 		int fd, bool *ret_held);
 /*
  * The same check for a request that reads the bytes itself (the source
@@ -41,7 +41,7 @@ int events_read(struct inode *in, uint64_t off, uint64_t len, struct fuse_req *r
  * read hold taken: call events_read_done() when done with them) or the
  * check failed (-errno), from an engine thread, without its lock.
  */
-int events_read_check(struct inode *in, uint64_t off, uint64_t len, struct fuse_req *req,
+int events_read_check(struct inode *in, uint64_t off, uint64_t len, struct front_req *req,
 		      void (*cont)(void *arg, int res), void *arg, bool *ret_held);
 /*
  * PRE_MODIFY of [start, end) of in without holding the calling worker:
@@ -53,10 +53,10 @@ int events_read_check(struct inode *in, uint64_t off, uint64_t len, struct fuse_
  * referenced until cont returns.  A full parking pool waits in the
  * calling thread; a user over max_parked_user gets -EAGAIN.
  */
-int events_modify(struct inode *in, uint64_t start, uint64_t end, struct fuse_req *req,
+int events_modify(struct inode *in, uint64_t start, uint64_t end, struct front_req *req,
 		  void (*cont)(void *arg, int res), void *arg);
 /* OPEN_PERM of in, opened with flags: as events_modify(). */
-int events_open_perm(struct inode *in, int flags, struct fuse_req *req,
+int events_open_perm(struct inode *in, int flags, struct front_req *req,
 		     void (*cont)(void *arg, int res), void *arg);
 
 /*
@@ -65,7 +65,7 @@ int events_open_perm(struct inode *in, int flags, struct fuse_req *req,
  * files a subscriber watches bypass the page cache so that each does
  * (events_access_target() at open).
  */
-int events_access_perm(struct inode *in, uint64_t start, uint64_t end, struct fuse_req *req,
+int events_access_perm(struct inode *in, uint64_t start, uint64_t end, struct front_req *req,
 		       void (*cont)(void *arg, int res), void *arg);
 
 /*
@@ -74,7 +74,7 @@ int events_access_perm(struct inode *in, uint64_t start, uint64_t end, struct fu
  * decided already or no parking place is free, or -EAGAIN.
  * cont(arg, res) is called once ev ends.  S.lock held.
  */
-int park_on(struct event *ev, struct inode *in, struct fuse_req *req,
+int park_on(struct event *ev, struct inode *in, struct front_req *req,
 	    void (*cont)(void *arg, int res), void *arg);
 /*
  * The slow paths that wait in the calling thread.  Return 0 to go on, or
@@ -83,9 +83,9 @@ int park_on(struct event *ev, struct inode *in, struct fuse_req *req,
  * ready list before they return.
  */
 int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
-		      struct fuse_req *req, bool *ret_held);
+		      struct front_req *req, bool *ret_held);
 int events_pre_modify(struct inode *in, uint64_t start, uint64_t end,
-		      struct fuse_req *req);
+		      struct front_req *req);
 /*
  * Resume every parked request whose event ended (complete() put it on
  * E.ready): what every path that may end an event calls once it has

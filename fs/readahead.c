@@ -10,7 +10,7 @@
 
 /* See engine.h. */
 uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t limit,
-		    struct fuse_req *req, unsigned max, uint64_t *count,
+		    struct front_req *req, unsigned max, uint64_t *count,
 		    uint64_t *ret_asked, bool stream)
 {
 	ELOCK_HELD();
@@ -75,7 +75,7 @@ bool in_stream(const struct fstate *fs, uint64_t off)
  * where the reader's own fill (and any beside it) ends.  S.lock held.
  */
 void read_ahead(struct inode *in, struct fstate *fs, const struct range *miss,
-		uint64_t asked_end, struct fuse_req *req)
+		uint64_t asked_end, struct front_req *req)
 {
 	ELOCK_HELD();
 	uint64_t chunk = S.cfg.chunk, pos, limit;

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 struct fstate;
-struct fuse_req;
+struct front_req;
 struct inode;
 struct range;
 
@@ -22,7 +22,7 @@ struct range;
  * (cancel_window).  S.lock held.
  */
 uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t limit,
-		    struct fuse_req *req, unsigned max, uint64_t *count,
+		    struct front_req *req, unsigned max, uint64_t *count,
 		    uint64_t *ret_asked, bool stream);
 /*
  * Does a miss at off go on the stream of fs?  From where its last miss
@@ -35,6 +35,6 @@ uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t 
 bool in_stream(const struct fstate *fs, uint64_t off);
 /* A reader's miss, whose fill asks up to asked_end: drives readahead. */
 void read_ahead(struct inode *in, struct fstate *fs, const struct range *miss,
-		uint64_t asked_end, struct fuse_req *req);
+		uint64_t asked_end, struct front_req *req);
 
 #endif

@@ -95,8 +95,8 @@ void recompute_mask(void)
 	for (unsigned i = 0; i < E.nabsent; i++)
 		m |= E.absent[i].mask;
 	atomic_store_explicit(&events_mask, m, memory_order_relaxed);
-	if (S.cfg.subscriptions_changed)
-		S.cfg.subscriptions_changed();
+	if (S.cfg.front.subscriptions_changed)
+		S.cfg.front.subscriptions_changed();
 	/* what the next daemon asks for after a crash: these, and those
 	 * still absent (saved.h) */
 	if (!t)
@@ -490,7 +490,7 @@ void fill_span(const struct fstate *fs, uint64_t *start, uint64_t *end, uint64_t
 
 struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
 			 uint64_t end, uint64_t hs, uint64_t he,
-			 struct fuse_req *req, bool detached, uint64_t reserved,
+			 struct front_req *req, bool detached, uint64_t reserved,
 			 int *res)
 {
 	ELOCK_HELD();
@@ -615,7 +615,7 @@ int start_archive(struct inode *in, int fd, uint64_t size, uint32_t mode, int64_
 
 /* PRE_DIR, or PRE_LOOKUP of name (owned, given to the event). */
 static int start_dir_event(uint32_t type, struct inode *dir, char *origin, char *name,
-			   struct fuse_req *req, struct event **ret_ev)
+			   struct front_req *req, struct event **ret_ev)
 {
 	ELOCK_HELD();
 	struct event *ev;
@@ -645,13 +645,13 @@ static int start_dir_event(uint32_t type, struct inode *dir, char *origin, char 
 	return 0;
 }
 
-int start_listing(struct inode *dir, char *origin, struct fuse_req *req,
+int start_listing(struct inode *dir, char *origin, struct front_req *req,
 		  struct event **ret_ev)
 {
 	return start_dir_event(HSMFS_EV_PRE_DIR, dir, origin, NULL, req, ret_ev);
 }
 
-int start_lookup(struct inode *dir, char *origin, char *name, struct fuse_req *req,
+int start_lookup(struct inode *dir, char *origin, char *name, struct front_req *req,
 		 struct event **ret_ev)
 {
 	return start_dir_event(HSMFS_EV_PRE_LOOKUP, dir, origin, name, req, ret_ev);

@@ -12,7 +12,7 @@
 
 struct event;
 struct fstate;
-struct fuse_req;
+struct front_req;
 struct hook;
 struct inode;
 struct proto_event;
@@ -80,14 +80,14 @@ void fill_span(const struct fstate *fs, uint64_t *start, uint64_t *end, uint64_t
  * hook must fill them whole for the commit to check them.
  */
 struct event *start_fill(struct inode *in, struct fstate *fs, uint64_t start,
-			 uint64_t end, uint64_t hs, uint64_t he, struct fuse_req *req,
+			 uint64_t end, uint64_t hs, uint64_t he, struct front_req *req,
 			 bool detached, uint64_t reserved, int *res);
 /*
  * Start the PRE_DIR event of dir (origin: owned by the event from here
  * on, may be NULL): 0 with *ret_ev (one reference, the caller's), or
  * -errno.
  */
-int start_listing(struct inode *dir, char *origin, struct fuse_req *req,
+int start_listing(struct inode *dir, char *origin, struct front_req *req,
 		  struct event **ret_ev);
 /*
  * Start the ARCHIVE_NAME event of kind (HSMFS_NAME_*) of path (below the
@@ -112,7 +112,7 @@ bool have_archive_hook(struct inode *in);
 int start_archive(struct inode *in, int fd, uint64_t size, uint32_t mode, int64_t mtime,
 		  uint16_t flags, const char *path, struct event **ret_ev);
 /* The same for the PRE_LOOKUP of name in dir (name: owned by the event). */
-int start_lookup(struct inode *dir, char *origin, char *name, struct fuse_req *req,
+int start_lookup(struct inode *dir, char *origin, char *name, struct front_req *req,
 		 struct event **ret_ev);
 
 #endif

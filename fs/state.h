@@ -89,27 +89,16 @@
 #include <time.h>
 #include <sys/types.h>
 #include "dueheap.h"
+#include "front.h"
 #include "hsmfs/protocol.h"
 #include "lockcheck.h"
 #include "log.h"
 #include "stats.h" /* struct events_stats */
 
 struct fstate;
-struct fuse_req;
+struct front_req;
 struct inode;
 struct meta;
-
-/*
- * Who made a request.  The engine holds the FUSE layer's request as an
- * opaque handle (struct fuse_req *, never looked into) and asks about
- * it only through cfg.caller and cfg.interrupted, so that it runs, and
- * is tested, without FUSE.
- */
-struct caller {
-	pid_t pid;
-	uid_t uid;
-	gid_t gid;
-};
 
 #define EVENTS_MAX_PENDING 65536 /* upper bound of -o max_pending */
 
@@ -132,49 +121,13 @@ struct events_config {
 	struct meta *meta;    /* borrowed; outlives the engine */
 	const char *store_path; /* borrowed; for user.hsmfs.store */
 	const char *origin;   /* borrowed or NULL; the root's user.hsmfs.origin */
-	/* drop the kernel's page cache of in's [off, off + len) (len 0: all) */
-	void (*invalidate)(struct inode *in, uint64_t off, uint64_t len);
-	/*
-	 * drop the kernel's page cache of every regular file soon, from
-	 * another thread; callable under S.lock (a reads watcher joined)
-	 */
-	void (*invalidate_files_later)(void);
-	/*
-	 * the hooks' subscriptions changed (a join or a leave), before any
-	 * WELCOME: opens decided on the old ones decide again
-	 * (pt_subscriptions_changed); called under S.lock
-	 */
-	void (*subscriptions_changed)(void);
-	/*
-	 * the kernel's cached entry of name in dir is stale (refresh): it
-	 * never waits for dir's lock; then invalidate_names() once the
-	 * changes are made (ops_invalidate_entry())
-	 */
-	void (*invalidate_entry)(struct inode *dir, const char *name);
-	/* every name the kernel holds asked again at its next use; false: cannot */
-	bool (*invalidate_names)(void);
-	/*
-	 * drop the kernel's cached attributes of in, not its pages: a fill
-	 * or a listing changed what a stat shows (blocks; a directory's
-	 * links and times); any thread, from any request, without S.lock
-	 */
-	void (*invalidate_attr)(struct inode *in);
 	bool cache_limited;   /* cache_max or cache_min_free: admit fills */
-	/*
-	 * Answer a parked read (events_read()): res < 0 fails it, else the
-	 * reply is [off, off + len) of the store descriptor fd.  Called from
-	 * whichever engine thread ended its wait, without the engine's lock.
-	 */
-	void (*reply)(struct fuse_req *req, struct inode *in, int fd, uint64_t off,
-		      uint64_t len, int res);
 	int state_fd;         /* borrowed: STORE/.hsmfs, where fills stage */
 	/*
 	 * Requests one user may have parked waiting for hooks; over it, a
 	 * request fails with EAGAIN at once.  0: max_pending.
 	 */
 	unsigned max_parked_user;
-	/* has the FUSE session ended (unmounted)?  Then every wait ends. */
-	bool (*exiting)(void);
 	/*
 	 * Write-back (writeback_on): a dirty file is archived writeback
 	 * seconds after its last change, close or fsync; off: only when
@@ -184,12 +137,7 @@ struct events_config {
 	double writeback;
 	/* files made on the mount get state and a row, to be archived */
 	bool track_new;
-	/* req's caller: who asked (req is not NULL) */
-	void (*caller)(struct fuse_req *req, struct caller *ret);
-	/* has req's caller given up on it (an interrupt)? */
-	bool (*interrupted)(struct fuse_req *req);
-	/* may req's caller publish in's bytes (archive them)?  Without S.lock */
-	bool (*may_archive)(struct fuse_req *req, struct inode *in);
+	struct events_front front; /* the front end's callbacks (front.h) */
 };
 
 /* OR of the masks of connected hooks (route.c keeps it). */
@@ -288,6 +236,17 @@ struct state {
 	uint64_t lat[LAT_BUCKETS]; /* fill latency histogram, see lat_bucket() */
 };
 extern struct state S;
+
+/*
+ * Tell the front end what the kernel may hold stale (front.h), e.g.
+ * front_inval((struct inval){ .kind = INVAL_ATTR, .in = in }).  Without
+ * S.lock, except INVAL_FILES_LATER.
+ */
+static inline void front_inval(struct inval iv)
+{
+	if (S.cfg.front.invalidate)
+		S.cfg.front.invalidate(&iv);
+}
 
 extern __thread bool elock_mine;
 

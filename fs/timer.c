@@ -76,7 +76,7 @@ void *timer_main(void *arg)
 		mono_after(&ts, TICK_MS / 1000.0);
 		archive_interrupts();
 		/* unmounted: nobody reads a request's answer; its wait ends now */
-		exiting = S.cfg.exiting && S.cfg.exiting();
+		exiting = S.cfg.front.exiting && S.cfg.front.exiting();
 		now = mono_ms();
 		for (unsigned i = 0; i < S.cfg.max_pending; i++) {
 			struct event *ev = &E.slots[i];

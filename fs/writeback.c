@@ -108,8 +108,7 @@ static int verify(struct snap *sn, int fd)
 	elog_err("inode %llu does not match its manifest's sha256 (%s, manifest %s): stale, "
 		"not resident; import it again", (unsigned long long)sn->ino, got, sn->sha256);
 	/* what the kernel cached of it must be read again, and fail */
-	if (S.cfg.invalidate)
-		S.cfg.invalidate(sn->in, 0, 0);
+	front_inval((struct inval){ .kind = INVAL_DATA, .in = sn->in });
 	return 0;
 }
 
@@ -347,8 +346,8 @@ static bool write_batch(struct snap *snaps, size_t cap)
 					ctime_kept(sn->fs, &before, after, sn->nchanges);
 					eunlock();
 					/* a stat meanwhile showed the store's new ctime */
-					if (S.cfg.invalidate_attr)
-						S.cfg.invalidate_attr(sn->in);
+					front_inval((struct inval){ .kind = INVAL_ATTR,
+								    .in = sn->in });
 				}
 				inode_fd_put(sn->in);
 			}

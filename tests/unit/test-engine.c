@@ -2,9 +2,10 @@
  * The event engine without a mount: a store in a temporary directory,
  * the inode table, the database, the engine and the hook transport,
  * started as main.c starts them, and hooks of our own speaking the
- * protocol's frames on the engine's socket.  Callers are engine entry
- * points called from test threads (no FUSE request: they wait in the
- * calling thread).
+ * protocol's frames on the engine's socket.  It links the engine's
+ * library alone (no libfuse) and is its front end (front.h): callers
+ * are engine entry points called from test threads, without a request
+ * (they wait in the calling thread) or with a fake one (they park).
  *
  * Covered: the decision rule when several hooks must answer (every one
  * is counted, deny wins in any order, QUIET is per hook and per file),
@@ -12,8 +13,12 @@
  * hook's allow does not), PRE_ACCESS fills (the bytes a hook writes are
  * what the store holds after; a deny fails the read and commits
  * nothing), and PROGRESS (progress extends a fill's time, a PROGRESS
- * without progress does not), and parked requests (a request with a
- * FUSE handle does not hold its thread: it parks, and its continuation
+ * without progress does not), and the front end's interface (a missing
+ * read with a request parks and is answered once through front.reply,
+ * from the store descriptor it gave, or with the hook's errno; a fill's
+ * commit and an eviction say what the kernel holds stale), and parked
+ * requests (a request with a
+ * handle does not hold its thread: it parks, and its continuation
  * gets the hooks' answer; one user's parked requests are bounded by
  * max_parked_user, another user's are not; an interrupted caller leaves),
  * and lazy directories (an unlisted directory is listed by a fill hook's
@@ -69,23 +74,34 @@ static struct store store;
 static struct meta *meta;
 static char dir[] = "/tmp/hsmfs-test-engine-XXXXXX";
 
-/* --- the engine's callbacks: nothing to drop without a kernel --- */
-
-static void no_invalidate(struct inode *in, uint64_t off, uint64_t len) {}
-static void no_invalidate_later(void) {}
+/* --- the engine's front end (front.h): no kernel, invalidations recorded --- */
 
 /* The names a refresh told the kernel to drop: "name name ". */
 static pthread_mutex_t inval_lock = PTHREAD_MUTEX_INITIALIZER;
 static char invalidated[1024];
+/* invalidations asked, by kind */
+static unsigned inval_count[INVAL_FILES_LATER + 1];
 
-static void record_invalidate_entry(struct inode *d, const char *name)
+static void record_invalidate(const struct inval *iv)
 {
 	pthread_mutex_lock(&inval_lock);
-	if (strlen(invalidated) + strlen(name) + 2 < sizeof(invalidated)) {
-		strcat(invalidated, name);
+	inval_count[iv->kind]++;
+	if (iv->kind == INVAL_ENTRY &&
+	    strlen(invalidated) + strlen(iv->name) + 2 < sizeof(invalidated)) {
+		strcat(invalidated, iv->name);
 		strcat(invalidated, " ");
 	}
 	pthread_mutex_unlock(&inval_lock);
+}
+
+static unsigned invalidations(enum inval_kind kind)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&inval_lock);
+	n = inval_count[kind];
+	pthread_mutex_unlock(&inval_lock);
+	return n;
 }
 
 /* Was name's entry invalidated since invalidated[] was emptied? */
@@ -106,18 +122,13 @@ static bool was_invalidated(const char *name)
 	return found;
 }
 
-static void no_reply(struct fuse_req *req, struct inode *in, int fd, uint64_t off,
-		     uint64_t len, int res)
-{
-	abort(); /* nothing here parks: every caller waits in its thread */
-}
 /* the FUSE session ended (unmounted): set by a test, read by the timer */
 static atomic_bool session_ended;
 static bool exiting(void) { return atomic_load(&session_ended); }
 
 /*
- * Requests with a handle: the engine never looks into struct fuse_req,
- * it asks cfg.caller and cfg.interrupted, so a fake one stands in.
+ * Requests with a handle: the engine never looks into struct front_req,
+ * it asks front.caller and front.interrupted, so a fake one stands in.
  */
 struct fake_req {
 	uid_t uid;
@@ -127,12 +138,15 @@ struct fake_req {
 	bool done;
 	int res;
 	int calls;
+	/* a parked read's reply (front.reply): the range of fd it gave */
+	int fd;
+	uint64_t off, len;
 };
 
 static pthread_mutex_t req_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t req_cond = PTHREAD_COND_INITIALIZER;
 
-static void fake_caller(struct fuse_req *req, struct caller *ret)
+static void fake_caller(struct front_req *req, struct caller *ret)
 {
 	const struct fake_req *r = (const struct fake_req *)req;
 
@@ -141,7 +155,7 @@ static void fake_caller(struct fuse_req *req, struct caller *ret)
 	ret->gid = r->uid;
 }
 
-static bool fake_interrupted(struct fuse_req *req)
+static bool fake_interrupted(struct front_req *req)
 {
 	struct fake_req *r = (struct fake_req *)req;
 	bool i;
@@ -162,6 +176,20 @@ static void fake_cont(void *arg, int res)
 	r->done = true;
 	pthread_cond_broadcast(&req_cond);
 	pthread_mutex_unlock(&req_lock);
+}
+
+/* A parked read answered (front.reply): recorded as its request's continuation. */
+static void fake_reply(struct front_req *req, struct inode *in, int fd, uint64_t off,
+		       uint64_t len, int res)
+{
+	struct fake_req *r = (struct fake_req *)req;
+
+	pthread_mutex_lock(&req_lock);
+	r->fd = fd;
+	r->off = off;
+	r->len = len;
+	pthread_mutex_unlock(&req_lock);
+	fake_cont(r, res);
 }
 
 /* Wait up to ms for r's continuation: its result, or 1 if it did not come. */
@@ -195,13 +223,13 @@ static int start_engine(void)
 		.chunk = 65536,
 		.kernel_ra = 128 << 10,
 		.store_path = dir,
-		.invalidate = no_invalidate,
-		.invalidate_files_later = no_invalidate_later,
-		.invalidate_entry = record_invalidate_entry,
-		.reply = no_reply,
-		.exiting = exiting,
-		.caller = fake_caller,
-		.interrupted = fake_interrupted,
+		.front = {
+			.reply = fake_reply,
+			.caller = fake_caller,
+			.interrupted = fake_interrupted,
+			.exiting = exiting,
+			.invalidate = record_invalidate,
+		},
 		.max_parked_user = 2,
 	};
 	struct cache_config ccfg = { .chunk = 65536 };
@@ -784,6 +812,75 @@ static void fills(void)
 	inode_forget(in, 1);
 }
 
+/*
+ * The engine as a front end sees it (front.h): a read with a request
+ * parks and is answered through front.reply; a fill's commit and an
+ * eviction say, as data, what the kernel holds stale.
+ */
+static void front_end(void)
+{
+	static char page[65536], back[8192], zero[8192];
+	struct fake_req r = { .uid = 1000, .pid = 20 }, r2 = { .uid = 1000, .pid = 21 };
+	char path[HSMFS_MAX_PATH + 1];
+	struct hook_conn f;
+	struct proto_event ev;
+	struct inode *in;
+	struct stat st;
+	unsigned attr0, data0;
+	uint64_t freed = 0;
+	bool held = false;
+	int fd = -1, sfd, res;
+
+	ok(!hook_connect(HSMFS_KIND_FILL, PA, "fill", &f), "a fill hook joins");
+	in = placeholder("front", 65536);
+	sfd = in ? open_store(in, O_RDONLY) : -1;
+	ok(sfd >= 0, "a placeholder, and its store descriptor");
+	attr0 = invalidations(INVAL_ATTR);
+	res = events_read(in, 4096, 8192, (struct front_req *)&r, sfd, &held);
+	ok(res == EVENTS_PARKED && fake_wait(&r, 0) == 1,
+	   "a missing read with a request parks, unanswered (%d)", res);
+	ok(!hook_next(&f, &ev, path, &fd, 2000) && ev.type == HSMFS_EV_PRE_ACCESS &&
+	   ev.start <= 4096 && ev.end >= 12288, "its PRE_ACCESS reaches the fill hook");
+	for (size_t i = 0; i < sizeof(page); i++)
+		page[i] = (char)(i * 13 + 5);
+	pwrite(fd, page + ev.hint_start, ev.hint_end - ev.hint_start, (off_t)ev.hint_start);
+	close(fd);
+	hook_answer(&f, ev.id, 0, ev.hint_start, ev.hint_end, 0);
+	res = fake_wait(&r, 2000);
+	ok(res == 0 && r.calls == 1 && r.fd == sfd && r.off == 4096 && r.len == 8192,
+	   "the engine answers it once through front.reply: [4096, 12288) of its store "
+	   "descriptor (res %d, calls %d)", res, r.calls);
+	ok(pread(sfd, back, sizeof(back), 4096) == sizeof(back) &&
+	   !memcmp(back, page + 4096, sizeof(back)), "which holds the hook's bytes");
+	ok(invalidations(INVAL_ATTR) > attr0,
+	   "the fill's commit tells the front end the file's attributes changed");
+
+	data0 = invalidations(INVAL_DATA);
+	res = fstatat(store.root_fd, "front", &st, 0);
+	{
+		struct meta_victim v = { .ino = res ? 0 : st.st_ino, .path = "front" };
+
+		res = evict_victim(&v, false, &freed);
+	}
+	ok(res == 0 && freed > 0, "the evictor takes the file back (%d, %llu bytes)", res,
+	   (unsigned long long)freed);
+	ok(invalidations(INVAL_DATA) > data0, "and tells the front end to drop its pages");
+	ok(pread(sfd, back, sizeof(back), 4096) == sizeof(back) &&
+	   !memcmp(back, zero, sizeof(back)), "its bytes are out of the store");
+	res = events_read(in, 4096, 8192, (struct front_req *)&r2, sfd, &held);
+	ok(res == EVENTS_PARKED && !hook_next(&f, &ev, path, &fd, 2000),
+	   "a read of it parks and asks the fill hook again");
+	if (fd >= 0)
+		close(fd);
+	hook_answer(&f, ev.id, EIO, 0, 0, 0);
+	res = fake_wait(&r2, 2000);
+	ok(res == -EIO && r2.calls == 1,
+	   "a denied fill fails the parked read through front.reply (%d)", res);
+	close(sfd);
+	hook_close(&f);
+	inode_forget(in, 1);
+}
+
 static void parking(void)
 {
 	/*
@@ -809,7 +906,7 @@ static void parking(void)
 	}
 	t0 = now_s();
 	for (int i = 0; i < 4; i++)
-		res[i] = events_modify(in[i], 0, 1, (struct fuse_req *)&r[i], fake_cont, &r[i]);
+		res[i] = events_modify(in[i], 0, 1, (struct front_req *)&r[i], fake_cont, &r[i]);
 	ok(res[0] == EVENTS_PARKED && res[1] == EVENTS_PARKED && now_s() - t0 < TIMEOUT_S / 2,
 	   "two changes of user 1000 park at once: the calling thread is not held");
 	ok(res[2] == -EAGAIN, "the third of user 1000 is over max_parked_user=2: EAGAIN (%d)",
@@ -832,14 +929,14 @@ static void parking(void)
 	   "each continuation once; none for the refused change");
 
 	/* the places came back: user 1000 parks again */
-	res[4] = events_modify(in[4], 0, 1, (struct fuse_req *)&r[4], fake_cont, &r[4]);
+	res[4] = events_modify(in[4], 0, 1, (struct front_req *)&r[4], fake_cont, &r[4]);
 	ok(res[4] == EVENTS_PARKED, "answered, user 1000's places are free again");
 	hook_next(&w, &ev[4], path, &fd, 2000);
 	hook_answer(&w, ev[4].id, 0, 0, 0, 0);
 	ok(fake_wait(&r[4], 2000) == 0, "and that change is allowed");
 
 	/* an interrupted caller leaves its event before the timeout */
-	res[5] = events_modify(in[5], 0, 1, (struct fuse_req *)&r[5], fake_cont, &r[5]);
+	res[5] = events_modify(in[5], 0, 1, (struct front_req *)&r[5], fake_cont, &r[5]);
 	hook_next(&w, &ev[5], path, &fd, 2000);
 	t0 = now_s();
 	pthread_mutex_lock(&req_lock);
@@ -909,13 +1006,13 @@ static void lazy_dirs(void)
 	 * Looks at names come with a FUSE request (there is no waiting in
 	 * the calling thread here): they park.
 	 */
-	res = events_dir(d, (struct fuse_req *)&r, fake_cont, &r);
+	res = events_dir(d, (struct front_req *)&r, fake_cont, &r);
 	ok(res == EVENTS_PARKED && !hook_next(&h, &ev, path, &fd, 2000) &&
 	   ev.type == HSMFS_EV_PRE_DIR && fd >= 0 && !strcmp(path, "listed") &&
 	   ev.origin.len == strlen(ORIGIN) && !memcmp(ev.origin.p, ORIGIN, ev.origin.len),
 	   "the first look parks and raises PRE_DIR to the fill hook, with a descriptor, the "
 	   "path and the directory's origin");
-	res = events_dir(d, (struct fuse_req *)&r2, fake_cont, &r2);
+	res = events_dir(d, (struct front_req *)&r2, fake_cont, &r2);
 	ok(res == EVENTS_PARKED, "a second look meanwhile parks too (%d)", res);
 	{
 		struct proto_event ev2;
@@ -957,7 +1054,7 @@ static void lazy_dirs(void)
 	   "the directory is listed, in the database and in memory");
 	memset(&r, 0, sizeof(r));
 	r.uid = 2000;
-	res = events_dir(d, (struct fuse_req *)&r, fake_cont, &r);
+	res = events_dir(d, (struct front_req *)&r, fake_cont, &r);
 	ok(res == 0 && hook_next(&h, &ev, path, &fd, 200) == -ETIMEDOUT && r.calls == 0,
 	   "a later look goes on at once and asks nobody (%d)", res);
 
@@ -965,7 +1062,7 @@ static void lazy_dirs(void)
 	denied = lazy_dir("denied", ORIGIN "denied/");
 	memset(&r2, 0, sizeof(r2));
 	r2.uid = 2000;
-	res = events_dir(denied, (struct fuse_req *)&r2, fake_cont, &r2);
+	res = events_dir(denied, (struct front_req *)&r2, fake_cont, &r2);
 	ok(res == EVENTS_PARKED &&
 	   !list_answer(&h, "denied", ORIGIN "denied/",
 			"{\"path\": \"x\", \"size\": 1, \"url\": \"" ORIGIN "denied/x\"}\n", EACCES),
@@ -975,7 +1072,7 @@ static void lazy_dirs(void)
 	   !events_dir_known(denied), "no names are made: the directory stays unlisted");
 	memset(&r2, 0, sizeof(r2));
 	r2.uid = 2000;
-	res = events_dir(denied, (struct fuse_req *)&r2, fake_cont, &r2);
+	res = events_dir(denied, (struct front_req *)&r2, fake_cont, &r2);
 	ok(res == EVENTS_PARKED &&
 	   !list_answer(&h, "denied", ORIGIN "denied/",
 			"{\"path\": \"x\", \"size\": 1}\n{\"path\": \"a/b\", \"size\": 1}\n", 0),
@@ -985,10 +1082,10 @@ static void lazy_dirs(void)
 	   "a bad listing fails the look with EIO and makes no names either");
 	memset(&r2, 0, sizeof(r2));
 	r2.uid = 2000;
-	res = events_dir_refresh(denied, (struct fuse_req *)&r2, fake_cont, &r2);
+	res = events_dir_refresh(denied, (struct front_req *)&r2, fake_cont, &r2);
 	ok(res == EVENTS_UNLISTED && r2.calls == 0,
 	   "a refresh of an unlisted directory leaves it to its first look (%d)", res);
-	res = events_dir_refresh(inode_root(), (struct fuse_req *)&r2, fake_cont, &r2);
+	res = events_dir_refresh(inode_root(), (struct front_req *)&r2, fake_cont, &r2);
 	ok(res == -ENODATA && r2.calls == 0,
 	   "a refresh of a directory that is not lazy: ENODATA (%d)", res);
 
@@ -1019,7 +1116,7 @@ static void lazy_dirs(void)
 	pthread_mutex_unlock(&inval_lock);
 	memset(&r, 0, sizeof(r));
 	r.uid = 2000;
-	res = events_dir_refresh(d, (struct fuse_req *)&r, fake_cont, &r);
+	res = events_dir_refresh(d, (struct front_req *)&r, fake_cont, &r);
 	ok(res == EVENTS_PARKED && !hook_next(&h, &ev, path, &fd, 2000) &&
 	   ev.type == HSMFS_EV_PRE_DIR && !strcmp(path, "listed"),
 	   "a refresh of the listed directory asks the hook for a listing (%d)", res);
@@ -1077,7 +1174,7 @@ static void lazy_dirs(void)
 static int ask_archive(struct inode *in, struct fake_req *r)
 {
 	memset(r, 0, sizeof(*r));
-	return events_archive(in, (struct fuse_req *)r, fake_cont, r);
+	return events_archive(in, (struct front_req *)r, fake_cont, r);
 }
 
 /* The state of in: its row's, as the writer committed it. */
@@ -1222,7 +1319,7 @@ static void archiving(void)
 			meta_file_free(&f);
 	}
 	memset(&r, 0, sizeof(r));
-	res = events_resolve(in, (struct fuse_req *)&r, fake_cont, &r);
+	res = events_resolve(in, (struct front_req *)&r, fake_cont, &r);
 	ok(res == EVENTS_PARKED && !hook_next(&a2, &ev, path, &fd, 2000) &&
 	   (ev.flags & HSMFS_EVENT_OVERWRITE), "resolved for the local bytes: an unconditional archive");
 	close(fd);
@@ -1315,7 +1412,7 @@ static void names(void)
 	st0 = S.st;
 	eunlock();
 	memset(&r, 0, sizeof(r));
-	ok(events_sync((struct fuse_req *)&r, true, fake_cont, &r) == EVENTS_PARKED, "a sync");
+	ok(events_sync((struct front_req *)&r, true, fake_cont, &r) == EVENTS_PARKED, "a sync");
 	for (int i = 0; i < 20 && fake_wait(&r, 1) == 1; i++) {
 		if (hook_next(&a, &ev, path, &fd, 2000))
 			break;
@@ -1367,6 +1464,7 @@ int main(void)
 		return tap_done();
 	decision_rule();
 	fills();
+	front_end();
 	parking();
 	lazy_dirs();
 	archiving();
