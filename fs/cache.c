@@ -336,21 +336,39 @@ static bool pressure_watched(void)
 	return C.cfg.on.archive && evict_policy_watches_free(&C.limits);
 }
 
-/* evict_policy_round()'s view of the cache: count got, say what is left.  No lock held. */
-static uint64_t round_left(void *arg, uint64_t got)
+/*
+ * One round: evict least recently used files until the goal is met (no
+ * deficit for want, with the round's slack, and force bytes freed) or
+ * nothing more can go.  Returns whether anything was freed.  No lock
+ * held.
+ */
+static bool round_run(uint64_t want, uint64_t force)
 {
-	uint64_t want = *(const uint64_t *)arg, left;
+	struct evict_walk w;
+	uint64_t freed = 0, got, left;
+	bool any = false;
 
-	if (got)
-		cache_evicted(got);
-	lk_lock(&C.lock, LK_CACHE);
-	left = deficit(want, true, true);
-	lk_unlock(&C.lock, LK_CACHE);
-	return left;
+	evict_walk_start(&w, &C.cfg.on, C.cfg.meta);
+	for (;;) {
+		lk_lock(&C.lock, LK_CACHE);
+		left = deficit(want, true, true);
+		lk_unlock(&C.lock, LK_CACHE);
+		if (freed >= force && !left)
+			break;
+		if (!evict_walk_next(&w, &got))
+			break;
+		if (got) {
+			any = true;
+			freed += got;
+			cache_evicted(got);
+		}
+	}
+	evict_walk_end(&w);
+	return any;
 }
 
 /*
- * The evictor: waits for a request, runs a round (evict_policy_round)
+ * The evictor: waits for a request, runs a round (round_run())
  * with C.lock dropped, tells the waiters.  See round_after().
  */
 static void *evictor_main(void *arg)
@@ -374,9 +392,6 @@ static void *evictor_main(void *arg)
 		C.requested = true; /* the limit was lowered: evict now */
 	for (;;) {
 		uint64_t want, force;
-		struct evict_round r = {
-			.on = &C.cfg.on, .meta = C.cfg.meta, .left = round_left, .arg = &want,
-		};
 		bool any;
 
 		while (!C.requested && !C.stopping && !C.free_wanted) {
@@ -408,8 +423,7 @@ static void *evictor_main(void *arg)
 		C.want = C.force = 0;
 		forget_free(); /* the round's goal from the figure as it is */
 		lk_unlock(&C.lock, LK_CACHE);
-		r.force = force;
-		any = evict_policy_round(&r);
+		any = round_run(want, force);
 		lk_lock(&C.lock, LK_CACHE);
 		if (C.cfg.on.archive) {
 			/* what clean files could not give of the store's room:

@@ -2,11 +2,11 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
-#include "cache.h"
 #include "decide.h"
 #include "engine.h"
 #include "event.h"
 #include "evict.h"
+#include "fill.h"
 #include "fstate.h"
 #include "hooks.h"
 #include "inode.h"
@@ -56,12 +56,11 @@ void read_span(const struct fstate *fs, uint64_t off, uint64_t len,
  * present, -errno to fail, 1 with a reference on *ret_ev (hold_event or
  * start_fill's) when the read must wait for that event: one already
  * fetching some of the bytes, or a new one.  first: the read's first
- * step (a hit is counted, readahead driven).  On mounts with cache
- * limits a new fill is admitted first; *reserved is what was admitted
- * and not yet handed to an event.  With may_block, admission drops
- * S.lock and waits for room; without, a fill that does not fit now
- * returns 2 (the evictor is asked to make room; the room thread waits
- * for it).  S.lock held.
+ * step (a hit is counted, readahead driven).  A new fill's size and
+ * admission are fill.h's: *reserved is what was admitted and not yet
+ * handed to an event.  With may_block, admission drops S.lock and waits
+ * for room; without, a fill that does not fit now returns 2 (the room
+ * thread waits for the evictor).  S.lock held.
  */
 int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t end,
 		struct front_req *req, bool first, bool may_block,
@@ -71,7 +70,7 @@ int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t en
 	bool over = false; /* admitted past the limit: see below */
 
 	for (;;) {
-		struct range miss, gap;
+		struct range miss;
 		struct event *ev;
 		uint64_t asked_end;
 		int res = 0;
@@ -96,160 +95,28 @@ int access_step(struct inode *in, struct fstate *fs, uint64_t start, uint64_t en
 		if (ev) {
 			hold_event(ev);
 		} else {
-			uint64_t hs, he, hint_start, hint_end, need, gap_end, ff;
-			bool beside, stream, whole;
+			struct fill_hint hint;
 
 			if (!have_fill_hook() && S.cfg.nohook_fail)
 				return -EIO;
 			res = recently_failed(fs, miss.start, miss.end, req);
 			if (res)
 				return res;
-			/* hint: the chunk-aligned span, within the same gap */
-			hs = miss.start & ~(S.cfg.chunk - 1);
-			he = (miss.end + S.cfg.chunk - 1) & ~(S.cfg.chunk - 1);
-			if (he > fs->size)
-				he = fs->size;
-			hint_start = miss.start;
-			hint_end = miss.end;
-			for (uint64_t pos = hs;
-			     pos < he && rs_missing(&fs->present, pos, he, &gap, 1);
-			     pos = gap.end) {
-				if (gap.start <= miss.start && gap.end >= miss.end) {
-					hint_start = gap.start;
-					hint_end = gap.end;
-					break;
-				}
-			}
-			/* and apart from what other events fetch */
-			inflight_clip(fs, miss.start, miss.end, &hint_start, &hint_end);
-			/*
-			 * A random miss asks only the first_fill-aligned
-			 * blocks around it: a random reader fetches what it
-			 * reads and little more (and a cache tier in front of
-			 * the origin sees the same blocks from every host),
-			 * where a whole chunk a read was 256 times a 4 KiB
-			 * read.  Random: not in a stream, and not going on
-			 * from bytes being fetched (the kernel's window, its
-			 * requests out of order).  Bytes merely present
-			 * (another read's block, a prefetch) do not make a
-			 * stream unless this reader read them (ra_seen, in
-			 * in_stream()).  A reader that goes on from there is
-			 * a young stream: its fills grow four times at each
-			 * miss, up to a chunk, then readahead takes over
-			 * (readahead.c).  A read at the file's start (cat,
-			 * cp, tar: the reader goes on at once) waits for its
-			 * first window (the kernel's, or first_fill if
-			 * larger) and the rest of its chunk is asked now
-			 * beside it, in an event of its own it does not wait
-			 * for.  Not for a file with chunk digests: its fills
-			 * are whole chunks (start_fill()).
-			 */
-			gap_end = hint_end;
-			beside = false;
-			ff = S.cfg.first_fill;
-			/*
-			 * A young stream goes on only from where its last
-			 * fill ended (a first_fill block of slack) or its
-			 * last read: the kernel's windows of slack would take
-			 * a random read near the last one for a reader going on.
-			 */
-			stream = in_stream(fs, miss.start) &&
-				 (!fs->ra_grow || miss.start <= fs->ra_ahead + ff ||
-				  miss.start == fs->ra_seen);
-			/*
-			 * A fill that would complete a file with a digest
-			 * stays whole: its digest is checked before a byte of
-			 * it is served (commit_fill()).
-			 */
-			whole = fs->sha256 && hint_start == 0 && hint_end == fs->size;
-			if (first && ff && !fs->dsums && !whole && !stream &&
-			    !(miss.start >= PAGE && inflight_over(fs, miss.start - PAGE, miss.start))) {
-				uint64_t head = ff > S.cfg.kernel_ra ? ff : S.cfg.kernel_ra;
-
-				if (hint_start == 0 && miss.start == 0) {
-					fs->ra_grow = 0; /* a reader from the start goes on */
-					if (hint_end > 2 * head) {
-						he = (miss.end + head - 1) & ~(head - 1);
-						if (he < hint_end)
-							hint_end = he;
-						beside = true;
-					}
-				} else if (hint_end - hint_start > 2 * ff) {
-					hs = miss.start & ~(ff - 1);
-					he = (miss.end + ff - 1) & ~(ff - 1);
-					if (hs > hint_start)
-						hint_start = hs;
-					if (he < hint_end)
-						hint_end = he;
-					fs->ra_grow = ff * 4 >= S.cfg.chunk ? 0 : ff * 4;
-				}
-			} else if (first && ff && fs->ra_grow && !fs->dsums && !whole) {
-				/*
-				 * A young stream (its first misses after a random
-				 * one): four times its last fill, so that random
-				 * reads that land near each other by chance do not
-				 * fetch whole chunks.
-				 */
-				he = (hint_start & ~(ff - 1)) + fs->ra_grow;
-				if (he < miss.end)
-					he = (miss.end + ff - 1) & ~(ff - 1);
-				if (he < hint_end)
-					hint_end = he;
-				fs->ra_grow = fs->ra_grow * 4 >= S.cfg.chunk ? 0 : fs->ra_grow * 4;
-			}
-			{
-				/* a file with chunk digests: its whole chunks (route.h) */
-				uint64_t ws = miss.start, we = miss.end;
-
-				fill_span(fs, &ws, &we, &hint_start, &hint_end);
-			}
-			/* admission: room for the fill before it may write */
-			need = ((hint_end + PAGE - 1) & ~(PAGE - 1)) - (hint_start & ~(PAGE - 1));
-			if (S.cfg.cache_limited && *reserved < need && !may_block && !over) {
-				/* the cache's lock comes after S.lock */
-				if (cache_try_admit(need))
-					return 2;
-				if (*reserved)
-					cache_unreserve(*reserved);
-				*reserved = need;
-			}
-			if (S.cfg.cache_limited && *reserved < need && !over) {
-				struct timespec deadline;
-
-				mono_after(&deadline, S.cfg.timeout);
-				eunlock();
-				if (*reserved)
-					cache_unreserve(*reserved);
-				*reserved = 0;
-				res = cache_admit(need, &deadline);
-				elock();
-				/*
-				 * Nothing can be evicted (all pinned, open, dirty):
-				 * a limit of ours never fails a read (SPEC 10).  The
-				 * fill goes ahead past cache_max and the file is
-				 * evicted again once its last descriptor is closed
-				 * (events_released(): cache_over_closed()), so the
-				 * bytes are kept only while it is read.
-				 */
-				if (res == -ENOSPC) {
-					over = true;
-					fs->over = true;
-					cache_over(need);
-				} else if (res) {
-					return res;
-				} else {
-					*reserved = need;
-				}
-				continue; /* the world may have changed meanwhile */
-			}
-			ev = start_fill(in, fs, miss.start, miss.end, hint_start, hint_end,
+			fill_size(fs, &miss, first, &hint);
+			res = fill_admit(fs, hint.start, hint.end,
+					 may_block ? ADMIT_WAIT : ADMIT_PARKED, reserved, &over);
+			if (res == 1)
+				continue; /* S.lock was dropped */
+			if (res)
+				return res;
+			ev = start_fill(in, fs, miss.start, miss.end, hint.start, hint.end,
 					req, false, *reserved, &res);
 			if (!ev)
 				return res;
 			*reserved = 0;
-			if (beside && fill_ahead(in, fs, hint_end, gap_end, req, 1, &S.st.beside,
-						 NULL, false) > hint_end)
-				asked_end = gap_end;
+			if (hint.beside && fill_ahead(in, fs, hint.end, hint.gap_end, req, 1,
+						      &S.st.beside, NULL, false) > hint.end)
+				asked_end = hint.gap_end;
 		}
 		if (first) {
 			if (ev->hint_end > asked_end)

@@ -11,6 +11,7 @@
  *   route.c      which hooks get an event: targets, masks, dispatch to a
  *                fill hook, the queue of fills waiting for one (route.h)
  *   listing.c    a directory listing's commit (listing.h)
+ *   fill.c       a new fill's size and admission (fill.h)
  *   readahead.c  chunks asked ahead of a sequential reader (readahead.h)
  *   decide.c     the decision rule of a read and of permission events:
  *                present, wait for an event, or start one (decide.h)
@@ -20,13 +21,15 @@
  *   timer.c      expiry, resends, closed readers' windows (timer.h)
  *   answer.c     what hooks say: joined, left, answers, PROGRESS,
  *                FILLED (answer.h)
+ *   vattr.c      user.hsmfs.* values and the statistics (vattr.h)
  *   start.c      events_init(), events_shutdown()
  *
  * Below the engine, under the same lock: the event record (evrec.h),
  * the shared state S (state.h), fstate.c (range state, fstate.h),
  * commit.c (staging files, fill commits, commit.h),
- * evict.c (evict.h), writeback.c (writeback.h).  Above it, the FUSE
- * layer calls the engine through events.h; vattr.c reads the counters.
+ * evict.c (evict.h), writeback.c (writeback.h).  Above it, a front end
+ * (the FUSE layer) calls the engine through events.h and vattr.h, and
+ * the engine calls it back through front.h.
  *
  * An event's states and the function behind each transition: the
  * diagram above enum ev_state (evrec.h); ev_set() makes every
@@ -34,7 +37,7 @@
  *
  * Everything here is guarded by S.lock unless a field says otherwise;
  * a function whose comment says "S.lock held" asserts it in debug
- * builds.  Nothing outside the engine and vattr.c includes this header.
+ * builds.  Nothing outside the engine includes this header.
  */
 #ifndef HSMFS_ENGINE_H
 #define HSMFS_ENGINE_H

@@ -63,62 +63,62 @@ void evict_policy_open_spans(uint64_t hot_lo, uint64_t hot_hi, uint64_t size,
 
 /*
  * Uses at open and close reach the database lazily, so its list can be
- * out of order: a file used since is passed over (r->on->evict says
+ * out of order: a file used since is passed over (w->on->evict says
  * -EAGAIN) and its time written.  If the end of the list comes first,
  * the list is read again, in the order now written, and this time what
  * was passed over is taken (on a full filesystem the times may not even
  * be written).
  */
-bool evict_policy_round(const struct evict_round *r)
+void evict_walk_start(struct evict_walk *w, const struct evict_handlers *on,
+		      struct meta *meta)
 {
-	struct meta_victim *v = NULL;
-	uint64_t freed = 0, skipped = 0, goal;
-	size_t n = 0, i;
-	bool any = false, in_order = true, reordered = false, full_said = false;
+	*w = (struct evict_walk){ .on = on, .meta = meta, .in_order = true };
+	w->on->sync();
+}
 
-	/* the database is the candidates' list: bring it up to date */
-	r->on->sync();
+bool evict_walk_next(struct evict_walk *w, uint64_t *ret_got)
+{
+	*ret_got = 0;
 	for (;;) {
-		goal = r->left(r->arg, 0);
-		if (freed >= r->force && !goal)
-			break;
-		n = 0;
-		if (meta_lru(r->meta, EVICT_BATCH, skipped, &v, &n) || !n) {
-			meta_victims_free(v, n);
-			v = NULL;
-			if (!reordered || !in_order)
-				break;
-			r->on->sync();
-			in_order = false;
-			skipped = 0;
-			continue;
-		}
-		for (i = 0; i < n; i++) {
+		if (w->i < w->n) {
 			uint64_t got = 0;
-			int res = r->on->evict(&v[i], in_order, &got);
+			int res = w->on->evict(&w->v[w->i++], w->in_order, &got);
 
 			/* its log's own room spent (see meta.c): nothing can go */
-			if (res == -ENOSPC && !full_said) {
+			if (res == -ENOSPC && !w->full_said) {
 				log_warn("cannot record evictions: the store's filesystem is full "
 					 "and so is the database's log");
-				full_said = true;
+				w->full_said = true;
 			}
 			if (res == -EAGAIN)
-				reordered = true;
+				w->reordered = true;
 			if (res || !got) {
-				skipped++;
+				w->skipped++;
 				continue;
 			}
-			any = true;
-			freed += got;
-			goal = r->left(r->arg, got);
-			if (freed >= r->force && !goal)
-				break;
+			*ret_got = got;
+			return true;
 		}
-		meta_victims_free(v, n);
-		v = NULL;
-		if (freed >= r->force && !goal)
-			break;
+		if (w->v) {
+			evict_walk_end(w);
+			return true; /* a batch ended */
+		}
+		if (meta_lru(w->meta, EVICT_BATCH, w->skipped, &w->v, &w->n) || !w->n) {
+			evict_walk_end(w);
+			if (!w->reordered || !w->in_order)
+				return false;
+			w->on->sync();
+			w->in_order = false;
+			w->skipped = 0;
+			return true; /* the list is read again */
+		}
+		w->i = 0;
 	}
-	return any;
+}
+
+void evict_walk_end(struct evict_walk *w)
+{
+	meta_victims_free(w->v, w->n);
+	w->v = NULL;
+	w->n = w->i = 0;
 }

@@ -49,8 +49,9 @@
  *   (after a round, as above), never a lost or released change.
  *
  * The predicates are pure: the caller gives the figures and the facts
- * and holds whatever lock makes them true.  evict_policy_round() runs a
- * round through the handlers the layer above registered (cache_init).
+ * and holds whatever lock makes them true.  A round walks the candidates
+ * (evict_walk_next()) through the handlers the layer above registered
+ * (cache_init), for as long as the evictor (cache.c) wants.
  */
 #ifndef HSMFS_EVICT_POLICY_H
 #define HSMFS_EVICT_POLICY_H
@@ -171,24 +172,37 @@ struct evict_handlers {
 	void (*archive)(uint64_t need);
 };
 
-/* One round, as cache.c's evictor asks for it. */
-struct evict_round {
+/*
+ * One round's walk over the candidates, least recently used first; the
+ * evictor (cache.c) drives it and stops once its goal is met:
+ *
+ *	evict_walk_start(&w, on, meta);
+ *	while (goal not met && evict_walk_next(&w, &got))
+ *		count got;
+ *	evict_walk_end(&w);
+ *
+ * The walk's fields are its own.  No lock held.
+ */
+struct evict_walk {
 	const struct evict_handlers *on;
-	struct meta *meta;       /* the candidates' list */
-	uint64_t force;          /* bytes to free whatever the limits (ENOSPC) */
-	/*
-	 * Record got bytes freed (0: none yet) and return the bytes still
-	 * to evict for the round's goal (evict_policy_deficit with slack).
-	 */
-	uint64_t (*left)(void *arg, uint64_t got);
-	void *arg;
+	struct meta *meta;         /* the candidates' list */
+	struct meta_victim *v;     /* the batch read, NULL: none */
+	size_t n, i;               /* its size, the next to try */
+	uint64_t skipped;          /* candidates of the list passed over */
+	bool in_order;             /* the first reading of the list */
+	bool reordered;            /* a file used since was passed over */
+	bool full_said;
 };
 
+/* Start a round's walk: the database, the candidates' list, brought up to date. */
+void evict_walk_start(struct evict_walk *w, const struct evict_handlers *on,
+		      struct meta *meta);
 /*
- * Evict least recently used files until the goal is met (r->left()
- * returns 0 and r->force bytes are freed) or nothing more can go.
- * Returns whether anything was freed.  No lock held.
+ * Evict the next candidate that can go: true with *ret_got the bytes it
+ * freed, or true with *ret_got 0 where a batch of the list ended (the
+ * caller looks at its goal again); false when nothing more can go.
  */
-bool evict_policy_round(const struct evict_round *r);
+bool evict_walk_next(struct evict_walk *w, uint64_t *ret_got);
+void evict_walk_end(struct evict_walk *w);
 
 #endif

@@ -608,7 +608,7 @@ static int tree_wait(fuse_req_t req, fuse_ino_t parent, const char *name,
 		dir = res == 1 ? src : below;
 		if (inode_ino(dir) == last) {
 			/* its row says unlisted, its flags listed: not ours to loop on */
-			elog_err("renaming '%s': a directory below it stays unlisted", name);
+			log_err("renaming '%s': a directory below it stays unlisted", name);
 			res = -EIO;
 		} else {
 			res = dir_wait(req, inode_nodeid(dir), args, names_resume);

@@ -24,7 +24,10 @@
 #include "ops-xattr.h"
 #include "saved.h"
 #include "ops-inval.h"
+#include "passthrough.h"
+#include "prefetch.h"
 #include "privs.h"
+#include "stats.h"
 #include "vattr.h"
 
 static void xattr_resume(void *arg, int res);
@@ -105,11 +108,36 @@ static bool is_virt(const char *name)
 
 /* ---------------------------------------------------------------- reads */
 
+/* user.hsmfs.stats: the engine's figures and the front end's own. */
+static ssize_t stats_get(char *buf, size_t size)
+{
+	char val[HSMFS_MAX_PATH + 64];
+	struct stats_snapshot s;
+	int n;
+
+	events_stats_snapshot(&s);
+	pt_get_stats(&s.pt);
+	prefetch_stats(&s.prefetch);
+	n = stats_json(&s, val, sizeof(val));
+	if (n >= (int)sizeof(val))
+		n = sizeof(val) - 1;
+	if (!size)
+		return n;
+	if ((size_t)n > size)
+		return -ERANGE;
+	memcpy(buf, val, n);
+	return n;
+}
+
 /* A read-only user.hsmfs.* attribute of in: as do_xattr(X_GET). */
 static ssize_t virt_get(struct inode *in, const char *name, char *buf, size_t size)
 {
 	struct stat st = { 0 };
-	int fd = inode_fd_get(in);
+	int fd;
+
+	if (in == inode_root() && !strcmp(name, "user.hsmfs.stats"))
+		return stats_get(buf, size);
+	fd = inode_fd_get(in);
 
 	if (fd >= 0) {
 		fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);

@@ -10,7 +10,7 @@
 #include "ops.h"
 #include "passthrough.h"
 #include "readbuf.h"
-#include "state.h"
+#include "front.h"
 #include "ready.h"
 
 void ops_init(const struct ops_config *c)

@@ -180,6 +180,31 @@ static void room_queue(struct parked *p)
 }
 
 /*
+ * The store was full (ENOSPC) for a read's fill: evict, then check the
+ * read once more, once per read.  The rule of both the parked reads
+ * (resume(), through the room thread) and the waiting ones
+ * (events_pre_access()).
+ */
+static bool store_full_retry(int res, bool *retried)
+{
+	if (res != -ENOSPC || *retried)
+		return false;
+	*retried = true;
+	return true;
+}
+
+/* A round of eviction for a read the store had no room for.  S.lock held, dropped. */
+static int make_room(void)
+{
+	int res;
+
+	eunlock();
+	res = cache_make_room(S.cfg.chunk) ? -ENOSPC : 0;
+	elock();
+	return res;
+}
+
+/*
  * The room thread: the one place a parked read waits for the evictor
  * (admission under cache_max/cache_min_free, and a round of eviction
  * after ENOSPC), one read at a time, each within the mount's timeout.
@@ -207,9 +232,7 @@ void *roomer_main(void *arg)
 			res = -EIO; /* unmounted: nobody reads the answer */
 		} else if (p->make_room) {
 			p->make_room = false;
-			eunlock();
-			res = cache_make_room(S.cfg.chunk) ? -ENOSPC : 0;
-			elock();
+			res = make_room();
 		}
 		if (!res) {
 			res = check_parked(p, true);
@@ -320,9 +343,8 @@ static void resume(struct parked *p)
 	elock();
 	if (!res && S.stopping)
 		res = -EIO; /* shutting down: nobody checks it again */
-	if (res == -ENOSPC && !p->retried) {
-		/* the store is full: the room thread evicts, then checks again */
-		p->retried = true;
+	if (store_full_retry(res, &p->retried)) {
+		/* the room thread evicts, then checks again */
 		p->make_room = true;
 		room_queue(p);
 		eunlock();
@@ -461,15 +483,10 @@ int events_pre_access(struct inode *in, uint64_t off, uint64_t len,
 			break;
 		waited = true;
 		res = wait_event(ev, req);
-		if (res == -ENOSPC && !retried) {
-			/* the store is full: evict, then try once more */
-			retried = true;
-			eunlock();
-			res = cache_make_room(S.cfg.chunk);
-			elock();
+		if (store_full_retry(res, &retried)) {
+			res = make_room();
 			if (!res)
 				continue;
-			res = -ENOSPC;
 		}
 		if (res)
 			break;

@@ -3,6 +3,7 @@
 #include <stdint.h>
 #include "cache.h"
 #include "engine.h"
+#include "fill.h"
 #include "fstate.h"
 #include "ranges.h"
 #include "readahead.h"
@@ -18,9 +19,10 @@ uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t 
 	unsigned started = 0;
 
 	for (; pos < limit && started < max; pos = (pos & ~(chunk - 1)) + chunk) {
-		uint64_t ce = (pos & ~(chunk - 1)) + chunk, need;
+		uint64_t ce = (pos & ~(chunk - 1)) + chunk, reserved = 0;
 		struct range gap;
 		struct event *ev;
+		bool over = false;
 		int res;
 
 		if (ce > limit)
@@ -29,16 +31,14 @@ uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t 
 			continue;
 		if (inflight_over(fs, gap.start, gap.end))
 			continue;
-		/* with limits: only what fits now, never by waiting */
-		need = !S.cfg.cache_limited ? 0 :
-		       ((gap.end + PAGE - 1) & ~(PAGE - 1)) - (gap.start & ~(PAGE - 1));
-		if (need && cache_try_admit(need))
+		/* each chunk's gap (fill.h), only if it fits now */
+		if (fill_admit(fs, gap.start, gap.end, ADMIT_NOW, &reserved, &over))
 			break;
 		ev = start_fill(in, fs, gap.start, gap.end, gap.start, gap.end, req, true,
-				need, &res);
+				reserved, &res);
 		if (!ev) {
-			if (need)
-				cache_unreserve(need);
+			if (reserved)
+				cache_unreserve(reserved);
 			break;
 		}
 		ev->stream = stream;
@@ -49,14 +49,6 @@ uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t 
 	if (ret_asked)
 		*ret_asked = asked;
 	return pos;
-}
-
-/* See engine.h. */
-bool in_stream(const struct fstate *fs, uint64_t off)
-{
-	ELOCK_HELD();
-	return (fs->ra_ahead && off >= fs->ra_lo && off <= fs->ra_ahead + S.cfg.kernel_ra) ||
-	       (fs->ra_seen && off >= fs->ra_seen && off <= fs->ra_seen + 2 * S.cfg.kernel_ra);
 }
 
 /*

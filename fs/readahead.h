@@ -24,15 +24,6 @@ struct range;
 uint64_t fill_ahead(struct inode *in, struct fstate *fs, uint64_t pos, uint64_t limit,
 		    struct front_req *req, unsigned max, uint64_t *count,
 		    uint64_t *ret_asked, bool stream);
-/*
- * Does a miss at off go on the stream of fs?  From where its last miss
- * began to one kernel readahead window past what was asked, or up to
- * two windows past where the last read checked ended (a reader that
- * read present bytes up to here goes on; the kernel keeps a window and
- * the next one in flight): the requests of the kernel's windows run on
- * several workers, and the later ones can come first.  S.lock held.
- */
-bool in_stream(const struct fstate *fs, uint64_t off);
 /* A reader's miss, whose fill asks up to asked_end: drives readahead. */
 void read_ahead(struct inode *in, struct fstate *fs, const struct range *miss,
 		uint64_t asked_end, struct front_req *req);

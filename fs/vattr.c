@@ -16,8 +16,6 @@
 #include "hsmfs/protocol.h"
 #include "inode.h"
 #include "meta.h"
-#include "passthrough.h"
-#include "prefetch.h"
 #include "ranges.h"
 #include "stats.h"
 #include "store.h"
@@ -71,6 +69,26 @@ void events_get_stats(struct events_stats *ret)
 	ret->fill_p99_us = lat_percentile(S.lat, total, 99);
 	archive_stats(ret);
 	eunlock();
+}
+
+void events_stats_snapshot(struct stats_snapshot *s)
+{
+	events_get_stats(&s->events);
+	cache_stats(&s->cache);
+	inode_counts(&s->inode.inodes, &s->inode.inodes_kept, &s->inode.cached_fds);
+	fdlimit_stats(&s->fds.fds, &s->fds.fds_limit, &s->fds.fds_exhausted);
+	{
+		const struct saved_head *h = saved_head();
+		int st = h->last_status;
+
+		s->keeper = (struct keeper_stats){
+			.restarts = h->restarts, .handovers = h->handovers,
+			.last_exit_signal = h->restarts && WIFSIGNALED(st) ? WTERMSIG(st) : 0,
+			.last_exit_status = h->restarts && WIFEXITED(st) ? WEXITSTATUS(st) : 0,
+			.restart_pause_ms = __atomic_load_n(&h->pause_last_ms, __ATOMIC_RELAXED),
+			.restart_pause_max_ms = __atomic_load_n(&h->pause_max_ms,
+								__ATOMIC_RELAXED) };
+	}
 }
 
 ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
@@ -143,29 +161,7 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 		free(list);
 		return len;
 	}
-	if (!strcmp(name, "user.hsmfs.stats") && in == inode_root()) {
-		struct stats_snapshot s;
-
-		events_get_stats(&s.events);
-		pt_get_stats(&s.pt);
-		prefetch_stats(&s.prefetch);
-		cache_stats(&s.cache);
-		inode_counts(&s.inode.inodes, &s.inode.inodes_kept, &s.inode.cached_fds);
-		fdlimit_stats(&s.fds.fds, &s.fds.fds_limit, &s.fds.fds_exhausted);
-		{
-			const struct saved_head *h = saved_head();
-			int st = h->last_status;
-
-			s.keeper = (struct keeper_stats){
-				.restarts = h->restarts, .handovers = h->handovers,
-				.last_exit_signal = h->restarts && WIFSIGNALED(st) ? WTERMSIG(st) : 0,
-				.last_exit_status = h->restarts && WIFEXITED(st) ? WEXITSTATUS(st) : 0,
-				.restart_pause_ms = __atomic_load_n(&h->pause_last_ms, __ATOMIC_RELAXED),
-				.restart_pause_max_ms = __atomic_load_n(&h->pause_max_ms,
-									__ATOMIC_RELAXED) };
-		}
-		n = stats_json(&s, val, sizeof(val));
-	} else if (!strcmp(name, "user.hsmfs.hook_said") && in == inode_root()) {
+	if (!strcmp(name, "user.hsmfs.hook_said") && in == inode_root()) {
 		/* the -o hook= command's last line of output: its last error, often */
 		supervise_last_line(val, sizeof(val));
 		n = strlen(val);
