@@ -35,6 +35,7 @@
 #include "evict.h"
 #include "hooks.h"
 #include "inode.h"
+#include "inode-save.h"
 #include "keeper.h"
 #include "meta.h"
 #include "ops-io.h"
@@ -887,7 +888,7 @@ out:
 	if (table && serving && (rc == 0 || rc == EXIT_HOOK) && o.export_keep) {
 		uint64_t n;
 
-		/* the handles of this mount for the next: inode.h */
+		/* the handles of this mount for the next: inode-save.h */
 		int r = inode_table_save(store.state_fd, &n);
 
 		if (r)
