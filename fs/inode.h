@@ -8,7 +8,8 @@
  * in step under its lock, so that a daemon taking over after a crash
  * resolves every node id the kernel still holds (inode_table_init()
  * with restoring).  A node id is reused only once forgotten, with its
- * generation bumped.
+ * generation bumped.  The table's files, one job each, are listed in
+ * inode-int.h.
  *
  * Descriptors.  An inode does NOT pin an open descriptor: it records an
  * alias, (parent inode, name), where it was last seen.  When an
@@ -50,7 +51,7 @@
  * (the idle descriptor LRU may have one).  A handle whose node id was
  * freed (removed, or past the limit) is ESTALE: a node id used again
  * has a new generation, which the kernel checks, and the first
- * generation of a node id the last mount's table (inode_table_load())
+ * generation of a node id the last mount's table (inode-save.h)
  * does not give is random per mount, so a handle of an earlier mount
  * without one is ESTALE too.  Kept inodes survive a restart with the
  * saved records, and an unmount with that table.  One forgotten and
@@ -93,7 +94,7 @@
  */
 #define INODE_NAMES_MAX 8
 
-struct inode; /* opaque outside inode.c but for its head */
+struct inode; /* opaque outside the table's files (inode-int.h) but for its head */
 
 /*
  * The head of every struct inode: the per-inode bits the read and write
@@ -179,33 +180,6 @@ int inode_dirs(uint64_t **ret, size_t *ret_n);
  */
 int inode_table_init(int root_fd, unsigned fd_cache_max, unsigned kept_max, bool restoring,
 		     uint64_t *ret_restored);
-
-
-/*
- * The table across an unmount (file handles: see above).  At a clean
- * unmount inode_table_save() writes the node records (node id,
- * generation, store (dev, ino), type, alias, and the store's handle of
- * the file as it is then) of at most kept_max inodes (the kernel's at
- * unmount, then the kept list's, most recent first) and of the
- * directories their aliases go through to STORE/.hsmfs/nodes
- * (state_fd), *ret_n of them, and a generation past every one given;
- * a mount after it, with a fresh table, calls
- * inode_table_load() (use false: a daemon taking over, or no handles,
- * only removes it), which reads it, removes it, and rebuilds those
- * inodes as kept ones (*ret_n: how many), so the handles of the last
- * mount open the same files, each checked against the store by (dev,
- * ino) and, the first time it is reached, by the store's handle (the
- * inode's own generation: a number given to another file meanwhile is
- * not the same file), and a node id used again has a generation past
- * the last one.  A file that is not there is 0 (none);
- * one that is not whole, of another store or of another version is
- * -EINVAL, its handles ESTALE.  A mount that ended without writing one
- * leaves none: the handles of that mount are ESTALE.  Costs: the
- * writing daemon's time at unmount and the file, about 40 bytes and a
- * name a node; nothing while serving.
- */
-int inode_table_save(int state_fd, uint64_t *ret_n);
-int inode_table_load(int state_fd, bool use, uint64_t *ret_n);
 
 /* Tear down; frees every inode and closes every descriptor. */
 void inode_table_destroy(void);

@@ -1,6 +1,7 @@
 /*
  * main.c - the hsmfs daemon: check the command line, take the store,
- * mount, daemonize once the kernel has spoken to us, serve.
+ * mount, daemonize once the kernel has spoken to us, serve (serve.c),
+ * and undo it all in the reverse order: the stages of daemon.h.
  *
  * Exit codes (hsmfs(8)): 0 clean unmount; 1 bad usage or option;
  * 2 store unusable or already mounted; 3 mountpoint unusable; 4 the
@@ -11,9 +12,6 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <limits.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,34 +24,22 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "daemon.h"
 #include "fdlimit.h"
-#include "dirs.h"
-#include "cache.h"
-#include "answer.h"
-#include "events.h"
 #include "fault.h"
-#include "evict.h"
-#include "hooks.h"
 #include "inode.h"
+#include "inode-save.h"
 #include "keeper.h"
 #include "meta.h"
 #include "ops-io.h"
 #include "saved.h"
 #include "rebuild.h"
 #include "log.h"
-#include "ops-adopt.h"
 #include "ops.h"
 #include "opts.h"
-#include "passthrough.h"
-#include "prefetch.h"
 #include "bdi.h"
 #include "store.h"
-#include "ready.h"
 #include "supervise.h"
-#include "writeback.h"
-
-enum { EXIT_USAGE = 1, EXIT_STORE = 2, EXIT_MNT = 3, EXIT_MOUNT = 4,
-       EXIT_SERVE = 5, EXIT_HOOK = KEEPER_STOP, EXIT_REMOUNT = 7 };
 
 static void usage(void)
 {
@@ -304,30 +290,6 @@ static int daemonize(int state_fd)
 	return pfd[1];
 }
 
-static pthread_t main_thread;
-static atomic_bool hook_refused;
-
-/*
- * The supervised hook refused the mount before it was ready (supervise.h):
- * the daemon ends as on SIGTERM, sent to the thread that runs the loop
- * (libfuse's workers block signals; its wait there is interruptible).
- */
-static void end_refused(void)
-{
-	atomic_store(&hook_refused, true);
-	pthread_kill(main_thread, SIGTERM);
-}
-
-/* The hook transport hands what hooks say to the engine (answer.h). */
-static const struct hooks_handlers engine_answers = {
-	.joined = events_hook_joined,
-	.left = events_hook_left,
-	.answer = events_answer,
-	.progress = events_progress,
-	.filled = events_filled,
-	.archived = events_archived,
-};
-
 #define FUSE_SUPER_MAGIC 0x65735546
 
 /*
@@ -390,102 +352,115 @@ static int remount(const struct hsmfs_opts *o)
  */
 static struct fuse_session *kept_session;
 
-int main(int argc, char *argv[])
+/* The command line; --help, --version and -o remount end here. */
+static bool options_run(struct daemon *d)
 {
-	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
-	struct fuse_loop_config *lcfg;
-	struct fuse_session *se = NULL;
-	struct hsmfs_opts o;
-	struct ops_config ocfg;
-	struct store store = { -1, -1, -1 };
-	struct meta *meta = NULL;
-	bool cache_up = false, events_up = false, hooks_up = false, hook_up = false, was_clean = true;
-	char err[512], *store_path = NULL, *mnt_path = NULL, *esc, *fsname = NULL;
-	bool mounted = false, handlers = false, table = false, fresh = true;
-	bool takeover = false, kept = false, in_syslog = false, serving = false;
-	int res, rc = 0, daemon_fd = -1, kfuse = -1, klock = -1, ksaved = -1;
-	const char *kmnt = NULL;
-	uint64_t restored = 0;
+	char err[512];
+	int res;
 
-	if (opts_parse(argc, argv, &o, err, sizeof(err))) {
+	if (opts_parse(d->argc, d->argv, &d->o, err, sizeof(err))) {
 		log_err("%s", err);
-		return EXIT_USAGE;
+		d->rc = EXIT_USAGE;
+		return false;
 	}
-	if (o.show_help || o.show_version) {
-		if (o.show_help)
+	if (d->o.show_help || d->o.show_version) {
+		if (d->o.show_help)
 			usage();
 		else
 			printf("hsmfs %s (libfuse %s)\n", HSMFS_VERSION,
 			       fuse_pkgversion());
-		goto out;
+		opts_free(&d->o);
+		return false;
 	}
-	if (o.remount) {
-		rc = remount(&o);
-		goto out;
+	if (d->o.remount) {
+		d->rc = remount(&d->o);
+		opts_free(&d->o);
+		return false;
 	}
 	/* before any descriptor is counted (default_fd_cache()) or held */
 	res = fdlimit_raise();
 	if (res)
 		log_warn("cannot raise the descriptor limit to its hard limit: %s, ignoring",
 			 strerror(-res));
-	if (o.debug)
+	if (d->o.debug)
 		log_set_level(LOG_LVL_DEBUG); /* -d: the daemon's own debug lines too */
-	if (o.log_level >= 0)
-		log_set_level((enum log_level)o.log_level);
-	/* started by a keeper (keeper.h): its mount, its lock, its saved region */
-	takeover = keeper_inherited(&kfuse, &klock, &ksaved, &kmnt, &in_syslog);
-	kept = takeover || !o.norestart;
-	if (takeover) {
-		o.foreground = true;
-		o.ready_fd = -1; /* the first daemon's, long gone */
+	if (d->o.log_level >= 0)
+		log_set_level((enum log_level)d->o.log_level);
+	return true;
+}
+
+static void options_undo(struct daemon *d)
+{
+	opts_free(&d->o);
+}
+
+/* Started by a keeper (keeper.h): its mount, its lock, its saved region. */
+static bool keeper_run(struct daemon *d)
+{
+	int res;
+
+	d->takeover = keeper_inherited(&d->kfuse, &d->klock, &d->ksaved, &d->kmnt,
+				       &d->in_syslog);
+	d->kept = d->takeover || !d->o.norestart;
+	if (d->takeover) {
+		d->o.foreground = true;
+		d->o.ready_fd = -1; /* the first daemon's, long gone */
 		/* syslog, or the store's log file once the store is open */
-		if (in_syslog && !access("/dev/log", W_OK))
+		if (d->in_syslog && !access("/dev/log", W_OK))
 			log_to_syslog("hsmfs", -1);
 	}
-	if (kept && !takeover)
-		ksaved = saved_make();
-	res = ksaved >= 0 || !kept ? saved_open_region(kept ? ksaved : -1, &fresh) : ksaved;
+	if (d->kept && !d->takeover)
+		d->ksaved = saved_make();
+	res = d->ksaved >= 0 || !d->kept ?
+		      saved_open_region(d->kept ? d->ksaved : -1, &d->fresh) : d->ksaved;
 	if (res) {
 		log_err("cannot map the table of what the kernel holds: %s", strerror(-res));
-		rc = EXIT_SERVE;
-		goto out;
+		d->rc = EXIT_SERVE;
+		return false;
 	}
-	if (takeover && fresh) {
+	if (d->takeover && d->fresh) {
 		log_err("the keeper's table is empty: nothing to take over");
-		rc = EXIT_SERVE;
-		goto out;
+		d->rc = EXIT_SERVE;
+		return false;
 	}
 	/* before anything is opened: the numbers of the last daemon's handles */
-	if (takeover && saved_reserve() < 0)
+	if (d->takeover && saved_reserve() < 0)
 		log_warn("cannot keep the open handles' numbers: %s", strerror(errno));
-	if (takeover)
+	if (d->takeover)
 		fault_named(FAULT_TAKE_RESERVED);
+	return true;
+}
+
+/* The hook, the store and the mountpoint, before anything is taken. */
+static bool checks_run(struct daemon *d)
+{
+	char err[512];
 
 	/* a hook that cannot run fails the mount now, not its first use */
-	if (o.hook && !takeover && supervise_check(o.hook, err, sizeof(err))) {
+	if (d->o.hook && !d->takeover && supervise_check(d->o.hook, err, sizeof(err))) {
 		log_err("%s", err);
-		rc = EXIT_USAGE;
-		goto out;
+		d->rc = EXIT_USAGE;
+		return false;
 	}
-	store_path = realpath(o.store, NULL);
-	if (!store_path) {
-		log_err("store '%s': %s", o.store,
+	d->store_path = realpath(d->o.store, NULL);
+	if (!d->store_path) {
+		log_err("store '%s': %s", d->o.store,
 			errno == ENOENT ? "no such directory" : strerror(errno));
-		rc = EXIT_STORE;
-		goto out;
+		d->rc = EXIT_STORE;
+		return false;
 	}
 	/* a takeover must not look: the mountpoint is ours, and unserved */
-	if (!takeover && check_mountpoint(o.mountpoint)) {
-		rc = EXIT_MNT;
-		goto out;
+	if (!d->takeover && check_mountpoint(d->o.mountpoint)) {
+		d->rc = EXIT_MNT;
+		goto fail;
 	}
-	mnt_path = takeover ? (char *)kmnt : realpath(o.mountpoint, NULL);
-	if (!mnt_path) {
-		log_err("mountpoint '%s': %s", o.mountpoint, strerror(errno));
-		rc = EXIT_MNT;
-		goto out;
+	d->mnt_path = d->takeover ? (char *)d->kmnt : realpath(d->o.mountpoint, NULL);
+	if (!d->mnt_path) {
+		log_err("mountpoint '%s': %s", d->o.mountpoint, strerror(errno));
+		d->rc = EXIT_MNT;
+		goto fail;
 	}
-	if (!takeover) {
+	if (!d->takeover) {
 		/*
 		 * The keeper runs this command line again for each daemon, in
 		 * "/" (daemonize()): STORE and MOUNTPOINT as real paths, or a
@@ -494,415 +469,340 @@ int main(int argc, char *argv[])
 		 */
 		int pos = 0;
 
-		for (int i = 1; i < argc && pos < 2; i++) {
-			if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--ready-fd")) {
+		for (int i = 1; i < d->argc && pos < 2; i++) {
+			if (!strcmp(d->argv[i], "-o") || !strcmp(d->argv[i], "--ready-fd")) {
 				i++;
 				continue;
 			}
-			if (argv[i][0] == '-')
+			if (d->argv[i][0] == '-')
 				continue;
-			argv[i] = pos++ ? mnt_path : store_path;
+			d->argv[i] = pos++ ? d->mnt_path : d->store_path;
 		}
 	}
 	{
-		size_t n = strlen(store_path);
+		size_t n = strlen(d->store_path);
 
-		if (strcmp(mnt_path, store_path) &&
-		    !strncmp(mnt_path, store_path, n) &&
-		    (mnt_path[n] == '/' || n == 1)) {
+		if (strcmp(d->mnt_path, d->store_path) &&
+		    !strncmp(d->mnt_path, d->store_path, n) &&
+		    (d->mnt_path[n] == '/' || n == 1)) {
 			log_err("mountpoint '%s' is inside the store '%s'; choose one outside it",
-				o.mountpoint, o.store);
-			rc = EXIT_MNT;
-			goto out;
+				d->o.mountpoint, d->o.store);
+			d->rc = EXIT_MNT;
+			goto fail;
 		}
 	}
-	if (o.allow_other && getuid() != 0 && !user_allow_other()) {
+	if (d->o.allow_other && getuid() != 0 && !user_allow_other()) {
 		log_err("allow_other needs 'user_allow_other' in /etc/fuse.conf when mounting as a user; ask root to add it, or drop allow_other");
-		rc = EXIT_USAGE;
-		goto out;
+		d->rc = EXIT_USAGE;
+		goto fail;
 	}
+	return true;
+fail:
+	free(d->store_path);
+	free(d->mnt_path);
+	return false;
+}
 
-	log_set_mount(mnt_path);
-	if (takeover && o.log_file && (res = log_to_path(o.log_file)) < 0)
-		log_err("log=%s: %s", o.log_file, strerror(-res));
-	res = store_open_held(store_path, takeover ? klock : -1, &store, err, sizeof(err));
+static void checks_undo(struct daemon *d)
+{
+	free(d->store_path);
+	free(d->mnt_path);
+}
+
+/* The store, locked (a takeover's lock is the keeper's), and how it was left. */
+static bool store_run(struct daemon *d)
+{
+	char err[512];
+	int res;
+
+	log_set_mount(d->mnt_path);
+	if (d->takeover && d->o.log_file && (res = log_to_path(d->o.log_file)) < 0)
+		log_err("log=%s: %s", d->o.log_file, strerror(-res));
+	res = store_open_held(d->store_path, d->takeover ? d->klock : -1, &d->store, err,
+			      sizeof(err));
 	if (res) {
 		log_err("%s", err);
-		rc = EXIT_STORE;
-		goto out;
+		d->rc = EXIT_STORE;
+		return false;
 	}
-	if (takeover && in_syslog && access("/dev/log", W_OK))
-		log_to_syslog("hsmfs", store.state_fd); /* no syslog: the store's log file */
+	if (d->takeover && d->in_syslog && access("/dev/log", W_OK))
+		log_to_syslog("hsmfs", d->store.state_fd); /* no syslog: the store's log file */
 	umask(0); /* modes arrive from the kernel with the caller's umask applied */
-	was_clean = check_was_clean(store.state_fd);
-	res = open_meta(store_path, store.root_fd, &meta);
+	d->was_clean = check_was_clean(d->store.state_fd);
+	return true;
+}
+
+static void store_undo(struct daemon *d)
+{
+	/* the root's descriptor is the inode table's once it took it */
+	if (!d->table && d->store.root_fd >= 0)
+		close(d->store.root_fd);
+	store_close(&d->store);
+}
+
+/* The metadata database (open_meta()). */
+static bool database_run(struct daemon *d)
+{
+	int res = open_meta(d->store_path, d->store.root_fd, &d->meta);
+
 	if (res) {
 		log_err("cannot open the metadata database in '%s/%s': %s",
-			store_path, STORE_STATE_DIR, meta ? meta_errmsg(meta) : strerror(-res));
-		rc = EXIT_STORE;
-		goto out;
+			d->store_path, STORE_STATE_DIR,
+			d->meta ? meta_errmsg(d->meta) : strerror(-res));
+		d->rc = EXIT_STORE;
+		meta_close(d->meta);
+		return false;
 	}
-	if (!was_clean) {
+	if (!d->was_clean) {
 		uint64_t rows = 0;
 
 		/* a new store (no rows yet) has nothing an unclean stop could have left */
-		if (!meta_count(meta, &rows) && !rows)
-			was_clean = true;
+		if (!meta_count(d->meta, &rows) && !rows)
+			d->was_clean = true;
 	}
+	return true;
+}
 
-	res = inode_table_init(store.root_fd,
-			       o.fd_cache ? o.fd_cache : default_fd_cache(), o.export_keep, takeover,
-			       &restored);
+static void database_undo(struct daemon *d)
+{
+	meta_close(d->meta);
+}
+
+/* The inode table: a takeover's rebuilt, a new mount's with the last one's handles. */
+static bool table_run(struct daemon *d)
+{
+	uint64_t n;
+	int res;
+
+	res = inode_table_init(d->store.root_fd,
+			       d->o.fd_cache ? d->o.fd_cache : default_fd_cache(),
+			       d->o.export_keep, d->takeover, &d->restored);
 	if (res) {
 		log_err("cannot set up inode table: %s", strerror(-res));
-		rc = EXIT_STORE;
-		goto out;
+		d->rc = EXIT_STORE;
+		return false;
 	}
-	table = true; /* the table owns store.root_fd now */
-	{
+	d->table = true; /* the table owns store.root_fd now */
+	/* a daemon taking over, or no handles: the table is removed, unread */
+	res = inode_table_load(d->store.state_fd, !d->takeover && d->o.export_keep, &n);
+	if (res)
+		log_warn("cannot read the file handles of the last mount (%s/%s/nodes): %s, "
+			 "ignoring: they are stale", d->store_path, STORE_STATE_DIR, strerror(-res));
+	else if (n)
+		log_debug("file handles of the last mount: %llu nodes", (unsigned long long)n);
+	if (d->takeover)
+		fault_named(FAULT_TAKE_RESTORED);
+	return true;
+}
+
+static void table_undo(struct daemon *d)
+{
+	if (d->serving && (d->rc == 0 || d->rc == EXIT_HOOK) && d->o.export_keep) {
 		uint64_t n;
 
-		/* a daemon taking over, or no handles: the table is removed, unread */
-		res = inode_table_load(store.state_fd, !takeover && o.export_keep, &n);
-		if (res)
-			log_warn("cannot read the file handles of the last mount (%s/%s/nodes): %s, "
-				 "ignoring: they are stale", store_path, STORE_STATE_DIR, strerror(-res));
-		else if (n)
-			log_debug("file handles of the last mount: %llu nodes", (unsigned long long)n);
-	}
-	if (takeover)
-		fault_named(FAULT_TAKE_RESTORED);
+		/* the handles of this mount for the next: inode-save.h */
+		int r = inode_table_save(d->store.state_fd, &n);
 
-	esc = escape_commas(store_path);
-	if (!esc || asprintf(&fsname, "-ofsname=%s", esc) < 0)
-		fsname = NULL;
+		if (r)
+			log_warn("cannot save the file handles for the next mount (%s/%s/nodes): %s, "
+				 "ignoring: they will be stale", d->store_path, STORE_STATE_DIR,
+				 strerror(-r));
+	}
+	inode_table_destroy();
+}
+
+static void mount_undo(struct daemon *d);
+
+/* The FUSE session: mounted at the mountpoint, or the keeper's mount attached (a takeover). */
+static bool mount_run(struct daemon *d)
+{
+	char *esc;
+	int res;
+
+	esc = escape_commas(d->store_path);
+	if (!esc || asprintf(&d->fsname, "-ofsname=%s", esc) < 0)
+		d->fsname = NULL;
 	free(esc);
-	if (!fsname || fuse_opt_add_arg(&args, argv[0]) ||
-	    (o.fuse_opts[0] && (fuse_opt_add_arg(&args, "-o") ||
-				fuse_opt_add_arg(&args, o.fuse_opts))) ||
-	    (!strstr(o.fuse_opts, "subtype=") &&
-	     fuse_opt_add_arg(&args, "-osubtype=hsmfs")) ||
-	    (!strstr(o.fuse_opts, "fsname=") && fuse_opt_add_arg(&args, fsname)) ||
-	    (o.debug && fuse_opt_add_arg(&args, "-d"))) {
+	if (!d->fsname || fuse_opt_add_arg(&d->args, d->argv[0]) ||
+	    (d->o.fuse_opts[0] && (fuse_opt_add_arg(&d->args, "-o") ||
+				   fuse_opt_add_arg(&d->args, d->o.fuse_opts))) ||
+	    (!strstr(d->o.fuse_opts, "subtype=") &&
+	     fuse_opt_add_arg(&d->args, "-osubtype=hsmfs")) ||
+	    (!strstr(d->o.fuse_opts, "fsname=") && fuse_opt_add_arg(&d->args, d->fsname)) ||
+	    (d->o.debug && fuse_opt_add_arg(&d->args, "-d"))) {
 		log_err("out of memory");
-		rc = EXIT_SERVE;
-		goto out;
+		d->rc = EXIT_SERVE;
+		goto fail;
 	}
 
-	ocfg = (struct ops_config){
-		.entry_timeout = o.entry_timeout,
-		.attr_timeout = o.attr_timeout,
-		.negative_timeout = o.negative_timeout,
-		.dir_ttl = o.dir_ttl,
-		.cache_dirs = !o.store_shared,
-		.writeback = o.writeback,
+	d->ocfg = (struct ops_config){
+		.entry_timeout = d->o.entry_timeout,
+		.attr_timeout = d->o.attr_timeout,
+		.negative_timeout = d->o.negative_timeout,
+		.dir_ttl = d->o.dir_ttl,
+		.cache_dirs = !d->o.store_shared,
+		.writeback = d->o.writeback,
 		/*
 		 * the kernel caches a passthrough file's pages itself.  It
 		 * reads a passed-through store file with the opener's flags,
 		 * never O_NOATIME: under noatime the store's own mount decides
 		 * those reads' atime (hsmfs(8)), native speed is kept
 		 */
-		.passthrough = !o.nopassthrough && !o.writeback,
-		.default_perms = o.default_perms,
-		.cold_direct = o.cold_direct,
-		.noatime = o.noatime,
-		.nodiratime = o.nodiratime,
-		.export = o.export_keep > 0,
+		.passthrough = !d->o.nopassthrough && !d->o.writeback,
+		.default_perms = d->o.default_perms,
+		.cold_direct = d->o.cold_direct,
+		.noatime = d->o.noatime,
+		.nodiratime = d->o.nodiratime,
+		.export = d->o.export_keep > 0,
 	};
 
-	se = fuse_session_new(&args, ops_table(), ops_table_size(), NULL);
-	if (!se) {
+	d->se = fuse_session_new(&d->args, ops_table(), ops_table_size(), NULL);
+	if (!d->se) {
 		log_err("cannot start a FUSE session with options '%s'",
-			o.fuse_opts);
-		rc = EXIT_USAGE;
-		goto out;
+			d->o.fuse_opts);
+		d->rc = EXIT_USAGE;
+		goto fail;
 	}
-	if (fuse_set_signal_handlers(se)) {
+	if (fuse_set_signal_handlers(d->se)) {
 		log_err("cannot install signal handlers");
-		rc = EXIT_SERVE;
-		goto out;
+		d->rc = EXIT_SERVE;
+		goto fail;
 	}
-	handlers = true;
-	if (takeover) {
-		res = ops_io_attach(se, kfuse, true);
+	d->handlers = true;
+	if (d->takeover) {
+		res = ops_io_attach(d->se, d->kfuse, true);
 		if (res) {
-			log_err("cannot take over the mount at '%s': %s", mnt_path, strerror(-res));
-			rc = EXIT_SERVE;
-			goto out;
+			log_err("cannot take over the mount at '%s': %s", d->mnt_path,
+				strerror(-res));
+			d->rc = EXIT_SERVE;
+			goto fail;
 		}
-		log_info("took over the mount at '%s' (%llu remembered inodes)", mnt_path,
-			 (unsigned long long)restored);
-	} else if (fuse_session_mount(se, mnt_path)) {
+		log_info("took over the mount at '%s' (%llu remembered inodes)", d->mnt_path,
+			 (unsigned long long)d->restored);
+	} else if (fuse_session_mount(d->se, d->mnt_path)) {
 		log_err("cannot mount '%s' at '%s' (see the message above)",
-			store_path, mnt_path);
-		rc = EXIT_MOUNT;
-		goto out;
+			d->store_path, d->mnt_path);
+		d->rc = EXIT_MOUNT;
+		goto fail;
 	} else {
-		mounted = true;
+		d->mounted = true;
 	}
 	/* from here on no error is the terminal's: log= takes the lines */
-	if (o.log_file && !takeover && (res = log_to_path(o.log_file)) < 0) {
-		log_err("log=%s: %s", o.log_file, strerror(-res));
-		rc = EXIT_USAGE;
-		goto out;
+	if (d->o.log_file && !d->takeover && (res = log_to_path(d->o.log_file)) < 0) {
+		log_err("log=%s: %s", d->o.log_file, strerror(-res));
+		d->rc = EXIT_USAGE;
+		goto fail;
 	}
-	if (!o.foreground || (kept && !takeover)) {
-		/*
-		 * SQLite's locks are POSIX record locks, owned by the process
-		 * that took them: a connection carried across fork() would lose
-		 * them when the parent exits, and hsmfsctl, finding the database
-		 * unlocked, would delete the log under us.  Opened before the
-		 * mount to report errors early; opened again in the child.
-		 */
-		meta_close(meta);
-		meta = NULL;
-		if (!o.foreground)
-			daemon_fd = daemonize(store.state_fd);
-		if (kept) {
-			/* this process keeps the mount; the daemon is its child */
-			keeper_start(&(struct keeper_args){
-				.se = se, .fuse_fd = fuse_session_fd(se), .lock_fd = store.lock_fd,
-				.saved_fd = ksaved, .mnt = mnt_path, .argv = argv,
-				.syslog = !o.foreground,
-				.close_fds = { daemon_fd, o.ready_fd } });
-			mounted = false; /* the keeper unmounts */
-		}
-		res = open_meta(store_path, store.root_fd, &meta);
-		if (res) {
-			log_err("cannot open the metadata database in '%s/%s': %s", store_path,
-				STORE_STATE_DIR, meta ? meta_errmsg(meta) : strerror(-res));
-			rc = EXIT_STORE;
-			goto out;
-		}
-	}
-	if (!takeover) {
-		res = ops_io_attach(se, fuse_session_fd(se), false);
-		if (res) {
-			log_err("cannot serve the mount: %s", strerror(-res));
-			rc = EXIT_SERVE;
-			goto out;
-		}
-	}
-	serving = true;
-	/* the process that holds the mount: the keeper, when there is one */
-	store_write_pid(&store, kept ? getppid() : getpid());
-	/* with hook=, ready once the hook joined too (ready.h) */
-	ready_init(o.ready_fd, daemon_fd, o.hook != NULL, o.timeout);
-	ops_init(&ocfg);
-	ops_set_session(se);
-	{
-		struct events_config ecfg = {
-			.max_pending = o.max_pending,
-			.seq_base = saved_head()->restarts << 28,
-			.takeover = takeover,
-			.timeout = o.timeout,
-			.progress_floor = o.progress_floor,
-			.nohook_fail = o.nohook_fail,
-			.chunk = o.chunk,
-			.first_fill = o.first_fill,
-			/* the window the kernel reads ahead in (bdi.h) */
-			.kernel_ra = o.readahead ? o.readahead : 128 << 10,
-			.dir_ttl = o.dir_ttl,
-			.writeback_on = o.archive_after >= 0,
-			.writeback = o.archive_after,
-			/* a mount with an origin archives what is made on it */
-			.track_new = o.origin != NULL || o.archive_after >= 0,
-			.meta = meta,
-			.store_path = store_path,
-			.origin = o.origin,
-			.front = {
-				.reply = ops_read_reply,
-				.caller = ops_caller,
-				.interrupted = ops_interrupted,
-				.may_archive = ops_may_archive,
-				.exiting = ops_exiting,
-				.invalidate = ops_invalidate_front,
-				.subscriptions_changed = pt_subscriptions_changed,
-			},
-			/* on a shared mount one user gets a quarter of the places */
-			.max_parked_user = o.max_pending_user ? o.max_pending_user :
-					   o.allow_other ? (o.max_pending + 3) / 4 : 0,
-			.state_fd = store.state_fd,
-			.cache_limited = o.cache_max || o.cache_min_free ||
-					 o.cache_min_free_pct,
-		};
-		struct cache_config ccfg = {
-			.max = o.cache_max,
-			.min_free = o.cache_min_free,
-			.min_free_pct = o.cache_min_free_pct,
-			.chunk = o.chunk,
-			.store_fd = store.root_fd,
-			.state_fd = store.state_fd,
-			.meta = meta,
-			.on = { .sync = writeback_sync, .evict = evict_victim,
-				/* write-back on: changed files make room too */
-				.archive = o.archive_after >= 0 ? archive_pressure : NULL },
-		};
-		char state_path[PATH_MAX + 16];
+	return true;
+fail:
+	mount_undo(d);
+	return false;
+}
 
-		res = events_init(&ecfg);
-		if (!res) {
-			res = cache_init(&ccfg);
-			cache_up = !res;
-		}
-		if (!res) {
-			events_up = true;
-			snprintf(state_path, sizeof(state_path), "%s/%s",
-				 store_path, STORE_STATE_DIR);
-			res = hooks_start(store.state_fd, state_path, o.chunk,
-					  (uint32_t)(o.timeout * 1000), &engine_answers);
-			hooks_up = !res;
-		}
-		if (!res)
-			res = prefetch_init(o.prefetch);
-		if (res) {
-			log_err("cannot start the event engine: %s", strerror(-res));
-			rc = EXIT_SERVE;
-			goto out;
-		}
-	}
-	if (takeover) {
-		/*
-		 * The removals the last daemon made and did not record, first:
-		 * a claim of a file removed since is then of no row, and not
-		 * made again.
-		 */
-		unsigned n = ops_resend_removals();
-
-		if (n)
-			log_info("recorded %u removal%s the last daemon made in the store", n,
-				 n == 1 ? "" : "s");
-	}
-	if (takeover) {
-		/*
-		 * The user's changes the last daemon answered and never
-		 * committed, committed now: before the check below compares
-		 * the rows with the store, and before any read may fill.
-		 */
-		unsigned n = events_replay_claims();
-
-		if (n) {
-			writeback_sync();
-			log_info("took over %u change%s not yet recorded", n, n == 1 ? "" : "s");
-		}
-	}
-	if (!was_clean) {
-		uint64_t rows = 0;
-
-		uint64_t *keep = NULL;
-		size_t nkeep = takeover ? ops_resend_removals_begun(&keep) : 0;
-
-		if (!meta_count(meta, &rows) && rows && check_start(store.root_fd, meta, keep, nkeep))
-			log_warn("cannot start the consistency check, ignoring");
-		free(keep);
-	}
-	if (o.hook) {
-		/*
-		 * A new mount whose root was never listed asks its hook whether
-		 * it can serve it: a wrong origin fails the mount in one line,
-		 * not every later look with EIO; with nofail or _netdev it is
-		 * retried in the background instead.
-		 */
-		main_thread = pthread_self();
-		res = supervise_start(o.hook, mnt_path,
-				      !takeover && !o.background && dirs_root_unlisted(),
-				      end_refused);
-		if (res) {
-			log_err("cannot supervise hook '%s': %s", o.hook, strerror(-res));
-			rc = EXIT_SERVE;
-			goto out;
-		}
-		hook_up = true;
-	}
-
-	if (o.readahead && bdi_readahead_start(mnt_path, o.readahead))
-		log_warn("cannot start setting readahead=, ignoring");
-	if (takeover) {
-		ops_adopt_opens();
-		fault_named(FAULT_TAKE_ADOPTED);
-	}
-
-	if (o.single_thread) {
-		res = fuse_session_loop(se);
-	} else {
-		lcfg = fuse_loop_cfg_create();
-		if (!lcfg) {
-			log_err("out of memory");
-			res = -ENOMEM;
-		} else {
-			if (o.max_threads)
-				fuse_loop_cfg_set_max_threads(lcfg, o.max_threads);
-			res = fuse_session_loop_mt(se, lcfg);
-			fuse_loop_cfg_destroy(lcfg);
-		}
-	}
-	if (atomic_load(&hook_refused)) {
-		rc = EXIT_HOOK; /* said: supervise.c logged it, ready.c told the parent */
-	} else if (res < 0) {
-		log_err("serving failed: %s", strerror(-res));
-		rc = EXIT_SERVE;
-	}
-	if (kept && ops_handover_asked()) {
-		/*
-		 * hsmfsctl restart: what the writer holds is committed, the rest
-		 * is left as a crash leaves it, for the next daemon (keeper.h):
-		 * requests parked on hooks are the kernel's to send again.
-		 */
-		writeback_sync();
-		log_info("handing over to the next daemon");
-		_exit(KEEPER_HANDOVER);
-	}
-
-out:
-	prefetch_shutdown(); /* before the engine: it starts fills */
-	/* the uploads under way finish while their hooks are still there */
-	if (events_up)
-		archive_shutdown();
-	if (hook_up)
-		supervise_stop();
-	ready_shutdown(); /* after the hook's last word: it may join late */
-	if (hooks_up)
-		hooks_stop();
-	check_stop();
-	if (cache_up)
-		cache_shutdown();
-	if (events_up) {
-		events_shutdown();
-		if ((rc == 0 || rc == EXIT_HOOK) && serving)
-			check_mark_clean(store.state_fd);
-	}
-	if (mounted)
-		fuse_session_unmount(se);
+/*
+ * After the unmount, the threads that act on the mount end (the
+ * invalidator's and readahead='s, which serve started: each one's last
+ * call waits for the unmount at most), then the session, then the
+ * operations' buffers.
+ */
+static void mount_undo(struct daemon *d)
+{
+	if (d->mounted)
+		fuse_session_unmount(d->se);
 	ops_inval_stop(); /* its last invalidation waited for the unmount at most */
 	bdi_readahead_stop(); /* its statfs returns once the mount is gone */
-	if (handlers)
-		fuse_remove_signal_handlers(se);
-	if (se && kept && !takeover)
-		kept_session = se; /* the keeper's: see kept_session */
-	else if (se)
-		fuse_session_destroy(se);
+	if (d->handlers)
+		fuse_remove_signal_handlers(d->se);
+	if (d->se && d->kept && !d->takeover)
+		kept_session = d->se; /* the keeper's: see kept_session */
+	else if (d->se)
+		fuse_session_destroy(d->se);
 	ops_shutdown();
-	if (table && serving && (rc == 0 || rc == EXIT_HOOK) && o.export_keep) {
-		uint64_t n;
+	fuse_opt_free_args(&d->args);
+	free(d->fsname);
+}
 
-		/* the handles of this mount for the next: inode.h */
-		int r = inode_table_save(store.state_fd, &n);
+/*
+ * Into the background (daemonize()), and a keeper's process holding the
+ * mount when it is kept; the database is opened again in the daemon.
+ */
+static bool daemonize_run(struct daemon *d)
+{
+	int res;
 
-		if (r)
-			log_warn("cannot save the file handles for the next mount (%s/%s/nodes): %s, "
-				 "ignoring: they will be stale", store_path, STORE_STATE_DIR,
-				 strerror(-r));
+	if (d->o.foreground && !(d->kept && !d->takeover))
+		return true;
+	/*
+	 * SQLite's locks are POSIX record locks, owned by the process
+	 * that took them: a connection carried across fork() would lose
+	 * them when the parent exits, and hsmfsctl, finding the database
+	 * unlocked, would delete the log under us.  Opened before the
+	 * mount to report errors early; opened again in the child.
+	 */
+	meta_close(d->meta);
+	d->meta = NULL;
+	if (!d->o.foreground)
+		d->daemon_fd = daemonize(d->store.state_fd);
+	if (d->kept) {
+		/* this process keeps the mount; the daemon is its child */
+		keeper_start(&(struct keeper_args){
+			.se = d->se, .fuse_fd = fuse_session_fd(d->se), .lock_fd = d->store.lock_fd,
+			.saved_fd = d->ksaved, .mnt = d->mnt_path, .argv = d->argv,
+			.syslog = !d->o.foreground,
+			.close_fds = { d->daemon_fd, d->o.ready_fd } });
+		d->mounted = false; /* the keeper unmounts */
 	}
-	if (table)
-		inode_table_destroy();
-	else if (store.root_fd >= 0)
-		close(store.root_fd);
-	meta_close(meta);
-	store_close(&store);
-	fuse_opt_free_args(&args);
-	free(fsname);
-	free(store_path);
-	free(mnt_path);
-	opts_free(&o);
-	return rc;
+	res = open_meta(d->store_path, d->store.root_fd, &d->meta);
+	if (res) {
+		log_err("cannot open the metadata database in '%s/%s': %s", d->store_path,
+			STORE_STATE_DIR, d->meta ? meta_errmsg(d->meta) : strerror(-res));
+		d->rc = EXIT_STORE;
+		return false;
+	}
+	return true;
+}
+
+int main(int argc, char *argv[])
+{
+	struct daemon d = {
+		.argc = argc,
+		.argv = argv,
+		.store = { -1, -1, -1 },
+		.was_clean = true,
+		.fresh = true,
+		.kfuse = -1,
+		.klock = -1,
+		.ksaved = -1,
+		.daemon_fd = -1,
+		.args = FUSE_ARGS_INIT(0, NULL),
+	};
+
+	/* each stage that stops has undone its own work: the ones before it are undone here */
+	if (!options_run(&d))
+		return d.rc;
+	if (!keeper_run(&d) || !checks_run(&d))
+		goto options;
+	if (!store_run(&d))
+		goto checks;
+	if (!database_run(&d))
+		goto store;
+	if (!table_run(&d))
+		goto database;
+	if (!mount_run(&d))
+		goto table;
+	/* serve returns when the mount ends: the shutdown is the same ladder */
+	if (daemonize_run(&d) && serve_run(&d))
+		serve_undo(&d);
+	mount_undo(&d);
+table:
+	table_undo(&d);
+database:
+	database_undo(&d);
+store:
+	store_undo(&d);
+checks:
+	checks_undo(&d);
+options:
+	options_undo(&d);
+	return d.rc;
 }

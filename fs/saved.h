@@ -14,7 +14,7 @@
  *   - the head: the kernel's FUSE_INIT as it came (replayed into the
  *     new session, keeper.c), and the keeper's counters (restarts, the
  *     last cause, the longest pause);
- *   - one node record per node id (inode.c): store (dev, ino), the
+ *   - one node record per node id (inode-ids.c): store (dev, ino), the
  *     generation, the kernel's lookup count, the alias (parent node id,
  *     name; a name past SAVED_NAME_INLINE bytes in a long-name cell);
  *   - one open record per store descriptor number (ops-file.c,
@@ -40,7 +40,7 @@
  * synchronisation between processes: the next daemon starts only once
  * the last one is dead (keeper.c waits for it).  A record torn by a
  * crash can only name a wrong path or node: every reopen checks the
- * store's (dev, ino) before it trusts one (inode.c), a mismatch is
+ * store's (dev, ino) before it trusts one (inode-lookup.c), a mismatch is
  * ESTALE for that node only.  Nothing here is fsynced or survives a
  * reboot: it lives exactly as long as the kernel's connection.
  *
@@ -92,7 +92,7 @@ struct saved_head {
 
 struct saved_node {
 	uint64_t dev, ino;       /* the store's file; both 0: its file went
-				  * and another may have its number (inode.c) */
+				  * and another may have its number (inode-lookup.c) */
 	uint64_t nlookup;
 	uint32_t parent;         /* node id of the alias's parent, 0: none */
 	uint32_t gen;            /* generation of this node id */

@@ -1,0 +1,272 @@
+/*
+ * serve.c - the daemon's last stage (daemon.h): the engine and its
+ * helpers started, what a daemon taking over finds left, the session's
+ * loop until the mount ends; and their stop.
+ */
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "answer.h"
+#include "bdi.h"
+#include "cache.h"
+#include "check.h"
+#include "daemon.h"
+#include "dirs.h"
+#include "events.h"
+#include "evict.h"
+#include "fault.h"
+#include "hooks.h"
+#include "log.h"
+#include "meta.h"
+#include "ops-adopt.h"
+#include "ops-io.h"
+#include "passthrough.h"
+#include "prefetch.h"
+#include "ready.h"
+#include "saved.h"
+#include "supervise.h"
+#include "writeback.h"
+
+static pthread_t main_thread;
+static atomic_bool hook_refused;
+
+/*
+ * The supervised hook refused the mount before it was ready (supervise.h):
+ * the daemon ends as on SIGTERM, sent to the thread that runs the loop
+ * (libfuse's workers block signals; its wait there is interruptible).
+ */
+static void end_refused(void)
+{
+	atomic_store(&hook_refused, true);
+	pthread_kill(main_thread, SIGTERM);
+}
+
+/* The hook transport hands what hooks say to the engine (answer.h). */
+static const struct hooks_handlers engine_answers = {
+	.joined = events_hook_joined,
+	.left = events_hook_left,
+	.answer = events_answer,
+	.progress = events_progress,
+	.filled = events_filled,
+	.archived = events_archived,
+};
+
+/* The engine and its helpers, a takeover's leftovers, then the session's loop. */
+bool serve_run(struct daemon *d)
+{
+	struct fuse_loop_config *lcfg;
+	int res;
+
+	if (!d->takeover) {
+		res = ops_io_attach(d->se, fuse_session_fd(d->se), false);
+		if (res) {
+			log_err("cannot serve the mount: %s", strerror(-res));
+			d->rc = EXIT_SERVE;
+			goto fail;
+		}
+	}
+	d->serving = true;
+	/* the process that holds the mount: the keeper, when there is one */
+	store_write_pid(&d->store, d->kept ? getppid() : getpid());
+	/* with hook=, ready once the hook joined too (ready.h) */
+	ready_init(d->o.ready_fd, d->daemon_fd, d->o.hook != NULL, d->o.timeout);
+	ops_init(&d->ocfg);
+	ops_set_session(d->se);
+	{
+		struct events_config ecfg = {
+			.max_pending = d->o.max_pending,
+			.seq_base = saved_head()->restarts << 28,
+			.takeover = d->takeover,
+			.timeout = d->o.timeout,
+			.progress_floor = d->o.progress_floor,
+			.nohook_fail = d->o.nohook_fail,
+			.chunk = d->o.chunk,
+			.first_fill = d->o.first_fill,
+			/* the window the kernel reads ahead in (bdi.h) */
+			.kernel_ra = d->o.readahead ? d->o.readahead : 128 << 10,
+			.dir_ttl = d->o.dir_ttl,
+			.writeback_on = d->o.archive_after >= 0,
+			.writeback = d->o.archive_after,
+			/* a mount with an origin archives what is made on it */
+			.track_new = d->o.origin != NULL || d->o.archive_after >= 0,
+			.meta = d->meta,
+			.store_path = d->store_path,
+			.origin = d->o.origin,
+			.front = {
+				.reply = ops_read_reply,
+				.caller = ops_caller,
+				.interrupted = ops_interrupted,
+				.may_archive = ops_may_archive,
+				.exiting = ops_exiting,
+				.invalidate = ops_invalidate_front,
+				.subscriptions_changed = pt_subscriptions_changed,
+			},
+			/* on a shared mount one user gets a quarter of the places */
+			.max_parked_user = d->o.max_pending_user ? d->o.max_pending_user :
+					   d->o.allow_other ? (d->o.max_pending + 3) / 4 : 0,
+			.state_fd = d->store.state_fd,
+			.cache_limited = d->o.cache_max || d->o.cache_min_free ||
+					 d->o.cache_min_free_pct,
+		};
+		struct cache_config ccfg = {
+			.max = d->o.cache_max,
+			.min_free = d->o.cache_min_free,
+			.min_free_pct = d->o.cache_min_free_pct,
+			.chunk = d->o.chunk,
+			.store_fd = d->store.root_fd,
+			.state_fd = d->store.state_fd,
+			.meta = d->meta,
+			.on = { .sync = writeback_sync, .evict = evict_victim,
+				/* write-back on: changed files make room too */
+				.archive = d->o.archive_after >= 0 ? archive_pressure : NULL },
+		};
+		char state_path[PATH_MAX + 16];
+
+		res = events_init(&ecfg);
+		if (!res) {
+			res = cache_init(&ccfg);
+			d->cache_up = !res;
+		}
+		if (!res) {
+			d->events_up = true;
+			snprintf(state_path, sizeof(state_path), "%s/%s",
+				 d->store_path, STORE_STATE_DIR);
+			res = hooks_start(d->store.state_fd, state_path, d->o.chunk,
+					  (uint32_t)(d->o.timeout * 1000), &engine_answers);
+			d->hooks_up = !res;
+		}
+		if (!res)
+			res = prefetch_init(d->o.prefetch);
+		if (res) {
+			log_err("cannot start the event engine: %s", strerror(-res));
+			d->rc = EXIT_SERVE;
+			goto fail;
+		}
+	}
+	if (d->takeover) {
+		/*
+		 * The removals the last daemon made and did not record, first:
+		 * a claim of a file removed since is then of no row, and not
+		 * made again.
+		 */
+		unsigned n = ops_resend_removals();
+
+		if (n)
+			log_info("recorded %u removal%s the last daemon made in the store", n,
+				 n == 1 ? "" : "s");
+	}
+	if (d->takeover) {
+		/*
+		 * The user's changes the last daemon answered and never
+		 * committed, committed now: before the check below compares
+		 * the rows with the store, and before any read may fill.
+		 */
+		unsigned n = events_replay_claims();
+
+		if (n) {
+			writeback_sync();
+			log_info("took over %u change%s not yet recorded", n, n == 1 ? "" : "s");
+		}
+	}
+	if (!d->was_clean) {
+		uint64_t rows = 0;
+
+		uint64_t *keep = NULL;
+		size_t nkeep = d->takeover ? ops_resend_removals_begun(&keep) : 0;
+
+		if (!meta_count(d->meta, &rows) && rows &&
+		    check_start(d->store.root_fd, d->meta, keep, nkeep))
+			log_warn("cannot start the consistency check, ignoring");
+		free(keep);
+	}
+	if (d->o.hook) {
+		/*
+		 * A new mount whose root was never listed asks its hook whether
+		 * it can serve it: a wrong origin fails the mount in one line,
+		 * not every later look with EIO; with nofail or _netdev it is
+		 * retried in the background instead.
+		 */
+		main_thread = pthread_self();
+		res = supervise_start(d->o.hook, d->mnt_path,
+				      !d->takeover && !d->o.background && dirs_root_unlisted(),
+				      end_refused);
+		if (res) {
+			log_err("cannot supervise hook '%s': %s", d->o.hook, strerror(-res));
+			d->rc = EXIT_SERVE;
+			goto fail;
+		}
+		d->hook_up = true;
+	}
+
+	if (d->o.readahead && bdi_readahead_start(d->mnt_path, d->o.readahead))
+		log_warn("cannot start setting readahead=, ignoring");
+	if (d->takeover) {
+		ops_adopt_opens();
+		fault_named(FAULT_TAKE_ADOPTED);
+	}
+
+	if (d->o.single_thread) {
+		res = fuse_session_loop(d->se);
+	} else {
+		lcfg = fuse_loop_cfg_create();
+		if (!lcfg) {
+			log_err("out of memory");
+			res = -ENOMEM;
+		} else {
+			if (d->o.max_threads)
+				fuse_loop_cfg_set_max_threads(lcfg, d->o.max_threads);
+			res = fuse_session_loop_mt(d->se, lcfg);
+			fuse_loop_cfg_destroy(lcfg);
+		}
+	}
+	if (atomic_load(&hook_refused)) {
+		d->rc = EXIT_HOOK; /* said: supervise.c logged it, ready.c told the parent */
+	} else if (res < 0) {
+		log_err("serving failed: %s", strerror(-res));
+		d->rc = EXIT_SERVE;
+	}
+	if (d->kept && ops_handover_asked()) {
+		/*
+		 * hsmfsctl restart: what the writer holds is committed, the rest
+		 * is left as a crash leaves it, for the next daemon (keeper.h):
+		 * requests parked on hooks are the kernel's to send again.
+		 */
+		writeback_sync();
+		log_info("handing over to the next daemon");
+		_exit(KEEPER_HANDOVER);
+	}
+	return true;
+fail:
+	serve_undo(d);
+	return false;
+}
+
+/* The threads that act on the mount end after it: mount_undo(). */
+void serve_undo(struct daemon *d)
+{
+	prefetch_shutdown(); /* before the engine: it starts fills */
+	/* the uploads under way finish while their hooks are still there */
+	if (d->events_up)
+		archive_shutdown();
+	if (d->hook_up)
+		supervise_stop();
+	ready_shutdown(); /* after the hook's last word: it may join late */
+	if (d->hooks_up)
+		hooks_stop();
+	check_stop();
+	if (d->cache_up)
+		cache_shutdown();
+	if (d->events_up) {
+		events_shutdown();
+		if ((d->rc == 0 || d->rc == EXIT_HOOK) && d->serving)
+			check_mark_clean(d->store.state_fd);
+	}
+}
