@@ -79,10 +79,12 @@ void events_shutdown(void);
  * defines it (vattr.h, of the FUSE layer itself, is included where used).
  */
 #include "archive.h"
+#include "change.h"
 #include "decide.h"
 #include "dirs.h"
 #include "evict.h"
 #include "fstate.h"
+#include "journal.h"
 #include "park.h"
 #include "writeback.h"
 

@@ -1,7 +1,8 @@
 /*
- * fstate.h - per-file range state (fstate.c): loads, reloads, opens,
- * user changes and their claims, the fast-path bits of inode.h.  Fill
- * commits and staging files are commit.h's.
+ * fstate.h - per-file range state (fstate.c): loads, reloads, flags,
+ * the steps of the state, the fast-path bits of inode.h.  Opens, user
+ * changes and their claims are change.h's, names journal.h's, fill
+ * commits and staging files commit.h's.
  */
 /*
  * A file's state, fs->state (enum meta_state, meta.h), and the function
@@ -203,39 +204,8 @@ off_t events_seek(struct inode *in, int fd, off_t off, int whence);
  */
 int events_reload(struct inode *in);
 
-/*
- * Opens and closes of files with state: their time of use for the
- * eviction order, and (at open) a barrier against an eviction in
- * progress.  Called after inode_open_inc() / after inode_open_dec().
- */
-void events_opened(struct inode *in);
-void events_released(struct inode *in);
 
-/* A name was renamed through the mount: recorded paths follow (and, on a
- * mount that archives, the origin's objects at the next archive of names;
- * a directory's (dir) directories too).  moved: the node renamed (NULL: not
- * known); a new file whose first upload is in flight is moved at the
- * origin once that upload ends (archive.c). */
-void events_renamed(struct inode *parent, const char *name,
-		    struct inode *newparent, const char *newname, bool dir, struct inode *moved);
 
-/*
- * One of in's names, (parent, name), went (an unlink, or a rename over
- * it) and in keeps another: its recorded path, if it was that name,
- * follows the name in keeps, and on a mount that archives the origin's
- * object moves there too, as for a rename (a program that links a file
- * to its final name and removes the first, as git does, renames it).
- * Called after inode_name_gone().
- */
-void events_name_left(struct inode *parent, const char *name, struct inode *in);
-/*
- * A directory parent/name was made (op META_OP_MKDIR) or removed
- * (META_OP_RMDIR) through the mount: where files made on the mount are
- * archived (S.cfg.track_new), the origin's follows, in order with the
- * other names (archive.c).
- * Without S.lock.
- */
-void events_dir_named(struct inode *parent, const char *name, uint32_t op);
 /*
  * Do names changed on the mount follow at the origin (files made on it
  * are archived: S.cfg.track_new)?  The archive hook knows where
@@ -243,6 +213,16 @@ void events_dir_named(struct inode *parent, const char *name, uint32_t op);
  * RENAME_EXCHANGE, which no origin can apply as one step.
  */
 bool events_names_follow(void);
+
+/*
+ * A user change in flight (change.h), on its file's list fs->changes:
+ * no fill is committed over [start, end) while it is there.
+ */
+struct events_change {
+	uint64_t start, end;        /* claimed bytes; end may be UINT64_MAX */
+	struct fstate *fs;          /* NULL: nothing claimed */
+	struct events_change *next; /* the file's list, under S.lock */
+};
 
 /* Set or clear the pinned flag (pinned files are never evicted). */
 int events_pin(struct inode *in, bool pin);
@@ -256,70 +236,8 @@ void events_linked(struct inode *in, bool several);
 /* The origin changed under a partly present file: fail its reads. */
 int events_mark_stale(struct inode *in);
 
-/*
- * A change of a file's bytes or size through the mount (write,
- * truncate, fallocate, copy_file_range destination), from just before
- * the store is changed until its bookkeeping is done.  While a change
- * is open, no fill is committed over [start, end): the user's bytes win.
- * events_change_begin() waits only for a fill being copied into that
- * range right now (bounded: no hook is involved).  Every begin is ended
- * by exactly one of events_wrote(), events_truncated() or
- * events_change_end() (the change failed).  Files without state: no-op.
- */
-struct fstate;
-struct events_change {
-	uint64_t start, end;        /* claimed bytes; end may be UINT64_MAX */
-	struct fstate *fs;          /* NULL: nothing claimed */
-	struct events_change *next; /* the file's list, under S.lock */
-};
-void events_change_begin(struct inode *in, struct events_change *c,
-			 uint64_t start, uint64_t end);
-void events_change_end(struct inode *in, struct events_change *c);
-/*
- * Is all of [start, end) present in the file of the open change c, and
- * the file clean (not DIRTY)?  Then a change that leaves those bytes as
- * they are (a punch of zeros: fallocate --dig-holes) may end with
- * events_change_end(), no change of the user's.
- */
-bool events_change_clean(const struct events_change *c, uint64_t start, uint64_t end);
-
-/* Bookkeeping after a successful change through the mount; ends c. */
-void events_wrote(struct inode *in, struct events_change *c, uint64_t off,
-		  uint64_t len);
-void events_truncated(struct inode *in, struct events_change *c,
-		      uint64_t old_size, uint64_t new_size);
-/*
- * The last name of the file ino went (in: its inode, loaded, or NULL):
- * its row goes, after any write of it the writer has begun, and a file
- * made on the mount whose row is not written yet never gets one.  user:
- * removed through the mount (not by a listing); on a mount that
- * archives, the origin's object is to be removed too (meta.h: ops).
- */
-void events_unlinked(struct inode *in, uint64_t ino, bool user);
 /* Names changed that the origin is to follow (ops recorded): wake archive.c. */
 void archive_names_wanted(void);
-/*
- * in is open for writing where the daemon does not see the writes
- * (kernel passthrough): at open and again at release, its state becomes
- * dirty (every byte the user's, never fetched or evicted) with size, the
- * store file's size then (UINT64_MAX: not known, the size stays).
- * open: at the open, else at its release; between them the file is
- * never archived (its bytes change unseen).  Files without state: no-op.
- */
-void events_unseen_writes(struct inode *in, uint64_t size, bool open);
-/*
- * May in be opened in passthrough mode now (every byte present, nothing
- * filling, changing or being evicted, not stale or awaiting its digest)?
- * If so INODE_PASSTHROUGH is set, under the engine's lock, so that no
- * eviction starts on it until passthrough.c clears the flag.
- */
-bool events_pass_begin(struct inode *in);
-/*
- * A daemon taking over, before it serves: the user's changes the last
- * one answered and its writer did not commit (saved.h's claims) applied
- * again to their files' state; how many.
- */
-unsigned events_replay_claims(void);
 
 int64_t allocated(int fd);
 bool tracked(const struct fstate *fs);
@@ -352,6 +270,19 @@ void fstate_set_flag(struct fstate *fs, uint32_t flag, bool on, bool claimed);
 /* Queue fs on S.wqueue for the writer (writeback.c).  S.lock held. */
 void persist_later(struct fstate *fs);
 /*
+ * PLACEHOLDER, PARTIAL, RESIDENT -> DIRTY (or DIRTY again): a user's
+ * change (change.c) or an object lost; the cache stops counting it.
+ * S.lock held.
+ */
+void becomes_dirty(struct fstate *fs);
+/*
+ * A change answered before the writer commits it: a claim in the saved
+ * region (saved.h) for a daemon taking over, at the next batch taken.
+ * A full ring keeps none.  S.lock held.
+ */
+void claim_flags(struct fstate *fs, uint64_t start, uint64_t end, uint64_t size,
+		 uint32_t flags);
+/*
  * Archive fs once due (monotonic ms; archive.c takes S.aqueue): queued,
  * or its due time replaced (the last change or ask decides); while it
  * is being archived, queued again after.  S.lock held.
@@ -372,23 +303,6 @@ bool take_wanted(uint64_t ino);
 void take_done(uint64_t ino);
 /* A user's change or close of fs: with write-back on, archive it later. */
 void archive_writeback(struct fstate *fs);
-/*
- * A regular file was made on the mount (create, mknod, a link's target
- * excluded): with S.cfg.track_new it gets state, dirty with no origin,
- * and its row is inserted by the writer.  Called after the inode is
- * made, before it is replied.
- */
-void events_created(struct inode *in);
-/*
- * A request to make a regular file, resent after a crash, finds the
- * file made by the last daemon, which may have died before it recorded
- * that (its claim not yet made): a file with neither state nor row then
- * is made on the mount now (events_created()), or it would never be
- * archived.  One with a row (a listing's entry, a claim replayed) is
- * left as it is.  Called after the inode is looked up, before it is
- * replied.  Without S.lock.
- */
-void events_made_again(struct inode *in);
 /*
  * fs's object is found nowhere at the origin (a move of it found
  * neither its old place nor its new: removed behind the mount's back,

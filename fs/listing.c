@@ -21,6 +21,7 @@
 #include "engine.h"
 #include "fault.h"
 #include "fstate.h"
+#include "journal.h"
 #include "inode.h"
 #include "listing.h"
 #include "log.h"
