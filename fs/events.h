@@ -86,6 +86,7 @@ void events_shutdown(void);
 #include "fstate.h"
 #include "journal.h"
 #include "park.h"
+#include "sync.h"
 #include "writeback.h"
 
 #endif

@@ -525,74 +525,6 @@ void inflight_clip(const struct fstate *fs, uint64_t start, uint64_t end, uint64
 	}
 }
 
-void archive_later(struct fstate *fs, int64_t due)
-{
-	ELOCK_HELD();
-	/* an archiver looks at the queue every ARCH_LOOK_MS: woken only for sooner */
-	bool soon;
-
-	/* asked for (hsmfsctl archive, sync): a change meanwhile does not
-	 * put it off to its archive_after */
-	if (fs->awaiters && fs->arch == ARCH_QUEUED && fs->aq.due < due)
-		due = fs->aq.due;
-	soon = due < mono_ms() + ARCH_LOOK_MS;
-	fs->aq.due = due;
-	if (fs->arch == ARCH_RUNNING) {
-		fs->arch_again = true;
-		return;
-	}
-	if (fs->arch == ARCH_QUEUED) {
-		due_heap_fix(&S.aqueue, &fs->aq);
-		if (soon)
-			pthread_cond_signal(&S.acond);
-		return;
-	}
-	if (due_heap_add(&S.aqueue, &fs->aq)) {
-		/* left dirty: a sync or the next change queues it */
-		elog_err("out of memory: inode %llu is not queued for its archive",
-			 (unsigned long long)fs->ino);
-		return;
-	}
-	fs->arch = ARCH_QUEUED;
-	inode_ref(fs->in); /* the queue's: archive.c releases it */
-	if (soon)
-		pthread_cond_signal(&S.acond);
-}
-
-bool take_wanted(uint64_t ino)
-{
-	ELOCK_HELD();
-	for (unsigned i = 0; i < S.ntakes; i++)
-		if (S.takes[i].ino == ino)
-			return true;
-	return false;
-}
-
-void take_done(uint64_t ino)
-{
-	ELOCK_HELD();
-	for (unsigned i = 0; i < S.ntakes; i++)
-		if (S.takes[i].ino == ino)
-			S.takes[i].done = true;
-}
-
-void archive_names_wanted(void)
-{
-	elock();
-	S.names_wanted = true;
-	pthread_cond_broadcast(&S.ncond);
-	eunlock();
-}
-
-void archive_writeback(struct fstate *fs)
-{
-	ELOCK_HELD();
-	if (!S.cfg.writeback_on || fs->state != META_DIRTY || (fs->flags & META_F_CONFLICT) ||
-	    S.stopping)
-		return;
-	archive_later(fs, mono_ms() + (int64_t)(S.cfg.writeback * 1000));
-}
-
 /* see fstate.h */
 bool events_object_lost(struct fstate *fs)
 {
@@ -601,7 +533,6 @@ bool events_object_lost(struct fstate *fs)
 		becomes_dirty(fs);
 	if (!rs_contains(&fs->present, 0, fs->size)) {
 		persist_later(fs);
-		archive_writeback(fs);
 		return false;
 	}
 	fstate_set_flag(fs, META_F_NEW, true, false);
@@ -610,7 +541,6 @@ bool events_object_lost(struct fstate *fs)
 	fs->origin = fs->version = NULL;
 	fs->vchanged = true;
 	persist_later(fs);
-	archive_writeback(fs);
 	return true;
 }
 

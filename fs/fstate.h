@@ -25,7 +25,7 @@
  *
  *   DIRTY: the user's bytes.  A user's change wins over a fill, an
  *       eviction, a digest check; one step leaves it:
- *   DIRTY --fstate_archived(), from archive.c--> RESIDENT: every byte present, and
+ *   DIRTY --fstate_archived(), from upload.c--> RESIDENT: every byte present, and
  *       the origin holds exactly them (an archive hook said which
  *       version) with no user change begun since its snapshot; the
  *       version is recorded with the state, in one commit of the writer.
@@ -125,10 +125,10 @@ struct fstate {
 	uint64_t to_joins;         /*   joined then, for whom (thread id), and */
 	pid_t to_pid;              /*   its result: see recently_failed() */
 	int to_err;
-	/* archive (archive.c; queued on S.aqueue by archive_later()) */
+	/* the archive's (aqueue.h: its place, the attempts) */
 	uint8_t arch;              /* ARCH_IDLE, ARCH_QUEUED, ARCH_RUNNING */
 	bool arch_again;           /* asked again while running: queue it after */
-	struct due_item aq;        /* its place on S.aqueue; aq.due: archived
+	struct due_item aq;        /* its place on AQ.heap; aq.due: archived
 				    * not before (monotonic ms) */
 	int arch_err;              /* the last attempt's error, 0: none */
 	unsigned arch_tries;       /* attempts that failed in a row */
@@ -145,12 +145,11 @@ struct fstate {
 				    * counted (INODE_TRACKED) and it may be
 				    * evicted from its last close on */
 	bool naming;               /* its rename goes to the origin: not
-				    * archived meanwhile (archive.c) */
+				    * archived meanwhile (namer.c) */
 	struct arch_wait *awaiters; /* requests waiting for its archive */
 };
 
 enum { ARCH_IDLE, ARCH_QUEUED, ARCH_RUNNING };
-#define ARCH_LOOK_MS 1000 /* an idle archiver looks at its queue at least this often */
 
 /* Is from -> to an arrow of the diagram above? */
 static inline bool fs_step_legal(uint32_t from, uint32_t to)
@@ -236,8 +235,6 @@ void events_linked(struct inode *in, bool several);
 /* The origin changed under a partly present file: fail its reads. */
 int events_mark_stale(struct inode *in);
 
-/* Names changed that the origin is to follow (ops recorded): wake archive.c. */
-void archive_names_wanted(void);
 
 int64_t allocated(int fd);
 bool tracked(const struct fstate *fs);
@@ -252,7 +249,7 @@ void drop_rw_fd(struct fstate *fs);
 /* fs's present ranges changed: the inode bits follow.  S.lock held. */
 void present_changed(struct fstate *fs);
 /*
- * DIRTY -> RESIDENT: the origin holds exactly fs's bytes (archive.c,
+ * DIRTY -> RESIDENT: the origin holds exactly fs's bytes (upload.c,
  * with the version it recorded); blocks are its size in the store, which
  * the cache counts again from now on.  Committed with the version by
  * the writer's next batch.  S.lock held.
@@ -283,37 +280,17 @@ void becomes_dirty(struct fstate *fs);
 void claim_flags(struct fstate *fs, uint64_t start, uint64_t end, uint64_t size,
 		 uint32_t flags);
 /*
- * Archive fs once due (monotonic ms; archive.c takes S.aqueue): queued,
- * or its due time replaced (the last change or ask decides); while it
- * is being archived, queued again after.  S.lock held.
- */
-void archive_later(struct fstate *fs, int64_t due);
-/* The file whose place on S.aqueue is it. */
-static inline struct fstate *fstate_of_due(struct due_item *it)
-{
-	return (struct fstate *)((char *)it - offsetof(struct fstate, aq));
-}
-/*
- * hsmfsctl resolve --take-origin of the file ino (archive.c) asks the
- * refresh of its directory (listing.c) to replace or remove it though
- * it is dirty: is it asked?  And the refresh did (take_done).  S.lock
- * held.
- */
-bool take_wanted(uint64_t ino);
-void take_done(uint64_t ino);
-/* A user's change or close of fs: with write-back on, archive it later. */
-void archive_writeback(struct fstate *fs);
-/*
  * fs's object is found nowhere at the origin (a move of it found
  * neither its old place nor its new: removed behind the mount's back,
  * or lost to a crash): if every byte of it is here, it becomes a file
- * new to the origin (dirty, META_F_NEW, no origin nor version) and is
- * archived again to its path, rather than shown clean with nothing at
- * the origin.  false: not all its bytes are here; it becomes dirty all
- * the same, keeping its origin, so that sync finds it and fails (its
- * archive must fetch what is missing first, from an object that is not
- * there) rather than exit 0 with it at the origin under no name, until
- * it is removed.  S.lock held.
+ * new to the origin (dirty, META_F_NEW, no origin nor version), to be
+ * archived again to its path (the caller queues it: archive_writeback),
+ * rather than shown clean with nothing at the origin.  false: not all
+ * its bytes are here; it becomes dirty all the same, keeping its
+ * origin, so that sync finds it and fails (its archive must fetch what
+ * is missing first, from an object that is not there) rather than exit
+ * 0 with it at the origin under no name, until it is removed.  S.lock
+ * held.
  */
 bool events_object_lost(struct fstate *fs);
 /* Wait until fs is not being evicted (evict.c marks it).  S.lock held. */

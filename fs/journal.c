@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "aqueue.h"
 #include "cache.h"
 #include "clock.h"
 #include "fstate.h"
@@ -207,7 +208,7 @@ static int dir_renamed_ops(const char *from, const char *to, char **sub, size_t 
  * upload is in flight: a new file's object is made under the old name,
  * and any file's record of its upload may not be in its row yet (the
  * rename's ops, from the rows, would miss it), so each is moved once its
- * upload ended (as a file renamed during its upload, archive.c), before
+ * upload ended (as a file renamed during its upload, namer.c), before
  * the old directory is removed at the origin.  Into inos and paths
  * (owned), at most max: how many.  Without S.lock.
  */
@@ -216,8 +217,8 @@ static size_t uploads_below(const char *to, uint64_t *inos, char **paths, size_t
 	size_t n = 0, len = strlen(to);
 
 	elock();
-	for (unsigned i = 0; i < STATE_ARCHIVERS && n < max; i++) {
-		struct fstate *fs = S.archiving[i];
+	for (unsigned i = 0; i < ARCHIVERS && n < max; i++) {
+		struct fstate *fs = archive_running(i);
 		char path[HSMFS_MAX_PATH + 1];
 
 		if (!fs || fs->arch != ARCH_RUNNING || fs->gone ||
@@ -279,10 +280,10 @@ static void paths_moved(const char *from, const char *to, bool dir, struct inode
 	}
 	if (S.cfg.track_new) {
 		/* the origin's objects follow at the next archive of names */
-		uint64_t up_ino[STATE_ARCHIVERS];
-		char *up_path[STATE_ARCHIVERS];
+		uint64_t up_ino[ARCHIVERS];
+		char *up_path[ARCHIVERS];
 		size_t nup = dir && events_names_follow() ?
-				     uploads_below(to, up_ino, up_path, STATE_ARCHIVERS) : 0;
+				     uploads_below(to, up_ino, up_path, ARCHIVERS) : 0;
 		int res = meta_begin(S.cfg.meta);
 
 		if (!res && dir && events_names_follow())
@@ -291,7 +292,7 @@ static void paths_moved(const char *from, const char *to, bool dir, struct inode
 			res = meta_op_renamed(S.cfg.meta, from, to, file);
 		/*
 		 * its object is made under the old name: moved once the upload
-		 * ended (the namer waits for it, archive.c)
+		 * ended (the namer waits for it, namer.c)
 		 */
 		if (!res && uploading)
 			res = meta_op_add(S.cfg.meta, META_OP_RENAME, uploading, to, NULL, NULL);
@@ -308,7 +309,7 @@ static void paths_moved(const char *from, const char *to, bool dir, struct inode
 		 * the old directories go
 		 */
 		if (!res) {
-			uint64_t busy[STATE_ARCHIVERS + 1];
+			uint64_t busy[ARCHIVERS + 1];
 			size_t nbusy = 0;
 
 			for (size_t i = 0; i < nup; i++)
@@ -382,7 +383,7 @@ void events_unlinked(struct inode *in, uint64_t ino, bool user)
 		/*
 		 * Its upload in flight: the origin may have it when it ends,
 		 * though the row says it never did (recorded below, and by the
-		 * archiver then: archive.c)
+		 * archiver then: upload.c)
 		 */
 		uploading = fs->arch == ARCH_RUNNING;
 		if (fs->origin && !(fs->flags & META_F_NEW)) {
@@ -403,7 +404,7 @@ void events_unlinked(struct inode *in, uint64_t ino, bool user)
 	if (S.cfg.meta && user && S.cfg.track_new) {
 		/*
 		 * Removed by its user: the origin's object goes too, at the next
-		 * archive of names (archive.c), recorded with the row's removal
+		 * archive of names (namer.c), recorded with the row's removal
 		 * in one transaction
 		 */
 		struct meta_file f;
@@ -429,13 +430,13 @@ void events_unlinked(struct inode *in, uint64_t ino, bool user)
 				res = meta_op_add(S.cfg.meta, META_OP_DELETE, ino, f.path, f.origin,
 						  any ? NULL : f.version);
 			else if (file && uploading)
-				/* held by the namer until the upload ends (archive.c) */
+				/* held by the namer until the upload ends (namer.c) */
 				res = meta_op_add(S.cfg.meta, META_OP_DELETE, ino, f.path, NULL, NULL);
 			meta_file_free(&f);
 		}
 		/*
 		 * an object a new file's upload may have made, not recorded: it
-		 * goes too (one in flight: its archiver settles it, archive.c);
+		 * goes too (one in flight: its archiver settles it, upload.c);
 		 * a file with an object: the removal above, of any version, is
 		 * that one's
 		 */

@@ -43,7 +43,7 @@ void events_made_again(struct inode *in);
  * mount that archives, the origin's objects at the next archive of names;
  * a directory's (dir) directories too).  moved: the node renamed (NULL: not
  * known); a new file whose first upload is in flight is moved at the
- * origin once that upload ends (archive.c). */
+ * origin once that upload ends (namer.h). */
 void events_renamed(struct inode *parent, const char *name,
 		    struct inode *newparent, const char *newname, bool dir, struct inode *moved);
 
@@ -60,7 +60,7 @@ void events_name_left(struct inode *parent, const char *name, struct inode *in);
  * A directory parent/name was made (op META_OP_MKDIR) or removed
  * (META_OP_RMDIR) through the mount: where files made on the mount are
  * archived (S.cfg.track_new), the origin's follows, in order with the
- * other names (archive.c).
+ * other names (namer.h).
  * Without S.lock.
  */
 void events_dir_named(struct inode *parent, const char *name, uint32_t op);

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
+#include "aqueue.h"
 #include "engine.h"
 #include "fault.h"
 #include "fstate.h"
@@ -235,7 +236,7 @@ static bool taking(uint64_t ino)
 	bool take;
 
 	elock();
-	take = S.ntakes && take_wanted(ino);
+	take = take_wanted(ino);
 	eunlock();
 	return take;
 }
