@@ -42,7 +42,6 @@ static void answer_waiters(struct arch_wait *w, int res)
 	}
 }
 
-
 static void *archiver_main(void *arg)
 {
 	(void)arg;

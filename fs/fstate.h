@@ -21,7 +21,8 @@
  *       or PLACEHOLDER and stale; an eviction voids the check
  *       (evict_range() clears unverified: not all there any more)
  *
- *   PLACEHOLDER, PARTIAL, RESIDENT --becomes_dirty(): a user change--> DIRTY
+ *   PLACEHOLDER, PARTIAL, RESIDENT --becomes_dirty(): a user change
+ *       (change.c), or an object lost at the origin (events_object_lost)--> DIRTY
  *
  *   DIRTY: the user's bytes.  A user's change wins over a fill, an
  *       eviction, a digest check; one step leaves it:
@@ -31,11 +32,28 @@
  *       version is recorded with the state, in one commit of the writer.
  *       Else a new row (an import, then events_reload) replaces it.
  *
- *   Beside the state, the archive's: clean (an origin and a version,
- *   not DIRTY), dirty (DIRTY), archiving (arch, memory only: a crash
- *   leaves it dirty), conflict (DIRTY with META_F_CONFLICT: the origin
- *   changed under the change; kept until hsmfsctl resolve), new (DIRTY
- *   with no origin: made on the mount, never archived).
+ *   Beside the state, the archive's (hsmfs(8) ARCHIVE draws it for
+ *   users), each step with its function:
+ *     clean: an origin and a version, not DIRTY;
+ *     clean --becomes_dirty()--> dirty (DIRTY);
+ *     dirty --attempt_begin(), aqueue.c--> archiving (fs->arch
+ *         ARCH_RUNNING, memory only: a crash leaves it dirty);
+ *     archiving --attempt_end()--> dirty (changed meanwhile, failed: queued
+ *         again by archive_later()), or clean (fstate_archived() in upload.c
+ *         before it), or conflict;
+ *     conflict: DIRTY with META_F_CONFLICT (fstate_set_flag() in
+ *         attempt_end(): the origin changed under the change), kept
+ *         until hsmfsctl resolve: --keep-local clears it
+ *         (fstate_set_flag() in events_resolve(), sync.c) and archives
+ *         over it; --take-origin (events_take_origin(), archive.c) has
+ *         the directory's refresh replace the file;
+ *     new: DIRTY with META_F_NEW and no origin, made on the mount
+ *         (events_created(), journal.c) or its object lost
+ *         (events_object_lost()); the flag is cleared by fstate_set_flag()
+ *         once an upload landed (upload.c).
+ *   Every change of fs->flags goes through fstate_set_flag(), but where
+ *   a record is made or read: a row read, a file made
+ *   (events_created()), the replay of a claim (events_replay_claims()).
  *
  * The inode bits follow: INODE_NONRESIDENT while a byte is missing
  * (present_changed, evict_range, verify), INODE_TRACKED while the cache

@@ -255,7 +255,6 @@ static int unland(const struct meta_op *op)
 	return res == -ENOENT || res == -EINVAL ? 0 : res;
 }
 
-
 int row_walk(uint64_t ino, const char *path, struct inode **ret)
 {
 	int res = path ? walk_to(path, ino, ret) : -ESTALE;
