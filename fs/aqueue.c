@@ -126,6 +126,7 @@ struct arch_wait *attempt_end(struct fstate *fs, unsigned slot, uint64_t size, i
 		res = ARCH_AGAIN;
 	if (res == ARCH_AGAIN && !AQ.stop) {
 		/* changed while archived, or busy: its waiters wait on */
+		S.st.archive_deferred++;
 		archive_later(fs, now + (fs->changes || fs->unseen ? BUSY_MS : 0));
 		return NULL;
 	}
