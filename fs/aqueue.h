@@ -8,17 +8,18 @@
  * A file's place: fs->arch (fstate.h) is ARCH_IDLE, ARCH_QUEUED (on
  * AQ.heap by fs->aq.due, holding an inode reference the archiver
  * releases) or ARCH_RUNNING (taken by take_due(), in a slot of
- * AQ.running from attempt_begin() to attempt_end()).  archive_later()
+ * AQ.running_fs from attempt_begin() to attempt_end()).  archive_later()
  * of a running file sets fs->arch_again: queued again at its end.
  *
  * Locks: AQ and each file's archive fields (arch, arch_again, aq,
  * arch_err, arch_tries, nohook_ms, naming, awaiters) are guarded by
  * S.lock; every function here is called with it held (asserted in
  * debug builds), but archive_names_wanted() and archive_names_kick(),
- * which take it, and aqueue_init(), before any thread.  archive.c's
- * archive_pressure() brings queued files' due times forward on AQ.heap
- * itself, and its last archiver out empties it.  AQ.cond and AQ.ncond are waited
- * on with S.lock.
+ * which take it, aqueue_init(), before any thread, and backoff_ms(), a
+ * pure function.  AQ.cond and AQ.ncond are waited on with S.lock.
+ * Besides these functions, archive.c's archive_pressure() brings queued
+ * files' due times forward on AQ.heap, and its last archiver out
+ * empties it.
  */
 #ifndef HSMFS_AQUEUE_H
 #define HSMFS_AQUEUE_H
