@@ -42,7 +42,7 @@ int http_archive_name(CURL *c, const struct hsmfs_event *ev, const char *to, boo
  * (hsmfs-http(1)); S3 the "path/" marker (keys below it are objects of
  * their own, left, and keep the prefix listed).  A directory kept (not
  * empty there) is ENOTEMPTY, said in why: the daemon asks again after
- * the ops of files recorded since (archive.c).
+ * the ops of files recorded since (namer.c).
  */
 int http_archive_dir(CURL *c, const char *url, bool made, bool s3,
 		     struct http_archive_out *out);

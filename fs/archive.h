@@ -43,10 +43,15 @@
  * write-back is on; each file's last error and attempts stay in its
  * state for status.
  *
- * Locks: the queue (S.aqueue) and each file's archive fields are
- * guarded by S.lock; nothing blocking runs under it (the clone, the
- * fetch and the wait for the hook drop it).  Files on the queue hold an
- * inode reference.
+ * The files: the queue (aqueue.h), the upload of one file (upload.h),
+ * the namer (namer.h), archives and syncs asked for (sync.h); here the
+ * archiver threads, their start and stop, resolve --take-origin and the
+ * archives asked for room.  Calls go down that list, never up.
+ *
+ * Locks: the queue (AQ) and each file's archive fields are guarded by
+ * S.lock; nothing blocking runs under it (the clone, the fetch and the
+ * wait for the hook drop it).  Files on the queue hold an inode
+ * reference.
  */
 #ifndef HSMFS_ARCHIVE_H
 #define HSMFS_ARCHIVE_H
@@ -55,51 +60,6 @@
 #include "park.h" /* EVENTS_PARKED */
 
 struct inode;
-
-/* A request waiting for a file's archive. */
-struct arch_wait {
-	void (*cont)(void *arg, int res);
-	void *arg;
-	struct arch_wait *next;
-};
-
-/*
- * hsmfsctl archive: archive in now.  0 (clean already, or not a file
- * the mount archives: -ENODATA), -ESTALE (in conflict), -errno, or
- * EVENTS_PARKED: cont(arg, res) once the file is clean (0), in
- * conflict (-ESTALE) or the attempt failed (-errno), from the archiver
- * thread, without S.lock.  If req (the caller's) is interrupted first,
- * cont(arg, -EINTR) from the timer (archive_interrupts()); the archive
- * goes on.  The same holds for events_sync() and events_resolve().
- */
-int events_archive(struct inode *in, struct front_req *req,
-		   void (*cont)(void *arg, int res), void *arg);
-
-/*
- * hsmfsctl sync: archive every dirty file now and answer once each is
- * clean or failed: cont(arg, 0), or the first failure (-ESTALE: a file
- * is in conflict).  Not all (a caller other than root and the mount's
- * owner): only the files front.may_archive lets req's caller publish; the
- * others are left as they are and make the answer -EACCES.
- * EVENTS_PARKED or -errno.
- */
-int events_sync(struct front_req *req, bool all, void (*cont)(void *arg, int res), void *arg);
-
-/*
- * hsmfsctl resolve --keep-local: settle a conflict of in for its local
- * bytes: its next archive is unconditional (HSMFS_EVENT_OVERWRITE) and
- * replaces whatever the origin holds.  Then as events_archive().
- */
-int events_resolve(struct inode *in, struct front_req *req,
-		   void (*cont)(void *arg, int res), void *arg);
-
-/*
- * The timer's, every tick: answer -EINTR each sync and archive whose
- * caller was interrupted (a signal: Ctrl-C, hsmfsctl's --timeout), so
- * that it returns at once rather than when every upload has ended.
- * S.lock held; dropped while they are answered.
- */
-void archive_interrupts(void);
 
 /*
  * hsmfsctl resolve --take-origin: drop in's local change (a conflict's,

@@ -2,7 +2,7 @@
  * dueheap.h - items by due time: a binary min-heap of the caller's
  * records, each holding its place, so that a change of an item's due
  * time or its removal from anywhere costs O(log n), and the earliest
- * item is found in O(1).  The archive queue (S.aqueue) is one: a
+ * item is found in O(1).  The archive queue (AQ.heap, aqueue.h) is one: a
  * thousand files due at once are taken in n log n, not n squared.
  *
  * Pure module: no I/O, no output, no locks (the owner serializes every

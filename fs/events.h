@@ -82,11 +82,14 @@ void events_shutdown(void);
  * defines it.
  */
 #include "archive.h"
+#include "change.h"
 #include "decide.h"
 #include "dirs.h"
 #include "evict.h"
 #include "fstate.h"
+#include "journal.h"
 #include "park.h"
+#include "sync.h"
 #include "writeback.h"
 
 #endif

@@ -20,7 +20,7 @@
  *   order (meta.c's Q_LRU: clean, unpinned rows with allocated bytes and
  *   a known path, ORDER BY atime, ino, EVICT_BATCH at a time); the times
  *   reach it lazily (its time of a file lags the last use by less than
- *   EVICT_ATIME_LAZY_MS, touched() in fstate.c), so a file used more
+ *   EVICT_ATIME_LAZY_MS, touched() in change.c), so a file used more
  *   than EVICT_ATIME_SLACK_MS after its listed time is passed over and
  *   its time written.  If the list ends
  *   before room is made, it is read again in the order now written, and

@@ -1,7 +1,8 @@
 /*
- * fstate.h - per-file range state (fstate.c): loads, reloads, opens,
- * user changes and their claims, the fast-path bits of inode.h.  Fill
- * commits and staging files are commit.h's.
+ * fstate.h - per-file range state (fstate.c): loads, reloads, flags,
+ * the steps of the state, the fast-path bits of inode.h.  Opens, user
+ * changes and their claims are change.h's, names journal.h's, fill
+ * commits and staging files commit.h's.
  */
 /*
  * A file's state, fs->state (enum meta_state, meta.h), and the function
@@ -20,21 +21,39 @@
  *       or PLACEHOLDER and stale; an eviction voids the check
  *       (evict_range() clears unverified: not all there any more)
  *
- *   PLACEHOLDER, PARTIAL, RESIDENT --becomes_dirty(): a user change--> DIRTY
+ *   PLACEHOLDER, PARTIAL, RESIDENT --becomes_dirty(): a user change
+ *       (change.c), or an object lost at the origin (events_object_lost)--> DIRTY
  *
  *   DIRTY: the user's bytes.  A user's change wins over a fill, an
  *       eviction, a digest check; one step leaves it:
- *   DIRTY --fstate_archived(), from archive.c--> RESIDENT: every byte present, and
+ *   DIRTY --fstate_archived(), from upload.c--> RESIDENT: every byte present, and
  *       the origin holds exactly them (an archive hook said which
  *       version) with no user change begun since its snapshot; the
  *       version is recorded with the state, in one commit of the writer.
  *       Else a new row (an import, then events_reload) replaces it.
  *
- *   Beside the state, the archive's: clean (an origin and a version,
- *   not DIRTY), dirty (DIRTY), archiving (arch, memory only: a crash
- *   leaves it dirty), conflict (DIRTY with META_F_CONFLICT: the origin
- *   changed under the change; kept until hsmfsctl resolve), new (DIRTY
- *   with no origin: made on the mount, never archived).
+ *   Beside the state, the archive's (hsmfs(8) ARCHIVE draws it for
+ *   users), each step with its function:
+ *     clean: an origin and a version, not DIRTY;
+ *     clean --becomes_dirty()--> dirty (DIRTY);
+ *     dirty --attempt_begin(), aqueue.c--> archiving (fs->arch
+ *         ARCH_RUNNING, memory only: a crash leaves it dirty);
+ *     archiving --attempt_end()--> dirty (changed meanwhile, failed: queued
+ *         again by archive_later()), or clean (fstate_archived() in upload.c
+ *         before it), or conflict;
+ *     conflict: DIRTY with META_F_CONFLICT (fstate_set_flag() in
+ *         attempt_end(): the origin changed under the change), kept
+ *         until hsmfsctl resolve: --keep-local clears it
+ *         (fstate_set_flag() in events_resolve(), sync.c) and archives
+ *         over it; --take-origin (events_take_origin(), archive.c) has
+ *         the directory's refresh replace the file;
+ *     new: DIRTY with META_F_NEW and no origin, made on the mount
+ *         (events_created(), journal.c) or its object lost
+ *         (events_object_lost()); the flag is cleared by fstate_set_flag()
+ *         once an upload landed (upload.c).
+ *   Every change of fs->flags goes through fstate_set_flag(), but where
+ *   a record is made or read: a row read, a file made
+ *   (events_created()), the replay of a claim (events_replay_claims()).
  *
  * The inode bits follow: INODE_NONRESIDENT while a byte is missing
  * (present_changed, evict_range, verify), INODE_TRACKED while the cache
@@ -124,10 +143,10 @@ struct fstate {
 	uint64_t to_joins;         /*   joined then, for whom (thread id), and */
 	pid_t to_pid;              /*   its result: see recently_failed() */
 	int to_err;
-	/* archive (archive.c; queued on S.aqueue by archive_later()) */
+	/* the archive's (aqueue.h: its place, the attempts) */
 	uint8_t arch;              /* ARCH_IDLE, ARCH_QUEUED, ARCH_RUNNING */
 	bool arch_again;           /* asked again while running: queue it after */
-	struct due_item aq;        /* its place on S.aqueue; aq.due: archived
+	struct due_item aq;        /* its place on AQ.heap; aq.due: archived
 				    * not before (monotonic ms) */
 	int arch_err;              /* the last attempt's error, 0: none */
 	unsigned arch_tries;       /* attempts that failed in a row */
@@ -144,12 +163,11 @@ struct fstate {
 				    * counted (INODE_TRACKED) and it may be
 				    * evicted from its last close on */
 	bool naming;               /* its rename goes to the origin: not
-				    * archived meanwhile (archive.c) */
+				    * archived meanwhile (namer.c) */
 	struct arch_wait *awaiters; /* requests waiting for its archive */
 };
 
 enum { ARCH_IDLE, ARCH_QUEUED, ARCH_RUNNING };
-#define ARCH_LOOK_MS 1000 /* an idle archiver looks at its queue at least this often */
 
 /* Is from -> to an arrow of the diagram above? */
 static inline bool fs_step_legal(uint32_t from, uint32_t to)
@@ -203,39 +221,8 @@ off_t events_seek(struct inode *in, int fd, off_t off, int whence);
  */
 int events_reload(struct inode *in);
 
-/*
- * Opens and closes of files with state: their time of use for the
- * eviction order, and (at open) a barrier against an eviction in
- * progress.  Called after inode_open_inc() / after inode_open_dec().
- */
-void events_opened(struct inode *in);
-void events_released(struct inode *in);
 
-/* A name was renamed through the mount: recorded paths follow (and, on a
- * mount that archives, the origin's objects at the next archive of names;
- * a directory's (dir) directories too).  moved: the node renamed (NULL: not
- * known); a new file whose first upload is in flight is moved at the
- * origin once that upload ends (archive.c). */
-void events_renamed(struct inode *parent, const char *name,
-		    struct inode *newparent, const char *newname, bool dir, struct inode *moved);
 
-/*
- * One of in's names, (parent, name), went (an unlink, or a rename over
- * it) and in keeps another: its recorded path, if it was that name,
- * follows the name in keeps, and on a mount that archives the origin's
- * object moves there too, as for a rename (a program that links a file
- * to its final name and removes the first, as git does, renames it).
- * Called after inode_name_gone().
- */
-void events_name_left(struct inode *parent, const char *name, struct inode *in);
-/*
- * A directory parent/name was made (op META_OP_MKDIR) or removed
- * (META_OP_RMDIR) through the mount: where files made on the mount are
- * archived (S.cfg.track_new), the origin's follows, in order with the
- * other names (archive.c).
- * Without S.lock.
- */
-void events_dir_named(struct inode *parent, const char *name, uint32_t op);
 /*
  * Do names changed on the mount follow at the origin (files made on it
  * are archived: S.cfg.track_new)?  The archive hook knows where
@@ -243,6 +230,16 @@ void events_dir_named(struct inode *parent, const char *name, uint32_t op);
  * RENAME_EXCHANGE, which no origin can apply as one step.
  */
 bool events_names_follow(void);
+
+/*
+ * A user change in flight (change.h), on its file's list fs->changes:
+ * no fill is committed over [start, end) while it is there.
+ */
+struct events_change {
+	uint64_t start, end;        /* claimed bytes; end may be UINT64_MAX */
+	struct fstate *fs;          /* NULL: nothing claimed */
+	struct events_change *next; /* the file's list, under S.lock */
+};
 
 /* Set or clear the pinned flag (pinned files are never evicted). */
 int events_pin(struct inode *in, bool pin);
@@ -256,70 +253,6 @@ void events_linked(struct inode *in, bool several);
 /* The origin changed under a partly present file: fail its reads. */
 int events_mark_stale(struct inode *in);
 
-/*
- * A change of a file's bytes or size through the mount (write,
- * truncate, fallocate, copy_file_range destination), from just before
- * the store is changed until its bookkeeping is done.  While a change
- * is open, no fill is committed over [start, end): the user's bytes win.
- * events_change_begin() waits only for a fill being copied into that
- * range right now (bounded: no hook is involved).  Every begin is ended
- * by exactly one of events_wrote(), events_truncated() or
- * events_change_end() (the change failed).  Files without state: no-op.
- */
-struct fstate;
-struct events_change {
-	uint64_t start, end;        /* claimed bytes; end may be UINT64_MAX */
-	struct fstate *fs;          /* NULL: nothing claimed */
-	struct events_change *next; /* the file's list, under S.lock */
-};
-void events_change_begin(struct inode *in, struct events_change *c,
-			 uint64_t start, uint64_t end);
-void events_change_end(struct inode *in, struct events_change *c);
-/*
- * Is all of [start, end) present in the file of the open change c, and
- * the file clean (not DIRTY)?  Then a change that leaves those bytes as
- * they are (a punch of zeros: fallocate --dig-holes) may end with
- * events_change_end(), no change of the user's.
- */
-bool events_change_clean(const struct events_change *c, uint64_t start, uint64_t end);
-
-/* Bookkeeping after a successful change through the mount; ends c. */
-void events_wrote(struct inode *in, struct events_change *c, uint64_t off,
-		  uint64_t len);
-void events_truncated(struct inode *in, struct events_change *c,
-		      uint64_t old_size, uint64_t new_size);
-/*
- * The last name of the file ino went (in: its inode, loaded, or NULL):
- * its row goes, after any write of it the writer has begun, and a file
- * made on the mount whose row is not written yet never gets one.  user:
- * removed through the mount (not by a listing); on a mount that
- * archives, the origin's object is to be removed too (meta.h: ops).
- */
-void events_unlinked(struct inode *in, uint64_t ino, bool user);
-/* Names changed that the origin is to follow (ops recorded): wake archive.c. */
-void archive_names_wanted(void);
-/*
- * in is open for writing where the daemon does not see the writes
- * (kernel passthrough): at open and again at release, its state becomes
- * dirty (every byte the user's, never fetched or evicted) with size, the
- * store file's size then (UINT64_MAX: not known, the size stays).
- * open: at the open, else at its release; between them the file is
- * never archived (its bytes change unseen).  Files without state: no-op.
- */
-void events_unseen_writes(struct inode *in, uint64_t size, bool open);
-/*
- * May in be opened in passthrough mode now (every byte present, nothing
- * filling, changing or being evicted, not stale or awaiting its digest)?
- * If so INODE_PASSTHROUGH is set, under the engine's lock, so that no
- * eviction starts on it until passthrough.c clears the flag.
- */
-bool events_pass_begin(struct inode *in);
-/*
- * A daemon taking over, before it serves: the user's changes the last
- * one answered and its writer did not commit (saved.h's claims) applied
- * again to their files' state; how many.
- */
-unsigned events_replay_claims(void);
 
 int64_t allocated(int fd);
 bool tracked(const struct fstate *fs);
@@ -334,7 +267,7 @@ void drop_rw_fd(struct fstate *fs);
 /* fs's present ranges changed: the inode bits follow.  S.lock held. */
 void present_changed(struct fstate *fs);
 /*
- * DIRTY -> RESIDENT: the origin holds exactly fs's bytes (archive.c,
+ * DIRTY -> RESIDENT: the origin holds exactly fs's bytes (upload.c,
  * with the version it recorded); blocks are its size in the store, which
  * the cache counts again from now on.  Committed with the version by
  * the writer's next batch.  S.lock held.
@@ -352,54 +285,30 @@ void fstate_set_flag(struct fstate *fs, uint32_t flag, bool on, bool claimed);
 /* Queue fs on S.wqueue for the writer (writeback.c).  S.lock held. */
 void persist_later(struct fstate *fs);
 /*
- * Archive fs once due (monotonic ms; archive.c takes S.aqueue): queued,
- * or its due time replaced (the last change or ask decides); while it
- * is being archived, queued again after.  S.lock held.
+ * PLACEHOLDER, PARTIAL, RESIDENT -> DIRTY (or DIRTY again): a user's
+ * change (change.c) or an object lost; the cache stops counting it.
+ * S.lock held.
  */
-void archive_later(struct fstate *fs, int64_t due);
-/* The file whose place on S.aqueue is it. */
-static inline struct fstate *fstate_of_due(struct due_item *it)
-{
-	return (struct fstate *)((char *)it - offsetof(struct fstate, aq));
-}
+void becomes_dirty(struct fstate *fs);
 /*
- * hsmfsctl resolve --take-origin of the file ino (archive.c) asks the
- * refresh of its directory (listing.c) to replace or remove it though
- * it is dirty: is it asked?  And the refresh did (take_done).  S.lock
- * held.
+ * A change answered before the writer commits it: a claim in the saved
+ * region (saved.h) for a daemon taking over, at the next batch taken.
+ * A full ring keeps none.  S.lock held.
  */
-bool take_wanted(uint64_t ino);
-void take_done(uint64_t ino);
-/* A user's change or close of fs: with write-back on, archive it later. */
-void archive_writeback(struct fstate *fs);
-/*
- * A regular file was made on the mount (create, mknod, a link's target
- * excluded): with S.cfg.track_new it gets state, dirty with no origin,
- * and its row is inserted by the writer.  Called after the inode is
- * made, before it is replied.
- */
-void events_created(struct inode *in);
-/*
- * A request to make a regular file, resent after a crash, finds the
- * file made by the last daemon, which may have died before it recorded
- * that (its claim not yet made): a file with neither state nor row then
- * is made on the mount now (events_created()), or it would never be
- * archived.  One with a row (a listing's entry, a claim replayed) is
- * left as it is.  Called after the inode is looked up, before it is
- * replied.  Without S.lock.
- */
-void events_made_again(struct inode *in);
+void claim_flags(struct fstate *fs, uint64_t start, uint64_t end, uint64_t size,
+		 uint32_t flags);
 /*
  * fs's object is found nowhere at the origin (a move of it found
  * neither its old place nor its new: removed behind the mount's back,
  * or lost to a crash): if every byte of it is here, it becomes a file
- * new to the origin (dirty, META_F_NEW, no origin nor version) and is
- * archived again to its path, rather than shown clean with nothing at
- * the origin.  false: not all its bytes are here; it becomes dirty all
- * the same, keeping its origin, so that sync finds it and fails (its
- * archive must fetch what is missing first, from an object that is not
- * there) rather than exit 0 with it at the origin under no name, until
- * it is removed.  S.lock held.
+ * new to the origin (dirty, META_F_NEW, no origin nor version), to be
+ * archived again to its path (the caller queues it: archive_writeback),
+ * rather than shown clean with nothing at the origin.  false: not all
+ * its bytes are here; it becomes dirty all the same, keeping its
+ * origin, so that sync finds it and fails (its archive must fetch what
+ * is missing first, from an object that is not there) rather than exit
+ * 0 with it at the origin under no name, until it is removed.  S.lock
+ * held.
  */
 bool events_object_lost(struct fstate *fs);
 /* Wait until fs is not being evicted (evict.c marks it).  S.lock held. */

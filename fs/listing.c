@@ -18,9 +18,11 @@
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
+#include "aqueue.h"
 #include "engine.h"
 #include "fault.h"
 #include "fstate.h"
+#include "journal.h"
 #include "inode.h"
 #include "listing.h"
 #include "log.h"
@@ -234,7 +236,7 @@ static bool taking(uint64_t ino)
 	bool take;
 
 	elock();
-	take = S.ntakes && take_wanted(ino);
+	take = take_wanted(ino);
 	eunlock();
 	return take;
 }

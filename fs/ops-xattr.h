@@ -4,7 +4,7 @@
  *
  * ops_may_archive() is the engine's front.may_archive (front.h): asked
  * from an archiver thread, without S.lock, while req is parked (not
- * answered: archive.c keeps it so).
+ * answered: sync.c keeps it so).
  */
 #ifndef HSMFS_OPS_XATTR_H
 #define HSMFS_OPS_XATTR_H

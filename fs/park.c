@@ -459,7 +459,7 @@ static int park_perm(struct inode *in, uint32_t type, uint64_t start, uint64_t e
 
 /*
  * The slow paths that wait in the calling thread (a parking pool full, a
- * caller with no request to park: archive.c's snapshot): the decision
+ * caller with no request to park: upload.c's snapshot): the decision
  * rule (decide.c) asked again after each event, then the ready list
  * drained, as every path that may have ended an event does.
  */

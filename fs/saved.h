@@ -28,7 +28,7 @@
  *   - the user's changes to files with state (a write into a file with
  *     bytes missing, a truncate) made and answered but not yet
  *     committed by the writer: a ring, appended under S.lock as each
- *     change ends (fstate.c), its tail moved on as the writer's batches
+ *     change ends (change.c), its tail moved on as the writer's batches
  *     commit (writeback.c); a daemon taking over applies what is left
  *     before it serves (events_replay_claims()), so a read never
  *     fetches over bytes a user wrote.

@@ -5,9 +5,10 @@
  * path reads.  Defined in state.c; one per process (one mount per
  * process).
  *
- * The state layer (fstate.c, commit.c, evict.c, writeback.c) includes this and
- * evrec.h, never engine.h: the engine's own state (event slots, parked
- * requests, the hook list) is E, in engine.h, above it.
+ * The state layer (fstate.c, change.c, journal.c, aqueue.c, commit.c,
+ * evict.c, writeback.c) includes this and evrec.h, never engine.h: the
+ * engine's own state (event slots, parked requests, the hook list) is
+ * E, in engine.h, above it.
  *
  * S.lock, the engine's lock.  Lock order (lockcheck.h, asserted in debug builds): S.lock,
  * then the inode table's, the cache's, names.h's and meta's own locks.
@@ -88,7 +89,6 @@
 #include <stdint.h>
 #include <time.h>
 #include <sys/types.h>
-#include "dueheap.h"
 #include "front.h"
 #include "hsmfs/protocol.h"
 #include "lockcheck.h"
@@ -182,8 +182,6 @@ static inline unsigned lat_bucket(uint64_t us)
 	return b < LAT_BUCKETS ? b : LAT_BUCKETS - 1;
 }
 
-#define TAKES_MAX 16 /* resolves --take-origin at once */
-
 struct state {
 	pthread_mutex_t lock;
 	struct events_config cfg;
@@ -207,29 +205,9 @@ struct state {
 	pthread_cond_t reads_done; /* a file's tracked reads went to 0 */
 	pthread_cond_t copied;     /* a fill's commit finished copying */
 	pthread_cond_t evicted;    /* an eviction ended (evict_end) */
-	/* the archive queue by due time (archive_later(), taken by archive.c) */
-	struct due_heap aqueue;
-	pthread_cond_t acond;      /* the queue grew, or stopping */
-	/*
-	 * The files being archived (archive.c sets a slot, under S.lock,
-	 * around each archive_one()): the namer waits for one, and a
-	 * directory's rename finds the new files below it whose first
-	 * upload is in flight (fstate.c)
-	 */
 	/* removed files' states an inode number reused by a new file took
 	 * over from (events_created): freed once the engine stopped */
 	struct fstate *graves;
-#define STATE_ARCHIVERS 8
-	struct fstate *archiving[STATE_ARCHIVERS];
-	bool names_wanted;         /* names changed: ops recorded (meta.h) */
-	pthread_cond_t ncond;      /* names_wanted set, or stopping */
-	/* hsmfsctl resolve --take-origin: files whose local change the
-	 * refresh of their directory replaces (archive.c, listing.c) */
-	struct take {
-		uint64_t ino;
-		bool done;         /* replaced or removed by the refresh */
-	} takes[TAKES_MAX];
-	unsigned ntakes;
 	int stage[STAGE_POOL];     /* fresh staging files (stage_refill) */
 	unsigned nstage;
 	struct events_stats st;    /* counters */

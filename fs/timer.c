@@ -1,7 +1,7 @@
 /* timer.c - the engine's clock thread: see timer.h */
 #include <errno.h>
 #include <pthread.h>
-#include "archive.h"
+#include "sync.h"
 #include "commit.h"
 #include "engine.h"
 #include "event.h"

@@ -97,7 +97,7 @@ static int verify(struct snap *sn, int fd)
 		eunlock();
 		return 0;
 	}
-	fs->flags |= META_F_STALE;
+	fstate_set_flag(fs, META_F_STALE, true, false);
 	rs_clear(&fs->present);
 	fs_set(fs, META_PLACEHOLDER);
 	inode_flags_set(fs->in, INODE_NONRESIDENT);

@@ -144,7 +144,7 @@ int meta_linked(struct meta *m, unsigned limit, uint64_t after, struct meta_vict
 		size_t *ret_n);
 /*
  * Names changed on the mount, to be applied at the origin in order (the
- * ops table, archive.c): a removal of a file the origin has (path: the
+ * ops table, namer.c): a removal of a file the origin has (path: the
  * path it had; origin, version: its object then; no origin: the removal
  * of a file whose first upload was in flight, which the namer holds
  * until that upload ended, and its archiver records its own removal

@@ -95,6 +95,8 @@ const struct prom_metric prom_metrics[STATS_NFIELDS] = {
 	{ "over_bytes", "hsmfs_over_bytes_total", C, 1, "bytes filled past cache_max" },
 	{ "listed_partial", "hsmfs_listed_partial_total", C, 1,
 	  "directories listed from a page (index.html), not an index" },
+	{ "archive_deferred", "hsmfs_archive_deferred_total", C, 1,
+	  "archive attempts put off: the file changed meanwhile or was busy" },
 };
 
 #undef C

@@ -147,6 +147,12 @@ enum stats_show {
 #define STATS_EVENTS_PAGE(X)                                                   \
 	X(events, listed_partial, STATS_NUM, 68, "of which from a page, not an index")
 
+/* events' too, added later: archive attempts put off because the file
+ * changed meanwhile or was busy (a change in flight, a passthrough
+ * writer): queued again, not a failure */
+#define STATS_EVENTS_DEFERRED(X)                                               \
+	X(events, archive_deferred, STATS_NUM, 69, "archive attempts put off (file busy)")
+
 #define STATS_PREFETCH(X)                                                      \
 	X(prefetch, prefetched_files, STATS_NUM, 14, "sibling files prefetched") \
 	X(prefetch, prefetched_bytes, STATS_SIZE, 15, "bytes prefetched")      \
@@ -157,14 +163,17 @@ enum stats_show {
 #define STATS_FIELDS(X)                                                        \
 	STATS_CACHE(X) STATS_EVENTS(X) STATS_INODE(X) STATS_PT(X) STATS_PREFETCH(X) \
 	STATS_KEEPER(X) STATS_INODE_KEPT(X) STATS_FDS(X) STATS_CACHE_OVER(X) \
-	STATS_EVENTS_PAGE(X)
+	STATS_EVENTS_PAGE(X) STATS_EVENTS_DEFERRED(X)
 
 #define STATS_MEMBER_(owner, key, show, row, what) uint64_t key;
 #define STATS_ONE_(owner, key, show, row, what) +1
 #define STATS_NFIELDS (0 STATS_FIELDS(STATS_ONE_))
 
 struct cache_stats { STATS_CACHE(STATS_MEMBER_) STATS_CACHE_OVER(STATS_MEMBER_) };
-struct events_stats { STATS_EVENTS(STATS_MEMBER_) STATS_EVENTS_PAGE(STATS_MEMBER_) };
+struct events_stats {
+	STATS_EVENTS(STATS_MEMBER_) STATS_EVENTS_PAGE(STATS_MEMBER_)
+	STATS_EVENTS_DEFERRED(STATS_MEMBER_)
+};
 struct inode_stats { STATS_INODE(STATS_MEMBER_) STATS_INODE_KEPT(STATS_MEMBER_) };
 struct pt_stats { STATS_PT(STATS_MEMBER_) };
 struct prefetch_stats { STATS_PREFETCH(STATS_MEMBER_) };

@@ -196,7 +196,7 @@ def passthrough_writer_archived(m, between=None):
     called while it is open; then hsmfsctl archive of it must take no
     snapshot until it is closed, and archive its last bytes then.
     False (nothing checked) where it does not pass through."""
-    from harness import eq, skip
+    from harness import eq, skip, wait_for
     put(m.path("f"), b"first")
     f = open(m.path("f"), "r+b")
     os.fsync(f.fileno())  # its row committed
@@ -208,9 +208,11 @@ def passthrough_writer_archived(m, between=None):
         between(m)
     hook = Holder(m.mnt, hold=False)
     res = {}
+    deferred = m.stats()["archive_deferred"]
     t = threading.Thread(target=lambda: res.update(r=archive(m.path("f"))))
     t.start()
-    time.sleep(1.5)
+    # an attempt came to it and put it off, taking no snapshot
+    wait_for(lambda: m.stats()["archive_deferred"] > deferred, "an archive attempt put off")
     eq(hook.uploads, [], "no snapshot while the passthrough writer is open")
     f.write(b"second")
     f.close()
