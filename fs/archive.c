@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "events.h"
 #include "aqueue.h"
 #include "archive.h"
 #include "clock.h"

@@ -57,26 +57,10 @@
 #define HSMFS_ARCHIVE_H
 
 #include <stdbool.h>
-#include "park.h" /* EVENTS_PARKED */
+#include "events.h" /* EVENTS_PARKED */
 
 struct inode;
 
-/*
- * hsmfsctl resolve --take-origin: drop in's local change (a conflict's,
- * or any change of a file the origin has) for what the origin holds
- * now: its directory is listed (events_dir, if only a lookup made the
- * name) and listed again (events_dir_refresh), and the refresh replaces
- * the file by the listed version, a placeholder, or removes it if the
- * origin no longer has it.  Only a directory listed from the origin
- * can: -ENODATA for a file imported or made on the mount; -EBUSY while
- * it is being archived, or if it is open or being changed when the
- * refresh comes to it.  0 (clean already), -errno, or EVENTS_PARKED:
- * cont(arg, res) once the refresh ended, without S.lock.  A crash
- * before the refresh's rename leaves the change as it was.
- */
-struct front_req;
-int events_take_origin(struct inode *in, struct front_req *req,
-		       void (*cont)(void *arg, int res), void *arg);
 
 /*
  * The store is short of need bytes that the cache cannot free (the

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
+#include "events.h"
 #include "aqueue.h"
 #include "cache.h"
 #include "change.h"

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "events.h"
 #include "cache.h"
 #include "clock.h"
 #include "commit.h"

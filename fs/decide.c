@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
+#include "events.h"
 #include "decide.h"
 #include "engine.h"
 #include "event.h"

@@ -15,20 +15,6 @@ struct front_req;
 struct hook;
 struct inode;
 
-/*
- * Ask the fill hooks now for what is missing of in, whole if it is no
- * larger than max_bytes, else of its first first_fill bytes (what its
- * reader's first read from the start waits for; max_bytes with
- * first_fill=0): a sibling prefetch, prefetch.c.  Detached events,
- * started only while slots are free and the cache admits them without
- * waiting.
- * The state must be loaded (events_load).  Returns the bytes asked for.
- */
-uint64_t events_prefetch(struct inode *in, uint64_t max_bytes);
-
-/* Is some hook subscribed to ACCESS_PERM of in (its subtree)? */
-bool events_access_target(struct inode *in);
-
 /* The page-aligned span of a read of [off, off + len), within the file. */
 void read_span(const struct fstate *fs, uint64_t off, uint64_t len, uint64_t *ret_start,
 	       uint64_t *ret_end);

@@ -44,6 +44,7 @@
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
+#include "events.h"
 #include "dirs.h"
 #include "ready.h"
 #include "engine.h"

@@ -23,15 +23,6 @@ struct inode;
 struct meta_victim;
 
 /*
- * Drop [start, end) of in (end 0: the whole file) back to missing: the
- * range is deleted from the database first, the placeholder mark put
- * back, then the bytes are punched out of the store file; the caller
- * then drops the kernel's cache of it.  -ENODATA: not managed (no
- * origin); -EBUSY: dirty, pinned, open, or being filled.
- */
-int events_evict(struct inode *in, uint64_t start, uint64_t end, bool is_open);
-
-/*
  * The evictor's handler (struct evict_handlers, registered in main.c):
  * reach the file of v through its path, check its inode number, and
  * evict what the policy lets go of it: all of it, or of an open file

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
+#include "events.h"
 #include "cache.h"
 #include "clock.h"
 #include "evrec.h"

@@ -189,70 +189,7 @@ static inline void fs_set(struct fstate *fs, uint32_t to)
 	fs->state = to;
 }
 
-/* Look up in's per-file state once (at open).  0 or -errno. */
-int events_load(struct inode *in);
-
-/*
- * st, the store's attributes of in, as the mount shows them.  Times are
- * final: the change time the mount shows (ctime_shown of meta.h) where
- * the store's is the one the daemon's own fill or eviction left.  A
- * range not fetched yet is data: st_blocks counts it (layout_blocks()),
- * so that no tool takes a file not fetched yet for a sparse one.  Loads
- * the state of a file not opened yet only where the answer may depend
- * on it: a regular file the store holds fewer blocks of than its size
- * needs, or a store where some file has a kept change time (one relaxed
- * load and one comparison otherwise).  Never waits for a fill.
- */
-void events_shown_attr(struct inode *in, struct stat *st);
 extern _Atomic bool events_any_ctime;
-
-/*
- * lseek(2) SEEK_DATA or SEEK_HOLE at off of in's file, fd a descriptor
- * of its store file, as the user sees the file (layout.h): a range not
- * fetched yet is data, never a hole.  A file without state is the
- * store's.  The store is asked without S.lock; an eviction meanwhile
- * (a new generation) asks again.  The offset, or -errno.
- */
-off_t events_seek(struct inode *in, int fd, off_t off, int whence);
-
-/*
- * Re-read in's state from the database (after hsmfsctl import changed
- * the file in the store).  -EBUSY while events for it are pending.
- */
-int events_reload(struct inode *in);
-
-
-
-/*
- * Do names changed on the mount follow at the origin (files made on it
- * are archived: S.cfg.track_new)?  The archive hook knows where
- * (origin=, or its own configuration).  Such a mount refuses
- * RENAME_EXCHANGE, which no origin can apply as one step.
- */
-bool events_names_follow(void);
-
-/*
- * A user change in flight (change.h), on its file's list fs->changes:
- * no fill is committed over [start, end) while it is there.
- */
-struct events_change {
-	uint64_t start, end;        /* claimed bytes; end may be UINT64_MAX */
-	struct fstate *fs;          /* NULL: nothing claimed */
-	struct events_change *next; /* the file's list, under S.lock */
-};
-
-/* Set or clear the pinned flag (pinned files are never evicted). */
-int events_pin(struct inode *in, bool pin);
-/*
- * A file given another name (a hard link), or found by a sync with one
- * name again: META_F_LINKED set or cleared, for a sync to say the
- * origin holds one of its names (hsmfs(8) BUGS).  Without S.lock.
- */
-void events_linked(struct inode *in, bool several);
-
-/* The origin changed under a partly present file: fail its reads. */
-int events_mark_stale(struct inode *in);
-
 
 int64_t allocated(int fd);
 bool tracked(const struct fstate *fs);
@@ -313,6 +250,5 @@ void claim_flags(struct fstate *fs, uint64_t start, uint64_t end, uint64_t size,
 bool events_object_lost(struct fstate *fs);
 /* Wait until fs is not being evicted (evict.c marks it).  S.lock held. */
 void evict_wait(const struct fstate *fs);
-
 
 #endif

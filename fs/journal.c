@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "events.h"
 #include "aqueue.h"
 #include "cache.h"
 #include "clock.h"

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
+#include "events.h"
 #include "aqueue.h"
 #include "engine.h"
 #include "fault.h"

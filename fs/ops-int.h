@@ -88,7 +88,7 @@
 
 #include "fdlimit.h"
 #include "inode.h"
-#include "park.h" /* EVENTS_PARKED */
+#include "events.h" /* EVENTS_PARKED */
 #include "ops-config.h"
 #include "store.h"
 

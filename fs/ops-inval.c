@@ -16,7 +16,6 @@
 #include "log.h"
 #include "ops-int.h"
 #include "ops-inval.h"
-#include "vattr.h"
 
 /*
  * The invalidator: one thread that drops ranges of the kernel's page

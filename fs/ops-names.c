@@ -19,6 +19,7 @@
 #include "events.h"
 #include "fault.h"
 #include "inode.h"
+#include "meta.h"
 #include "names.h"
 #include "ops-adopt.h"
 #include "ops-int.h"

@@ -28,7 +28,6 @@
 #include "prefetch.h"
 #include "privs.h"
 #include "stats.h"
-#include "vattr.h"
 
 static void xattr_resume(void *arg, int res);
 

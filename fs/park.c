@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
+#include "events.h"
 #include "cache.h"
 #include "decide.h"
 #include "engine.h"

@@ -9,7 +9,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dirs.h"
 #include "events.h"
 #include "inode.h"
 #include "prefetch.h"

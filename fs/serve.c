@@ -15,8 +15,10 @@
 #include <unistd.h>
 
 #include "answer.h"
+#include "archive.h"
 #include "bdi.h"
 #include "cache.h"
+#include "change.h"
 #include "check.h"
 #include "daemon.h"
 #include "dirs.h"

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "events.h"
 #include "aqueue.h"
 #include "clock.h"
 #include "fstate.h"

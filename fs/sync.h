@@ -15,40 +15,10 @@
 #define HSMFS_SYNC_H
 
 #include <stdbool.h>
-#include "park.h" /* EVENTS_PARKED */
+#include "events.h" /* EVENTS_PARKED */
 
 struct front_req;
 struct inode;
-
-/*
- * hsmfsctl archive: archive in now.  0 (clean already, or not a file
- * the mount archives: -ENODATA), -ESTALE (in conflict), -errno, or
- * EVENTS_PARKED: cont(arg, res) once the file is clean (0), in
- * conflict (-ESTALE) or the attempt failed (-errno), from the archiver
- * thread, without S.lock.  If req (the caller's) is interrupted first,
- * cont(arg, -EINTR) from the timer (archive_interrupts()); the archive
- * goes on.  The same holds for events_sync() and events_resolve().
- */
-int events_archive(struct inode *in, struct front_req *req,
-		   void (*cont)(void *arg, int res), void *arg);
-
-/*
- * hsmfsctl sync: archive every dirty file now and answer once each is
- * clean or failed: cont(arg, 0), or the first failure (-ESTALE: a file
- * is in conflict).  Not all (a caller other than root and the mount's
- * owner): only the files front.may_archive lets req's caller publish; the
- * others are left as they are and make the answer -EACCES.
- * EVENTS_PARKED or -errno.
- */
-int events_sync(struct front_req *req, bool all, void (*cont)(void *arg, int res), void *arg);
-
-/*
- * hsmfsctl resolve --keep-local: settle a conflict of in for its local
- * bytes: its next archive is unconditional (HSMFS_EVENT_OVERWRITE) and
- * replaces whatever the origin holds.  Then as events_archive().
- */
-int events_resolve(struct inode *in, struct front_req *req,
-		   void (*cont)(void *arg, int res), void *arg);
 
 /*
  * The timer's, every tick: answer -EINTR each sync and archive whose

@@ -6,6 +6,7 @@
 #include "engine.h"
 #include "event.h"
 #include "fstate.h"
+#include "park.h"
 #include "route.h"
 #include "timer.h"
 

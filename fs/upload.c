@@ -9,6 +9,7 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "events.h"
 #include "aqueue.h"
 #include "cache.h"
 #include "clock.h"

@@ -20,7 +20,6 @@
 #include "stats.h"
 #include "store.h"
 #include "supervise.h"
-#include "vattr.h"
 #include "saved.h"
 
 static uint64_t lat_value(unsigned b);
@@ -55,7 +54,7 @@ void events_cache_dropped(void)
 	eunlock();
 }
 
-void events_get_stats(struct events_stats *ret)
+static void events_get_stats(struct events_stats *ret)
 {
 	uint64_t total = 0;
 

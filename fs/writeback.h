@@ -43,12 +43,4 @@ void writeback_sync(void);
  */
 int writeback_next_batch(void);
 
-/*
- * fsync/fdatasync of a file with state, after the store file's own
- * sync succeeded: returns once its present ranges and dirty state are
- * committed durably, or the error that kept them from being (a failed
- * data sync of the write-behind is sticky and reported here once).
- */
-int events_fsync(struct inode *in);
-
 #endif

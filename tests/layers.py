@@ -32,7 +32,9 @@ It fails, naming the names behind each edge, when
   - a line of the table's "Known edges up" list is no longer needed or
     an edge up is not on it; the same for its "circle" lines, each of
     which must name exactly the files of a circle there is, and for its
-    "table" lines (calls through a table within a layer).
+    "table" lines (calls through a table within a layer);
+  - a file of a layer that has an "interface" line includes a header of
+    the layers below it named there that the line does not list.
 Output is TAP.  Usage: layers.py [SOURCE_ROOT]
 """
 import fnmatch
@@ -333,7 +335,11 @@ def read_table():
     first; 'up FILE -> FILE' lines list the known edges up."""
     text = open(os.path.join(ROOT, "fs", "README")).read()
     layers, known_up, known_circles, known_tables = [], set(), set(), set()
+    interfaces = []
     for line in text.splitlines():
+        m = re.match(r"\s*interface\s+(\w+)\s*->\s*([\w ]+?)\s*:\s*(.*\S)\s*$", line)
+        if m:
+            interfaces.append((m.group(1), set(m.group(2).split()), set(m.group(3).split())))
         m = re.match(r"\s*table\s+(\S+)\s*->\s*(\S+)\s*$", line)
         if m:
             known_tables.add((m.group(1), m.group(2)))
@@ -346,11 +352,11 @@ def read_table():
         m = re.match(r"\s*up\s+(\S+)\s*->\s*(\S+)\s*$", line)
         if m:
             known_up.add((m.group(1), m.group(2)))
-    return layers, known_up, known_circles, known_tables
+    return layers, known_up, known_circles, known_tables, interfaces
 
 
 def main():
-    layers, known_up, known_circles, known_tables = read_table()
+    layers, known_up, known_circles, known_tables, interfaces = read_table()
     files = sources()
     rank, layer_of = {}, {}
     names = [name for name, _ in layers]
@@ -382,6 +388,7 @@ def main():
             definer.setdefault(n, set()).add(f)
 
     edges = {}  # (from, to) -> set of names
+    included = {}  # file -> the files of fs/ and lib/ it includes
 
     def links(f, g):
         """Whether f's binary links g: else a name they share is a namesake."""
@@ -405,6 +412,7 @@ def main():
             target = next((c for c in cand if os.path.exists(os.path.join(ROOT, c))), None)
             if target and not target.startswith("include" + os.sep):
                 add(f, target, '#include "%s"' % h)
+                included.setdefault(f, set()).add(target)
         if not f.endswith(".c"):
             continue  # a header's prototypes are its owner's interface
         mine = own.get(f, set())
@@ -511,11 +519,22 @@ def main():
         problems.append("a circle no longer there as fs/README lists it: %s (remove or "
                         "shrink its 'circle' line)" % " ".join(comp))
 
-    print("1..4")
+    # interfaces: what a layer includes of the layers below it named
+    for upper, lower, allowed in interfaces:
+        for f in sorted(included):
+            if layer_of.get(f) != upper:
+                continue
+            for t in sorted(included[f]):
+                if layer_of.get(t) in lower and t not in allowed:
+                    problems.append("interface: %s (%s) includes %s (%s), not its interface "
+                                    "(%s)" % (f, upper, t, layer_of[t], " ".join(sorted(allowed))))
+
+    print("1..5")
     layerless = [p for p in problems if "has no layer" in p]
     tables = [p for p in problems if p.startswith("table: ")]
     rest_up = [p for p in problems if "goes up" in p or "no longer needed" in p]
     circles = [p for p in problems if p.startswith("a circle")]
+    ifaces = [p for p in problems if p.startswith("interface: ")]
     for comp in sorted(known_circles & {tuple(c) for c in sccs}):
         print("# known circle, to be broken: %s" % " ".join(comp))
     for a, b in sorted(known_tables & within):
@@ -523,7 +542,9 @@ def main():
     for k, (title, ps) in enumerate((("every file has a layer", layerless),
                                      ("no edge goes up", rest_up),
                                      ("no circle", circles),
-                                     ("no call through a table stays in its layer", tables)), 1):
+                                     ("no call through a table stays in its layer", tables),
+                                     ("each layer includes of the ones below only their "
+                                      "interface", ifaces)), 1):
         print("%s %d - %s" % ("ok" if not ps else "not ok", k, title))
         for p in ps:
             for line in p.splitlines():
