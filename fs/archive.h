@@ -20,11 +20,11 @@
  *      conditional on the recorded version, says ARCHIVED (the new
  *      version) and allows ("archive-answered");
  *   5. the new version is recorded whatever happened meanwhile (the
- *      origin holds it now); the file becomes clean (fstate.h:
- *      archived()) only if no user change began since the snapshot,
- *      else it stays dirty and is archived again; the writer commits
- *      state and version in one transaction, and the archive counts
- *      once it is durable ("archive-committed").  A file removed while
+ *      origin holds it now); the file becomes clean (fstate_archived())
+ *      only if no user change began since the snapshot, else it stays
+ *      dirty and is archived again; the writer commits state and version
+ *      in one transaction, and the archive counts once it is durable
+ *      ("archive-committed").  A file removed while
  *      its upload was in flight is not recorded: if the origin took it,
  *      its removal there goes into the ops table instead
  *      ("archive-gone-recorded"), after the removal's own op, which the
