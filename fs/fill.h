@@ -1,7 +1,8 @@
 /*
  * fill.h - what a new fill asks for and whether it may start (fill.c):
- * the one place a fill's size is decided, and the one admission rule of
- * mounts with cache limits.  decide.c (a reader's own fill) and
+ * the one place a reader's own fill is sized, and the one admission rule
+ * of mounts with cache limits.  How far ahead of a stream to ask (its
+ * window) is readahead.c's; each fill there is one chunk's gap.  decide.c (a reader's own fill) and
  * readahead.c (fills ahead of a stream) call it; it calls route.c
  * (fill_span(): whole chunks of a file with chunk digests) and the
  * cache.  Everything here runs with S.lock held (asserted in debug
