@@ -289,7 +289,7 @@ int wait_event(struct event *ev, struct front_req *req)
 		pthread_cond_timedwait(&ev->cond, &S.lock, &tick);
 		if (ev->st == EV_DONE)
 			break;
-		if (req && S.cfg.front.interrupted(req)) {
+		if (req && S.cfg.front.interrupted && S.cfg.front.interrupted(req)) {
 			res = -EINTR;
 			break;
 		}
@@ -329,6 +329,8 @@ void unpark_interrupted(struct event *ev)
 	ELOCK_HELD();
 	struct parked **pp = &ev->parked;
 
+	if (!S.cfg.front.interrupted)
+		return; /* a front end with no interrupts (front.h) */
 	while (*pp) {
 		struct parked *p = *pp;
 

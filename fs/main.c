@@ -29,6 +29,9 @@
 #include "fault.h"
 #include "inode.h"
 #include "inode-save.h"
+#include "fan-kernel.h"
+#include "fan-marks.h"
+#include "fan.h"
 #include "keeper.h"
 #include "meta.h"
 #include "ops-io.h"
@@ -401,6 +404,9 @@ static bool keeper_run(struct daemon *d)
 
 	d->takeover = keeper_inherited(&d->kfuse, &d->klock, &d->ksaved, &d->kmnt,
 				       &d->in_syslog);
+	/* no keeper holds a fanotify group yet: a crash ends that mount */
+	if (d->o.fanotify)
+		d->o.norestart = true;
 	d->kept = d->takeover || !d->o.norestart;
 	if (d->takeover) {
 		d->o.foreground = true;
@@ -574,6 +580,20 @@ static bool table_run(struct daemon *d)
 	uint64_t n;
 	int res;
 
+	if (d->o.fanotify) {
+		char err[512];
+		int root;
+
+		/* the daemon's own view of the store, where it raises no events (fan.h) */
+		res = fan_setup(d->store_path, &root, err, sizeof(err));
+		if (res) {
+			log_err("%s", err);
+			d->rc = EXIT_MOUNT;
+			return false;
+		}
+		close(d->store.root_fd);
+		d->store.root_fd = root;
+	}
 	res = inode_table_init(d->store.root_fd,
 			       d->o.fd_cache ? d->o.fd_cache : default_fd_cache(),
 			       d->o.export_keep, d->takeover, &d->restored);
@@ -613,11 +633,48 @@ static void table_undo(struct daemon *d)
 
 static void mount_undo(struct daemon *d);
 
+/*
+ * backend=fanotify: every missing file marked, then the store bound at
+ * the mountpoint (a mark counts for the opens made after it).
+ */
+static bool fan_mount_run(struct daemon *d)
+{
+	char err[512];
+	long n = fan_mark_missing(d->meta);
+	int res;
+
+	if (n < 0) {
+		log_err("backend=fanotify: cannot mark the files not all present: %s",
+			strerror((int)-n));
+		d->rc = EXIT_MOUNT;
+		goto fail;
+	}
+	log_debug("backend=fanotify: %ld files marked", n);
+	res = fan_mount(d->store_path, d->mnt_path, d->o.read_only, err, sizeof(err));
+	if (res) {
+		log_err("%s", err);
+		d->rc = EXIT_MOUNT;
+		goto fail;
+	}
+	if (d->o.log_file && (res = log_to_path(d->o.log_file)) < 0) {
+		log_err("log=%s: %s", d->o.log_file, strerror(-res));
+		d->rc = EXIT_USAGE;
+		goto fail;
+	}
+	return true;
+fail:
+	fan_stop();
+	return false;
+}
+
 /* The FUSE session: mounted at the mountpoint, or the keeper's mount attached (a takeover). */
 static bool mount_run(struct daemon *d)
 {
 	char *esc;
 	int res;
+
+	if (d->o.fanotify)
+		return fan_mount_run(d);
 
 	esc = escape_commas(d->store_path);
 	if (!esc || asprintf(&d->fsname, "-ofsname=%s", esc) < 0)
@@ -707,6 +764,10 @@ fail:
  */
 static void mount_undo(struct daemon *d)
 {
+	if (d->o.fanotify) {
+		fan_stop(); /* unmounts, denies what is left, closes the group */
+		return;
+	}
 	if (d->mounted)
 		fuse_session_unmount(d->se);
 	ops_inval_stop(); /* its last invalidation waited for the unmount at most */

@@ -344,6 +344,12 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 		o->background = KEY("nocheck_origin");
 		return 0;
 	}
+	if (KEY("backend")) {
+		if (!val || (strcmp(val, "fuse") && strcmp(val, "fanotify")))
+			return fail(err, errlen, "option '%s' needs 'fuse' or 'fanotify'", opt);
+		o->fanotify = !strcmp(val, "fanotify");
+		return 0;
+	}
 	if (!val && (KEY("restart") || KEY("norestart"))) {
 		o->norestart = KEY("norestart");
 		return 0;
@@ -559,6 +565,19 @@ int opts_parse(int argc, char *const argv[], struct hsmfs_opts *ret, char *err,
 		res = fail(err, errlen,
 			   "cache_max=%llu is less than two chunks (chunk=%llu): it needs at least %llu",
 			   o.cache_max, o.chunk, 2 * o.chunk);
+
+	/*
+	 * What the fanotify front end does not do yet (hsmfs(8) BACKENDS):
+	 * refused in one line, never ignored
+	 */
+	if (!res && o.fanotify) {
+		const char *no = o.archive_after >= 0 ? "archive_after" :
+				 o.cache_max || o.cache_min_free || o.cache_min_free_pct ? "cache limits" :
+				 NULL;
+
+		if (no)
+			res = fail(err, errlen, "backend=fanotify does not support %s yet", no);
+	}
 
 	if (res) {
 		opts_free(&o);

@@ -77,6 +77,11 @@ struct hsmfs_opts {
 				  * reach hsmfs): an origin that cannot be
 				  * listed at mount is not a failed mount */
 	bool norestart;          /* no keeper: a crash ends the mount (keeper.h) */
+	bool fanotify;           /* backend=fanotify: no FUSE; the store's tree
+				  * bound at the mountpoint, its misses
+				  * raised by the kernel's fanotify
+				  * pre-content events (fan.h); default
+				  * backend=fuse */
 	bool nopassthrough;      /* never kernel passthrough (default: where allowed) */
 	bool cold_direct;        /* cold_reads=direct: a read-only open of a file
 				  * with bytes missing bypasses the mount's page

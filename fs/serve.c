@@ -24,6 +24,7 @@
 #include "dirs.h"
 #include "events.h"
 #include "evict.h"
+#include "fan.h"
 #include "fault.h"
 #include "hooks.h"
 #include "log.h"
@@ -67,7 +68,7 @@ bool serve_run(struct daemon *d)
 	struct fuse_loop_config *lcfg;
 	int res;
 
-	if (!d->takeover) {
+	if (!d->takeover && !d->o.fanotify) {
 		res = ops_io_attach(d->se, fuse_session_fd(d->se), false);
 		if (res) {
 			log_err("cannot serve the mount: %s", strerror(-res));
@@ -80,8 +81,10 @@ bool serve_run(struct daemon *d)
 	store_write_pid(&d->store, d->kept ? getppid() : getpid());
 	/* with hook=, ready once the hook joined too (ready.h) */
 	ready_init(d->o.ready_fd, d->daemon_fd, d->o.hook != NULL, d->o.timeout);
-	ops_init(&d->ocfg);
-	ops_set_session(d->se);
+	if (!d->o.fanotify) {
+		ops_init(&d->ocfg);
+		ops_set_session(d->se);
+	}
 	{
 		struct events_config ecfg = {
 			.max_pending = d->o.max_pending,
@@ -97,8 +100,11 @@ bool serve_run(struct daemon *d)
 			.dir_ttl = d->o.dir_ttl,
 			.writeback_on = d->o.archive_after >= 0,
 			.writeback = d->o.archive_after,
-			/* a mount with an origin archives what is made on it */
-			.track_new = d->o.origin != NULL || d->o.archive_after >= 0,
+			/*
+			 * a mount with an origin archives what is made on it (not
+			 * seen yet on backend=fanotify: hsmfs(8) BACKENDS)
+			 */
+			.track_new = !d->o.fanotify && (d->o.origin != NULL || d->o.archive_after >= 0),
 			.meta = d->meta,
 			.store_path = d->store_path,
 			.origin = d->o.origin,
@@ -132,6 +138,8 @@ bool serve_run(struct daemon *d)
 		};
 		char state_path[PATH_MAX + 16];
 
+		if (d->o.fanotify)
+			ecfg.front = fan_front;
 		res = events_init(&ecfg);
 		if (!res) {
 			res = cache_init(&ccfg);
@@ -145,7 +153,8 @@ bool serve_run(struct daemon *d)
 					  (uint32_t)(d->o.timeout * 1000), &engine_answers);
 			d->hooks_up = !res;
 		}
-		if (!res)
+		/* sibling prefetch follows FUSE opens */
+		if (!res && !d->o.fanotify)
 			res = prefetch_init(d->o.prefetch);
 		if (res) {
 			log_err("cannot start the event engine: %s", strerror(-res));
@@ -208,6 +217,23 @@ bool serve_run(struct daemon *d)
 		d->hook_up = true;
 	}
 
+	if (d->o.fanotify) {
+		res = fan_start(d->o.chunk);
+		if (res) {
+			log_err("cannot serve the mount: %s", strerror(-res));
+			d->rc = EXIT_SERVE;
+			goto fail;
+		}
+		ready_live();
+		res = fan_serve();
+		if (atomic_load(&hook_refused)) {
+			d->rc = EXIT_HOOK;
+		} else if (res < 0) {
+			log_err("serving failed: %s", strerror(-res));
+			d->rc = EXIT_SERVE;
+		}
+		return true;
+	}
 	if (d->o.readahead && bdi_readahead_start(d->mnt_path, d->o.readahead))
 		log_warn("cannot start setting readahead=, ignoring");
 	if (d->takeover) {

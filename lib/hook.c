@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/stat.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
@@ -95,9 +96,21 @@ static int dial(struct hsmfs_hook *h)
 	int dfd = -1, res, pfd;
 
 	n = getxattr(h->mountpoint, "user.hsmfs.socket", path, sizeof(path) - 1);
-	if (n < 0)
-		return errno == ENODATA || errno == ENOTSUP ? -ENOTCONN : -errno;
-	path[n] = '\0';
+	if (n >= 0) {
+		path[n] = '\0';
+	} else if (errno == ENODATA || errno == ENOTSUP) {
+		struct stat st;
+
+		/*
+		 * A fanotify mount is the store itself, bound (hsmfs(8)
+		 * BACKENDS): its state directory holds the socket
+		 */
+		n = snprintf(path, sizeof(path), "%s/.hsmfs/hook.sock", h->mountpoint);
+		if ((size_t)n >= sizeof(path) || stat(path, &st) || !S_ISSOCK(st.st_mode))
+			return -ENOTCONN;
+	} else {
+		return -errno;
+	}
 	if ((size_t)n < sizeof(sa.sun_path)) {
 		memcpy(sa.sun_path, path, n + 1);
 	} else {

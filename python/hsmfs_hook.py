@@ -16,6 +16,7 @@ parse_event, answer, progress, filled, archived) are the same protocol piece by
 piece.
 """
 import array
+import errno
 import os
 import socket
 import struct
@@ -76,7 +77,14 @@ def connect_socket(mnt, kind="fill", mask=("access",), name="hook", subtree="",
                    version=VERSION):
     """Connect and say HELLO (speaking versions 1 to version); returns
     (socket, WELCOME as a dict)."""
-    path = os.getxattr(mnt, "user.hsmfs.socket").decode()
+    try:
+        path = os.getxattr(mnt, "user.hsmfs.socket").decode()
+    except OSError as e:
+        # a fanotify mount is the store itself, bound: its state
+        # directory holds the socket (hsmfs(8) BACKENDS)
+        path = os.path.join(mnt, ".hsmfs", "hook.sock")
+        if e.errno not in (errno.ENODATA, errno.ENOTSUP) or not os.path.exists(path):
+            raise
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     if len(path.encode()) < 108:
         s.connect(path)

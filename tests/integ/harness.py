@@ -242,8 +242,26 @@ def is_mounted(path):
     return False
 
 
+def mount_fstype(path):
+    """The type of the filesystem mounted at path (the last mount there:
+    "fuse.hsmfs", "ext4" for a fanotify mount's bind), or None."""
+    path = os.path.realpath(path)
+    found = None
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            if fields[4].encode().decode("unicode_escape") == path:
+                found = fields[fields.index("-") + 1]
+    return found
+
+
 def unmount(path, lazy=False):
-    args = ["fusermount3", "-u"] + (["-z"] if lazy else []) + [path]
+    fstype = mount_fstype(path)
+    if fstype and not fstype.startswith("fuse"):
+        # a fanotify mount is a bind mount: umount(8), root's
+        args = ["umount"] + (["-l"] if lazy else []) + [path]
+    else:
+        args = ["fusermount3", "-u"] + (["-z"] if lazy else []) + [path]
     return subprocess.run(args, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT).returncode
 

@@ -1,0 +1,195 @@
+/*
+ * fan-kernel.c - the fanotify front end's kernel objects (fan.h): the
+ * pre-content group, the daemon's detached clone of the store's mount
+ * with its ignore mark, the bind mount users see, and marks by
+ * descriptor.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "fan-kernel.h"
+#include "inode.h"
+#include "log.h"
+#include "store.h"
+
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#endif
+#ifndef OPEN_TREE_CLOEXEC
+#define OPEN_TREE_CLOEXEC O_CLOEXEC
+#endif
+#ifndef STATX_MNT_ID
+#define STATX_MNT_ID 0x00001000U
+#endif
+
+struct fan_kernel K = { .group = -1, .tree = -1 };
+
+#define PROBE_NAME STORE_STATE_DIR "/fanotify-probe"
+
+/* err gets the line, the caller returns res */
+#define SAY(res, ...) (snprintf(err, errlen, __VA_ARGS__), (res))
+
+/*
+ * Can the store's filesystem raise pre-content events?  A file of the
+ * state directory marked and unmarked: EINVAL where the kernel knows no
+ * FAN_PRE_ACCESS, EOPNOTSUPP where the filesystem does not allow it.
+ */
+static int probe_mark(const char *store_path, char *err, size_t errlen)
+{
+	int fd = openat(K.tree, PROBE_NAME, O_CREAT | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int res = 0;
+
+	if (fd < 0)
+		return SAY(-errno, "cannot make a file in '%s/" STORE_STATE_DIR "'",
+			   store_path);
+	close(fd);
+	if (fanotify_mark(K.group, FAN_MARK_ADD | FAN_MARK_DONT_FOLLOW, FAN_PRE_ACCESS, K.tree,
+			  PROBE_NAME)) {
+		res = -errno;
+		if (res == -EINVAL)
+			snprintf(err, errlen, "backend=fanotify needs fanotify pre-content events "
+				 "(Linux 6.14 or later)");
+		else if (res == -EOPNOTSUPP || res == -ENOTSUP)
+			snprintf(err, errlen,
+				 "backend=fanotify: the filesystem of '%s' has no pre-content events "
+				 "(ext4, xfs and btrfs have)", store_path);
+		else
+			snprintf(err, errlen, "backend=fanotify: cannot mark a file of '%s': %s",
+				 store_path, strerror(-res));
+	} else {
+		fanotify_mark(K.group, FAN_MARK_REMOVE | FAN_MARK_DONT_FOLLOW, FAN_PRE_ACCESS,
+			      K.tree, PROBE_NAME);
+	}
+	unlinkat(K.tree, PROBE_NAME, 0);
+	return res;
+}
+
+int fan_setup(const char *store_path, int *ret_root, char *err, size_t errlen)
+{
+	int res;
+
+	/*
+	 * Unlimited marks and queue: a mark per missing file, and no event
+	 * lost to a full queue (a lost one is allowed by the kernel)
+	 */
+	K.group = fanotify_init(FAN_CLASS_PRE_CONTENT | FAN_CLOEXEC | FAN_UNLIMITED_MARKS |
+					FAN_UNLIMITED_QUEUE,
+				O_RDWR | O_LARGEFILE | O_CLOEXEC);
+	if (K.group < 0) {
+		res = -errno;
+		if (res == -EPERM)
+			return SAY(res, "backend=fanotify needs CAP_SYS_ADMIN (mount it as root)");
+		return SAY(res, "backend=fanotify: this kernel has no fanotify pre-content groups: %s",
+			   strerror(-res));
+	}
+	K.tree = (int)syscall(SYS_open_tree, AT_FDCWD, store_path,
+			      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (K.tree < 0) {
+		res = -errno;
+		snprintf(err, errlen, "backend=fanotify: cannot clone the mount of '%s': %s",
+			 store_path, strerror(-res));
+		goto fail;
+	}
+	res = probe_mark(store_path, err, errlen);
+	if (res)
+		goto fail;
+	/* the daemon's own reads and writes, through the clone, raise nothing */
+	if (fanotify_mark(K.group, FAN_MARK_ADD | FAN_MARK_MOUNT | FAN_MARK_IGNORE_SURV,
+			  FAN_PRE_ACCESS, K.tree, ".")) {
+		res = -errno;
+		snprintf(err, errlen, "backend=fanotify: cannot exempt the daemon's own view of '%s': %s",
+			 store_path, strerror(-res));
+		goto fail;
+	}
+	*ret_root = openat(K.tree, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (*ret_root < 0) {
+		res = -errno;
+		snprintf(err, errlen, "backend=fanotify: cannot open '%s': %s", store_path,
+			 strerror(-res));
+		goto fail;
+	}
+	return 0;
+fail:
+	if (K.tree >= 0)
+		close(K.tree);
+	close(K.group);
+	K.tree = K.group = -1;
+	return res;
+}
+
+static int mount_id(const char *path, uint64_t *ret)
+{
+	struct statx stx;
+
+	if (statx(AT_FDCWD, path, AT_NO_AUTOMOUNT | AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &stx))
+		return -errno;
+	if (!(stx.stx_mask & STATX_MNT_ID))
+		return -EOPNOTSUPP;
+	*ret = stx.stx_mnt_id;
+	return 0;
+}
+
+int fan_mount(const char *store_path, const char *mnt, bool ro, char *err, size_t errlen)
+{
+	uint64_t below;
+	int res;
+
+	if ((res = mount_id(mnt, &below)))
+		return SAY(res, "cannot look at the mountpoint '%s'", mnt);
+	if (mount(store_path, mnt, NULL, MS_BIND, NULL)) {
+		res = -errno;
+		snprintf(err, errlen, "cannot bind '%s' at '%s': %s", store_path, mnt,
+			 strerror(-res));
+		return res;
+	}
+	if (ro && mount(NULL, mnt, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL)) {
+		res = -errno;
+		umount2(mnt, MNT_DETACH);
+		snprintf(err, errlen, "cannot make '%s' read-only: %s", mnt, strerror(-res));
+		return res;
+	}
+	K.mnt = strdup(mnt);
+	if (!K.mnt || (res = mount_id(mnt, &K.mnt_id)) || K.mnt_id == below) {
+		umount2(mnt, MNT_DETACH);
+		free(K.mnt);
+		K.mnt = NULL;
+		return SAY(res ? res : -EIO, "cannot find the mount made at '%s'", mnt);
+	}
+	return 0;
+}
+
+bool fan_still_mounted(void)
+{
+	uint64_t id;
+
+	return K.mnt && !mount_id(K.mnt, &id) && id == K.mnt_id;
+}
+
+void fan_unmount(void)
+{
+	if (fan_still_mounted() && umount2(K.mnt, MNT_DETACH))
+		log_warn("cannot unmount '%s': %s", K.mnt, strerror(errno));
+	free(K.mnt);
+	K.mnt = NULL;
+}
+
+int fan_mark_fd(int fd, bool add)
+{
+	char path[32];
+
+	/* an O_PATH descriptor is reached by its /proc link (inode.h) */
+	inode_proc_path(fd, path);
+	if (fanotify_mark(K.group, add ? FAN_MARK_ADD : FAN_MARK_REMOVE, FAN_MISSING_MASK,
+			  AT_FDCWD, path))
+		return -errno;
+	atomic_fetch_add(add ? &K.marked : &K.unmarked, 1);
+	return 0;
+}

@@ -1,0 +1,72 @@
+/*
+ * fan-kernel.h - the fanotify front end's kernel objects (fan.h says
+ * what the front end is): the pre-content group, the daemon's private
+ * clone of the store's mount, the bind mount users see, marks; and the
+ * definitions of the kernel ABI Debian 12's headers predate (Linux
+ * 6.14: pre-content events, ranges, errnos in a denial).
+ *
+ * K's fields are set once at start-up by one thread, before the reader
+ * thread starts, and closed after it ended (fan_stop()).
+ */
+#ifndef HSMFS_FAN_KERNEL_H
+#define HSMFS_FAN_KERNEL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/fanotify.h>
+
+#ifndef FAN_PRE_ACCESS
+#define FAN_PRE_ACCESS 0x00100000
+#endif
+#ifndef FAN_EVENT_INFO_TYPE_RANGE
+#define FAN_EVENT_INFO_TYPE_RANGE 6
+#endif
+#ifndef FAN_DENY_ERRNO
+#define FAN_ERRNO_SHIFT 24
+#define FAN_DENY_ERRNO(err) (FAN_DENY | ((uint32_t)(err) << FAN_ERRNO_SHIFT))
+#endif
+
+/* FAN_EVENT_INFO_TYPE_RANGE: the bytes a pre-content event is about. */
+struct fan_info_range {
+	struct fanotify_event_info_header hdr;
+	uint32_t pad;
+	uint64_t offset;
+	uint64_t count;
+};
+
+/* What the front end marks a missing file with. */
+#define FAN_MISSING_MASK FAN_PRE_ACCESS
+
+struct fan_kernel {
+	int group;     /* the FAN_CLASS_PRE_CONTENT group, or -1 */
+	int tree;      /* the daemon's detached clone of the store's mount (O_PATH), or -1 */
+	char *mnt;     /* the mountpoint (real path), once bound */
+	uint64_t mnt_id; /* its mount's id (statx STATX_MNT_ID) */
+	_Atomic uint64_t marked, unmarked;
+};
+
+extern struct fan_kernel K;
+
+/*
+ * The group and the daemon's private tree, before the inode table:
+ * one clear line in err and -errno where the kernel, the privileges or
+ * the store's filesystem cannot do it.  *ret_root: an O_PATH descriptor
+ * of the clone's root, for the inode table (the caller owns it).
+ */
+int fan_setup(const char *store_path, int *ret_root, char *err, size_t errlen);
+
+/* The bind mount of the store at mnt (read-only with ro): 0 or -errno, said in err. */
+int fan_mount(const char *store_path, const char *mnt, bool ro, char *err, size_t errlen);
+
+/* The mountpoint given back (lazily), if it is still this front end's. */
+void fan_unmount(void);
+
+/* Mark or unmark the file open as fd (O_PATH will do): 0 or -errno. */
+int fan_mark_fd(int fd, bool add);
+
+/* Is the mountpoint still the bind mount this front end made? */
+bool fan_still_mounted(void);
+
+#endif

@@ -1,0 +1,186 @@
+/*
+ * fan-marks.c - the marks of the files not all present, made from the
+ * metadata database at start (fan.h): by each row's recorded path,
+ * checked against its inode number, and by one walk of the tree for
+ * the rows whose path is stale (moved beside the mount).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fan-kernel.h"
+#include "fan-marks.h"
+#include "hashset.h"
+#include "inode.h"
+#include "log.h"
+#include "meta.h"
+#include "store.h"
+
+struct wanted {
+	struct hashset inos; /* inode numbers of missing files not marked yet */
+	size_t thin;         /* marked without all their blocks (allocate()) */
+};
+
+static int want_row(void *arg, uint64_t ino, uint64_t gen, uint64_t size, uint32_t state)
+{
+	struct wanted *w = arg;
+
+	(void)gen;
+	(void)size;
+	if (state != META_PLACEHOLDER && state != META_PARTIAL)
+		return 0;
+	return hashset_add(&w->inos, ino, NULL) < 0 ? -ENOMEM : 0;
+}
+
+/*
+ * Blocks for every byte of a missing file, before its mark (fallocate(2)
+ * raises an event on a marked one).  A range not fetched yet is data:
+ * no lseek(2) or FIEMAP asks the hooks, and a tool that sees fewer
+ * blocks than the size (cp, tar --sparse) looks for holes and copies
+ * zeros for them; allocated, unwritten blocks read as the file's own
+ * bytes through the events.  Where the store cannot hold them, the
+ * file stays thin (said once, counted).
+ */
+static void allocate(struct wanted *w, int fd, const struct stat *st)
+{
+	char path[32];
+	int wfd;
+
+	if ((uint64_t)st->st_blocks * 512 >= (uint64_t)st->st_size)
+		return;
+	inode_proc_path(fd, path);
+	wfd = open(path, O_WRONLY | O_CLOEXEC);
+	if (wfd >= 0 && !fallocate(wfd, 0, 0, st->st_size)) {
+		/* the file's time is the origin's (its change time is the kernel's) */
+		struct timespec t[2] = { { .tv_nsec = UTIME_OMIT }, st->st_mtim };
+
+		futimens(wfd, t);
+		close(wfd);
+		return;
+	}
+	if (!w->thin++)
+		log_warn("backend=fanotify: cannot allocate the blocks of a file not fetched yet "
+			 "(%s): a tool that skips holes may copy zeros for its missing bytes",
+			 strerror(errno));
+	if (wfd >= 0)
+		close(wfd);
+}
+
+/* Mark the regular file at dirfd/name if it is one of w's; 1 marked, 0 not, -errno. */
+static int mark_at(struct wanted *w, int dirfd, const char *name)
+{
+	struct stat st;
+	int fd, res = 0;
+
+	fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	if (!fstat(fd, &st) && S_ISREG(st.st_mode) && hashset_find(&w->inos, st.st_ino) !=
+								     HASHSET_NONE) {
+		allocate(w, fd, &st);
+		res = fan_mark_fd(fd, true);
+		if (!res) {
+			hashset_remove(&w->inos, st.st_ino);
+			res = 1;
+		}
+	}
+	close(fd);
+	return res;
+}
+
+/* One walk of the tree below dirfd for what the paths did not find. */
+static int walk(struct wanted *w, int dirfd, bool top, long *marked)
+{
+	DIR *d;
+	struct dirent *de;
+	int fd, res = 0;
+
+	fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return -errno;
+	}
+	while (!res && w->inos.n && (de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    (top && !strcmp(de->d_name, STORE_STATE_DIR)))
+			continue;
+		if (de->d_type == DT_DIR) {
+			int sub = openat(dirfd, de->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW |
+								  O_CLOEXEC);
+
+			if (sub >= 0) {
+				res = walk(w, sub, false, marked);
+				close(sub);
+			}
+		} else if (de->d_type == DT_REG || de->d_type == DT_UNKNOWN) {
+			int r = mark_at(w, dirfd, de->d_name);
+
+			if (r < 0)
+				res = r;
+			else
+				*marked += r;
+		}
+	}
+	closedir(d);
+	return res;
+}
+
+long fan_mark_missing(struct meta *m)
+{
+	struct wanted w;
+	uint64_t *inos = NULL;
+	size_t n = 0;
+	long marked = 0;
+	int res;
+
+	hashset_init(&w.inos, SIZE_MAX, false, NULL);
+	w.thin = 0;
+	res = meta_list(m, want_row, &w);
+	if (res)
+		goto out;
+	/* the recorded paths first: one open each */
+	inos = malloc((w.inos.n ? w.inos.n : 1) * sizeof(*inos));
+	if (!inos) {
+		res = -ENOMEM;
+		goto out;
+	}
+	HASHSET_EACH(&w.inos, pos)
+		inos[n++] = hashset_key(&w.inos, pos);
+	for (size_t i = 0; i < n; i++) {
+		struct meta_file f;
+		int r;
+
+		if (meta_get(m, inos[i], &f))
+			continue;
+		r = f.path ? mark_at(&w, K.tree, f.path) : 0;
+		meta_file_free(&f);
+		if (r < 0) {
+			res = r;
+			goto out;
+		}
+		marked += r;
+	}
+	if (w.inos.n) {
+		size_t left = w.inos.n;
+
+		res = walk(&w, K.tree, true, &marked);
+		if (w.inos.n)
+			log_warn("backend=fanotify: %zu file%s of the database not found in the store "
+				 "(%zu found by a walk)", w.inos.n, w.inos.n == 1 ? "" : "s",
+				 left - w.inos.n);
+	}
+	if (w.thin)
+		log_warn("backend=fanotify: %zu file%s not fetched yet without all their blocks",
+			 w.thin, w.thin == 1 ? "" : "s");
+out:
+	free(inos);
+	hashset_free(&w.inos);
+	return res ? res : marked;
+}

@@ -1,0 +1,569 @@
+/*
+ * fan.c - the fanotify front end's events (fan.h): the reader thread,
+ * an event's file found in the inode table, its range checked by the
+ * engine in pieces, the one answer, the mark dropped once the file is
+ * all present; the serving loop and the end.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "events.h"
+#include "fan-kernel.h"
+#include "fan.h"
+#include "hashset.h"
+#include "inode.h"
+#include "log.h"
+
+/* A large range (an mmap's) is checked in at most this many pieces at once. */
+#define FAN_PIECES 64
+
+/* A file an event was about: one lookup reference held while it is in F.files. */
+struct fan_file {
+	struct inode *in;
+	unsigned busy; /* events in flight on it, under F.lock */
+};
+
+/* One event read from the group: answered once, when left drops to 0. */
+struct fan_req {
+	int fd;               /* the event's descriptor: its answer names it */
+	pid_t pid;
+	struct fan_file *f;
+	_Atomic int left;     /* pieces not ended, and the dispatcher's own */
+	_Atomic int err;      /* the first failure, or 0 */
+};
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t idle;
+	struct hashset files;  /* inode number -> struct fan_file *, under lock */
+	unsigned dispatching;  /* events being handed to the engine, under lock */
+	bool stopping;         /* under lock: none is handed any more */
+	_Atomic bool exiting;
+	pthread_t reader;
+	bool reader_up;
+	int wake[2];           /* the reader's stop */
+	int sig[2];            /* the signals that end serving */
+	uint64_t chunk;
+	_Atomic uint64_t events, denied, overflows;
+} F = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.idle = PTHREAD_COND_INITIALIZER,
+	.files = HASHSET_INIT(SIZE_MAX, true, NULL),
+	.wake = { -1, -1 },
+	.sig = { -1, -1 },
+};
+
+/* The errnos FAN_DENY_ERRNO passes (the kernel refuses any other). */
+static int deny_errno(int res)
+{
+	switch (-res) {
+	case EIO: case EPERM: case EBUSY: case ETXTBSY: case EAGAIN: case ENOSPC: case EDQUOT:
+		return -res;
+	default:
+		return EIO;
+	}
+}
+
+/* The one answer to the event of descriptor fd: res 0 allows. */
+static void answer(int fd, int res)
+{
+	struct fanotify_response r = {
+		.fd = fd,
+		.response = res ? FAN_DENY_ERRNO(deny_errno(res)) : FAN_ALLOW,
+	};
+
+	if (res)
+		atomic_fetch_add(&F.denied, 1);
+	if (write(K.group, &r, sizeof(r)) != sizeof(r)) {
+		/* ENOENT: the reader was killed and the kernel dropped the event */
+		if (errno != ENOENT && res) {
+			r.response = FAN_DENY;
+			if (write(K.group, &r, sizeof(r)) != sizeof(r))
+				log_err("backend=fanotify: cannot deny an event: %s", strerror(errno));
+		} else if (errno != ENOENT) {
+			log_err("backend=fanotify: cannot answer an event: %s", strerror(errno));
+		}
+	}
+	close(fd);
+}
+
+/* ------------------------------------------------------------ files */
+
+/* The inode of path (relative to the store's root), with a lookup reference. */
+static int walk_path(char *path, struct stat *st, struct inode **ret)
+{
+	struct inode *cur = inode_root(), *next;
+	char *save = NULL;
+	int res = 0;
+
+	for (char *c = strtok_r(path, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		res = inode_lookup(cur, c, st, &next);
+		if (cur != inode_root())
+			inode_forget(cur, 1);
+		if (res)
+			return res;
+		cur = next;
+	}
+	if (cur == inode_root())
+		return -EISDIR;
+	*ret = cur;
+	return 0;
+}
+
+/*
+ * The file of an event's descriptor, busy: from F.files, else looked up
+ * by the path the descriptor was opened by, below the mountpoint.
+ */
+static struct fan_file *file_get(int fd, int *ret_res)
+{
+	char link[32], path[PATH_MAX];
+	struct fan_file *f = NULL;
+	struct inode *in;
+	struct stat st, got;
+	size_t pos, n = K.mnt ? strlen(K.mnt) : 0;
+	ssize_t len;
+	int res;
+
+	if (fstat(fd, &st)) {
+		*ret_res = -errno;
+		return NULL;
+	}
+	pthread_mutex_lock(&F.lock);
+	pos = hashset_find(&F.files, st.st_ino);
+	if (pos != HASHSET_NONE) {
+		f = (struct fan_file *)(uintptr_t)*hashset_val(&F.files, pos);
+		f->busy++;
+	}
+	pthread_mutex_unlock(&F.lock);
+	if (f)
+		return f;
+	inode_proc_path(fd, link);
+	len = readlink(link, path, sizeof(path) - 1);
+	if (len < 0) {
+		*ret_res = -errno;
+		return NULL;
+	}
+	path[len] = '\0';
+	/* opened below the mountpoint (a removed file's link ends " (deleted)") */
+	if (!n || strncmp(path, K.mnt, n) || (path[n] != '/' && path[n])) {
+		log_debug("backend=fanotify: an event on '%s', not below the mountpoint", path);
+		*ret_res = -EIO;
+		return NULL;
+	}
+	res = walk_path(path + n, &got, &in);
+	if (!res && (got.st_ino != st.st_ino || got.st_dev != st.st_dev)) {
+		inode_forget(in, 1);
+		res = -ESTALE; /* moved meanwhile */
+	}
+	if (res) {
+		log_debug("backend=fanotify: cannot find '%s' in the store: %s", path, strerror(-res));
+		*ret_res = -EIO;
+		return NULL;
+	}
+	pthread_mutex_lock(&F.lock);
+	pos = hashset_find(&F.files, st.st_ino);
+	if (pos != HASHSET_NONE) {
+		f = (struct fan_file *)(uintptr_t)*hashset_val(&F.files, pos);
+	} else if ((f = calloc(1, sizeof(*f))) &&
+		   hashset_add(&F.files, st.st_ino, &pos) == 1) {
+		*hashset_val(&F.files, pos) = (uintptr_t)f;
+		f->in = in;
+		in = NULL;
+	} else {
+		free(f);
+		f = NULL;
+	}
+	if (f)
+		f->busy++;
+	pthread_mutex_unlock(&F.lock);
+	if (in)
+		inode_forget(in, 1); /* another event's, or no room */
+	if (!f)
+		*ret_res = -ENOMEM;
+	return f;
+}
+
+/*
+ * An event on f ended.  A file all present now loses its mark (its
+ * next opens pay nothing) and its place in F.files.
+ */
+static void file_put(struct fan_file *f)
+{
+	struct inode *in = f->in;
+	bool drop = false;
+	int fd, res;
+
+	pthread_mutex_lock(&F.lock);
+	if (!--f->busy && (inode_flags(in) & INODE_LOADED) &&
+	    !(inode_flags(in) & INODE_NONRESIDENT) && !F.stopping) {
+		hashset_remove(&F.files, inode_ino(in));
+		drop = true;
+	}
+	pthread_mutex_unlock(&F.lock);
+	if (!drop)
+		return;
+	fd = inode_fd_get(in);
+	res = fd < 0 ? fd : fan_mark_fd(fd, false);
+	if (fd >= 0)
+		inode_fd_put(in);
+	/* ENOENT: it had no mark (made all present before it was marked) */
+	if (res && res != -ENOENT)
+		log_warn("backend=fanotify: cannot unmark a file all present: %s", strerror(-res));
+	inode_forget(in, 1);
+	free(f);
+}
+
+/* ------------------------------------------------------------ events */
+
+static void req_end(struct fan_req *req, int res)
+{
+	int none = 0;
+
+	if (res)
+		atomic_compare_exchange_strong(&req->err, &none, res);
+	if (atomic_fetch_sub(&req->left, 1) != 1)
+		return;
+	answer(req->fd, atomic_load(&req->err));
+	file_put(req->f);
+	free(req);
+}
+
+/* A parked piece ended (the engine's continuation): res 0 holds its bytes. */
+static void piece_done(void *arg, int res)
+{
+	struct fan_req *req = arg;
+
+	if (!res)
+		events_read_done(req->f->in);
+	req_end(req, res);
+}
+
+/*
+ * FAN_PRE_ACCESS of [off, off + count): the engine checks it (and fills
+ * what is missing) in pieces of whole chunks, at most FAN_PIECES, at once.
+ */
+static void on_access(int fd, pid_t pid, uint64_t off, uint64_t count)
+{
+	struct fan_req *req = NULL;
+	struct fan_file *f;
+	uint64_t piece, end;
+	int res = 0;
+
+	if (!count) {
+		answer(fd, 0); /* a truncate that grows the file: no byte of it is read */
+		return;
+	}
+	pthread_mutex_lock(&F.lock);
+	if (F.stopping) {
+		pthread_mutex_unlock(&F.lock);
+		answer(fd, -EIO);
+		return;
+	}
+	F.dispatching++;
+	pthread_mutex_unlock(&F.lock);
+
+	f = file_get(fd, &res);
+	if (f)
+		res = events_load(f->in);
+	if (f && !res && !(req = calloc(1, sizeof(*req))))
+		res = -ENOMEM;
+	if (!f || res) {
+		if (f)
+			file_put(f);
+		answer(fd, res ? res : -EIO);
+		goto out;
+	}
+	req->fd = fd;
+	req->pid = pid;
+	req->f = f;
+	atomic_init(&req->left, 1);
+	end = count > UINT64_MAX - off ? UINT64_MAX : off + count;
+	piece = (count + FAN_PIECES - 1) / FAN_PIECES;
+	piece = (piece + F.chunk - 1) / F.chunk * F.chunk;
+	for (uint64_t at = off; at < end; at += piece) {
+		uint64_t len = end - at < piece ? end - at : piece;
+		bool held = false;
+
+		atomic_fetch_add(&req->left, 1);
+		res = events_read_check(f->in, at, len, (struct front_req *)req, piece_done, req,
+					&held);
+		if (res == EVENTS_PARKED)
+			continue;
+		if (!res && held)
+			events_read_done(f->in);
+		req_end(req, res < 0 ? res : 0);
+	}
+	req_end(req, 0); /* the dispatcher's own */
+out:
+	pthread_mutex_lock(&F.lock);
+	if (!--F.dispatching)
+		pthread_cond_broadcast(&F.idle);
+	pthread_mutex_unlock(&F.lock);
+}
+
+/* One event read from the group. */
+static void on_event(const struct fanotify_event_metadata *md)
+{
+	const char *p = (const char *)md + md->metadata_len, *end = (const char *)md + md->event_len;
+	uint64_t off = 0, count = 0;
+
+	atomic_fetch_add(&F.events, 1);
+	if (md->mask & FAN_Q_OVERFLOW) {
+		atomic_fetch_add(&F.overflows, 1);
+		log_err("backend=fanotify: the kernel's event queue overflowed: bytes may have been "
+			"served as zeros");
+		return;
+	}
+	if (md->fd < 0)
+		return;
+	while (p + sizeof(struct fanotify_event_info_header) <= end) {
+		const struct fanotify_event_info_header *h = (const void *)p;
+
+		if (h->len < sizeof(*h))
+			break;
+		if (h->info_type == FAN_EVENT_INFO_TYPE_RANGE && h->len >= sizeof(struct fan_info_range)) {
+			const struct fan_info_range *r = (const void *)p;
+
+			off = r->offset;
+			count = r->count;
+		}
+		p += h->len;
+	}
+	if (md->mask & FAN_PRE_ACCESS)
+		on_access(md->fd, md->pid, off, count);
+	else
+		answer(md->fd, 0); /* no other permission event is asked for */
+}
+
+/* Read events until woken by fan_stop(), then the ones left, denied. */
+static void *reader(void *arg)
+{
+	static char buf[64 << 10] __attribute__((aligned(8)));
+	struct pollfd p[2] = { { .fd = K.group, .events = POLLIN },
+			       { .fd = F.wake[0], .events = POLLIN } };
+
+	(void)arg;
+	for (;;) {
+		ssize_t len;
+
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			log_err("backend=fanotify: poll: %s", strerror(errno));
+			break;
+		}
+		if (p[1].revents)
+			break;
+		len = read(K.group, buf, sizeof(buf));
+		if (len < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			log_err("backend=fanotify: cannot read events: %s", strerror(errno));
+			break;
+		}
+		for (const struct fanotify_event_metadata *md = (const void *)buf;
+		     FAN_EVENT_OK(md, len); md = FAN_EVENT_NEXT(md, len)) {
+			if (md->vers != FANOTIFY_METADATA_VERSION) {
+				log_err("backend=fanotify: events of version %u, not %u", md->vers,
+					FANOTIFY_METADATA_VERSION);
+				if (md->fd >= 0)
+					answer(md->fd, -EIO);
+				continue;
+			}
+			on_event(md);
+		}
+	}
+	return NULL;
+}
+
+/* ------------------------------------------------------------ front end */
+
+static void fan_reply(struct front_req *r, struct inode *in, int fd, uint64_t off, uint64_t len,
+		      int res)
+{
+	/* a check's end comes through its continuation; no read is parked here */
+	(void)r, (void)in, (void)fd, (void)off, (void)len, (void)res;
+	log_err("backend=fanotify: a reply to no read");
+}
+
+static void fan_caller(struct front_req *r, struct caller *ret)
+{
+	const struct fan_req *req = (const struct fan_req *)r;
+	char path[64], line[256];
+	FILE *f;
+
+	ret->pid = req->pid;
+	ret->uid = ret->gid = (uid_t)-1;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)req->pid);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	/* the file-system ids (the last of four), as FUSE gives them */
+	while (fgets(line, sizeof(line), f)) {
+		unsigned a, b, c, d;
+
+		if (sscanf(line, "Uid: %u %u %u %u", &a, &b, &c, &d) == 4)
+			ret->uid = d;
+		else if (sscanf(line, "Gid: %u %u %u %u", &a, &b, &c, &d) == 4)
+			ret->gid = d;
+	}
+	fclose(f);
+}
+
+static bool fan_exiting(void)
+{
+	return atomic_load_explicit(&F.exiting, memory_order_relaxed);
+}
+
+const struct events_front fan_front = {
+	.reply = fan_reply,
+	.caller = fan_caller,
+	.exiting = fan_exiting,
+	/* the kernel serves the store's own pages: nothing of ours to drop */
+};
+
+/* ------------------------------------------------------------ serving */
+
+int fan_start(uint64_t chunk)
+{
+	int res;
+
+	F.chunk = chunk ? chunk : 1 << 20;
+	if (pipe2(F.wake, O_CLOEXEC))
+		return -errno;
+	res = pthread_create(&F.reader, NULL, reader, NULL);
+	if (res)
+		return -res;
+	F.reader_up = true;
+	return 0;
+}
+
+static void on_signal(int sig)
+{
+	int e = errno;
+	char c = (char)sig;
+
+	if (write(F.sig[1], &c, 1) < 0) {
+		/* full: one is enough */
+	}
+	errno = e;
+}
+
+int fan_serve(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	struct pollfd p[2];
+	int mi, res = 0;
+
+	if (pipe2(F.sig, O_CLOEXEC | O_NONBLOCK))
+		return -errno;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	/* the mount table changed: POLLPRI on /proc/self/mountinfo */
+	mi = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+	p[0] = (struct pollfd){ .fd = F.sig[0], .events = POLLIN };
+	p[1] = (struct pollfd){ .fd = mi, .events = POLLPRI };
+	while (fan_still_mounted()) {
+		if (poll(p, mi >= 0 ? 2 : 1, mi >= 0 ? -1 : 1000) < 0 && errno != EINTR) {
+			res = -errno;
+			break;
+		}
+		if (p[0].revents) {
+			log_info("backend=fanotify: a signal ends the mount");
+			break;
+		}
+		if (mi >= 0 && (p[1].revents & (POLLPRI | POLLERR))) {
+			char buf[4096];
+
+			/* read to the end: the next change raises POLLPRI again */
+			lseek(mi, 0, SEEK_SET);
+			while (read(mi, buf, sizeof(buf)) > 0) {
+			}
+		}
+	}
+	if (mi >= 0)
+		close(mi);
+	/* no event goes to the engine from here on: its shutdown fails the ones in it */
+	pthread_mutex_lock(&F.lock);
+	F.stopping = true;
+	while (F.dispatching)
+		pthread_cond_wait(&F.idle, &F.lock);
+	pthread_mutex_unlock(&F.lock);
+	atomic_store(&F.exiting, true);
+	return res;
+}
+
+void fan_stop(void)
+{
+	struct fan_stats s;
+
+	/* no new opens by the mountpoint; then the reader's last events */
+	fan_unmount();
+	pthread_mutex_lock(&F.lock);
+	F.stopping = true;
+	pthread_mutex_unlock(&F.lock);
+	if (F.reader_up) {
+		if (write(F.wake[1], "x", 1) < 0)
+			log_err("backend=fanotify: cannot stop the reader: %s", strerror(errno));
+		pthread_join(F.reader, NULL);
+		F.reader_up = false;
+	}
+	if (K.group >= 0) {
+		static char buf[16 << 10] __attribute__((aligned(8)));
+		ssize_t len;
+
+		/* what is still queued is denied: a closed group allows it */
+		fcntl(K.group, F_SETFL, fcntl(K.group, F_GETFL) | O_NONBLOCK);
+		while ((len = read(K.group, buf, sizeof(buf))) > 0)
+			for (const struct fanotify_event_metadata *md = (const void *)buf;
+			     FAN_EVENT_OK(md, len); md = FAN_EVENT_NEXT(md, len))
+				if (md->fd >= 0)
+					answer(md->fd, -EIO);
+	}
+	HASHSET_EACH(&F.files, pos) {
+		struct fan_file *f = (struct fan_file *)(uintptr_t)*hashset_val(&F.files, pos);
+
+		inode_forget(f->in, 1);
+		free(f);
+	}
+	hashset_free(&F.files);
+	fan_stats(&s);
+	log_info("backend=fanotify: %llu events, %llu denied, %llu overflows; %llu marks made, "
+		 "%llu removed", (unsigned long long)s.events, (unsigned long long)s.denied,
+		 (unsigned long long)s.overflows, (unsigned long long)s.marked,
+		 (unsigned long long)s.unmarked);
+	if (K.group >= 0)
+		close(K.group);
+	if (K.tree >= 0)
+		close(K.tree);
+	K.group = K.tree = -1;
+	for (int i = 0; i < 2; i++) {
+		if (F.wake[i] >= 0)
+			close(F.wake[i]);
+		if (F.sig[i] >= 0)
+			close(F.sig[i]);
+		F.wake[i] = F.sig[i] = -1;
+	}
+}
+
+void fan_stats(struct fan_stats *ret)
+{
+	ret->events = atomic_load(&F.events);
+	ret->denied = atomic_load(&F.denied);
+	ret->overflows = atomic_load(&F.overflows);
+	ret->marked = atomic_load(&K.marked);
+	ret->unmarked = atomic_load(&K.unmarked);
+}

@@ -1,0 +1,74 @@
+/*
+ * fan.h - the fanotify front end (backend=fanotify): the same engine,
+ * hooks, states and origins as the FUSE mount, with the kernel serving
+ * every present byte and every metadata call itself.
+ *
+ * What users see.  MOUNTPOINT is a bind mount of STORE (read-only with
+ * ro).  Every file of the store that is not all present carries an
+ * inode mark of a FAN_CLASS_PRE_CONTENT group with FAN_PRE_ACCESS: a
+ * read, a write, an mmap or a truncate that reaches bytes of it raises
+ * an event with the range first (Linux 6.14), which this front end
+ * hands to the engine as a check (events_read_check()): the missing
+ * part is filled by the hooks, with the same staging, integrity checks
+ * and commit order as on FUSE, and the event is answered FAN_ALLOW, or
+ * FAN_DENY_ERRNO with the hook's errno (one the kernel passes: EIO,
+ * EPERM, EBUSY, ETXTBSY, EAGAIN, ENOSPC, EDQUOT; any other is EIO).  A
+ * file all present loses its mark, so its later opens pay nothing.
+ *
+ * The daemon's own I/O.  An inode mark raises events for every opener,
+ * the daemon too.  The daemon reads and writes the store through a
+ * private, detached clone of its mount (open_tree(OPEN_TREE_CLONE)),
+ * which carries an ignore mark of the same group: the engine's fills,
+ * copies and digests raise nothing, while every other path to a marked
+ * file, STORE's own included, raises the events.  The inode table is
+ * rooted in that clone (fan_setup() gives its root).
+ *
+ * Fail closed, as far as the kernel lets us (hsmfs(8) BACKENDS): every
+ * event read is answered exactly once; at the end the mountpoint goes
+ * first, every event in flight is failed by the engine's shutdown and
+ * denied, the events still queued are read and denied, and only then
+ * is the group closed.  What the kernel allows regardless: an event lost
+ * to an overflow (counted, logged), and every access after the group
+ * closes (a killed daemon: no keeper holds the group yet).
+ *
+ * The kernel's objects are fan-kernel.h's, the marks made at start
+ * fan-marks.h's; this file's are the events and the serving.
+ *
+ * Threads and locks.  One thread reads the group and dispatches; the
+ * engine answers parked checks from its own threads through the
+ * continuation.  F.lock (fan.c) guards the table of held inodes and the
+ * dispatch count; it is a leaf, never held across the engine, SQLite or
+ * a system call but close(2) of nothing.
+ */
+#ifndef HSMFS_FAN_H
+#define HSMFS_FAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "front.h"
+
+/* What the engine asks of this front end (front.h). */
+extern const struct events_front fan_front;
+
+/* Start the reader thread, chunk: the fill pieces of a large range. 0 or -errno. */
+int fan_start(uint64_t chunk);
+
+/*
+ * Serve until SIGTERM, SIGINT or SIGHUP, or until the mountpoint is
+ * unmounted: returns then, having stopped handing events to the engine
+ * (new ones are denied from here on).  0 or -errno.
+ */
+int fan_serve(void);
+
+/* The end, after the engine's shutdown: deny what is left, close the group. */
+void fan_stop(void);
+
+/* Counters for the log and the stats: events, denials, overflows, marks. */
+struct fan_stats {
+	uint64_t events, denied, overflows, marked, unmarked;
+};
+void fan_stats(struct fan_stats *ret);
+
+#endif

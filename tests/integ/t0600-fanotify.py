@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""backend=fanotify: the same hooks and fills, raised by the kernel's
+fanotify pre-content events (Linux 6.14) on a bind mount of the store.
+
+In the spirit of LTP fanotify24: the range the kernel asks for reaches
+the hook, the hook's errno reaches the reader (FAN_DENY_ERRNO), a write
+into a missing range is filled first, an mmap raises one event for its
+range, no event for bytes present, and the mark of a file goes once it
+is all present (the group's marks read from /proc/PID/fdinfo).  Then
+the tools users copy with (cp, tar, rsync) on files not fetched yet,
+and the end: an unmount, a signal, and events no hook answered denied
+at the end, never allowed.  Needs root, a 6.14 kernel and an ext4
+store (a loop image); the refusals run everywhere.
+"""
+
+import errno
+import mmap
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (HSMFS, HSMFSCTL, Hook, Mount, diag, dread, eq, fs_image, fs_image_drop,
+                     is_root, main, ok, run, skip, tmpdir, tmpfs, tmpfs_drop, wait_for, write_tree)
+
+P = 4096
+FAN = "backend=fanotify,timeout=3,first_fill=0"
+
+
+def kernel_has_pre_content():
+    rel = os.uname().release.split("-")[0].split(".")
+    return (int(rel[0]), int(rel[1])) >= (6, 14)
+
+
+def import_offline(store, mirror, files):
+    """Placeholders for files (name: bytes) in the unmounted store, each
+    with its file:// url in mirror (hsmfsctl import -s)."""
+    import json
+    write_tree(mirror, files)
+    os.makedirs(store, exist_ok=True)
+    d = tmpdir("hsmfs-man-")
+    p = os.path.join(d, "m.jsonl")
+    with open(p, "w") as f:
+        for name, data in files.items():
+            f.write(json.dumps({"path": name, "size": len(data),
+                                "url": "file://" + os.path.join(mirror, name)}) + "\n")
+    rc, out = run([HSMFSCTL, "import", "-s", store, p])
+    if rc:
+        raise RuntimeError("import failed: " + out)
+
+
+def group_marks(pid):
+    """The inode numbers the daemon's fanotify group marks (fdinfo)."""
+    marks = set()
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            if os.readlink("/proc/%d/fd/%s" % (pid, fd)) != "anon_inode:[fanotify]":
+                continue
+            with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
+                for line in f:
+                    if line.startswith("fanotify ino:"):
+                        marks.add(int(line.split()[1][4:], 16))
+        except OSError:
+            pass
+    return marks
+
+
+def test_refusals():
+    """What cannot work fails the mount in one line, before anything is
+    mounted."""
+    d = tmpdir()
+    store, mnt = os.path.join(d, "store"), os.path.join(d, "mnt")
+    os.mkdir(store)
+    os.mkdir(mnt)
+    rc, out = run([HSMFS, "-f", store, mnt, "-o", "backend=fanotify,archive_after=1"])
+    ok(rc == 1 and "backend=fanotify does not support archive_after yet" in out,
+       "archive_after= is refused on backend=fanotify (exit 1)")
+    rc, out = run([HSMFS, "-f", store, mnt, "-o", "backend=nfs"])
+    ok(rc == 1 and "needs 'fuse' or 'fanotify'" in out, "an unknown backend is refused")
+    if not is_root():
+        rc, out = run([HSMFS, "-f", store, mnt, "-o", "backend=fanotify"])
+        ok(rc == 4 and "needs CAP_SYS_ADMIN" in out and len(out.strip().splitlines()) == 1,
+           "a user's fanotify mount fails in one line: CAP_SYS_ADMIN (exit 4)")
+    elif kernel_has_pre_content():
+        t = tmpfs("16M")
+        try:
+            rc, out = run([HSMFS, "-f", t, mnt, "-o", "backend=fanotify"])
+            ok(rc == 4 and "has no pre-content events" in out and
+               len(out.strip().splitlines()) == 1,
+               "a store on tmpfs fails in one line: no pre-content events (exit 4)")
+        finally:
+            tmpfs_drop(t)
+    ok(not os.path.ismount(mnt), "nothing is left mounted by a refusal")
+
+
+def test_events(img):
+    store = os.path.join(img, "store-events")
+    mirror = tmpdir("hsmfs-mirror-")
+    data = os.urandom(300 * P)
+    files = {"f": data, "g": data, "h": data, "r": data[:40 * P], "m": data,
+             "deny/a": data[:P], "deny/b": data[:P], "deny/c": data[:P], "deny/d": data[:P]}
+    import_offline(store, mirror, files)
+    ino = {n: os.stat(os.path.join(store, n)).st_ino for n in files}
+    with Mount(opts=FAN, store=store) as m:
+        ok(m.mnt != store and os.path.ismount(m.mnt), "the store is bound at the mountpoint")
+        eq(group_marks(m.proc.pid), set(ino.values()), "every file not fetched is marked")
+        st = os.stat(m.path("h"))
+        ok(st.st_blocks * 512 >= st.st_size,
+           "a file not fetched has blocks for all its bytes (no tool takes it for sparse)")
+        with Hook(m.mnt, "--mirror", mirror, "--fill", "required") as h:
+            got = dread(m.path("f"), 2 * P, 256)
+            eq(got, data[2 * P:2 * P + 256], "O_DIRECT pread of a placeholder returns origin bytes")
+            evs = h.events("PRE_ACCESS")
+            eq([(e["start"], e["end"]) for e in evs], [(2 * P, 3 * P)],
+               "pread 256 at 2*PAGE: one event, required [2P, 3P)")
+            ok(evs and evs[0]["pid"] == os.getpid() and evs[0]["path"] == "f",
+               "the event carries the reader's pid and the file's path")
+            before = len(h.events())
+            eq(dread(m.path("f"), 2 * P, P), data[2 * P:3 * P], "present page read again")
+            eq(len(h.events()), before, "reading a present range asks no hook")
+
+            # mmap of 2 pages at page 100: one event for the mapped range
+            before = len(h.events())
+            with open(m.path("m"), "rb") as f:
+                mm = mmap.mmap(f.fileno(), 2 * P, access=mmap.ACCESS_READ, offset=100 * P)
+                eq(mm[:], data[100 * P:102 * P], "mmap of 2 pages reads origin bytes")
+                mm.close()
+            eq([(e["start"], e["end"]) for e in h.events()[before:]], [(100 * P, 102 * P)],
+               "mmap: the hook is asked for the mapped range")
+
+            # a write into a missing range: filled first, then written over
+            before = len(h.events())
+            fd = os.open(m.path("g"), os.O_WRONLY)
+            os.pwrite(fd, b"abc", 20000)
+            os.close(fd)
+            eq([(e["start"], e["end"]) for e in h.events()[before:]], [(4 * P, 5 * P)],
+               "a 3-byte write at 20000: its page [16384, 20480) is filled first")
+            want = data[4 * P:20000] + b"abc" + data[20003:5 * P]
+            eq(dread(m.path("g"), 4 * P, P), want, "the page holds the origin's bytes and the write")
+
+            # the tools users copy with, on files not fetched yet
+            out = tmpdir("hsmfs-copy-")
+            subprocess.run(["cp", m.path("h"), os.path.join(out, "h")], check=True)
+            eq(open(os.path.join(out, "h"), "rb").read(), data, "cp of a file not fetched copies its bytes")
+            subprocess.run(["tar", "cf", os.path.join(out, "t.tar"), "-C", m.mnt, "deny/a"],
+                           check=False)
+            r = subprocess.run(["tar", "xOf", os.path.join(out, "t.tar"), "deny/a"],
+                               stdout=subprocess.PIPE)
+            eq(r.stdout, data[:P], "tar of a file not fetched archives its bytes")
+            # the whole of r: all present, its mark goes
+            subprocess.run(["rsync", m.path("r"), os.path.join(out, "r")], check=True)
+            eq(open(os.path.join(out, "r"), "rb").read(), data[:40 * P],
+               "rsync of a file not fetched copies its bytes")
+            wait_for(lambda: ino["r"] not in group_marks(m.proc.pid), "r's mark to go")
+            ok(ino["r"] not in group_marks(m.proc.pid) and ino["f"] in group_marks(m.proc.pid),
+               "a file all present loses its mark; one partly present keeps it")
+            before = len(h.events())
+            eq(open(m.path("r"), "rb").read(), data[:40 * P], "r read again, unmarked")
+            eq(len(h.events()), before, "no hook is asked for it")
+            subprocess.run(["rm", "-rf", out])
+
+        # the hook's errno reaches the reader (FAN_DENY_ERRNO); one the
+        # kernel does not pass is EIO
+        for name, err, want in (("deny/b", errno.EPERM, errno.EPERM),
+                                ("deny/c", errno.ENOSPC, errno.ENOSPC),
+                                ("deny/d", errno.ENOENT, errno.EIO)):
+            with Hook(m.mnt, "--mode", "deny", "--errno", str(err)) as h:
+                try:
+                    open(m.path(name), "rb").read()
+                    got = 0
+                except OSError as e:
+                    got = e.errno
+                eq(got, want, "a hook's deny with %s fails the read with %s" %
+                   (errno.errorcode[err], errno.errorcode[want]))
+        ok(os.stat(m.path("deny/b")).st_size == P, "a denied file is still there")
+
+
+def test_end(img):
+    """The mount ends by umount or a signal; an event no hook answered
+    is denied at the end, never allowed (a closed group allows)."""
+    store = os.path.join(img, "store-end")
+    mirror = tmpdir("hsmfs-mirror-")
+    data = os.urandom(8 * P)
+    import_offline(store, mirror, {"a": data, "b": data})
+    # a bound longer than the test: the end, not the timeout, answers
+    m = Mount(opts=FAN.replace("timeout=3", "timeout=120"), store=store).start()
+    try:
+        with Hook(m.mnt, "--mode", "silent") as h:
+            res = {}
+
+            def reader():
+                try:
+                    res["data"] = open(m.path("a"), "rb").read()
+                except OSError as e:
+                    res["errno"] = e.errno
+
+            t = threading.Thread(target=reader)
+            t.start()
+            wait_for(lambda: h.events("PRE_ACCESS"), "the read's event at the hook")
+            os.kill(m.proc.pid, signal.SIGTERM)
+            t0 = time.monotonic()
+            t.join(30)
+            ok(not t.is_alive() and time.monotonic() - t0 < 20,
+               "the reader is answered at the end, not at the timeout")
+            eq(res, {"errno": errno.EIO}, "a read no hook answered fails with EIO at the end")
+            eq(m.proc.wait(30), 0, "SIGTERM: the daemon exits 0")
+            ok(not os.path.ismount(m.mnt), "SIGTERM: the mountpoint is given back")
+            ok(not m.daemon_failures(), "no sanitizer's report")
+    finally:
+        m.cleanup()
+    with Mount(opts=FAN, store=store) as m:
+        ok(os.path.ismount(m.mnt), "mounted again")
+    # Mount's own stop is a umount(8): the daemon saw it and exited 0
+
+
+def test():
+    test_refusals()
+    if not is_root():
+        skip("backend=fanotify events", "needs root")
+        return
+    if not kernel_has_pre_content():
+        skip("backend=fanotify events", "needs Linux 6.14")
+        return
+    d, img = fs_image(256 << 20)
+    try:
+        test_events(img)
+        test_end(img)
+    finally:
+        fs_image_drop(d, img)
+
+
+if __name__ == "__main__":
+    main(test)
