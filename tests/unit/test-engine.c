@@ -884,6 +884,53 @@ static void front_end(void)
 	inode_forget(in, 1);
 }
 
+/*
+ * A front end without interrupts (front.h: every callback but reply and
+ * caller may be NULL; the fanotify front end has none): a read parked on
+ * an event over several of the timer's ticks, which look for interrupted
+ * waiters, is answered once its fill is (the engine called a NULL
+ * front.interrupted on the first tick before).
+ */
+static void front_without_interrupts(void)
+{
+	struct fake_req r = { .uid = 1000, .pid = 30 };
+	bool (*saved)(struct front_req *);
+	char path[HSMFS_MAX_PATH + 1];
+	static char page[65536];
+	struct hook_conn f;
+	struct proto_event ev;
+	struct inode *in;
+	bool held = false;
+	int fd = -1, sfd, res;
+
+	ok(!hook_connect(HSMFS_KIND_FILL, PA, "fill", &f), "a fill hook joins");
+	in = placeholder("noint", 65536);
+	sfd = in ? open_store(in, O_RDONLY) : -1;
+	elock();
+	saved = S.cfg.front.interrupted;
+	S.cfg.front.interrupted = NULL;
+	eunlock();
+	res = events_read(in, 0, 4096, (struct front_req *)&r, sfd, &held);
+	ok(res == EVENTS_PARKED && !hook_next(&f, &ev, path, &fd, 2000),
+	   "with no front.interrupted, a missing read parks and asks the hook (%d)", res);
+	usleep(3 * 100 * 1000); /* three of the timer's ticks (TICK_MS) */
+	if (fd >= 0) {
+		pwrite(fd, page, ev.hint_end - ev.hint_start, (off_t)ev.hint_start);
+		close(fd);
+	}
+	hook_answer(&f, ev.id, 0, ev.hint_start, ev.hint_end, 0);
+	res = fake_wait(&r, 2000);
+	ok(res == 0 && r.calls == 1, "it is answered once after the timer's ticks (%d)", res);
+	elock();
+	S.cfg.front.interrupted = saved;
+	eunlock();
+	if (sfd >= 0)
+		close(sfd);
+	hook_close(&f);
+	if (in)
+		inode_forget(in, 1);
+}
+
 static void parking(void)
 {
 	/*
@@ -1468,6 +1515,7 @@ int main(void)
 	decision_rule();
 	fills();
 	front_end();
+	front_without_interrupts();
 	parking();
 	lazy_dirs();
 	archiving();

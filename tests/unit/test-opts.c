@@ -70,6 +70,22 @@ int main(void)
 	   "what mount.fuse3 passes for mount -o remount,ro: a remount, read-only");
 	opts_free(&o);
 
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "backend=fanotify,ro") == 0 && o.fanotify &&
+		   o.read_only,
+	   "backend=fanotify, read-only");
+	opts_free(&o);
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "backend=fanotify,backend=fuse") == 0 && !o.fanotify,
+	   "the last backend= wins");
+	opts_free(&o);
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "backend=nfs") == -EINVAL &&
+		   strstr(err, "'backend=nfs' needs 'fuse' or 'fanotify'"),
+	   "an unknown backend: '%s'", err);
+	opts_free(&o);
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "backend=fanotify,cache_max=1G") == -EINVAL &&
+		   !strcmp(err, "backend=fanotify does not support cache limits yet"),
+	   "what backend=fanotify does not do yet is refused, not ignored: '%s'", err);
+	opts_free(&o);
+
 	ok(parse(&o, err, 4, "/s", "/m", "-o", "user_id=0") == -EINVAL &&
 		   strstr(err, "'user_id=0'"),
 	   "user_id= is a remount's only: '%s'", err);
