@@ -214,6 +214,29 @@ void events_unseen_writes(struct inode *in, uint64_t size, bool open)
 	eunlock();
 }
 
+void events_changed_unseen(struct inode *in, uint64_t size, bool wrote)
+{
+	struct fstate *fs = inode_state(in);
+	uint64_t old;
+	int res = 0;
+
+	if (!fs)
+		return;
+	elock();
+	old = fs->size;
+	if (size == old && !wrote) {
+		eunlock();
+		return;
+	}
+	fs->nchanges++; /* a change the daemon never saw: no snapshot before it holds */
+	if (size < old)
+		res = rs_remove(&fs->present, size, UINT64_MAX);
+	else if (size > old)
+		res = rs_add(&fs->present, old, size);
+	user_changed(fs, res, size > old ? old : 0, size > old ? size : 0, size);
+	eunlock();
+}
+
 unsigned events_replay_claims(void)
 {
 	struct saved_head *h = saved_head();

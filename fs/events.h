@@ -286,6 +286,20 @@ void events_truncated(struct inode *in, struct events_change *c,
 void events_unseen_writes(struct inode *in, uint64_t size, bool open);
 
 /*
+ * A change of in the daemon did not see before it was made (the
+ * fanotify front end: an open(O_TRUNC), a truncate(2) or a write to a
+ * file no longer marked raise no event first), seen afterwards: size,
+ * the store file's size now.  A size other than the recorded one is
+ * the user's (a smaller one drops the bytes past it, a larger one's
+ * new bytes are the user's); with wrote (a modification was reported),
+ * the file is dirty even at the same size.  No range is taken as the
+ * user's but the ones a size change makes: a byte written to a file
+ * not all present was filled before the write (a pre-content event).
+ * Files without state: no-op.  Without S.lock.
+ */
+void events_changed_unseen(struct inode *in, uint64_t size, bool wrote);
+
+/*
  * May in be opened in passthrough mode now (every byte present, nothing
  * filling, changing or being evicted, not stale or awaiting its digest)?
  * If so INODE_PASSTHROUGH is set, under the engine's lock, so that no

@@ -30,7 +30,7 @@
 #define STATX_MNT_ID 0x00001000U
 #endif
 
-struct fan_kernel K = { .group = -1, .tree = -1 };
+struct fan_kernel K = { .group = -1, .tree = -1, .treedir = -1, .notify = -1 };
 
 #define PROBE_NAME STORE_STATE_DIR "/fanotify-probe"
 
@@ -76,6 +76,7 @@ int fan_setup(const char *store_path, int *ret_root, char *err, size_t errlen)
 {
 	int res;
 
+	*ret_root = -1;
 	/*
 	 * Unlimited marks and queue: a mark per missing file, and no event
 	 * lost to a full queue (a lost one is allowed by the kernel)
@@ -110,7 +111,8 @@ int fan_setup(const char *store_path, int *ret_root, char *err, size_t errlen)
 		goto fail;
 	}
 	*ret_root = openat(K.tree, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (*ret_root < 0) {
+	K.treedir = openat(K.tree, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (*ret_root < 0 || K.treedir < 0) {
 		res = -errno;
 		snprintf(err, errlen, "backend=fanotify: cannot open '%s': %s", store_path,
 			 strerror(-res));
@@ -118,10 +120,14 @@ int fan_setup(const char *store_path, int *ret_root, char *err, size_t errlen)
 	}
 	return 0;
 fail:
+	if (*ret_root >= 0)
+		close(*ret_root);
+	if (K.treedir >= 0)
+		close(K.treedir);
 	if (K.tree >= 0)
 		close(K.tree);
 	close(K.group);
-	K.tree = K.group = -1;
+	K.tree = K.treedir = K.group = -1;
 	return res;
 }
 
@@ -166,6 +172,30 @@ int fan_mount(const char *store_path, const char *mnt, bool ro, char *err, size_
 	return 0;
 }
 
+int fan_watch_changes(char *err, size_t errlen)
+{
+	int res;
+
+	/*
+	 * File ids, not descriptors: a truncate(2) is reported with no
+	 * path, which a group of descriptors never gets
+	 */
+	K.notify = fanotify_init(FAN_CLASS_NOTIF | FAN_REPORT_FID | FAN_CLOEXEC | FAN_NONBLOCK |
+					 FAN_UNLIMITED_QUEUE | FAN_UNLIMITED_MARKS,
+				 O_RDONLY | O_LARGEFILE | O_CLOEXEC);
+	if (K.notify < 0)
+		return SAY(-errno, "backend=fanotify: cannot watch the changes: %s", strerror(errno));
+	/* the daemon's own writes, through its clone, are not the user's */
+	if (fanotify_mark(K.notify, FAN_MARK_ADD | FAN_MARK_MOUNT | FAN_MARK_IGNORE_SURV,
+			  FAN_CHANGED_MASK, K.tree, ".")) {
+		res = -errno;
+		close(K.notify);
+		K.notify = -1;
+		return SAY(res, "backend=fanotify: cannot watch the changes: %s", strerror(-res));
+	}
+	return 0;
+}
+
 bool fan_still_mounted(void)
 {
 	uint64_t id;
@@ -192,4 +222,14 @@ int fan_mark_fd(int fd, bool add)
 		return -errno;
 	atomic_fetch_add(add ? &K.marked : &K.unmarked, 1);
 	return 0;
+}
+
+int fan_watch_fd(int fd)
+{
+	char path[32];
+
+	if (K.notify < 0)
+		return 0;
+	inode_proc_path(fd, path);
+	return fanotify_mark(K.notify, FAN_MARK_ADD, FAN_CHANGED_MASK, AT_FDCWD, path) ? -errno : 0;
 }

@@ -38,10 +38,14 @@ struct fan_info_range {
 
 /* What the front end marks a missing file with. */
 #define FAN_MISSING_MASK FAN_PRE_ACCESS
+/* What it watches every file of the database for (the notification group). */
+#define FAN_CHANGED_MASK (FAN_MODIFY | FAN_CLOSE_WRITE)
 
 struct fan_kernel {
 	int group;     /* the FAN_CLASS_PRE_CONTENT group, or -1 */
 	int tree;      /* the daemon's detached clone of the store's mount (O_PATH), or -1 */
+	int treedir;   /* its root opened to read (open_by_handle_at() takes no O_PATH), or -1 */
+	int notify;    /* the notification group of the users' changes (file ids), or -1 */
 	char *mnt;     /* the mountpoint (real path), once bound */
 	uint64_t mnt_id; /* its mount's id (statx STATX_MNT_ID) */
 	_Atomic uint64_t marked, unmarked;
@@ -60,11 +64,22 @@ int fan_setup(const char *store_path, int *ret_root, char *err, size_t errlen);
 /* The bind mount of the store at mnt (read-only with ro): 0 or -errno, said in err. */
 int fan_mount(const char *store_path, const char *mnt, bool ro, char *err, size_t errlen);
 
+/*
+ * The notification group that reports the users' changes of the files
+ * of the database (FAN_CHANGED_MASK, inode marks: fan_watch_fd()), with
+ * file ids; the daemon's own, through its clone, ignored.  Before the
+ * marks.  0 or -errno, said in err.
+ */
+int fan_watch_changes(char *err, size_t errlen);
+
 /* The mountpoint given back (lazily), if it is still this front end's. */
 void fan_unmount(void);
 
 /* Mark or unmark the file open as fd (O_PATH will do): 0 or -errno. */
 int fan_mark_fd(int fd, bool add);
+
+/* Watch the file open as fd for the users' changes: 0 or -errno. */
+int fan_watch_fd(int fd);
 
 /* Is the mountpoint still the bind mount this front end made? */
 bool fan_still_mounted(void);

@@ -23,7 +23,7 @@
 #include "store.h"
 
 struct wanted {
-	struct hashset inos; /* inode numbers of missing files not marked yet */
+	struct hashset inos; /* inode numbers of files not found yet; value: missing */
 	size_t thin;         /* marked without all their blocks (allocate()) */
 };
 
@@ -31,11 +31,16 @@ static int want_row(void *arg, uint64_t ino, uint64_t gen, uint64_t size, uint32
 {
 	struct wanted *w = arg;
 
+	size_t pos;
+
 	(void)gen;
 	(void)size;
-	if (state != META_PLACEHOLDER && state != META_PARTIAL)
+	if (state == META_DIR_UNLISTED || state == META_DIR_LISTED)
 		return 0;
-	return hashset_add(&w->inos, ino, NULL) < 0 ? -ENOMEM : 0;
+	if (hashset_add(&w->inos, ino, &pos) < 0)
+		return -ENOMEM;
+	*hashset_val(&w->inos, pos) = state == META_PLACEHOLDER || state == META_PARTIAL;
+	return 0;
 }
 
 /*
@@ -78,16 +83,24 @@ static int mark_at(struct wanted *w, int dirfd, const char *name)
 	struct stat st;
 	int fd, res = 0;
 
+	size_t pos;
+
 	fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
-	if (!fstat(fd, &st) && S_ISREG(st.st_mode) && hashset_find(&w->inos, st.st_ino) !=
-								     HASHSET_NONE) {
-		allocate(w, fd, &st);
-		res = fan_mark_fd(fd, true);
+	if (!fstat(fd, &st) && S_ISREG(st.st_mode) &&
+	    (pos = hashset_find(&w->inos, st.st_ino)) != HASHSET_NONE) {
+		bool missing = *hashset_val(&w->inos, pos);
+
+		/* watched first: no change between the two goes unseen */
+		res = fan_watch_fd(fd);
+		if (!res && missing) {
+			allocate(w, fd, &st);
+			res = fan_mark_fd(fd, true);
+		}
 		if (!res) {
 			hashset_remove(&w->inos, st.st_ino);
-			res = 1;
+			res = missing;
 		}
 	}
 	close(fd);
@@ -140,7 +153,7 @@ long fan_mark_missing(struct meta *m)
 	long marked = 0;
 	int res;
 
-	hashset_init(&w.inos, SIZE_MAX, false, NULL);
+	hashset_init(&w.inos, SIZE_MAX, true, NULL);
 	w.thin = 0;
 	res = meta_list(m, want_row, &w);
 	if (res)

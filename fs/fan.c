@@ -54,6 +54,7 @@ static struct {
 	int wake[2];           /* the reader's stop */
 	int sig[2];            /* the signals that end serving */
 	uint64_t chunk;
+	pid_t pid;             /* the daemon's */
 	_Atomic uint64_t events, denied, overflows;
 } F = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -122,24 +123,25 @@ static int walk_path(char *path, struct stat *st, struct inode **ret)
 
 /*
  * The file of an event's descriptor, busy: from F.files, else looked up
- * by the path the descriptor was opened by, below the mountpoint.
+ * by the path the descriptor was opened by, below base (the mountpoint,
+ * or "" for one of the daemon's clone, whose root is "/").
  */
-static struct fan_file *file_get(int fd, int *ret_res)
+static struct fan_file *file_get(int fd, const char *base, struct stat *ret_st, int *ret_res)
 {
 	char link[32], path[PATH_MAX];
 	struct fan_file *f = NULL;
 	struct inode *in;
-	struct stat st, got;
-	size_t pos, n = K.mnt ? strlen(K.mnt) : 0;
+	struct stat got, *st = ret_st;
+	size_t pos, n = base ? strlen(base) : 0;
 	ssize_t len;
 	int res;
 
-	if (fstat(fd, &st)) {
+	if (fstat(fd, st)) {
 		*ret_res = -errno;
 		return NULL;
 	}
 	pthread_mutex_lock(&F.lock);
-	pos = hashset_find(&F.files, st.st_ino);
+	pos = hashset_find(&F.files, st->st_ino);
 	if (pos != HASHSET_NONE) {
 		f = (struct fan_file *)(uintptr_t)*hashset_val(&F.files, pos);
 		f->busy++;
@@ -154,14 +156,14 @@ static struct fan_file *file_get(int fd, int *ret_res)
 		return NULL;
 	}
 	path[len] = '\0';
-	/* opened below the mountpoint (a removed file's link ends " (deleted)") */
-	if (!n || strncmp(path, K.mnt, n) || (path[n] != '/' && path[n])) {
+	/* opened below base (a removed file's link ends " (deleted)") */
+	if (!base || strncmp(path, base, n) || (path[n] != '/' && path[n])) {
 		log_debug("backend=fanotify: an event on '%s', not below the mountpoint", path);
 		*ret_res = -EIO;
 		return NULL;
 	}
 	res = walk_path(path + n, &got, &in);
-	if (!res && (got.st_ino != st.st_ino || got.st_dev != st.st_dev)) {
+	if (!res && (got.st_ino != st->st_ino || got.st_dev != st->st_dev)) {
 		inode_forget(in, 1);
 		res = -ESTALE; /* moved meanwhile */
 	}
@@ -171,11 +173,11 @@ static struct fan_file *file_get(int fd, int *ret_res)
 		return NULL;
 	}
 	pthread_mutex_lock(&F.lock);
-	pos = hashset_find(&F.files, st.st_ino);
+	pos = hashset_find(&F.files, st->st_ino);
 	if (pos != HASHSET_NONE) {
 		f = (struct fan_file *)(uintptr_t)*hashset_val(&F.files, pos);
 	} else if ((f = calloc(1, sizeof(*f))) &&
-		   hashset_add(&F.files, st.st_ino, &pos) == 1) {
+		   hashset_add(&F.files, st->st_ino, &pos) == 1) {
 		*hashset_val(&F.files, pos) = (uintptr_t)f;
 		f->in = in;
 		in = NULL;
@@ -256,6 +258,7 @@ static void on_access(int fd, pid_t pid, uint64_t off, uint64_t count)
 {
 	struct fan_req *req = NULL;
 	struct fan_file *f;
+	struct stat st;
 	uint64_t piece, end;
 	int res = 0;
 
@@ -272,9 +275,12 @@ static void on_access(int fd, pid_t pid, uint64_t off, uint64_t count)
 	F.dispatching++;
 	pthread_mutex_unlock(&F.lock);
 
-	f = file_get(fd, &res);
+	f = file_get(fd, K.mnt, &st, &res);
 	if (f)
 		res = events_load(f->in);
+	/* a truncation the daemon did not see (open(O_TRUNC), truncate(2)) is the user's */
+	if (f && !res)
+		events_changed_unseen(f->in, (uint64_t)st.st_size, false);
 	if (f && !res && !(req = calloc(1, sizeof(*req))))
 		res = -ENOMEM;
 	if (!f || res) {
@@ -309,6 +315,74 @@ out:
 	if (!--F.dispatching)
 		pthread_cond_broadcast(&F.idle);
 	pthread_mutex_unlock(&F.lock);
+}
+
+/*
+ * A file changed through the mountpoint (the notification group:
+ * FAN_MODIFY, FAN_CLOSE_WRITE): the change is the user's, its file
+ * dirty, its size the store file's.
+ */
+static void on_changed(int fd)
+{
+	struct fan_file *f;
+	struct stat st;
+	int res = 0;
+
+	pthread_mutex_lock(&F.lock);
+	if (F.stopping) {
+		pthread_mutex_unlock(&F.lock);
+		close(fd);
+		return;
+	}
+	F.dispatching++;
+	pthread_mutex_unlock(&F.lock);
+	f = file_get(fd, "", &st, &res);
+	if (f) {
+		if (!events_load(f->in))
+			events_changed_unseen(f->in, (uint64_t)st.st_size, true);
+		file_put(f);
+	}
+	close(fd);
+	pthread_mutex_lock(&F.lock);
+	if (!--F.dispatching)
+		pthread_cond_broadcast(&F.idle);
+	pthread_mutex_unlock(&F.lock);
+}
+
+/*
+ * The events of the notification group in buf: each names its file by
+ * a file id, opened in the daemon's clone.
+ */
+static void on_notify(const char *buf, ssize_t len)
+{
+	for (const struct fanotify_event_metadata *md = (const void *)buf; FAN_EVENT_OK(md, len);
+	     md = FAN_EVENT_NEXT(md, len)) {
+		const char *p = (const char *)md + md->metadata_len;
+		const struct fanotify_event_info_fid *fid = (const void *)p;
+		int fd;
+
+		if (md->mask & FAN_Q_OVERFLOW) {
+			atomic_fetch_add(&F.overflows, 1);
+			log_err("backend=fanotify: the queue of changes overflowed: a change of a "
+				"user's may not be recorded");
+			continue;
+		}
+		/*
+		 * The daemon's own (a fill's times set back: a change of
+		 * times reports no mount, which the ignore mark needs)
+		 */
+		if (md->pid == F.pid)
+			continue;
+		if (md->event_len < md->metadata_len + sizeof(*fid) + sizeof(struct file_handle) ||
+		    fid->hdr.info_type != FAN_EVENT_INFO_TYPE_FID)
+			continue;
+		fd = open_by_handle_at(K.treedir, (struct file_handle *)fid->handle,
+				       O_PATH | O_CLOEXEC);
+		if (fd >= 0)
+			on_changed(fd);
+		else if (errno != ESTALE)
+			log_warn("backend=fanotify: cannot open a changed file: %s", strerror(errno));
+	}
 }
 
 /* One event read from the group. */
@@ -349,14 +423,15 @@ static void on_event(const struct fanotify_event_metadata *md)
 static void *reader(void *arg)
 {
 	static char buf[64 << 10] __attribute__((aligned(8)));
-	struct pollfd p[2] = { { .fd = K.group, .events = POLLIN },
-			       { .fd = F.wake[0], .events = POLLIN } };
+	struct pollfd p[3] = { { .fd = K.group, .events = POLLIN },
+			       { .fd = F.wake[0], .events = POLLIN },
+			       { .fd = K.notify, .events = POLLIN } };
 
 	(void)arg;
 	for (;;) {
 		ssize_t len;
 
-		if (poll(p, 2, -1) < 0) {
+		if (poll(p, K.notify >= 0 ? 3 : 2, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			log_err("backend=fanotify: poll: %s", strerror(errno));
@@ -364,6 +439,13 @@ static void *reader(void *arg)
 		}
 		if (p[1].revents)
 			break;
+		if (K.notify >= 0 && (p[2].revents & POLLIN)) {
+			len = read(K.notify, buf, sizeof(buf));
+			if (len > 0)
+				on_notify(buf, len);
+		}
+		if (!(p[0].revents & POLLIN))
+			continue;
 		len = read(K.group, buf, sizeof(buf));
 		if (len < 0) {
 			if (errno == EINTR || errno == EAGAIN)
@@ -439,6 +521,7 @@ int fan_start(uint64_t chunk)
 	int res;
 
 	F.chunk = chunk ? chunk : 1 << 20;
+	F.pid = getpid();
 	if (pipe2(F.wake, O_CLOEXEC))
 		return -errno;
 	res = pthread_create(&F.reader, NULL, reader, NULL);
@@ -549,7 +632,11 @@ void fan_stop(void)
 		close(K.group);
 	if (K.tree >= 0)
 		close(K.tree);
-	K.group = K.tree = -1;
+	if (K.notify >= 0)
+		close(K.notify);
+	if (K.treedir >= 0)
+		close(K.treedir);
+	K.group = K.tree = K.notify = K.treedir = -1;
 	for (int i = 0; i < 2; i++) {
 		if (F.wake[i] >= 0)
 			close(F.wake[i]);

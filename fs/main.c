@@ -640,9 +640,16 @@ static void mount_undo(struct daemon *d);
 static bool fan_mount_run(struct daemon *d)
 {
 	char err[512];
-	long n = fan_mark_missing(d->meta);
+	long n;
 	int res;
 
+	/* a read-only mount changes nothing: no watch */
+	if (!d->o.read_only && (res = fan_watch_changes(err, sizeof(err)))) {
+		log_err("%s", err);
+		d->rc = EXIT_MOUNT;
+		goto fail;
+	}
+	n = fan_mark_missing(d->meta);
 	if (n < 0) {
 		log_err("backend=fanotify: cannot mark the files not all present: %s",
 			strerror((int)-n));

@@ -53,7 +53,7 @@ def import_offline(store, mirror, files):
 
 
 def group_marks(pid):
-    """The inode numbers the daemon's fanotify group marks (fdinfo)."""
+    """The inode numbers the daemon's pre-content group marks (fdinfo)."""
     marks = set()
     for fd in os.listdir("/proc/%d/fd" % pid):
         try:
@@ -61,8 +61,10 @@ def group_marks(pid):
                 continue
             with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
                 for line in f:
-                    if line.startswith("fanotify ino:"):
-                        marks.add(int(line.split()[1][4:], 16))
+                    w = dict(x.split(":", 1) for x in line.split()[1:] if ":" in x)
+                    # the pre-content group's (mask FAN_PRE_ACCESS), not the watch's
+                    if line.startswith("fanotify ino:") and int(w["mask"], 16) & 0x100000:
+                        marks.add(int(w["ino"], 16))
         except OSError:
             pass
     return marks
@@ -178,6 +180,46 @@ def test_events(img):
         ok(os.stat(m.path("deny/b")).st_size == P, "a denied file is still there")
 
 
+def row_states(store):
+    """{path: state} of the store's rows (meta.h: 1 placeholder, 2 partial,
+    3 resident, 4 dirty), read after the unmount."""
+    import sqlite3
+    db = sqlite3.connect(os.path.join(store, ".hsmfs", "meta.db"))
+    try:
+        return dict(db.execute("SELECT path, state FROM files"))
+    finally:
+        db.close()
+
+
+def test_changes(img):
+    """A user's change wins, seen or not before it is made: open(O_TRUNC)
+    and truncate(2) raise no pre-content event, a file no longer marked
+    raises none at all; the changes are the user's, recorded dirty."""
+    store = os.path.join(img, "store-changes")
+    mirror = tmpdir("hsmfs-mirror-")
+    data = os.urandom(64 * P)
+    names = ("trunc-open", "trunc-path", "append", "same")
+    import_offline(store, mirror, {n: data for n in names})
+    with Mount(opts=FAN, store=store) as m:
+        with Hook(m.mnt, "--mirror", mirror):
+            with open(m.path("trunc-open"), "wb") as f:  # O_TRUNC, then a write
+                f.write(b"new")
+            eq(open(m.path("trunc-open"), "rb").read(), b"new",
+               "a file not fetched, written over with O_TRUNC: the user's 3 bytes, no more")
+            os.truncate(m.path("trunc-path"), 5000)
+            eq(open(m.path("trunc-path"), "rb").read(), data[:5000],
+               "truncate(2) of a file not fetched: its first 5000 bytes, the origin's")
+            eq(open(m.path("append"), "rb").read(), data, "a file read whole")
+            with open(m.path("append"), "ab") as f:
+                f.write(b"xyz")
+            eq(open(m.path("append"), "rb").read(), data + b"xyz",
+               "appended to once unmarked: the user's bytes after the origin's")
+            eq(open(m.path("same"), "rb").read(), data, "a file read and left alone")
+    st = row_states(store)
+    eq({n: st.get(n) for n in names}, {"trunc-open": 4, "trunc-path": 4, "append": 4, "same": 3},
+       "the changed files are dirty (never fetched or replaced again), the other resident")
+
+
 def test_end(img):
     """The mount ends by umount or a signal; an event no hook answered
     is denied at the end, never allowed (a closed group allows)."""
@@ -227,6 +269,7 @@ def test():
     d, img = fs_image(256 << 20)
     try:
         test_events(img)
+        test_changes(img)
         test_end(img)
     finally:
         fs_image_drop(d, img)
