@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -350,15 +351,41 @@ static void on_changed(int fd)
 }
 
 /*
+ * The event at *at of buf (len bytes read) copied into *md, *ret_body
+ * its first byte; *at moves past it.  An event with a file id is not a
+ * multiple of 8 bytes long: none is read in place.
+ */
+static bool next_event(const char *buf, ssize_t len, size_t *at,
+		       struct fanotify_event_metadata *md, const char **ret_body)
+{
+	if (len < 0 || *at + sizeof(*md) > (size_t)len)
+		return false;
+	memcpy(md, buf + *at, sizeof(*md));
+	if (md->event_len < sizeof(*md) || md->metadata_len > md->event_len ||
+	    *at + md->event_len > (size_t)len)
+		return false;
+	*ret_body = buf + *at;
+	*at += md->event_len;
+	return true;
+}
+
+/*
  * The events of the notification group in buf: each names its file by
  * a file id, opened in the daemon's clone.
  */
 static void on_notify(const char *buf, ssize_t len)
 {
-	for (const struct fanotify_event_metadata *md = (const void *)buf; FAN_EVENT_OK(md, len);
-	     md = FAN_EVENT_NEXT(md, len)) {
-		const char *p = (const char *)md + md->metadata_len;
-		const struct fanotify_event_info_fid *fid = (const void *)p;
+	struct fanotify_event_metadata m, *md = &m;
+	const char *body;
+	size_t at = 0;
+
+	while (next_event(buf, len, &at, &m, &body)) {
+		struct fanotify_event_info_fid fid;
+		union {
+			struct file_handle fh;
+			char raw[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+		} h;
+		size_t hoff = md->metadata_len + offsetof(struct fanotify_event_info_fid, handle);
 		int fd;
 
 		if (md->mask & FAN_Q_OVERFLOW) {
@@ -373,11 +400,16 @@ static void on_notify(const char *buf, ssize_t len)
 		 */
 		if (md->pid == F.pid)
 			continue;
-		if (md->event_len < md->metadata_len + sizeof(*fid) + sizeof(struct file_handle) ||
-		    fid->hdr.info_type != FAN_EVENT_INFO_TYPE_FID)
+		if (md->event_len < hoff + sizeof(struct file_handle))
 			continue;
-		fd = open_by_handle_at(K.treedir, (struct file_handle *)fid->handle,
-				       O_PATH | O_CLOEXEC);
+		memcpy(&fid, body + md->metadata_len, sizeof(fid));
+		memset(&h, 0, sizeof(h));
+		memcpy(&h, body + hoff, md->event_len - hoff < sizeof(h) ? md->event_len - hoff : sizeof(h));
+		if (fid.hdr.info_type != FAN_EVENT_INFO_TYPE_FID ||
+		    h.fh.handle_bytes > MAX_HANDLE_SZ ||
+		    hoff + sizeof(struct file_handle) + h.fh.handle_bytes > md->event_len)
+			continue;
+		fd = open_by_handle_at(K.treedir, &h.fh, O_PATH | O_CLOEXEC);
 		if (fd >= 0)
 			on_changed(fd);
 		else if (errno != ESTALE)
@@ -385,10 +417,10 @@ static void on_notify(const char *buf, ssize_t len)
 	}
 }
 
-/* One event read from the group. */
-static void on_event(const struct fanotify_event_metadata *md)
+/* One event read from the group: md, its copy; body, where it was read. */
+static void on_event(const struct fanotify_event_metadata *md, const char *body)
 {
-	const char *p = (const char *)md + md->metadata_len, *end = (const char *)md + md->event_len;
+	const char *p = body + md->metadata_len, *end = body + md->event_len;
 	uint64_t off = 0, count = 0;
 
 	atomic_fetch_add(&F.events, 1);
@@ -401,17 +433,19 @@ static void on_event(const struct fanotify_event_metadata *md)
 	if (md->fd < 0)
 		return;
 	while (p + sizeof(struct fanotify_event_info_header) <= end) {
-		const struct fanotify_event_info_header *h = (const void *)p;
+		struct fanotify_event_info_header h;
 
-		if (h->len < sizeof(*h))
+		memcpy(&h, p, sizeof(h));
+		if (h.len < sizeof(h) || p + h.len > end)
 			break;
-		if (h->info_type == FAN_EVENT_INFO_TYPE_RANGE && h->len >= sizeof(struct fan_info_range)) {
-			const struct fan_info_range *r = (const void *)p;
+		if (h.info_type == FAN_EVENT_INFO_TYPE_RANGE && h.len >= sizeof(struct fan_info_range)) {
+			struct fan_info_range r;
 
-			off = r->offset;
-			count = r->count;
+			memcpy(&r, p, sizeof(r));
+			off = r.offset;
+			count = r.count;
 		}
-		p += h->len;
+		p += h.len;
 	}
 	if (md->mask & FAN_PRE_ACCESS)
 		on_access(md->fd, md->pid, off, count);
@@ -426,6 +460,9 @@ static void *reader(void *arg)
 	struct pollfd p[3] = { { .fd = K.group, .events = POLLIN },
 			       { .fd = F.wake[0], .events = POLLIN },
 			       { .fd = K.notify, .events = POLLIN } };
+
+	struct fanotify_event_metadata md;
+	const char *body;
 
 	(void)arg;
 	for (;;) {
@@ -453,16 +490,15 @@ static void *reader(void *arg)
 			log_err("backend=fanotify: cannot read events: %s", strerror(errno));
 			break;
 		}
-		for (const struct fanotify_event_metadata *md = (const void *)buf;
-		     FAN_EVENT_OK(md, len); md = FAN_EVENT_NEXT(md, len)) {
-			if (md->vers != FANOTIFY_METADATA_VERSION) {
-				log_err("backend=fanotify: events of version %u, not %u", md->vers,
+		for (size_t at = 0; next_event(buf, len, &at, &md, &body);) {
+			if (md.vers != FANOTIFY_METADATA_VERSION) {
+				log_err("backend=fanotify: events of version %u, not %u", md.vers,
 					FANOTIFY_METADATA_VERSION);
-				if (md->fd >= 0)
-					answer(md->fd, -EIO);
+				if (md.fd >= 0)
+					answer(md.fd, -EIO);
 				continue;
 			}
-			on_event(md);
+			on_event(&md, body);
 		}
 	}
 	return NULL;
@@ -610,11 +646,13 @@ void fan_stop(void)
 
 		/* what is still queued is denied: a closed group allows it */
 		fcntl(K.group, F_SETFL, fcntl(K.group, F_GETFL) | O_NONBLOCK);
+		struct fanotify_event_metadata md;
+		const char *body;
+
 		while ((len = read(K.group, buf, sizeof(buf))) > 0)
-			for (const struct fanotify_event_metadata *md = (const void *)buf;
-			     FAN_EVENT_OK(md, len); md = FAN_EVENT_NEXT(md, len))
-				if (md->fd >= 0)
-					answer(md->fd, -EIO);
+			for (size_t at = 0; next_event(buf, len, &at, &md, &body);)
+				if (md.fd >= 0)
+					answer(md.fd, -EIO);
 	}
 	HASHSET_EACH(&F.files, pos) {
 		struct fan_file *f = (struct fan_file *)(uintptr_t)*hashset_val(&F.files, pos);
