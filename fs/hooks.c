@@ -24,6 +24,7 @@ static struct {
 	bool running;
 	char path[4200];           /* for user.hsmfs.socket */
 	uint32_t chunk, timeout_ms;
+	uint32_t unsupported;      /* events no hook may subscribe to (hooks_refuse()) */
 	struct hooks_handlers on;  /* where frames go (hooks_start) */
 	pthread_mutex_t lock;      /* guards nconn, conns and each one's stats */
 	pthread_cond_t gone;       /* a connection thread finished */
@@ -31,6 +32,11 @@ static struct {
 	struct hook *conns[HOOKS_MAX]; /* live connections, for hooks_stop() */
 } H = { .listen_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
 	.gone = PTHREAD_COND_INITIALIZER };
+
+void hooks_refuse(uint32_t mask)
+{
+	H.unsupported = mask;
+}
 
 const char *hooks_socket_path(void)
 {
@@ -276,6 +282,12 @@ static void *conn_main(void *arg)
 			    !valid_name(hello.name, HSMFS_MAX_NAME) ||
 			    norm_subtree(hello.subtree, h->subtree, sizeof(h->subtree))) {
 				refuse(h->fd, who, HSMFS_ERR_MALFORMED, "bad kind, name or subtree in HELLO");
+				break;
+			}
+			if (hello.mask & H.unsupported) {
+				refuse(h->fd, who, HSMFS_ERR_UNSUPPORTED,
+				       "this mount cannot raise an event of the mask "
+				       "(backend=fanotify: PRE_MODIFY, OPEN_PERM, ACCESS_PERM)");
 				break;
 			}
 			h->kind = hello.kind;

@@ -93,6 +93,12 @@ struct hooks_handlers {
 int hooks_start(int state_fd, const char *state_path, uint32_t chunk,
 		uint32_t timeout_ms, const struct hooks_handlers *on);
 void hooks_stop(void);
+/*
+ * Before hooks_start(): a HELLO whose mask has any of these events is
+ * refused (ERROR UNSUPPORTED): the front end cannot raise them, and a
+ * hook must not join to go unasked.
+ */
+void hooks_refuse(uint32_t mask);
 const char *hooks_socket_path(void);
 
 /* Non-blocking sends; -EAGAIN when the hook's queue is full. */

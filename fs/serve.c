@@ -149,6 +149,11 @@ bool serve_run(struct daemon *d)
 			d->events_up = true;
 			snprintf(state_path, sizeof(state_path), "%s/%s",
 				 d->store_path, STORE_STATE_DIR);
+			/* the kernel raises no such event before a change or an open */
+			if (d->o.fanotify)
+				hooks_refuse(HSMFS_MASK(HSMFS_EV_PRE_MODIFY) |
+					     HSMFS_MASK(HSMFS_EV_OPEN_PERM) |
+					     HSMFS_MASK(HSMFS_EV_ACCESS_PERM));
 			res = hooks_start(d->store.state_fd, state_path, d->o.chunk,
 					  (uint32_t)(d->o.timeout * 1000), &engine_answers);
 			d->hooks_up = !res;

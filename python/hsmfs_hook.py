@@ -103,6 +103,10 @@ def connect_socket(mnt, kind="fill", mask=("access",), name="hook", subtree="",
     if len(data) < 8:
         raise ConnectionError("connection closed before WELCOME")
     length, mtype, flags = struct.unpack_from("<IHH", data)
+    if mtype == ERROR and length == len(data):
+        r = Reader(data[8:])
+        code, = r.take("<I")
+        raise ConnectionError("refused: ERROR %d: %s" % (code, r.string().decode(errors="replace")))
     if mtype != WELCOME or length != len(data):
         raise ConnectionError("no WELCOME: %r" % data[:64])
     r = Reader(data[8:])

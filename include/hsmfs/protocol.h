@@ -164,6 +164,7 @@ enum hsmfs_error {
 	HSMFS_ERR_UNKNOWN = 3,   /* unknown message type */
 	HSMFS_ERR_STATE = 4,     /* message not valid now (before HELLO, ...) */
 	HSMFS_ERR_DENIED = 5,    /* peer not allowed (uid) */
+	HSMFS_ERR_UNSUPPORTED = 6, /* an event of the mask this mount cannot raise */
 };
 
 /*

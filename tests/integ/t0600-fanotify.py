@@ -179,6 +179,22 @@ def test_events(img):
                    (errno.errorcode[err], errno.errorcode[want]))
         ok(os.stat(m.path("deny/b")).st_size == P, "a denied file is still there")
 
+        # events the kernel does not raise: a hook is refused, never joined unasked
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                        "python"))
+        import hsmfs_hook
+        for mask in (("modify",), ("open",), ("read",)):
+            try:
+                hsmfs_hook.connect_socket(m.mnt, kind="watch", mask=mask)
+                got = "joined"
+            except ConnectionError as e:
+                got = str(e)
+            ok("ERROR 6:" in got,
+               "a hook subscribing to %s is refused at HELLO: %s" % (mask[0], got[:100]))
+        s, w = hsmfs_hook.connect_socket(m.mnt, kind="fill", mask=("access",))
+        ok(w["version"] >= 1, "a PRE_ACCESS hook joins")
+        s.close()
+
 
 def row_states(store):
     """{path: state} of the store's rows (meta.h: 1 placeholder, 2 partial,
