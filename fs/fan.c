@@ -517,25 +517,23 @@ static void fan_reply(struct front_req *r, struct inode *in, int fd, uint64_t of
 static void fan_caller(struct front_req *r, struct caller *ret)
 {
 	const struct fan_req *req = (const struct fan_req *)r;
-	char path[64], line[256];
-	FILE *f;
+	char path[32];
+	struct stat st;
 
+	/*
+	 * The event names the process only: /proc/PID is owned by its
+	 * effective ids (root's for a process that is not dumpable), one
+	 * stat(2); FUSE gives the file-system ids, which are the effective
+	 * ones but for a program that set them apart (setfsuid(2))
+	 */
 	ret->pid = req->pid;
-	ret->uid = ret->gid = (uid_t)-1;
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)req->pid);
-	f = fopen(path, "re");
-	if (!f)
+	snprintf(path, sizeof(path), "/proc/%d", (int)req->pid);
+	if (stat(path, &st)) {
+		ret->uid = ret->gid = (uid_t)-1;
 		return;
-	/* the file-system ids (the last of four), as FUSE gives them */
-	while (fgets(line, sizeof(line), f)) {
-		unsigned a, b, c, d;
-
-		if (sscanf(line, "Uid: %u %u %u %u", &a, &b, &c, &d) == 4)
-			ret->uid = d;
-		else if (sscanf(line, "Gid: %u %u %u %u", &a, &b, &c, &d) == 4)
-			ret->gid = d;
 	}
-	fclose(f);
+	ret->uid = st.st_uid;
+	ret->gid = st.st_gid;
 }
 
 static bool fan_exiting(void)

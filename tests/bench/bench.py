@@ -26,6 +26,11 @@ Modes:
                the store directory for FAN_PRE_ACCESS and allows every event
   fanotify+ignore  the same with an ignore mark on the resident test file
                (what an HSM does for files it has filled)
+  hsmfs-fan    hsmfs -o backend=fanotify: the store bound at the mountpoint,
+               marks only on files not fetched (the test files are the
+               store's own: resident, unmarked); with event-latency, the
+               missed 4 KiB read on the FUSE and the fanotify front end,
+               O_DIRECT and buffered (miss_latency())
   (fanotify modes need root and Linux 6.14; skipped with a note otherwise)
   passthrough_hp   libfuse's own example daemon (the libfuse hsmfs builds
                with) over the store, --nopassthrough: the kernel's limit
@@ -314,9 +319,13 @@ class Env:
                 f.write(chunk)
         self.mount = None
         self.noop = None
-        if mode in ("hsmfs", "hsmfs+watch", "cold", "hsmfs-copy"):
+        if mode in ("hsmfs", "hsmfs+watch", "cold", "hsmfs-copy", "hsmfs-fan"):
             if mode == "hsmfs-copy":
                 opts = ",".join(o for o in (opts, "nopassthrough") if o)
+            if mode == "hsmfs-fan":
+                if not IS_ROOT:
+                    raise Skip("backend=fanotify needs root")
+                opts = ",".join(o for o in (opts, "backend=fanotify") if o)
             self.mount = Mount(store=self.store, opts=opts, exe=exe).start()
         if mode in ("hsmfs+watch", "cold"):
             # a C hook, like the fanotify listener: allows every event at once
@@ -538,6 +547,62 @@ def event_rate(env, readers, count):
     for p in procs:
         p.communicate()
     return readers * count / (time.perf_counter() - t)
+
+
+def miss_latency(count, fanotify, direct, exe=None):
+    """p50/p90/p99 (µs) of 4 KiB reads of missing pages through the no-op
+    fill hook (chunk=4k), on a FUSE mount or a backend=fanotify one, in a
+    shuffled order: O_DIRECT (event_latency()'s way), or buffered with
+    POSIX_FADV_RANDOM (what a program's reads are).  On fanotify an
+    O_DIRECT read of a page just filled waits for the kernel to write the
+    page back first (the store's own O_DIRECT rule): a cost of the
+    measure, not of the event.  The placeholder of a fanotify mount is
+    made before the mount (a fanotify mount has no live import); the
+    hook's join is its line in the daemon's log."""
+    if fanotify and not IS_ROOT:
+        raise Skip("backend=fanotify needs root")
+    store = tmpdir("hsmfs-bench-missstore-")
+    entry = {"path": "lat.bin", "size": count * 4096}
+    if fanotify:
+        man = store + ".jsonl"
+        with open(man, "w") as f:
+            f.write(json.dumps(entry) + "\n")
+        r = subprocess.run([os.environ["HSMFSCTL"], "import", "-s", store, man],
+                           capture_output=True, text=True)
+        os.unlink(man)
+        if r.returncode:
+            raise RuntimeError(r.stdout + r.stderr)
+    m = Mount(store=store, opts=("backend=fanotify," if fanotify else "") +
+              "chunk=4k,first_fill=0,prefetch=0", exe=exe).start()
+    noop = None
+    try:
+        if not fanotify:
+            rc, out = import_manifest(m.mnt, [entry])
+            if rc:
+                raise RuntimeError(out)
+        noop = subprocess.Popen([os.environ["HSMFS_NOOP_HOOK"], m.mnt])
+        if not m.logged("hook 'noop'"):
+            raise RuntimeError("the noop hook did not join")
+        pages = list(range(count))
+        random.Random(1).shuffle(pages)
+        fd = os.open(os.path.join(m.mnt, "lat.bin"), os.O_RDONLY | (os.O_DIRECT if direct else 0))
+        if not direct:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        page = mmap.mmap(-1, 4096)
+        lat = []
+        for i in pages:
+            t = time.perf_counter_ns()
+            os.preadv(fd, [page], i * 4096)
+            lat.append((time.perf_counter_ns() - t) / 1000)
+        os.close(fd)
+        return percentiles(lat)
+    finally:
+        if noop:
+            noop.kill()
+            noop.wait()
+        m.stop()
+        m.cleanup()
+        shutil.rmtree(store, ignore_errors=True)
 
 
 def fan_latency(count):
@@ -1082,6 +1147,17 @@ def main():
                             event_rate(e, k, 2000 if a.quick else 10000)
                 finally:
                     e.close()  # a failed workload leaves no mount behind
+            if any(m.split("@")[0] == "hsmfs-fan" for m in modes):
+                # the missed read on both front ends, side by side
+                n = 2000 if a.quick else 10000
+                try:
+                    for direct in (True, False):
+                        for fan in (False, True):
+                            lat["%s miss, %s" % ("fanotify" if fan else "FUSE",
+                                                  "O_DIRECT" if direct else "buffered")] = \
+                                miss_latency(n, fan, direct)
+                except Skip as e:
+                    notes.append("backend=fanotify latency skipped: %s" % e)
             try:
                 lat["fanotify event (listener allows)"] = fan_latency(2000 if a.quick else 10000)
             except Skip as e:
