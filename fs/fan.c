@@ -148,16 +148,30 @@ static struct fan_file *file_get(int fd, const char *base, struct stat *ret_st, 
 		f->busy++;
 	}
 	pthread_mutex_unlock(&F.lock);
-	if (f)
-		return f;
+	if (f) {
+		int pfd = inode_fd_get(f->in);
+
+		if (pfd >= 0) {
+			inode_fd_put(f->in);
+			return f;
+		}
+		/*
+		 * Renamed (or its directory) beside the daemon, which sees no
+		 * names here: the path it was opened by is its alias again
+		 */
+	}
 	inode_proc_path(fd, link);
 	len = readlink(link, path, sizeof(path) - 1);
+	if (len < 0 && f)
+		return f; /* the engine finds it gone: EIO */
 	if (len < 0) {
 		*ret_res = -errno;
 		return NULL;
 	}
 	path[len] = '\0';
 	/* opened below base (a removed file's link ends " (deleted)") */
+	if (f && (!base || strncmp(path, base, n) || (path[n] != '/' && path[n])))
+		return f;
 	if (!base || strncmp(path, base, n) || (path[n] != '/' && path[n])) {
 		log_debug("backend=fanotify: an event on '%s', not below the mountpoint", path);
 		*ret_res = -EIO;
@@ -167,6 +181,11 @@ static struct fan_file *file_get(int fd, const char *base, struct stat *ret_st, 
 	if (!res && (got.st_ino != st->st_ino || got.st_dev != st->st_dev)) {
 		inode_forget(in, 1);
 		res = -ESTALE; /* moved meanwhile */
+	}
+	if (f) {
+		if (!res)
+			inode_forget(in, 1); /* the same inode, its alias made again */
+		return f;
 	}
 	if (res) {
 		log_debug("backend=fanotify: cannot find '%s' in the store: %s", path, strerror(-res));

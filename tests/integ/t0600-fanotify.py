@@ -215,9 +215,9 @@ def test_changes(img):
     mirror = tmpdir("hsmfs-mirror-")
     data = os.urandom(64 * P)
     names = ("trunc-open", "trunc-path", "append", "same")
-    import_offline(store, mirror, {n: data for n in names})
+    import_offline(store, mirror, dict({n: data for n in names}, **{"d/moved": data}))
     with Mount(opts=FAN, store=store) as m:
-        with Hook(m.mnt, "--mirror", mirror):
+        with Hook(m.mnt, "--mirror", mirror, "--fill", "required"):
             with open(m.path("trunc-open"), "wb") as f:  # O_TRUNC, then a write
                 f.write(b"new")
             eq(open(m.path("trunc-open"), "rb").read(), b"new",
@@ -231,6 +231,14 @@ def test_changes(img):
             eq(open(m.path("append"), "rb").read(), data + b"xyz",
                "appended to once unmarked: the user's bytes after the origin's")
             eq(open(m.path("same"), "rb").read(), data, "a file read and left alone")
+
+            # names changed beside the daemon (it sees none here): a file
+            # partly read, renamed, its directory renamed, is read whole
+            eq(dread(m.path("d/moved"), P, P), data[P:2 * P], "a page of d/moved")
+            os.rename(m.path("d/moved"), m.path("d/moved2"))
+            os.rename(m.path("d"), m.path("e"))
+            eq(open(m.path("e/moved2"), "rb").read(), data,
+               "renamed after a partial read, and its directory too: read whole")
     st = row_states(store)
     eq({n: st.get(n) for n in names}, {"trunc-open": 4, "trunc-path": 4, "append": 4, "same": 3},
        "the changed files are dirty (never fetched or replaced again), the other resident")
