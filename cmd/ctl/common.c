@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -64,13 +65,39 @@ void json_str(const char *s)
 	putchar('"');
 }
 
+bool fanotify_mount_said(const char *path)
+{
+	char cur[PATH_MAX], sock[PATH_MAX + 32];
+	struct stat st;
+
+	if (!realpath(path, cur))
+		return false;
+	for (;;) {
+		char *sl;
+
+		snprintf(sock, sizeof(sock), "%s/.hsmfs/hook.sock", cur);
+		if (!stat(sock, &st) && S_ISSOCK(st.st_mode)) {
+			fprintf(stderr, "hsmfsctl: '%s' is on a backend=fanotify mount, whose daemon "
+				"hsmfsctl cannot ask yet (hsmfs(8) FANOTIFY BACKEND)\n", path);
+			return true;
+		}
+		sl = strrchr(cur, '/');
+		if (!sl || !cur[1])
+			return false;
+		sl[sl == cur] = '\0';
+	}
+}
+
 /* A user.hsmfs.* attribute of the mount's root, NUL-terminated: its length, or -1 (said why). */
 ssize_t mount_xattr(const char *mnt, const char *name, char *buf, size_t size)
 {
 	ssize_t n = getxattr(mnt, name, buf, size - 1);
 
 	if (n < 0) {
-		fprintf(stderr, "hsmfsctl: '%s' is not an hsmfs mount: %s\n", mnt, strerror(errno));
+		int e = errno;
+
+		if (!fanotify_mount_said(mnt))
+			fprintf(stderr, "hsmfsctl: '%s' is not an hsmfs mount: %s\n", mnt, strerror(e));
 		return -1;
 	}
 	buf[n] = '\0';

@@ -31,6 +31,13 @@ enum { X_OK_ = 0, X_USAGE = 1, X_INPUT = 2, X_STORE = 3, X_PARTIAL = 4 };
  */
 int mount_of(const char *path, char *ret_mnt, size_t mlen, char *ret_rel, size_t rlen);
 ssize_t mount_xattr(const char *mnt, const char *name, char *buf, size_t size);
+/*
+ * path is not on a FUSE hsmfs mount: if it is on a backend=fanotify
+ * mount (the store bound there: its state directory holds the hook
+ * socket), whose daemon hsmfsctl cannot ask, say so in one line and
+ * return true.
+ */
+bool fanotify_mount_said(const char *path);
 /* s quoted and escaped as a JSON string, on standard output */
 void json_str(const char *s);
 long long json_num(const char *obj, const char *key);

@@ -247,8 +247,11 @@ int cmd_import(int argc, char **argv)
 		ssize_t sn = getxattr(mnt, "user.hsmfs.store", store_buf, sizeof(store_buf) - 1);
 
 		if (sn < 0) {
-			fprintf(stderr, "hsmfsctl: '%s' is not an hsmfs mount: %s\n", mnt,
-				strerror(errno));
+			int e = errno;
+
+			if (!fanotify_mount_said(mnt))
+				fprintf(stderr, "hsmfsctl: '%s' is not an hsmfs mount: %s\n", mnt,
+					strerror(e));
 			return X_STORE;
 		}
 		store_buf[sn] = '\0';

@@ -46,8 +46,11 @@ static int status_file(const char *p, const struct stat *st, bool json,
 	 */
 	for (int tries = 0;; tries++) {
 		if (xattr(p, "user.hsmfs.state", state, sizeof(state)) < 0) {
-			fprintf(stderr, "hsmfsctl: '%s' is not on an hsmfs mount: %s\n", p,
-				strerror(errno));
+			int e = errno;
+
+			if (!fanotify_mount_said(p))
+				fprintf(stderr, "hsmfsctl: '%s' is not on an hsmfs mount: %s\n", p,
+					strerror(e));
 			return -1;
 		}
 		xattr(p, "user.hsmfs.present", present, sizeof(present));
@@ -175,16 +178,18 @@ int cmd_status(int argc, char **argv)
 	for (i = 1; i < argc; i++) {
 		char state[64];
 		struct stat st;
+		int e;
 
 		/* a link or a device has no state to show, on a mount or not */
 		if (!strcmp(argv[i], "--json") ||
 		    (!lstat(argv[i], &st) && !S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) ||
 		    xattr(argv[i], "user.hsmfs.state", state, sizeof(state)) >= 0)
 			continue;
-		if (errno == ENODATA || errno == ENOTSUP)
+		e = errno;
+		if (e != ENODATA && e != ENOTSUP)
+			fprintf(stderr, "hsmfsctl: '%s': %s\n", argv[i], strerror(e));
+		else if (!fanotify_mount_said(argv[i]))
 			fprintf(stderr, "hsmfsctl: '%s' is not on an hsmfs mount\n", argv[i]);
-		else
-			fprintf(stderr, "hsmfsctl: '%s': %s\n", argv[i], strerror(errno));
 		return X_STORE;
 	}
 	if (json)

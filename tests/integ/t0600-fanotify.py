@@ -178,6 +178,10 @@ def test_events(img):
                 eq(got, want, "a hook's deny with %s fails the read with %s" %
                    (errno.errorcode[err], errno.errorcode[want]))
         ok(os.stat(m.path("deny/b")).st_size == P, "a denied file is still there")
+        rc, out = run([HSMFSCTL, "stats", m.mnt])
+        ok(rc == 3 and "is on a backend=fanotify mount, whose daemon hsmfsctl cannot ask yet" in out
+           and len(out.strip().splitlines()) == 1,
+           "hsmfsctl on a fanotify mount says, in one line, that it cannot ask its daemon yet")
 
         # events the kernel does not raise: a hook is refused, never joined unasked
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
