@@ -24,6 +24,7 @@
 
 struct wanted {
 	struct hashset inos; /* inode numbers of files not found yet; value: missing */
+	unsigned long unlisted; /* directories whose names are not known yet */
 	size_t thin;         /* marked without all their blocks (allocate()) */
 };
 
@@ -35,6 +36,7 @@ static int want_row(void *arg, uint64_t ino, uint64_t gen, uint64_t size, uint32
 
 	(void)gen;
 	(void)size;
+	w->unlisted += state == META_DIR_UNLISTED;
 	if (state == META_DIR_UNLISTED || state == META_DIR_LISTED)
 		return 0;
 	if (hashset_add(&w->inos, ino, &pos) < 0)
@@ -145,7 +147,7 @@ static int walk(struct wanted *w, int dirfd, bool top, long *marked)
 	return res;
 }
 
-long fan_mark_missing(struct meta *m)
+long fan_mark_missing(struct meta *m, unsigned long *ret_unlisted)
 {
 	struct wanted w;
 	uint64_t *inos = NULL;
@@ -155,6 +157,7 @@ long fan_mark_missing(struct meta *m)
 
 	hashset_init(&w.inos, SIZE_MAX, true, NULL);
 	w.thin = 0;
+	w.unlisted = 0;
 	res = meta_list(m, want_row, &w);
 	if (res)
 		goto out;
@@ -192,6 +195,7 @@ long fan_mark_missing(struct meta *m)
 	if (w.thin)
 		log_warn("backend=fanotify: %zu file%s not fetched yet without all their blocks",
 			 w.thin, w.thin == 1 ? "" : "s");
+	*ret_unlisted = w.unlisted;
 out:
 	free(inos);
 	hashset_free(&w.inos);

@@ -13,8 +13,9 @@ struct meta;
  * (placeholder or partial), having given it blocks for all its bytes:
  * by its recorded path, checked against its inode number; the rows
  * whose path is stale are found by one walk of the tree.  Returns the
- * number marked, or -errno.
+ * number marked, or -errno; *ret_unlisted: the directories whose names
+ * are not known yet (no event lists them on this mount).
  */
-long fan_mark_missing(struct meta *m);
+long fan_mark_missing(struct meta *m, unsigned long *ret_unlisted);
 
 #endif

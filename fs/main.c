@@ -640,6 +640,7 @@ static void mount_undo(struct daemon *d);
 static bool fan_mount_run(struct daemon *d)
 {
 	char err[512];
+	unsigned long unlisted = 0;
 	long n;
 	int res;
 
@@ -649,7 +650,7 @@ static bool fan_mount_run(struct daemon *d)
 		d->rc = EXIT_MOUNT;
 		goto fail;
 	}
-	n = fan_mark_missing(d->meta);
+	n = fan_mark_missing(d->meta, &unlisted);
 	if (n < 0) {
 		log_err("backend=fanotify: cannot mark the files not all present: %s",
 			strerror((int)-n));
@@ -657,6 +658,10 @@ static bool fan_mount_run(struct daemon *d)
 		goto fail;
 	}
 	log_debug("backend=fanotify: %ld files marked", n);
+	if (unlisted)
+		log_warn("backend=fanotify: directories not listed yet show no names on this mount "
+			 "(no event lists them; %lu of them): list them first with hsmfsctl import "
+			 "-s STORE --listing URL, or on a FUSE mount", unlisted);
 	res = fan_mount(d->store_path, d->mnt_path, d->o.read_only, err, sizeof(err));
 	if (res) {
 		log_err("%s", err);

@@ -248,6 +248,22 @@ def test_changes(img):
        "the changed files are dirty (never fetched or replaced again), the other resident")
 
 
+def test_unlisted(img):
+    """A directory not listed yet shows no names on a fanotify mount (no
+    event lists it): the mount says so, on the terminal, and how to list."""
+    store = os.path.join(img, "store-unlisted")
+    os.makedirs(store)
+    mirror = tmpdir("hsmfs-mirror-")
+    write_tree(mirror, {"x": b"x"})
+    # a FUSE mount of an origin, never looked at: its root is not listed
+    with Mount(opts="origin=file://%s/,nocheck_origin" % mirror, store=store):
+        pass
+    with Mount(opts=FAN, store=store) as m:
+        ok("directories not listed yet show no names on this mount (no event lists them; "
+           "1 of them): list them first with hsmfsctl import -s STORE --listing URL"
+           in m.output(), "a store with a directory not listed: the mount says how to list it")
+
+
 def test_end(img):
     """The mount ends by umount or a signal; an event no hook answered
     is denied at the end, never allowed (a closed group allows)."""
@@ -298,6 +314,7 @@ def test():
     try:
         test_events(img)
         test_changes(img)
+        test_unlisted(img)
         test_end(img)
     finally:
         fs_image_drop(d, img)
