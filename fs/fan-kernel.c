@@ -77,13 +77,21 @@ int fan_setup(const char *store_path, int *ret_root, char *err, size_t errlen)
 	int res;
 
 	*ret_root = -1;
+	K.store = strdup(store_path);
+	if (!K.store)
+		return SAY(-ENOMEM, "out of memory");
 	/*
 	 * Unlimited marks and queue: a mark per missing file, and no event
 	 * lost to a full queue (a lost one is allowed by the kernel)
 	 */
+	/*
+	 * Events' descriptors read-only: the daemon only looks at them (its
+	 * writes go through its clone), and a read-write one cannot be
+	 * opened on a read-only mount (the kernel then denies the event)
+	 */
 	K.group = fanotify_init(FAN_CLASS_PRE_CONTENT | FAN_CLOEXEC | FAN_UNLIMITED_MARKS |
 					FAN_UNLIMITED_QUEUE,
-				O_RDWR | O_LARGEFILE | O_CLOEXEC);
+				O_RDONLY | O_LARGEFILE | O_CLOEXEC);
 	if (K.group < 0) {
 		res = -errno;
 		if (res == -EPERM)
@@ -165,10 +173,9 @@ int fan_mount(const char *store_path, const char *mnt, bool ro, char *err, size_
 	K.mnt = strdup(mnt);
 	if (!K.mnt || (res = mount_id(mnt, &K.mnt_id)) || K.mnt_id == below) {
 		umount2(mnt, MNT_DETACH);
-		free(K.mnt);
-		K.mnt = NULL;
 		return SAY(res ? res : -EIO, "cannot find the mount made at '%s'", mnt);
 	}
+	K.bound = true;
 	return 0;
 }
 
@@ -200,15 +207,14 @@ bool fan_still_mounted(void)
 {
 	uint64_t id;
 
-	return K.mnt && !mount_id(K.mnt, &id) && id == K.mnt_id;
+	return K.bound && !mount_id(K.mnt, &id) && id == K.mnt_id;
 }
 
 void fan_unmount(void)
 {
 	if (fan_still_mounted() && umount2(K.mnt, MNT_DETACH))
 		log_warn("cannot unmount '%s': %s", K.mnt, strerror(errno));
-	free(K.mnt);
-	K.mnt = NULL;
+	K.bound = false;
 }
 
 int fan_mark_fd(int fd, bool add)

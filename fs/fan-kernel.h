@@ -46,7 +46,9 @@ struct fan_kernel {
 	int tree;      /* the daemon's detached clone of the store's mount (O_PATH), or -1 */
 	int treedir;   /* its root opened to read (open_by_handle_at() takes no O_PATH), or -1 */
 	int notify;    /* the notification group of the users' changes (file ids), or -1 */
-	char *mnt;     /* the mountpoint (real path), once bound */
+	char *mnt;     /* the mountpoint (real path), from the bind on */
+	bool bound;    /* the bind is this front end's still (fan_unmount()) */
+	char *store;   /* the store's real path */
 	uint64_t mnt_id; /* its mount's id (statx STATX_MNT_ID) */
 	_Atomic uint64_t marked, unmarked;
 };

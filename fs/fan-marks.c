@@ -20,6 +20,7 @@
 #include "inode.h"
 #include "log.h"
 #include "meta.h"
+#include "ranges.h"
 #include "store.h"
 
 struct wanted {
@@ -41,7 +42,11 @@ static int want_row(void *arg, uint64_t ino, uint64_t gen, uint64_t size, uint32
 		return 0;
 	if (hashset_add(&w->inos, ino, &pos) < 0)
 		return -ENOMEM;
-	*hashset_val(&w->inos, pos) = state == META_PLACEHOLDER || state == META_PARTIAL;
+	/*
+	 * missing: a changed file may have bytes not fetched too (its
+	 * ranges, read below, say); one found by the walk is taken so
+	 */
+	*hashset_val(&w->inos, pos) = state != META_RESIDENT;
 	return 0;
 }
 
@@ -151,7 +156,7 @@ long fan_mark_missing(struct meta *m, unsigned long *ret_unlisted)
 {
 	struct wanted w;
 	uint64_t *inos = NULL;
-	size_t n = 0;
+	size_t n = 0, pos;
 	long marked = 0;
 	int res;
 
@@ -167,14 +172,17 @@ long fan_mark_missing(struct meta *m, unsigned long *ret_unlisted)
 		res = -ENOMEM;
 		goto out;
 	}
-	HASHSET_EACH(&w.inos, pos)
-		inos[n++] = hashset_key(&w.inos, pos);
+	HASHSET_EACH(&w.inos, at)
+		inos[n++] = hashset_key(&w.inos, at);
 	for (size_t i = 0; i < n; i++) {
 		struct meta_file f;
 		int r;
 
 		if (meta_get(m, inos[i], &f))
 			continue;
+		pos = hashset_find(&w.inos, inos[i]);
+		if (pos != HASHSET_NONE)
+			*hashset_val(&w.inos, pos) = !rs_contains(&f.present, 0, f.size);
 		r = f.path ? mark_at(&w, K.tree, f.path) : 0;
 		meta_file_free(&f);
 		if (r < 0) {

@@ -122,6 +122,16 @@ static int walk_path(char *path, struct stat *st, struct inode **ret)
 	return 0;
 }
 
+/* The length of dir if path is dir or below it, else -1. */
+static ssize_t prefix_len(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	if (strncmp(path, dir, n) || (path[n] != '/' && path[n]))
+		return -1;
+	return (ssize_t)n;
+}
+
 /*
  * The file of an event's descriptor, busy: from F.files, else looked up
  * by the path the descriptor was opened by, below base (the mountpoint,
@@ -133,8 +143,8 @@ static struct fan_file *file_get(int fd, const char *base, struct stat *ret_st, 
 	struct fan_file *f = NULL;
 	struct inode *in;
 	struct stat got, *st = ret_st;
-	size_t pos, n = base ? strlen(base) : 0;
-	ssize_t len;
+	size_t pos;
+	ssize_t len, at;
 	int res;
 
 	if (fstat(fd, st)) {
@@ -169,15 +179,18 @@ static struct fan_file *file_get(int fd, const char *base, struct stat *ret_st, 
 		return NULL;
 	}
 	path[len] = '\0';
-	/* opened below base (a removed file's link ends " (deleted)") */
-	if (f && (!base || strncmp(path, base, n) || (path[n] != '/' && path[n])))
+	/* opened below base, or by the store's own path (a removed file's ends " (deleted)") */
+	at = base ? prefix_len(path, base) : -1;
+	if (at < 0 && base && *base && K.store)
+		at = prefix_len(path, K.store);
+	if (at < 0 && f)
 		return f;
-	if (!base || strncmp(path, base, n) || (path[n] != '/' && path[n])) {
+	if (at < 0) {
 		log_debug("backend=fanotify: an event on '%s', not below the mountpoint", path);
 		*ret_res = -EIO;
 		return NULL;
 	}
-	res = walk_path(path + n, &got, &in);
+	res = walk_path(path + at, &got, &in);
 	if (!res && (got.st_ino != st->st_ino || got.st_dev != st->st_dev)) {
 		inode_forget(in, 1);
 		res = -ESTALE; /* moved meanwhile */
@@ -273,6 +286,7 @@ static void piece_done(void *arg, int res)
 /*
  * FAN_PRE_ACCESS of [off, off + count): the engine checks it (and fills
  * what is missing) in pieces of whole chunks, at most FAN_PIECES, at once.
+ * count 0 is a truncate(2) to off, about to be made.
  */
 static void on_access(int fd, pid_t pid, uint64_t off, uint64_t count)
 {
@@ -282,10 +296,6 @@ static void on_access(int fd, pid_t pid, uint64_t off, uint64_t count)
 	uint64_t piece, end;
 	int res = 0;
 
-	if (!count) {
-		answer(fd, 0); /* a truncate that grows the file: no byte of it is read */
-		return;
-	}
 	pthread_mutex_lock(&F.lock);
 	if (F.stopping) {
 		pthread_mutex_unlock(&F.lock);
@@ -298,9 +308,26 @@ static void on_access(int fd, pid_t pid, uint64_t off, uint64_t count)
 	f = file_get(fd, K.mnt, &st, &res);
 	if (f)
 		res = events_load(f->in);
-	/* a truncation the daemon did not see (open(O_TRUNC), truncate(2)) is the user's */
+	/* a truncation the daemon did not see (open(O_TRUNC)) is the user's */
 	if (f && !res)
 		events_changed_unseen(f->in, (uint64_t)st.st_size, false);
+	if (f && !res && !count) {
+		/*
+		 * A truncate(2) to off, before it is made: claimed as a change
+		 * of the user's (which waits for a fill being copied, so that
+		 * no copy extends the file again after it), then allowed
+		 */
+		struct events_change c;
+
+		if (off != (uint64_t)st.st_size) {
+			events_change_begin(f->in, &c, off < (uint64_t)st.st_size ? off :
+							 (uint64_t)st.st_size, UINT64_MAX);
+			events_truncated(f->in, &c, (uint64_t)st.st_size, off);
+		}
+		file_put(f);
+		answer(fd, 0);
+		goto out;
+	}
 	if (f && !res && !(req = calloc(1, sizeof(*req))))
 		res = -ENOMEM;
 	if (!f || res) {
@@ -504,10 +531,15 @@ static void *reader(void *arg)
 			continue;
 		len = read(K.group, buf, sizeof(buf));
 		if (len < 0) {
-			if (errno == EINTR || errno == EAGAIN)
-				continue;
-			log_err("backend=fanotify: cannot read events: %s", strerror(errno));
-			break;
+			/*
+			 * An event whose descriptor could not be opened is
+			 * denied by the kernel and reported as this error:
+			 * the next one is read all the same
+			 */
+			if (errno != EINTR && errno != EAGAIN)
+				log_warn("backend=fanotify: an event not read (the kernel denied it): %s",
+					 strerror(errno));
+			continue;
 		}
 		for (size_t at = 0; next_event(buf, len, &at, &md, &body);) {
 			if (md.vers != FANOTIFY_METADATA_VERSION) {
@@ -595,19 +627,27 @@ static void on_signal(int sig)
 	errno = e;
 }
 
-int fan_serve(void)
+int fan_signals(void)
 {
 	struct sigaction sa = { .sa_handler = on_signal };
-	struct pollfd p[2];
-	int mi, res = 0;
 
-	if (pipe2(F.sig, O_CLOEXEC | O_NONBLOCK))
+	if (F.sig[0] < 0 && pipe2(F.sig, O_CLOEXEC | O_NONBLOCK))
 		return -errno;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	return 0;
+}
+
+int fan_serve(void)
+{
+	struct pollfd p[2];
+	int mi, res = fan_signals();
+
+	if (res)
+		return res;
 	/* the mount table changed: POLLPRI on /proc/self/mountinfo */
 	mi = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
 	p[0] = (struct pollfd){ .fd = F.sig[0], .events = POLLIN };
@@ -632,6 +672,8 @@ int fan_serve(void)
 	}
 	if (mi >= 0)
 		close(mi);
+	/* no new opens by the mountpoint */
+	fan_unmount();
 	/* no event goes to the engine from here on: its shutdown fails the ones in it */
 	pthread_mutex_lock(&F.lock);
 	F.stopping = true;
@@ -659,17 +701,24 @@ void fan_stop(void)
 	}
 	if (K.group >= 0) {
 		static char buf[16 << 10] __attribute__((aligned(8)));
-		ssize_t len;
-
-		/* what is still queued is denied: a closed group allows it */
-		fcntl(K.group, F_SETFL, fcntl(K.group, F_GETFL) | O_NONBLOCK);
 		struct fanotify_event_metadata md;
 		const char *body;
+		ssize_t len;
 
-		while ((len = read(K.group, buf, sizeof(buf))) > 0)
+		/*
+		 * what is still queued is denied: a closed group allows it (an
+		 * error is an event the kernel could not give and denied
+		 * itself: read on, a bounded number of times)
+		 */
+		fcntl(K.group, F_SETFL, fcntl(K.group, F_GETFL) | O_NONBLOCK);
+		for (unsigned tries = 0; tries < 1u << 20; tries++) {
+			len = read(K.group, buf, sizeof(buf));
+			if (len < 0 && (errno == EAGAIN || errno == EBADF))
+				break;
 			for (size_t at = 0; next_event(buf, len, &at, &md, &body);)
 				if (md.fd >= 0)
 					answer(md.fd, -EIO);
+		}
 	}
 	HASHSET_EACH(&F.files, pos) {
 		struct fan_file *f = (struct fan_file *)(uintptr_t)*hashset_val(&F.files, pos);
@@ -692,6 +741,10 @@ void fan_stop(void)
 	if (K.treedir >= 0)
 		close(K.treedir);
 	K.group = K.tree = K.notify = K.treedir = -1;
+	/* read by the reader until it ended */
+	free(K.mnt);
+	free(K.store);
+	K.mnt = K.store = NULL;
 	for (int i = 0; i < 2; i++) {
 		if (F.wake[i] >= 0)
 			close(F.wake[i]);

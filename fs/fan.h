@@ -52,6 +52,13 @@
 /* What the engine asks of this front end (front.h). */
 extern const struct events_front fan_front;
 
+/*
+ * SIGTERM, SIGINT and SIGHUP end the mount (fan_serve()) from now on;
+ * before the store is bound, so that no signal kills the daemon with
+ * the mount left bound.  0 or -errno.
+ */
+int fan_signals(void);
+
 /* Start the reader thread, chunk: the fill pieces of a large range. 0 or -errno. */
 int fan_start(uint64_t chunk);
 

@@ -644,6 +644,11 @@ static bool fan_mount_run(struct daemon *d)
 	long n;
 	int res;
 
+	if ((res = fan_signals())) {
+		log_err("backend=fanotify: cannot take the signals: %s", strerror(-res));
+		d->rc = EXIT_MOUNT;
+		goto fail;
+	}
 	/* a read-only mount changes nothing: no watch */
 	if (!d->o.read_only && (res = fan_watch_changes(err, sizeof(err)))) {
 		log_err("%s", err);

@@ -70,6 +70,22 @@ def group_marks(pid):
     return marks
 
 
+def sqlite_db():
+    """The bytes of a SQLite database of 500 rows of 1000 bytes."""
+    import sqlite3
+    d = tmpdir("hsmfs-db-")
+    p = os.path.join(d, "db")
+    db = sqlite3.connect(p)
+    db.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)")
+    db.executemany("INSERT INTO t (v) VALUES (?)", [(os.urandom(1000),) for _ in range(500)])
+    db.commit()
+    db.close()
+    with open(p, "rb") as f:
+        data = f.read()
+    subprocess.run(["rm", "-rf", d])
+    return data
+
+
 def test_refusals():
     """What cannot work fails the mount in one line, before anything is
     mounted."""
@@ -103,7 +119,8 @@ def test_events(img):
     mirror = tmpdir("hsmfs-mirror-")
     data = os.urandom(300 * P)
     files = {"f": data, "g": data, "h": data, "r": data[:40 * P], "m": data,
-             "deny/a": data[:P], "deny/b": data[:P], "deny/c": data[:P], "deny/d": data[:P]}
+             "deny/a": data[:P], "deny/b": data[:P], "deny/c": data[:P], "deny/d": data[:P],
+             "db.sqlite": sqlite_db()}
     import_offline(store, mirror, files)
     ino = {n: os.stat(os.path.join(store, n)).st_ino for n in files}
     with Mount(opts=FAN, store=store) as m:
@@ -152,6 +169,12 @@ def test_events(img):
             r = subprocess.run(["tar", "xOf", os.path.join(out, "t.tar"), "deny/a"],
                                stdout=subprocess.PIPE)
             eq(r.stdout, data[:P], "tar of a file not fetched archives its bytes")
+            # a database not fetched, queried where it lies: sqlite3 reads pages at random
+            r = subprocess.run(["sqlite3", "-readonly", m.path("db.sqlite"),
+                                "SELECT count(*), sum(length(v)) FROM t"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            eq(r.stdout.decode().strip(), "500|500000",
+               "sqlite3 queries a database not fetched: the rows the origin has")
             # the whole of r: all present, its mark goes
             subprocess.run(["rsync", m.path("r"), os.path.join(out, "r")], check=True)
             eq(open(os.path.join(out, "r"), "rb").read(), data[:40 * P],
@@ -218,14 +241,28 @@ def test_changes(img):
     store = os.path.join(img, "store-changes")
     mirror = tmpdir("hsmfs-mirror-")
     data = os.urandom(64 * P)
-    names = ("trunc-open", "trunc-path", "append", "same")
-    import_offline(store, mirror, dict({n: data for n in names}, **{"d/moved": data}))
+    names = ("trunc-open", "trunc-path", "trunc-zero", "append", "same")
+    import_offline(store, mirror, dict({n: data for n in names}, **{"d/moved": data,
+                                                                 "hole": data, "bystore": data,
+                                                                 "rofile": data}))
     with Mount(opts=FAN, store=store) as m:
         with Hook(m.mnt, "--mirror", mirror, "--fill", "required"):
             with open(m.path("trunc-open"), "wb") as f:  # O_TRUNC, then a write
                 f.write(b"new")
             eq(open(m.path("trunc-open"), "rb").read(), b"new",
                "a file not fetched, written over with O_TRUNC: the user's 3 bytes, no more")
+            os.truncate(m.path("trunc-zero"), 0)
+            with open(m.path("trunc-zero"), "r+b") as f:
+                f.write(b"ab")
+            eq(open(m.path("trunc-zero"), "rb").read(), b"ab",
+               "truncate(2) to 0 of a file not fetched, then written: the user's bytes only")
+            # a write into a file not fetched: the rest is fetched still, after a remount too
+            with open(m.path("hole"), "r+b") as f:
+                f.seek(10 * P)
+                f.write(b"xyz")
+            # the store's own path raises the events too
+            eq(open(os.path.join(store, "bystore"), "rb").read(), data,
+               "a file not fetched read by the store's own path: the origin's bytes")
             os.truncate(m.path("trunc-path"), 5000)
             eq(open(m.path("trunc-path"), "rb").read(), data[:5000],
                "truncate(2) of a file not fetched: its first 5000 bytes, the origin's")
@@ -244,8 +281,23 @@ def test_changes(img):
             eq(open(m.path("e/moved2"), "rb").read(), data,
                "renamed after a partial read, and its directory too: read whole")
     st = row_states(store)
-    eq({n: st.get(n) for n in names}, {"trunc-open": 4, "trunc-path": 4, "append": 4, "same": 3},
+    eq({n: st.get(n) for n in names},
+       {"trunc-open": 4, "trunc-path": 4, "trunc-zero": 4, "append": 4, "same": 3},
        "the changed files are dirty (never fetched or replaced again), the other resident")
+    want = data[:10 * P] + b"xyz" + data[10 * P + 3:]
+    with Mount(opts=FAN, store=store) as m:
+        with Hook(m.mnt, "--mirror", mirror):
+            eq(open(m.path("hole"), "rb").read(), want,
+               "mounted again: a changed file's bytes not fetched are fetched (it is marked)")
+    with Mount(opts=FAN + ",ro", store=store) as m:
+        with Hook(m.mnt, "--mirror", mirror):
+            eq(open(m.path("rofile"), "rb").read(), data, "a read-only mount fetches too")
+            try:
+                open(m.path("same"), "ab").close()
+                got = 0
+            except OSError as e:
+                got = e.errno
+            eq(got, errno.EROFS, "a read-only mount refuses a write open")
 
 
 def test_unlisted(img):
