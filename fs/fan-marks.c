@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "fan-kernel.h"
@@ -27,6 +28,7 @@ struct wanted {
 	struct hashset inos; /* inode numbers of files not found yet; value: missing */
 	unsigned long unlisted; /* directories whose names are not known yet */
 	size_t thin;         /* marked without all their blocks (allocate()) */
+	size_t foreign;      /* not the row's file (mark_at()) */
 };
 
 static int want_row(void *arg, uint64_t ino, uint64_t gen, uint64_t size, uint32_t state)
@@ -98,7 +100,23 @@ static int mark_at(struct wanted *w, int dirfd, const char *name)
 	if (!fstat(fd, &st) && S_ISREG(st.st_mode) &&
 	    (pos = hashset_find(&w->inos, st.st_ino)) != HASHSET_NONE) {
 		bool missing = *hashset_val(&w->inos, pos);
+		char path[32];
 
+		/*
+		 * A file with bytes missing was made a placeholder, and carries
+		 * the mark (store.h); one without it is not the row's file but
+		 * another that took its number (the row's removed beside the
+		 * mount): never filled over
+		 */
+		inode_proc_path(fd, path);
+		if (missing && getxattr(path, STORE_MARKER_XATTR, NULL, 0) < 0 && errno != ERANGE) {
+			if (!w->foreign++)
+				log_warn("backend=fanotify: a file of the store has the number of a "
+					 "row with bytes missing but is not a placeholder: not marked");
+			hashset_remove(&w->inos, st.st_ino);
+			close(fd);
+			return 0;
+		}
 		/* watched first: no change between the two goes unseen */
 		res = fan_watch_fd(fd);
 		if (!res && missing) {
@@ -162,6 +180,7 @@ long fan_mark_missing(struct meta *m, unsigned long *ret_unlisted)
 
 	hashset_init(&w.inos, SIZE_MAX, true, NULL);
 	w.thin = 0;
+	w.foreign = 0;
 	w.unlisted = 0;
 	res = meta_list(m, want_row, &w);
 	if (res)

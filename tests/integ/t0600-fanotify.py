@@ -316,6 +316,31 @@ def test_unlisted(img):
            in m.output(), "a store with a directory not listed: the mount says how to list it")
 
 
+def test_number_reused(img):
+    """A row's file removed beside the mount, its number taken by a user's
+    new file: that file is not the row's, and is never marked or filled
+    over.  ext4 gives a freed number again only after a while, so the
+    row is pointed at the user's file in the database instead."""
+    import sqlite3
+    store = os.path.join(img, "store-reused")
+    mirror = tmpdir("hsmfs-mirror-")
+    data = os.urandom(8 * P)
+    import_offline(store, mirror, {"victim": data})
+    os.unlink(os.path.join(store, "victim"))
+    with open(os.path.join(store, "mine"), "wb") as f:
+        f.write(b"mine" * 1000)
+    mine = os.stat(os.path.join(store, "mine")).st_ino
+    db = sqlite3.connect(os.path.join(store, ".hsmfs", "meta.db"))
+    db.execute("UPDATE files SET ino = ? WHERE path = 'victim'", (mine,))
+    db.commit()
+    db.close()
+    with Mount(opts=FAN, store=store) as m:
+        with Hook(m.mnt, "--mirror", mirror):
+            eq(open(m.path("mine"), "rb").read(), b"mine" * 1000,
+               "a user's file with the number of a removed row keeps its bytes")
+        ok(mine not in group_marks(m.proc.pid), "and is not marked")
+
+
 def test_end(img):
     """The mount ends by umount or a signal; an event no hook answered
     is denied at the end, never allowed (a closed group allows)."""
@@ -367,6 +392,7 @@ def test():
         test_events(img)
         test_changes(img)
         test_unlisted(img)
+        test_number_reused(img)
         test_end(img)
     finally:
         fs_image_drop(d, img)
