@@ -174,20 +174,32 @@ void events_wrote(struct inode *in, struct events_change *c, uint64_t off, uint6
 	eunlock();
 }
 
+/*
+ * A user's change of in's size from old_size to new_size: the bytes past
+ * a smaller one go, a larger one's new bytes are the user's (zeros of
+ * our own).  S.lock held.
+ */
+static void resized(struct fstate *fs, uint64_t old_size, uint64_t new_size)
+{
+	int res;
+
+	ELOCK_HELD();
+	if (new_size < old_size)
+		res = rs_remove(&fs->present, new_size, UINT64_MAX);
+	else
+		res = rs_add(&fs->present, old_size, new_size);
+	user_changed(fs, res, new_size < old_size ? 0 : old_size,
+		     new_size < old_size ? 0 : new_size, new_size);
+}
+
 void events_truncated(struct inode *in, struct events_change *c, uint64_t old_size,
 		      uint64_t new_size)
 {
 	struct fstate *fs = change_done(in, c);
-	int res;
 
 	if (!fs)
 		return;
-	if (new_size < old_size)
-		res = rs_remove(&fs->present, new_size, UINT64_MAX);
-	else
-		res = rs_add(&fs->present, old_size, new_size); /* zeros of our own */
-	user_changed(fs, res, new_size < old_size ? 0 : old_size,
-		     new_size < old_size ? 0 : new_size, new_size);
+	resized(fs, old_size, new_size);
 	eunlock();
 }
 
@@ -217,23 +229,14 @@ void events_unseen_writes(struct inode *in, uint64_t size, bool open)
 void events_changed_unseen(struct inode *in, uint64_t size, bool wrote)
 {
 	struct fstate *fs = inode_state(in);
-	uint64_t old;
-	int res = 0;
 
 	if (!fs)
 		return;
 	elock();
-	old = fs->size;
-	if (size == old && !wrote) {
-		eunlock();
-		return;
+	if (size != fs->size || wrote) {
+		fs->nchanges++; /* a change the daemon never saw: no snapshot before it holds */
+		resized(fs, fs->size, size);
 	}
-	fs->nchanges++; /* a change the daemon never saw: no snapshot before it holds */
-	if (size < old)
-		res = rs_remove(&fs->present, size, UINT64_MAX);
-	else if (size > old)
-		res = rs_add(&fs->present, old, size);
-	user_changed(fs, res, size > old ? old : 0, size > old ? size : 0, size);
 	eunlock();
 }
 

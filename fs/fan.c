@@ -686,8 +686,6 @@ int fan_serve(void)
 
 void fan_stop(void)
 {
-	struct fan_stats s;
-
 	/* no new opens by the mountpoint; then the reader's last events */
 	fan_unmount();
 	pthread_mutex_lock(&F.lock);
@@ -727,11 +725,12 @@ void fan_stop(void)
 		free(f);
 	}
 	hashset_free(&F.files);
-	fan_stats(&s);
 	log_info("backend=fanotify: %llu events, %llu denied, %llu overflows; %llu marks made, "
-		 "%llu removed", (unsigned long long)s.events, (unsigned long long)s.denied,
-		 (unsigned long long)s.overflows, (unsigned long long)s.marked,
-		 (unsigned long long)s.unmarked);
+		 "%llu removed", (unsigned long long)atomic_load(&F.events),
+		 (unsigned long long)atomic_load(&F.denied),
+		 (unsigned long long)atomic_load(&F.overflows),
+		 (unsigned long long)atomic_load(&K.marked),
+		 (unsigned long long)atomic_load(&K.unmarked));
 	if (K.group >= 0)
 		close(K.group);
 	if (K.tree >= 0)
@@ -752,13 +751,4 @@ void fan_stop(void)
 			close(F.sig[i]);
 		F.wake[i] = F.sig[i] = -1;
 	}
-}
-
-void fan_stats(struct fan_stats *ret)
-{
-	ret->events = atomic_load(&F.events);
-	ret->denied = atomic_load(&F.denied);
-	ret->overflows = atomic_load(&F.overflows);
-	ret->marked = atomic_load(&K.marked);
-	ret->unmarked = atomic_load(&K.unmarked);
 }

@@ -72,10 +72,4 @@ int fan_serve(void);
 /* The end, after the engine's shutdown: deny what is left, close the group. */
 void fan_stop(void);
 
-/* Counters for the log and the stats: events, denials, overflows, marks. */
-struct fan_stats {
-	uint64_t events, denied, overflows, marked, unmarked;
-};
-void fan_stats(struct fan_stats *ret);
-
 #endif
