@@ -23,7 +23,7 @@
  * file, STORE's own included, raises the events.  The inode table is
  * rooted in that clone (fan_setup() gives its root).
  *
- * Fail closed, as far as the kernel lets us (hsmfs(8) BACKENDS): every
+ * Fail closed, as far as the kernel lets us (hsmfs(8) FANOTIFY BACKEND): every
  * event read is answered exactly once; at the end the mountpoint goes
  * first, every event in flight is failed by the engine's shutdown and
  * denied, the events still queued are read and denied, and only then

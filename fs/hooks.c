@@ -286,8 +286,7 @@ static void *conn_main(void *arg)
 			}
 			if (hello.mask & H.unsupported) {
 				refuse(h->fd, who, HSMFS_ERR_UNSUPPORTED,
-				       "this mount cannot raise an event of the mask "
-				       "(backend=fanotify: PRE_MODIFY, OPEN_PERM, ACCESS_PERM)");
+				       "this mount cannot raise an event of the mask");
 				break;
 			}
 			h->kind = hello.kind;

@@ -567,7 +567,7 @@ int opts_parse(int argc, char *const argv[], struct hsmfs_opts *ret, char *err,
 			   o.cache_max, o.chunk, 2 * o.chunk);
 
 	/*
-	 * What the fanotify front end does not do yet (hsmfs(8) BACKENDS):
+	 * What the fanotify front end does not do yet (hsmfs(8) FANOTIFY BACKEND):
 	 * refused in one line, never ignored
 	 */
 	if (!res && o.fanotify) {

@@ -102,7 +102,7 @@ bool serve_run(struct daemon *d)
 			.writeback = d->o.archive_after,
 			/*
 			 * a mount with an origin archives what is made on it (not
-			 * seen yet on backend=fanotify: hsmfs(8) BACKENDS)
+			 * seen yet on backend=fanotify: hsmfs(8) FANOTIFY BACKEND)
 			 */
 			.track_new = !d->o.fanotify && (d->o.origin != NULL || d->o.archive_after >= 0),
 			.meta = d->meta,
