@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,7 +192,8 @@ int hsmfs_hook_connect(const char *mountpoint, uint32_t kind, uint32_t mask,
  * its keeper started another (hsmfs(8), RESTARTS).  Connect again, at
  * the same descriptor number (a caller may poll it): the socket's name
  * is asked of the mount, which waits for the new daemon; an unmounted
- * mount has none.  Daemons that die within a second of their start are
+ * mount has none.  A fanotify mount waits for nothing: its socket is
+ * tried again while its state directory is seen, FAN_WAIT_MS at most.  Daemons that die within a second of their start are
  * followed as the keeper follows them: QUICK_MAX such connections in a
  * row, and the next one is not made (the keeper gives up after as many;
  * a daemon that closes on every hook at once is not asked for ever).
@@ -200,17 +202,45 @@ int hsmfs_hook_connect(const char *mountpoint, uint32_t kind, uint32_t mask,
 #define QUICK_MS 1000
 #define QUICK_MAX 5
 
+#define FAN_WAIT_MS 30000
+
+/*
+ * A fanotify mount's socket is a file of its store, which no request
+ * waits on: refused until the next daemon listens there, or accepted by
+ * a dying one and then closed.  Its state directory seen through the
+ * mountpoint says the mount is still there.
+ */
+static bool may_wait(const struct hsmfs_hook *h, int res)
+{
+	char path[4300];
+	struct stat st;
+
+	if (res != -ECONNREFUSED && res != -ENOTCONN && res != -ENOENT && res != -ECONNRESET &&
+	    res != -EPIPE)
+		return false;
+	snprintf(path, sizeof(path), "%s/.hsmfs", h->mountpoint);
+	return !stat(path, &st) && S_ISDIR(st.st_mode);
+}
+
 static int redial(struct hsmfs_hook *h)
 {
 	struct hsmfs_hook t;
+	int64_t until = mono_ms() + FAN_WAIT_MS;
+	int res;
 
 	if (mono_ms() - h->dialed_ms >= QUICK_MS)
 		h->quick = 0;
 	else if (++h->quick > QUICK_MAX)
 		return -ECONNRESET;
-	t = *h;
-	if (dial(&t))
-		return -ECONNRESET;
+	for (unsigned ms = 10;; ms = ms < 200 ? ms * 2 : 200) {
+		t = *h;
+		res = dial(&t);
+		if (!res)
+			break;
+		if (!may_wait(h, res) || mono_ms() >= until)
+			return -ECONNRESET;
+		usleep(ms * 1000);
+	}
 	if (dup3(t.fd, h->fd, O_CLOEXEC) < 0) {
 		close(t.fd);
 		return -ECONNRESET;
