@@ -172,7 +172,14 @@ void times_kept(struct fstate *fs, int fd, const struct stat *before,
 		uint64_t nchanges)
 {
 	ELOCK_HELD();
-	struct timespec tv[2] = { { 0, UTIME_OMIT }, before->st_mtim };
+	/*
+	 * Both times: a change of the mtime alone is reported as a
+	 * modification, with no mount to tell the daemon's from a user's
+	 * (backend=fanotify's watch of changes, fan.c); of both, as one of
+	 * attributes, which nothing watches.  The atime is the one before
+	 * the fill: the daemon's own reads do not count.
+	 */
+	struct timespec tv[2] = { before->st_atim, before->st_mtim };
 	int64_t after = -1;
 
 	assert(!close_is_pending(fd)); /* eunlock() below would close it */

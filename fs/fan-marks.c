@@ -71,8 +71,12 @@ static void allocate(struct wanted *w, int fd, const struct stat *st)
 	inode_proc_path(fd, path);
 	wfd = open(path, O_WRONLY | O_CLOEXEC);
 	if (wfd >= 0 && !fallocate(wfd, 0, 0, st->st_size)) {
-		/* the file's time is the origin's (its change time is the kernel's) */
-		struct timespec t[2] = { { .tv_nsec = UTIME_OMIT }, st->st_mtim };
+		/*
+		 * the file's time is the origin's (its change time is the
+		 * kernel's); both set, so that it is not a modification to the
+		 * watch of changes (times_kept(), commit.c)
+		 */
+		struct timespec t[2] = { st->st_atim, st->st_mtim };
 
 		futimens(wfd, t);
 		close(wfd);
