@@ -43,7 +43,9 @@ struct daemon {
 	bool kept;                    /* a keeper holds the mount */
 	bool in_syslog;               /* the last daemon logged to syslog */
 	bool fresh;                   /* nothing was saved in the region */
-	int kfuse, klock, ksaved;     /* the keeper's /dev/fuse, lock, region */
+	int kfuse, klock, ksaved;     /* the keeper's /dev/fuse (backend=fanotify: its
+				       * pre-content group), lock, region */
+	int knotify;                  /* backend=fanotify: the keeper's group of changes */
 	const char *kmnt;             /* the keeper's mountpoint */
 	/* checks */
 	char *store_path, *mnt_path;  /* real paths */

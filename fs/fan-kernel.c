@@ -72,7 +72,7 @@ static int probe_mark(const char *store_path, char *err, size_t errlen)
 	return res;
 }
 
-int fan_setup(const char *store_path, int *ret_root, char *err, size_t errlen)
+int fan_setup(const char *store_path, int group, int *ret_root, char *err, size_t errlen)
 {
 	int res;
 
@@ -80,6 +80,11 @@ int fan_setup(const char *store_path, int *ret_root, char *err, size_t errlen)
 	K.store = strdup(store_path);
 	if (!K.store)
 		return SAY(-ENOMEM, "out of memory");
+	if (group >= 0) {
+		/* the keeper's: its marks and its events waiting stay */
+		K.group = group;
+		goto clone;
+	}
 	/*
 	 * Unlimited marks and queue: a mark per missing file, and no event
 	 * lost to a full queue (a lost one is allowed by the kernel)
@@ -99,6 +104,7 @@ int fan_setup(const char *store_path, int *ret_root, char *err, size_t errlen)
 		return SAY(res, "backend=fanotify: this kernel has no fanotify pre-content groups: %s",
 			   strerror(-res));
 	}
+clone:
 	K.tree = (int)syscall(SYS_open_tree, AT_FDCWD, store_path,
 			      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 	if (K.tree < 0) {
@@ -107,7 +113,7 @@ int fan_setup(const char *store_path, int *ret_root, char *err, size_t errlen)
 			 store_path, strerror(-res));
 		goto fail;
 	}
-	res = probe_mark(store_path, err, errlen);
+	res = group >= 0 ? 0 : probe_mark(store_path, err, errlen);
 	if (res)
 		goto fail;
 	/* the daemon's own reads and writes, through the clone, raise nothing */
@@ -179,15 +185,16 @@ int fan_mount(const char *store_path, const char *mnt, bool ro, char *err, size_
 	return 0;
 }
 
-int fan_watch_changes(char *err, size_t errlen)
+int fan_watch_changes(int notify, char *err, size_t errlen)
 {
 	int res;
 
 	/*
 	 * File ids, not descriptors: a truncate(2) is reported with no
-	 * path, which a group of descriptors never gets
+	 * path, which a group of descriptors never gets.  The keeper's
+	 * keeps its marks and the changes queued while no daemon ran.
 	 */
-	K.notify = fanotify_init(FAN_CLASS_NOTIF | FAN_REPORT_FID | FAN_CLOEXEC | FAN_NONBLOCK |
+	K.notify = notify >= 0 ? notify : fanotify_init(FAN_CLASS_NOTIF | FAN_REPORT_FID | FAN_CLOEXEC | FAN_NONBLOCK |
 					 FAN_UNLIMITED_QUEUE | FAN_UNLIMITED_MARKS,
 				 O_RDONLY | O_LARGEFILE | O_CLOEXEC);
 	if (K.notify < 0)
@@ -200,6 +207,20 @@ int fan_watch_changes(char *err, size_t errlen)
 		K.notify = -1;
 		return SAY(res, "backend=fanotify: cannot watch the changes: %s", strerror(-res));
 	}
+	return 0;
+}
+
+int fan_adopt_mount(const char *mnt, char *err, size_t errlen)
+{
+	int res;
+
+	K.mnt = strdup(mnt);
+	if (!K.mnt)
+		return SAY(-ENOMEM, "out of memory");
+	/* the keeper found it still there, of the id it knows, before it started this daemon */
+	if ((res = mount_id(mnt, &K.mnt_id)))
+		return SAY(res, "cannot look at the mountpoint '%s': %s", mnt, strerror(-res));
+	K.bound = true;
 	return 0;
 }
 

@@ -42,7 +42,7 @@ struct fan_info_range {
 #define FAN_CHANGED_MASK (FAN_MODIFY | FAN_CLOSE_WRITE)
 
 struct fan_kernel {
-	int group;     /* the FAN_CLASS_PRE_CONTENT group, or -1 */
+	int group;     /* the FAN_CLASS_PRE_CONTENT group (the keeper holds it too), or -1 */
 	int tree;      /* the daemon's detached clone of the store's mount (O_PATH), or -1 */
 	int treedir;   /* its root opened to read (open_by_handle_at() takes no O_PATH), or -1 */
 	int notify;    /* the notification group of the users' changes (file ids), or -1 */
@@ -58,10 +58,11 @@ extern struct fan_kernel K;
 /*
  * The group and the daemon's private tree, before the inode table:
  * one clear line in err and -errno where the kernel, the privileges or
- * the store's filesystem cannot do it.  *ret_root: an O_PATH descriptor
- * of the clone's root, for the inode table (the caller owns it).
+ * the store's filesystem cannot do it.  group: the keeper's (a daemon
+ * taking over: keeper.h), or -1 to make one.  *ret_root: an O_PATH
+ * descriptor of the clone's root, for the inode table (the caller owns it).
  */
-int fan_setup(const char *store_path, int *ret_root, char *err, size_t errlen);
+int fan_setup(const char *store_path, int group, int *ret_root, char *err, size_t errlen);
 
 /* The bind mount of the store at mnt (read-only with ro): 0 or -errno, said in err. */
 int fan_mount(const char *store_path, const char *mnt, bool ro, char *err, size_t errlen);
@@ -70,9 +71,13 @@ int fan_mount(const char *store_path, const char *mnt, bool ro, char *err, size_
  * The notification group that reports the users' changes of the files
  * of the database (FAN_CHANGED_MASK, inode marks: fan_watch_fd()), with
  * file ids; the daemon's own, through its clone, ignored.  Before the
- * marks.  0 or -errno, said in err.
+ * marks.  notify: the keeper's, or -1 to make one.  0 or -errno, said
+ * in err.
  */
-int fan_watch_changes(char *err, size_t errlen);
+int fan_watch_changes(int notify, char *err, size_t errlen);
+
+/* A daemon taking over: the bind at mnt is the keeper's, and this front end's. */
+int fan_adopt_mount(const char *mnt, char *err, size_t errlen);
 
 /* The mountpoint given back (lazily), if it is still this front end's. */
 void fan_unmount(void);

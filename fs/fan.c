@@ -15,15 +15,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "events.h"
 #include "fan-kernel.h"
 #include "fan.h"
+#include "fault.h"
 #include "hashset.h"
 #include "inode.h"
 #include "log.h"
+#include "saved.h"
 
 /* A large range (an mmap's) is checked in at most this many pieces at once. */
 #define FAN_PIECES 64
@@ -76,9 +79,16 @@ static int deny_errno(int res)
 	}
 }
 
-/* The one answer to the event of descriptor fd: res 0 allows. */
-static void answer(int fd, int res)
+/*
+ * The one answer to the event of number fd (saved.h: the kernel knows
+ * an event by it alone); res 0 allows.  Its record is freed after the
+ * answer is written and before the number can be given again (close):
+ * a daemon that dies in between leaves a record whose answer the next
+ * one writes again, and the kernel has no event of that number (ENOENT).
+ */
+static void answer_number(int fd, int res)
 {
+	struct saved_fan_event *e = saved_fan_event(fd);
 	struct fanotify_response r = {
 		.fd = fd,
 		.response = res ? FAN_DENY_ERRNO(deny_errno(res)) : FAN_ALLOW,
@@ -96,6 +106,15 @@ static void answer(int fd, int res)
 			log_err("backend=fanotify: cannot answer an event: %s", strerror(errno));
 		}
 	}
+	fault_named(FAULT_FAN_ANSWERED);
+	if (e)
+		__atomic_store_n(&e->state, 0, __ATOMIC_RELEASE);
+}
+
+/* The answer to the event of descriptor fd, which is then closed. */
+static void answer(int fd, int res)
+{
+	answer_number(fd, res);
 	close(fd);
 }
 
@@ -278,7 +297,9 @@ static void piece_done(void *arg, int res)
 {
 	struct fan_req *req = arg;
 
-	if (!res)
+	if (res)
+		log_debug("backend=fanotify: a piece failed: %s", strerror(-res));
+	else
 		events_read_done(req->f->in);
 	req_end(req, res);
 }
@@ -286,9 +307,10 @@ static void piece_done(void *arg, int res)
 /*
  * FAN_PRE_ACCESS of [off, off + count): the engine checks it (and fills
  * what is missing) in pieces of whole chunks, at most FAN_PIECES, at once.
- * count 0 is a truncate(2) to off, about to be made.
+ * count 0 is a truncate(2) to off, about to be made.  fd was opened by a
+ * path below base (file_get()).
  */
-static void on_access(int fd, pid_t pid, uint64_t off, uint64_t count)
+static void on_access(int fd, const char *base, pid_t pid, uint64_t off, uint64_t count)
 {
 	struct fan_req *req = NULL;
 	struct fan_file *f;
@@ -305,7 +327,7 @@ static void on_access(int fd, pid_t pid, uint64_t off, uint64_t count)
 	F.dispatching++;
 	pthread_mutex_unlock(&F.lock);
 
-	f = file_get(fd, K.mnt, &st, &res);
+	f = file_get(fd, base, &st, &res);
 	if (f)
 		res = events_load(f->in);
 	/* a truncation the daemon did not see (open(O_TRUNC)) is the user's */
@@ -331,6 +353,7 @@ static void on_access(int fd, pid_t pid, uint64_t off, uint64_t count)
 	if (f && !res && !(req = calloc(1, sizeof(*req))))
 		res = -ENOMEM;
 	if (!f || res) {
+		log_debug("backend=fanotify: an event not checked: %s", strerror(-(res ? res : EIO)));
 		if (f)
 			file_put(f);
 		answer(fd, res ? res : -EIO);
@@ -441,10 +464,11 @@ static void on_notify(const char *buf, ssize_t len)
 			continue;
 		}
 		/*
-		 * The daemon's own (a fill's times set back: a change of
-		 * times reports no mount, which the ignore mark needs)
+		 * The daemon's own: a change of a file's size or times reports
+		 * no mount, which the ignore mark needs.  A dead daemon's, or the
+		 * keeper's before it started one, is reported after it.
 		 */
-		if (md->pid == F.pid)
+		if (md->pid == F.pid || saved_daemon_pid((uint32_t)md->pid))
 			continue;
 		if (md->event_len < hoff + sizeof(struct file_handle))
 			continue;
@@ -463,21 +487,13 @@ static void on_notify(const char *buf, ssize_t len)
 	}
 }
 
-/* One event read from the group: md, its copy; body, where it was read. */
-static void on_event(const struct fanotify_event_metadata *md, const char *body)
+/* The range of an event: md, its copy; body, where it was read. */
+static void event_range(const struct fanotify_event_metadata *md, const char *body,
+			uint64_t *off, uint64_t *count)
 {
 	const char *p = body + md->metadata_len, *end = body + md->event_len;
-	uint64_t off = 0, count = 0;
 
-	atomic_fetch_add(&F.events, 1);
-	if (md->mask & FAN_Q_OVERFLOW) {
-		atomic_fetch_add(&F.overflows, 1);
-		log_err("backend=fanotify: the kernel's event queue overflowed: bytes may have been "
-			"served as zeros");
-		return;
-	}
-	if (md->fd < 0)
-		return;
+	*off = *count = 0;
 	while (p + sizeof(struct fanotify_event_info_header) <= end) {
 		struct fanotify_event_info_header h;
 
@@ -488,15 +504,66 @@ static void on_event(const struct fanotify_event_metadata *md, const char *body)
 			struct fan_info_range r;
 
 			memcpy(&r, p, sizeof(r));
-			off = r.offset;
-			count = r.count;
+			*off = r.offset;
+			*count = r.count;
 		}
 		p += h.len;
 	}
-	if (md->mask & FAN_PRE_ACCESS)
-		on_access(md->fd, md->pid, off, count);
-	else
+}
+
+/*
+ * An event read, recorded for the next daemon before it is handed on
+ * (saved.h): the file's handle, the range, the reader.  Reader thread
+ * only.  false: it cannot be (a number past the records): deny it.
+ */
+static bool record(const struct fanotify_event_metadata *md, const char *body)
+{
+	struct saved_fan_event *e = saved_fan_event(md->fd);
+	struct saved_head *h = saved_head();
+	union {
+		struct file_handle fh;
+		char raw[sizeof(struct file_handle) + SAVED_FAN_HANDLE];
+	} fh;
+	int mnt_id;
+
+	if (!e)
+		return false;
+	event_range(md, body, &e->off, &e->count);
+	e->pid = md->pid;
+	fh.fh.handle_bytes = SAVED_FAN_HANDLE;
+	if (!name_to_handle_at(md->fd, "", &fh.fh, &mnt_id, AT_EMPTY_PATH)) {
+		e->handle_type = fh.fh.handle_type;
+		e->handle_bytes = fh.fh.handle_bytes;
+		memcpy(e->handle, fh.fh.f_handle, fh.fh.handle_bytes);
+	} else {
+		e->handle_bytes = 0; /* the next daemon denies it */
+	}
+	if ((uint32_t)md->fd >= h->fan_hwm)
+		__atomic_store_n(&h->fan_hwm, (uint32_t)md->fd + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->state, SAVED_FAN_READ, __ATOMIC_RELEASE);
+	return true;
+}
+
+/* One event read from the group (and recorded): md, its copy; body, where it was read. */
+static void on_event(const struct fanotify_event_metadata *md, const char *body)
+{
+	uint64_t off, count;
+
+	atomic_fetch_add(&F.events, 1);
+	if (md->mask & FAN_Q_OVERFLOW) {
+		atomic_fetch_add(&F.overflows, 1);
+		log_err("backend=fanotify: the kernel's event queue overflowed: bytes may have been "
+			"served as zeros");
+		return;
+	}
+	if (md->fd < 0)
+		return;
+	if (!(md->mask & FAN_PRE_ACCESS)) {
 		answer(md->fd, 0); /* no other permission event is asked for */
+		return;
+	}
+	event_range(md, body, &off, &count);
+	on_access(md->fd, K.mnt, md->pid, off, count);
 }
 
 /* Read events until woken by fan_stop(), then the ones left, denied. */
@@ -529,8 +596,15 @@ static void *reader(void *arg)
 		}
 		if (!(p[0].revents & POLLIN))
 			continue;
+		/*
+		 * Events read and not all recorded: a daemon that dies now
+		 * leaves numbers nobody knows, which the next one denies
+		 * (take_over())
+		 */
+		__atomic_store_n(&saved_head()->fan_reading, 1, __ATOMIC_RELAXED);
 		len = read(K.group, buf, sizeof(buf));
 		if (len < 0) {
+			__atomic_store_n(&saved_head()->fan_reading, 0, __ATOMIC_RELAXED);
 			/*
 			 * An event whose descriptor could not be opened is
 			 * denied by the kernel and reported as this error:
@@ -541,12 +615,27 @@ static void *reader(void *arg)
 					 strerror(errno));
 			continue;
 		}
+		fault_named(FAULT_FAN_READ);
+		/* every event of the batch recorded before any is handed on */
+		for (size_t at = 0; next_event(buf, len, &at, &md, &body);)
+			if (md.vers == FANOTIFY_METADATA_VERSION && md.fd >= 0 &&
+			    (md.mask & FAN_PRE_ACCESS))
+				record(&md, body); /* false: denied below */
+		__atomic_store_n(&saved_head()->fan_reading, 0, __ATOMIC_RELAXED);
+		fault_named(FAULT_FAN_RECORDED);
 		for (size_t at = 0; next_event(buf, len, &at, &md, &body);) {
 			if (md.vers != FANOTIFY_METADATA_VERSION) {
 				log_err("backend=fanotify: events of version %u, not %u", md.vers,
 					FANOTIFY_METADATA_VERSION);
 				if (md.fd >= 0)
 					answer(md.fd, -EIO);
+				continue;
+			}
+			if (md.fd >= 0 && (md.mask & FAN_PRE_ACCESS) &&
+			    !saved_fan_event(md.fd)) {
+				log_err("backend=fanotify: an event's number %d is past what can be "
+					"recorded: denied", md.fd);
+				answer(md.fd, -EIO);
 				continue;
 			}
 			on_event(&md, body);
@@ -601,12 +690,95 @@ const struct events_front fan_front = {
 
 /* ------------------------------------------------------------ serving */
 
-int fan_start(uint64_t chunk)
+/*
+ * Every event of the group read by a daemon now gone and not recorded
+ * is denied: each number below the last daemon's limit that has no
+ * record.  The kernel has no event of most of them (ENOENT).  Only
+ * where it died between a read and its records (fan_reading).
+ */
+static unsigned deny_unrecorded(void)
 {
+	struct saved_head *h = saved_head();
+	unsigned n = 0;
+
+	if (!__atomic_load_n(&h->fan_reading, __ATOMIC_RELAXED))
+		return 0;
+	for (uint32_t fd = 0; fd < h->fan_fd_limit && fd < SAVED_FAN_MAX; fd++) {
+		struct fanotify_response r = { .fd = (int)fd, .response = FAN_DENY_ERRNO(EIO) };
+
+		if (saved_fan_event((int)fd)->state != SAVED_FAN_READ &&
+		    write(K.group, &r, sizeof(r)) == sizeof(r))
+			n++;
+	}
+	h->fan_reading = 0;
+	return n;
+}
+
+/*
+ * A daemon taking over (keeper.h), before its reader reads: the events
+ * the last one read and did not answer.  Each recorded one's number is
+ * this daemon's placeholder (saved_reserve()): its file, opened by its
+ * handle in this daemon's clone, takes that number, and it is checked
+ * and answered as if just read.  The kernel gives none of this daemon's
+ * events such a number while the check runs, and none other was read.
+ */
+static void take_over(void)
+{
+	struct saved_head *h = saved_head();
+	unsigned swept = deny_unrecorded(), taken = 0, denied = 0;
+
+	for (uint32_t n = 0; n < h->fan_hwm && n < SAVED_FAN_MAX; n++) {
+		struct saved_fan_event *e = saved_fan_event((int)n);
+		union {
+			struct file_handle fh;
+			char raw[sizeof(struct file_handle) + SAVED_FAN_HANDLE];
+		} fh;
+		int fd;
+
+		if (e->state != SAVED_FAN_READ)
+			continue;
+		if (!e->handle_bytes || e->handle_bytes > SAVED_FAN_HANDLE) {
+			/* not named, or its number not kept (saved_reserve()) */
+			answer_number((int)n, -EIO);
+			denied++;
+			continue;
+		}
+		fh.fh.handle_type = e->handle_type;
+		fh.fh.handle_bytes = e->handle_bytes;
+		memcpy(fh.fh.f_handle, e->handle, e->handle_bytes);
+		fd = open_by_handle_at(K.treedir, &fh.fh, O_PATH | O_CLOEXEC);
+		if (fd < 0 || dup3(fd, (int)n, O_CLOEXEC) < 0) {
+			log_warn("backend=fanotify: cannot open the file of an event the last daemon "
+				 "read: %s; denied", strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			answer((int)n, -EIO); /* and its placeholder closed */
+			denied++;
+			continue;
+		}
+		close(fd);
+		taken++;
+		on_access((int)n, "", e->pid, e->off, e->count);
+	}
+	log_info("took over the mount at '%s': %u event%s the last daemon read and did not "
+		 "answer; %u denied (%u read and not recorded)", K.mnt, taken + denied,
+		 taken + denied == 1 ? "" : "s", denied + swept, swept);
+}
+
+int fan_start(uint64_t chunk, bool takeover)
+{
+	struct rlimit rl;
 	int res;
 
 	F.chunk = chunk ? chunk : 1 << 20;
 	F.pid = getpid();
+	if (takeover)
+		take_over();
+	/* the bound of the numbers a next daemon may have to deny (deny_unrecorded()) */
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		rl.rlim_cur = SAVED_FAN_MAX;
+	saved_head()->fan_fd_limit = rl.rlim_cur < SAVED_FAN_MAX ? (uint32_t)rl.rlim_cur :
+				     SAVED_FAN_MAX;
 	if (pipe2(F.wake, O_CLOEXEC))
 		return -errno;
 	res = pthread_create(&F.reader, NULL, reader, NULL);
@@ -684,6 +856,52 @@ int fan_serve(void)
 	return res;
 }
 
+/*
+ * What is still queued is denied: a closed group allows it (an error is
+ * an event the kernel could not give and denied itself: read on, a
+ * bounded number of times).
+ */
+static void deny_queued(void)
+{
+	static char buf[16 << 10] __attribute__((aligned(8)));
+	struct fanotify_event_metadata md;
+	const char *body;
+	ssize_t len;
+
+	fcntl(K.group, F_SETFL, fcntl(K.group, F_GETFL) | O_NONBLOCK);
+	for (unsigned tries = 0; tries < 1u << 20; tries++) {
+		/* each batch answered at once: none needs a record */
+		len = read(K.group, buf, sizeof(buf));
+		if (len < 0 && (errno == EAGAIN || errno == EBADF))
+			break;
+		for (size_t at = 0; next_event(buf, len, &at, &md, &body);)
+			if (md.fd >= 0)
+				answer(md.fd, -EIO);
+	}
+}
+
+void fan_keeper_end(void)
+{
+	struct saved_head *h = saved_head();
+	unsigned n;
+
+	if (K.group < 0)
+		return;
+	n = deny_unrecorded();
+	/* no new opens by the mountpoint, then every event left denied */
+	fan_unmount();
+	for (uint32_t fd = 0; fd < h->fan_hwm && fd < SAVED_FAN_MAX; fd++)
+		if (saved_fan_event((int)fd)->state == SAVED_FAN_READ) {
+			answer_number((int)fd, -EIO);
+			n++;
+		}
+	deny_queued();
+	if (n)
+		log_err("keeper: denied %u event%s no daemon answered", n, n == 1 ? "" : "s");
+	close(K.group);
+	K.group = -1;
+}
+
 void fan_stop(void)
 {
 	/* no new opens by the mountpoint; then the reader's last events */
@@ -697,27 +915,8 @@ void fan_stop(void)
 		pthread_join(F.reader, NULL);
 		F.reader_up = false;
 	}
-	if (K.group >= 0) {
-		static char buf[16 << 10] __attribute__((aligned(8)));
-		struct fanotify_event_metadata md;
-		const char *body;
-		ssize_t len;
-
-		/*
-		 * what is still queued is denied: a closed group allows it (an
-		 * error is an event the kernel could not give and denied
-		 * itself: read on, a bounded number of times)
-		 */
-		fcntl(K.group, F_SETFL, fcntl(K.group, F_GETFL) | O_NONBLOCK);
-		for (unsigned tries = 0; tries < 1u << 20; tries++) {
-			len = read(K.group, buf, sizeof(buf));
-			if (len < 0 && (errno == EAGAIN || errno == EBADF))
-				break;
-			for (size_t at = 0; next_event(buf, len, &at, &md, &body);)
-				if (md.fd >= 0)
-					answer(md.fd, -EIO);
-		}
-	}
+	if (K.group >= 0)
+		deny_queued();
 	HASHSET_EACH(&F.files, pos) {
 		struct fan_file *f = (struct fan_file *)(uintptr_t)*hashset_val(&F.files, pos);
 

@@ -27,9 +27,23 @@
  * event read is answered exactly once; at the end the mountpoint goes
  * first, every event in flight is failed by the engine's shutdown and
  * denied, the events still queued are read and denied, and only then
- * is the group closed.  What the kernel allows regardless: an event lost
- * to an overflow (counted, logged), and every access after the group
- * closes (a killed daemon: no keeper holds the group yet).
+ * is the group closed.  The keeper (keeper.h) holds the groups while
+ * daemons come and go: every event read is recorded before it is acted
+ * on (saved.h), and the next daemon checks and answers the recorded
+ * ones by their numbers before it reads; one read and not yet recorded
+ * is denied.  What the kernel allows regardless: an event lost to an
+ * overflow (counted, logged), and every access after the group closes
+ * (the keeper killed, or a daemon with norestart).
+ *
+ * The reader's durability order, each step a crash point (fault.h):
+ *   1. fan_reading set, the events read (FAULT_FAN_READ): a crash here
+ *      leaves numbers nobody knows; the next daemon denies every number
+ *      with no record;
+ *   2. every event of the batch recorded, fan_reading cleared
+ *      (FAULT_FAN_RECORDED): the next daemon fills and answers them;
+ *   3. each answered, then its record freed (FAULT_FAN_ANSWERED: the
+ *      next daemon answers again, and the kernel has no such event),
+ *      then its descriptor closed.
  *
  * The kernel's objects are fan-kernel.h's, the marks made at start
  * fan-marks.h's; this file's are the events and the serving.
@@ -59,8 +73,12 @@ extern const struct events_front fan_front;
  */
 int fan_signals(void);
 
-/* Start the reader thread, chunk: the fill pieces of a large range. 0 or -errno. */
-int fan_start(uint64_t chunk);
+/*
+ * Start the reader thread, chunk: the fill pieces of a large range; a
+ * daemon taking over (keeper.h) first checks and answers the events the
+ * last one read and did not answer (saved.h).  0 or -errno.
+ */
+int fan_start(uint64_t chunk, bool takeover);
 
 /*
  * Serve until SIGTERM, SIGINT or SIGHUP, or until the mountpoint is
@@ -71,5 +89,12 @@ int fan_serve(void);
 
 /* The end, after the engine's shutdown: deny what is left, close the group. */
 void fan_stop(void);
+
+/*
+ * In the keeper (keeper.h), when the mount ends with no daemon left:
+ * the mountpoint given back, every event a daemon read and did not
+ * answer and every event queued denied, then the group closed.
+ */
+void fan_keeper_end(void);
 
 #endif

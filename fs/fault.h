@@ -61,6 +61,10 @@
 #define FAULT_TAKE_RESTORED "take-restored"       /* the inode table rebuilt */
 #define FAULT_TAKE_REPLAYED "take-replayed"       /* INIT replayed, resend asked */
 #define FAULT_TAKE_ADOPTED "take-adopted"         /* handles reopened, not yet serving */
+/* backend=fanotify's reader (fan.c, saved.h), named points: */
+#define FAULT_FAN_READ "fan-read"                 /* events read, not recorded */
+#define FAULT_FAN_RECORDED "fan-recorded"         /* recorded, not handed on */
+#define FAULT_FAN_ANSWERED "fan-answered"         /* one answered, its record not freed */
 #define FAULT_DATASYNC "datasync"                 /* fault_hit: a data sync fails */
 #define FAULT_BATCH_TAKEN "batch-taken"           /* fault_delay: the writer took its batch */
 #define FAULT_INIT "init"                         /* fault_delay: INIT being answered */

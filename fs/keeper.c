@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "fan-kernel.h"
+#include "fan.h"
 #include "keeper.h"
 #include "log.h"
 #include "ops-io.h"
@@ -28,10 +30,11 @@ static pid_t keeper_pid;
 /* In the child: what the daemon needs of the keeper, then its own signals. */
 static void child_setup(const struct keeper_args *a)
 {
-	int fds[3] = { a->fuse_fd, a->lock_fd, a->saved_fd };
+	int fds[4] = { a->fuse_fd, a->lock_fd, a->saved_fd, a->notify_fd };
 
-	for (int i = 0; i < 3; i++)
-		fcntl(fds[i], F_SETFD, 0); /* kept across exec */
+	for (int i = 0; i < 4; i++)
+		if (fds[i] >= 0)
+			fcntl(fds[i], F_SETFD, 0); /* kept across exec */
 	sigprocmask(SIG_SETMASK, &old_mask, NULL);
 	/* the keeper gone, the mount ends, as a daemon's death ended it without one */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -55,7 +58,8 @@ static pid_t spawn(const struct keeper_args *a, bool exec_it, const char *exe)
 	{
 		char v[64];
 
-		snprintf(v, sizeof(v), "%d,%d,%d", a->fuse_fd, a->lock_fd, a->saved_fd);
+		snprintf(v, sizeof(v), "%d,%d,%d,%d", a->fuse_fd, a->lock_fd, a->saved_fd,
+			 a->notify_fd);
 		setenv(ENV_FDS, v, 1);
 		setenv(ENV_MNT, a->mnt, 1);
 		if (a->syslog)
@@ -88,17 +92,22 @@ static void describe(int status, char *buf, size_t n)
 }
 
 /* Is the kernel's connection still there (not unmounted, not aborted)? */
-static bool connected(int fd)
+static bool connected(const struct keeper_args *a)
 {
-	struct pollfd p = { .fd = fd };
+	struct pollfd p = { .fd = a->fuse_fd };
 
+	if (a->fanotify)
+		return fan_still_mounted();
 	return !(poll(&p, 1, 0) == 1 && (p.revents & POLLERR));
 }
 
 static void finish(const struct keeper_args *a, int rc)
 {
-	/* closes the descriptor first: the kernel then ends the connection */
-	fuse_session_unmount(a->se);
+	if (a->fanotify)
+		fan_keeper_end(); /* unbinds, denies what is left, closes the group */
+	else
+		fuse_session_unmount(a->se); /* closes the descriptor first: the
+					      * kernel then ends the connection */
 	_exit(rc);
 }
 
@@ -126,6 +135,7 @@ void keeper_start(const struct keeper_args *a)
 	started = mono_ms();
 	keeper_pid = getpid();
 	saved_head()->kept = 1;
+	saved_head()->keeper_pid = (uint32_t)keeper_pid;
 	pid = spawn(a, false, NULL);
 	if (pid == 0)
 		return; /* the first daemon: main() goes on */
@@ -134,7 +144,7 @@ void keeper_start(const struct keeper_args *a)
 	for (int i = 0; i < 2; i++)
 		if (a->close_fds[i] >= 0)
 			close(a->close_fds[i]);
-	saved_head()->serving_pid = (uint32_t)pid;
+	saved_daemon_started((uint32_t)pid);
 	for (;;) {
 		siginfo_t si;
 		int sig = sigwaitinfo(&set, &si), status;
@@ -155,7 +165,7 @@ void keeper_start(const struct keeper_args *a)
 					  WEXITSTATUS(status) == KEEPER_STOP))
 			finish(a, WEXITSTATUS(status));
 		describe(status, why, sizeof(why));
-		if (!connected(a->fuse_fd)) {
+		if (!connected(a)) {
 			log_err("keeper: the daemon (pid %d) %s; the mount is gone already", (int)pid, why);
 			finish(a, WIFEXITED(status) ? WEXITSTATUS(status) : 5);
 		}
@@ -164,7 +174,7 @@ void keeper_start(const struct keeper_args *a)
 			finish(a, WIFEXITED(status) ? WEXITSTATUS(status) : 5);
 		}
 		if (!(WIFEXITED(status) && WEXITSTATUS(status) == KEEPER_HANDOVER)) {
-			if (!ops_io_can_resend()) {
+			if (!a->fanotify && !ops_io_can_resend()) {
 				log_err("keeper: the daemon (pid %d) %s; this kernel cannot resend what it was asked (FUSE_HAS_RESEND, Linux 6.9): the mount ends",
 					(int)pid, why);
 				finish(a, WIFEXITED(status) ? WEXITSTATUS(status) : 5);
@@ -188,17 +198,18 @@ void keeper_start(const struct keeper_args *a)
 		unsetenv("HSMFS_CRASH_TAKEOVER"); /* the first restart's only */
 		if (pid < 0)
 			finish(a, 5);
-		saved_head()->serving_pid = (uint32_t)pid;
+		saved_daemon_started((uint32_t)pid);
 	}
 }
 
-bool keeper_inherited(int *fuse_fd, int *lock_fd, int *saved_fd, const char **mnt,
-		      bool *syslog)
+bool keeper_inherited(int *fuse_fd, int *notify_fd, int *lock_fd, int *saved_fd,
+		      const char **mnt, bool *syslog)
 {
 	const char *v = getenv(ENV_FDS), *m = getenv(ENV_MNT);
-	int fds[3];
+	int fds[4] = { -1, -1, -1, -1 };
 
-	if (!v || !m || sscanf(v, "%d,%d,%d", &fds[0], &fds[1], &fds[2]) != 3)
+	/* three numbers: a keeper of a build before backend=fanotify's */
+	if (!v || !m || sscanf(v, "%d,%d,%d,%d", &fds[0], &fds[1], &fds[2], &fds[3]) < 3)
 		return false;
 	*mnt = strdup(m);
 	*syslog = getenv(ENV_SYSLOG) != NULL;
@@ -206,9 +217,11 @@ bool keeper_inherited(int *fuse_fd, int *lock_fd, int *saved_fd, const char **mn
 	unsetenv(ENV_FDS);
 	unsetenv(ENV_MNT);
 	unsetenv(ENV_SYSLOG);
-	for (int i = 0; i < 3; i++)
-		fcntl(fds[i], F_SETFD, FD_CLOEXEC);
+	for (int i = 0; i < 4; i++)
+		if (fds[i] >= 0)
+			fcntl(fds[i], F_SETFD, FD_CLOEXEC);
 	*fuse_fd = fds[0];
+	*notify_fd = fds[3];
 	*lock_fd = fds[1];
 	*saved_fd = fds[2];
 	return *mnt != NULL;

@@ -2,9 +2,11 @@
  * keeper.h - the process that keeps the mount while daemons come and go.
  *
  * The process that mounted (through fusermount3, or directly as root)
- * becomes the keeper: it holds the /dev/fuse descriptor, the store's
- * lock and the saved region (saved.h), and runs the serving daemon as
- * its child.  It does no FUSE request handling, no SQLite and no hook
+ * becomes the keeper: it holds the /dev/fuse descriptor (on
+ * backend=fanotify the two fanotify groups: their marks and the events
+ * waiting for an answer live as long as the groups), the store's lock
+ * and the saved region (saved.h), and runs the serving daemon as its
+ * child.  It does no FUSE request handling, no SQLite and no hook
  * I/O: it waits for the daemon to end and then
  *   - exit 0 (unmounted, or told to stop): unmounts and exits 0;
  *   - KEEPER_STOP (the mount failed before it was ready): unmounts and
@@ -17,7 +19,10 @@
  *     unmount and exit with the last one's status.  It never restarts
  *     on a kernel without FUSE_HAS_RESEND (ops-io.h): there the requests
  *     the dead daemon held would never be answered, so the mount ends
- *     as without a keeper.
+ *     as without a keeper.  On backend=fanotify nothing is resent: the
+ *     next daemon answers the events the dead one read by their numbers
+ *     (fan.c, saved.h), and a mount that ends denies them first
+ *     (fan_keeper_end()).
  * SIGTERM, SIGINT and SIGHUP to the keeper are passed to the daemon,
  * which stops as it does on them itself; the keeper then unmounts.
  *
@@ -39,8 +44,11 @@
 struct fuse_session;
 
 struct keeper_args {
-	struct fuse_session *se; /* mounted; the keeper unmounts it at the end */
+	struct fuse_session *se; /* mounted; the keeper unmounts it at the end (FUSE) */
+	bool fanotify;           /* backend=fanotify: the groups, not a session */
 	int fuse_fd, lock_fd, saved_fd;
+	int notify_fd;           /* backend=fanotify: fuse_fd is the pre-content
+				  * group, this the group of changes, or -1 */
 	const char *mnt;         /* the mountpoint's real path */
 	char **argv;             /* the command line, run again for each daemon */
 	bool syslog;             /* daemonized: daemons log to syslog */
@@ -53,8 +61,12 @@ struct keeper_args {
  */
 void keeper_start(const struct keeper_args *a);
 
-/* In a daemon the keeper started: its descriptors and mountpoint (false: none). */
-bool keeper_inherited(int *fuse_fd, int *lock_fd, int *saved_fd, const char **mnt,
-		      bool *syslog);
+/*
+ * In a daemon the keeper started: its descriptors and mountpoint (false:
+ * none).  fuse_fd is /dev/fuse, or on backend=fanotify the pre-content
+ * group and notify_fd the group of changes (-1: none).
+ */
+bool keeper_inherited(int *fuse_fd, int *notify_fd, int *lock_fd, int *saved_fd,
+		      const char **mnt, bool *syslog);
 
 #endif

@@ -402,11 +402,8 @@ static bool keeper_run(struct daemon *d)
 {
 	int res;
 
-	d->takeover = keeper_inherited(&d->kfuse, &d->klock, &d->ksaved, &d->kmnt,
+	d->takeover = keeper_inherited(&d->kfuse, &d->knotify, &d->klock, &d->ksaved, &d->kmnt,
 				       &d->in_syslog);
-	/* no keeper holds a fanotify group yet: a crash ends that mount */
-	if (d->o.fanotify)
-		d->o.norestart = true;
 	d->kept = d->takeover || !d->o.norestart;
 	if (d->takeover) {
 		d->o.foreground = true;
@@ -585,7 +582,8 @@ static bool table_run(struct daemon *d)
 		int root;
 
 		/* the daemon's own view of the store, where it raises no events (fan.h) */
-		res = fan_setup(d->store_path, &root, err, sizeof(err));
+		res = fan_setup(d->store_path, d->takeover ? d->kfuse : -1, &root, err,
+				sizeof(err));
 		if (res) {
 			log_err("%s", err);
 			d->rc = EXIT_MOUNT;
@@ -650,10 +648,20 @@ static bool fan_mount_run(struct daemon *d)
 		goto fail;
 	}
 	/* a read-only mount changes nothing: no watch */
-	if (!d->o.read_only && (res = fan_watch_changes(err, sizeof(err)))) {
+	if (!d->o.read_only &&
+	    (res = fan_watch_changes(d->takeover ? d->knotify : -1, err, sizeof(err)))) {
 		log_err("%s", err);
 		d->rc = EXIT_MOUNT;
 		goto fail;
+	}
+	if (d->takeover) {
+		/* the keeper's group kept its marks, and the mountpoint is bound */
+		if ((res = fan_adopt_mount(d->mnt_path, err, sizeof(err)))) {
+			log_err("%s", err);
+			d->rc = EXIT_SERVE;
+			goto fail;
+		}
+		return true; /* fan_start() says so, having taken over the events */
 	}
 	n = fan_mark_missing(d->meta, &unlisted);
 	if (n < 0) {
@@ -824,7 +832,10 @@ static bool daemonize_run(struct daemon *d)
 	if (d->kept) {
 		/* this process keeps the mount; the daemon is its child */
 		keeper_start(&(struct keeper_args){
-			.se = d->se, .fuse_fd = fuse_session_fd(d->se), .lock_fd = d->store.lock_fd,
+			.se = d->se, .fanotify = d->o.fanotify,
+			.fuse_fd = d->o.fanotify ? K.group : fuse_session_fd(d->se),
+			.notify_fd = d->o.fanotify ? K.notify : -1,
+			.lock_fd = d->store.lock_fd,
 			.saved_fd = d->ksaved, .mnt = d->mnt_path, .argv = d->argv,
 			.syslog = !d->o.foreground,
 			.close_fds = { d->daemon_fd, d->o.ready_fd } });
@@ -849,6 +860,7 @@ int main(int argc, char *argv[])
 		.was_clean = true,
 		.fresh = true,
 		.kfuse = -1,
+		.knotify = -1,
 		.klock = -1,
 		.ksaved = -1,
 		.daemon_fd = -1,

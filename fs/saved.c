@@ -16,7 +16,8 @@
 #define OFF_JOURNAL (OFF_OPENS + ROUND((size_t)SAVED_OPENS_MAX * sizeof(struct saved_open)))
 #define OFF_CLAIMS (OFF_JOURNAL + ROUND((size_t)SAVED_JOURNAL * sizeof(struct saved_op)))
 #define OFF_HOOKS (OFF_CLAIMS + ROUND((size_t)SAVED_CLAIMS * sizeof(struct saved_claim)))
-#define REGION (OFF_HOOKS + ROUND((size_t)SAVED_HOOKS * sizeof(struct saved_hook)))
+#define OFF_FAN (OFF_HOOKS + ROUND((size_t)SAVED_HOOKS * sizeof(struct saved_hook)))
+#define REGION (OFF_FAN + ROUND((size_t)SAVED_FAN_MAX * sizeof(struct saved_fan_event)))
 
 static char *R;
 
@@ -116,6 +117,34 @@ struct saved_op *saved_journal(void)
 	return (struct saved_op *)(R + OFF_JOURNAL);
 }
 
+void saved_daemon_started(uint32_t pid)
+{
+	struct saved_head *h = saved_head();
+
+	h->pids[h->pids_next++ % SAVED_PIDS] = pid;
+	h->serving_pid = pid;
+}
+
+bool saved_daemon_pid(uint32_t pid)
+{
+	const struct saved_head *h = saved_head();
+
+	if (!h || !pid)
+		return false;
+	if (pid == h->keeper_pid)
+		return true;
+	for (unsigned i = 0; i < SAVED_PIDS; i++)
+		if (h->pids[i] == pid)
+			return true;
+	return false;
+}
+
+struct saved_fan_event *saved_fan_event(int fd)
+{
+	return R && fd >= 0 && (unsigned)fd < SAVED_FAN_MAX ?
+		       (struct saved_fan_event *)(R + OFF_FAN) + fd : NULL;
+}
+
 size_t saved_node_name(const struct saved_node *r, char *buf)
 {
 	const char *src = r->long_name ? saved_name_cell(r->long_name) : r->name;
@@ -132,12 +161,13 @@ size_t saved_node_name(const struct saved_node *r, char *buf)
 int saved_reserve(void)
 {
 	struct saved_head *h = saved_head();
+	uint32_t top = h->opens_hwm > h->fan_hwm ? h->opens_hwm : h->fan_hwm;
 	int ph, n = 0;
 
 	/* a directory: a read of a handle left so fails (EISDIR), a write too */
 	ph = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (ph >= 0 && (unsigned)ph < h->opens_hwm) {
-		int high = fcntl(ph, F_DUPFD_CLOEXEC, (int)h->opens_hwm);
+	if (ph >= 0 && (unsigned)ph < top) {
+		int high = fcntl(ph, F_DUPFD_CLOEXEC, (int)top);
 
 		close(ph);
 		ph = high;
@@ -151,6 +181,17 @@ int saved_reserve(void)
 			continue;
 		if (fcntl((int)fd, F_GETFD) >= 0 || dup3(ph, (int)fd, O_CLOEXEC) < 0)
 			r->kind = SAVED_OPEN_FREE; /* taken already: cannot be kept */
+		else
+			n++;
+	}
+	for (uint32_t fd = 0; fd < h->fan_hwm && fd < SAVED_FAN_MAX; fd++) {
+		struct saved_fan_event *e = saved_fan_event((int)fd);
+
+		if (e->state != SAVED_FAN_READ)
+			continue;
+		/* taken already: the event is denied (fan.c finds its number taken) */
+		if (fcntl((int)fd, F_GETFD) >= 0 || dup3(ph, (int)fd, O_CLOEXEC) < 0)
+			e->handle_bytes = 0;
 		else
 			n++;
 	}

@@ -25,6 +25,13 @@
  *   - the hooks connected (name, kind, subscriptions; engine, route.c),
  *     so that the next daemon asks for them until they connect again
  *     (hooks_absent);
+ *   - on backend=fanotify (fan.h), one event record per descriptor
+ *     number: each pre-content event the daemon read and has not
+ *     answered yet (the file's handle, the range, the reader's pid).
+ *     The kernel matches an answer to its event by that number alone,
+ *     and keeps the event waiting while the keeper holds the group: the
+ *     next daemon takes the numbers (saved_reserve()), fills each range
+ *     and answers it by its number (fan.c);
  *   - the user's changes to files with state (a write into a file with
  *     bytes missing, a truncate) made and answered but not yet
  *     committed by the writer: a ring, appended under S.lock as each
@@ -66,6 +73,9 @@
 #define SAVED_NAME_CELL 256
 #define SAVED_HOOKS 64              /* hooks remembered (HOOKS_MAX) */
 #define SAVED_HOOK_NAME 256         /* HSMFS_MAX_NAME + 1 */
+#define SAVED_FAN_MAX SAVED_OPENS_MAX /* fanotify event records: descriptor numbers */
+#define SAVED_PIDS 16                /* the last daemons' pids remembered */
+#define SAVED_FAN_HANDLE 96         /* a file handle's bytes (ext4 8, xfs 16, btrfs 40) */
 
 struct saved_head {
 	uint64_t magic;
@@ -88,6 +98,14 @@ struct saved_head {
 	uint32_t kept;           /* a keeper holds the mount (keeper.h) */
 	uint64_t claims_head;    /* the claims ring: appended here (S.lock) */
 	uint64_t claims_tail;    /* committed below this (S.lock) */
+	/* backend=fanotify's (fan.c), its reader thread's: */
+	uint32_t fan_reading;    /* events being read and not all recorded */
+	uint32_t fan_hwm;        /* event records at descriptor numbers below this */
+	uint32_t fan_fd_limit;   /* no event's descriptor number reaches this */
+	/* the keeper's: its pid, and the last daemons' (saved_daemon_pid()) */
+	uint32_t keeper_pid;
+	uint32_t pids_next;
+	uint32_t pids[SAVED_PIDS];
 };
 
 struct saved_node {
@@ -139,6 +157,24 @@ struct saved_claim {
 #define SAVED_CLAIM_CLEARFLAG 4u /* ...or cleared (unpin) */
 
 /*
+ * A pre-content event read from the group and not answered yet
+ * (backend=fanotify), at its descriptor number: written by the reader
+ * before the event is handed on, freed (state 0) after its answer was
+ * written and before its descriptor is closed.  handle_bytes 0: the
+ * file could not be named; the next daemon denies that event.
+ */
+struct saved_fan_event {
+	uint32_t state;          /* SAVED_FAN_READ, or 0: free */
+	int32_t pid;             /* the reader's */
+	uint64_t off, count;     /* the range */
+	int32_t handle_type;     /* the file's handle (name_to_handle_at()) */
+	uint32_t handle_bytes;
+	unsigned char handle[SAVED_FAN_HANDLE];
+};
+#define SAVED_FAN_READ 1u
+_Static_assert(sizeof(struct saved_fan_event) == 128, "two records a cache line pair");
+
+/*
  * A hook connected to the last daemon (kind 0: the record is free).
  * When the hooks to remember do not fit, the last record stands for
  * those that did not (kind SAVED_HOOK_LOST, no name, mask: all their
@@ -179,6 +215,16 @@ struct saved_node *saved_node(uint32_t id);
 char *saved_name_cell(uint32_t cell);
 struct saved_open *saved_open_rec(int fd);
 struct saved_op *saved_journal(void);
+/* In the keeper: a daemon of pid started (serving_pid, and remembered). */
+void saved_daemon_started(uint32_t pid);
+/*
+ * Was pid the keeper's or one of its last SAVED_PIDS daemons'?  What a
+ * dead daemon changed is still reported after its death (fan.c).
+ */
+bool saved_daemon_pid(uint32_t pid);
+
+/* The fanotify event record at descriptor number fd; NULL past the maximum. */
+struct saved_fan_event *saved_fan_event(int fd);
 /* The hooks table, SAVED_HOOKS records; NULL with no region mapped. */
 struct saved_hook *saved_hooks(void);
 /* The claim at ring position i (any i: taken modulo SAVED_CLAIMS). */
@@ -191,10 +237,11 @@ void saved_open_set(struct saved_open *r, int fd, uint8_t kind);
 
 /*
  * A daemon taking over, before it opens anything: every descriptor
- * number the last daemon had a handle at is taken by a placeholder (a
- * directory: reads and writes of it fail, never wrong bytes), so that
- * nothing this daemon opens lands there; ops_adopt_opens() then reopens
- * each in its place.  The number of handles, or -errno.
+ * number the last daemon had a handle or an unanswered fanotify event
+ * at is taken by a placeholder (a directory: reads and writes of it
+ * fail, never wrong bytes), so that nothing this daemon opens lands
+ * there; ops_adopt_opens() then reopens each handle in its place, and
+ * fan.c answers each event by its number.  The number taken, or -errno.
  */
 int saved_reserve(void);
 

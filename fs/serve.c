@@ -228,7 +228,7 @@ bool serve_run(struct daemon *d)
 	}
 
 	if (d->o.fanotify) {
-		res = fan_start(d->o.chunk);
+		res = fan_start(d->o.chunk, d->takeover);
 		if (res) {
 			log_err("cannot serve the mount: %s", strerror(-res));
 			d->rc = EXIT_SERVE;
