@@ -247,6 +247,50 @@ static struct fan_file *file_get(int fd, const char *base, struct stat *ret_st, 
 	return f;
 }
 
+struct inode *fan_inode_of(int fd, struct stat *st, int *res)
+{
+	char link[32], path[PATH_MAX];
+	struct stat root, got;
+	struct inode *in;
+	ssize_t len, at;
+
+	if (fstat(fd, st)) {
+		*res = -errno;
+		return NULL;
+	}
+	if (!fstat(K.treedir, &root) && root.st_ino == st->st_ino && root.st_dev == st->st_dev)
+		return inode_root();
+	inode_proc_path(fd, link);
+	len = readlink(link, path, sizeof(path) - 1);
+	if (len < 0) {
+		*res = -errno;
+		return NULL;
+	}
+	path[len] = '\0';
+	at = K.mnt ? prefix_len(path, K.mnt) : -1;
+	if (at < 0 && K.store)
+		at = prefix_len(path, K.store);
+	if (at < 0) {
+		*res = -EXDEV; /* not a file of this mount */
+		return NULL;
+	}
+	*res = walk_path(path + at, &got, &in);
+	if (*res)
+		return NULL;
+	if (got.st_ino != st->st_ino || got.st_dev != st->st_dev) {
+		inode_forget(in, 1);
+		*res = -ESTALE; /* moved meanwhile */
+		return NULL;
+	}
+	return in;
+}
+
+void fan_inode_put(struct inode *in)
+{
+	if (in != inode_root())
+		inode_forget(in, 1);
+}
+
 /*
  * An event on f ended.  A file all present now loses its mark (its
  * next opens pay nothing) and its place in F.files.

@@ -91,6 +91,17 @@ int fan_serve(void);
 void fan_stop(void);
 
 /*
+ * The inode of the file open as fd, found by the path it was opened by
+ * (below the mountpoint or the store), checked against fd's (dev, ino):
+ * with a lookup reference, which fan_inode_put() drops; NULL and *res
+ * -errno (-EXDEV: not a file of this mount).  *st: fd's.
+ */
+struct inode;
+struct stat;
+struct inode *fan_inode_of(int fd, struct stat *st, int *res);
+void fan_inode_put(struct inode *in);
+
+/*
  * In the keeper (keeper.h), when the mount ends with no daemon left:
  * the mountpoint given back, every event a daemon read and did not
  * answer and every event queued denied, then the group closed.

@@ -24,6 +24,7 @@
 #include "dirs.h"
 #include "events.h"
 #include "evict.h"
+#include "fan-ctl.h"
 #include "fan.h"
 #include "fault.h"
 #include "hooks.h"
@@ -234,8 +235,14 @@ bool serve_run(struct daemon *d)
 			d->rc = EXIT_SERVE;
 			goto fail;
 		}
+		/* hsmfsctl's requests (fan-ctl.h): a mount without them still serves */
+		res = fan_ctl_start(d->store.state_fd);
+		if (res)
+			log_warn("backend=fanotify: no control socket, hsmfsctl cannot ask this "
+				 "daemon: %s", strerror(-res));
 		ready_live();
 		res = fan_serve();
+		fan_ctl_stop(); /* before the engine's shutdown, which its requests call */
 		if (atomic_load(&hook_refused)) {
 			d->rc = EXIT_HOOK;
 		} else if (res < 0) {
@@ -290,6 +297,7 @@ fail:
 /* The threads that act on the mount end after it: mount_undo(). */
 void serve_undo(struct daemon *d)
 {
+	fan_ctl_stop(); /* a start that failed after it */
 	prefetch_shutdown(); /* before the engine: it starts fills */
 	/* the uploads under way finish while their hooks are still there */
 	if (d->events_up)

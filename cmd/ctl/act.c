@@ -136,7 +136,7 @@ static int verified(const char *p)
 	char v[128];
 
 	for (int i = 0; i < 6000; i++) { /* 2 minutes for a large file */
-		ssize_t n = lgetxattr(p, "user.hsmfs.state", v, sizeof(v) - 1);
+		ssize_t n = hlgetxattr(p, "user.hsmfs.state", v, sizeof(v) - 1);
 
 		if (n < 0)
 			return errno == ENODATA ? 0 : -errno;
@@ -154,7 +154,7 @@ static int verified(const char *p)
 static const char *busy_why(const char *p)
 {
 	char v[128];
-	ssize_t n = lgetxattr(p, "user.hsmfs.state", v, sizeof(v) - 1);
+	ssize_t n = hlgetxattr(p, "user.hsmfs.state", v, sizeof(v) - 1);
 
 	if (n < 0)
 		return "dirty, pinned, open or being filled";
@@ -178,13 +178,13 @@ static int act_file(struct act *a, const char *p, const struct stat *st)
 	if (!strcmp(a->what, "evict")) {
 		const char *v = a->range ? a->range : "";
 
-		if (lsetxattr(p, "user.hsmfs.evict", v, strlen(v), 0) < 0)
+		if (hlsetxattr(p, "user.hsmfs.evict", v, strlen(v), 0) < 0)
 			res = -errno;
 	} else if (!strcmp(a->what, "unpin")) {
-		if (lsetxattr(p, "user.hsmfs.unpin", "1", 1, 0) < 0)
+		if (hlsetxattr(p, "user.hsmfs.unpin", "1", 1, 0) < 0)
 			res = -errno;
 	} else {
-		if (!strcmp(a->what, "pin") && lsetxattr(p, "user.hsmfs.pin", "1", 1, 0) < 0)
+		if (!strcmp(a->what, "pin") && hlsetxattr(p, "user.hsmfs.pin", "1", 1, 0) < 0)
 			res = -errno;
 		double t0 = mono_s();
 
@@ -198,7 +198,7 @@ static int act_file(struct act *a, const char *p, const struct stat *st)
 		} else if (res == -EIO) {
 			/* a fill that would complete it with the wrong digest fails */
 			char v[128];
-			ssize_t n = lgetxattr(p, "user.hsmfs.state", v, sizeof(v) - 1);
+			ssize_t n = hlgetxattr(p, "user.hsmfs.state", v, sizeof(v) - 1);
 
 			if (n > 0 && memmem(v, (size_t)n, "stale", 5))
 				res = -EBADMSG;
@@ -271,7 +271,8 @@ static int walk_files(struct act *a, const char *p, bool list_only)
 	while ((de = readdir(d))) {
 		char child[PATH_MAX];
 
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    state_dir_shown(p, de->d_name))
 			continue;
 		snprintf(child, sizeof(child), "%s/%s", p, de->d_name);
 		walk_files(a, child, list_only);

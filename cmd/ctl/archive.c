@@ -122,7 +122,7 @@ static const char *hook_said(const char *path, int e, char *buf, size_t len)
 	    e == ENODATA || e == ETIMEDOUT)
 		return buf;
 	if (!mount_of(path, root, sizeof(root), rel, sizeof(rel)))
-		n = getxattr(root, "user.hsmfs.hook_said", said, sizeof(said) - 1);
+		n = hgetxattr(root, "user.hsmfs.hook_said", said, sizeof(said) - 1);
 	if (n > 0) {
 		said[n] = '\0';
 		said[strcspn(said, "\n")] = '\0';
@@ -136,7 +136,7 @@ static const char *hook_said(const char *path, int e, char *buf, size_t len)
 static int archive_one(struct archive_run *r, const char *path)
 {
 	char val[64], said[600];
-	ssize_t n = getxattr(path, r->xattr, val, sizeof(val) - 1);
+	ssize_t n = hgetxattr(path, r->xattr, val, sizeof(val) - 1);
 
 	if (n < 0 && errno == ENODATA && !r->take)
 		return 1; /* a plain file: no origin, not made on the mount */
@@ -275,7 +275,7 @@ static int sync_mount(const char *mnt, double secs)
 	int e = 0;
 
 	deadline_arm(secs);
-	if (getxattr(mnt, "user.hsmfs.sync", val, sizeof(val) - 1) < 0)
+	if (hgetxattr(mnt, "user.hsmfs.sync", val, sizeof(val) - 1) < 0)
 		e = errno == ENOTSUP ? EOPNOTSUPP : errno == EINTR && timed_out ? ETIMEDOUT : errno;
 	deadline_disarm();
 	return e;
@@ -510,13 +510,13 @@ int cmd_unmount(int argc, char **argv)
 		return X_USAGE;
 	}
 	/* the root of a mount: its sync attribute answers a size query at once */
-	if (getxattr(mnt, "user.hsmfs.sync", NULL, 0) < 0) {
+	if (hgetxattr(mnt, "user.hsmfs.sync", NULL, 0) < 0) {
 		fprintf(stderr, "hsmfsctl: unmount '%s': %s\n", mnt,
 			errno == ENODATA ? "not the root of an hsmfs mount" :
 			errno == ENOTSUP ? "not an hsmfs mount" : strerror(errno));
 		return X_STORE;
 	}
-	n = getxattr(mnt, "user.hsmfs.store", store, sizeof(store) - 1);
+	n = hgetxattr(mnt, "user.hsmfs.store", store, sizeof(store) - 1);
 	store[n > 0 ? n : 0] = '\0';
 	e = secs > 0 ? sync_mount(mnt, secs) : 0;
 	if (e)

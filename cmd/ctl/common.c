@@ -16,6 +16,8 @@
 
 #include "clock.h"
 #include "ctl.h"
+#include "ctlsock.h"
+#include "store.h"
 
 /*
  * Long work on a terminal: one line on standard error, rewritten at most
@@ -65,33 +67,111 @@ void json_str(const char *s)
 	putchar('"');
 }
 
+/* A backend=fanotify mount's daemon refused a request: said once, here. */
+static bool fan_said;
+
 bool fanotify_mount_said(const char *path)
 {
-	char cur[PATH_MAX], sock[PATH_MAX + 32];
+	char dir[PATH_MAX];
+	int e = errno;
+
+	if (fan_said)
+		return true;
+	if (!ctlsock_find(path, true, dir, sizeof(dir)))
+		return false;
+	fprintf(stderr, "hsmfsctl: '%s' is on a backend=fanotify mount whose daemon does not "
+		"answer: %s\n", path, strerror(e));
+	return true;
+}
+
+bool state_dir_shown(const char *dir, const char *name)
+{
+	char sock[PATH_MAX + 64];
 	struct stat st;
 
-	if (!realpath(path, cur))
+	if (strcmp(name, STORE_STATE_DIR))
 		return false;
-	for (;;) {
-		char *sl;
+	snprintf(sock, sizeof(sock), "%s/%s/%s", dir, name, CTLSOCK_NAME);
+	return !lstat(sock, &st) && S_ISSOCK(st.st_mode);
+}
 
-		snprintf(sock, sizeof(sock), "%s/.hsmfs/hook.sock", cur);
-		if (!stat(sock, &st) && S_ISSOCK(st.st_mode)) {
-			fprintf(stderr, "hsmfsctl: '%s' is on a backend=fanotify mount, whose daemon "
-				"hsmfsctl cannot ask yet (hsmfs(8) FANOTIFY BACKEND)\n", path);
-			return true;
-		}
-		sl = strrchr(cur, '/');
-		if (!sl || !cur[1])
-			return false;
-		sl[sl == cur] = '\0';
+#define VIRT "user.hsmfs."
+
+/*
+ * A user.hsmfs.* attribute on a backend=fanotify mount: asked of its
+ * daemon through the control socket (ctlsock.h), as -1 and errno, or
+ * the length; -2: path is not on such a mount.
+ */
+static ssize_t fan_xattr(const char *path, bool follow, uint32_t op, const char *name,
+			 const void *value, size_t len, void *buf, size_t size)
+{
+	char dir[PATH_MAX];
+	ssize_t res;
+
+	if (strncmp(name, VIRT, sizeof(VIRT) - 1) || !ctlsock_find(path, follow, dir, sizeof(dir)))
+		return -2;
+	res = ctlsock_ask(dir, path, follow, op, name, value, len, buf, size);
+	if (res == -EOPNOTSUPP && !fan_said) {
+		fan_said = true;
+		fprintf(stderr, "hsmfsctl: the daemon of a backend=fanotify mount does not do %s "
+			"yet (hsmfs(8) FANOTIFY BACKEND)\n", name + sizeof(VIRT) - 1);
 	}
+	if (res < 0) {
+		/* not ENOTSUP, which says "not an hsmfs mount" to the commands */
+		errno = res == -EOPNOTSUPP ? ENOSYS : (int)-res;
+		return -1;
+	}
+	return res;
+}
+
+/*
+ * A get asks the mount first: a FUSE mount answers it, and pays nothing
+ * more; on a fanotify mount the store's file has no such attribute.
+ */
+ssize_t hgetxattr(const char *path, const char *name, void *buf, size_t size)
+{
+	ssize_t n = getxattr(path, name, buf, size);
+	int e = errno;
+
+	if (n >= 0 || (e != ENODATA && e != ENOTSUP))
+		return n;
+	n = fan_xattr(path, true, CTLSOCK_GET, name, NULL, 0, buf, size);
+	errno = n == -2 ? e : errno;
+	return n == -2 ? -1 : n;
+}
+
+ssize_t hlgetxattr(const char *path, const char *name, void *buf, size_t size)
+{
+	ssize_t n = lgetxattr(path, name, buf, size);
+	int e = errno;
+
+	if (n >= 0 || (e != ENODATA && e != ENOTSUP))
+		return n;
+	n = fan_xattr(path, false, CTLSOCK_GET, name, NULL, 0, buf, size);
+	errno = n == -2 ? e : errno;
+	return n == -2 ? -1 : n;
+}
+
+/* A set asks the control socket first: on a fanotify mount it would set the store file's own. */
+
+int hsetxattr(const char *path, const char *name, const void *value, size_t len, int flags)
+{
+	ssize_t n = fan_xattr(path, true, CTLSOCK_SET, name, value, len, NULL, 0);
+
+	return n != -2 ? (int)n : setxattr(path, name, value, len, flags);
+}
+
+int hlsetxattr(const char *path, const char *name, const void *value, size_t len, int flags)
+{
+	ssize_t n = fan_xattr(path, false, CTLSOCK_SET, name, value, len, NULL, 0);
+
+	return n != -2 ? (int)n : lsetxattr(path, name, value, len, flags);
 }
 
 /* A user.hsmfs.* attribute of the mount's root, NUL-terminated: its length, or -1 (said why). */
 ssize_t mount_xattr(const char *mnt, const char *name, char *buf, size_t size)
 {
-	ssize_t n = getxattr(mnt, name, buf, size - 1);
+	ssize_t n = hgetxattr(mnt, name, buf, size - 1);
 
 	if (n < 0) {
 		int e = errno;
@@ -144,7 +224,7 @@ int mount_of(const char *path, char *ret_mnt, size_t mlen, char *ret_rel, size_t
 	if (!realpath(path, real))
 		return -1;
 	snprintf(cur, sizeof(cur), "%s", real);
-	while (getxattr(cur, "user.hsmfs.store", NULL, 0) < 0) {
+	while (hgetxattr(cur, "user.hsmfs.store", NULL, 0) < 0) {
 		char *sl = strrchr(cur, '/');
 
 		if (!sl || !cur[1])

@@ -32,12 +32,30 @@ enum { X_OK_ = 0, X_USAGE = 1, X_INPUT = 2, X_STORE = 3, X_PARTIAL = 4 };
 int mount_of(const char *path, char *ret_mnt, size_t mlen, char *ret_rel, size_t rlen);
 ssize_t mount_xattr(const char *mnt, const char *name, char *buf, size_t size);
 /*
- * path is not on a FUSE hsmfs mount: if it is on a backend=fanotify
- * mount (the store bound there: its state directory holds the hook
- * socket), whose daemon hsmfsctl cannot ask, say so in one line and
- * return true.
+ * A request of path's mount failed (errno): if path is on a
+ * backend=fanotify mount (the store bound there: its state directory
+ * holds the control socket), say so in one line, unless a refusal of
+ * its daemon was said already, and return true.
  */
 bool fanotify_mount_said(const char *path);
+/*
+ * getxattr(2), lgetxattr(2), setxattr(2), lsetxattr(2) of the mount's
+ * user.hsmfs.* attributes (hsmfs(8)): on a backend=fanotify mount, whose
+ * daemon no extended attribute reaches, through its control socket
+ * (../lib/ctlsock.h); what that daemon does not do yet is said once on
+ * standard error (errno ENOSYS).  Any other name, or another mount: the
+ * system call.
+ */
+ssize_t hgetxattr(const char *path, const char *name, void *buf, size_t size);
+ssize_t hlgetxattr(const char *path, const char *name, void *buf, size_t size);
+int hsetxattr(const char *path, const char *name, const void *value, size_t len, int flags);
+int hlsetxattr(const char *path, const char *name, const void *value, size_t len, int flags);
+/*
+ * Is name, in directory dir, the state directory of a backend=fanotify
+ * mount's store, which the bind shows (its files are the daemon's, not
+ * the mount's): walks skip it.
+ */
+bool state_dir_shown(const char *dir, const char *name);
 /* s quoted and escaped as a JSON string, on standard output */
 void json_str(const char *s);
 long long json_num(const char *obj, const char *key);

@@ -229,7 +229,7 @@ int cmd_doctor(int argc, char **argv)
 	}
 	if (d.json)
 		printf("[");
-	n = getxattr(mnt, "user.hsmfs.stats", stats, sizeof(stats) - 1);
+	n = hgetxattr(mnt, "user.hsmfs.stats", stats, sizeof(stats) - 1);
 	if (n < 0) {
 		finding(&d, "fail", "%s: %s", mnt, errno == ENOTCONN ?
 			"the daemon is gone (unmount it: fusermount3 -u, and mount again)" :
@@ -249,9 +249,9 @@ int cmd_doctor(int argc, char **argv)
 			json_num(stats, "restarts") == 1 ? "" : "s", sig > 0 ? "signal" : "status",
 			sig > 0 ? sig : json_num(stats, "last_exit_status"));
 	}
-	n = getxattr(mnt, "user.hsmfs.origin", origin, sizeof(origin) - 1);
+	n = hgetxattr(mnt, "user.hsmfs.origin", origin, sizeof(origin) - 1);
 	origin[n > 0 ? n : 0] = '\0';
-	n = getxattr(mnt, "user.hsmfs.hooks", hooks, sizeof(hooks) - 1);
+	n = hgetxattr(mnt, "user.hsmfs.hooks", hooks, sizeof(hooks) - 1);
 	hooks[n > 0 ? n : 0] = '\0';
 	nh = hooks_split(hooks, &hl);
 	for (int i = 0; i < nh; i++) {
@@ -272,7 +272,7 @@ int cmd_doctor(int argc, char **argv)
 	if (origin[0] && !fill)
 		finding(&d, "fail", "no fill hook connected: a read of missing bytes waits "
 			"timeout= and fails (-o hook=hsmfs-http, hsmfs(8))");
-	n = getxattr(mnt, "user.hsmfs.hook_said", said, sizeof(said) - 1);
+	n = hgetxattr(mnt, "user.hsmfs.hook_said", said, sizeof(said) - 1);
 	if (n > 0) {
 		said[n] = '\0';
 		finding(&d, "ok", "hook= last said: %s", said);

@@ -127,7 +127,7 @@ int cmd_hooks(int argc, char **argv)
 	free(h);
 	/* the -o hook= command's last line: why an origin fails, most often */
 	if (!json) {
-		ssize_t said = getxattr(mnt, "user.hsmfs.hook_said", buf, sizeof(buf) - 1);
+		ssize_t said = hgetxattr(mnt, "user.hsmfs.hook_said", buf, sizeof(buf) - 1);
 
 		if (said > 0) {
 			buf[said] = '\0';

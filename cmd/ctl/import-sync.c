@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "../http-list.h"
+#include "ctl.h"
 #include "import-sync.h"
 #include "meta.h"
 #include "origin-walk.h"
@@ -78,7 +79,7 @@ static bool users(const struct import_run *r, const char *rel, const struct meta
 
 	if (r->mnt) {
 		snprintf(p, sizeof(p), "%s/%s", r->mnt, rel);
-		sn = lgetxattr(p, "user.hsmfs.state", state, sizeof(state) - 1);
+		sn = hlgetxattr(p, "user.hsmfs.state", state, sizeof(state) - 1);
 		state[sn > 0 ? sn : 0] = '\0';
 	}
 	if (row->state == META_DIRTY || (row->flags & (META_F_NEW | META_F_CONFLICT)) ||
@@ -103,7 +104,7 @@ static bool users(const struct import_run *r, const char *rel, const struct meta
 static bool busy_now(const char *p, const struct stat *st, const char **why)
 {
 	char state[256];
-	ssize_t sn = lgetxattr(p, "user.hsmfs.state", state, sizeof(state) - 1);
+	ssize_t sn = hlgetxattr(p, "user.hsmfs.state", state, sizeof(state) - 1);
 
 	state[sn > 0 ? sn : 0] = '\0';
 	if (!strncmp(state, "dirty", 5) || strstr(state, ",new") || strstr(state, "conflict"))
@@ -364,7 +365,7 @@ static int sync_remove(struct import_run *r, int root, struct meta *m, struct go
 				const char *why = NULL;
 
 				snprintf(p, sizeof(p), "%s/%s", r->mnt, x->rel);
-				lsetxattr(p, "user.hsmfs.stale", "1", 1, 0);
+				hlsetxattr(p, "user.hsmfs.stale", "1", 1, 0);
 				/*
 				 * The user's change wins: looked at again now, just
 				 * before it goes (the first look was a batch ago)

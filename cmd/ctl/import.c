@@ -244,7 +244,7 @@ int cmd_import(int argc, char **argv)
 		return X_USAGE;
 	}
 	if (mnt) {
-		ssize_t sn = getxattr(mnt, "user.hsmfs.store", store_buf, sizeof(store_buf) - 1);
+		ssize_t sn = hgetxattr(mnt, "user.hsmfs.store", store_buf, sizeof(store_buf) - 1);
 
 		if (sn < 0) {
 			int e = errno;

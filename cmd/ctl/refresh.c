@@ -29,7 +29,7 @@
 static int refresh_one(const char *path)
 {
 	char val[64];
-	ssize_t n = getxattr(path, "user.hsmfs.refresh", val, sizeof(val) - 1);
+	ssize_t n = hgetxattr(path, "user.hsmfs.refresh", val, sizeof(val) - 1);
 
 	if (n < 0 && errno == ENODATA)
 		return 1; /* not from an origin (made through the mount): below it may be */
@@ -134,7 +134,7 @@ static void seen_diff(const struct dirent_seen *a, size_t na, const struct diren
 static bool unlisted_dir(const char *path)
 {
 	char val[32];
-	ssize_t n = getxattr(path, "user.hsmfs.state", val, sizeof(val) - 1);
+	ssize_t n = hgetxattr(path, "user.hsmfs.state", val, sizeof(val) - 1);
 
 	return n == 8 && !memcmp(val, "unlisted", 8);
 }
@@ -207,7 +207,7 @@ static int refresh_imported(const char *dir, const char *store_opt, bool recursi
 
 		if (mount_of(dir, mnt, sizeof(mnt), sub, sizeof(sub)))
 			return X_OK_; /* refresh_tree() said why */
-		sn = getxattr(mnt, "user.hsmfs.store", store, sizeof(store) - 1);
+		sn = hgetxattr(mnt, "user.hsmfs.store", store, sizeof(store) - 1);
 		if (sn < 0)
 			return X_OK_;
 		store[sn] = '\0';

@@ -14,7 +14,7 @@
 static int hooks_connected(const char *mnt)
 {
 	static char buf[1 << 20];
-	ssize_t n = getxattr(mnt, "user.hsmfs.hooks", buf, sizeof(buf) - 1);
+	ssize_t n = hgetxattr(mnt, "user.hsmfs.hooks", buf, sizeof(buf) - 1);
 	int lines = 0;
 
 	for (ssize_t i = 0; i < n; i++)
@@ -39,7 +39,7 @@ int cmd_restart(int argc, char **argv)
 		return X_STORE;
 	before = json_num(buf, "restarts");
 	nhooks = hooks_connected(argv[1]);
-	n = getxattr(argv[1], "user.hsmfs.restart", buf, sizeof(buf) - 1);
+	n = hgetxattr(argv[1], "user.hsmfs.restart", buf, sizeof(buf) - 1);
 	if (n < 0) {
 		fprintf(stderr, "hsmfsctl: cannot restart '%s': %s\n", argv[1],
 			errno == EOPNOTSUPP ? "it was mounted with -o norestart" :

@@ -82,7 +82,7 @@ fail:
  */
 void hook_counters(const char *mnt, char *buf, size_t size)
 {
-	ssize_t n = getxattr(mnt, "user.hsmfs.hook_stats", buf, size - 1);
+	ssize_t n = hgetxattr(mnt, "user.hsmfs.hook_stats", buf, size - 1);
 
 	buf[n > 0 ? n : 0] = '\0';
 }

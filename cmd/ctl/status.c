@@ -22,7 +22,7 @@ struct totals {
 
 static ssize_t xattr(const char *p, const char *name, char *buf, size_t size)
 {
-	ssize_t n = lgetxattr(p, name, buf, size - 1);
+	ssize_t n = hlgetxattr(p, name, buf, size - 1);
 
 	buf[n > 0 ? n : 0] = '\0';
 	return n;
@@ -147,7 +147,8 @@ static int status_walk(const char *p, bool json, struct totals *t, bool *first)
 	while ((de = readdir(d))) {
 		char child[PATH_MAX];
 
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    state_dir_shown(p, de->d_name))
 			continue;
 		snprintf(child, sizeof(child), "%s/%s", p, de->d_name);
 		if (status_walk(child, json, t, first))

@@ -14,6 +14,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "ctl.h"
 #include "meta.h"
 #include "origin-walk.h"
 #include "place.h"
@@ -107,7 +108,7 @@ static int not_passthrough(void *arg, const char *relpath, char *err, size_t err
 	if (!mnt)
 		return 0;
 	snprintf(mp, sizeof(mp), "%s/%s", mnt, relpath);
-	sn = getxattr(mp, "user.hsmfs.state", state, sizeof(state) - 1);
+	sn = hgetxattr(mp, "user.hsmfs.state", state, sizeof(state) - 1);
 	state[sn > 0 ? sn : 0] = 0;
 	if (strstr(state, "passthrough")) {
 		snprintf(err, errlen, "'%s' is open in passthrough mode; close it, "
@@ -127,7 +128,7 @@ int reload(const char *mnt, const char *rel)
 	char p[PATH_MAX + 4200];
 
 	snprintf(p, sizeof(p), "%s%s%s", mnt, rel ? "/" : "", rel ? rel : "");
-	for (int tries = 0; setxattr(p, "user.hsmfs.reload", "1", 1, 0) < 0; tries++) {
+	for (int tries = 0; hsetxattr(p, "user.hsmfs.reload", "1", 1, 0) < 0; tries++) {
 		if (errno != EBUSY || tries == 100) {
 			fprintf(stderr, "hsmfsctl: '%s': the mount did not reload it: %s\n", p,
 				strerror(errno));

@@ -197,10 +197,6 @@ def test_events(img):
             with Hook(m.mnt, "--mode", "deny", "--errno", str(err)) as h:
                 eq(errno_of(lambda: open(m.path(name), "rb").read()), want, "a hook's deny with %s fails the read with %s" %
                    (errno.errorcode[err], errno.errorcode[want]))
-        rc, out = run([HSMFSCTL, "stats", m.mnt])
-        ok(rc == 3 and "is on a backend=fanotify mount, whose daemon hsmfsctl cannot ask yet" in out
-           and len(out.strip().splitlines()) == 1,
-           "hsmfsctl on a fanotify mount says, in one line, that it cannot ask its daemon yet")
 
         # events the kernel does not raise: a hook is refused, never joined unasked
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
@@ -290,6 +286,55 @@ def test_changes(img):
             eq(open(m.path("rofile"), "rb").read(), data, "a read-only mount fetches too")
             eq(errno_of(lambda: open(m.path("same"), "ab").close()), errno.EROFS,
                "a read-only mount refuses a write open")
+
+
+def test_ctl(img):
+    """hsmfsctl asks a fanotify mount's daemon through its control socket
+    (lib/ctlsock.h): status, stats, hooks, pin and unpin as on FUSE; what
+    that daemon does not do yet is said in one line; the store's state
+    directory, which the bind shows, is not walked; the socket is the
+    next daemon's after a crash."""
+    import json
+    store = os.path.join(img, "store-ctl")
+    mirror = tmpdir("hsmfs-mirror-")
+    data = os.urandom(8 * P)
+    import_offline(store, mirror, {"a": data, "b": data, "d/c": data}, relative=True)
+    with Mount(opts=FAN, store=store, restart=True) as m:
+        m.restarts_expected = True
+        mirror_hook = subprocess.Popen([MIRROR, mirror, m.mnt])
+        try:
+            ok(m.logged("hook 'hsmfs-mirror'"), "hsmfs-mirror joined")
+            eq(open(m.path("b"), "rb").read(), data, "b read")
+            rc, out = run([HSMFSCTL, "status", "--json", m.mnt])
+            ok(rc == 0, "status of the mount: exit 0" + ("" if rc == 0 else ": " + out))
+            got = {os.path.relpath(f["path"], m.mnt): (f["state"], f["present"])
+                   for f in json.loads(out)["files"]} if rc == 0 else {}
+            eq(got, {"a": ("placeholder", 0), "b": ("resident", 8 * P), "d/c": ("placeholder", 0)},
+               "status: each file's state and bytes, and nothing of the store's state directory")
+            rc, out = run([HSMFSCTL, "stats", m.mnt])
+            ok(rc == 0 and "PRE_ACCESS events                  1" in out,
+               "stats: the daemon's counters (one PRE_ACCESS event)")
+            rc, out = run([HSMFSCTL, "hooks", m.mnt])
+            ok(rc == 0 and "hsmfs-mirror" in out, "hooks: the hook connected")
+            rc, out = run([HSMFSCTL, "pin", m.path("a")])
+            ok(rc == 0, "pin: exit 0" + ("" if rc == 0 else ": " + out))
+            rc, out = run([HSMFSCTL, "status", m.path("a")])
+            ok(rc == 0 and "resident,pinned" in out, "pin fetched the file and pinned it")
+            rc, out = run([HSMFSCTL, "unpin", m.path("a")])
+            rc, out2 = run([HSMFSCTL, "status", m.path("a")])
+            ok(rc == 0 and "resident " in out2 and "pinned" not in out2, "unpin")
+            rc, out = run([HSMFSCTL, "sync", m.mnt])
+            ok(rc != 0 and out.splitlines()[0] ==
+               "hsmfsctl: the daemon of a backend=fanotify mount does not do sync yet "
+               "(hsmfs(8) FANOTIFY BACKEND)", "sync: what the daemon does not do yet is said")
+            before = m.daemon_pid()
+            os.kill(before, signal.SIGKILL)
+            ok(crashed(m, before) and m.logged("took over the mount"), "a daemon killed, the next up")
+            rc, out = run([HSMFSCTL, "status", m.path("d", "c")])
+            ok(rc == 0 and "placeholder" in out, "the next daemon answers hsmfsctl")
+        finally:
+            mirror_hook.terminate()
+            mirror_hook.wait()
 
 
 def test_unlisted(img):
@@ -493,6 +538,7 @@ def test():
         test_end(img)
         test_keeper(img)
         test_keeper_steps(img)
+        test_ctl(img)
     finally:
         fs_image_drop(d, img)
 
