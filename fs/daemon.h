@@ -46,6 +46,7 @@ struct daemon {
 	int kfuse, klock, ksaved;     /* the keeper's /dev/fuse (backend=fanotify: its
 				       * pre-content group), lock, region */
 	int knotify;                  /* backend=fanotify: the keeper's group of changes */
+	bool keeper_up;               /* a keeper holds the mount now (started, or ours) */
 	const char *kmnt;             /* the keeper's mountpoint */
 	/* checks */
 	char *store_path, *mnt_path;  /* real paths */

@@ -18,6 +18,7 @@
 #include "fan-kernel.h"
 #include "inode.h"
 #include "log.h"
+#include "saved.h"
 #include "store.h"
 
 #ifndef OPEN_TREE_CLONE
@@ -182,6 +183,7 @@ int fan_mount(const char *store_path, const char *mnt, bool ro, char *err, size_
 		return SAY(res ? res : -EIO, "cannot find the mount made at '%s'", mnt);
 	}
 	K.bound = true;
+	saved_head()->fan_mnt_id = K.mnt_id; /* for a daemon taking over */
 	return 0;
 }
 
@@ -217,9 +219,11 @@ int fan_adopt_mount(const char *mnt, char *err, size_t errlen)
 	K.mnt = strdup(mnt);
 	if (!K.mnt)
 		return SAY(-ENOMEM, "out of memory");
-	/* the keeper found it still there, of the id it knows, before it started this daemon */
 	if ((res = mount_id(mnt, &K.mnt_id)))
 		return SAY(res, "cannot look at the mountpoint '%s': %s", mnt, strerror(-res));
+	/* unmounted since the keeper looked: not this front end's to serve, or to unmount */
+	if (K.mnt_id != saved_head()->fan_mnt_id)
+		return SAY(-ENOENT, "the mount at '%s' is gone", mnt);
 	K.bound = true;
 	return 0;
 }

@@ -85,37 +85,56 @@ static int deny_errno(int res)
  * answer is written and before the number can be given again (close):
  * a daemon that dies in between leaves a record whose answer the next
  * one writes again, and the kernel has no event of that number (ENOENT).
+ * false: not answered (said), the record kept.
  */
-static void answer_number(int fd, int res)
+/*
+ * The response to the event of number fd written: false if the kernel
+ * may still wait for it (ENOENT: it has no such event, the reader
+ * killed, or it was answered before).
+ */
+static bool respond(int fd, int res)
 {
-	struct saved_fan_event *e = saved_fan_event(fd);
 	struct fanotify_response r = {
 		.fd = fd,
 		.response = res ? FAN_DENY_ERRNO(deny_errno(res)) : FAN_ALLOW,
 	};
 
+	if (write(K.group, &r, sizeof(r)) == sizeof(r) || errno == ENOENT)
+		return true;
+	if (res) {
+		r.response = FAN_DENY;
+		if (write(K.group, &r, sizeof(r)) == sizeof(r) || errno == ENOENT)
+			return true;
+	}
+	log_err("backend=fanotify: cannot %s an event: %s", res ? "deny" : "answer",
+		strerror(errno));
+	return false;
+}
+
+static bool answer_number(int fd, int res)
+{
+	struct saved_fan_event *e = saved_fan_event(fd);
+
 	if (res)
 		atomic_fetch_add(&F.denied, 1);
-	if (write(K.group, &r, sizeof(r)) != sizeof(r)) {
-		/* ENOENT: the reader was killed and the kernel dropped the event */
-		if (errno != ENOENT && res) {
-			r.response = FAN_DENY;
-			if (write(K.group, &r, sizeof(r)) != sizeof(r))
-				log_err("backend=fanotify: cannot deny an event: %s", strerror(errno));
-		} else if (errno != ENOENT) {
-			log_err("backend=fanotify: cannot answer an event: %s", strerror(errno));
-		}
-	}
+	/*
+	 * Not answered: its record and its number stay (one descriptor),
+	 * so that no other event takes the number, and the keeper's end
+	 * denies it
+	 */
+	if (!respond(fd, res))
+		return false;
 	fault_named(FAULT_FAN_ANSWERED);
 	if (e)
 		__atomic_store_n(&e->state, 0, __ATOMIC_RELEASE);
+	return true;
 }
 
 /* The answer to the event of descriptor fd, which is then closed. */
 static void answer(int fd, int res)
 {
-	answer_number(fd, res);
-	close(fd);
+	if (answer_number(fd, res))
+		close(fd);
 }
 
 /* ------------------------------------------------------------ files */
@@ -484,9 +503,10 @@ static bool next_event(const char *buf, ssize_t len, size_t *at,
 
 /*
  * The events of the notification group in buf: each names its file by
- * a file id, opened in the daemon's clone.
+ * a file id, opened in the daemon's clone.  old: queued before this
+ * daemon started (take_over()), when a dead daemon's own may be there.
  */
-static void on_notify(const char *buf, ssize_t len)
+static void on_notify(const char *buf, ssize_t len, bool old)
 {
 	struct fanotify_event_metadata m, *md = &m;
 	const char *body;
@@ -509,10 +529,12 @@ static void on_notify(const char *buf, ssize_t len)
 		}
 		/*
 		 * The daemon's own: a change of a file's size or times reports
-		 * no mount, which the ignore mark needs.  A dead daemon's, or the
-		 * keeper's before it started one, is reported after it.
+		 * no mount, which the ignore mark needs.  The keeper's (before
+		 * it started the first daemon), and, queued before this daemon
+		 * started, a dead daemon's: its pid may be a user's later on
 		 */
-		if (md->pid == F.pid || saved_daemon_pid((uint32_t)md->pid))
+		if (md->pid == F.pid || (uint32_t)md->pid == saved_head()->keeper_pid ||
+		    (old && saved_daemon_pid((uint32_t)md->pid)))
 			continue;
 		if (md->event_len < hoff + sizeof(struct file_handle))
 			continue;
@@ -580,6 +602,7 @@ static bool record(const struct fanotify_event_metadata *md, const char *body)
 		e->handle_bytes = fh.fh.handle_bytes;
 		memcpy(e->handle, fh.fh.f_handle, fh.fh.handle_bytes);
 	} else {
+		e->handle_type = 0;
 		e->handle_bytes = 0; /* the next daemon denies it */
 	}
 	if ((uint32_t)md->fd >= h->fan_hwm)
@@ -602,10 +625,6 @@ static void on_event(const struct fanotify_event_metadata *md, const char *body)
 	}
 	if (md->fd < 0)
 		return;
-	if (!(md->mask & FAN_PRE_ACCESS)) {
-		answer(md->fd, 0); /* no other permission event is asked for */
-		return;
-	}
 	event_range(md, body, &off, &count);
 	on_access(md->fd, K.mnt, md->pid, off, count);
 }
@@ -636,7 +655,7 @@ static void *reader(void *arg)
 		if (K.notify >= 0 && (p[2].revents & POLLIN)) {
 			len = read(K.notify, buf, sizeof(buf));
 			if (len > 0)
-				on_notify(buf, len);
+				on_notify(buf, len, false);
 		}
 		if (!(p[0].revents & POLLIN))
 			continue;
@@ -660,30 +679,31 @@ static void *reader(void *arg)
 			continue;
 		}
 		fault_named(FAULT_FAN_READ);
-		/* every event of the batch recorded before any is handed on */
-		for (size_t at = 0; next_event(buf, len, &at, &md, &body);)
-			if (md.vers == FANOTIFY_METADATA_VERSION && md.fd >= 0 &&
-			    (md.mask & FAN_PRE_ACCESS))
-				record(&md, body); /* false: denied below */
-		__atomic_store_n(&saved_head()->fan_reading, 0, __ATOMIC_RELAXED);
-		fault_named(FAULT_FAN_RECORDED);
+		/*
+		 * every event of the batch recorded, or answered, before any
+		 * is handed on
+		 */
 		for (size_t at = 0; next_event(buf, len, &at, &md, &body);) {
+			if (md.fd < 0)
+				continue;
 			if (md.vers != FANOTIFY_METADATA_VERSION) {
 				log_err("backend=fanotify: events of version %u, not %u", md.vers,
 					FANOTIFY_METADATA_VERSION);
-				if (md.fd >= 0)
-					answer(md.fd, -EIO);
-				continue;
-			}
-			if (md.fd >= 0 && (md.mask & FAN_PRE_ACCESS) &&
-			    !saved_fan_event(md.fd)) {
+				answer(md.fd, -EIO);
+			} else if (!(md.mask & FAN_PRE_ACCESS)) {
+				answer(md.fd, 0); /* no other permission event is asked for */
+			} else if (!record(&md, body)) {
 				log_err("backend=fanotify: an event's number %d is past what can be "
 					"recorded: denied", md.fd);
 				answer(md.fd, -EIO);
-				continue;
 			}
-			on_event(&md, body);
 		}
+		__atomic_store_n(&saved_head()->fan_reading, 0, __ATOMIC_RELEASE);
+		fault_named(FAULT_FAN_RECORDED);
+		for (size_t at = 0; next_event(buf, len, &at, &md, &body);)
+			if (md.vers == FANOTIFY_METADATA_VERSION &&
+			    (md.fd < 0 || ((md.mask & FAN_PRE_ACCESS) && saved_fan_event(md.fd))))
+				on_event(&md, body);
 	}
 	return NULL;
 }
@@ -734,6 +754,20 @@ const struct events_front fan_front = {
 
 /* ------------------------------------------------------------ serving */
 
+/* No descriptor number reaches this (fs.nr_open). */
+static uint32_t nr_open(void)
+{
+	unsigned long v = 0;
+	FILE *f = fopen("/proc/sys/fs/nr_open", "re");
+
+	if (f) {
+		if (fscanf(f, "%lu", &v) != 1)
+			v = 0;
+		fclose(f);
+	}
+	return v && v <= UINT32_MAX ? (uint32_t)v : 1u << 20;
+}
+
 /*
  * Every event of the group read by a daemon now gone and not recorded
  * is denied: each number below the last daemon's limit that has no
@@ -747,11 +781,15 @@ static unsigned deny_unrecorded(void)
 
 	if (!__atomic_load_n(&h->fan_reading, __ATOMIC_RELAXED))
 		return 0;
-	for (uint32_t fd = 0; fd < h->fan_fd_limit && fd < SAVED_FAN_MAX; fd++) {
+	if (!h->fan_fd_limit)
+		h->fan_fd_limit = nr_open(); /* died before it said its limit */
+	for (uint32_t fd = 0; fd < h->fan_fd_limit; fd++) {
 		struct fanotify_response r = { .fd = (int)fd, .response = FAN_DENY_ERRNO(EIO) };
 
-		if (saved_fan_event((int)fd)->state != SAVED_FAN_READ &&
-		    write(K.group, &r, sizeof(r)) == sizeof(r))
+		/* a record is read only where one was made: the rest of the region is untouched */
+		if (fd < h->fan_hwm && saved_fan_event((int)fd)->state == SAVED_FAN_READ)
+			continue;
+		if (write(K.group, &r, sizeof(r)) == sizeof(r))
 			n++;
 	}
 	h->fan_reading = 0;
@@ -771,6 +809,19 @@ static void take_over(void)
 	struct saved_head *h = saved_head();
 	unsigned swept = deny_unrecorded(), taken = 0, denied = 0;
 
+	/*
+	 * The changes queued while no daemon ran first: a user's change
+	 * wins over the fills below; the dead daemon's own are known by
+	 * their pids only now
+	 */
+	if (K.notify >= 0) {
+		static char buf[16 << 10] __attribute__((aligned(8)));
+		ssize_t len;
+
+		while ((len = read(K.notify, buf, sizeof(buf))) > 0)
+			on_notify(buf, len, true);
+	}
+
 	for (uint32_t n = 0; n < h->fan_hwm && n < SAVED_FAN_MAX; n++) {
 		struct saved_fan_event *e = saved_fan_event((int)n);
 		union {
@@ -782,8 +833,9 @@ static void take_over(void)
 		if (e->state != SAVED_FAN_READ)
 			continue;
 		if (!e->handle_bytes || e->handle_bytes > SAVED_FAN_HANDLE) {
-			/* not named, or its number not kept (saved_reserve()) */
-			answer_number((int)n, -EIO);
+			/* not named (its placeholder closed), or its number not kept (saved_reserve()) */
+			if (answer_number((int)n, -EIO) && e->handle_type != SAVED_FAN_NOT_KEPT)
+				close((int)n);
 			denied++;
 			continue;
 		}
@@ -820,9 +872,8 @@ int fan_start(uint64_t chunk, bool takeover)
 		take_over();
 	/* the bound of the numbers a next daemon may have to deny (deny_unrecorded()) */
 	if (getrlimit(RLIMIT_NOFILE, &rl))
-		rl.rlim_cur = SAVED_FAN_MAX;
-	saved_head()->fan_fd_limit = rl.rlim_cur < SAVED_FAN_MAX ? (uint32_t)rl.rlim_cur :
-				     SAVED_FAN_MAX;
+		rl.rlim_cur = RLIM_INFINITY;
+	saved_head()->fan_fd_limit = rl.rlim_cur < nr_open() ? (uint32_t)rl.rlim_cur : nr_open();
 	if (pipe2(F.wake, O_CLOEXEC))
 		return -errno;
 	res = pthread_create(&F.reader, NULL, reader, NULL);
@@ -914,42 +965,53 @@ static void deny_queued(void)
 
 	fcntl(K.group, F_SETFL, fcntl(K.group, F_GETFL) | O_NONBLOCK);
 	for (unsigned tries = 0; tries < 1u << 20; tries++) {
-		/* each batch answered at once: none needs a record */
+		/* each batch answered at once, unrecorded: a death meanwhile is swept */
+		__atomic_store_n(&saved_head()->fan_reading, 1, __ATOMIC_RELAXED);
 		len = read(K.group, buf, sizeof(buf));
 		if (len < 0 && (errno == EAGAIN || errno == EBADF))
 			break;
 		for (size_t at = 0; next_event(buf, len, &at, &md, &body);)
-			if (md.fd >= 0)
-				answer(md.fd, -EIO);
+			if (md.fd >= 0 && respond(md.fd, -EIO))
+				close(md.fd);
 	}
+	__atomic_store_n(&saved_head()->fan_reading, 0, __ATOMIC_RELEASE);
 }
 
-void fan_keeper_end(void)
+void fan_keeper_end(bool clean)
 {
 	struct saved_head *h = saved_head();
-	unsigned n;
+	unsigned n = 0;
 
 	if (K.group < 0)
 		return;
-	n = deny_unrecorded();
 	/* no new opens by the mountpoint, then every event left denied */
 	fan_unmount();
+	deny_queued();
+	/*
+	 * The keeper reads nothing itself: every event read and not
+	 * answered is a dead daemon's, recorded or not.  The recorded ones
+	 * first (their numbers), then every other number
+	 */
 	for (uint32_t fd = 0; fd < h->fan_hwm && fd < SAVED_FAN_MAX; fd++)
-		if (saved_fan_event((int)fd)->state == SAVED_FAN_READ) {
-			answer_number((int)fd, -EIO);
+		if (saved_fan_event((int)fd)->state == SAVED_FAN_READ && respond((int)fd, -EIO)) {
+			saved_fan_event((int)fd)->state = 0;
 			n++;
 		}
-	deny_queued();
+	/* a daemon that ended cleanly answered all it read (fan_stop()) */
+	if (!clean)
+		h->fan_reading = 1;
+	n += deny_unrecorded();
 	if (n)
 		log_err("keeper: denied %u event%s no daemon answered", n, n == 1 ? "" : "s");
 	close(K.group);
 	K.group = -1;
 }
 
-void fan_stop(void)
+void fan_stop(bool ending)
 {
 	/* no new opens by the mountpoint; then the reader's last events */
-	fan_unmount();
+	if (ending)
+		fan_unmount();
 	pthread_mutex_lock(&F.lock);
 	F.stopping = true;
 	pthread_mutex_unlock(&F.lock);
@@ -959,7 +1021,8 @@ void fan_stop(void)
 		pthread_join(F.reader, NULL);
 		F.reader_up = false;
 	}
-	if (K.group >= 0)
+	/* not ending: the keeper's next daemon answers them */
+	if (K.group >= 0 && ending)
 		deny_queued();
 	HASHSET_EACH(&F.files, pos) {
 		struct fan_file *f = (struct fan_file *)(uintptr_t)*hashset_val(&F.files, pos);

@@ -87,8 +87,13 @@ int fan_start(uint64_t chunk, bool takeover);
  */
 int fan_serve(void);
 
-/* The end, after the engine's shutdown: deny what is left, close the group. */
-void fan_stop(void);
+/*
+ * The end, after the engine's shutdown: the reader stopped, the group's
+ * descriptor closed.  ending: the mount ends (no keeper, or the last
+ * daemon of one): the mountpoint unbound and what is queued denied
+ * first; else the keeper starts another daemon, which answers them.
+ */
+void fan_stop(bool ending);
 
 /*
  * The inode of the file open as fd, found by the path it was opened by
@@ -103,9 +108,12 @@ void fan_inode_put(struct inode *in);
 
 /*
  * In the keeper (keeper.h), when the mount ends with no daemon left:
- * the mountpoint given back, every event a daemon read and did not
- * answer and every event queued denied, then the group closed.
+ * the mountpoint given back, every event queued and every event a
+ * daemon read and did not answer denied, then the group closed.  clean:
+ * the last daemon ended as a mount ends (fan_stop(true)), having
+ * answered all it read but what it recorded; else every number it may
+ * have held is denied.
  */
-void fan_keeper_end(void);
+void fan_keeper_end(bool clean);
 
 #endif

@@ -27,14 +27,10 @@
 static sigset_t old_mask;
 static pid_t keeper_pid;
 
-/* In the child: what the daemon needs of the keeper, then its own signals. */
+/* In the child: its own signals, and its end with the keeper's. */
 static void child_setup(const struct keeper_args *a)
 {
-	int fds[4] = { a->fuse_fd, a->lock_fd, a->saved_fd, a->notify_fd };
-
-	for (int i = 0; i < 4; i++)
-		if (fds[i] >= 0)
-			fcntl(fds[i], F_SETFD, 0); /* kept across exec */
+	(void)a;
 	sigprocmask(SIG_SETMASK, &old_mask, NULL);
 	/* the keeper gone, the mount ends, as a daemon's death ended it without one */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -56,7 +52,17 @@ static pid_t spawn(const struct keeper_args *a, bool exec_it, const char *exe)
 	if (!exec_it)
 		return 0;
 	{
+		/*
+		 * kept across the exec, for the daemon only: the first one,
+		 * not exec'd, keeps them close-on-exec, and no hook it starts
+		 * holds the mount or the groups
+		 */
+		int fds[4] = { a->fuse_fd, a->lock_fd, a->saved_fd, a->notify_fd };
 		char v[64];
+
+		for (int i = 0; i < 4; i++)
+			if (fds[i] >= 0)
+				fcntl(fds[i], F_SETFD, 0);
 
 		snprintf(v, sizeof(v), "%d,%d,%d,%d", a->fuse_fd, a->lock_fd, a->saved_fd,
 			 a->notify_fd);
@@ -101,10 +107,11 @@ static bool connected(const struct keeper_args *a)
 	return !(poll(&p, 1, 0) == 1 && (p.revents & POLLERR));
 }
 
-static void finish(const struct keeper_args *a, int rc)
+/* clean: the last daemon ended as a mount ends (exit 0, or KEEPER_STOP) */
+static void finish(const struct keeper_args *a, int rc, bool clean)
 {
 	if (a->fanotify)
-		fan_keeper_end(); /* unbinds, denies what is left, closes the group */
+		fan_keeper_end(clean); /* unbinds, denies what is left, closes the group */
 	else
 		fuse_session_unmount(a->se); /* closes the descriptor first: the
 					      * kernel then ends the connection */
@@ -140,7 +147,7 @@ void keeper_start(const struct keeper_args *a)
 	if (pid == 0)
 		return; /* the first daemon: main() goes on */
 	if (pid < 0)
-		finish(a, 5);
+		finish(a, 5, true);
 	for (int i = 0; i < 2; i++)
 		if (a->close_fds[i] >= 0)
 			close(a->close_fds[i]);
@@ -163,27 +170,27 @@ void keeper_start(const struct keeper_args *a)
 			continue;
 		if (WIFEXITED(status) && (WEXITSTATUS(status) == 0 ||
 					  WEXITSTATUS(status) == KEEPER_STOP))
-			finish(a, WEXITSTATUS(status));
+			finish(a, WEXITSTATUS(status), true);
 		describe(status, why, sizeof(why));
 		if (!connected(a)) {
 			log_err("keeper: the daemon (pid %d) %s; the mount is gone already", (int)pid, why);
-			finish(a, WIFEXITED(status) ? WEXITSTATUS(status) : 5);
+			finish(a, WIFEXITED(status) ? WEXITSTATUS(status) : 5, false);
 		}
 		if (stopping) {
 			log_err("keeper: the daemon (pid %d) %s while stopping", (int)pid, why);
-			finish(a, WIFEXITED(status) ? WEXITSTATUS(status) : 5);
+			finish(a, WIFEXITED(status) ? WEXITSTATUS(status) : 5, false);
 		}
 		if (!(WIFEXITED(status) && WEXITSTATUS(status) == KEEPER_HANDOVER)) {
 			if (!a->fanotify && !ops_io_can_resend()) {
 				log_err("keeper: the daemon (pid %d) %s; this kernel cannot resend what it was asked (FUSE_HAS_RESEND, Linux 6.9): the mount ends",
 					(int)pid, why);
-				finish(a, WIFEXITED(status) ? WEXITSTATUS(status) : 5);
+				finish(a, WIFEXITED(status) ? WEXITSTATUS(status) : 5, false);
 			}
 			quick = mono_ms() - started < KEEPER_QUICK_S * 1000 ? quick + 1 : 0;
 			if (quick >= 5) {
 				log_err("keeper: the daemon (pid %d) %s, the fifth within %d s of its start: giving up, the mount ends",
 					(int)pid, why, KEEPER_QUICK_S);
-				finish(a, WIFEXITED(status) ? WEXITSTATUS(status) : 5);
+				finish(a, WIFEXITED(status) ? WEXITSTATUS(status) : 5, false);
 			}
 			log_err("keeper: the daemon (pid %d) %s; starting another", (int)pid, why);
 		} else {
@@ -197,7 +204,7 @@ void keeper_start(const struct keeper_args *a)
 		pid = spawn(a, true, exe);
 		unsetenv("HSMFS_CRASH_TAKEOVER"); /* the first restart's only */
 		if (pid < 0)
-			finish(a, 5);
+			finish(a, 5, false);
 		saved_daemon_started((uint32_t)pid);
 	}
 }
@@ -208,7 +215,10 @@ bool keeper_inherited(int *fuse_fd, int *notify_fd, int *lock_fd, int *saved_fd,
 	const char *v = getenv(ENV_FDS), *m = getenv(ENV_MNT);
 	int fds[4] = { -1, -1, -1, -1 };
 
-	/* three numbers: a keeper of a build before backend=fanotify's */
+	/*
+	 * three numbers: a keeper of a build before backend=fanotify's (its
+	 * region's layout is another: saved_open_region() refuses it)
+	 */
 	if (!v || !m || sscanf(v, "%d,%d,%d,%d", &fds[0], &fds[1], &fds[2], &fds[3]) < 3)
 		return false;
 	*mnt = strdup(m);

@@ -405,6 +405,7 @@ static bool keeper_run(struct daemon *d)
 	d->takeover = keeper_inherited(&d->kfuse, &d->knotify, &d->klock, &d->ksaved, &d->kmnt,
 				       &d->in_syslog);
 	d->kept = d->takeover || !d->o.norestart;
+	d->keeper_up = d->takeover;
 	if (d->takeover) {
 		d->o.foreground = true;
 		d->o.ready_fd = -1; /* the first daemon's, long gone */
@@ -688,7 +689,7 @@ static bool fan_mount_run(struct daemon *d)
 	}
 	return true;
 fail:
-	fan_stop();
+	fan_stop(!d->takeover); /* a takeover's mount is the keeper's to end */
 	return false;
 }
 
@@ -790,7 +791,11 @@ fail:
 static void mount_undo(struct daemon *d)
 {
 	if (d->o.fanotify) {
-		fan_stop(); /* unmounts, denies what is left, closes the group */
+		/*
+		 * unmounts and denies what is left where the mount ends: no
+		 * keeper, or one that ends with this daemon (keeper.h)
+		 */
+		fan_stop(!d->keeper_up || d->rc == 0 || d->rc == EXIT_HOOK);
 		return;
 	}
 	if (d->mounted)
@@ -840,6 +845,7 @@ static bool daemonize_run(struct daemon *d)
 			.syslog = !d->o.foreground,
 			.close_fds = { d->daemon_fd, d->o.ready_fd } });
 		d->mounted = false; /* the keeper unmounts */
+		d->keeper_up = true;
 	}
 	res = open_meta(d->store_path, d->store.root_fd, &d->meta);
 	if (res) {

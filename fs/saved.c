@@ -190,10 +190,12 @@ int saved_reserve(void)
 		if (e->state != SAVED_FAN_READ)
 			continue;
 		/* taken already: the event is denied (fan.c finds its number taken) */
-		if (fcntl((int)fd, F_GETFD) >= 0 || dup3(ph, (int)fd, O_CLOEXEC) < 0)
+		if (fcntl((int)fd, F_GETFD) >= 0 || dup3(ph, (int)fd, O_CLOEXEC) < 0) {
 			e->handle_bytes = 0;
-		else
+			e->handle_type = SAVED_FAN_NOT_KEPT;
+		} else {
 			n++;
+		}
 	}
 	close(ph);
 	return n;

@@ -102,6 +102,7 @@ struct saved_head {
 	uint32_t fan_reading;    /* events being read and not all recorded */
 	uint32_t fan_hwm;        /* event records at descriptor numbers below this */
 	uint32_t fan_fd_limit;   /* no event's descriptor number reaches this */
+	uint64_t fan_mnt_id;     /* the bind mount's id (statx STATX_MNT_ID) */
 	/* the keeper's: its pid, and the last daemons' (saved_daemon_pid()) */
 	uint32_t keeper_pid;
 	uint32_t pids_next;
@@ -172,6 +173,7 @@ struct saved_fan_event {
 	unsigned char handle[SAVED_FAN_HANDLE];
 };
 #define SAVED_FAN_READ 1u
+#define SAVED_FAN_NOT_KEPT (-1) /* handle_type: its number was taken (saved_reserve()) */
 _Static_assert(sizeof(struct saved_fan_event) == 128, "two records a cache line pair");
 
 /*
@@ -219,7 +221,9 @@ struct saved_op *saved_journal(void);
 void saved_daemon_started(uint32_t pid);
 /*
  * Was pid the keeper's or one of its last SAVED_PIDS daemons'?  What a
- * dead daemon changed is still reported after its death (fan.c).
+ * dead daemon changed is still reported after its death (fan.c asks
+ * this of the changes queued before it started only: a dead daemon's
+ * pid may be a user's process later).
  */
 bool saved_daemon_pid(uint32_t pid);
 

@@ -26,6 +26,7 @@ struct hsmfs_hook {
 	unsigned quick;      /* connections in a row that lasted under QUICK_MS */
 	struct proto_welcome welcome;
 	uint16_t last_flags; /* of the last EVENT hsmfs_hook_next() returned */
+	uint64_t fan_mnt;    /* a fanotify mount's id (its socket is a file of it), 0: none */
 	uint8_t buf[HSMFS_MAX_FRAME + 1];
 };
 
@@ -88,6 +89,21 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+#ifndef STATX_MNT_ID
+#define STATX_MNT_ID 0x00001000U
+#endif
+
+/* The id of the mount at path (statx), 0 if none can be told. */
+static uint64_t mount_id(const char *path)
+{
+	struct statx stx;
+
+	if (statx(AT_FDCWD, path, AT_NO_AUTOMOUNT, STATX_MNT_ID, &stx) ||
+	    !(stx.stx_mask & STATX_MNT_ID))
+		return 0;
+	return stx.stx_mnt_id;
+}
+
 /* Connect h to its mount and be welcomed: h->fd and h->welcome set, or -errno. */
 static int dial(struct hsmfs_hook *h)
 {
@@ -106,9 +122,15 @@ static int dial(struct hsmfs_hook *h)
 		 * A fanotify mount is the store itself, bound (hsmfs(8)
 		 * BACKENDS): its state directory holds the socket
 		 */
+		uint64_t id = mount_id(h->mountpoint);
+
 		n = snprintf(path, sizeof(path), "%s/.hsmfs/hook.sock", h->mountpoint);
 		if ((size_t)n >= sizeof(path) || stat(path, &st) || !S_ISSOCK(st.st_mode))
 			return -ENOTCONN;
+		/* connected again only to the same mount */
+		if (h->fan_mnt && id != h->fan_mnt)
+			return -ESTALE;
+		h->fan_mnt = id;
 	} else {
 		return -errno;
 	}
@@ -193,8 +215,8 @@ int hsmfs_hook_connect(const char *mountpoint, uint32_t kind, uint32_t mask,
  * the same descriptor number (a caller may poll it): the socket's name
  * is asked of the mount, which waits for the new daemon; an unmounted
  * mount has none.  A fanotify mount waits for nothing: its socket is
- * tried again while its state directory is seen, FAN_WAIT_MS at most.  Daemons that die within a second of their start are
- * followed as the keeper follows them: QUICK_MAX such connections in a
+ * tried again while the same mount is there, FAN_WAIT_MS at most.
+ * Daemons that die within a second of their start are followed as the keeper follows them: QUICK_MAX such connections in a
  * row, and the next one is not made (the keeper gives up after as many;
  * a daemon that closes on every hook at once is not asked for ever).
  * 0, or -ECONNRESET.
@@ -207,19 +229,15 @@ int hsmfs_hook_connect(const char *mountpoint, uint32_t kind, uint32_t mask,
 /*
  * A fanotify mount's socket is a file of its store, which no request
  * waits on: refused until the next daemon listens there, or accepted by
- * a dying one and then closed.  Its state directory seen through the
- * mountpoint says the mount is still there.
+ * a dying one and then closed.  The mountpoint's mount, still the one
+ * first connected to, says the mount is still there.
  */
 static bool may_wait(const struct hsmfs_hook *h, int res)
 {
-	char path[4300];
-	struct stat st;
-
 	if (res != -ECONNREFUSED && res != -ENOTCONN && res != -ENOENT && res != -ECONNRESET &&
 	    res != -EPIPE)
 		return false;
-	snprintf(path, sizeof(path), "%s/.hsmfs", h->mountpoint);
-	return !stat(path, &st) && S_ISDIR(st.st_mode);
+	return h->fan_mnt && mount_id(h->mountpoint) == h->fan_mnt;
 }
 
 static int redial(struct hsmfs_hook *h)

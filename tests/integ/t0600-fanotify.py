@@ -427,6 +427,16 @@ def read_all(path, got):
         got["errno"] = e.errno
 
 
+def read_bounded(path, deadline=40):
+    """read_all() in a thread: {"hung": True} if it did not end within
+    deadline seconds (an event nobody answers), not a test that hangs."""
+    got = {}
+    t = threading.Thread(target=read_all, args=(path, got), daemon=True)
+    t.start()
+    t.join(deadline)
+    return {"hung": True} if t.is_alive() else got
+
+
 def crashed(m, before):
     """Whether the keeper started another daemon after the one of pid before."""
     try:
@@ -474,6 +484,35 @@ def test_keeper(img):
             mirror_hook.wait()
 
 
+def test_keeper_end(img):
+    """The mount gone while its daemon is dead: the keeper ends it, and
+    the read the dead daemon held is denied (EIO) before the keeper
+    closes the group, which would allow it (zeros)."""
+    store = os.path.join(img, "store-keeper-end")
+    mirror = tmpdir("hsmfs-mirror-")
+    data = os.urandom(4 * P)
+    import_offline(store, mirror, {"a": data})
+    m = Mount(opts=FAN.replace("timeout=3", "timeout=120"), store=store, restart=True).start()
+    m.restarts_expected = True
+    try:
+        with Hook(m.mnt, "--mode", "silent") as h:
+            got = {}
+            t = threading.Thread(target=read_all, args=(m.path("a"), got), daemon=True)
+            t.start()
+            wait_for(lambda: h.events("PRE_ACCESS"), "the read's event at the hook")
+            pid = m.daemon_pid()
+            os.kill(pid, signal.SIGSTOP)
+            run(["umount", "-l", m.mnt])
+            os.kill(pid, signal.SIGKILL)
+            t.join(30)
+            eq(got, {"errno": errno.EIO},
+               "the keeper denies the read a dead daemon held, never allows it (zeros)")
+            eq(m.exited(30), 5, "the keeper ends with the mount (exit 5)")
+            ok(m.logged("keeper: denied 1 event no daemon answered"), "the keeper said so")
+    finally:
+        m.cleanup()
+
+
 def test_keeper_steps(img):
     """The reader's durability order (fs/fault.h, saved.h), crashed at
     each step: events read and not recorded (the next daemon denies what
@@ -502,16 +541,14 @@ def keeper_step(m, mirror, step, want, data):
     try:
         ok(m.logged("hook 'hsmfs-mirror'"), "%s: hsmfs-mirror joined" % step)
         before = m.daemon_pid()
-        got = {}
-        read_all(m.path("a"), got)
+        got = read_bounded(m.path("a"))
         ok(crashed(m, before), "%s: the daemon crashed there and another took over" % step)
         if want == "eio":
             eq(got, {"errno": errno.EIO},
                "%s: the read the dead daemon read and did not record fails (EIO), "
                "never zeros" % step)
             ok(m.logged("(1 read and not recorded)"), "%s: the next daemon said so" % step)
-            got = {}
-            read_all(m.path("a"), got)
+            got = read_bounded(m.path("a"))
         eq((got.get("errno"), got.get("data") == data), (None, True),
            "%s: the reader gets the origin's bytes" % step)
         ok(os.path.ismount(m.mnt), "%s: the mount stayed" % step)
@@ -538,6 +575,7 @@ def test():
         test_end(img)
         test_keeper(img)
         test_keeper_steps(img)
+        test_keeper_end(img)
         test_ctl(img)
     finally:
         fs_image_drop(d, img)
