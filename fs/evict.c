@@ -108,7 +108,7 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	char mark[STORE_MARKER_MAX + 1];
 	uint64_t gen, size;
 	int res, sfd, n;
-	bool none, got_row, have_before = false, punched = false;
+	bool none, got_row, have_before = false, punched = false, held = false;
 	int64_t after;
 	struct stat before;
 	int64_t now;
@@ -134,12 +134,17 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	n = (int)store_marker(mark, fs->origin, fs->version);
 	eunlock();
 	sfd = res ? res : open_store(in, O_RDWR);
+	/* 0. a front end whose users open the store's files keeps new opens out */
+	if (sfd >= 0 && S.cfg.front.evicting) {
+		res = S.cfg.front.evicting(in, sfd, EVICT_HOLD);
+		held = !res;
+	}
 	/*
 	 * 1. forget the range in the database, durably: after a crash it is
 	 * fetched again.  A new generation, so a write-behind snapshot taken
 	 * before this cannot mark the range present again.
 	 */
-	res = sfd < 0 ? sfd : none ? 0 : meta_get(S.cfg.meta, fs->ino, &row);
+	res = sfd < 0 ? sfd : res ? res : none ? 0 : meta_get(S.cfg.meta, fs->ino, &row);
 	got_row = sfd >= 0 && !none && !res;
 	if (got_row) {
 		rs_clear(&row.present);
@@ -168,11 +173,16 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 		meta_file_free(&row);
 	rs_clear(&want);
 	if (res) {
-		/* a full filesystem is the evictor's to say, once a round */
-		if (res != -ENOSPC)
+		/*
+		 * a full filesystem is the evictor's to say, once a round; a
+		 * file open (not held) is the policy's
+		 */
+		if (res != -ENOSPC && !(sfd >= 0 && S.cfg.front.evicting && !held))
 			elog_err("cannot record the eviction of inode %llu: %s",
 				(unsigned long long)fs->ino,
 				sfd < 0 ? strerror(-sfd) : meta_errmsg(S.cfg.meta));
+		if (held)
+			S.cfg.front.evicting(in, sfd, EVICT_LET_GO);
 		if (sfd >= 0)
 			close(sfd);
 		return res;
@@ -188,6 +198,9 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 		elog_warn("cannot mark inode %llu as a placeholder: %s; not evicted",
 			 (unsigned long long)fs->ino, strerror(errno));
 	}
+	/* 2b. the front end's mark: every open from here on asks for the bytes */
+	if (!res && !none && held)
+		res = S.cfg.front.evicting(in, sfd, EVICT_MARKED);
 	/* 3. only now the bytes go (the file's times stay) */
 	if (!res) {
 		if (release_bytes(sfd, start, end, size, cut) < 0) {
@@ -212,6 +225,8 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	if (!res && now > 0 && cut && start == 0 && end >= size)
 		now = 0;
 	after = punched ? ctime_now(sfd) : -1;
+	if (held)
+		S.cfg.front.evicting(in, sfd, EVICT_LET_GO);
 	elock();
 	/* no user change begins while it is evicting */
 	ctime_kept(fs, &before, after, fs->nchanges);

@@ -48,6 +48,19 @@ static ssize_t stats_get(char *buf, size_t size)
 	return n;
 }
 
+/* user.hsmfs.evict: value empty for the whole file, or "START-END" in bytes. */
+static int evict(struct inode *in, const char *value, size_t size)
+{
+	unsigned long long a = 0, b = 0;
+	char v[64];
+
+	snprintf(v, sizeof(v), "%.*s", (int)(size < 63 ? size : 63), value);
+	if (size && sscanf(v, "%llu-%llu", &a, &b) != 2)
+		return -EINVAL;
+	/* open or not, the lease tells (fan.c): an open file is not evicted */
+	return events_evict(in, a, b, false);
+}
+
 /* A request about the file of fd: as ctlsock.h; the value into buf. */
 static ssize_t serve_one(const struct ctlsock_req *q, const char *value, int fd, char *buf)
 {
@@ -72,12 +85,13 @@ static ssize_t serve_one(const struct ctlsock_req *q, const char *value, int fd,
 			res = events_xattr(in, (uint64_t)st.st_size, q->name, q->size ? buf : NULL,
 					   q->size);
 	} else if (q->op == CTLSOCK_SET) {
-		(void)value;
 		if (!strcmp(verb, "pin") || !strcmp(verb, "unpin"))
 			res = events_pin(in, verb[0] == 'p');
 		else if (!strcmp(verb, "stale"))
 			res = events_mark_stale(in);
-		else if (!strcmp(verb, "evict") || !strcmp(verb, "reload"))
+		else if (!strcmp(verb, "evict"))
+			res = evict(in, value, q->value_len);
+		else if (!strcmp(verb, "reload"))
 			res = -EOPNOTSUPP;
 		else
 			res = -EPERM;

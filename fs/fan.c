@@ -745,10 +745,45 @@ static bool fan_exiting(void)
 	return atomic_load_explicit(&F.exiting, memory_order_relaxed);
 }
 
+/*
+ * An eviction (evict.c): a write lease keeps every new open out (it
+ * waits in the kernel, the lease broken, until the lease is dropped)
+ * and cannot be taken while the file is open anywhere, mapped
+ * included: no reader holds a file description of bytes about to go.
+ * The mark is added before the punch, so the opens waiting meet it.
+ * The lease-break signal (SIGIO) is ignored (fan_signals()): the
+ * eviction ends in milliseconds, and the lease with it.
+ */
+static int fan_evicting(struct inode *in, int sfd, enum evict_step step)
+{
+	int res = 0;
+
+	(void)in;
+	switch (step) {
+	case EVICT_HOLD:
+		if (fcntl(sfd, F_SETLEASE, F_WRLCK))
+			res = errno == EAGAIN || errno == EBUSY ? -EBUSY : -errno;
+		break;
+	case EVICT_MARKED:
+		res = fan_mark_fd(sfd, true);
+		if (res)
+			log_warn("backend=fanotify: cannot mark a file being evicted: %s; its bytes "
+				 "are kept", strerror(-res));
+		break;
+	case EVICT_LET_GO:
+		if (fcntl(sfd, F_SETLEASE, F_UNLCK))
+			log_warn("backend=fanotify: cannot drop the lease of a file evicted: %s",
+				 strerror(errno));
+		break;
+	}
+	return res;
+}
+
 const struct events_front fan_front = {
 	.reply = fan_reply,
 	.caller = fan_caller,
 	.exiting = fan_exiting,
+	.evicting = fan_evicting,
 	/* the kernel serves the store's own pages: nothing of ours to drop */
 };
 
@@ -905,6 +940,7 @@ int fan_signals(void)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	signal(SIGIO, SIG_IGN); /* a lease broken (fan_evicting()): it ends by itself */
 	return 0;
 }
 

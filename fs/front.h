@@ -60,6 +60,16 @@ struct inval {
 	const char *name;  /* ENTRY; borrowed for the call */
 };
 
+/* The steps of an eviction a front end takes part in (evict.c, events_front.evicting). */
+enum evict_step {
+	EVICT_HOLD,     /* before anything is recorded: no open of the file may
+			 * begin until EVICT_LET_GO; 0, or -EBUSY (it is open) */
+	EVICT_MARKED,   /* recorded and its placeholder marked, its bytes not yet
+			 * released: every open from here on must find them
+			 * missing; 0, or -errno (the bytes are kept) */
+	EVICT_LET_GO,   /* the end, whatever came of it, after a HOLD that gave 0 */
+};
+
 struct events_front {
 	/*
 	 * Answer a parked read (events_read()): res < 0 fails it, else the
@@ -85,6 +95,14 @@ struct events_front {
 	 * S.lock
 	 */
 	void (*subscriptions_changed)(void);
+	/*
+	 * A front end whose users open the store's files themselves
+	 * (fanotify) takes part in an eviction of in, at each step, through
+	 * sfd (the store file, open read-write); without S.lock, and no
+	 * open of the file by the daemon between HOLD and LET_GO.  NULL:
+	 * every open is the front end's own, and it tells (inode_is_open()).
+	 */
+	int (*evicting)(struct inode *in, int sfd, enum evict_step step);
 };
 
 #endif

@@ -132,12 +132,7 @@ bool serve_run(struct daemon *d)
 			.chunk = d->o.chunk,
 			.store_fd = d->store.root_fd,
 			.state_fd = d->store.state_fd,
-			/*
-			 * no evictor on backend=fanotify: a punch there must be
-			 * marked first (not built yet), so a full store fails the
-			 * fill instead (ENOSPC)
-			 */
-			.meta = d->o.fanotify ? NULL : d->meta,
+			.meta = d->meta,
 			.on = { .sync = writeback_sync, .evict = evict_victim,
 				/* write-back on: changed files make room too */
 				.archive = d->o.archive_after >= 0 ? archive_pressure : NULL },
