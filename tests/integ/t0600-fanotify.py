@@ -13,6 +13,7 @@ at the end, never allowed.  Needs root, a 6.14 kernel and an ext4
 store (a loop image); the refusals run everywhere.
 """
 
+import contextlib
 import errno
 import mmap
 import os
@@ -407,12 +408,7 @@ def test_evict_crash(img):
             return
     data = os.urandom(8 * P)
     for step in ("evict-recorded", "evict-punched"):
-        store = os.path.join(img, "store-" + step)
-        mirror = tmpdir("hsmfs-mirror-")
-        import_offline(store, mirror, {"a": data}, relative=True)
-        with Mount(opts=FAN.replace("timeout=3", "timeout=30"), store=store, restart=True,
-                   env={"HSMFS_CRASH_AT": step + ":1"}) as m:
-            m.restarts_expected = True
+        with crash_mount(img, step, data) as (m, mirror):
             mirror_hook = subprocess.Popen([MIRROR, mirror, m.mnt])
             try:
                 ok(m.logged("hook 'hsmfs-mirror'"), "%s: hsmfs-mirror joined" % step)
@@ -517,6 +513,20 @@ def read_all(path, got):
         got["errno"] = e.errno
 
 
+@contextlib.contextmanager
+def crash_mount(img, step, data):
+    """A store of one file "a" (data) on the image, its mirror, mounted
+    with the keeper and the daemon crashing at its first step (fault.h)
+    step: (mount, mirror)."""
+    store = os.path.join(img, "store-" + step)
+    mirror = tmpdir("hsmfs-mirror-")
+    import_offline(store, mirror, {"a": data}, relative=True)
+    with Mount(opts=FAN.replace("timeout=3", "timeout=30"), store=store, restart=True,
+               env={"HSMFS_CRASH_AT": step + ":1"}) as m:
+        m.restarts_expected = True
+        yield m, mirror
+
+
 def read_bounded(path, deadline=40):
     """read_all() in a thread: {"hung": True} if it did not end within
     deadline seconds (an event nobody answers), not a test that hangs."""
@@ -616,12 +626,7 @@ def test_keeper_steps(img):
     # reader thread is, and a second event read then is denied
     data = os.urandom(P)
     for step, want in (("fan-read", "eio"), ("fan-recorded", "data"), ("fan-answered", "data")):
-        store = os.path.join(img, "store-" + step)
-        mirror = tmpdir("hsmfs-mirror-")
-        import_offline(store, mirror, {"a": data}, relative=True)
-        with Mount(opts=FAN.replace("timeout=3", "timeout=30"), store=store, restart=True,
-                   env={"HSMFS_CRASH_AT": step + ":1"}) as m:
-            m.restarts_expected = True
+        with crash_mount(img, step, data) as (m, mirror):
             keeper_step(m, mirror, step, want, data)
 
 
