@@ -17,6 +17,7 @@
 #include "fan.h"
 #include "inode.h"
 #include "log.h"
+#include "saved.h"
 #include "stats.h"
 
 #define CTL_CLIENTS 16
@@ -25,6 +26,7 @@
 static struct {
 	int listen_fd, state_fd;
 	int wake[2];
+	bool handover;    /* hsmfsctl restart answered: hand over (ctl thread only) */
 	pthread_t thread;
 	bool running;
 } C = { .listen_fd = -1, .state_fd = -1, .wake = { -1, -1 } };
@@ -61,6 +63,24 @@ static int evict(struct inode *in, const char *value, size_t size)
 	return events_evict(in, a, b, false);
 }
 
+/*
+ * user.hsmfs.restart of the root: "ok", then the daemon hands over to
+ * the hsmfs binary installed now (keeper.h) once the answer is sent.
+ * -ESRCH: no keeper (-o norestart).
+ */
+static ssize_t restart(struct inode *in, char *buf, size_t size)
+{
+	if (in != inode_root())
+		return -ENODATA;
+	if (!saved_head()->kept)
+		return -ESRCH;
+	if (size < 2)
+		return size ? -ERANGE : 2;
+	memcpy(buf, "ok", 2);
+	C.handover = true;
+	return 2;
+}
+
 /* A request about the file of fd: as ctlsock.h; the value into buf. */
 static ssize_t serve_one(const struct ctlsock_req *q, const char *value, int fd, char *buf)
 {
@@ -76,9 +96,10 @@ static ssize_t serve_one(const struct ctlsock_req *q, const char *value, int fd,
 		return res;
 	if (q->op == CTLSOCK_GET) {
 		if (!strcmp(verb, "refresh") || !strcmp(verb, "archive") || !strcmp(verb, "sync") ||
-		    !strcmp(verb, "resolve_local") || !strcmp(verb, "resolve_origin") ||
-		    !strcmp(verb, "restart"))
+		    !strcmp(verb, "resolve_local") || !strcmp(verb, "resolve_origin"))
 			res = -EOPNOTSUPP;
+		else if (!strcmp(verb, "restart"))
+			res = restart(in, buf, q->size);
 		else if (in == inode_root() && !strcmp(verb, "stats"))
 			res = stats_get(buf, q->size);
 		else
@@ -144,7 +165,11 @@ static bool serve(int c)
 		close(fd);
 	memcpy(obuf, &rep, sizeof(rep));
 	n = sizeof(rep) + (rep.res > 0 && q.op == CTLSOCK_GET && q.size ? (size_t)rep.res : 0);
-	return send(c, obuf, (size_t)n, MSG_NOSIGNAL) == n;
+	if (send(c, obuf, (size_t)n, MSG_NOSIGNAL) != n)
+		return false;
+	if (C.handover)
+		fan_handover(); /* answered first */
+	return true;
 }
 
 static void *ctl_main(void *arg)

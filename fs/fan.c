@@ -25,6 +25,7 @@
 #include "fault.h"
 #include "hashset.h"
 #include "inode.h"
+#include "clock.h"
 #include "log.h"
 #include "saved.h"
 
@@ -53,6 +54,7 @@ static struct {
 	unsigned dispatching;  /* events being handed to the engine, under lock */
 	bool stopping;         /* under lock: none is handed any more */
 	_Atomic bool exiting;
+	_Atomic bool handover; /* hsmfsctl restart asked (fan_handover()) */
 	pthread_t reader;
 	bool reader_up;
 	int wake[2];           /* the reader's stop */
@@ -891,6 +893,14 @@ static void take_over(void)
 		taken++;
 		on_access((int)n, "", e->pid, e->off, e->count);
 	}
+	/* the pause of this restart: a reader waiting since the death waited so long */
+	if (h->died_ms && mono_ms() >= h->died_ms) {
+		uint64_t p = (uint64_t)(mono_ms() - h->died_ms);
+
+		h->pause_last_ms = p;
+		if (p > h->pause_max_ms)
+			h->pause_max_ms = p;
+	}
 	log_info("took over the mount at '%s': %u event%s the last daemon read and did not "
 		 "answer; %u denied (%u read and not recorded)", K.mnt, taken + denied,
 		 taken + denied == 1 ? "" : "s", denied + swept, swept);
@@ -944,6 +954,23 @@ int fan_signals(void)
 	return 0;
 }
 
+/* The reader ended: no event is read from here on (what it read is recorded). */
+static void reader_stop(void)
+{
+	if (!F.reader_up)
+		return;
+	if (write(F.wake[1], "x", 1) < 0)
+		log_err("backend=fanotify: cannot stop the reader: %s", strerror(errno));
+	pthread_join(F.reader, NULL);
+	F.reader_up = false;
+}
+
+void fan_handover(void)
+{
+	atomic_store(&F.handover, true);
+	on_signal(0);
+}
+
 int fan_serve(void)
 {
 	struct pollfd p[2];
@@ -959,6 +986,13 @@ int fan_serve(void)
 		if (poll(p, mi >= 0 ? 2 : 1, mi >= 0 ? -1 : 1000) < 0 && errno != EINTR) {
 			res = -errno;
 			break;
+		}
+		if (p[0].revents && atomic_load(&F.handover)) {
+			/* left as it is, for the next daemon */
+			if (mi >= 0)
+				close(mi);
+			reader_stop();
+			return FAN_HANDOVER;
 		}
 		if (p[0].revents) {
 			log_info("backend=fanotify: a signal ends the mount");
@@ -1051,12 +1085,7 @@ void fan_stop(bool ending)
 	pthread_mutex_lock(&F.lock);
 	F.stopping = true;
 	pthread_mutex_unlock(&F.lock);
-	if (F.reader_up) {
-		if (write(F.wake[1], "x", 1) < 0)
-			log_err("backend=fanotify: cannot stop the reader: %s", strerror(errno));
-		pthread_join(F.reader, NULL);
-		F.reader_up = false;
-	}
+	reader_stop();
 	/* not ending: the keeper's next daemon answers them */
 	if (K.group >= 0 && ending)
 		deny_queued();

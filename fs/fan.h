@@ -83,9 +83,15 @@ int fan_start(uint64_t chunk, bool takeover);
 /*
  * Serve until SIGTERM, SIGINT or SIGHUP, or until the mountpoint is
  * unmounted: returns then, having stopped handing events to the engine
- * (new ones are denied from here on).  0 or -errno.
+ * (new ones are denied from here on).  0 or -errno; FAN_HANDOVER after
+ * fan_handover(): the reader stopped, everything else as it is, for the
+ * keeper's next daemon (the caller exits KEEPER_HANDOVER).
  */
+#define FAN_HANDOVER 1
 int fan_serve(void);
+
+/* hsmfsctl restart (fan-ctl.c): fan_serve() returns FAN_HANDOVER.  Any thread. */
+void fan_handover(void);
 
 /*
  * The end, after the engine's shutdown: the reader stopped, the group's

@@ -238,6 +238,16 @@ bool serve_run(struct daemon *d)
 		ready_live();
 		res = fan_serve();
 		fan_ctl_stop(); /* before the engine's shutdown, which its requests call */
+		if (res == FAN_HANDOVER) {
+			/*
+			 * hsmfsctl restart: what the writer holds is committed,
+			 * the rest is left as a crash leaves it (the events read
+			 * are recorded) for the next daemon (keeper.h)
+			 */
+			writeback_sync();
+			log_info("handing over to the next daemon");
+			_exit(KEEPER_HANDOVER);
+		}
 		if (atomic_load(&hook_refused)) {
 			d->rc = EXIT_HOOK;
 		} else if (res < 0) {

@@ -42,7 +42,8 @@ int cmd_restart(int argc, char **argv)
 	n = hgetxattr(argv[1], "user.hsmfs.restart", buf, sizeof(buf) - 1);
 	if (n < 0) {
 		fprintf(stderr, "hsmfsctl: cannot restart '%s': %s\n", argv[1],
-			errno == EOPNOTSUPP ? "it was mounted with -o norestart" :
+			/* ESRCH: a fanotify mount's daemon (lib/ctlsock.h) */
+			errno == EOPNOTSUPP || errno == ESRCH ? "it was mounted with -o norestart" :
 			errno == ENODATA ? "not the mount's root" : strerror(errno));
 		return X_STORE;
 	}

@@ -333,6 +333,19 @@ def test_ctl(img):
             ok(crashed(m, before) and m.logged("took over the mount"), "a daemon killed, the next up")
             rc, out = run([HSMFSCTL, "status", m.path("d", "c")])
             ok(rc == 0 and "placeholder" in out, "the next daemon answers hsmfsctl")
+
+            # hsmfsctl restart: a handover to the binary installed now, the mount kept
+            before = m.daemon_pid()
+            rc, out = run([HSMFSCTL, "restart", m.mnt])
+            ok(rc == 0 and out.startswith("restarted: the mount paused "),
+               "hsmfsctl restart: " + out.strip())
+            ok(m.daemon_pid() not in (before, m.proc.pid), "another daemon serves")
+            rc, out = run([HSMFSCTL, "stats", "--json", m.mnt])
+            st = json.loads(out) if rc == 0 else {}
+            eq((st.get("restarts"), st.get("handovers")), (2, 1),
+               "two restarts counted, one of them a handover")
+            eq(read_bounded(m.path("d", "c")), {"data": data},
+               "a file not fetched reads right after the handover (the hook back)")
         finally:
             mirror_hook.terminate()
             mirror_hook.wait()
