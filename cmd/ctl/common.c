@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -97,6 +98,18 @@ bool state_dir_shown(const char *dir, const char *name)
 
 #define VIRT "user.hsmfs."
 
+#define FUSE_SUPER_MAGIC 0x65735546
+
+/* Is path (its directory, for a name that may not be there) on a FUSE mount? */
+static bool on_fuse(const char *path)
+{
+	struct statfs sf;
+
+	if (statfs(path, &sf) == 0)
+		return sf.f_type == FUSE_SUPER_MAGIC;
+	return false;
+}
+
 /*
  * A user.hsmfs.* attribute on a backend=fanotify mount: asked of its
  * daemon through the control socket (ctlsock.h), as -1 and errno, or
@@ -108,7 +121,13 @@ static ssize_t fan_xattr(const char *path, bool follow, uint32_t op, const char 
 	char dir[PATH_MAX];
 	ssize_t res;
 
-	if (strncmp(name, VIRT, sizeof(VIRT) - 1) || !ctlsock_find(path, follow, dir, sizeof(dir)))
+	/*
+	 * A FUSE mount answers its attributes itself, and a look for the
+	 * socket there would be lookups of the daemon's (a directory not
+	 * listed yet would be listed)
+	 */
+	if (strncmp(name, VIRT, sizeof(VIRT) - 1) || on_fuse(path) ||
+	    !ctlsock_find(path, follow, dir, sizeof(dir)))
 		return -2;
 	res = ctlsock_ask(dir, path, follow, op, name, value, len, buf, size);
 	if (res == -EOPNOTSUPP && !fan_said) {
