@@ -299,7 +299,7 @@ def test_ctl(img):
     store = os.path.join(img, "store-ctl")
     mirror = tmpdir("hsmfs-mirror-")
     data = os.urandom(8 * P)
-    import_offline(store, mirror, {"a": data, "b": data, "d/c": data}, relative=True)
+    import_offline(store, mirror, {"a": data, "b": data, "d/c": data, "e": data}, relative=True)
     with Mount(opts=FAN, store=store, restart=True) as m:
         m.restarts_expected = True
         mirror_hook = subprocess.Popen([MIRROR, mirror, m.mnt])
@@ -310,13 +310,26 @@ def test_ctl(img):
             ok(rc == 0, "status of the mount: exit 0" + ("" if rc == 0 else ": " + out))
             got = {os.path.relpath(f["path"], m.mnt): (f["state"], f["present"])
                    for f in json.loads(out)["files"]} if rc == 0 else {}
-            eq(got, {"a": ("placeholder", 0), "b": ("resident", 8 * P), "d/c": ("placeholder", 0)},
+            eq(got, {"a": ("placeholder", 0), "b": ("resident", 8 * P), "d/c": ("placeholder", 0),
+                     "e": ("placeholder", 0)},
                "status: each file's state and bytes, and nothing of the store's state directory")
             rc, out = run([HSMFSCTL, "stats", m.mnt])
             ok(rc == 0 and "PRE_ACCESS events                  1" in out,
                "stats: the daemon's counters (one PRE_ACCESS event)")
             rc, out = run([HSMFSCTL, "hooks", m.mnt])
             ok(rc == 0 and "hsmfs-mirror" in out, "hooks: the hook connected")
+            # hsmfsctl watch: PRE_ACCESS only, said, and the events shown
+            w = subprocess.Popen([HSMFSCTL, "watch", "--json", m.mnt], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+            try:
+                wait_for(lambda: m.logged("hook 'hsmfsctl-watch'"), "the watch joined")
+                eq(read_bounded(m.path("d", "c")), {"data": data}, "d/c read while watched")
+            finally:
+                w.terminate()
+                wout, werr = w.communicate(timeout=30)
+            ok("watching PRE_ACCESS only" in werr.decode(), "watch says what it cannot watch")
+            ok(any(json.loads(l).get("event") == "PRE_ACCESS" and l.find('d/c"') > 0
+                   for l in wout.decode().splitlines()), "watch shows the read's event")
             rc, out = run([HSMFSCTL, "pin", m.path("a")])
             ok(rc == 0, "pin: exit 0" + ("" if rc == 0 else ": " + out))
             rc, out = run([HSMFSCTL, "status", m.path("a")])
@@ -332,7 +345,7 @@ def test_ctl(img):
             os.kill(before, signal.SIGKILL)
             ok(crashed(m, before) and m.logged("took over the mount"), "a daemon killed, the next up")
             rc, out = run([HSMFSCTL, "status", m.path("d", "c")])
-            ok(rc == 0 and "placeholder" in out, "the next daemon answers hsmfsctl")
+            ok(rc == 0 and "resident" in out, "the next daemon answers hsmfsctl")
 
             # hsmfsctl restart: a handover to the binary installed now, the mount kept
             before = m.daemon_pid()
@@ -344,7 +357,7 @@ def test_ctl(img):
             st = json.loads(out) if rc == 0 else {}
             eq((st.get("restarts"), st.get("handovers")), (2, 1),
                "two restarts counted, one of them a handover")
-            eq(read_bounded(m.path("d", "c")), {"data": data},
+            eq(read_bounded(m.path("e")), {"data": data},
                "a file not fetched reads right after the handover (the hook back)")
         finally:
             mirror_hook.terminate()
