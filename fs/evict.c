@@ -134,7 +134,13 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	n = (int)store_marker(mark, fs->origin, fs->version);
 	eunlock();
 	sfd = res ? res : open_store(in, O_RDWR);
-	/* 0. a front end whose users open the store's files keeps new opens out */
+	/* a program running from the file: busy, as an open one */
+	if (sfd == -ETXTBSY && S.cfg.front.evicting)
+		sfd = -EBUSY;
+	/*
+	 * 0. a front end whose users open the store's files: every open
+	 * from here on finds the bytes missing, and waits until sfd closes
+	 */
 	if (sfd >= 0 && S.cfg.front.evicting) {
 		res = S.cfg.front.evicting(in, sfd, EVICT_HOLD);
 		held = !res;
@@ -175,16 +181,16 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	if (res) {
 		/*
 		 * a full filesystem is the evictor's to say, once a round; a
-		 * file open (not held) is the policy's
+		 * file open (busy) is the policy's
 		 */
-		if (res != -ENOSPC && !(sfd >= 0 && S.cfg.front.evicting && !held))
+		if (res != -ENOSPC && res != -EBUSY)
 			elog_err("cannot record the eviction of inode %llu: %s",
 				(unsigned long long)fs->ino,
 				sfd < 0 ? strerror(-sfd) : meta_errmsg(S.cfg.meta));
-		if (held)
-			S.cfg.front.evicting(in, sfd, EVICT_LET_GO);
 		if (sfd >= 0)
 			close(sfd);
+		if (held)
+			S.cfg.front.evicting(in, -1, EVICT_LET_GO);
 		return res;
 	}
 	S.st.evictions_started++;
@@ -198,9 +204,6 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 		elog_warn("cannot mark inode %llu as a placeholder: %s; not evicted",
 			 (unsigned long long)fs->ino, strerror(errno));
 	}
-	/* 2b. the front end's mark: every open from here on asks for the bytes */
-	if (!res && !none && held)
-		res = S.cfg.front.evicting(in, sfd, EVICT_MARKED);
 	/* 3. only now the bytes go (the file's times stay) */
 	if (!res) {
 		if (release_bytes(sfd, start, end, size, cut) < 0) {
@@ -225,12 +228,20 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	if (!res && now > 0 && cut && start == 0 && end >= size)
 		now = 0;
 	after = punched ? ctime_now(sfd) : -1;
-	if (held)
-		S.cfg.front.evicting(in, sfd, EVICT_LET_GO);
+	if (held) {
+		/*
+		 * closed before the hold ends: an exec waiting on it must not
+		 * find the daemon's writer (ETXTBSY)
+		 */
+		close(sfd);
+		S.cfg.front.evicting(in, -1, EVICT_LET_GO);
+		sfd = -1;
+	}
 	elock();
 	/* no user change begins while it is evicting */
 	ctime_kept(fs, &before, after, fs->nchanges);
-	close_unlocked(sfd);
+	if (sfd >= 0)
+		close_unlocked(sfd);
 	S.st.evictions_done++;
 	if (now >= 0) {
 		if ((uint64_t)now < fs->blocks)

@@ -88,12 +88,13 @@ static ssize_t serve_one(const struct ctlsock_req *q, const char *value, int fd,
 	struct inode *in;
 	struct stat st;
 	ssize_t res;
+	int e;
 
 	if (strncmp(q->name, PREFIX, sizeof(PREFIX) - 1))
 		return -EOPNOTSUPP; /* the store's own attributes: the kernel's, through the mount */
-	in = fan_inode_of(fd, &st, (int *)&res);
+	in = fan_inode_of(fd, &st, &e);
 	if (!in)
-		return res;
+		return e;
 	if (q->op == CTLSOCK_GET) {
 		if (!strcmp(verb, "refresh") || !strcmp(verb, "archive") || !strcmp(verb, "sync") ||
 		    !strcmp(verb, "resolve_local") || !strcmp(verb, "resolve_origin"))
@@ -165,7 +166,8 @@ static bool serve(int c)
 		close(fd);
 	memcpy(obuf, &rep, sizeof(rep));
 	n = sizeof(rep) + (rep.res > 0 && q.op == CTLSOCK_GET && q.size ? (size_t)rep.res : 0);
-	if (send(c, obuf, (size_t)n, MSG_NOSIGNAL) != n)
+	/* a client that does not read its answers is dropped, never waited for */
+	if (send(c, obuf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n)
 		return false;
 	if (C.handover)
 		fan_handover(); /* answered first */

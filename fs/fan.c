@@ -51,6 +51,8 @@ static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t idle;
 	struct hashset files;  /* inode number -> struct fan_file *, under lock */
+	pthread_mutex_t mark_lock; /* a mark added or removed (a leaf) */
+	struct hashset evicting;   /* inode numbers being evicted, under mark_lock */
 	unsigned dispatching;  /* events being handed to the engine, under lock */
 	bool stopping;         /* under lock: none is handed any more */
 	_Atomic bool exiting;
@@ -66,6 +68,8 @@ static struct {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.idle = PTHREAD_COND_INITIALIZER,
 	.files = HASHSET_INIT(SIZE_MAX, true, NULL),
+	.mark_lock = PTHREAD_MUTEX_INITIALIZER,
+	.evicting = HASHSET_INIT(SIZE_MAX, false, NULL),
 	.wake = { -1, -1 },
 	.sig = { -1, -1 },
 };
@@ -332,7 +336,12 @@ static void file_put(struct fan_file *f)
 	if (!drop)
 		return;
 	fd = inode_fd_get(in);
-	res = fd < 0 ? fd : fan_mark_fd(fd, false);
+	/* not a file an eviction just marked (fan_evicting()) */
+	pthread_mutex_lock(&F.mark_lock);
+	res = fd < 0 ? fd : hashset_find(&F.evicting, inode_ino(in)) != HASHSET_NONE ||
+				     (inode_flags(in) & INODE_NONRESIDENT) ? 0 :
+				     fan_mark_fd(fd, false);
+	pthread_mutex_unlock(&F.mark_lock);
 	if (fd >= 0)
 		inode_fd_put(in);
 	/* ENOENT: it had no mark (made all present before it was marked) */
@@ -748,35 +757,51 @@ static bool fan_exiting(void)
 }
 
 /*
- * An eviction (evict.c): a write lease keeps every new open out (it
- * waits in the kernel, the lease broken, until the lease is dropped)
- * and cannot be taken while the file is open anywhere, mapped
- * included: no reader holds a file description of bytes about to go.
- * The mark is added before the punch, so the opens waiting meet it.
- * The lease-break signal (SIGIO) is ignored (fan_signals()): the
- * eviction ends in milliseconds, and the lease with it.
+ * An eviction (evict.c).  The mark first: an open decides at its start
+ * whether it raises pre-content events, before it would wait on a lease.
+ * Then a write lease, which cannot be taken while the file is open
+ * anywhere (mapped included: no reader holds a file description of bytes
+ * about to go), and keeps every later open waiting in the kernel until
+ * the engine closes sfd, the bytes gone by then and those opens marked.
+ * A hold refused leaves the mark on a file all present: its next event
+ * finds nothing missing and drops it (file_put()).  The lease-break
+ * signal (SIGIO) is ignored (fan_signals()): the eviction ends in
+ * milliseconds, and the lease with it.  F.mark_lock orders the mark
+ * against file_put()'s removal of it; F.evicting keeps that removal off
+ * a file being evicted.
  */
 static int fan_evicting(struct inode *in, int sfd, enum evict_step step)
 {
-	int res = 0;
+	uint64_t ino = inode_ino(in);
+	size_t pos;
+	int res;
 
-	(void)in;
-	switch (step) {
-	case EVICT_HOLD:
-		if (fcntl(sfd, F_SETLEASE, F_WRLCK))
-			res = errno == EAGAIN || errno == EBUSY ? -EBUSY : -errno;
-		break;
-	case EVICT_MARKED:
+	if (step == EVICT_LET_GO) {
+		pthread_mutex_lock(&F.mark_lock);
+		hashset_remove(&F.evicting, ino);
+		pthread_mutex_unlock(&F.mark_lock);
+		return 0;
+	}
+	pthread_mutex_lock(&F.mark_lock);
+	res = hashset_add(&F.evicting, ino, &pos) < 0 ? -ENOMEM : 0;
+	if (!res)
 		res = fan_mark_fd(sfd, true);
-		if (res)
-			log_warn("backend=fanotify: cannot mark a file being evicted: %s; its bytes "
-				 "are kept", strerror(-res));
-		break;
-	case EVICT_LET_GO:
-		if (fcntl(sfd, F_SETLEASE, F_UNLCK))
-			log_warn("backend=fanotify: cannot drop the lease of a file evicted: %s",
-				 strerror(errno));
-		break;
+	if (res)
+		hashset_remove(&F.evicting, ino);
+	pthread_mutex_unlock(&F.mark_lock);
+	if (res) {
+		log_warn("backend=fanotify: cannot mark a file to evict: %s; its bytes are kept",
+			 strerror(-res));
+		return res;
+	}
+	if (fcntl(sfd, F_SETLEASE, F_WRLCK)) {
+		res = errno == EAGAIN || errno == EBUSY ? -EBUSY : -errno;
+		if (res != -EBUSY)
+			log_warn("backend=fanotify: cannot hold a file to evict (a write lease): %s; "
+				 "its bytes are kept", strerror(-res));
+		pthread_mutex_lock(&F.mark_lock);
+		hashset_remove(&F.evicting, ino);
+		pthread_mutex_unlock(&F.mark_lock);
 	}
 	return res;
 }
@@ -1096,6 +1121,7 @@ void fan_stop(bool ending)
 		free(f);
 	}
 	hashset_free(&F.files);
+	hashset_free(&F.evicting);
 	log_info("backend=fanotify: %llu events, %llu denied, %llu overflows; %llu marks made, "
 		 "%llu removed", (unsigned long long)atomic_load(&F.events),
 		 (unsigned long long)atomic_load(&F.denied),

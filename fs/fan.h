@@ -52,7 +52,9 @@
  * engine answers parked checks from its own threads through the
  * continuation.  F.lock (fan.c) guards the table of held inodes and the
  * dispatch count; it is a leaf, never held across the engine, SQLite or
- * a system call but close(2) of nothing.
+ * a system call but close(2) of nothing.  F.mark_lock orders a mark's
+ * removal (a file all present) against an eviction's mark; a leaf held
+ * across fanotify_mark(2) only.
  */
 #ifndef HSMFS_FAN_H
 #define HSMFS_FAN_H

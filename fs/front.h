@@ -62,12 +62,11 @@ struct inval {
 
 /* The steps of an eviction a front end takes part in (evict.c, events_front.evicting). */
 enum evict_step {
-	EVICT_HOLD,     /* before anything is recorded: no open of the file may
-			 * begin until EVICT_LET_GO; 0, or -EBUSY (it is open) */
-	EVICT_MARKED,   /* recorded and its placeholder marked, its bytes not yet
-			 * released: every open from here on must find them
-			 * missing; 0, or -errno (the bytes are kept) */
-	EVICT_LET_GO,   /* the end, whatever came of it, after a HOLD that gave 0 */
+	EVICT_HOLD,     /* before anything is recorded: every open from here on
+			 * finds the bytes missing, and none completes until the
+			 * engine closes sfd (which ends the hold); 0, or -EBUSY
+			 * (the file is open somewhere) */
+	EVICT_LET_GO,   /* sfd closed, whatever came of it, after a HOLD that gave 0 */
 };
 
 struct events_front {
@@ -98,8 +97,9 @@ struct events_front {
 	/*
 	 * A front end whose users open the store's files themselves
 	 * (fanotify) takes part in an eviction of in, at each step, through
-	 * sfd (the store file, open read-write); without S.lock, and no
-	 * open of the file by the daemon between HOLD and LET_GO.  NULL:
+	 * sfd (the store file, open read-write: the hold is its, and ends
+	 * when the engine closes it, before LET_GO); without S.lock, and no
+	 * open of the file by the daemon between HOLD and the close.  NULL:
 	 * every open is the front end's own, and it tells (inode_is_open()).
 	 */
 	int (*evicting)(struct inode *in, int sfd, enum evict_step step);

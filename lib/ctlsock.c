@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,9 +48,16 @@ bool ctlsock_find(const char *path, bool follow, char *dir, size_t dirlen)
 		if (lstat(cur, &st) || !S_ISDIR(st.st_mode))
 			goto up;
 
-		snprintf(sock, sizeof(sock), "%s%s" STORE_STATE_DIR "/" CTLSOCK_NAME, cur,
-			 cur[1] ? "/" : "");
-		if (!stat(sock, &st) && S_ISSOCK(st.st_mode)) {
+		/*
+		 * the socket, or where it would be: a store's state directory
+		 * (its daemon between two, or not answering: ENOTCONN)
+		 */
+		snprintf(sock, sizeof(sock), "%s%s" STORE_STATE_DIR "/%s", cur, cur[1] ? "/" : "",
+			 CTLSOCK_NAME);
+		if (stat(sock, &st) || !S_ISSOCK(st.st_mode))
+			snprintf(sock, sizeof(sock), "%s%s" STORE_STATE_DIR "/" STORE_LOCK_FILE, cur,
+				 cur[1] ? "/" : "");
+		if (!stat(sock, &st)) {
 			snprintf(dir, dirlen, "%s%s" STORE_STATE_DIR, cur, cur[1] ? "/" : "");
 			return true;
 		}
@@ -61,7 +69,8 @@ up:
 	}
 }
 
-/* The cached connection: to the socket in conn_dir. */
+/* The cached connection: to the socket in conn_dir, one request at a time. */
+static pthread_mutex_t conn_lock = PTHREAD_MUTEX_INITIALIZER;
 static int conn_fd = -1;
 static char conn_dir[PATH_MAX];
 
@@ -148,6 +157,7 @@ ssize_t ctlsock_ask(const char *dir, const char *path, bool follow, uint32_t op,
 	file = open(path, O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
 	if (file < 0)
 		return -errno;
+	pthread_mutex_lock(&conn_lock);
 	sfd = dial(dir);
 	res = sfd < 0 ? sfd : ask_once(sfd, file, &q, value, buf, size);
 	if (res == -ECONNRESET || res == -EPIPE) {
@@ -157,6 +167,7 @@ ssize_t ctlsock_ask(const char *dir, const char *path, bool follow, uint32_t op,
 		sfd = dial(dir);
 		res = sfd < 0 ? sfd : ask_once(sfd, file, &q, value, buf, size);
 	}
+	pthread_mutex_unlock(&conn_lock);
 	close(file);
 	return res;
 }

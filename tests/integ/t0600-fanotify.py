@@ -299,7 +299,8 @@ def test_ctl(img):
     store = os.path.join(img, "store-ctl")
     mirror = tmpdir("hsmfs-mirror-")
     data = os.urandom(8 * P)
-    import_offline(store, mirror, {"a": data, "b": data, "d/c": data, "e": data}, relative=True)
+    import_offline(store, mirror, {"a": data, "b": data, "d/c": data, "e": data, "f": data},
+                   relative=True)
     with Mount(opts=FAN, store=store, restart=True) as m:
         m.restarts_expected = True
         mirror_hook = subprocess.Popen([MIRROR, mirror, m.mnt])
@@ -311,7 +312,7 @@ def test_ctl(img):
             got = {os.path.relpath(f["path"], m.mnt): (f["state"], f["present"])
                    for f in json.loads(out)["files"]} if rc == 0 else {}
             eq(got, {"a": ("placeholder", 0), "b": ("resident", 8 * P), "d/c": ("placeholder", 0),
-                     "e": ("placeholder", 0)},
+                     "e": ("placeholder", 0), "f": ("placeholder", 0)},
                "status: each file's state and bytes, and nothing of the store's state directory")
             rc, out = run([HSMFSCTL, "stats", m.mnt])
             ok(rc == 0 and "PRE_ACCESS events                  1" in out,
@@ -330,8 +331,17 @@ def test_ctl(img):
             ok("watching PRE_ACCESS only" in werr.decode(), "watch says what it cannot watch")
             ok(any(json.loads(l).get("event") == "PRE_ACCESS" and l.find('d/c"') > 0
                    for l in wout.decode().splitlines()), "watch shows the read's event")
-            rc, out = run([HSMFSCTL, "pin", m.path("a")])
-            ok(rc == 0, "pin: exit 0" + ("" if rc == 0 else ": " + out))
+            # a file the daemon has no row of: an error answered as such
+            with open(m.path("mine"), "wb") as f:
+                f.write(b"mine")
+            rc, out = run([HSMFSCTL, "evict", m.path("mine")])
+            ok("1 not managed by hsmfs" in out, "evict of a user's file: not managed (" +
+               out.strip().splitlines()[-1] + ")")
+            rc, out = run([HSMFSCTL, "pin", m.path("a"), m.path("e")])
+            ok(rc == 0 and "pin: 2 files, 0 not managed by hsmfs, 0 failed" in out,
+               "pin of two files at once (parallel jobs, one connection)" +
+               ("" if rc == 0 else ": " + out))
+            rc, out = run([HSMFSCTL, "unpin", m.path("e")])
             rc, out = run([HSMFSCTL, "status", m.path("a")])
             ok(rc == 0 and "resident,pinned" in out, "pin fetched the file and pinned it")
             rc, out = run([HSMFSCTL, "unpin", m.path("a")])
@@ -357,7 +367,7 @@ def test_ctl(img):
             st = json.loads(out) if rc == 0 else {}
             eq((st.get("restarts"), st.get("handovers")), (2, 1),
                "two restarts counted, one of them a handover")
-            eq(read_bounded(m.path("e")), {"data": data},
+            eq(read_bounded(m.path("f")), {"data": data},
                "a file not fetched reads right after the handover (the hook back)")
         finally:
             mirror_hook.terminate()
@@ -444,6 +454,13 @@ def test_evict_crash(img):
                 ok(crashed(m, before), "%s: the daemon crashed there, another took over" % step)
                 eq(read_bounded(m.path("a")), {"data": data},
                    "%s: a reads the origin's bytes after the crash" % step)
+                # what the crash left is evicted again, and read again
+                rc, out = run([HSMFSCTL, "evict", m.path("a")])
+                ok(rc == 0, "%s: evicted again by the next daemon" % step + ("" if rc == 0 else
+                                                                          ": " + out))
+                ok(os.stat(m.path("a")).st_ino in group_marks(m.daemon_pid()),
+                   "%s: and marked" % step)
+                eq(read_bounded(m.path("a")), {"data": data}, "%s: and read again, right" % step)
             finally:
                 mirror_hook.terminate()
                 mirror_hook.wait()
