@@ -530,6 +530,12 @@ int events_take_origin(struct inode *in, struct front_req *req,
  * (pt, prefetch), each taken under its owner's lock.
  */
 void events_stats_snapshot(struct stats_snapshot *s);
+/*
+ * user.hsmfs.stats of s (a snapshot, the front end's own figures added),
+ * as getxattr(2) gives it: the length (bufsize 0: the length needed), or
+ * -ERANGE.
+ */
+ssize_t events_stats_value(const struct stats_snapshot *s, char *buf, size_t bufsize);
 
 /* The kernel dropped a range of a read-watched file's page cache (ops-inval.c). */
 void events_cache_dropped(void);

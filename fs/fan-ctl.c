@@ -32,20 +32,10 @@ static struct {
 /* user.hsmfs.stats: the engine's figures (this front end has none of its own). */
 static ssize_t stats_get(char *buf, size_t size)
 {
-	char val[CTLSOCK_MAX_VALUE];
 	struct stats_snapshot s;
-	int n;
 
 	events_stats_snapshot(&s);
-	n = stats_json(&s, val, sizeof(val));
-	if (n >= (int)sizeof(val))
-		n = sizeof(val) - 1;
-	if (!size)
-		return n;
-	if ((size_t)n > size)
-		return -ERANGE;
-	memcpy(buf, val, (size_t)n);
-	return n;
+	return events_stats_value(&s, buf, size);
 }
 
 /* A request about the file of fd: as ctlsock.h; the value into buf. */

@@ -110,22 +110,12 @@ static bool is_virt(const char *name)
 /* user.hsmfs.stats: the engine's figures and the front end's own. */
 static ssize_t stats_get(char *buf, size_t size)
 {
-	char val[HSMFS_MAX_PATH + 64];
 	struct stats_snapshot s;
-	int n;
 
 	events_stats_snapshot(&s);
 	pt_get_stats(&s.pt);
 	prefetch_stats(&s.prefetch);
-	n = stats_json(&s, val, sizeof(val));
-	if (n >= (int)sizeof(val))
-		n = sizeof(val) - 1;
-	if (!size)
-		return n;
-	if ((size_t)n > size)
-		return -ERANGE;
-	memcpy(buf, val, n);
-	return n;
+	return events_stats_value(&s, buf, size);
 }
 
 /* A read-only user.hsmfs.* attribute of in: as do_xattr(X_GET). */

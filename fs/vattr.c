@@ -90,6 +90,26 @@ void events_stats_snapshot(struct stats_snapshot *s)
 	}
 }
 
+/* A value of n bytes in val, given as getxattr(2) gives it (bufsize 0: its length). */
+static ssize_t value_out(const char *val, int n, size_t cap, char *buf, size_t bufsize)
+{
+	if (n >= (int)cap)
+		n = (int)cap - 1;
+	if (!bufsize)
+		return n;
+	if ((size_t)n > bufsize)
+		return -ERANGE;
+	memcpy(buf, val, (size_t)n);
+	return n;
+}
+
+ssize_t events_stats_value(const struct stats_snapshot *s, char *buf, size_t bufsize)
+{
+	char val[HSMFS_MAX_PATH + 64];
+
+	return value_out(val, stats_json(s, val, sizeof(val)), sizeof(val), buf, bufsize);
+}
+
 ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 		     char *buf, size_t bufsize)
 {
@@ -230,12 +250,5 @@ ssize_t events_xattr(struct inode *in, uint64_t size, const char *name,
 		if (n < 0)
 			return n;
 	}
-	if (n >= (int)sizeof(val))
-		n = sizeof(val) - 1;
-	if (!bufsize)
-		return n;
-	if ((size_t)n > bufsize)
-		return -ERANGE;
-	memcpy(buf, val, n);
-	return n;
+	return value_out(val, n, sizeof(val), buf, bufsize);
 }

@@ -147,28 +147,26 @@ static ssize_t fan_xattr(const char *path, bool follow, uint32_t op, const char 
  * A get asks the mount first: a FUSE mount answers it, and pays nothing
  * more; on a fanotify mount the store's file has no such attribute.
  */
-ssize_t hgetxattr(const char *path, const char *name, void *buf, size_t size)
+static ssize_t get(const char *path, bool follow, const char *name, void *buf, size_t size)
 {
-	ssize_t n = getxattr(path, name, buf, size);
+	ssize_t n = follow ? getxattr(path, name, buf, size) : lgetxattr(path, name, buf, size);
 	int e = errno;
 
 	if (n >= 0 || (e != ENODATA && e != ENOTSUP))
 		return n;
-	n = fan_xattr(path, true, CTLSOCK_GET, name, NULL, 0, buf, size);
+	n = fan_xattr(path, follow, CTLSOCK_GET, name, NULL, 0, buf, size);
 	errno = n == -2 ? e : errno;
 	return n == -2 ? -1 : n;
 }
 
+ssize_t hgetxattr(const char *path, const char *name, void *buf, size_t size)
+{
+	return get(path, true, name, buf, size);
+}
+
 ssize_t hlgetxattr(const char *path, const char *name, void *buf, size_t size)
 {
-	ssize_t n = lgetxattr(path, name, buf, size);
-	int e = errno;
-
-	if (n >= 0 || (e != ENODATA && e != ENOTSUP))
-		return n;
-	n = fan_xattr(path, false, CTLSOCK_GET, name, NULL, 0, buf, size);
-	errno = n == -2 ? e : errno;
-	return n == -2 ? -1 : n;
+	return get(path, false, name, buf, size);
 }
 
 /* A set asks the control socket first: on a fanotify mount it would set the store file's own. */
