@@ -35,6 +35,14 @@ def test():
         with open(m.path("a"), "rb") as f:
             eq(f.read(), data["a"], "the supervised hook fills reads")
         pids = wait_for(lambda: started(m), "hook start line in the log")
+        held = []
+        for fd in os.listdir("/proc/%d/fd" % pids[0]):
+            try:
+                held.append(os.readlink("/proc/%d/fd/%s" % (pids[0], fd)))
+            except OSError:
+                pass
+        eq([h for h in held if h == "/dev/fuse" or "hsmfs-saved" in h or h.endswith("/lock")],
+           [], "the hook holds none of the keeper's descriptors (the mount, its table, the lock)")
         os.kill(pids[0], signal.SIGKILL)
         wait_for(lambda: len(started(m)) >= 2, "the hook restarted")
         ok(m.logged("killed by signal 9"), "the hook's death is logged")
