@@ -108,7 +108,7 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	char mark[STORE_MARKER_MAX + 1];
 	uint64_t gen, size;
 	int res, sfd, n;
-	bool none, got_row, have_before = false, punched = false;
+	bool none, got_row, have_before = false, punched = false, held = false;
 	int64_t after;
 	struct stat before;
 	int64_t now;
@@ -134,12 +134,23 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	n = (int)store_marker(mark, fs->origin, fs->version);
 	eunlock();
 	sfd = res ? res : open_store(in, O_RDWR);
+	/* a program running from the file: busy, as an open one */
+	if (sfd == -ETXTBSY && S.cfg.front.evicting)
+		sfd = -EBUSY;
+	/*
+	 * 0. a front end whose users open the store's files: every open
+	 * from here on finds the bytes missing, and waits until sfd closes
+	 */
+	if (sfd >= 0 && S.cfg.front.evicting) {
+		res = S.cfg.front.evicting(in, sfd, EVICT_HOLD);
+		held = !res;
+	}
 	/*
 	 * 1. forget the range in the database, durably: after a crash it is
 	 * fetched again.  A new generation, so a write-behind snapshot taken
 	 * before this cannot mark the range present again.
 	 */
-	res = sfd < 0 ? sfd : none ? 0 : meta_get(S.cfg.meta, fs->ino, &row);
+	res = sfd < 0 ? sfd : res ? res : none ? 0 : meta_get(S.cfg.meta, fs->ino, &row);
 	got_row = sfd >= 0 && !none && !res;
 	if (got_row) {
 		rs_clear(&row.present);
@@ -168,13 +179,18 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 		meta_file_free(&row);
 	rs_clear(&want);
 	if (res) {
-		/* a full filesystem is the evictor's to say, once a round */
-		if (res != -ENOSPC)
+		/*
+		 * a full filesystem is the evictor's to say, once a round; a
+		 * file open (busy) is the policy's
+		 */
+		if (res != -ENOSPC && res != -EBUSY)
 			elog_err("cannot record the eviction of inode %llu: %s",
 				(unsigned long long)fs->ino,
 				sfd < 0 ? strerror(-sfd) : meta_errmsg(S.cfg.meta));
 		if (sfd >= 0)
 			close(sfd);
+		if (held)
+			S.cfg.front.evicting(in, -1, EVICT_LET_GO);
 		return res;
 	}
 	S.st.evictions_started++;
@@ -212,10 +228,20 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	if (!res && now > 0 && cut && start == 0 && end >= size)
 		now = 0;
 	after = punched ? ctime_now(sfd) : -1;
+	if (held) {
+		/*
+		 * closed before the hold ends: an exec waiting on it must not
+		 * find the daemon's writer (ETXTBSY)
+		 */
+		close(sfd);
+		S.cfg.front.evicting(in, -1, EVICT_LET_GO);
+		sfd = -1;
+	}
 	elock();
 	/* no user change begins while it is evicting */
 	ctime_kept(fs, &before, after, fs->nchanges);
-	close_unlocked(sfd);
+	if (sfd >= 0)
+		close_unlocked(sfd);
 	S.st.evictions_done++;
 	if (now >= 0) {
 		if ((uint64_t)now < fs->blocks)

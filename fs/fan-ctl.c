@@ -17,6 +17,7 @@
 #include "fan.h"
 #include "inode.h"
 #include "log.h"
+#include "saved.h"
 #include "stats.h"
 
 #define CTL_CLIENTS 16
@@ -25,6 +26,7 @@
 static struct {
 	int listen_fd, state_fd;
 	int wake[2];
+	bool handover;    /* hsmfsctl restart answered: hand over (ctl thread only) */
 	pthread_t thread;
 	bool running;
 } C = { .listen_fd = -1, .state_fd = -1, .wake = { -1, -1 } };
@@ -36,6 +38,37 @@ static ssize_t stats_get(char *buf, size_t size)
 
 	events_stats_snapshot(&s);
 	return events_stats_value(&s, buf, size);
+}
+
+/* user.hsmfs.evict: value empty for the whole file, or "START-END" in bytes. */
+static int evict(struct inode *in, const char *value, size_t size)
+{
+	unsigned long long a = 0, b = 0;
+	char v[64];
+
+	snprintf(v, sizeof(v), "%.*s", (int)(size < 63 ? size : 63), value);
+	if (size && sscanf(v, "%llu-%llu", &a, &b) != 2)
+		return -EINVAL;
+	/* open or not, the lease tells (fan.c): an open file is not evicted */
+	return events_evict(in, a, b, false);
+}
+
+/*
+ * user.hsmfs.restart of the root: "ok", then the daemon hands over to
+ * the hsmfs binary installed now (keeper.h) once the answer is sent.
+ * -ESRCH: no keeper (-o norestart).
+ */
+static ssize_t restart(struct inode *in, char *buf, size_t size)
+{
+	if (in != inode_root())
+		return -ENODATA;
+	if (!saved_head()->kept)
+		return -ESRCH;
+	if (size < 2)
+		return size ? -ERANGE : 2;
+	memcpy(buf, "ok", 2);
+	C.handover = true;
+	return 2;
 }
 
 /* A request about the file of fd: as ctlsock.h; the value into buf. */
@@ -54,21 +87,23 @@ static ssize_t serve_one(const struct ctlsock_req *q, const char *value, int fd,
 		return e;
 	if (q->op == CTLSOCK_GET) {
 		if (!strcmp(verb, "refresh") || !strcmp(verb, "archive") || !strcmp(verb, "sync") ||
-		    !strcmp(verb, "resolve_local") || !strcmp(verb, "resolve_origin") ||
-		    !strcmp(verb, "restart"))
+		    !strcmp(verb, "resolve_local") || !strcmp(verb, "resolve_origin"))
 			res = -EOPNOTSUPP;
+		else if (!strcmp(verb, "restart"))
+			res = restart(in, buf, q->size);
 		else if (in == inode_root() && !strcmp(verb, "stats"))
 			res = stats_get(buf, q->size);
 		else
 			res = events_xattr(in, (uint64_t)st.st_size, q->name, q->size ? buf : NULL,
 					   q->size);
 	} else if (q->op == CTLSOCK_SET) {
-		(void)value;
 		if (!strcmp(verb, "pin") || !strcmp(verb, "unpin"))
 			res = events_pin(in, verb[0] == 'p');
 		else if (!strcmp(verb, "stale"))
 			res = events_mark_stale(in);
-		else if (!strcmp(verb, "evict") || !strcmp(verb, "reload"))
+		else if (!strcmp(verb, "evict"))
+			res = evict(in, value, q->value_len);
+		else if (!strcmp(verb, "reload"))
 			res = -EOPNOTSUPP;
 		else
 			res = -EPERM;
@@ -122,7 +157,11 @@ static bool serve(int c)
 	memcpy(obuf, &rep, sizeof(rep));
 	n = sizeof(rep) + (rep.res > 0 && q.op == CTLSOCK_GET && q.size ? (size_t)rep.res : 0);
 	/* a client that does not read its answers is dropped, never waited for */
-	return send(c, obuf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) == n;
+	if (send(c, obuf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n)
+		return false;
+	if (C.handover)
+		fan_handover(); /* answered first */
+	return true;
 }
 
 static void *ctl_main(void *arg)

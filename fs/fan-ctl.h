@@ -3,10 +3,11 @@
  * (../lib/ctlsock.h says the frames): hsmfsctl's user.hsmfs.* requests,
  * which no extended attribute carries to this daemon, answered as the
  * FUSE front end answers them (ops-xattr.c) where this front end can:
- * every value a getxattr reads (events_xattr(), the statistics), and
- * pin, unpin and stale.  What needs a front end's continuation or the
- * kernel's cache (refresh, archive, sync, evict, reload, restart) is
- * -EOPNOTSUPP, said by hsmfsctl in one line.
+ * every value a getxattr reads (events_xattr(), the statistics), pin,
+ * unpin, stale, evict, and restart (a handover to the next daemon,
+ * fan_handover()).  What needs a front end's continuation or an upload
+ * (refresh, archive, sync, resolve, reload) is -EOPNOTSUPP, said by
+ * hsmfsctl in one line.
  *
  * One thread accepts and answers, one request at a time, each a call
  * into the engine that does not wait on a hook; it takes no lock of

@@ -25,6 +25,7 @@
 #include "fault.h"
 #include "hashset.h"
 #include "inode.h"
+#include "clock.h"
 #include "log.h"
 #include "saved.h"
 
@@ -50,9 +51,12 @@ static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t idle;
 	struct hashset files;  /* inode number -> struct fan_file *, under lock */
+	pthread_mutex_t mark_lock; /* a mark added or removed (a leaf) */
+	struct hashset evicting;   /* inode numbers being evicted, under mark_lock */
 	unsigned dispatching;  /* events being handed to the engine, under lock */
 	bool stopping;         /* under lock: none is handed any more */
 	_Atomic bool exiting;
+	_Atomic bool handover; /* hsmfsctl restart asked (fan_handover()) */
 	pthread_t reader;
 	bool reader_up;
 	int wake[2];           /* the reader's stop */
@@ -64,6 +68,8 @@ static struct {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.idle = PTHREAD_COND_INITIALIZER,
 	.files = HASHSET_INIT(SIZE_MAX, true, NULL),
+	.mark_lock = PTHREAD_MUTEX_INITIALIZER,
+	.evicting = HASHSET_INIT(SIZE_MAX, false, NULL),
 	.wake = { -1, -1 },
 	.sig = { -1, -1 },
 };
@@ -330,7 +336,12 @@ static void file_put(struct fan_file *f)
 	if (!drop)
 		return;
 	fd = inode_fd_get(in);
-	res = fd < 0 ? fd : fan_mark_fd(fd, false);
+	/* not a file an eviction just marked (fan_evicting()) */
+	pthread_mutex_lock(&F.mark_lock);
+	res = fd < 0 ? fd : hashset_find(&F.evicting, inode_ino(in)) != HASHSET_NONE ||
+				     (inode_flags(in) & INODE_NONRESIDENT) ? 0 :
+				     fan_mark_fd(fd, false);
+	pthread_mutex_unlock(&F.mark_lock);
 	if (fd >= 0)
 		inode_fd_put(in);
 	/* ENOENT: it had no mark (made all present before it was marked) */
@@ -745,10 +756,61 @@ static bool fan_exiting(void)
 	return atomic_load_explicit(&F.exiting, memory_order_relaxed);
 }
 
+/*
+ * An eviction (evict.c).  The mark first: an open decides at its start
+ * whether it raises pre-content events, before it would wait on a lease.
+ * Then a write lease, which cannot be taken while the file is open
+ * anywhere (mapped included: no reader holds a file description of bytes
+ * about to go), and keeps every later open waiting in the kernel until
+ * the engine closes sfd, the bytes gone by then and those opens marked.
+ * A hold refused leaves the mark on a file all present: its next event
+ * finds nothing missing and drops it (file_put()).  The lease-break
+ * signal (SIGIO) is ignored (fan_signals()): the eviction ends in
+ * milliseconds, and the lease with it.  F.mark_lock orders the mark
+ * against file_put()'s removal of it; F.evicting keeps that removal off
+ * a file being evicted.
+ */
+static int fan_evicting(struct inode *in, int sfd, enum evict_step step)
+{
+	uint64_t ino = inode_ino(in);
+	size_t pos;
+	int res;
+
+	if (step == EVICT_LET_GO) {
+		pthread_mutex_lock(&F.mark_lock);
+		hashset_remove(&F.evicting, ino);
+		pthread_mutex_unlock(&F.mark_lock);
+		return 0;
+	}
+	pthread_mutex_lock(&F.mark_lock);
+	res = hashset_add(&F.evicting, ino, &pos) < 0 ? -ENOMEM : 0;
+	if (!res)
+		res = fan_mark_fd(sfd, true);
+	if (res)
+		hashset_remove(&F.evicting, ino);
+	pthread_mutex_unlock(&F.mark_lock);
+	if (res) {
+		log_warn("backend=fanotify: cannot mark a file to evict: %s; its bytes are kept",
+			 strerror(-res));
+		return res;
+	}
+	if (fcntl(sfd, F_SETLEASE, F_WRLCK)) {
+		res = errno == EAGAIN || errno == EBUSY ? -EBUSY : -errno;
+		if (res != -EBUSY)
+			log_warn("backend=fanotify: cannot hold a file to evict (a write lease): %s; "
+				 "its bytes are kept", strerror(-res));
+		pthread_mutex_lock(&F.mark_lock);
+		hashset_remove(&F.evicting, ino);
+		pthread_mutex_unlock(&F.mark_lock);
+	}
+	return res;
+}
+
 const struct events_front fan_front = {
 	.reply = fan_reply,
 	.caller = fan_caller,
 	.exiting = fan_exiting,
+	.evicting = fan_evicting,
 	/* the kernel serves the store's own pages: nothing of ours to drop */
 };
 
@@ -856,6 +918,14 @@ static void take_over(void)
 		taken++;
 		on_access((int)n, "", e->pid, e->off, e->count);
 	}
+	/* the pause of this restart: a reader waiting since the death waited so long */
+	if (h->died_ms && mono_ms() >= h->died_ms) {
+		uint64_t p = (uint64_t)(mono_ms() - h->died_ms);
+
+		h->pause_last_ms = p;
+		if (p > h->pause_max_ms)
+			h->pause_max_ms = p;
+	}
 	log_info("took over the mount at '%s': %u event%s the last daemon read and did not "
 		 "answer; %u denied (%u read and not recorded)", K.mnt, taken + denied,
 		 taken + denied == 1 ? "" : "s", denied + swept, swept);
@@ -905,7 +975,25 @@ int fan_signals(void)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	signal(SIGIO, SIG_IGN); /* a lease broken (fan_evicting()): it ends by itself */
 	return 0;
+}
+
+/* The reader ended: no event is read from here on (what it read is recorded). */
+static void reader_stop(void)
+{
+	if (!F.reader_up)
+		return;
+	if (write(F.wake[1], "x", 1) < 0)
+		log_err("backend=fanotify: cannot stop the reader: %s", strerror(errno));
+	pthread_join(F.reader, NULL);
+	F.reader_up = false;
+}
+
+void fan_handover(void)
+{
+	atomic_store(&F.handover, true);
+	on_signal(0);
 }
 
 int fan_serve(void)
@@ -923,6 +1011,13 @@ int fan_serve(void)
 		if (poll(p, mi >= 0 ? 2 : 1, mi >= 0 ? -1 : 1000) < 0 && errno != EINTR) {
 			res = -errno;
 			break;
+		}
+		if (p[0].revents && atomic_load(&F.handover)) {
+			/* left as it is, for the next daemon */
+			if (mi >= 0)
+				close(mi);
+			reader_stop();
+			return FAN_HANDOVER;
 		}
 		if (p[0].revents) {
 			log_info("backend=fanotify: a signal ends the mount");
@@ -1015,12 +1110,7 @@ void fan_stop(bool ending)
 	pthread_mutex_lock(&F.lock);
 	F.stopping = true;
 	pthread_mutex_unlock(&F.lock);
-	if (F.reader_up) {
-		if (write(F.wake[1], "x", 1) < 0)
-			log_err("backend=fanotify: cannot stop the reader: %s", strerror(errno));
-		pthread_join(F.reader, NULL);
-		F.reader_up = false;
-	}
+	reader_stop();
 	/* not ending: the keeper's next daemon answers them */
 	if (K.group >= 0 && ending)
 		deny_queued();
@@ -1031,6 +1121,7 @@ void fan_stop(bool ending)
 		free(f);
 	}
 	hashset_free(&F.files);
+	hashset_free(&F.evicting);
 	log_info("backend=fanotify: %llu events, %llu denied, %llu overflows; %llu marks made, "
 		 "%llu removed", (unsigned long long)atomic_load(&F.events),
 		 (unsigned long long)atomic_load(&F.denied),

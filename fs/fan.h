@@ -52,7 +52,9 @@
  * engine answers parked checks from its own threads through the
  * continuation.  F.lock (fan.c) guards the table of held inodes and the
  * dispatch count; it is a leaf, never held across the engine, SQLite or
- * a system call but close(2) of nothing.
+ * a system call but close(2) of nothing.  F.mark_lock orders a mark's
+ * removal (a file all present) against an eviction's mark; a leaf held
+ * across fanotify_mark(2) only.
  */
 #ifndef HSMFS_FAN_H
 #define HSMFS_FAN_H
@@ -83,9 +85,15 @@ int fan_start(uint64_t chunk, bool takeover);
 /*
  * Serve until SIGTERM, SIGINT or SIGHUP, or until the mountpoint is
  * unmounted: returns then, having stopped handing events to the engine
- * (new ones are denied from here on).  0 or -errno.
+ * (new ones are denied from here on).  0 or -errno; FAN_HANDOVER after
+ * fan_handover(): the reader stopped, everything else as it is, for the
+ * keeper's next daemon (the caller exits KEEPER_HANDOVER).
  */
+#define FAN_HANDOVER 1
 int fan_serve(void);
+
+/* hsmfsctl restart (fan-ctl.c): fan_serve() returns FAN_HANDOVER.  Any thread. */
+void fan_handover(void);
 
 /*
  * The end, after the engine's shutdown: the reader stopped, the group's

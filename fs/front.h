@@ -60,6 +60,15 @@ struct inval {
 	const char *name;  /* ENTRY; borrowed for the call */
 };
 
+/* The steps of an eviction a front end takes part in (evict.c, events_front.evicting). */
+enum evict_step {
+	EVICT_HOLD,     /* before anything is recorded: every open from here on
+			 * finds the bytes missing, and none completes until the
+			 * engine closes sfd (which ends the hold); 0, or -EBUSY
+			 * (the file is open somewhere) */
+	EVICT_LET_GO,   /* sfd closed, whatever came of it, after a HOLD that gave 0 */
+};
+
 struct events_front {
 	/*
 	 * Answer a parked read (events_read()): res < 0 fails it, else the
@@ -85,6 +94,15 @@ struct events_front {
 	 * S.lock
 	 */
 	void (*subscriptions_changed)(void);
+	/*
+	 * A front end whose users open the store's files themselves
+	 * (fanotify) takes part in an eviction of in, at each step, through
+	 * sfd (the store file, open read-write: the hold is its, and ends
+	 * when the engine closes it, before LET_GO); without S.lock, and no
+	 * open of the file by the daemon between HOLD and the close.  NULL:
+	 * every open is the front end's own, and it tells (inode_is_open()).
+	 */
+	int (*evicting)(struct inode *in, int sfd, enum evict_step step);
 };
 
 #endif

@@ -571,9 +571,7 @@ int opts_parse(int argc, char *const argv[], struct hsmfs_opts *ret, char *err,
 	 * refused in one line, never ignored
 	 */
 	if (!res && o.fanotify) {
-		const char *no = o.archive_after >= 0 ? "archive_after" :
-				 o.cache_max || o.cache_min_free || o.cache_min_free_pct ? "cache limits" :
-				 NULL;
+		const char *no = o.archive_after >= 0 ? "archive_after" : NULL;
 
 		if (no)
 			res = fail(err, errlen, "backend=fanotify does not support %s yet", no);

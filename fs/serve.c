@@ -132,12 +132,7 @@ bool serve_run(struct daemon *d)
 			.chunk = d->o.chunk,
 			.store_fd = d->store.root_fd,
 			.state_fd = d->store.state_fd,
-			/*
-			 * no evictor on backend=fanotify: a punch there must be
-			 * marked first (not built yet), so a full store fails the
-			 * fill instead (ENOSPC)
-			 */
-			.meta = d->o.fanotify ? NULL : d->meta,
+			.meta = d->meta,
 			.on = { .sync = writeback_sync, .evict = evict_victim,
 				/* write-back on: changed files make room too */
 				.archive = d->o.archive_after >= 0 ? archive_pressure : NULL },
@@ -243,6 +238,16 @@ bool serve_run(struct daemon *d)
 		ready_live();
 		res = fan_serve();
 		fan_ctl_stop(); /* before the engine's shutdown, which its requests call */
+		if (res == FAN_HANDOVER) {
+			/*
+			 * hsmfsctl restart: what the writer holds is committed,
+			 * the rest is left as a crash leaves it (the events read
+			 * are recorded) for the next daemon (keeper.h)
+			 */
+			writeback_sync();
+			log_info("handing over to the next daemon");
+			_exit(KEEPER_HANDOVER);
+		}
 		if (atomic_load(&hook_refused)) {
 			d->rc = EXIT_HOOK;
 		} else if (res < 0) {

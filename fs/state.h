@@ -39,7 +39,10 @@
  *   2. An eviction's new state is committed ("evict-recorded") before
  *      the placeholder mark is set and the bytes are punched
  *      ("evict-punched"); memory changes only once the database has it.
- *      Without the mark there is no punch.
+ *      Without the mark there is no punch.  A front end whose users open
+ *      the store's files (fanotify: front.h evicting) holds new opens out
+ *      from before the commit to after the punch, and marks the file for
+ *      its events after the placeholder mark: without both, no punch.
  *   3. Commits are durable when they return (SQLite WAL, synchronous=FULL).
  *   4. fsync/fdatasync through the mount return once a write-behind batch
  *      taken after the call committed the file (events_fsync).

@@ -48,9 +48,16 @@ bool ctlsock_find(const char *path, bool follow, char *dir, size_t dirlen)
 		if (lstat(cur, &st) || !S_ISDIR(st.st_mode))
 			goto up;
 
-		snprintf(sock, sizeof(sock), "%s%s" STORE_STATE_DIR "/" CTLSOCK_NAME, cur,
-			 cur[1] ? "/" : "");
-		if (!stat(sock, &st) && S_ISSOCK(st.st_mode)) {
+		/*
+		 * the socket, or where it would be: a store's state directory
+		 * (its daemon between two, or not answering: ENOTCONN)
+		 */
+		snprintf(sock, sizeof(sock), "%s%s" STORE_STATE_DIR "/%s", cur, cur[1] ? "/" : "",
+			 CTLSOCK_NAME);
+		if (stat(sock, &st) || !S_ISSOCK(st.st_mode))
+			snprintf(sock, sizeof(sock), "%s%s" STORE_STATE_DIR "/" STORE_LOCK_FILE, cur,
+				 cur[1] ? "/" : "");
+		if (!stat(sock, &st)) {
 			snprintf(dir, dirlen, "%s%s" STORE_STATE_DIR, cur, cur[1] ? "/" : "");
 			return true;
 		}

@@ -49,7 +49,10 @@ struct ctlsock_rep {
 /*
  * The directory holding the control socket of the fanotify mount path
  * is on (its state directory, through the mount), into dir; false if
- * path is on none.  follow: path's last component a symlink is
+ * path is on none.  A store's state directory without the socket (its
+ * daemon between two, or gone) counts: asking it then is -ENOTCONN,
+ * never the store file's own attribute.  Not for a FUSE mount's paths:
+ * it looks up names.  follow: path's last component a symlink is
  * followed.
  */
 bool ctlsock_find(const char *path, bool follow, char *dir, size_t dirlen);

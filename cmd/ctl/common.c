@@ -4,7 +4,9 @@
  * for a person, and the progress line of long work on a terminal.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -87,33 +89,59 @@ bool fanotify_mount_said(const char *path)
 
 bool state_dir_shown(const char *dir, const char *name)
 {
-	char sock[PATH_MAX + 64];
+	char lock[PATH_MAX + 64];
 	struct stat st;
 
 	if (strcmp(name, STORE_STATE_DIR))
 		return false;
-	snprintf(sock, sizeof(sock), "%s/%s/%s", dir, name, CTLSOCK_NAME);
-	return !lstat(sock, &st) && S_ISSOCK(st.st_mode);
+	snprintf(lock, sizeof(lock), "%s/%s/" STORE_LOCK_FILE, dir, name);
+	return !lstat(lock, &st);
 }
 
 #define VIRT "user.hsmfs."
 
 #define FUSE_SUPER_MAGIC 0x65735546
 
-/* Is path (its directory, for a name that may not be there) on a FUSE mount? */
-static bool on_fuse(const char *path)
+/*
+ * Is path on a FUSE mount?  Asked of its filesystem once a device
+ * (a statfs(2) of FUSE is a request to its daemon).
+ */
+static bool on_fuse(const char *path, bool follow)
 {
+	static dev_t last_dev;
+	static bool last_fuse, known;
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	struct statfs sf;
+	struct stat st;
+	bool fuse = false;
+	int fd = open(path, O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
 
-	if (statfs(path, &sf) == 0)
-		return sf.f_type == FUSE_SUPER_MAGIC;
-	return false;
+	if (fd < 0 || fstat(fd, &st)) {
+		if (fd >= 0)
+			close(fd);
+		return false; /* the call itself says why */
+	}
+	pthread_mutex_lock(&lock);
+	if (known && st.st_dev == last_dev) {
+		fuse = last_fuse;
+	} else if (!fstatfs(fd, &sf)) {
+		fuse = sf.f_type == FUSE_SUPER_MAGIC;
+		last_dev = st.st_dev;
+		last_fuse = fuse;
+		known = true;
+	}
+	pthread_mutex_unlock(&lock);
+	close(fd);
+	return fuse;
 }
 
 /*
- * A user.hsmfs.* attribute on a backend=fanotify mount: asked of its
- * daemon through the control socket (ctlsock.h), as -1 and errno, or
- * the length; -2: path is not on such a mount.
+ * A user.hsmfs.* attribute of a path off FUSE: on a backend=fanotify
+ * mount (the store bound, its state directory seen), asked of its daemon
+ * through the control socket (ctlsock.h), as -1 and errno (ENOTCONN: no
+ * daemon answers), or the length; -2: path is on no such mount.  Never
+ * the store file's own attribute: a user may set one, and a daemon that
+ * does not answer would leave one.
  */
 static ssize_t fan_xattr(const char *path, bool follow, uint32_t op, const char *name,
 			 const void *value, size_t len, void *buf, size_t size)
@@ -126,7 +154,7 @@ static ssize_t fan_xattr(const char *path, bool follow, uint32_t op, const char 
 	 * socket there would be lookups of the daemon's (a directory not
 	 * listed yet would be listed)
 	 */
-	if (strncmp(name, VIRT, sizeof(VIRT) - 1) || on_fuse(path) ||
+	if (strncmp(name, VIRT, sizeof(VIRT) - 1) || on_fuse(path, follow) ||
 	    !ctlsock_find(path, follow, dir, sizeof(dir)))
 		return -2;
 	res = ctlsock_ask(dir, path, follow, op, name, value, len, buf, size);
@@ -144,19 +172,16 @@ static ssize_t fan_xattr(const char *path, bool follow, uint32_t op, const char 
 }
 
 /*
- * A get asks the mount first: a FUSE mount answers it, and pays nothing
- * more; on a fanotify mount the store's file has no such attribute.
+ * A get off FUSE asks a fanotify mount's daemon (the store's file may
+ * hold a user's own user.hsmfs.*); anywhere else, the mount itself.
  */
 static ssize_t get(const char *path, bool follow, const char *name, void *buf, size_t size)
 {
-	ssize_t n = follow ? getxattr(path, name, buf, size) : lgetxattr(path, name, buf, size);
-	int e = errno;
+	ssize_t n = fan_xattr(path, follow, CTLSOCK_GET, name, NULL, 0, buf, size);
 
-	if (n >= 0 || (e != ENODATA && e != ENOTSUP))
+	if (n != -2)
 		return n;
-	n = fan_xattr(path, follow, CTLSOCK_GET, name, NULL, 0, buf, size);
-	errno = n == -2 ? e : errno;
-	return n == -2 ? -1 : n;
+	return follow ? getxattr(path, name, buf, size) : lgetxattr(path, name, buf, size);
 }
 
 ssize_t hgetxattr(const char *path, const char *name, void *buf, size_t size)
@@ -168,8 +193,6 @@ ssize_t hlgetxattr(const char *path, const char *name, void *buf, size_t size)
 {
 	return get(path, false, name, buf, size);
 }
-
-/* A set asks the control socket first: on a fanotify mount it would set the store file's own. */
 
 int hsetxattr(const char *path, const char *name, const void *value, size_t len, int flags)
 {

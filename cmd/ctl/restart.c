@@ -42,14 +42,25 @@ int cmd_restart(int argc, char **argv)
 	n = hgetxattr(argv[1], "user.hsmfs.restart", buf, sizeof(buf) - 1);
 	if (n < 0) {
 		fprintf(stderr, "hsmfsctl: cannot restart '%s': %s\n", argv[1],
-			errno == EOPNOTSUPP ? "it was mounted with -o norestart" :
+			/* ESRCH: a fanotify mount's daemon (lib/ctlsock.h) */
+			errno == EOPNOTSUPP || errno == ESRCH ? "it was mounted with -o norestart" :
 			errno == ENODATA ? "not the mount's root" : strerror(errno));
 		return X_STORE;
 	}
-	/* each look waits in the kernel until a daemon serves it */
+	/*
+	 * each look waits in the kernel until a daemon serves it (FUSE); a
+	 * fanotify mount's control socket is not there between two daemons
+	 */
 	for (int i = 0; i < 600; i++) {
-		if (mount_xattr(argv[1], "user.hsmfs.stats", buf, sizeof(buf)) < 0)
+		n = hgetxattr(argv[1], "user.hsmfs.stats", buf, sizeof(buf) - 1);
+		if (n < 0 && errno == ENOTCONN) {
+			nanosleep(&(struct timespec){ 0, 50000000 }, NULL);
+			continue;
+		}
+		if (n < 0 && mount_xattr(argv[1], "user.hsmfs.stats", buf, sizeof(buf)) < 0)
 			return X_STORE;
+		if (n >= 0)
+			buf[n] = '\0';
 		after = json_num(buf, "restarts");
 		if (after > before)
 			break;

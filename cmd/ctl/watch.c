@@ -4,12 +4,14 @@
  * allows each one.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "ctl.h"
+#include "ctlsock.h"
 #include "hsmfs/hook.h"
 #include "proto.h"
 
@@ -18,6 +20,7 @@ int cmd_watch(int argc, char **argv)
 	struct hsmfs_hook *h;
 	struct hsmfs_event ev;
 	const char *mnt = NULL;
+	char dir[PATH_MAX];
 	bool json = false;
 	int res;
 
@@ -32,6 +35,13 @@ int cmd_watch(int argc, char **argv)
 	}
 	res = hsmfs_hook_connect(mnt, HSMFS_KIND_WATCH, HSMFS_MASK_ALL, "hsmfsctl-watch",
 				 NULL, &h);
+	if (res == -EPROTO && ctlsock_find(mnt, true, dir, sizeof(dir))) {
+		/* refused: a fanotify mount raises no PRE_MODIFY (hsmfs(8) FANOTIFY BACKEND) */
+		fprintf(stderr, "hsmfsctl: a backend=fanotify mount raises no PRE_MODIFY: watching "
+			"PRE_ACCESS only\n");
+		res = hsmfs_hook_connect(mnt, HSMFS_KIND_WATCH, HSMFS_MASK(HSMFS_EV_PRE_ACCESS),
+					 "hsmfsctl-watch", NULL, &h);
+	}
 	if (res) {
 		fprintf(stderr, "hsmfsctl: cannot watch '%s': %s\n", mnt, strerror(-res));
 		return X_STORE;

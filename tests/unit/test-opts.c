@@ -81,9 +81,13 @@ int main(void)
 		   strstr(err, "'backend=nfs' needs 'fuse' or 'fanotify'"),
 	   "an unknown backend: '%s'", err);
 	opts_free(&o);
-	ok(parse(&o, err, 4, "/s", "/m", "-o", "backend=fanotify,cache_max=1G") == -EINVAL &&
-		   !strcmp(err, "backend=fanotify does not support cache limits yet"),
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "backend=fanotify,archive_after=60") == -EINVAL &&
+		   !strcmp(err, "backend=fanotify does not support archive_after yet"),
 	   "what backend=fanotify does not do yet is refused, not ignored: '%s'", err);
+	opts_free(&o);
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "backend=fanotify,cache_max=1G") == 0 &&
+		   o.fanotify && o.cache_max == 1ULL << 30,
+	   "backend=fanotify takes cache limits");
 	opts_free(&o);
 
 	ok(parse(&o, err, 4, "/s", "/m", "-o", "user_id=0") == -EINVAL &&
