@@ -115,6 +115,22 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 
 	assert(fs->evicting);
 	*ret_freed = 0;
+	/*
+	 * A front end that holds the file by a lease: the writer's own open
+	 * of it (its data sync) would refuse the lease as a user's open
+	 * does, so the batch that holds the file is written first
+	 */
+	if (S.cfg.front.evicting) {
+		struct timespec until;
+
+		mono_after(&until, 5);
+		while ((fs->queued || fs->wbatch > S.batch_done) && S.writer_running &&
+		       !S.stopping && !mono_passed(&until)) {
+			S.urgent = true;
+			pthread_cond_signal(&S.wcond);
+			pthread_cond_timedwait(&S.wdone, &S.lock, &until);
+		}
+	}
 	if (!end || end > fs->size)
 		end = fs->size;
 	size = fs->size; /* no user change while it is evicting */

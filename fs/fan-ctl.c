@@ -15,6 +15,7 @@
 #include "events.h"
 #include "fan-ctl.h"
 #include "fan.h"
+#include "fault.h"
 #include "inode.h"
 #include "log.h"
 #include "saved.h"
@@ -239,6 +240,7 @@ void fan_ctl_stop(void)
 			log_err("backend=fanotify: cannot stop the control socket: %s", strerror(errno));
 		pthread_join(C.thread, NULL);
 		C.running = false;
+		fault_delay(FAULT_CTL_STOPPED);
 	}
 	if (C.listen_fd >= 0) {
 		close(C.listen_fd);

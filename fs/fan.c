@@ -31,6 +31,7 @@
 
 /* A large range (an mmap's) is checked in at most this many pieces at once. */
 #define FAN_PIECES 64
+#define FAN_LEASE_TRIES 10 /* 10 ms apart: an eviction's lease, refused (fan_evicting()) */
 
 /* A file an event was about: one lookup reference held while it is in F.files. */
 struct fan_file {
@@ -61,6 +62,7 @@ static struct {
 	bool reader_up;
 	int wake[2];           /* the reader's stop */
 	int sig[2];            /* the signals that end serving */
+	int spare;             /* no mount's file: an answered event's number holds it */
 	uint64_t chunk;
 	pid_t pid;             /* the daemon's */
 	_Atomic uint64_t events, denied, overflows;
@@ -72,6 +74,7 @@ static struct {
 	.evicting = HASHSET_INIT(SIZE_MAX, false, NULL),
 	.wake = { -1, -1 },
 	.sig = { -1, -1 },
+	.spare = -1,
 };
 
 /* The errnos FAN_DENY_ERRNO passes (the kernel refuses any other). */
@@ -85,14 +88,6 @@ static int deny_errno(int res)
 	}
 }
 
-/*
- * The one answer to the event of number fd (saved.h: the kernel knows
- * an event by it alone); res 0 allows.  Its record is freed after the
- * answer is written and before the number can be given again (close):
- * a daemon that dies in between leaves a record whose answer the next
- * one writes again, and the kernel has no event of that number (ENOENT).
- * false: not answered (said), the record kept.
- */
 /*
  * The response to the event of number fd written: false if the kernel
  * may still wait for it (ENOENT: it has no such event, the reader
@@ -117,12 +112,28 @@ static bool respond(int fd, int res)
 	return false;
 }
 
+/*
+ * The one answer to the event of number fd (saved.h: the kernel knows
+ * an event by it alone); res 0 allows.  Its record is freed after the
+ * answer is written and before the number can be given again (close):
+ * a daemon that dies in between leaves a record whose answer the next
+ * one writes again, and the kernel has no event of that number (ENOENT).
+ * false: not answered (said), the record kept.
+ */
 static bool answer_number(int fd, int res)
 {
 	struct saved_fan_event *e = saved_fan_event(fd);
 
 	if (res)
 		atomic_fetch_add(&F.denied, 1);
+	/*
+	 * The event's file let go before the answer, its number kept by
+	 * the spare: the reader woken by the answer may unmount at once,
+	 * which that file, opened through the mount, would find busy, or
+	 * evict, whose lease any open file refuses
+	 */
+	if (F.spare >= 0)
+		(void)dup3(F.spare, fd, O_CLOEXEC);
 	/*
 	 * Not answered: its record and its number stay (one descriptor),
 	 * so that no other event takes the number, and the keeper's end
@@ -131,6 +142,7 @@ static bool answer_number(int fd, int res)
 	if (!respond(fd, res))
 		return false;
 	fault_named(FAULT_FAN_ANSWERED);
+	fault_delay(FAULT_FAN_ANSWERED);
 	if (e)
 		__atomic_store_n(&e->state, 0, __ATOMIC_RELEASE);
 	return true;
@@ -361,8 +373,13 @@ static void req_end(struct fan_req *req, int res)
 		atomic_compare_exchange_strong(&req->err, &none, res);
 	if (atomic_fetch_sub(&req->left, 1) != 1)
 		return;
-	answer(req->fd, atomic_load(&req->err));
+	/*
+	 * The file let go first (its mark removed if all present, the
+	 * engine's descriptor closed): the reader, once answered, finds
+	 * it as it is, unmarked and held by nobody (a lease: evict.c)
+	 */
 	file_put(req->f);
+	answer(req->fd, atomic_load(&req->err));
 	free(req);
 }
 
@@ -794,7 +811,15 @@ static int fan_evicting(struct inode *in, int sfd, enum evict_step step)
 			 strerror(-res));
 		return res;
 	}
-	if (fcntl(sfd, F_SETLEASE, F_WRLCK)) {
+	/*
+	 * Refused while anyone has the file open: the daemon's own opens
+	 * (a fill's copy, a digest) end in milliseconds, a user's does not
+	 */
+	for (int i = 0; fcntl(sfd, F_SETLEASE, F_WRLCK); i++) {
+		if ((errno == EAGAIN || errno == EBUSY) && i < FAN_LEASE_TRIES) {
+			usleep(10 * 1000);
+			continue;
+		}
 		res = errno == EAGAIN || errno == EBUSY ? -EBUSY : -errno;
 		if (res != -EBUSY)
 			log_warn("backend=fanotify: cannot hold a file to evict (a write lease): %s; "
@@ -802,6 +827,7 @@ static int fan_evicting(struct inode *in, int sfd, enum evict_step step)
 		pthread_mutex_lock(&F.mark_lock);
 		hashset_remove(&F.evicting, ino);
 		pthread_mutex_unlock(&F.mark_lock);
+		break;
 	}
 	return res;
 }
@@ -938,6 +964,10 @@ int fan_start(uint64_t chunk, bool takeover)
 
 	F.chunk = chunk ? chunk : 1 << 20;
 	F.pid = getpid();
+	/* after saved_reserve(): never a recorded number */
+	F.spare = open("/", O_PATH | O_CLOEXEC);
+	if (F.spare < 0)
+		return -errno;
 	if (takeover)
 		take_over();
 	/* the bound of the numbers a next daemon may have to deny (deny_unrecorded()) */
@@ -1128,6 +1158,9 @@ void fan_stop(bool ending)
 		 (unsigned long long)atomic_load(&F.overflows),
 		 (unsigned long long)atomic_load(&K.marked),
 		 (unsigned long long)atomic_load(&K.unmarked));
+	if (F.spare >= 0)
+		close(F.spare);
+	F.spare = -1;
 	if (K.group >= 0)
 		close(K.group);
 	if (K.tree >= 0)

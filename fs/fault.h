@@ -57,16 +57,20 @@
 #define FAULT_OP_RELEASED "op-released"           /* an open released, the reply not sent */
 #define FAULT_WRITE_DONE "write-done"             /* a write in the store, the reply not sent */
 /* a daemon taking over (keeper.h), at each of its steps: */
-#define FAULT_TAKE_RESERVED "take-reserved"       /* handles' numbers taken */
+#define FAULT_TAKE_RESERVED "take-reserved"       /* handles' numbers taken (and a
+						   * fault_delay) */
 #define FAULT_TAKE_RESTORED "take-restored"       /* the inode table rebuilt */
 #define FAULT_TAKE_REPLAYED "take-replayed"       /* INIT replayed, resend asked */
 #define FAULT_TAKE_ADOPTED "take-adopted"         /* handles reopened, not yet serving */
 /* backend=fanotify's reader (fan.c, saved.h), named points: */
 #define FAULT_FAN_READ "fan-read"                 /* events read, not recorded */
 #define FAULT_FAN_RECORDED "fan-recorded"         /* recorded, not handed on */
-#define FAULT_FAN_ANSWERED "fan-answered"         /* one answered, its record not freed */
+#define FAULT_FAN_ANSWERED "fan-answered"         /* one answered, its record not freed
+						   * (and a fault_delay) */
 #define FAULT_DATASYNC "datasync"                 /* fault_hit: a data sync fails */
 #define FAULT_BATCH_TAKEN "batch-taken"           /* fault_delay: the writer took its batch */
+#define FAULT_BATCH_SYNCED "batch-synced"       /* fault_delay: a file of the batch synced,
+						   * its store file still open */
 #define FAULT_INIT "init"                         /* fault_delay: INIT being answered */
 #define FAULT_RELEASE_RESENT "release-resent"     /* fault_delay: a resent RELEASE, before
 							 * anything is done */
@@ -76,6 +80,8 @@
 						   * rows not yet moved */
 #define FAULT_NAMES_LOOKED "names-looked"         /* fault_delay: the namer found no op
 						   * left, not yet said so */
+#define FAULT_CTL_STOPPED "ctl-stopped"         /* fault_delay: the control socket's thread
+						   * ended, the socket still bound */
 #define FAULT_CHECK_DIR "check-dir"            /* fault_delay: the consistency check
 						   * walked a directory, not the next */
 #define FAULT_LIST_DROPPED "listing-dropped"      /* fault_delay: a file a listing replaced,

@@ -430,8 +430,10 @@ static bool keeper_run(struct daemon *d)
 	/* before anything is opened: the numbers of the last daemon's handles */
 	if (d->takeover && saved_reserve() < 0)
 		log_warn("cannot keep the open handles' numbers: %s", strerror(errno));
-	if (d->takeover)
+	if (d->takeover) {
 		fault_named(FAULT_TAKE_RESERVED);
+		fault_delay(FAULT_TAKE_RESERVED);
+	}
 	return true;
 }
 
@@ -658,8 +660,18 @@ static bool fan_mount_run(struct daemon *d)
 	if (d->takeover) {
 		/* the keeper's group kept its marks, and the mountpoint is bound */
 		if ((res = fan_adopt_mount(d->mnt_path, err, sizeof(err)))) {
-			log_err("%s", err);
-			d->rc = EXIT_SERVE;
+			/*
+			 * unmounted while no daemon served it: the user's end of
+			 * the mount, as when the daemon sees it (the keeper's end
+			 * denies what is left)
+			 */
+			if (res == -ENOENT) {
+				log_info("%s: unmounted while the daemon restarted", err);
+				d->rc = 0;
+			} else {
+				log_err("%s", err);
+				d->rc = EXIT_SERVE;
+			}
 			goto fail;
 		}
 		return true; /* fan_start() says so, having taken over the events */

@@ -515,7 +515,8 @@ int opts_parse(int argc, char *const argv[], struct hsmfs_opts *ret, char *err,
 				if (parse_uint(argv[++i], 0, INT_MAX, &fd))
 					res = fail(err, errlen,
 						   "--ready-fd needs a descriptor number");
-				o.ready_fd = fd;
+				else
+					o.ready_fd = fd;
 			}
 		} else if (!strncmp(a, "-o", 2)) {
 			res = parse_list(&o, a + 2, &saw_dp, &ro_only, err, errlen);
@@ -525,7 +526,8 @@ int opts_parse(int argc, char *const argv[], struct hsmfs_opts *ret, char *err,
 			if (parse_uint(a + 11, 0, INT_MAX, &fd))
 				res = fail(err, errlen,
 					   "--ready-fd needs a descriptor number");
-			o.ready_fd = fd;
+			else
+				o.ready_fd = fd;
 		} else {
 			res = fail(err, errlen, "unknown option '%s' (see hsmfs --help)", a);
 		}

@@ -237,8 +237,10 @@ static bool write_batch(struct snap *snaps, size_t cap)
 			err = errno ? -errno : -EIO;
 		else if (snaps[i].verify)
 			err = verify(&snaps[i], dfd);
-		if (dfd >= 0)
+		if (dfd >= 0) {
+			fault_delay(FAULT_BATCH_SYNCED);
 			close(dfd);
+		}
 		if (err == -EMFILE || err == -ENFILE) {
 			int64_t now = mono_ms();
 			bool waited;

@@ -166,6 +166,12 @@ ssize_t ctlsock_ask(const char *dir, const char *path, bool follow, uint32_t op,
 		conn_fd = -1;
 		sfd = dial(dir);
 		res = sfd < 0 ? sfd : ask_once(sfd, file, &q, value, buf, size);
+		if (res == -ECONNRESET || res == -EPIPE) {
+			/* the socket of a daemon that went and had not closed it yet */
+			close(conn_fd);
+			conn_fd = -1;
+			res = -ENOTCONN;
+		}
 	}
 	pthread_mutex_unlock(&conn_lock);
 	close(file);

@@ -60,7 +60,8 @@ bool ctlsock_find(const char *path, bool follow, char *dir, size_t dirlen);
 /*
  * Ask the daemon whose socket is in dir about path: op, name, and for a
  * set the value.  A get's value into buf[0..size).  The reply's res, or
- * -errno of the asking (-ENOTCONN: no daemon listens).
+ * -errno of the asking (-ENOTCONN: no daemon listens, or the one
+ * asked went without an answer, once asked again).
  */
 ssize_t ctlsock_ask(const char *dir, const char *path, bool follow, uint32_t op,
 		    const char *name, const void *value, size_t value_len, void *buf,

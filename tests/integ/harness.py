@@ -255,6 +255,38 @@ def mount_fstype(path):
     return found
 
 
+def holders(path):
+    """What holds path's mount busy: each process with a descriptor, a
+    working or root directory or a mapping below path, one line each."""
+    top = os.path.realpath(path)
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        base = "/proc/" + pid
+        try:
+            comm = open(base + "/comm").read().strip()
+            links = [("cwd", base + "/cwd"), ("root", base + "/root")]
+            links += [("fd " + n, base + "/fd/" + n) for n in os.listdir(base + "/fd")]
+            seen = []
+            for what, link in links:
+                try:
+                    t = os.readlink(link)
+                except OSError:
+                    continue
+                if t == top or t.startswith(top + "/"):
+                    seen.append("%s %s" % (what, t))
+            for line in open(base + "/maps"):
+                f = line.split(None, 5)
+                if len(f) == 6 and f[5].strip().startswith(top + "/"):
+                    seen.append("map " + f[5].strip())
+        except OSError:
+            continue
+        if seen:
+            out.append("%s (%s): %s" % (pid, comm, ", ".join(sorted(set(seen)))))
+    return "\n".join(out) or "no process holds anything below " + top
+
+
 def unmount(path, lazy=False):
     fstype = mount_fstype(path)
     if fstype and not fstype.startswith("fuse"):
@@ -420,6 +452,8 @@ class Mount:
     def stop(self):
         """Unmount, reap, and check the exit status; returns it."""
         rc = unmount(self.mnt)
+        if rc and is_mounted(self.mnt):
+            diag("unmount of %s: status %d; what holds it:\n%s" % (self.mnt, rc, holders(self.mnt)))
         try:
             status = self.proc.wait(timeout=DEADLINE)
         except subprocess.TimeoutExpired:
