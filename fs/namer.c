@@ -159,6 +159,44 @@ static int upload_ended(uint64_t ino, long long seq)
 }
 
 /*
+ * Is the object a removal names (op->origin) the object of the file that
+ * has op->path on the mount now, another than op's?  Its upload in flight
+ * is waited for first: it may be making that object.  A removal recorded
+ * by an upload that ended after its file was removed (upload.c) comes
+ * after every op of its path, so after the upload of a file saved over
+ * it there (as git saves logs/HEAD.lock over logs/HEAD), which may have
+ * got the version it names (nginx's is the mtime and size): it removed
+ * that file's object, which its row recorded there, and sync exited 0.
+ * 1 (kept: the object is that file's), 0, or -ESHUTDOWN.
+ */
+static int object_held(const struct meta_op *op)
+{
+	struct inode *in;
+	struct fstate *fs;
+	bool held;
+	int res;
+
+	if (!op->path || !op->origin || walk_to(op->path, 0, &in))
+		return 0;
+	elock();
+	while ((fs = inode_state(in)) && fs->arch == ARCH_RUNNING && !AQ.stop) {
+		struct timespec ts;
+
+		mono_after(&ts, 0.05);
+		pthread_cond_timedwait(&AQ.ncond, &S.lock, &ts);
+	}
+	held = fs && !fs->gone && fs->ino != op->ino && fs->origin &&
+	       !strcmp(fs->origin, op->origin);
+	res = AQ.stop ? -ESHUTDOWN : held;
+	eunlock();
+	inode_forget(in, 1);
+	if (res > 0)
+		elog_debug("name op %lld: '%s' is the object of the file at '%s' now: kept",
+			   (long long)op->seq, op->origin, op->path);
+	return res;
+}
+
+/*
  * What an unanswered upload of a new file may have made at op->path,
  * which is not its file's name any more (meta.h: landings): removed
  * there, whatever its version, once no upload of the file is in flight
@@ -295,6 +333,9 @@ static int apply_name(const struct meta_op *op)
 		return upload_ended(op->ino, (long long)op->seq);
 	}
 	if (op->kind == META_OP_DELETE) {
+		res = object_held(op);
+		if (res)
+			return res < 0 ? res : 0;
 		res = name_event(HSMFS_NAME_REMOVED, op->path, op->origin, op->version, &version,
 				 &origin);
 		free(version);

@@ -6,8 +6,10 @@
  * them, or an archive waits for an op of its path (AQ.names_kick).  A
  * failed op stays at the head and is tried again with backoff; an op
  * of a file whose upload is in flight waits for its end (durability
- * steps 6 and 7, state.h).  Each op is an ARCHIVE_NAME event answered
- * by the archive hook (hsmfs-hooks(7)).
+ * steps 6 and 7, state.h).  A removal of an object that is, once its
+ * upload in flight ended, the object of another file at the op's path on
+ * the mount is not applied (namer.c: object_held()).  Each op is an
+ * ARCHIVE_NAME event answered by the archive hook (hsmfs-hooks(7)).
  *
  * Locks: the namer's own fields are guarded by S.lock; it waits on
  * AQ.ncond.  Every function here is called without S.lock, but

@@ -305,7 +305,10 @@ int archive_one(struct fstate *fs)
 	 * applied after this one, it would move this one's object to a name
 	 * the file left); checked before anything is fetched or copied for
 	 * it.  An op recorded after this check is of this file itself (its
-	 * removal, or a rename onto it, removes it): fs->gone below.
+	 * removal, or a rename onto it, removes it): fs->gone below; or the
+	 * removal of what another file's upload made here, recorded when it
+	 * ended after that file's removal (below), which the namer does not
+	 * apply to this file's object (namer.h).
 	 */
 	{
 		bool pending = false;
@@ -428,7 +431,8 @@ int archive_one(struct fstate *fs)
 		 * attempt ends, so this one is applied after it and before
 		 * anything that op's path waits for; one of an object the
 		 * origin had may have been applied before this upload landed
-		 * (made it again): this one removes what it made.
+		 * (made it again): this one removes what it made, unless that
+		 * is by then the object of a file saved over it (namer.h).
 		 */
 		char *o = origin, *v = version;
 
