@@ -362,7 +362,10 @@ void events_dir_named(struct inode *parent, const char *name, uint32_t op);
  * its row goes, after any write of it the writer has begun, and a file
  * made on the mount whose row is not written yet never gets one.  user:
  * removed through the mount (not by a listing); on a mount that
- * archives, the origin's object is to be removed too (meta.h: ops).
+ * archives, the origin's object is to be removed too (meta.h: ops),
+ * one that only memory knows of as well (a new file's upload answered
+ * before its row was written: the removal is at in's path, so this is
+ * called before inode_name_gone()).
  */
 void events_unlinked(struct inode *in, uint64_t ino, bool user);
 

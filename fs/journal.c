@@ -377,6 +377,8 @@ void events_unlinked(struct inode *in, uint64_t ino, bool user)
 	struct fstate *fs = in ? inode_state(in) : NULL;
 	uint64_t cached = 0, counted = 0;
 	char *morigin = NULL, *mversion = NULL; /* memory's object, ahead of the row */
+	/* its path, when its row is not written yet (newrow): then none will be */
+	char mpath[HSMFS_MAX_PATH + 1] = "";
 	bool uploading = false;
 
 	if (fs) {
@@ -390,6 +392,8 @@ void events_unlinked(struct inode *in, uint64_t ino, bool user)
 		if (fs->origin && !(fs->flags & META_F_NEW)) {
 			morigin = strdup(fs->origin);
 			mversion = fs->version ? strdup(fs->version) : NULL;
+			if (fs->newrow && inode_path(in, mpath, sizeof(mpath)) <= 0)
+				mpath[0] = 0;
 		}
 		fs->gone = true;
 		fs->newrow = false;
@@ -410,7 +414,7 @@ void events_unlinked(struct inode *in, uint64_t ino, bool user)
 		 */
 		struct meta_file f;
 		bool landed = false, removal = false; /* a removal of its object recorded */
-		int res = meta_begin(S.cfg.meta);
+		int res = meta_begin(S.cfg.meta), got = 0;
 
 		/*
 		 * an upload in flight, or one never answered (meta.h: landings),
@@ -419,7 +423,7 @@ void events_unlinked(struct inode *in, uint64_t ino, bool user)
 		 */
 		if (!res)
 			res = meta_landing_has(S.cfg.meta, ino, &landed);
-		if (!res && !meta_get(S.cfg.meta, ino, &f)) {
+		if (!res && !(got = meta_get(S.cfg.meta, ino, &f))) {
 			bool file = f.state < META_DIR_UNLISTED, any = uploading || landed;
 
 			removal = file && (morigin || (f.origin && !(f.flags & META_F_NEW)));
@@ -434,6 +438,15 @@ void events_unlinked(struct inode *in, uint64_t ino, bool user)
 				/* held by the namer until the upload ends (namer.c) */
 				res = meta_op_add(S.cfg.meta, META_OP_DELETE, ino, f.path, NULL, NULL);
 			meta_file_free(&f);
+		} else if (!res && got == -ENOENT && morigin && mpath[0]) {
+			/*
+			 * a new file whose upload answered before the writer
+			 * inserted its row (the batch skips a removed file's):
+			 * memory alone knows the origin has it
+			 */
+			removal = true;
+			res = meta_op_add(S.cfg.meta, META_OP_DELETE, ino, mpath, morigin,
+					  uploading || landed ? NULL : mversion);
 		}
 		/*
 		 * an object a new file's upload may have made, not recorded: it
