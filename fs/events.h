@@ -364,10 +364,12 @@ void events_dir_named(struct inode *parent, const char *name, uint32_t op);
  * removed through the mount (not by a listing); on a mount that
  * archives, the origin's object is to be removed too (meta.h: ops),
  * one that only memory knows of as well (a new file's upload answered
- * before its row was written: the removal is at in's path, so this is
- * called before inode_name_gone()).
+ * before its row was written: the removal is at path, the name that
+ * went, or NULL: in's path, so this is called before inode_name_gone();
+ * a file removed while open has an orphan's path by then, which its
+ * caller takes before: inode_orphan_settle()).
  */
-void events_unlinked(struct inode *in, uint64_t ino, bool user);
+void events_unlinked(struct inode *in, uint64_t ino, bool user, const char *path);
 
 /* ------------------------------------------------------------------
  * Lazy directories (dirs.c): listed from the origin on first use.

@@ -52,6 +52,37 @@ static struct evict_facts facts_of(const struct fstate *fs, bool open)
 }
 
 /*
+ * A front end that holds the file by a lease (front.h evicting): the
+ * writer's own open of it, for its data sync, would refuse the lease as
+ * a user's open does, so the batches holding in's file are written first
+ * (a file all present is queued once more: its marker's removal changes
+ * its ctime).  Not while writes fail, nor 5 s with no batch written.
+ * Before evict_begin(): nothing waits on the file meanwhile.  S.lock
+ * held, dropped while it waits; in's state afterwards, or NULL.
+ */
+static struct fstate *writer_let_go(struct inode *in)
+{
+	ELOCK_HELD();
+	struct fstate *fs = inode_state(in);
+	uint64_t done = S.batch_done;
+	struct timespec until;
+
+	mono_after(&until, 5);
+	while (S.cfg.front.evicting && fs && (fs->queued || fs->wbatch > S.batch_done) &&
+	       S.writer_running && !S.stopping && !S.write_failing && !mono_passed(&until)) {
+		S.urgent = true;
+		pthread_cond_signal(&S.wcond);
+		pthread_cond_timedwait(&S.wdone, &S.lock, &until);
+		if (S.batch_done != done) {
+			done = S.batch_done;
+			mono_after(&until, 5);
+		}
+		fs = inode_state(in);
+	}
+	return fs;
+}
+
+/*
  * Eviction holds the file, not the engine.  evict_begin() marks fs
  * evicting (under S.lock); until evict_end(), reads of its missing
  * ranges, opens and user changes of it wait (S.evicted), so nothing
@@ -115,22 +146,6 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 
 	assert(fs->evicting);
 	*ret_freed = 0;
-	/*
-	 * A front end that holds the file by a lease: the writer's own open
-	 * of it (its data sync) would refuse the lease as a user's open
-	 * does, so the batch that holds the file is written first
-	 */
-	if (S.cfg.front.evicting) {
-		struct timespec until;
-
-		mono_after(&until, 5);
-		while ((fs->queued || fs->wbatch > S.batch_done) && S.writer_running &&
-		       !S.stopping && !mono_passed(&until)) {
-			S.urgent = true;
-			pthread_cond_signal(&S.wcond);
-			pthread_cond_timedwait(&S.wdone, &S.lock, &until);
-		}
-	}
 	if (!end || end > fs->size)
 		end = fs->size;
 	size = fs->size; /* no user change while it is evicting */
@@ -278,7 +293,7 @@ int events_evict(struct inode *in, uint64_t start, uint64_t end, bool is_open)
 	if (res)
 		return res;
 	elock();
-	fs = inode_state(in);
+	fs = writer_let_go(in);
 	if (!fs || !S.cfg.meta) {
 		res = -ENODATA;
 	} else {
@@ -305,7 +320,7 @@ static int evict_reached(struct inode *cur, const struct meta_victim *v, bool in
 			 uint64_t *ret_freed)
 {
 	ELOCK_HELD();
-	struct fstate *fs = inode_state(cur);
+	struct fstate *fs = writer_let_go(cur);
 	bool open = inode_is_open(cur);
 	struct evict_facts f;
 	int res;

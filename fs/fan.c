@@ -31,7 +31,7 @@
 
 /* A large range (an mmap's) is checked in at most this many pieces at once. */
 #define FAN_PIECES 64
-#define FAN_LEASE_TRIES 10 /* 10 ms apart: an eviction's lease, refused (fan_evicting()) */
+#define FAN_LEASE_TRIES 3 /* 5 ms apart: an eviction's lease, refused (fan_evicting()) */
 
 /* A file an event was about: one lookup reference held while it is in F.files. */
 struct fan_file {
@@ -130,9 +130,11 @@ static bool answer_number(int fd, int res)
 	 * The event's file let go before the answer, its number kept by
 	 * the spare: the reader woken by the answer may unmount at once,
 	 * which that file, opened through the mount, would find busy, or
-	 * evict, whose lease any open file refuses
+	 * evict, whose lease any open file refuses.  Not a number this
+	 * daemon had before it could keep it (saved_reserve()): that
+	 * descriptor is another's.
 	 */
-	if (F.spare >= 0)
+	if (F.spare >= 0 && !(e && e->handle_type == SAVED_FAN_NOT_KEPT))
 		(void)dup3(F.spare, fd, O_CLOEXEC);
 	/*
 	 * Not answered: its record and its number stay (one descriptor),
@@ -813,11 +815,12 @@ static int fan_evicting(struct inode *in, int sfd, enum evict_step step)
 	}
 	/*
 	 * Refused while anyone has the file open: the daemon's own opens
-	 * (a fill's copy, a digest) end in milliseconds, a user's does not
+	 * (a copy, a digest) end in milliseconds, a user's does not.  Not
+	 * longer: the file is marked, and its events wait (evict_wait()).
 	 */
 	for (int i = 0; fcntl(sfd, F_SETLEASE, F_WRLCK); i++) {
 		if ((errno == EAGAIN || errno == EBUSY) && i < FAN_LEASE_TRIES) {
-			usleep(10 * 1000);
+			usleep(5 * 1000);
 			continue;
 		}
 		res = errno == EAGAIN || errno == EBUSY ? -EBUSY : -errno;

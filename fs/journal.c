@@ -372,7 +372,7 @@ void events_name_left(struct inode *parent, const char *name, struct inode *in)
 		paths_moved(from, to, false, in, NULL, NULL);
 }
 
-void events_unlinked(struct inode *in, uint64_t ino, bool user)
+void events_unlinked(struct inode *in, uint64_t ino, bool user, const char *path)
 {
 	struct fstate *fs = in ? inode_state(in) : NULL;
 	uint64_t cached = 0, counted = 0;
@@ -392,7 +392,9 @@ void events_unlinked(struct inode *in, uint64_t ino, bool user)
 		if (fs->origin && !(fs->flags & META_F_NEW)) {
 			morigin = strdup(fs->origin);
 			mversion = fs->version ? strdup(fs->version) : NULL;
-			if (fs->newrow && inode_path(in, mpath, sizeof(mpath)) <= 0)
+			if (fs->newrow && (path ? snprintf(mpath, sizeof(mpath), "%s", path) >=
+							  (int)sizeof(mpath) :
+						  inode_path(in, mpath, sizeof(mpath)) <= 0))
 				mpath[0] = 0;
 		}
 		fs->gone = true;

@@ -434,12 +434,12 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 			hold = store_hold(S.cfg.state_fd, tmp);
 			unlinkat(S.cfg.state_fd, tmp, l->v[i].is_dir ? AT_REMOVEDIR : 0);
 			fault_delay(FAULT_LIST_DROPPED);
-			events_unlinked(NULL, made.st_ino, false);
+			events_unlinked(NULL, made.st_ino, false, NULL);
 			kept++;
 		} else if (plan[i] == P_REPLACE) {
 			fault_delay(FAULT_LIST_DROPPED);
 			if (old.st_nlink == 1)
-				events_unlinked(NULL, old.st_ino, false);
+				events_unlinked(NULL, old.st_ino, false, NULL);
 			taken(old.st_ino);
 			changed++;
 		} else {
@@ -501,7 +501,7 @@ static int apply_refresh(struct inode *dir, int dfd, const struct listing *l,
 			if (gone) {
 				fault_delay(FAULT_LIST_DROPPED);
 				if (dirent_dir || st.st_nlink == 1)
-					events_unlinked(NULL, st.st_ino, false);
+					events_unlinked(NULL, st.st_ino, false, NULL);
 				taken(st.st_ino);
 				removed++;
 				front_inval((struct inval){ .kind = INVAL_ENTRY, .in = dir,

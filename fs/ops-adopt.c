@@ -128,7 +128,7 @@ static bool removal_done(const struct saved_op *r, void *arg)
 	(void)arg;
 	if (r->result || !(r->aux & RESEND_REMOVED_LAST))
 		return false;
-	events_unlinked(NULL, r->aux & ~RESEND_REMOVED_LAST, true);
+	events_unlinked(NULL, r->aux & ~RESEND_REMOVED_LAST, true, NULL);
 	return true;
 }
 

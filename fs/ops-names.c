@@ -144,7 +144,7 @@ static bool removed_before(fuse_req_t req, fuse_ino_t parent, const char *name, 
 	 * that far); a directory's (aux: its inode) likewise.
 	 */
 	if (!res && !dir && (aux & RESEND_REMOVED_LAST))
-		events_unlinked(NULL, aux & ~RESEND_REMOVED_LAST, true);
+		events_unlinked(NULL, aux & ~RESEND_REMOVED_LAST, true, NULL);
 	if (!res && dir) {
 		if (aux)
 			events_dir_removed(aux);
@@ -374,7 +374,7 @@ static int do_remove(fuse_ino_t parent, const char *name, int flags)
 	struct inode *p = IN(parent), *victim;
 	struct names_user u;
 	struct stat st;
-	char oname[48];
+	char oname[48], opath[HSMFS_MAX_PATH + 1];
 	bool orphan;
 	int pfd, res;
 
@@ -392,6 +392,9 @@ static int do_remove(fuse_ino_t parent, const char *name, int flags)
 	resend_begin(ops_io_unique(), flags ? OP_RMDIR : OP_UNLINK,
 		     flags ? st.st_ino : st.st_nlink == 1 ? st.st_ino | RESEND_REMOVED_LAST : 0);
 	orphan = victim && !flags && inode_orphan_link(victim, oname);
+	/* its path, which the orphan's link takes over (events_unlinked()) */
+	if (orphan && inode_path(victim, opath, sizeof(opath)) <= 0)
+		opath[0] = '\0';
 	res = unlinkat(pfd, name, flags) < 0 ? -errno : 0;
 	resend_done(res);
 	if (orphan)
@@ -402,7 +405,7 @@ static int do_remove(fuse_ino_t parent, const char *name, int flags)
 		/* still reachable (an O_PATH descriptor): its state outlives the row */
 		if (victim)
 			events_load(victim);
-		events_unlinked(victim, st.st_ino, true);
+		events_unlinked(victim, st.st_ino, true, orphan && opath[0] ? opath : NULL);
 	}
 	if (!res && flags) {
 		events_dir_removed(st.st_ino);
@@ -466,7 +469,7 @@ static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 	struct inode *p = IN(parent), *np = IN(newparent), *src, *dst;
 	struct names_user u;
 	struct stat sst, dst_st;
-	char oname[48];
+	char oname[48], opath[HSMFS_MAX_PATH + 1];
 	bool orphan = false;
 	int pfd, npfd, res;
 
@@ -492,6 +495,8 @@ static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 	/* done, if the file moved is found at the new name (ops-resend.c) */
 	resend_begin(ops_io_unique(), OP_RENAME, sst.st_ino);
 	orphan = dst && dst != src && !(flags & RENAME_EXCHANGE) && inode_orphan_link(dst, oname);
+	if (orphan && inode_path(dst, opath, sizeof(opath)) <= 0)
+		opath[0] = '\0';
 	check_move_begin(); /* a file the store's check may not see (check.h) */
 	res = renameat2(pfd, name, npfd, newname, flags) < 0 ? -errno : 0;
 	check_move_end();
@@ -505,7 +510,7 @@ static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 	    !S_ISDIR(dst_st.st_mode) && dst_st.st_ino != sst.st_ino) {
 		if (dst)
 			events_load(dst); /* as in do_remove() */
-		events_unlinked(dst, dst_st.st_ino, true);
+		events_unlinked(dst, dst_st.st_ino, true, orphan && opath[0] ? opath : NULL);
 	}
 	if (!res && src != dst) {
 		if (src)

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -101,6 +102,7 @@ bool state_dir_shown(const char *dir, const char *name)
 #define VIRT "user.hsmfs."
 
 #define FUSE_SUPER_MAGIC 0x65735546
+#define CTL_WAIT_TRIES 200 /* 50 ms apart: a fanotify mount's next daemon */
 
 /*
  * Is path on a FUSE mount?  Asked of its filesystem once a device
@@ -157,7 +159,13 @@ static ssize_t fan_xattr(const char *path, bool follow, uint32_t op, const char 
 	if (strncmp(name, VIRT, sizeof(VIRT) - 1) || on_fuse(path, follow) ||
 	    !ctlsock_find(path, follow, dir, sizeof(dir)))
 		return -2;
-	res = ctlsock_ask(dir, path, follow, op, name, value, len, buf, size);
+	/*
+	 * no daemon listens: the keeper's next one may be starting (a
+	 * request to a FUSE mount waits in the kernel for it), 10 s at most
+	 */
+	for (int i = 0; (res = ctlsock_ask(dir, path, follow, op, name, value, len, buf,
+					   size)) == -ENOTCONN && i < CTL_WAIT_TRIES; i++)
+		nanosleep(&(struct timespec){ 0, 50000000 }, NULL);
 	if (res == -EOPNOTSUPP && !fan_said) {
 		fan_said = true;
 		fprintf(stderr, "hsmfsctl: the daemon of a backend=fanotify mount does not do %s "

@@ -232,7 +232,8 @@ int cmd_doctor(int argc, char **argv)
 	n = hgetxattr(mnt, "user.hsmfs.stats", stats, sizeof(stats) - 1);
 	if (n < 0) {
 		finding(&d, "fail", "%s: %s", mnt, errno == ENOTCONN ?
-			"the daemon is gone (unmount it: fusermount3 -u, and mount again)" :
+			"the daemon is gone (unmount it: fusermount3 -u, or umount for a "
+			"backend=fanotify mount, and mount again)" :
 			errno == ENODATA || errno == EOPNOTSUPP ? "not the root of an hsmfs mount" :
 			strerror(errno));
 		if (d.json)

@@ -454,7 +454,7 @@ def test_answered_let_go(img):
     data = {"a": os.urandom(8 * P), "b": os.urandom(8 * P)}
     import_offline(store, mirror, data, relative=True)
     log = os.path.join(tmpdir(), "steps")
-    with Mount(opts=FAN, store=store, env={"HSMFS_DELAY": "fan-answered:2000,batch-synced:1500",
+    with Mount(opts=FAN, store=store, env={"HSMFS_DELAY": "fan-answered:2000,batch-synced:1000",
                                            "HSMFS_CRASH_LOG": log}) as m:
         mirror_hook = subprocess.Popen([MIRROR, mirror, m.mnt])
         try:

@@ -1175,7 +1175,7 @@ static void lazy_dirs(void)
 	fstatat(store.root_fd, "listed/unlinked", &st, 0);
 	res = unlinkat(store.root_fd, "listed/unlinked", 0);
 	names_user_end(&u);
-	events_unlinked(NULL, st.st_ino, true);
+	events_unlinked(NULL, st.st_ino, true, NULL);
 	pwrite(fd, second, strlen(second), 0);
 	close(fd);
 	hook_answer(&h, ev.id, 0, 0, 0, 0);
@@ -1406,7 +1406,7 @@ static void number_reused(void)
 	inode_ref(a); /* a queue's hold */
 	held = inode_hold_name(inode_root(), "reuse-a", true, &st);
 	ok(held == a && unlinkat(store.root_fd, "reuse-a", 0) == 0, "removed from the store");
-	events_unlinked(held, st.st_ino, false);
+	events_unlinked(held, st.st_ino, false, NULL);
 	inode_name_gone(held, inode_root(), "reuse-a", st.st_nlink);
 	inode_release(held);
 	inode_forget(a, 1); /* the kernel forgot it: its pinned descriptor closes */
