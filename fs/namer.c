@@ -167,18 +167,18 @@ static int upload_ended(uint64_t ino, long long seq)
  * it there (as git saves logs/HEAD.lock over logs/HEAD), which may have
  * got the version it names (nginx's is the mtime and size): it removed
  * that file's object, which its row recorded there, and sync exited 0.
- * OBJ_KEPT: that file's by its version; OBJ_SHARED: that file's object by
- * its URL, of another or no version (the removed file's upload may have
- * landed last): removed, and that file archived again (object_again());
- * 0: no other file's; or -ESHUTDOWN.
+ * Whatever its version: an op of a file waits for that file's upload to
+ * end, so the removed file's bytes landed before the other's upload
+ * began, and a conditional removal would find the other's version and
+ * count a conflict (an editor's save by rename).  1 (kept: the object
+ * is that file's), 0, or -ESHUTDOWN.
  */
-enum { OBJ_KEPT = 1, OBJ_SHARED = 2 };
-
 static int object_held(const struct meta_op *op)
 {
 	struct inode *in;
 	struct fstate *fs;
-	int res = 0;
+	bool held;
+	int res;
 
 	if (!op->path || !op->origin || walk_to(op->path, 0, &in))
 		return 0;
@@ -189,54 +189,15 @@ static int object_held(const struct meta_op *op)
 		mono_after(&ts, 0.05);
 		pthread_cond_timedwait(&AQ.ncond, &S.lock, &ts);
 	}
-	if (fs && !fs->gone && fs->ino != op->ino && fs->origin && !strcmp(fs->origin, op->origin))
-		res = op->version && fs->version && !strcmp(fs->version, op->version) ? OBJ_KEPT :
-										       OBJ_SHARED;
-	res = AQ.stop ? -ESHUTDOWN : res;
+	held = fs && !fs->gone && fs->ino != op->ino && fs->origin &&
+	       !strcmp(fs->origin, op->origin);
+	res = AQ.stop ? -ESHUTDOWN : held;
 	eunlock();
 	inode_forget(in, 1);
-	if (res == OBJ_KEPT)
+	if (res > 0)
 		elog_debug("name op %lld: '%s' is the object of the file at '%s' now: kept",
 			   (long long)op->seq, op->origin, op->path);
 	return res;
-}
-
-/*
- * fs's object at the origin is lost (why: where it was): archived again as
- * a new file if all its bytes are here, else said (sync fails until it is
- * removed: it was shown clean with nothing at the origin).  S.lock held.
- */
-static void archive_again(struct fstate *fs, const char *path, const char *why)
-{
-	ELOCK_HELD();
-	bool all = events_object_lost(fs);
-
-	archive_writeback(fs);
-	if (all)
-		elog_warn("'%s': its object at the origin was %s: archived again as a new file",
-			  path, why);
-	else
-		elog_err("'%s': its object at the origin was %s, and not all its bytes are here: "
-			 "it cannot be archived (sync fails until it is removed)", path, why);
-}
-
-/*
- * The object of the file at op->path (object_held(): OBJ_SHARED) removed
- * with the op's file's: that file is archived again, as a new file.
- */
-static void object_again(const struct meta_op *op)
-{
-	struct inode *in;
-	struct fstate *fs;
-
-	if (walk_to(op->path, 0, &in))
-		return;
-	elock();
-	fs = inode_state(in);
-	if (fs && !fs->gone && fs->ino != op->ino && fs->origin && !strcmp(fs->origin, op->origin))
-		archive_again(fs, op->path, "also a removed file's, which went");
-	eunlock();
-	inode_forget(in, 1);
 }
 
 /*
@@ -376,10 +337,9 @@ static int apply_name(const struct meta_op *op)
 		return upload_ended(op->ino, (long long)op->seq);
 	}
 	if (op->kind == META_OP_DELETE) {
-		int held = object_held(op);
-
-		if (held < 0 || held == OBJ_KEPT)
-			return held < 0 ? held : 0;
+		res = object_held(op);
+		if (res)
+			return res < 0 ? res : 0;
 		res = name_event(HSMFS_NAME_REMOVED, op->path, op->origin, op->version, &version,
 				 &origin);
 		free(version);
@@ -391,8 +351,6 @@ static int apply_name(const struct meta_op *op)
 			return park(op, "a file removed on the mount, changed at the origin by "
 					"another writer: kept there");
 		}
-		if ((!res || res == -ENOENT) && held == OBJ_SHARED)
-			object_again(op);
 		return res == -ENOENT ? 0 : res;
 	}
 	if (op->kind == META_OP_MKDIR || op->kind == META_OP_RMDIR) {
@@ -498,8 +456,18 @@ static int apply_name(const struct meta_op *op)
 		 * are all here (it was dropped, shown clean with nothing at
 		 * the origin, and sync said 0)
 		 */
-		if (res == -ENOENT && !fs->gone && fs->origin && !strcmp(fs->origin, o))
-			archive_again(fs, op->path, "at neither its old place nor its new one");
+		if (res == -ENOENT && !fs->gone && fs->origin && !strcmp(fs->origin, o)) {
+			bool all = events_object_lost(fs);
+
+			archive_writeback(fs);
+			if (all)
+				elog_warn("'%s': its object was at neither its old place nor its new "
+					  "one at the origin: archived again as a new file", op->path);
+			else
+				elog_err("'%s': its object was at neither its old place nor its new "
+					 "one at the origin, and not all its bytes are here: it cannot "
+					 "be archived (sync fails until it is removed)", op->path);
+		}
 		if (!res && fs->origin && !strcmp(fs->origin, o)) {
 			free(fs->origin);
 			fs->origin = origin;

@@ -8,8 +8,7 @@
  * of a file whose upload is in flight waits for its end (durability
  * steps 6 and 7, state.h).  A removal of an object that is, once its
  * upload in flight ended, the object of another file at the op's path on
- * the mount, by its version, is not applied; by its URL only, it is, and
- * that file is archived again (namer.c: object_held()).  Each op is an
+ * the mount is not applied (namer.c: object_held()).  Each op is an
  * ARCHIVE_NAME event answered by the archive hook (hsmfs-hooks(7)).
  *
  * Locks: the namer's own fields are guarded by S.lock; it waits on

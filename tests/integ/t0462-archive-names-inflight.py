@@ -260,7 +260,7 @@ def renamed_while_moved():
         synced_like_mount("renamed while moved", m, root)
 
 
-def saved_over_while_answered():
+def saved_over_while_answered(other=False):
     """A file the origin has, changed and uploaded; while that upload's
     answer is held (archive-answered 3000 ms, the object landed), another
     file with the same bytes and mtime is saved over it (as git gc writes
@@ -270,8 +270,12 @@ def saved_over_while_answered():
     of its object at the name, of that version, which removed the other
     file's: sync exited 0 with the name missing at the origin (t0547 in
     CI, ASan, root: repo/.git/logs/HEAD).  Now the namer finds that object
-    is the other file's and keeps it.  False if this build has no delay
-    points."""
+    is the other file's and keeps it.  other: the file saved over has
+    other bytes and mtime (an editor's save by rename), so another
+    version: the object is that file's all the same, and the removal is
+    not applied (a conditional one would find that version and say the
+    origin changed under it: a conflict).  False if this build has no
+    delay points."""
     root, store, logdir = dav_root(), tmpdir("hsmfs-store-"), tmpdir("hsmfs-steps-")
     steps = os.path.join(logdir, "steps")
 
@@ -299,18 +303,18 @@ def saved_over_while_answered():
                 t = threading.Thread(target=lambda: res.update(r=archive(m.path("f"))))
                 t.start()
                 wait_for(lambda: answered() > n, "its upload answered")
-                put(m.path("f.lock"), data)
-                os.utime(m.path("f.lock"), ns=(st.st_atime_ns, st.st_mtime_ns))
+                what = "saved over while answered" + (" (other bytes)" if other else "")
+                put(m.path("f.lock"), data + b"saved by an editor\n" if other else data)
+                if not other:
+                    os.utime(m.path("f.lock"), ns=(st.st_atime_ns, st.st_mtime_ns))
                 os.rename(m.path("f.lock"), m.path("f"))
                 rc, out = run([HSMFSCTL, "sync", m.mnt])
                 t.join(60)
-                diag("saved over while answered: the held archive answered %r" %
-                     (res.get("r"),))
-                eq(rc, 0, "saved over while answered: hsmfsctl sync exits 0 (%s)" %
-                   out.strip())
+                diag("%s: the held archive answered %r" % (what, res.get("r")))
+                eq(rc, 0, "%s: hsmfsctl sync exits 0 (%s)" % (what, out.strip()))
                 eq(differences(tree(os.path.join(root, "o")), tree(m.mnt)), [],
-                   "saved over while answered: the origin's tree equals the mount's, "
-                   "byte for byte")
+                   "%s: the origin's tree equals the mount's, byte for byte" % what)
+                eq(m.stats()["conflicts"], 0, "%s: no conflict counted" % what)
     finally:
         for d in (root, store, logdir):
             shutil.rmtree(d, ignore_errors=True)
@@ -382,6 +386,9 @@ def test():
     if not only or "w" in only.split(","):
         if not saved_over_while_answered():
             skip("saved over while answered", "a release build has no delay points")
+    if not only or "wo" in only.split(","):
+        if not saved_over_while_answered(other=True):
+            skip("saved over while answered (other bytes)", "a release build has no delay points")
     if not only or "u" in only.split(","):
         if not removed_before_its_row():
             skip("removed before its row", "a release build has no delay points")
