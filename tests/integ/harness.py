@@ -679,6 +679,22 @@ def wait_for(pred, what, deadline=None):
         time.sleep(0.005)
 
 
+def evict_closed(path, deadline=10):
+    """Evict path once it is closed to the daemon too: the kernel sends a
+    close's RELEASE after close(2) returns, and until it arrives an
+    eviction is EBUSY.  Returns 0, or the errno of any other failure (a
+    crashed daemon's), or EBUSY still after the deadline."""
+    end = time.monotonic() + deadline
+    while True:
+        try:
+            os.setxattr(path, "user.hsmfs.evict", b"")
+            return 0
+        except OSError as e:
+            if e.errno != errno.EBUSY or time.monotonic() > end:
+                return e.errno
+        time.sleep(0.005)
+
+
 class Hook:
     """A pyhook.py process; its log (one JSON object a line) is the signal."""
 

@@ -17,8 +17,8 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HSMFSCTL, Hook, Mount, eq, errno_of, import_manifest, main, ok,  # noqa: E402
-                     run, skip, tmpdir, wait_for)
+from harness import (HSMFSCTL, Hook, Mount, eq, errno_of, evict_closed, import_manifest,  # noqa: E402
+                     main, ok, run, skip, tmpdir, wait_for)
 
 MiB = 1 << 20
 LOCAL = b"LOCAL-DATA"
@@ -236,18 +236,7 @@ def test_times_stay():
         eq(os.stat(m.path("f")).st_ctime_ns, ctime0, "and the ctime")
         with open(m.path("f"), "rb") as f:
             eq(os.fstat(f.fileno()).st_ctime_ns, ctime0, "fstat of an open file shows it too")
-        # the kernel sends RELEASE after close(2) returns: until it
-        # arrives the file is open, and an eviction of an open file here
-        # is EBUSY; retried until it is closed to the daemon too
-        def evicted():
-            try:
-                os.setxattr(m.path("f"), "user.hsmfs.evict", b"")
-                return True
-            except OSError as e:
-                if e.errno != errno.EBUSY:
-                    raise
-                return False
-        wait_for(evicted, "the eviction, once the file is closed", deadline=10)
+        eq(evict_closed(m.path("f")), 0, "evicted once closed")
         eq(os.stat(m.path("f")).st_mtime, 1000000000, "an eviction leaves it alone too")
         eq(os.stat(m.path("f")).st_ctime_ns, ctime0, "the ctime as well")
         with Hook(m.mnt, "--mirror", mirror):
@@ -550,8 +539,8 @@ def test_sha256_evicted_unverified():
             st = os.getxattr(m.path("f"), "user.hsmfs.state")
             ok(st.startswith(b"partial"), "complete, its digest not checked yet (%s)"
                % st.decode())
-            eq(errno_of(lambda: os.setxattr(m.path("f"), "user.hsmfs.evict", b"")), 0,
-               "evicted before the writer checked it")
+            # the reads' RELEASEs come after close(2) returns (EBUSY until)
+            eq(evict_closed(m.path("f")), 0, "evicted before the writer checked it")
             # the writer's next batch (the one that checks) ends before this returns
             fd = os.open(m.path("f"), os.O_RDONLY)
             os.fsync(fd)

@@ -20,8 +20,8 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (Hook, Mount, diag, dread, eq, import_manifest, main, ok, skip,  # noqa: E402
-                     tmpdir, wait_for)
+from harness import (Hook, Mount, diag, dread, eq, evict_closed, import_manifest, main, ok,  # noqa: E402
+                     skip, tmpdir, wait_for)
 
 K64 = 64 << 10
 SIZE_A, SIZE_B = 4 * K64, K64
@@ -37,22 +37,6 @@ def fsync_path(path, flags=os.O_RDONLY):
         os.close(fd)
 
 
-def evict(path):
-    """Evict path once it is closed to the daemon too: the kernel sends a
-    close's RELEASE after close(2) returns, and until it arrives an
-    eviction is EBUSY (any other error, a crashed daemon's, is raised)."""
-    import time
-    end = time.monotonic() + 10
-    while True:
-        try:
-            os.setxattr(path, "user.hsmfs.evict", b"")
-            return
-        except OSError as e:
-            if e.errno != errno.EBUSY or time.monotonic() > end:
-                raise
-        time.sleep(0.01)
-
-
 def workload(m, acked):
     """The operations, each made durable by an fsync; acked records which
     fsyncs returned.  Stops at the first failure (the daemon is gone)."""
@@ -64,7 +48,9 @@ def workload(m, acked):
     os.fsync(fd)
     os.close(fd)
     acked.add("b-write")
-    evict(a)
+    res = evict_closed(a)
+    if res:
+        raise OSError(res, os.strerror(res))
     fsync_path(a)
     dread(a, K64, 2 * K64)
     fsync_path(a)
