@@ -80,6 +80,8 @@
 						   * rows not yet moved */
 #define FAULT_NAMES_LOOKED "names-looked"         /* fault_delay: the namer found no op
 						   * left, not yet said so */
+#define FAULT_NAME_MOVED "name-moved"         /* fault_delay: a move's new place in memory
+						   * (S.lock held), its batch not yet written */
 #define FAULT_CTL_STOPPED "ctl-stopped"         /* fault_delay: the control socket's thread
 						   * ended, the socket still bound */
 #define FAULT_CHECK_DIR "check-dir"            /* fault_delay: the consistency check

@@ -425,7 +425,7 @@ static int apply_name(const struct meta_op *op)
 	fs->naming = true;
 	{
 		char *o = strdup(fs->origin), *v = fs->version ? strdup(fs->version) : NULL;
-		bool landed = false;
+		bool landed = false, gone_moving;
 
 		eunlock();
 		/*
@@ -446,6 +446,12 @@ static int apply_name(const struct meta_op *op)
 			elog_warn("cannot forget where '%s' was uploaded: %s", op->path,
 				  meta_errmsg(S.cfg.meta));
 		elock();
+		/*
+		 * removed while it moved: its removal was recorded with the
+		 * object's old place.  Removed after this (the batch below),
+		 * with the new one (memory's: events_unlinked())
+		 */
+		gone_moving = fs->gone;
 		if (!res && !origin) {
 			elog_err("the archive hook moved '%s' without ARCHIVED: not recorded",
 				 op->path);
@@ -479,13 +485,14 @@ static int apply_name(const struct meta_op *op)
 			}
 			fs->vchanged = true;
 			persist_later(fs);
+			fault_delay(FAULT_NAME_MOVED);
 			res = writeback_next_batch();
 		}
 		/*
 		 * removed on the mount while it moved: its removal was recorded
 		 * with the object's old place; it goes from the new one
 		 */
-		if (!res && fs->gone && fs->origin && !(gone_origin = strdup(fs->origin)))
+		if (!res && gone_moving && fs->origin && !(gone_origin = strdup(fs->origin)))
 			res = -ENOMEM;
 		if (gone_origin && fs->version && !(gone_version = strdup(fs->version)))
 			res = -ENOMEM;
