@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,10 +112,26 @@ static void evict_end(struct fstate *fs)
  * read or write of it runs while it is evicting, and a stat meanwhile
  * is shown fs->size (events_shown_attr()); an open file's reader could
  * be told the short size by the kernel and read an early end of file.
- * 0 or -1 with errno.
+ * With S.cfg.keep_blocks the range is emptied and its blocks given back
+ * to it (allocated, unwritten: zeros to the store, and no hole to a tool
+ * that looks for them); a store that cannot is said once.  0 or -1 with
+ * errno.
  */
 static int release_bytes(int sfd, uint64_t start, uint64_t end, uint64_t size, bool cut)
 {
+	static _Atomic bool thin_said;
+
+	if (S.cfg.keep_blocks) {
+		if (fallocate(sfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)start,
+			      (off_t)(end - start)) < 0)
+			return -1;
+		if (fallocate(sfd, FALLOC_FL_KEEP_SIZE, (off_t)start, (off_t)(end - start)) < 0 &&
+		    !atomic_exchange(&thin_said, true))
+			elog_warn("cannot give an evicted range its blocks back (%s): a tool that "
+				  "skips holes may copy zeros for the file's missing bytes",
+				  strerror(errno));
+		return 0;
+	}
 	if (end < size || !cut)
 		return fallocate(sfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 				 (off_t)start, (off_t)(end - start));
@@ -256,7 +273,7 @@ static int evict_range(struct inode *in, struct fstate *fs, uint64_t start,
 	 * Counted, it would keep the cache above its limit with every file
 	 * evicted, and every round would pick those files again.
 	 */
-	if (!res && now > 0 && cut && start == 0 && end >= size)
+	if (!res && now > 0 && cut && !S.cfg.keep_blocks && start == 0 && end >= size)
 		now = 0;
 	after = punched ? ctime_now(sfd) : -1;
 	if (held) {

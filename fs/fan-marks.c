@@ -27,6 +27,7 @@
 struct wanted {
 	struct hashset inos; /* inode numbers of files not found yet; value: missing */
 	unsigned long unlisted; /* directories whose names are not known yet */
+	bool keep_thin;      /* thin (opts.h): no blocks given */
 	size_t thin;         /* marked without all their blocks (allocate()) */
 	size_t foreign;      /* not the row's file (mark_at()) */
 };
@@ -66,7 +67,7 @@ static void allocate(struct wanted *w, int fd, const struct stat *st)
 	char path[32];
 	int wfd;
 
-	if ((uint64_t)st->st_blocks * 512 >= (uint64_t)st->st_size)
+	if (w->keep_thin || (uint64_t)st->st_blocks * 512 >= (uint64_t)st->st_size)
 		return;
 	inode_proc_path(fd, path);
 	wfd = open(path, O_WRONLY | O_CLOEXEC);
@@ -174,7 +175,7 @@ static int walk(struct wanted *w, int dirfd, bool top, long *marked)
 	return res;
 }
 
-long fan_mark_missing(struct meta *m, unsigned long *ret_unlisted)
+long fan_mark_missing(struct meta *m, bool thin, unsigned long *ret_unlisted)
 {
 	struct wanted w;
 	uint64_t *inos = NULL;
@@ -183,6 +184,7 @@ long fan_mark_missing(struct meta *m, unsigned long *ret_unlisted)
 	int res;
 
 	hashset_init(&w.inos, SIZE_MAX, true, NULL);
+	w.keep_thin = thin;
 	w.thin = 0;
 	w.foreign = 0;
 	w.unlisted = 0;

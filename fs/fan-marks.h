@@ -6,16 +6,20 @@
 #ifndef HSMFS_FAN_MARKS_H
 #define HSMFS_FAN_MARKS_H
 
+#include <stdbool.h>
+
 struct meta;
 
 /*
  * Mark every file of the store the database says is not all present
- * (placeholder or partial), having given it blocks for all its bytes:
+ * (placeholder or partial), having given it blocks for all its bytes
+ * (unless thin: the kernel answers lseek(SEEK_DATA) and st_blocks
+ * itself, so a range with no blocks is a hole to cp, tar and bsdtar):
  * by its recorded path, checked against its inode number; the rows
  * whose path is stale are found by one walk of the tree.  Returns the
  * number marked, or -errno; *ret_unlisted: the directories whose names
  * are not known yet (no event lists them on this mount).
  */
-long fan_mark_missing(struct meta *m, unsigned long *ret_unlisted);
+long fan_mark_missing(struct meta *m, bool thin, unsigned long *ret_unlisted);
 
 #endif

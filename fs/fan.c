@@ -64,6 +64,7 @@ static struct {
 	int sig[2];            /* the signals that end serving */
 	int spare;             /* no mount's file: an answered event's number holds it */
 	uint64_t chunk;
+	bool keep_blocks;      /* not thin (fan_start()) */
 	pid_t pid;             /* the daemon's */
 	_Atomic uint64_t events, denied, overflows;
 } F = {
@@ -481,6 +482,35 @@ out:
 }
 
 /*
+ * A file with bytes missing that a user left with fewer blocks than its
+ * size (a truncate up, a punch: holes of the user's) gets blocks for
+ * all of it again, allocated and unwritten, which read as the zeros the
+ * user made: the kernel answers lseek(SEEK_DATA) and st_blocks itself,
+ * and a tool that sees fewer blocks than the size (cp, install, mv,
+ * tar --sparse) looks for holes, and would copy zeros for the missing
+ * bytes, which are holes to it too.  fd: an O_PATH descriptor in the
+ * daemon's clone (no event); a file held by an eviction's lease is left
+ * to it (O_NONBLOCK: EWOULDBLOCK), as is one being run (ETXTBSY).
+ */
+static void give_blocks(struct inode *in, int fd, const struct stat *st)
+{
+	char path[32];
+	int wfd;
+
+	if (!F.keep_blocks || !(inode_flags(in) & INODE_NONRESIDENT) ||
+	    (uint64_t)st->st_blocks * 512 >= (uint64_t)st->st_size)
+		return;
+	inode_proc_path(fd, path);
+	wfd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	if (wfd < 0)
+		return;
+	if (fallocate(wfd, FALLOC_FL_KEEP_SIZE, 0, st->st_size) < 0)
+		log_debug("backend=fanotify: cannot give a changed file its blocks: %s",
+			  strerror(errno));
+	close(wfd);
+}
+
+/*
  * A file changed through the mountpoint (the notification group:
  * FAN_MODIFY, FAN_CLOSE_WRITE): the change is the user's, its file
  * dirty, its size the store file's.
@@ -501,8 +531,10 @@ static void on_changed(int fd)
 	pthread_mutex_unlock(&F.lock);
 	f = file_get(fd, "", &st, &res);
 	if (f) {
-		if (!events_load(f->in))
+		if (!events_load(f->in)) {
 			events_changed_unseen(f->in, (uint64_t)st.st_size, true);
+			give_blocks(f->in, fd, &st);
+		}
 		file_put(f);
 	}
 	close(fd);
@@ -960,12 +992,13 @@ static void take_over(void)
 		 taken + denied == 1 ? "" : "s", denied + swept, swept);
 }
 
-int fan_start(uint64_t chunk, bool takeover)
+int fan_start(uint64_t chunk, bool keep_blocks, bool takeover)
 {
 	struct rlimit rl;
 	int res;
 
 	F.chunk = chunk ? chunk : 1 << 20;
+	F.keep_blocks = keep_blocks;
 	F.pid = getpid();
 	/* after saved_reserve(): never a recorded number */
 	F.spare = open("/", O_PATH | O_CLOEXEC);

@@ -78,9 +78,12 @@ int fan_signals(void);
 /*
  * Start the reader thread, chunk: the fill pieces of a large range; a
  * daemon taking over (keeper.h) first checks and answers the events the
- * last one read and did not answer (saved.h).  0 or -errno.
+ * last one read and did not answer (saved.h).  keep_blocks (not thin,
+ * opts.h): a file with bytes missing that a user's change leaves with
+ * fewer blocks than its size (a truncate up, a punch) is given them
+ * back (give_blocks()).  0 or -errno.
  */
-int fan_start(uint64_t chunk, bool takeover);
+int fan_start(uint64_t chunk, bool keep_blocks, bool takeover);
 
 /*
  * Serve until SIGTERM, SIGINT or SIGHUP, or until the mountpoint is

@@ -676,7 +676,7 @@ static bool fan_mount_run(struct daemon *d)
 		}
 		return true; /* fan_start() says so, having taken over the events */
 	}
-	n = fan_mark_missing(d->meta, &unlisted);
+	n = fan_mark_missing(d->meta, d->o.thin, &unlisted);
 	if (n < 0) {
 		log_err("backend=fanotify: cannot mark the files not all present: %s",
 			strerror((int)-n));

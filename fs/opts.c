@@ -354,6 +354,10 @@ static int parse_one(struct hsmfs_opts *o, const char *opt, bool *saw_dp,
 		o->norestart = KEY("norestart");
 		return 0;
 	}
+	if (!val && KEY("thin")) {
+		o->thin = true;
+		return 0;
+	}
 	if (!val && (KEY("passthrough") || KEY("nopassthrough"))) {
 		o->nopassthrough = KEY("nopassthrough");
 		return 0;
@@ -578,6 +582,21 @@ int opts_parse(int argc, char *const argv[], struct hsmfs_opts *ret, char *err,
 		if (no)
 			res = fail(err, errlen, "backend=fanotify does not support %s yet", no);
 	}
+	/*
+	 * The kernel answers lseek(SEEK_DATA) and st_blocks of a fanotify
+	 * mount's files itself: a range holding no blocks is a hole to cp,
+	 * tar and bsdtar, which copy zeros for it.  So an eviction keeps
+	 * the blocks it empties, and a cache limit could free nothing,
+	 * unless the user says thin and takes that.
+	 */
+	if (!res && o.thin && !o.fanotify)
+		res = fail(err, errlen, "option 'thin' is backend=fanotify's (a FUSE mount "
+			   "answers lseek itself)");
+	if (!res && o.fanotify && !o.thin &&
+	    (o.cache_max || o.cache_min_free || o.cache_min_free_pct))
+		res = fail(err, errlen, "backend=fanotify: %s needs thin: without it every file "
+			   "keeps blocks for all its bytes, so an eviction frees none (hsmfs(8) "
+			   "FANOTIFY BACKEND)", o.cache_max ? "cache_max" : "cache_min_free");
 
 	if (res) {
 		opts_free(&o);

@@ -82,6 +82,11 @@ struct hsmfs_opts {
 				  * raised by the kernel's fanotify
 				  * pre-content events (fan.h); default
 				  * backend=fuse */
+	bool thin;               /* backend=fanotify: a file's missing bytes
+				  * hold no blocks of the store (evictions
+				  * free them); default: every file keeps
+				  * blocks for all its bytes, so that no tool
+				  * takes them for holes (fan-marks.h) */
 	bool nopassthrough;      /* never kernel passthrough (default: where allowed) */
 	bool cold_direct;        /* cold_reads=direct: a read-only open of a file
 				  * with bytes missing bypasses the mount's page

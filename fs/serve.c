@@ -124,6 +124,7 @@ bool serve_run(struct daemon *d)
 			.state_fd = d->store.state_fd,
 			.cache_limited = d->o.cache_max || d->o.cache_min_free ||
 					 d->o.cache_min_free_pct,
+			.keep_blocks = d->o.fanotify && !d->o.thin,
 		};
 		struct cache_config ccfg = {
 			.max = d->o.cache_max,
@@ -224,7 +225,7 @@ bool serve_run(struct daemon *d)
 	}
 
 	if (d->o.fanotify) {
-		res = fan_start(d->o.chunk, d->takeover);
+		res = fan_start(d->o.chunk, !d->o.thin, d->takeover);
 		if (res) {
 			log_err("cannot serve the mount: %s", strerror(-res));
 			d->rc = EXIT_SERVE;

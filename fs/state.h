@@ -125,6 +125,12 @@ struct events_config {
 	const char *store_path; /* borrowed; for user.hsmfs.store */
 	const char *origin;   /* borrowed or NULL; the root's user.hsmfs.origin */
 	bool cache_limited;   /* cache_max or cache_min_free: admit fills */
+	/*
+	 * An eviction empties a range and keeps its blocks (allocated,
+	 * unwritten): a front end whose users see the store's own layout
+	 * (fanotify), where a range with no blocks is a hole to every tool
+	 */
+	bool keep_blocks;
 	int state_fd;         /* borrowed: STORE/.hsmfs, where fills stage */
 	/*
 	 * Requests one user may have parked waiting for hooks; over it, a

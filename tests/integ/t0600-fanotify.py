@@ -100,6 +100,12 @@ def test_refusals():
     rc, out = run([HSMFS, "-f", store, mnt, "-o", "backend=fanotify,archive_after=1"])
     ok(rc == 1 and "backend=fanotify does not support archive_after yet" in out,
        "archive_after= is refused on backend=fanotify (exit 1)")
+    rc, out = run([HSMFS, "-f", store, mnt, "-o", "backend=fanotify,cache_max=1G"])
+    ok(rc == 1 and "cache_max needs thin" in out,
+       "cache_max= without thin is refused on backend=fanotify (exit 1): %s" % out.strip())
+    rc, out = run([HSMFS, "-f", store, mnt, "-o", "thin"])
+    ok(rc == 1 and "option 'thin' is backend=fanotify's" in out,
+       "thin is refused on a FUSE mount (exit 1): %s" % out.strip())
     rc, out = run([HSMFS, "-f", store, mnt, "-o", "backend=nfs"])
     ok(rc == 1 and "needs 'fuse' or 'fanotify'" in out, "an unknown backend is refused")
     if not is_root():
@@ -395,14 +401,16 @@ def test_evict(img):
     """Eviction on a fanotify mount (fan.c fan_evicting()): a write lease
     keeps opens out while the file is recorded missing, marked and
     punched; a file open or mapped anywhere is not evicted; the bytes
-    evicted come back through the hook; cache_max keeps the store
-    within its bound by evicting."""
+    evicted come back through the hook; with thin, an eviction frees the
+    blocks (without, t0610 checks they stay, and that cp copies an
+    evicted file right), and cache_max keeps the store within its bound
+    by evicting."""
     store = os.path.join(img, "store-evict")
     mirror = tmpdir("hsmfs-mirror-")
     data = {n: os.urandom(32 * P) for n in ("a", "b", "c", "d", "e", "f")}
     import_offline(store, mirror, data, relative=True)
     ino = {n: os.stat(os.path.join(store, n)).st_ino for n in data}
-    with Mount(opts=FAN + ",chunk=64k,cache_max=384k", store=store) as m:
+    with Mount(opts=FAN + ",chunk=64k,thin,cache_max=384k", store=store) as m:
         mirror_hook = subprocess.Popen([MIRROR, mirror, m.mnt])
         try:
             ok(m.logged("hook 'hsmfs-mirror'"), "hsmfs-mirror joined")
@@ -411,6 +419,7 @@ def test_evict(img):
             rc, out = run([HSMFSCTL, "evict", m.path("a")])
             ok(rc == 0, "hsmfsctl evict a: exit 0" + ("" if rc == 0 else ": " + out))
             eq(states(m, ["a"]), {"a": ("placeholder", 0)}, "a evicted: a placeholder again")
+            ok(os.stat(m.path("a")).st_blocks == 0, "thin: its blocks are freed")
             ok(ino["a"] in group_marks(m.proc.pid), "and marked again")
             eq(open(m.path("a"), "rb").read(), data["a"], "a read again: the origin's bytes")
 

@@ -85,9 +85,17 @@ int main(void)
 		   !strcmp(err, "backend=fanotify does not support archive_after yet"),
 	   "what backend=fanotify does not do yet is refused, not ignored: '%s'", err);
 	opts_free(&o);
-	ok(parse(&o, err, 4, "/s", "/m", "-o", "backend=fanotify,cache_max=1G") == 0 &&
-		   o.fanotify && o.cache_max == 1ULL << 30,
-	   "backend=fanotify takes cache limits");
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "backend=fanotify,thin,cache_max=1G") == 0 &&
+		   o.fanotify && o.thin && o.cache_max == 1ULL << 30,
+	   "backend=fanotify takes cache limits with thin");
+	opts_free(&o);
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "backend=fanotify,cache_min_free=10%") == -EINVAL &&
+		   strstr(err, "cache_min_free needs thin"),
+	   "and refuses them without (every file keeps its blocks): '%s'", err);
+	opts_free(&o);
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "thin") == -EINVAL &&
+		   strstr(err, "'thin' is backend=fanotify's"),
+	   "thin on a FUSE mount is refused: '%s'", err);
 	opts_free(&o);
 
 	ok(parse(&o, err, 4, "/s", "/m", "-o", "user_id=0") == -EINVAL &&
