@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "fan-kernel.h"
+#include "fault.h"
 #include "fan-marks.h"
 #include "hashset.h"
 #include "inode.h"
@@ -64,31 +65,46 @@ static int want_row(void *arg, uint64_t ino, uint64_t gen, uint64_t size, uint32
  */
 static void allocate(struct wanted *w, int fd, const struct stat *st)
 {
-	char path[32];
-	int wfd;
+	int res = w->keep_thin || (uint64_t)st->st_blocks * 512 >= (uint64_t)st->st_size ? 0 :
+		  fan_give_blocks(fd);
 
-	if (w->keep_thin || (uint64_t)st->st_blocks * 512 >= (uint64_t)st->st_size)
-		return;
-	inode_proc_path(fd, path);
-	wfd = open(path, O_WRONLY | O_CLOEXEC);
-	if (wfd >= 0 && !fallocate(wfd, 0, 0, st->st_size)) {
-		/*
-		 * the file's time is the origin's (its change time is the
-		 * kernel's); both set, so that it is not a modification to the
-		 * watch of changes (times_kept(), commit.c)
-		 */
-		struct timespec t[2] = { st->st_atim, st->st_mtim };
-
-		futimens(wfd, t);
-		close(wfd);
-		return;
-	}
-	if (!w->thin++)
+	if (res < 0 && !w->thin++)
 		log_warn("backend=fanotify: cannot allocate the blocks of a file not fetched yet "
 			 "(%s): a tool that skips holes may copy zeros for its missing bytes",
-			 strerror(errno));
-	if (wfd >= 0)
-		close(wfd);
+			 strerror(-res));
+}
+
+int fan_give_blocks(int fd)
+{
+	char path[32];
+	struct stat st;
+	int wfd, res = 0;
+
+	inode_proc_path(fd, path);
+	wfd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	if (wfd < 0)
+		return -errno;
+	fault_delay(FAULT_BLOCKS_GIVING);
+	/* the times as they are now: a user's, set just before, win */
+	if (fstat(wfd, &st) < 0) {
+		res = -errno;
+	} else if ((uint64_t)st.st_blocks * 512 < (uint64_t)st.st_size) {
+		if (fallocate(wfd, FALLOC_FL_KEEP_SIZE, 0, st.st_size) < 0) {
+			res = -errno;
+		} else {
+			/*
+			 * a fallocate sets the times: put back (its change time
+			 * is the kernel's); both set, so that it is not a
+			 * modification to the watch of changes (times_kept(),
+			 * commit.c)
+			 */
+			struct timespec t[2] = { st.st_atim, st.st_mtim };
+
+			futimens(wfd, t);
+		}
+	}
+	close(wfd);
+	return res;
 }
 
 /* Mark the regular file at dirfd/name if it is one of w's; 1 marked, 0 not, -errno. */

@@ -22,4 +22,13 @@ struct meta;
  */
 long fan_mark_missing(struct meta *m, bool thin, unsigned long *ret_unlisted);
 
+/*
+ * Give the file open as fd (O_PATH, in the daemon's clone: no event)
+ * blocks for all its bytes, allocated and unwritten, if it has fewer,
+ * keeping its times (the origin's, or a user's: read just before).  A
+ * file held by an eviction's lease is left to it (EWOULDBLOCK), as is
+ * one being run (ETXTBSY).  0 or -errno.
+ */
+int fan_give_blocks(int fd);
+
 #endif

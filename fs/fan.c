@@ -21,6 +21,7 @@
 
 #include "events.h"
 #include "fan-kernel.h"
+#include "fan-marks.h"
 #include "fan.h"
 #include "fault.h"
 #include "hashset.h"
@@ -488,26 +489,20 @@ out:
  * user made: the kernel answers lseek(SEEK_DATA) and st_blocks itself,
  * and a tool that sees fewer blocks than the size (cp, install, mv,
  * tar --sparse) looks for holes, and would copy zeros for the missing
- * bytes, which are holes to it too.  fd: an O_PATH descriptor in the
- * daemon's clone (no event); a file held by an eviction's lease is left
- * to it (O_NONBLOCK: EWOULDBLOCK), as is one being run (ETXTBSY).
+ * bytes, which are holes to it too (fan_give_blocks(): its times stay
+ * the user's).  fd: an O_PATH descriptor in the daemon's clone.
  */
 static void give_blocks(struct inode *in, int fd, const struct stat *st)
 {
-	char path[32];
-	int wfd;
+	int res;
 
 	if (!F.keep_blocks || !(inode_flags(in) & INODE_NONRESIDENT) ||
 	    (uint64_t)st->st_blocks * 512 >= (uint64_t)st->st_size)
 		return;
-	inode_proc_path(fd, path);
-	wfd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-	if (wfd < 0)
-		return;
-	if (fallocate(wfd, FALLOC_FL_KEEP_SIZE, 0, st->st_size) < 0)
+	res = fan_give_blocks(fd);
+	if (res < 0)
 		log_debug("backend=fanotify: cannot give a changed file its blocks: %s",
-			  strerror(errno));
-	close(wfd);
+			  strerror(-res));
 }
 
 /*

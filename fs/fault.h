@@ -82,6 +82,8 @@
 						   * left, not yet said so */
 #define FAULT_NAME_MOVED "name-moved"         /* fault_delay: a move's new place in memory
 						   * (S.lock held), its batch not yet written */
+#define FAULT_BLOCKS_GIVING "blocks-giving"   /* fault_delay: a file given its blocks
+						   * (fan_give_blocks()), its times not read */
 #define FAULT_CTL_STOPPED "ctl-stopped"         /* fault_delay: the control socket's thread
 						   * ended, the socket still bound */
 #define FAULT_CHECK_DIR "check-dir"            /* fault_delay: the consistency check
