@@ -184,21 +184,40 @@ def removed_before_upload():
         shutil.rmtree(d, ignore_errors=True)
 
 
+class Held:
+    """What held_mount() yields: m, the mount; root, the origin's
+    directory (its objects under o/); ng, nginx; log, the daemon's
+    HSMFS_CRASH_LOG (its delay points' lines)."""
+
+    def __init__(self, m, root, ng, log):
+        self.m, self.root, self.ng, self.log = m, root, ng, log
+
+    def __iter__(self):
+        return iter((self.m, self.root))
+
+    def has_delays(self):
+        """Does this build have delay points (a debug build's)?"""
+        return os.path.exists(self.log)
+
+
 @contextlib.contextmanager
-def held_mount(archive_after, delay):
+def held_mount(archive_after, delay, opts=""):
     """A mount of an nginx WebDAV origin ("o/" under root) whose daemon
-    sleeps at the fault points HSMFS_DELAY names (a debug build's): yields
-    (m, root); both directories go at the end."""
-    root, store = dav_root(), tmpdir("hsmfs-store-")
+    sleeps at the fault points HSMFS_DELAY names (a debug build's):
+    yields a Held; every directory goes at the end.  opts: more mount
+    options."""
+    root, store, logdir = dav_root(), tmpdir("hsmfs-store-"), tmpdir("hsmfs-steps-")
+    log = os.path.join(logdir, "steps")
     try:
         with Nginx(root, extra=DAV) as ng:
-            opts = "hook=%s,origin=%s,archive_after=%d" % (HTTP, ng.url("o/"), archive_after)
-            with Mount(store=store, opts=opts, env={"HSMFS_DELAY": delay}) as m:
+            o = "hook=%s,origin=%s,archive_after=%d" % (HTTP, ng.url("o/"), archive_after)
+            with Mount(store=store, opts=o + ("," + opts if opts else ""),
+                       env={"HSMFS_DELAY": delay, "HSMFS_CRASH_LOG": log}) as m:
                 os.listdir(m.mnt)
-                yield m, root
+                yield Held(m, root, ng, log)
     finally:
-        shutil.rmtree(root, ignore_errors=True)
-        shutil.rmtree(store, ignore_errors=True)
+        for d in (root, store, logdir):
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def renamed_then_removed():
@@ -277,48 +296,32 @@ def saved_over_while_answered(other=False):
     not applied (a conditional one would find that version and say the
     origin changed under it: a conflict).  False if this build has no
     delay points."""
-    root, store, logdir = dav_root(), tmpdir("hsmfs-store-"), tmpdir("hsmfs-steps-")
-    steps = os.path.join(logdir, "steps")
-
-    def answered():
-        try:
-            return open(steps).read().count(" archive-answered\n")
-        except OSError:
-            return 0
-    try:
-        with Nginx(root, extra=DAV) as ng:
-            opts = "hook=%s,origin=%s,archive_after=3600" % (HTTP, ng.url("o/"))
-            with Mount(store=store, opts=opts, env={"HSMFS_DELAY": "archive-answered:3000",
-                                                    "HSMFS_CRASH_LOG": steps}) as m:
-                os.listdir(m.mnt)
-                put(m.path("f"), b"the first version\n" * 100)
-                eq(run([HSMFSCTL, "sync", m.mnt])[0], 0, "saved over while answered: "
-                   "first sync")
-                if not os.path.exists(steps):
-                    return False
-                with open(m.path("f"), "ab") as f:
-                    f.write(b"appended\n" * 10)
-                data, st = get(m.path("f")), os.stat(m.path("f"))
-                n = answered()
-                res = {}
-                t = threading.Thread(target=lambda: res.update(r=archive(m.path("f"))))
-                t.start()
-                wait_for(lambda: answered() > n, "its upload answered")
-                what = "saved over while answered" + (" (other bytes)" if other else "")
-                put(m.path("f.lock"), data + b"saved by an editor\n" if other else data)
-                if not other:
-                    os.utime(m.path("f.lock"), ns=(st.st_atime_ns, st.st_mtime_ns))
-                os.rename(m.path("f.lock"), m.path("f"))
-                rc, out = run([HSMFSCTL, "sync", m.mnt])
-                t.join(60)
-                diag("%s: the held archive answered %r" % (what, res.get("r")))
-                eq(rc, 0, "%s: hsmfsctl sync exits 0 (%s)" % (what, out.strip()))
-                eq(differences(tree(os.path.join(root, "o")), tree(m.mnt)), [],
-                   "%s: the origin's tree equals the mount's, byte for byte" % what)
-                eq(m.stats()["conflicts"], 0, "%s: no conflict counted" % what)
-    finally:
-        for d in (root, store, logdir):
-            shutil.rmtree(d, ignore_errors=True)
+    with held_mount(3600, "archive-answered:3000") as h:
+        m = h.m
+        put(m.path("f"), b"the first version\n" * 100)
+        eq(run([HSMFSCTL, "sync", m.mnt])[0], 0, "saved over while answered: first sync")
+        if not h.has_delays():
+            return False
+        with open(m.path("f"), "ab") as f:
+            f.write(b"appended\n" * 10)
+        data, st = get(m.path("f")), os.stat(m.path("f"))
+        n = steps(h.log, "archive-answered")
+        res = {}
+        t = threading.Thread(target=lambda: res.update(r=archive(m.path("f"))))
+        t.start()
+        wait_for(lambda: steps(h.log, "archive-answered") > n, "its upload answered")
+        what = "saved over while answered" + (" (other bytes)" if other else "")
+        put(m.path("f.lock"), data + b"saved by an editor\n" if other else data)
+        if not other:
+            os.utime(m.path("f.lock"), ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.rename(m.path("f.lock"), m.path("f"))
+        rc, out = run([HSMFSCTL, "sync", m.mnt])  # at once, the answer still held
+        t.join(60)
+        diag("%s: the held archive answered %r" % (what, res.get("r")))
+        eq(rc, 0, "%s: hsmfsctl sync exits 0 (%s)" % (what, out.strip()))
+        eq(differences(tree(os.path.join(h.root, "o")), tree(m.mnt)), [],
+           "%s: the origin's tree equals the mount's, byte for byte" % what)
+        eq(m.stats()["conflicts"], 0, "%s: no conflict counted" % what)
     return True
 
 
@@ -335,42 +338,30 @@ def removed_before_its_row(held_open=False):
     while removed, so the keeper's orphan link takes over its name before
     the removal is recorded (its path was then not known: nothing was
     recorded still).  False if this build has no delay points."""
-    root, store, logdir = dav_root(), tmpdir("hsmfs-store-"), tmpdir("hsmfs-steps-")
-    steps_log = os.path.join(logdir, "steps")
-    try:
-        with Nginx(root, extra=DAV) as ng:
-            opts = "hook=%s,origin=%s,archive_after=0" % (HTTP, ng.url("o/"))
-            with Mount(store=store, opts=opts, env={"HSMFS_DELAY": "batch-taken:4000",
-                                                    "HSMFS_CRASH_LOG": steps_log}) as m:
-                os.listdir(m.mnt)
-                n = steps(steps_log, "batch-taken")
-                put(m.path("a"), b"a file whose row the writer holds\n")
-                try:
-                    wait_for(lambda: steps(steps_log, "batch-taken") > n,
-                             "the writer holds a batch", deadline=10)
-                except TimeoutError:
-                    if not os.path.exists(steps_log):
-                        return False
-                    raise
-                n = steps(steps_log, "batch-taken")
-                put(m.path("f"), b"removed before its row was written\n" * 100)
-                wait_for(lambda: ",new" not in state(m, "f"), "f uploaded, its row not written")
-                fd = os.open(m.path("f"), os.O_RDONLY) if held_open else -1
-                what = "removed before its row" + (", open" if held_open else "")
-                try:
-                    os.unlink(m.path("f"))
-                    eq(steps(steps_log, "batch-taken"), n, "%s: the writer took no batch "
-                       "since f was made (its row was not written)" % what)
-                    rc, out = run([HSMFSCTL, "sync", m.mnt])
-                    eq(rc, 0, "%s: hsmfsctl sync exits 0 (%s)" % (what, out.strip()))
-                    eq(differences(tree(os.path.join(root, "o")), tree(m.mnt)), [],
-                       "%s: the origin's tree equals the mount's, byte for byte" % what)
-                finally:
-                    if fd >= 0:
-                        os.close(fd)
-    finally:
-        for d in (root, store, logdir):
-            shutil.rmtree(d, ignore_errors=True)
+    with held_mount(0, "batch-taken:4000") as h:
+        m = h.m
+        n = steps(h.log, "batch-taken")
+        put(m.path("a"), b"a file whose row the writer holds\n")
+        try:
+            wait_for(lambda: steps(h.log, "batch-taken") > n, "the writer holds a batch",
+                     deadline=10)
+        except TimeoutError:
+            if not h.has_delays():
+                return False
+            raise
+        n = steps(h.log, "batch-taken")
+        put(m.path("f"), b"removed before its row was written\n" * 100)
+        wait_for(lambda: ",new" not in state(m, "f"), "f uploaded, its row not written")
+        fd = os.open(m.path("f"), os.O_RDONLY) if held_open else -1
+        what = "removed before its row" + (", open" if held_open else "")
+        try:
+            os.unlink(m.path("f"))
+            eq(steps(h.log, "batch-taken"), n, "%s: the writer took no batch since f was "
+               "made (its row was not written)" % what)
+            synced_like_mount(what, m, h.root)
+        finally:
+            if fd >= 0:
+                os.close(fd)
     return True
 
 
@@ -389,47 +380,29 @@ def moved_then_removed():
     remove that file's object.  Now the namer records a removal only for
     a file removed while its move was in flight (recorded then with the
     old place).  False if this build has no delay points."""
-    root, store, logdir = dav_root(), tmpdir("hsmfs-store-"), tmpdir("hsmfs-steps-")
-    steps_log = os.path.join(logdir, "steps")
     what = "moved then removed"
-    try:
-        with Nginx(root, extra=DAV) as ng:
-            opts = "hook=%s,origin=%s,archive_after=3600,log_level=debug" % (HTTP, ng.url("o/"))
-            with Mount(store=store, opts=opts,
-                       env={"HSMFS_DELAY": "batch-taken:3000,name-moved:1",
-                            "HSMFS_CRASH_LOG": steps_log}) as m:
-                os.listdir(m.mnt)
-                put(m.path("f"), b"moved, then removed\n" * 100)
-                eq(run([HSMFSCTL, "sync", m.mnt])[0], 0, "%s: first sync" % what)
-                if not os.path.exists(steps_log):
-                    return False
-                n = steps(steps_log, "name-moved")
-                os.rename(m.path("f"), m.path("g"))
-                res = {}
-                t = threading.Thread(target=lambda: res.update(r=run([HSMFSCTL, "sync",
-                                                                      m.mnt])))
-                t.start()
-                wait_for(lambda: steps(steps_log, "name-moved") > n,
-                         "the object moved, its batch not written", deadline=30)
-                os.unlink(m.path("g"))
-                t.join(60)
-                rc, out = run([HSMFSCTL, "sync", m.mnt])
-                eq(rc, 0, "%s: hsmfsctl sync exits 0 (%s)" % (what, out.strip()))
-                eq(differences(tree(os.path.join(root, "o")), tree(m.mnt)), [],
-                   "%s: the origin's tree equals the mount's, byte for byte" % what)
-                with open(os.path.join(ng.dir, "access.log")) as f:
-                    asked = [" ".join(ln.split()[:3]) for ln in f if ln.split()[1] == "/o/g"]
-                dels = [i for i, a in enumerate(asked) if a.startswith("DELETE ")]
-                eq([asked[i] for i in dels], ["DELETE /o/g 204"],
-                   "%s: one DELETE of the new name" % what)
-                # its removal recorded once (an unland of the move's place
-                # may follow, when the move was the first op: journal.c)
-                removals = re.findall(r"name op \d+ \(kind 1, inode \d+, 'g'", m.output())
-                eq(len(removals), 1, "%s: one removal of the new name recorded" % what)
-                eq(m.stats()["conflicts"], 0, "%s: no conflict counted" % what)
-    finally:
-        for d in (root, store, logdir):
-            shutil.rmtree(d, ignore_errors=True)
+    with held_mount(3600, "batch-taken:3000,name-moved:1", opts="log_level=debug") as h:
+        m = h.m
+        put(m.path("f"), b"moved, then removed\n" * 100)
+        eq(run([HSMFSCTL, "sync", m.mnt])[0], 0, "%s: first sync" % what)
+        if not h.has_delays():
+            return False
+        n = steps(h.log, "name-moved")
+        os.rename(m.path("f"), m.path("g"))
+        t = threading.Thread(target=lambda: run([HSMFSCTL, "sync", m.mnt]))
+        t.start()
+        wait_for(lambda: steps(h.log, "name-moved") > n,
+                 "the object moved, its batch not written", deadline=30)
+        os.unlink(m.path("g"))
+        t.join(60)
+        synced_like_mount(what, m, h.root)
+        eq([r[:3] for r in h.ng.log() if r[:2] == ("DELETE", "/o/g")],
+           [("DELETE", "/o/g", 204)], "%s: one DELETE of the new name" % what)
+        # its removal recorded once (an unland of the move's place may
+        # follow, when the move was the first op: journal.c)
+        removals = re.findall(r"name op \d+ \(kind 1, inode \d+, 'g'", m.output())
+        eq(len(removals), 1, "%s: one removal of the new name recorded" % what)
+        eq(m.stats()["conflicts"], 0, "%s: no conflict counted" % what)
     return True
 
 
@@ -443,21 +416,16 @@ def test():
         number_reused()
     if not only or "s" in only.split(","):
         renamed_while_moved()
-    if not only or "w" in only.split(","):
-        if not saved_over_while_answered():
-            skip("saved over while answered", "a release build has no delay points")
-    if not only or "wo" in only.split(","):
-        if not saved_over_while_answered(other=True):
-            skip("saved over while answered (other bytes)", "a release build has no delay points")
-    if not only or "u" in only.split(","):
-        if not removed_before_its_row():
-            skip("removed before its row", "a release build has no delay points")
-    if not only or "uo" in only.split(","):
-        if not removed_before_its_row(held_open=True):
-            skip("removed before its row, open", "a release build has no delay points")
-    if not only or "md" in only.split(","):
-        if not moved_then_removed():
-            skip("moved then removed", "a release build has no delay points")
+    # the cases on a debug build's delay points: (letters, name, run)
+    for key, name, fn in (
+            ("w", "saved over while answered", saved_over_while_answered),
+            ("wo", "saved over while answered (other bytes)",
+             lambda: saved_over_while_answered(other=True)),
+            ("u", "removed before its row", removed_before_its_row),
+            ("uo", "removed before its row, open", lambda: removed_before_its_row(held_open=True)),
+            ("md", "moved then removed", moved_then_removed)):
+        if (not only or key in only.split(",")) and not fn():
+            skip(name, "a release build has no delay points")
     for i, (name, change) in enumerate(CASES):
         if not only or str(i + 1) in only.split(","):
             case(name, change)
