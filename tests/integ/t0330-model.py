@@ -165,12 +165,21 @@ class Hooks:
 
 
 def bread(path, off, n):
-    with open(path, "rb") as f:
-        f.seek(off)
-        got = f.read(n)
-    if got is None:  # Python's buffered read turns EAGAIN into None
-        raise OSError(errno.EAGAIN, "EAGAIN")
-    return got
+    # raw reads through the page cache, to n bytes or the end: a read the
+    # kernel ended early (its later pages denied) is followed by one that
+    # fails, which raises here.  Python's buffered read() would return the
+    # bytes so far and drop an EAGAIN (a non-blocking read's "no more now")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        got = b""
+        while len(got) < n:
+            b = os.pread(fd, n - len(got), off + len(got))
+            if not b:
+                break
+            got += b
+        return got
+    finally:
+        os.close(fd)
 
 
 TRACE = os.environ.get("HSMFS_MODEL_TRACE")
