@@ -39,6 +39,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -382,6 +383,114 @@ int events_dir(struct inode *dir, struct front_req *req, void (*cont)(void *arg,
 		return 0;
 	}
 	return wait_listing(dir, origin, false, req, cont, arg);
+}
+
+/* A directory of events_list_tree()'s queue: its inode (a lookup
+ * reference, but the root's) and its store path. */
+struct tree_dir {
+	struct inode *in;
+	char *path;
+};
+
+/* dir's subdirectories onto q (*n of *cap): 0 or -errno. */
+static int queue_subdirs(const struct tree_dir *dir, struct tree_dir **q, size_t *n, size_t *cap)
+{
+	char proc[32];
+	struct dirent *de;
+	DIR *d;
+	int pfd = inode_fd_get(dir->in), res = 0;
+
+	if (pfd < 0)
+		return pfd;
+	inode_proc_path(pfd, proc);
+	d = opendir(proc);
+	inode_fd_put(dir->in);
+	if (!d)
+		return -errno;
+	while (!res && (de = readdir(d))) {
+		struct tree_dir sub;
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    (dir->in == inode_root() && !strcmp(de->d_name, STORE_STATE_DIR)) ||
+		    (de->d_type != DT_DIR && de->d_type != DT_UNKNOWN))
+			continue;
+		if (inode_lookup(dir->in, de->d_name, &st, &sub.in))
+			continue; /* gone meanwhile */
+		if (!S_ISDIR(st.st_mode)) {
+			inode_forget(sub.in, 1);
+			continue;
+		}
+		if (asprintf(&sub.path, "%s%s%s", dir->path, dir->path[0] ? "/" : "",
+			     de->d_name) < 0) {
+			inode_forget(sub.in, 1);
+			res = -ENOMEM;
+			break;
+		}
+		if (*n == *cap) {
+			size_t c = *cap ? *cap * 2 : 64;
+			struct tree_dir *nq = realloc(*q, c * sizeof(*nq));
+
+			if (!nq) {
+				inode_forget(sub.in, 1);
+				free(sub.path);
+				res = -ENOMEM;
+				break;
+			}
+			*q = nq;
+			*cap = c;
+		}
+		(*q)[(*n)++] = sub;
+	}
+	closedir(d);
+	return res;
+}
+
+int events_list_tree(struct inode *dir, bool (*each)(unsigned long listed, unsigned long left),
+		     unsigned long *ret_listed, char *failed, size_t failedlen)
+{
+	struct tree_dir *q = NULL;
+	size_t n = 0, cap = 0, at = 0;
+	unsigned long listed = 0;
+	int res = 0;
+
+	ELOCK_NOT_HELD();
+	may_block("a listing of a whole tree");
+	failed[0] = '\0';
+	q = malloc(sizeof(*q));
+	if (!q || !(q[0].path = strdup(""))) {
+		free(q);
+		return -ENOMEM;
+	}
+	q[0].in = dir; /* the caller's reference */
+	n = cap = 1;
+	/* breadth first: each directory listed before its subdirectories are looked at */
+	for (at = 0; at < n && !res; at++) {
+		struct tree_dir t = q[at]; /* the queue moves as it grows */
+		char *origin = NULL;
+		int was = unlisted(t.in, &origin);
+
+		free(origin);
+		res = was < 0 ? was : events_dir(t.in, NULL, NULL, NULL);
+		if (res >= 0) {
+			listed += was == 0;
+			res = queue_subdirs(&t, &q, &n, &cap);
+		}
+		if (res < 0) {
+			snprintf(failed, failedlen, "%s", t.path[0] ? t.path : ".");
+			break;
+		}
+		if (each && !each(listed, (unsigned long)(n - at - 1)))
+			res = -EINTR;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			inode_forget(q[i].in, 1);
+		free(q[i].path);
+	}
+	free(q);
+	*ret_listed = listed;
+	return res;
 }
 
 /* The PRE_LOOKUP of name in dir in flight, or NULL.  S.lock held. */

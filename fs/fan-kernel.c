@@ -177,7 +177,8 @@ int fan_mount(const char *store_path, const char *mnt, bool ro, char *err, size_
 		snprintf(err, errlen, "cannot make '%s' read-only: %s", mnt, strerror(-res));
 		return res;
 	}
-	K.mnt = strdup(mnt);
+	if (!K.mnt)
+		K.mnt = strdup(mnt);
 	if (!K.mnt || (res = mount_id(mnt, &K.mnt_id)) || K.mnt_id == below) {
 		umount2(mnt, MNT_DETACH);
 		return SAY(res ? res : -EIO, "cannot find the mount made at '%s'", mnt);
@@ -228,11 +229,25 @@ int fan_adopt_mount(const char *mnt, char *err, size_t errlen)
 	return 0;
 }
 
+void fan_mountpoint(const char *mnt)
+{
+	if (!K.mnt)
+		K.mnt = strdup(mnt);
+}
+
 bool fan_still_mounted(void)
 {
 	uint64_t id;
 
-	return K.bound && !mount_id(K.mnt, &id) && id == K.mnt_id;
+	/*
+	 * The keeper: the daemon it started binds the store after the
+	 * tree's walk (fan_mount()), and says so in the saved region
+	 */
+	if (!K.bound && K.mnt && saved_head()->fan_mnt_id) {
+		K.mnt_id = saved_head()->fan_mnt_id;
+		K.bound = true;
+	}
+	return K.bound && K.mnt && !mount_id(K.mnt, &id) && id == K.mnt_id;
 }
 
 void fan_unmount(void)

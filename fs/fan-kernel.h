@@ -46,7 +46,7 @@ struct fan_kernel {
 	int tree;      /* the daemon's detached clone of the store's mount (O_PATH), or -1 */
 	int treedir;   /* its root opened to read (open_by_handle_at() takes no O_PATH), or -1 */
 	int notify;    /* the notification group of the users' changes (file ids), or -1 */
-	char *mnt;     /* the mountpoint (real path), from the bind on */
+	char *mnt;     /* the mountpoint (real path): fan_mountpoint(), or the bind */
 	bool bound;    /* the bind is this front end's still (fan_unmount()) */
 	char *store;   /* the store's real path */
 	uint64_t mnt_id; /* its mount's id (statx STATX_MNT_ID) */
@@ -88,7 +88,15 @@ int fan_mark_fd(int fd, bool add);
 /* Watch the file open as fd for the users' changes: 0 or -errno. */
 int fan_watch_fd(int fd);
 
-/* Is the mountpoint still the bind mount this front end made? */
+/*
+ * The mountpoint, before the keeper starts (keeper.h): the daemon binds
+ * the store there later (fan_mount()), and the keeper finds that bind by
+ * the id the daemon records (saved.h), to see it go or to end it.
+ */
+void fan_mountpoint(const char *mnt);
+
+/* Is the mountpoint still the bind mount this front end made (or, in
+ * the keeper, its daemon)? */
 bool fan_still_mounted(void);
 
 #endif

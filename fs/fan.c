@@ -1014,15 +1014,24 @@ int fan_start(uint64_t chunk, bool keep_blocks, bool takeover)
 	return 0;
 }
 
+static volatile sig_atomic_t signalled;
+
 static void on_signal(int sig)
 {
 	int e = errno;
 	char c = (char)sig;
 
+	signalled = 1;
+
 	if (write(F.sig[1], &c, 1) < 0) {
 		/* full: one is enough */
 	}
 	errno = e;
+}
+
+bool fan_signalled(void)
+{
+	return signalled;
 }
 
 int fan_signals(void)

@@ -75,6 +75,9 @@ extern const struct events_front fan_front;
  */
 int fan_signals(void);
 
+/* Has one of those come (the mount's start may stop early)? */
+bool fan_signalled(void);
+
 /*
  * Start the reader thread, chunk: the fill pieces of a large range; a
  * daemon taking over (keeper.h) first checks and answers the events the

@@ -244,7 +244,7 @@ static int daemonize(int state_fd)
 		int status;
 
 		close(pfd[1]);
-		/* "W" lines (warnings) until "R" (ready) or "E" and why (failed) */
+		/* "W" (warnings) and "I" lines (notes) until "R" (ready) or "E" and why (failed) */
 		for (;;) {
 			char *nl;
 
@@ -253,9 +253,11 @@ static int daemonize(int state_fd)
 				break;
 			used += (size_t)n;
 			buf[used] = '\0';
-			while (used && buf[0] == 'W' && (nl = memchr(buf, '\n', used))) {
+			while (used && (buf[0] == 'W' || buf[0] == 'I') &&
+			       (nl = memchr(buf, '\n', used))) {
 				*nl = '\0';
-				fprintf(stderr, "hsmfs: warning: %s\n", buf + 1);
+				fprintf(stderr, "hsmfs: %s%s\n", buf[0] == 'W' ? "warning: " : "",
+					buf + 1);
 				used -= (size_t)(nl + 1 - buf);
 				memmove(buf, nl + 1, used);
 			}
@@ -635,14 +637,14 @@ static void table_undo(struct daemon *d)
 static void mount_undo(struct daemon *d);
 
 /*
- * backend=fanotify: every missing file marked, then the store bound at
- * the mountpoint (a mark counts for the opens made after it).
+ * backend=fanotify: the signals and the changes' group; a daemon taking
+ * over adopts the keeper's bind.  A new mount's files are marked and the
+ * store bound after the hooks start (fan_tree_run(), serve.c): the tree
+ * is listed first.
  */
 static bool fan_mount_run(struct daemon *d)
 {
 	char err[512];
-	unsigned long unlisted = 0;
-	long n;
 	int res;
 
 	if ((res = fan_signals())) {
@@ -676,24 +678,8 @@ static bool fan_mount_run(struct daemon *d)
 		}
 		return true; /* fan_start() says so, having taken over the events */
 	}
-	n = fan_mark_missing(d->meta, d->o.thin, &unlisted);
-	if (n < 0) {
-		log_err("backend=fanotify: cannot mark the files not all present: %s",
-			strerror((int)-n));
-		d->rc = EXIT_MOUNT;
-		goto fail;
-	}
-	log_debug("backend=fanotify: %ld files marked", n);
-	if (unlisted)
-		log_warn("backend=fanotify: directories not listed yet show no names on this mount "
-			 "(no event lists them; %lu of them): list them first with hsmfsctl import "
-			 "-s STORE --listing URL, or on a FUSE mount", unlisted);
-	res = fan_mount(d->store_path, d->mnt_path, d->o.read_only, err, sizeof(err));
-	if (res) {
-		log_err("%s", err);
-		d->rc = EXIT_MOUNT;
-		goto fail;
-	}
+	fan_mountpoint(d->mnt_path); /* for the keeper, which the bind comes after */
+	/* from here on no error is the terminal's: log= takes the lines (ready.h: the walk's) */
 	if (d->o.log_file && (res = log_to_path(d->o.log_file)) < 0) {
 		log_err("log=%s: %s", d->o.log_file, strerror(-res));
 		d->rc = EXIT_USAGE;

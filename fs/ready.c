@@ -56,6 +56,8 @@ static void signal_locked(void)
 
 static void check_locked(void)
 {
+	if (!R.wait_hook)
+		pthread_cond_broadcast(&R.cond); /* ready_wait_hook() */
 	if (R.live && !R.wait_hook)
 		signal_locked();
 }
@@ -156,12 +158,11 @@ void ready_hook_exited(void)
 	pthread_mutex_unlock(&R.lock);
 }
 
-bool ready_hook_refused(const char *why)
+/* Never ready: why to the parent, which prints it.  R.lock held. */
+static bool fail_locked(const char *why)
 {
-	bool failed;
+	bool failed = !R.done && !R.stopping;
 
-	pthread_mutex_lock(&R.lock);
-	failed = !R.done && !R.stopping;
 	if (failed) {
 		R.done = R.refused = true; /* never ready: the parent reads why */
 		if (R.ready_fd >= 0) {
@@ -180,28 +181,59 @@ bool ready_hook_refused(const char *why)
 		}
 		pthread_cond_broadcast(&R.cond);
 	}
+	return failed;
+}
+
+bool ready_hook_refused(const char *why)
+{
+	bool failed;
+
+	pthread_mutex_lock(&R.lock);
+	failed = fail_locked(why);
 	pthread_mutex_unlock(&R.lock);
 	return failed;
 }
 
-void ready_warn(const char *fmt, ...)
+void ready_fail(const char *why)
+{
+	pthread_mutex_lock(&R.lock);
+	fail_locked(why);
+	pthread_mutex_unlock(&R.lock);
+}
+
+int ready_wait_hook(void)
+{
+	struct timespec until;
+	int res;
+
+	mono_after(&until, R.bound);
+	pthread_mutex_lock(&R.lock);
+	while (R.wait_hook && !R.done && !R.stopping &&
+	       pthread_cond_timedwait(&R.cond, &R.lock, &until) != ETIMEDOUT)
+		;
+	res = R.refused ? -1 : !R.wait_hook;
+	pthread_mutex_unlock(&R.lock);
+	return res;
+}
+
+/* A line the parent prints (kind 'W': a warning, 'I': a note), and the log. */
+static void say(char kind, const char *fmt, va_list ap)
 {
 	char msg[1024];
-	va_list ap;
-	int n;
+	int n = vsnprintf(msg + 1, sizeof(msg) - 2, fmt, ap);
 
-	va_start(ap, fmt);
-	n = vsnprintf(msg + 1, sizeof(msg) - 2, fmt, ap);
-	va_end(ap);
 	if (n < 0)
 		return;
 	if ((size_t)n > sizeof(msg) - 3)
 		n = sizeof(msg) - 3;
-	log_warn("%s", msg + 1);
+	if (kind == 'W')
+		log_warn("%s", msg + 1);
+	else
+		log_info("%s", msg + 1);
 	pthread_mutex_lock(&R.lock);
 	if (!R.done && R.daemon_fd >= 0) {
-		/* a line the parent prints: W, the text, a newline; one write (PIPE_BUF) */
-		msg[0] = 'W';
+		/* the kind, the text, a newline; one write (PIPE_BUF) */
+		msg[0] = kind;
 		for (int i = 1; i <= n; i++)
 			if (msg[i] == '\n')
 				msg[i] = ' ';
@@ -209,6 +241,24 @@ void ready_warn(const char *fmt, ...)
 		(void)!write(R.daemon_fd, msg, (size_t)n + 2);
 	}
 	pthread_mutex_unlock(&R.lock);
+}
+
+void ready_warn(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	say('W', fmt, ap);
+	va_end(ap);
+}
+
+void ready_note(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	say('I', fmt, ap);
+	va_end(ap);
 }
 
 void ready_shutdown(void)

@@ -62,6 +62,19 @@ bool ready_hook_refused(const char *why);
  * which prints it on its terminal; logged in any case.
  */
 void ready_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A note for the user who mounts (progress): as ready_warn(), not a warning. */
+void ready_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/*
+ * The mount failed before it was ready (why: one line the daemonizing
+ * parent prints); the caller ends the daemon.
+ */
+void ready_fail(const char *why);
+/*
+ * Wait, at most the bound given at ready_init(), for the supervised
+ * hook to join (or exit, to be started again): 1 once it did, 0 when the
+ * bound passed, -1 when it refused the mount (ready_hook_refused()).
+ */
+int ready_wait_hook(void);
 /* Stops the bound's timer; the descriptors are closed unwritten if the
  * mount never became ready. */
 void ready_shutdown(void);

@@ -20,12 +20,16 @@
 #include "cache.h"
 #include "change.h"
 #include "check.h"
+#include "clock.h"
 #include "daemon.h"
 #include "dirs.h"
 #include "events.h"
 #include "evict.h"
 #include "fan-ctl.h"
 #include "fan.h"
+#include "fan-kernel.h"
+#include "fan-marks.h"
+#include "inode.h"
 #include "fault.h"
 #include "hooks.h"
 #include "log.h"
@@ -62,6 +66,90 @@ static const struct hooks_handlers engine_answers = {
 	.filled = events_filled,
 	.archived = events_archived,
 };
+
+/* The walk's progress, each few seconds, and whether to go on (no signal). */
+static bool walk_progress(unsigned long listed, unsigned long left)
+{
+	static int64_t said;
+	int64_t now = mono_ms();
+
+	if (!said)
+		said = now;
+	if (now - said >= 2000) {
+		said = now;
+		ready_note("listing the tree from the origin: %lu director%s listed, %lu to look at",
+			   listed, listed == 1 ? "y" : "ies", left);
+	}
+	return !fan_signalled();
+}
+
+/*
+ * backend=fanotify, a new mount: no event lists a directory, so the
+ * directories not listed yet are listed now, through the hooks, before
+ * users see the tree; then every file with bytes missing is marked and
+ * the store bound at the mountpoint (a mark counts for the opens made
+ * after it).  The hooks were started with the store as their mountpoint
+ * (the bind is not there yet).
+ */
+static bool fan_tree_run(struct daemon *d)
+{
+	char err[512], why[PATH_MAX + 256];
+	unsigned long unlisted = 0, listed = 0;
+	long n;
+	int res;
+
+	n = fan_mark_missing(d->meta, d->o.thin, &unlisted);
+	if (n >= 0 && unlisted && d->o.hook) {
+		int64_t t0 = mono_ms();
+
+		/* the lister: the supervised hook, once it joined (or refused) */
+		if (ready_wait_hook() < 0) {
+			d->rc = EXIT_HOOK;
+			return false;
+		}
+		res = events_list_tree(inode_root(), walk_progress, &listed, err, sizeof(err));
+		if (res == -EINTR) {
+			log_info("backend=fanotify: stopped while the tree was listed");
+			d->rc = 0;
+			return false;
+		}
+		if (res && !d->o.background) {
+			snprintf(why, sizeof(why), "backend=fanotify: cannot list '%s' from the origin "
+				 "(%s): the mount needs its tree first; nocheck_origin mounts without it",
+				 err, strerror(-res));
+			log_err("%s", why);
+			ready_fail(why);
+			d->rc = EXIT_HOOK;
+			return false;
+		}
+		if (res)
+			log_warn("backend=fanotify: cannot list '%s' from the origin (%s): its names "
+				 "and those below it are missing on this mount", err, strerror(-res));
+		if (listed)
+			ready_note("listed %lu director%s from the origin in %.1f s", listed,
+				   listed == 1 ? "y" : "ies", (double)(mono_ms() - t0) / 1000);
+		n = fan_mark_missing(d->meta, d->o.thin, &unlisted);
+	}
+	if (n < 0) {
+		log_err("backend=fanotify: cannot mark the files not all present: %s",
+			strerror((int)-n));
+		d->rc = EXIT_MOUNT;
+		return false;
+	}
+	log_debug("backend=fanotify: %ld files marked", n);
+	if (unlisted)
+		log_warn("backend=fanotify: directories not listed yet show no names on this mount "
+			 "(no event lists them; %lu of them): mount with hook= and an origin, or "
+			 "list them first with hsmfsctl import -s STORE --listing URL", unlisted);
+	res = fan_mount(d->store_path, d->mnt_path, d->o.read_only, err, sizeof(err));
+	if (res) {
+		log_err("%s", err);
+		ready_fail(err);
+		d->rc = EXIT_MOUNT;
+		return false;
+	}
+	return true;
+}
 
 /* The engine and its helpers, a takeover's leftovers, then the session's loop. */
 bool serve_run(struct daemon *d)
@@ -213,7 +301,9 @@ bool serve_run(struct daemon *d)
 		 * retried in the background instead.
 		 */
 		main_thread = pthread_self();
-		res = supervise_start(d->o.hook, d->mnt_path,
+		res = supervise_start(d->o.hook,
+				      /* a fanotify mount is bound after the walk (fan_tree_run()): its store */
+				      d->o.fanotify ? d->store_path : d->mnt_path,
 				      !d->takeover && !d->o.background && dirs_root_unlisted(),
 				      end_refused);
 		if (res) {
@@ -225,6 +315,8 @@ bool serve_run(struct daemon *d)
 	}
 
 	if (d->o.fanotify) {
+		if (!d->takeover && !fan_tree_run(d))
+			goto fail;
 		res = fan_start(d->o.chunk, !d->o.thin, d->takeover);
 		if (res) {
 			log_err("cannot serve the mount: %s", strerror(-res));
