@@ -54,6 +54,7 @@
  */
 #include <curl/curl.h>
 #include <errno.h>
+#include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -64,6 +65,7 @@
 #include <unistd.h>
 
 #include "hsmfs/hook.h"
+#include "ctlsock.h"
 #include "http-chain.h"
 #include "http-config.h"
 #include "http-fetch.h"
@@ -118,7 +120,16 @@ int main(int argc, char **argv)
 	if (!cfg.origin[0]) {
 		ssize_t n = getxattr(cfg.mountpoint, "user.hsmfs.origin", cfg.origin,
 				     sizeof(cfg.origin) - 1);
+		char dir[PATH_MAX];
 
+		/*
+		 * a fanotify mount (a bind of the store, or the store itself
+		 * while its tree is listed) answers through its control socket
+		 */
+		if (n < 0 && (errno == ENODATA || errno == ENOTSUP) &&
+		    ctlsock_find(cfg.mountpoint, true, dir, sizeof(dir)))
+			n = ctlsock_ask(dir, cfg.mountpoint, true, CTLSOCK_GET, "user.hsmfs.origin",
+					NULL, 0, cfg.origin, sizeof(cfg.origin) - 1);
 		cfg.origin[n > 0 ? n : 0] = '\0';
 	}
 	/*

@@ -293,6 +293,13 @@ bool serve_run(struct daemon *d)
 			log_warn("cannot start the consistency check, ignoring");
 		free(keep);
 	}
+	/*
+	 * hsmfsctl's requests (fan-ctl.h), before the hook, which asks its
+	 * origin that way: a mount without them still serves
+	 */
+	if (d->o.fanotify && (res = fan_ctl_start(d->store.state_fd)))
+		log_warn("backend=fanotify: no control socket, hsmfsctl cannot ask this "
+			 "daemon: %s", strerror(-res));
 	if (d->o.hook) {
 		/*
 		 * A new mount whose root was never listed asks its hook whether
@@ -323,11 +330,6 @@ bool serve_run(struct daemon *d)
 			d->rc = EXIT_SERVE;
 			goto fail;
 		}
-		/* hsmfsctl's requests (fan-ctl.h): a mount without them still serves */
-		res = fan_ctl_start(d->store.state_fd);
-		if (res)
-			log_warn("backend=fanotify: no control socket, hsmfsctl cannot ask this "
-				 "daemon: %s", strerror(-res));
 		ready_live();
 		res = fan_serve();
 		fan_ctl_stop(); /* before the engine's shutdown, which its requests call */

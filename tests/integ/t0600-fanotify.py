@@ -24,9 +24,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HSMFS, HSMFSCTL, Hook, Mount, dread, eq, errno_of, fs_image,
-                     fs_image_drop, is_root, main, ok, run, skip, tmpdir, tmpfs, tmpfs_drop, unmount, wait_for,
-                     write_tree)
+from harness import (HSMFS, HSMFSCTL, Hook, Mount, Nginx, diag, dread, eq, errno_of, fs_image,
+                     fs_image_drop, is_mounted, is_root, main, ok, run, skip, tmpdir, tmpfs,
+                     tmpfs_drop, unmount, wait_for, write_tree)
 
 P = 4096
 FAN = "backend=fanotify,timeout=3,first_fill=0" + os.environ.get("FANX", "")
@@ -534,8 +534,117 @@ def test_unlisted(img):
         pass
     with Mount(opts=FAN, store=store) as m:
         ok("directories not listed yet show no names on this mount (no event lists them; "
-           "1 of them): list them first with hsmfsctl import -s STORE --listing URL"
-           in m.output(), "a store with a directory not listed: the mount says how to list it")
+           "1 of them): mount with hook= and an origin, or list them first with hsmfsctl "
+           "import -s STORE --listing URL" in m.output(),
+           "a store with a directory not listed, mounted with no hook: the mount says how "
+           "to list it")
+
+
+HTTP = os.path.join(os.path.dirname(os.path.abspath(HSMFS)), "hsmfs-http")
+
+
+def origin_tree():
+    root = tmpdir("hsmfs-origin-")
+    files = {"top.txt": b"top\n", "a/one.bin": os.urandom(70000),
+             "a/b/c/deep.txt": b"deep\n" * 1000, "a/b/sibling": b"s",
+             "with space/caf\u00e9 #1.txt": b"x" * 5, "z/empty-file": b"",
+             "bad/x": b"x", "bad/under/y": b"y"}
+    write_tree(root, files)
+    os.mkdir(os.path.join(root, "empty"))
+    for d, _, _ in os.walk(root):
+        os.chmod(d, 0o755)
+    return root, files
+
+
+def user_tree(mnt):
+    """{path: bytes} of every file through mnt (the state directory left out)."""
+    out = {}
+    for d, dirs, fs in os.walk(mnt):
+        dirs[:] = [x for x in dirs if not (d == mnt and x == ".hsmfs")]
+        for n in fs:
+            p = os.path.join(d, n)
+            with open(p, "rb") as f:
+                out[os.path.relpath(p, mnt)] = f.read()
+    return out
+
+
+def test_walk(img):
+    """A zero-setup fanotify mount (hook=hsmfs-http,origin=URL, an empty
+    store): no event lists a directory on this front end, so the mount
+    lists the whole tree through the hook before it is bound (before:
+    the mountpoint showed an empty root).  Every directory is listed once,
+    before the mount returns; every byte is the origin's; mounted again,
+    nothing is listed again.  A wrong origin fails the mount in one line
+    (exit 6); a directory whose listing fails fails the mount, naming it,
+    or with nocheck_origin mounts without its names."""
+    root, files = origin_tree()
+    # /bad/under/ answers 500: its listing fails
+    with Nginx(root, extra="location /bad/under/ { return 500; }") as ng:
+        def daemonized(store, origin, extra=""):
+            mnt = tmpdir("hsmfs-mnt-")
+            r = subprocess.run([HSMFS, store, mnt, "-o", "backend=fanotify,hook=%s,origin=%s%s"
+                                % (HTTP, origin, extra)], capture_output=True, text=True,
+                               timeout=120)
+            return r, mnt
+
+        store = os.path.join(img, "store-walk")
+        os.makedirs(store)
+        r, mnt = daemonized(store, ng.url("dta/"))
+        lines = r.stderr.strip().splitlines()
+        eq(r.returncode, 6, "a wrong origin: the mount fails (exit 6)")
+        ok(len(lines) == 1 and "HTTP 404" in lines[0] and "origin=" in lines[0],
+           "in one line naming the cause and origin=") or diag(r.stderr)
+        ok(not is_mounted(mnt), "nothing is left mounted")
+        os.rmdir(mnt)
+
+        r, mnt = daemonized(store, ng.url())
+        lines = r.stderr.strip().splitlines()
+        eq(r.returncode, 6, "a directory whose listing fails: the mount fails (exit 6)")
+        ok(len(lines) == 1 and "cannot list 'bad/under' from the origin" in lines[0] and
+           "nocheck_origin" in lines[0], "in one line naming it and nocheck_origin") or \
+            diag(r.stderr)
+        ok(not is_mounted(mnt), "nothing is left mounted")
+        os.rmdir(mnt)
+
+        r, mnt = daemonized(store, ng.url(), ",nocheck_origin")
+        try:
+            eq(r.returncode, 0, "with nocheck_origin it mounts") or diag(r.stderr)
+            ok(is_mounted(mnt) and "bad" in os.listdir(mnt) and
+               os.listdir(os.path.join(mnt, "bad/under")) == [],
+               "without the names of the directory whose listing failed")
+        finally:
+            if is_mounted(mnt):
+                unmount(mnt)
+            os.rmdir(mnt)
+
+        store = os.path.join(img, "store-walk2")
+        os.makedirs(store)
+        with Nginx(root) as ok_ng:
+            r, mnt = daemonized(store, ok_ng.url())
+            try:
+                eq(r.returncode, 0, "an empty store and an origin: it mounts") or diag(r.stderr)
+                ok("listed 9 directories from the origin" in r.stderr,
+                   "and says what it listed (%s)" % r.stderr.strip())
+                got = [u for (meth, u, st, *_r) in ok_ng.log() if u.endswith("/") and st == 200]
+                eq(sorted(got), sorted(set(got)), "each directory listed once")
+                eq(len(got), 9, "every directory listed before the mount returned")
+                tree = user_tree(mnt)
+                eq(sorted(tree), sorted(files), "every file of the origin is there")
+                ok(all(tree[k] == v for k, v in files.items()), "every byte is the origin's")
+            finally:
+                if is_mounted(mnt):
+                    unmount(mnt)
+            n = len(ok_ng.log())
+            r, mnt2 = daemonized(store, ok_ng.url())
+            try:
+                eq(r.returncode, 0, "mounted again") or diag(r.stderr)
+                eq(len(ok_ng.log()), n, "nothing asked of the origin to mount it again")
+                eq(sorted(user_tree(mnt2)), sorted(files), "every file still there")
+            finally:
+                if is_mounted(mnt2):
+                    unmount(mnt2)
+                os.rmdir(mnt2)
+            os.rmdir(mnt)
 
 
 def test_number_reused(img):
@@ -793,6 +902,7 @@ def test():
         test_events(img)
         test_changes(img)
         test_unlisted(img)
+        test_walk(img)
         test_number_reused(img)
         test_end(img)
         test_keeper(img)

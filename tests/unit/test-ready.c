@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,6 +216,113 @@ static int shutdown_unready(void)
 	return 0;
 }
 
+/* A hook that joins from another thread after ms milliseconds. */
+struct later {
+	pid_t pid;
+	int ms;
+};
+
+static void *join_later(void *arg)
+{
+	struct later *l = arg;
+
+	usleep((useconds_t)l->ms * 1000);
+	ready_hook_joined(l->pid);
+	return NULL;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int wait_hook_joins(void)
+{
+	pid_t member, leader = spawn_group(&member);
+	struct later l = { leader, 100 };
+	pthread_t t;
+	double t0;
+	int res = 0;
+
+	/* before INIT (a fanotify mount lists its tree first): woken by the join */
+	setup(true, 30);
+	ready_hook_started(leader);
+	pthread_create(&t, NULL, join_later, &l);
+	t0 = now_s();
+	if (ready_wait_hook() != 1)
+		res = 1;
+	if (!res && now_s() - t0 > 5)
+		res = 2; /* waited for the bound, not the join */
+	pthread_join(t, NULL);
+	if (!res && state(50) != 0)
+		res = 3; /* not ready before INIT */
+	ready_live();
+	if (!res && state(1000) != 1)
+		res = 4;
+	ready_shutdown();
+	kill_group(leader);
+	return res;
+}
+
+static int wait_hook_bound(void)
+{
+	double t0;
+
+	setup(true, 0.2);
+	ready_hook_started(1);
+	t0 = now_s();
+	STEP(1, ready_wait_hook() == 0);
+	STEP(2, now_s() - t0 >= 0.15 && now_s() - t0 < 5);
+	ready_shutdown();
+	return 0;
+}
+
+static int wait_hook_refused(void)
+{
+	int p[2];
+	char buf[64];
+	ssize_t n;
+
+	if (pipe(p) < 0)
+		return 100;
+	ready_init(-1, p[1], true, 30);
+	ready_hook_started(1);
+	ready_note("listing: %d", 3);
+	STEP(1, ready_hook_refused("no such origin"));
+	STEP(2, ready_wait_hook() == -1);
+	n = read(p[0], buf, sizeof(buf) - 1);
+	STEP(3, n > 0);
+	buf[n] = '\0';
+	/* a note the parent prints, then why it failed */
+	STEP(4, !strcmp(buf, "Ilisting: 3\nEno such origin"));
+	ready_shutdown();
+	return 0;
+}
+
+static int fails_before_ready(void)
+{
+	int p[2];
+	char buf[64];
+	ssize_t n;
+
+	if (pipe(p) < 0)
+		return 100;
+	ready_init(-1, p[1], false, 30);
+	ready_fail("cannot list 'a/b'");
+	ready_live(); /* never ready once failed */
+	n = read(p[0], buf, sizeof(buf) - 1);
+	STEP(1, n > 0);
+	buf[n] = '\0';
+	STEP(2, !strcmp(buf, "Ecannot list 'a/b'"));
+	STEP(3, read(p[0], buf, sizeof(buf)) == 0); /* and closed */
+	STEP(4, !ready_done());
+	ready_shutdown();
+	return 0;
+}
+
 static void run(const char *what, int (*fn)(void))
 {
 	pid_t pid;
@@ -245,5 +353,11 @@ int main(void)
 	run("a hook that exits: ready then", hook_exits);
 	run("a hook that never joins: ready once the bound passed", bound_passes);
 	run("shutdown before ready: closed unwritten", shutdown_unready);
+	run("waiting for the hook before INIT: woken by its join", wait_hook_joins);
+	run("waiting for a hook that never joins: 0 once the bound passed", wait_hook_bound);
+	run("waiting for a hook that refused: -1; notes and the refusal reach the parent",
+	    wait_hook_refused);
+	run("a mount that failed before ready: why reaches the parent, never ready",
+	    fails_before_ready);
 	return tap_done();
 }
