@@ -480,14 +480,20 @@ int events_list_tree(struct inode *dir, bool (*each)(unsigned long listed, unsig
 			snprintf(failed, failedlen, "%s", t.path[0] ? t.path : ".");
 			break;
 		}
+		/* done with it: a tree's directories are not all held at once */
+		if (at)
+			inode_forget(t.in, 1);
+		free(t.path);
+		q[at].in = NULL;
+		q[at].path = NULL;
 		if (each && !each(listed, (unsigned long)(n - at - 1)))
 			res = -EINTR;
 	}
-	for (size_t i = 0; i < n; i++) {
-		if (i)
+	for (size_t i = 1; i < n; i++)
+		if (q[i].in)
 			inode_forget(q[i].in, 1);
+	for (size_t i = 0; i < n; i++)
 		free(q[i].path);
-	}
 	free(q);
 	*ret_listed = listed;
 	return res;

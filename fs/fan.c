@@ -67,7 +67,7 @@ static struct {
 	uint64_t chunk;
 	bool keep_blocks;      /* not thin (fan_start()) */
 	pid_t pid;             /* the daemon's */
-	_Atomic uint64_t events, denied, overflows;
+	_Atomic uint64_t events, denied;
 } F = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.idle = PTHREAD_COND_INITIALIZER,
@@ -558,6 +558,14 @@ static bool next_event(const char *buf, ssize_t len, size_t *at,
 	return true;
 }
 
+/* The changes' queue overflowed: said, and counted for hsmfsctl doctor. */
+static void changes_lost(void)
+{
+	__atomic_add_fetch(&saved_head()->fan_lost_changes, 1, __ATOMIC_RELAXED);
+	log_err("backend=fanotify: the queue of changes overflowed: a change of a user's may not "
+		"be recorded, its file not dirty (hsmfsctl doctor)");
+}
+
 /*
  * The events of the notification group in buf: each names its file by
  * a file id, opened in the daemon's clone.  old: queued before this
@@ -579,11 +587,11 @@ static void on_notify(const char *buf, ssize_t len, bool old)
 		int fd;
 
 		if (md->mask & FAN_Q_OVERFLOW) {
-			atomic_fetch_add(&F.overflows, 1);
-			log_err("backend=fanotify: the queue of changes overflowed: a change of a "
-				"user's may not be recorded");
+			changes_lost();
 			continue;
 		}
+		if (fault_hit(FAULT_FAN_CHANGES_LOST))
+			changes_lost(); /* as if one had come before this one */
 		/*
 		 * The daemon's own: a change of a file's size or times reports
 		 * no mount, which the ignore mark needs.  The keeper's (before
@@ -674,11 +682,13 @@ static void on_event(const struct fanotify_event_metadata *md, const char *body)
 	uint64_t off, count;
 
 	atomic_fetch_add(&F.events, 1);
-	if (md->mask & FAN_Q_OVERFLOW) {
-		atomic_fetch_add(&F.overflows, 1);
-		log_err("backend=fanotify: the kernel's event queue overflowed: bytes may have been "
-			"served as zeros");
-		return;
+	if ((md->mask & FAN_Q_OVERFLOW) || fault_hit(FAULT_FAN_EVENTS_LOST)) {
+		__atomic_add_fetch(&saved_head()->fan_lost_events, 1, __ATOMIC_RELAXED);
+		log_err("backend=fanotify: the kernel's event queue overflowed: a read of bytes not "
+			"fetched may have been let through, and served zeros (hsmfsctl doctor)");
+		if (md->mask & FAN_Q_OVERFLOW)
+			return;
+		/* injected (fault.h): as if lost before this one, which goes on */
 	}
 	if (md->fd < 0)
 		return;
@@ -1192,10 +1202,11 @@ void fan_stop(bool ending)
 	}
 	hashset_free(&F.files);
 	hashset_free(&F.evicting);
-	log_info("backend=fanotify: %llu events, %llu denied, %llu overflows; %llu marks made, "
+	log_info("backend=fanotify: %llu events, %llu denied, %llu lost; %llu marks made, "
 		 "%llu removed", (unsigned long long)atomic_load(&F.events),
 		 (unsigned long long)atomic_load(&F.denied),
-		 (unsigned long long)atomic_load(&F.overflows),
+		 (unsigned long long)__atomic_load_n(&saved_head()->fan_lost_events,
+						     __ATOMIC_RELAXED),
 		 (unsigned long long)atomic_load(&K.marked),
 		 (unsigned long long)atomic_load(&K.unmarked));
 	if (F.spare >= 0)

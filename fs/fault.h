@@ -88,6 +88,10 @@
 						   * ended, the socket still bound */
 #define FAULT_CHECK_DIR "check-dir"            /* fault_delay: the consistency check
 						   * walked a directory, not the next */
+#define FAULT_FAN_EVENTS_LOST "fan-events-lost" /* fault_hit: an overflow of the
+						 * pre-content group before an event */
+#define FAULT_FAN_CHANGES_LOST "fan-changes-lost" /* fault_hit: an overflow of the
+						   * changes' group before a change */
 #define FAULT_LIST_DROPPED "listing-dropped"      /* fault_delay: a file a listing replaced,
 						   * removed or left unused went from the
 						   * store, its row not yet removed */

@@ -107,6 +107,15 @@ struct saved_head {
 	uint32_t keeper_pid;
 	uint32_t pids_next;
 	uint32_t pids[SAVED_PIDS];
+	/*
+	 * backend=fanotify's events lost to an overflow, over every daemon
+	 * of the mount (hsmfsctl doctor): of the pre-content group (a read
+	 * the kernel let through, maybe of zeros), of the changes' (a
+	 * user's change maybe not recorded).  Appended: the head's page
+	 * keeps the arrays' places.
+	 */
+	uint64_t fan_lost_events;
+	uint64_t fan_lost_changes;
 };
 
 struct saved_node {

@@ -87,6 +87,9 @@ void events_stats_snapshot(struct stats_snapshot *s)
 			.restart_pause_ms = __atomic_load_n(&h->pause_last_ms, __ATOMIC_RELAXED),
 			.restart_pause_max_ms = __atomic_load_n(&h->pause_max_ms,
 								__ATOMIC_RELAXED) };
+		s->front = (struct front_stats){
+			.lost_events = __atomic_load_n(&h->fan_lost_events, __ATOMIC_RELAXED),
+			.lost_changes = __atomic_load_n(&h->fan_lost_changes, __ATOMIC_RELAXED) };
 	}
 }
 

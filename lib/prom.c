@@ -97,6 +97,10 @@ const struct prom_metric prom_metrics[STATS_NFIELDS] = {
 	  "directories listed from a page (index.html), not an index" },
 	{ "archive_deferred", "hsmfs_archive_deferred_total", C, 1,
 	  "archive attempts put off: the file changed meanwhile or was busy" },
+	{ "lost_events", "hsmfs_lost_events_total", C, 1,
+	  "fanotify events the kernel lost to an overflow: reads maybe served zeros" },
+	{ "lost_changes", "hsmfs_lost_changes_total", C, 1,
+	  "fanotify changes the kernel lost to an overflow: files maybe not dirty" },
 };
 
 #undef C

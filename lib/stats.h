@@ -10,8 +10,8 @@
  *   owner  the member of struct stats_snapshot, and the module, whose
  *          struct holds it: cache (cache_stats()), events
  *          (events_get_stats()), inode (inode_counts()), pt
- *          (pt_get_stats()), prefetch (prefetch_stats()), keeper (the
- *          saved region's head, saved.h), fds (fdlimit_stats());
+ *          (pt_get_stats()), prefetch (prefetch_stats()), keeper and
+ *          front (the saved region's head, saved.h), fds (fdlimit_stats());
  *   key    the JSON key and the name of the struct's field (uint64_t);
  *   show   how hsmfsctl shows it (enum stats_show);
  *   row    its line in hsmfsctl stats, from 1; every row number is used
@@ -153,6 +153,13 @@ enum stats_show {
 #define STATS_EVENTS_DEFERRED(X)                                               \
 	X(events, archive_deferred, STATS_NUM, 69, "archive attempts put off (file busy)")
 
+/* the front end's (fanotify: the saved region's head, saved.h), added
+ * later: events the kernel lost to an overflow, over the mount's life;
+ * on FUSE always 0 */
+#define STATS_FRONT(X)                                                         \
+	X(front, lost_events, STATS_NUM, 70, "events lost (reads maybe of zeros)") \
+	X(front, lost_changes, STATS_NUM, 71, "changes lost (maybe not dirty)")
+
 #define STATS_PREFETCH(X)                                                      \
 	X(prefetch, prefetched_files, STATS_NUM, 14, "sibling files prefetched") \
 	X(prefetch, prefetched_bytes, STATS_SIZE, 15, "bytes prefetched")      \
@@ -163,7 +170,7 @@ enum stats_show {
 #define STATS_FIELDS(X)                                                        \
 	STATS_CACHE(X) STATS_EVENTS(X) STATS_INODE(X) STATS_PT(X) STATS_PREFETCH(X) \
 	STATS_KEEPER(X) STATS_INODE_KEPT(X) STATS_FDS(X) STATS_CACHE_OVER(X) \
-	STATS_EVENTS_PAGE(X) STATS_EVENTS_DEFERRED(X)
+	STATS_EVENTS_PAGE(X) STATS_EVENTS_DEFERRED(X) STATS_FRONT(X)
 
 #define STATS_MEMBER_(owner, key, show, row, what) uint64_t key;
 #define STATS_ONE_(owner, key, show, row, what) +1
@@ -179,6 +186,7 @@ struct pt_stats { STATS_PT(STATS_MEMBER_) };
 struct prefetch_stats { STATS_PREFETCH(STATS_MEMBER_) };
 struct keeper_stats { STATS_KEEPER(STATS_MEMBER_) };
 struct fds_stats { STATS_FDS(STATS_MEMBER_) };
+struct front_stats { STATS_FRONT(STATS_MEMBER_) };
 
 /* What user.hsmfs.stats reports: every owner's struct, read one by one. */
 struct stats_snapshot {
@@ -189,6 +197,7 @@ struct stats_snapshot {
 	struct prefetch_stats prefetch;
 	struct keeper_stats keeper;
 	struct fds_stats fds;
+	struct front_stats front;
 };
 
 /*

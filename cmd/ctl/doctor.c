@@ -250,6 +250,17 @@ int cmd_doctor(int argc, char **argv)
 			json_num(stats, "restarts") == 1 ? "" : "s", sig > 0 ? "signal" : "status",
 			sig > 0 ? sig : json_num(stats, "last_exit_status"));
 	}
+	/* backend=fanotify: what the kernel let through, or did not report */
+	if (json_num(stats, "lost_events") > 0)
+		finding(&d, "fail", "the kernel lost %lld fanotify event%s to an overflow: a read of "
+			"bytes not fetched may have been served zeros (hsmfs(8) FANOTIFY BACKEND); "
+			"check what was read, and mount again to reset the count",
+			json_num(stats, "lost_events"), json_num(stats, "lost_events") == 1 ? "" : "s");
+	if (json_num(stats, "lost_changes") > 0)
+		finding(&d, "fail", "the kernel lost %lld fanotify change%s to an overflow: a file a "
+			"user changed may not be recorded dirty, and an eviction could replace its bytes "
+			"with the origin's (hsmfs(8) FANOTIFY BACKEND)",
+			json_num(stats, "lost_changes"), json_num(stats, "lost_changes") == 1 ? "" : "s");
 	n = hgetxattr(mnt, "user.hsmfs.origin", origin, sizeof(origin) - 1);
 	origin[n > 0 ? n : 0] = '\0';
 	n = hgetxattr(mnt, "user.hsmfs.hooks", hooks, sizeof(hooks) - 1);

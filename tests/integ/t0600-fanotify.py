@@ -522,6 +522,60 @@ def test_evict_crash(img):
                 mirror_hook.wait()
 
 
+def test_lost(img):
+    """An event lost to an overflow (fs/fault.h: fan-events-lost and
+    fan-changes-lost inject one before the next event): the kernel let
+    it through, so hsmfsctl stats counts it (lost_events, lost_changes,
+    over the mount's life: a restarted daemon keeps the count) and
+    hsmfsctl doctor fails, saying what may have happened (before: a line
+    of the log only, and doctor said the mount was healthy).  Debug
+    builds only."""
+    import json
+    with open(HSMFS, "rb") as f:
+        if b"fan-events-lost" not in f.read():
+            skip("backend=fanotify lost events", "a release build has no fault points")
+            return
+    data = os.urandom(8 * P)
+    for name, key, doing in (("fan-events-lost", "lost_events", "a read"),
+                             ("fan-changes-lost", "lost_changes", "a write")):
+        store = os.path.join(img, "store-" + name)
+        mirror = tmpdir("hsmfs-mirror-")
+        import_offline(store, mirror, {"a": data}, relative=True)
+        with Mount(opts=FAN, store=store, restart=True, env={"HSMFS_FAIL": name}) as m:
+            m.restarts_expected = True
+            rc, out = run([HSMFSCTL, "doctor", m.mnt])
+            ok(not any(l.startswith("fail") for l in out.splitlines()),
+               "%s: doctor finds nothing to fail before" % key)
+            mirror_hook = subprocess.Popen([MIRROR, mirror, m.mnt])
+            try:
+                ok(m.logged("hook 'hsmfs-mirror'"), "%s: hsmfs-mirror joined" % key)
+                eq(read_bounded(m.path("a")), {"data": data}, "%s: a read whole" % key)
+                with open(m.path("a"), "r+b") as f:
+                    f.write(b"mine")
+                want = (1, 0) if key == "lost_events" else (0, 1)
+
+                def counts():
+                    rc, out = run([HSMFSCTL, "stats", "--json", m.mnt])
+                    st = json.loads(out) if rc == 0 else {}
+                    return (st.get("lost_events"), st.get("lost_changes"))
+                wait_for(lambda: counts() == want, "the loss counted")
+                eq(counts(), want, "%s: stats counts one loss, after %s" % (key, doing))
+                before = m.daemon_pid()
+                os.kill(before, signal.SIGKILL)
+                ok(crashed(m, before), "%s: a daemon killed, the next up" % key)
+                eq(counts(), want, "%s: the next daemon keeps the count" % key)
+                rc, out = run([HSMFSCTL, "doctor", m.mnt])
+                fails = [l for l in out.splitlines() if l.startswith("fail")]
+                ok(rc != 0 and len(fails) == 1 and "to an overflow" in fails[0] and
+                   ("served zeros" if key == "lost_events" else "not be recorded dirty")
+                   in fails[0], "%s: doctor fails, saying what may have happened (%s)"
+                   % (key, fails[0] if fails else out.strip()))
+                ok("overflowed" in m.output(), "%s: and the log says so" % key)
+            finally:
+                mirror_hook.terminate()
+                mirror_hook.wait()
+
+
 def test_unlisted(img):
     """A directory not listed yet shows no names on a fanotify mount (no
     event lists it): the mount says so, on the terminal, and how to list."""
@@ -913,6 +967,7 @@ def test():
         test_evict(img)
         test_answered_let_go(img)
         test_evict_crash(img)
+        test_lost(img)
     finally:
         fs_image_drop(d, img)
 

@@ -44,7 +44,8 @@ static int reference_json(const struct stats_snapshot *s, char *val, size_t size
 			"\"restart_pause_ms\": %llu, \"restart_pause_max_ms\": %llu, "
 			"\"inodes_kept\": %llu, \"fds\": %llu, \"fds_limit\": %llu, "
 			"\"fds_exhausted\": %llu, \"over_fills\": %llu, \"over_bytes\": %llu, "
-			"\"listed_partial\": %llu, \"archive_deferred\": %llu}\n",
+			"\"listed_partial\": %llu, \"archive_deferred\": %llu, "
+			"\"lost_events\": %llu, \"lost_changes\": %llu}\n",
 			(unsigned long long)cs->cache_bytes, (unsigned long long)cs->cache_reserved,
 			(unsigned long long)cs->cache_max, (unsigned long long)cs->cache_min_free,
 			(unsigned long long)cs->fs_free, (unsigned long long)cs->evicted_files,
@@ -88,7 +89,9 @@ static int reference_json(const struct stats_snapshot *s, char *val, size_t size
 			(unsigned long long)s->fds.fds_limit, (unsigned long long)s->fds.fds_exhausted,
 			(unsigned long long)cs->over_fills, (unsigned long long)cs->over_bytes,
 			(unsigned long long)es->listed_partial,
-			(unsigned long long)es->archive_deferred);
+			(unsigned long long)es->archive_deferred,
+			(unsigned long long)s->front.lost_events,
+			(unsigned long long)s->front.lost_changes);
 }
 
 int main(void)
@@ -111,7 +114,7 @@ int main(void)
 	n = stats_json(&s, got, sizeof(got));
 	m = reference_json(&s, want, sizeof(want));
 	ok(n == m && !strcmp(got, want), "and so with every counter 0");
-	ok(STATS_NFIELDS == 69, "69 counters (%d)", STATS_NFIELDS);
+	ok(STATS_NFIELDS == 71, "71 counters (%d)", STATS_NFIELDS);
 
 	n = stats_json(&s, small, sizeof(small));
 	ok(n == m && strlen(small) == sizeof(small) - 1 && !strncmp(small, want, sizeof(small) - 1),
