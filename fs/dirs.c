@@ -45,6 +45,7 @@
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
+#include "clock.h"
 #include "events.h"
 #include "dirs.h"
 #include "ready.h"
@@ -446,57 +447,176 @@ static int queue_subdirs(const struct tree_dir *dir, struct tree_dir **q, size_t
 	return res;
 }
 
-int events_list_tree(struct inode *dir, bool (*each)(unsigned long listed, unsigned long left),
+/* events_list_tree()'s walk, shared by its listers: guarded by lock. */
+struct tree_walk {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;     /* a directory queued, one done, or the end */
+	struct tree_dir *q;      /* [at, n): to list; below at: taken */
+	size_t n, cap, at;
+	unsigned busy;           /* listers with a directory taken */
+	unsigned long listed;
+	struct inode *top;       /* the caller's (its reference, not the walk's) */
+	bool stop;               /* a failure, or the caller's each() */
+	int res;
+	char *failed;
+	size_t failedlen;
+};
+
+/* One directory: listed if it is not, its subdirectories queued.  Without W->lock. */
+static int list_one(struct tree_walk *w, struct tree_dir *t, bool *ret_listed)
+{
+	struct tree_dir *sub = NULL;
+	size_t nsub = 0, cap = 0;
+	char *origin = NULL;
+	int was = unlisted(t->in, &origin), res;
+
+	free(origin);
+	res = was < 0 ? was : events_dir(t->in, NULL, NULL, NULL);
+	*ret_listed = res >= 0 && was == 0;
+	if (res >= 0)
+		res = queue_subdirs(t, &sub, &nsub, &cap);
+	pthread_mutex_lock(&w->lock);
+	if (!res && w->n + nsub > w->cap) {
+		size_t c = w->cap;
+		struct tree_dir *nq;
+
+		while (c < w->n + nsub)
+			c *= 2;
+		nq = realloc(w->q, c * sizeof(*nq));
+		if (nq) {
+			w->q = nq;
+			w->cap = c;
+		} else {
+			res = -ENOMEM;
+		}
+	}
+	if (!res && nsub) {
+		memcpy(w->q + w->n, sub, nsub * sizeof(*sub));
+		w->n += nsub;
+		nsub = 0;
+	}
+	pthread_mutex_unlock(&w->lock);
+	for (size_t i = 0; i < nsub; i++) {
+		inode_forget(sub[i].in, 1);
+		free(sub[i].path);
+	}
+	free(sub);
+	return res < 0 ? res : 0;
+}
+
+/* A lister: takes directories until none is left and none is being listed. */
+static void *lister_walk(void *arg)
+{
+	struct tree_walk *w = arg;
+
+	pthread_mutex_lock(&w->lock);
+	while (!w->stop && (w->at < w->n || w->busy)) {
+		struct tree_dir t;
+		bool listed;
+		int res;
+
+		if (w->at == w->n) {
+			pthread_cond_wait(&w->cond, &w->lock);
+			continue;
+		}
+		t = w->q[w->at];
+		w->q[w->at].in = NULL;
+		w->q[w->at].path = NULL;
+		w->at++;
+		w->busy++;
+		pthread_mutex_unlock(&w->lock);
+		res = list_one(w, &t, &listed);
+		pthread_mutex_lock(&w->lock);
+		w->busy--;
+		w->listed += listed;
+		if (res && !w->stop) {
+			w->stop = true;
+			w->res = res;
+			snprintf(w->failed, w->failedlen, "%s", t.path[0] ? t.path : ".");
+		}
+		pthread_cond_broadcast(&w->cond);
+		pthread_mutex_unlock(&w->lock);
+		/* done with it: a tree's directories are not all held at once */
+		if (t.in != w->top)
+			inode_forget(t.in, 1);
+		free(t.path);
+		pthread_mutex_lock(&w->lock);
+	}
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+int events_list_tree(struct inode *dir, unsigned listers,
+		     bool (*each)(unsigned long listed, unsigned long left),
 		     unsigned long *ret_listed, char *failed, size_t failedlen)
 {
-	struct tree_dir *q = NULL;
-	size_t n = 0, cap = 0, at = 0;
-	unsigned long listed = 0;
-	int res = 0;
+	struct tree_walk w = { .top = dir, .failed = failed, .failedlen = failedlen };
+	pthread_t *t;
+	unsigned started = 0;
+	pthread_condattr_t ca;
 
 	ELOCK_NOT_HELD();
 	may_block("a listing of a whole tree");
 	failed[0] = '\0';
-	q = malloc(sizeof(*q));
-	if (!q || !(q[0].path = strdup(""))) {
-		free(q);
+	*ret_listed = 0;
+	if (!listers)
+		listers = 1;
+	w.q = malloc(64 * sizeof(*w.q));
+	t = calloc(listers, sizeof(*t));
+	if (!w.q || !t || !(w.q[0].path = strdup(""))) {
+		free(w.q);
+		free(t);
 		return -ENOMEM;
 	}
-	q[0].in = dir; /* the caller's reference */
-	n = cap = 1;
-	/* breadth first: each directory listed before its subdirectories are looked at */
-	for (at = 0; at < n && !res; at++) {
-		struct tree_dir t = q[at]; /* the queue moves as it grows */
-		char *origin = NULL;
-		int was = unlisted(t.in, &origin);
+	w.q[0].in = dir; /* the caller's reference */
+	w.n = 1;
+	w.cap = 64;
+	pthread_mutex_init(&w.lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w.cond, &ca);
+	pthread_condattr_destroy(&ca);
+	/* each directory listed before its subdirectories are queued: parents first */
+	for (unsigned i = 0; i < listers; i++)
+		started += !pthread_create(&t[i], NULL, lister_walk, &w);
+	if (!started)
+		lister_walk(&w);
+	/* the caller's each(), about once a second, here */
+	pthread_mutex_lock(&w.lock);
+	while (started && (w.at < w.n || w.busy) && !w.stop) {
+		struct timespec until;
 
-		free(origin);
-		res = was < 0 ? was : events_dir(t.in, NULL, NULL, NULL);
-		if (res >= 0) {
-			listed += was == 0;
-			res = queue_subdirs(&t, &q, &n, &cap);
+		mono_after(&until, 1.0);
+		pthread_cond_timedwait(&w.cond, &w.lock, &until);
+		if (each && !w.stop) {
+			unsigned long listed = w.listed, left = (unsigned long)(w.n - w.at);
+			bool go;
+
+			pthread_mutex_unlock(&w.lock);
+			go = each(listed, left);
+			pthread_mutex_lock(&w.lock);
+			if (!go && !w.stop) {
+				w.stop = true;
+				w.res = -EINTR;
+				pthread_cond_broadcast(&w.cond);
+			}
 		}
-		if (res < 0) {
-			snprintf(failed, failedlen, "%s", t.path[0] ? t.path : ".");
-			break;
-		}
-		/* done with it: a tree's directories are not all held at once */
-		if (at)
-			inode_forget(t.in, 1);
-		free(t.path);
-		q[at].in = NULL;
-		q[at].path = NULL;
-		if (each && !each(listed, (unsigned long)(n - at - 1)))
-			res = -EINTR;
 	}
-	for (size_t i = 1; i < n; i++)
-		if (q[i].in)
-			inode_forget(q[i].in, 1);
-	for (size_t i = 0; i < n; i++)
-		free(q[i].path);
-	free(q);
-	*ret_listed = listed;
-	return res;
+	pthread_mutex_unlock(&w.lock);
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(t[i], NULL);
+	for (size_t i = w.at; i < w.n; i++) {
+		if (w.q[i].in && w.q[i].in != w.top)
+			inode_forget(w.q[i].in, 1);
+		free(w.q[i].path);
+	}
+	free(w.q);
+	free(t);
+	pthread_cond_destroy(&w.cond);
+	pthread_mutex_destroy(&w.lock);
+	*ret_listed = w.listed;
+	return w.res;
 }
 
 /* The PRE_LOOKUP of name in dir in flight, or NULL.  S.lock held. */

@@ -430,16 +430,18 @@ int events_tree_unlisted(struct inode *dir, struct inode **ret);
 
 /*
  * List every directory of dir's tree not listed yet, each before its
- * subdirectories are looked at, and wait for each here (the engine's
- * own work, no request): for a front end whose kernel raises no event
- * before a directory is read (backend=fanotify), at mount, before users
- * see the tree.  each(listed so far, directories queued), if not NULL,
- * after each directory: false stops the walk (-EINTR).  0, or -errno
- * with failed the store path of the directory that could not be listed
- * ("." the root); *ret_listed: the directories listed.  Without S.lock;
- * blocks for the listings.
+ * subdirectories are looked at, and wait for them here (the engine's own
+ * work, no request), listers at a time (each a thread): for a front end
+ * whose kernel raises no event before a directory is read
+ * (backend=fanotify), at mount, before users see the tree.  each(listed
+ * so far, directories queued), if not NULL, about once a second from
+ * the calling thread: false stops the walk (-EINTR) once the listings
+ * under way end.  0, or -errno with failed the store path of a
+ * directory that could not be listed ("." the root); *ret_listed: the
+ * directories listed.  Without S.lock; blocks for the listings.
  */
-int events_list_tree(struct inode *dir, bool (*each)(unsigned long listed, unsigned long left),
+int events_list_tree(struct inode *dir, unsigned listers,
+		     bool (*each)(unsigned long listed, unsigned long left),
 		     unsigned long *ret_listed, char *failed, size_t failedlen);
 
 /*

@@ -67,6 +67,9 @@ static const struct hooks_handlers engine_answers = {
 	.archived = events_archived,
 };
 
+/* Listings at once of the walk at mount (the hook's own bound still holds). */
+#define WALK_LISTERS 8
+
 /* The walk's progress, each few seconds, and whether to go on (no signal). */
 static bool walk_progress(unsigned long listed, unsigned long left)
 {
@@ -107,7 +110,9 @@ static bool fan_tree_run(struct daemon *d)
 			d->rc = EXIT_HOOK;
 			return false;
 		}
-		res = events_list_tree(inode_root(), walk_progress, &listed, err, sizeof(err));
+		/* a listing is a round trip to the origin: several at once */
+		res = events_list_tree(inode_root(), WALK_LISTERS, walk_progress, &listed, err,
+				       sizeof(err));
 		if (res == -EINTR) {
 			log_info("backend=fanotify: stopped while the tree was listed");
 			d->rc = 0;

@@ -674,31 +674,20 @@ def test_walk(img):
         store = os.path.join(img, "store-walk2")
         os.makedirs(store)
         with Nginx(root) as ok_ng:
-            r, mnt = daemonized(store, ok_ng.url())
-            try:
-                eq(r.returncode, 0, "an empty store and an origin: it mounts") or diag(r.stderr)
-                ok("listed 9 directories from the origin" in r.stderr,
-                   "and says what it listed (%s)" % r.stderr.strip())
+            opts = FAN + ",hook=%s,origin=%s" % (HTTP, ok_ng.url())
+            with Mount(opts=opts, store=store) as m:
+                ok("listed 9 directories from the origin" in m.output(),
+                   "an empty store and an origin: it mounts, and says what it listed")
                 got = [u for (meth, u, st, *_r) in ok_ng.log() if u.endswith("/") and st == 200]
                 eq(sorted(got), sorted(set(got)), "each directory listed once")
-                eq(len(got), 9, "every directory listed before the mount returned")
-                tree = user_tree(mnt)
+                eq(len(got), 9, "every directory listed before the mount was ready")
+                tree = user_tree(m.mnt)
                 eq(sorted(tree), sorted(files), "every file of the origin is there")
                 ok(all(tree[k] == v for k, v in files.items()), "every byte is the origin's")
-            finally:
-                if is_mounted(mnt):
-                    unmount(mnt)
             n = len(ok_ng.log())
-            r, mnt2 = daemonized(store, ok_ng.url())
-            try:
-                eq(r.returncode, 0, "mounted again") or diag(r.stderr)
-                eq(len(ok_ng.log()), n, "nothing asked of the origin to mount it again")
-                eq(sorted(user_tree(mnt2)), sorted(files), "every file still there")
-            finally:
-                if is_mounted(mnt2):
-                    unmount(mnt2)
-                os.rmdir(mnt2)
-            os.rmdir(mnt)
+            with Mount(opts=opts, store=store) as m:
+                eq(len(ok_ng.log()), n, "mounted again: nothing asked of the origin")
+                eq(sorted(user_tree(m.mnt)), sorted(files), "every file still there")
 
 
 def test_number_reused(img):
