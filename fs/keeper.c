@@ -173,7 +173,11 @@ void keeper_start(const struct keeper_args *a)
 			finish(a, WEXITSTATUS(status), true);
 		describe(status, why, sizeof(why));
 		if (!connected(a)) {
-			log_err("keeper: the daemon (pid %d) %s; the mount is gone already", (int)pid, why);
+			/* a fanotify mount is bound by its daemon, after the tree's walk */
+			log_err("keeper: the daemon (pid %d) %s; %s", (int)pid, why,
+				a->fanotify && !saved_head()->fan_mnt_id ?
+					"the mount fails: the store was not bound yet" :
+					"the mount is gone already");
 			finish(a, WIFEXITED(status) ? WEXITSTATUS(status) : 5, false);
 		}
 		if (stopping) {

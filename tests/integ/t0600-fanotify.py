@@ -17,6 +17,7 @@ import contextlib
 import errno
 import mmap
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,9 +25,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HSMFS, HSMFSCTL, Hook, Mount, Nginx, diag, dread, eq, errno_of, fs_image,
-                     fs_image_drop, is_mounted, is_root, main, ok, run, skip, tmpdir, tmpfs,
-                     tmpfs_drop, unmount, wait_for, write_tree)
+from harness import (HSMFS, HSMFSCTL, Hook, Mount, Nginx, WanProxy, diag, dread, eq, errno_of,
+                     fs_image, fs_image_drop, is_mounted, is_root, main, ok, run, skip, tmpdir,
+                     tmpfs, tmpfs_drop, unmount, wait_for, write_tree)
 
 P = 4096
 FAN = "backend=fanotify,timeout=3,first_fill=0" + os.environ.get("FANX", "")
@@ -522,6 +523,65 @@ def test_evict_crash(img):
                 mirror_hook.wait()
 
 
+def test_walk_ends(img):
+    """The walk at mount ended early: the daemon killed (the keeper ends
+    the mount: nothing is left bound, and it says the store was not bound
+    yet), or SIGTERM (exit 0, nothing bound).  What was listed stays
+    listed: the next mount lists only the rest."""
+    root = tmpdir("hsmfs-origin-")
+    files = {"d%d/e%d/f.txt" % (i, j): b"f%d%d" % (i, j) for i in range(10) for j in range(10)}
+    write_tree(root, files)
+    for d, _, _ in os.walk(root):
+        os.chmod(d, 0o755)
+    with Nginx(root) as ng:
+        wan = WanProxy(ng.port, delay_ms=100)  # 111 listings: a few seconds
+        try:
+            for how in ("kill", "term"):
+                store = os.path.join(img, "store-walk-" + how)
+                os.makedirs(store)
+                d = tmpdir("hsmfs-walk-")
+                mnt, log = os.path.join(d, "mnt"), os.path.join(d, "log")
+                os.mkdir(mnt)
+                with open(log, "w") as lf:
+                    p = subprocess.Popen([HSMFS, "-f", store, mnt, "-o",
+                                          "backend=fanotify,hook=%s,origin=%s" % (HTTP, wan.url())],
+                                         stdout=lf, stderr=subprocess.STDOUT)
+                try:
+                    wait_for(lambda: "listing the tree from the origin" in open(log).read(),
+                             "the walk under way")
+                    if how == "kill":
+                        with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
+                            os.kill(int(f.read().split()[0]), signal.SIGKILL)
+                    else:
+                        os.kill(p.pid, signal.SIGTERM)
+                    rc = p.wait(timeout=60)
+                finally:
+                    if p.poll() is None:
+                        p.kill()
+                        p.wait()
+                out = open(log).read()
+                if how == "kill":
+                    ok(rc != 0 and "the mount fails: the store was not bound yet" in out,
+                       "the daemon killed during the walk: the mount fails (%d), said" % rc)
+                else:
+                    ok(rc == 0 and "stopped while the tree was listed" in out,
+                       "SIGTERM during the walk: exit 0, said (%d)" % rc)
+                ok(not is_mounted(mnt) and os.listdir(mnt) == [],
+                   "%s: nothing is bound at the mountpoint" % how)
+                before = len(ng.log())
+                with Mount(opts=FAN + ",hook=%s,origin=%s" % (HTTP, ng.url()),
+                           store=store) as m:
+                    got = [u for (meth, u, st, *_r) in ng.log()[before:]
+                           if u.endswith("/") and st == 200]
+                    ok(0 < len(got) < 111 and "/" not in got,
+                       "%s: mounted again, only the rest is listed (%d)" % (how, len(got)))
+                    tree = user_tree(m.mnt)
+                    ok(tree == files, "%s: and every file is there, the origin's bytes" % how)
+                shutil.rmtree(d, ignore_errors=True)
+        finally:
+            wan.stop()
+
+
 def test_lost(img):
     """An event lost to an overflow (fs/fault.h: fan-events-lost and
     fan-changes-lost inject one before the next event): the kernel let
@@ -635,11 +695,18 @@ def test_walk(img):
     # /bad/under/ answers 500: its listing fails
     with Nginx(root, extra="location /bad/under/ { return 500; }") as ng:
         def daemonized(store, origin, extra=""):
+            """hsmfs as a user types it; a mount left behind by a failing
+            check is ended by gone()."""
             mnt = tmpdir("hsmfs-mnt-")
             r = subprocess.run([HSMFS, store, mnt, "-o", "backend=fanotify,hook=%s,origin=%s%s"
                                 % (HTTP, origin, extra)], capture_output=True, text=True,
                                timeout=120)
             return r, mnt
+
+        def gone(mnt):
+            if is_mounted(mnt):
+                unmount(mnt)
+            os.rmdir(mnt)
 
         store = os.path.join(img, "store-walk")
         os.makedirs(store)
@@ -649,7 +716,7 @@ def test_walk(img):
         ok(len(lines) == 1 and "HTTP 404" in lines[0] and "origin=" in lines[0],
            "in one line naming the cause and origin=") or diag(r.stderr)
         ok(not is_mounted(mnt), "nothing is left mounted")
-        os.rmdir(mnt)
+        gone(mnt)
 
         r, mnt = daemonized(store, ng.url())
         lines = r.stderr.strip().splitlines()
@@ -658,7 +725,7 @@ def test_walk(img):
            "nocheck_origin" in lines[0], "in one line naming it and nocheck_origin") or \
             diag(r.stderr)
         ok(not is_mounted(mnt), "nothing is left mounted")
-        os.rmdir(mnt)
+        gone(mnt)
 
         r, mnt = daemonized(store, ng.url(), ",nocheck_origin")
         try:
@@ -667,9 +734,7 @@ def test_walk(img):
                os.listdir(os.path.join(mnt, "bad/under")) == [],
                "without the names of the directory whose listing failed")
         finally:
-            if is_mounted(mnt):
-                unmount(mnt)
-            os.rmdir(mnt)
+            gone(mnt)
 
         store = os.path.join(img, "store-walk2")
         os.makedirs(store)
@@ -946,6 +1011,7 @@ def test():
         test_changes(img)
         test_unlisted(img)
         test_walk(img)
+        test_walk_ends(img)
         test_number_reused(img)
         test_end(img)
         test_keeper(img)
