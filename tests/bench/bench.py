@@ -65,6 +65,8 @@ Workloads: seqread (warm page cache), seqread-cold (drop_caches, root
 only), randread (4 KiB, 2 processes), randread-cold (the same after
 drop_caches, root only), seqwrite, create, stat, unlink, tar-x (this
 source tree unpacked, files/s) and find (over what tar-x left, entries/s),
+git-add and git-status (git init and add -A of that tree, then a status
+with a fresh index: a developer's metadata-heavy round, files/s),
 fio-seqread, fio-randread, fio-seqread-cold, fio-seqwrite (fio, psync, one
 job: 1 MiB sequential reads of the warm file, 4 KiB random reads of it,
 the same sequential read after drop_caches (root), and 1 MiB buffered
@@ -244,6 +246,33 @@ def w_tree(d, phase):
     t = time.perf_counter()
     out = subprocess.run(["find", base], stdout=subprocess.PIPE, check=True).stdout
     return out.count(b"\n") / (time.perf_counter() - t), "entries/s"
+
+
+def w_git(d, phase):
+    """A developer's metadata-heavy round over what tar-x left: git-add
+    (git init and add -A: every file read, hashed and its object written,
+    files/s), then git-status (every file stat'ed against the index,
+    files/s: a warm tree, the index fresh)."""
+    base = os.path.join(d, "tree")
+    if not os.path.isdir(base):
+        w_tree(d, "tar-x")
+    env = dict(os.environ, GIT_CONFIG_NOSYSTEM="1", HOME=base, GIT_AUTHOR_NAME="b",
+               GIT_AUTHOR_EMAIL="b@b", GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@b")
+    n = sum(len(fs) for _, _, fs in os.walk(base))
+    if phase == "git-add":
+        shutil.rmtree(os.path.join(base, ".git"), ignore_errors=True)
+        subprocess.run(["git", "init", "-q", base], check=True, env=env)
+        t = time.perf_counter()
+        subprocess.run(["git", "-C", base, "add", "-A"], check=True, env=env)
+        return n / (time.perf_counter() - t), "files/s"
+    if not os.path.isdir(os.path.join(base, ".git")):
+        w_git(d, "git-add")
+    subprocess.run(["git", "-C", base, "status", "--porcelain"], check=True, env=env,
+                   stdout=subprocess.DEVNULL)  # the index's stat data fresh
+    t = time.perf_counter()
+    subprocess.run(["git", "-C", base, "status", "--porcelain"], check=True, env=env,
+                   stdout=subprocess.DEVNULL)
+    return n / (time.perf_counter() - t), "files/s"
 
 
 def w_meta(d, n, phase):
@@ -1063,7 +1092,8 @@ def main():
     ap.add_argument("--workloads",
                     default="seqread,seqread-cold,randread,randread-cold,seqwrite,"
                             "fio-seqread,fio-randread,fio-seqread-cold,fio-seqwrite,create,"
-                            "stat,unlink,tar-x,find,event-latency,stalled-hook,mount")
+                            "stat,unlink,tar-x,find,git-add,git-status,event-latency,"
+                            "stalled-hook,mount")
     a = ap.parse_args()
     runs = a.runs or (3 if a.quick else 5)
     size = (256 if a.quick else 1024) * MiB
@@ -1119,6 +1149,8 @@ def main():
                         v, u = w_meta(e.dir, mcount, w)
                     elif w in ("tar-x", "find"):
                         v, u = w_tree(e.dir, w)
+                    elif w in ("git-add", "git-status"):
+                        v, u = w_git(e.dir, w)
                     elif w == "randread-cold":
                         if not IS_ROOT:
                             continue
