@@ -231,8 +231,17 @@ def w_tree(d, phase):
     global SOURCE_TAR
     if SOURCE_TAR is None:
         SOURCE_TAR = os.path.join(tmpdir("hsmfs-bench-tar-"), "src.tar")
-        subprocess.run(["tar", "-cf", SOURCE_TAR, "--exclude=./build*", "--exclude=./.git",
-                        "-C", os.path.join(HERE, "..", ".."), "."], check=True)
+        top = os.path.join(HERE, "..", "..")
+        # the tracked files of a checkout (not its build directories, whatever
+        # their names), else the tree without build*
+        listed = subprocess.run(["git", "-C", top, "ls-files"], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL)
+        if listed.returncode == 0 and listed.stdout:
+            subprocess.run(["tar", "-cf", SOURCE_TAR, "-C", top, "-T", "-"],
+                           input=listed.stdout, check=True)
+        else:
+            subprocess.run(["tar", "-cf", SOURCE_TAR, "--exclude=./build*", "--exclude=./.git",
+                            "-C", top, "."], check=True)
     base = os.path.join(d, "tree")
     if phase == "tar-x":
         shutil.rmtree(base, ignore_errors=True)
