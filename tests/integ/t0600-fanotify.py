@@ -307,8 +307,8 @@ def test_ctl(img):
     store = os.path.join(img, "store-ctl")
     mirror = tmpdir("hsmfs-mirror-")
     data = os.urandom(8 * P)
-    import_offline(store, mirror, {"a": data, "b": data, "d/c": data, "e": data, "f": data},
-                   relative=True)
+    import_offline(store, mirror, {"a": data, "b": data, "d/c": data, "e": data, "f": data,
+                                   "g": data}, relative=True)
     # each daemon's socket stays bound a moment after its thread ended
     # (HSMFS_DELAY=ctl-stopped): hsmfsctl restart waits that out too; the
     # next daemon starts slowly (take-reserved): hsmfsctl waits for it
@@ -323,7 +323,7 @@ def test_ctl(img):
             got = {os.path.relpath(f["path"], m.mnt): (f["state"], f["present"])
                    for f in json.loads(out)["files"]} if rc == 0 else {}
             eq(got, {"a": ("placeholder", 0), "b": ("resident", 8 * P), "d/c": ("placeholder", 0),
-                     "e": ("placeholder", 0), "f": ("placeholder", 0)},
+                     "e": ("placeholder", 0), "f": ("placeholder", 0), "g": ("placeholder", 0)},
                "status: each file's state and bytes, and nothing of the store's state directory")
             rc, out = run([HSMFSCTL, "stats", m.mnt])
             ok(rc == 0 and "PRE_ACCESS events                  1" in out,
@@ -358,6 +358,10 @@ def test_ctl(img):
             rc, out = run([HSMFSCTL, "unpin", m.path("a")])
             rc, out2 = run([HSMFSCTL, "status", m.path("a")])
             ok(rc == 0 and "resident " in out2 and "pinned" not in out2, "unpin")
+            rc, out = run([HSMFSCTL, "prefetch", m.path("g")])
+            rc2, out2 = run([HSMFSCTL, "status", m.path("g")])
+            ok(rc == 0 and "resident " in out2, "prefetch fetches a file whole" +
+               ("" if rc == 0 else ": " + out))
             rc, out = run([HSMFSCTL, "sync", m.mnt])
             ok(rc != 0 and out.splitlines()[0] ==
                "hsmfsctl: the daemon of a backend=fanotify mount does not do sync yet "
