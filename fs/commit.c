@@ -488,6 +488,17 @@ int commit_fill(struct event *ev)
 		res = dst;
 	have_before = dst >= 0 && fstat(dst, &before) == 0;
 	/*
+	 * Never past the store file's end: a fill never makes a file
+	 * longer, and one shorter than its recorded size was cut by a user
+	 * the engine has not heard of yet (backend=fanotify: the kernel
+	 * says a truncate(2) after it is made, and its pre-content event,
+	 * the page at the new end, does not say it is one).  A fill copied
+	 * past that end would grow the file back with the origin's bytes.
+	 */
+	if (have_before && (uint64_t)before.st_size < size && todo.n &&
+	    rs_remove(&todo, (uint64_t)before.st_size, UINT64_MAX) && !res)
+		res = -ENOMEM;
+	/*
 	 * Digests before bytes: each chunk, then a fill that completes the
 	 * file; what is checked is what is written (a hook may still write
 	 * into its staging file), and written is not present until the end.

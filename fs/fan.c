@@ -402,8 +402,12 @@ static void piece_done(void *arg, int res)
 /*
  * FAN_PRE_ACCESS of [off, off + count): the engine checks it (and fills
  * what is missing) in pieces of whole chunks, at most FAN_PIECES, at once.
- * count 0 is a truncate(2) to off, about to be made.  fd was opened by a
- * path below base (file_get()).
+ * count 0 is a truncate(2) to off, about to be made (Linux 6.18 says so
+ * only for an off at a page's start; to any other length, the event is
+ * the page at the new end, as a read's, and the change is seen when
+ * FAN_MODIFY reports it: meanwhile no fill copies past the store
+ * file's end, commit_fill()).  fd was opened by a path below base
+ * (file_get()).
  */
 static void on_access(int fd, const char *base, pid_t pid, uint64_t off, uint64_t count)
 {
@@ -516,6 +520,7 @@ static void on_changed(int fd)
 	struct stat st;
 	int res = 0;
 
+	fault_delay(FAULT_CHANGE_SEEN);
 	pthread_mutex_lock(&F.lock);
 	if (F.stopping) {
 		pthread_mutex_unlock(&F.lock);

@@ -92,6 +92,8 @@
 						 * pre-content group before an event */
 #define FAULT_FAN_CHANGES_LOST "fan-changes-lost" /* fault_hit: an overflow of the
 						   * changes' group before a change */
+#define FAULT_CHANGE_SEEN "change-seen"       /* fault_delay: backend=fanotify, a
+					       * user's change reported, not yet seen */
 #define FAULT_LIST_DROPPED "listing-dropped"      /* fault_delay: a file a listing replaced,
 						   * removed or left unused went from the
 						   * store, its row not yet removed */
