@@ -61,11 +61,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include "hsmfs/hook.h"
 #include "ctlsock.h"
+#include "store.h" /* STORE_STATE_DIR */
+
+#define FUSE_SUPER_MAGIC 0x65735546
 #include "http-chain.h"
 #include "http-config.h"
 #include "http-fetch.h"
@@ -86,6 +90,26 @@ static void share_lock(CURL *c, curl_lock_data d, curl_lock_access a, void *u)
 static void share_unlock(CURL *c, curl_lock_data d, void *u)
 {
 	pthread_mutex_unlock(&share_locks[d]);
+}
+
+/*
+ * A fanotify mount's origin (a bind of the store, or the store itself
+ * while its tree is listed): asked through its control socket, in the
+ * state directory of mnt itself, never one above it, nor a FUSE mount's
+ * (a look there is a lookup the mount may answer by asking this hook).
+ * Its length, or -1.
+ */
+static ssize_t fan_origin(const char *mnt, char *buf, size_t size)
+{
+	char real[PATH_MAX], dir[PATH_MAX], own[PATH_MAX + sizeof(STORE_STATE_DIR) + 1];
+	struct statfs sf;
+
+	if (statfs(mnt, &sf) || sf.f_type == FUSE_SUPER_MAGIC || !realpath(mnt, real))
+		return -1;
+	snprintf(own, sizeof(own), "%s%s" STORE_STATE_DIR, real, real[1] ? "/" : "");
+	if (!ctlsock_find(real, true, dir, sizeof(dir)) || strcmp(dir, own))
+		return -1;
+	return ctlsock_ask(dir, real, true, CTLSOCK_GET, "user.hsmfs.origin", NULL, 0, buf, size);
 }
 
 int main(int argc, char **argv)
@@ -120,16 +144,9 @@ int main(int argc, char **argv)
 	if (!cfg.origin[0]) {
 		ssize_t n = getxattr(cfg.mountpoint, "user.hsmfs.origin", cfg.origin,
 				     sizeof(cfg.origin) - 1);
-		char dir[PATH_MAX];
 
-		/*
-		 * a fanotify mount (a bind of the store, or the store itself
-		 * while its tree is listed) answers through its control socket
-		 */
-		if (n < 0 && (errno == ENODATA || errno == ENOTSUP) &&
-		    ctlsock_find(cfg.mountpoint, true, dir, sizeof(dir)))
-			n = ctlsock_ask(dir, cfg.mountpoint, true, CTLSOCK_GET, "user.hsmfs.origin",
-					NULL, 0, cfg.origin, sizeof(cfg.origin) - 1);
+		if (n < 0 && (errno == ENODATA || errno == ENOTSUP))
+			n = fan_origin(cfg.mountpoint, cfg.origin, sizeof(cfg.origin) - 1);
 		cfg.origin[n > 0 ? n : 0] = '\0';
 	}
 	/*

@@ -456,7 +456,9 @@ struct tree_walk {
 	unsigned busy;           /* listers with a directory taken */
 	unsigned long listed;
 	struct inode *top;       /* the caller's (its reference, not the walk's) */
-	bool stop;               /* a failure, or the caller's each() */
+	bool keep_going;         /* a failure stops nothing: counted */
+	unsigned long failures;
+	bool stop;               /* a failure (not keep_going), or the caller's each() */
 	int res;
 	char *failed;
 	size_t failedlen;
@@ -530,9 +532,12 @@ static void *lister_walk(void *arg)
 		w->busy--;
 		w->listed += listed;
 		if (res && !w->stop) {
-			w->stop = true;
-			w->res = res;
-			snprintf(w->failed, w->failedlen, "%s", t.path[0] ? t.path : ".");
+			/* the first failure is the one said */
+			if (!w->failures++) {
+				w->res = res;
+				snprintf(w->failed, w->failedlen, "%s", t.path[0] ? t.path : ".");
+			}
+			w->stop = !w->keep_going;
 		}
 		pthread_cond_broadcast(&w->cond);
 		pthread_mutex_unlock(&w->lock);
@@ -547,11 +552,13 @@ static void *lister_walk(void *arg)
 	return NULL;
 }
 
-int events_list_tree(struct inode *dir, unsigned listers,
+int events_list_tree(struct inode *dir, unsigned listers, bool keep_going,
 		     bool (*each)(unsigned long listed, unsigned long left),
-		     unsigned long *ret_listed, char *failed, size_t failedlen)
+		     unsigned long *ret_listed, unsigned long *ret_failures, char *failed,
+		     size_t failedlen)
 {
-	struct tree_walk w = { .top = dir, .failed = failed, .failedlen = failedlen };
+	struct tree_walk w = { .top = dir, .keep_going = keep_going, .failed = failed,
+			       .failedlen = failedlen };
 	pthread_t *t;
 	unsigned started = 0;
 	pthread_condattr_t ca;
@@ -559,7 +566,7 @@ int events_list_tree(struct inode *dir, unsigned listers,
 	ELOCK_NOT_HELD();
 	may_block("a listing of a whole tree");
 	failed[0] = '\0';
-	*ret_listed = 0;
+	*ret_listed = *ret_failures = 0;
 	if (!listers)
 		listers = 1;
 	w.q = malloc(64 * sizeof(*w.q));
@@ -579,7 +586,8 @@ int events_list_tree(struct inode *dir, unsigned listers,
 	pthread_condattr_destroy(&ca);
 	/* each directory listed before its subdirectories are queued: parents first */
 	for (unsigned i = 0; i < listers; i++)
-		started += !pthread_create(&t[i], NULL, lister_walk, &w);
+		if (!pthread_create(&t[started], NULL, lister_walk, &w))
+			started++;
 	if (!started)
 		lister_walk(&w);
 	/* the caller's each(), about once a second, here */
@@ -599,6 +607,7 @@ int events_list_tree(struct inode *dir, unsigned listers,
 			if (!go && !w.stop) {
 				w.stop = true;
 				w.res = -EINTR;
+				failed[0] = '\0';
 				pthread_cond_broadcast(&w.cond);
 			}
 		}
@@ -616,6 +625,7 @@ int events_list_tree(struct inode *dir, unsigned listers,
 	pthread_cond_destroy(&w.cond);
 	pthread_mutex_destroy(&w.lock);
 	*ret_listed = w.listed;
+	*ret_failures = w.failures;
 	return w.res;
 }
 

@@ -434,15 +434,19 @@ int events_tree_unlisted(struct inode *dir, struct inode **ret);
  * work, no request), listers at a time (each a thread): for a front end
  * whose kernel raises no event before a directory is read
  * (backend=fanotify), at mount, before users see the tree.  each(listed
- * so far, directories queued), if not NULL, about once a second from
- * the calling thread: false stops the walk (-EINTR) once the listings
- * under way end.  0, or -errno with failed the store path of a
- * directory that could not be listed ("." the root); *ret_listed: the
- * directories listed.  Without S.lock; blocks for the listings.
+ * so far, directories queued), if not NULL, from the calling thread as
+ * the walk goes: false stops it (-EINTR) once the listings under way
+ * end.  A directory that cannot be listed stops the walk, or with
+ * keep_going is counted and passed by (its subdirectories are not
+ * known).  0, or -errno (the first failure, or -EINTR) with failed the
+ * store path of the first directory that could not be listed ("." the
+ * root); *ret_listed: the directories listed; *ret_failures: those not.
+ * Without S.lock; blocks for the listings.
  */
-int events_list_tree(struct inode *dir, unsigned listers,
+int events_list_tree(struct inode *dir, unsigned listers, bool keep_going,
 		     bool (*each)(unsigned long listed, unsigned long left),
-		     unsigned long *ret_listed, char *failed, size_t failedlen);
+		     unsigned long *ret_listed, unsigned long *ret_failures, char *failed,
+		     size_t failedlen);
 
 /*
  * hsmfsctl refresh: list the listed directory dir again from its origin

@@ -30,6 +30,16 @@
 #ifndef STATX_MNT_ID
 #define STATX_MNT_ID 0x00001000U
 #endif
+/* <linux/mount.h>'s, which glibc 2.36's <sys/mount.h> cannot sit beside */
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
+#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
+#endif
+#ifndef MOUNT_ATTR_RDONLY
+#define MOUNT_ATTR_RDONLY 0x00000001
+#endif
+struct fan_mount_attr {
+	uint64_t attr_set, attr_clr, propagation, userns_fd;
+};
 
 struct fan_kernel K = { .group = -1, .tree = -1, .treedir = -1, .notify = -1 };
 
@@ -160,31 +170,49 @@ static int mount_id(const char *path, uint64_t *ret)
 
 int fan_mount(const char *store_path, const char *mnt, bool ro, char *err, size_t errlen)
 {
-	uint64_t below;
-	int res;
+	struct fan_mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY };
+	struct statx stx;
+	uint64_t below, id;
+	int res, fd;
 
 	if ((res = mount_id(mnt, &below)))
 		return SAY(res, "cannot look at the mountpoint '%s'", mnt);
-	if (mount(store_path, mnt, NULL, MS_BIND, NULL)) {
+	if (!K.mnt && !(K.mnt = strdup(mnt)))
+		return SAY(-ENOMEM, "out of memory");
+	/*
+	 * A bind made detached (as mount --bind makes it: not recursive),
+	 * read-only there with ro, its id recorded for the keeper, and only
+	 * then put at the mountpoint: whenever this daemon dies, the keeper
+	 * knows every bind users may have reached, and ends it (keeper.h)
+	 */
+	fd = (int)syscall(SYS_open_tree, AT_FDCWD, store_path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (fd < 0)
+		return SAY(-errno, "cannot bind '%s' at '%s': %s", store_path, mnt, strerror(errno));
+	if (ro && syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &attr, sizeof(attr))) {
 		res = -errno;
-		snprintf(err, errlen, "cannot bind '%s' at '%s': %s", store_path, mnt,
-			 strerror(-res));
-		return res;
+		close(fd);
+		return SAY(res, "cannot make '%s' read-only: %s", mnt, strerror(-res));
 	}
-	if (ro && mount(NULL, mnt, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL)) {
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) || !(stx.stx_mask & STATX_MNT_ID)) {
+		res = errno ? -errno : -EOPNOTSUPP;
+		close(fd);
+		return SAY(res, "cannot find the mount made for '%s'", mnt);
+	}
+	id = stx.stx_mnt_id;
+	__atomic_store_n(&saved_head()->fan_mnt_id, id, __ATOMIC_SEQ_CST);
+	if (syscall(SYS_move_mount, fd, "", AT_FDCWD, mnt, MOVE_MOUNT_F_EMPTY_PATH)) {
 		res = -errno;
-		umount2(mnt, MNT_DETACH);
-		snprintf(err, errlen, "cannot make '%s' read-only: %s", mnt, strerror(-res));
-		return res;
+		__atomic_store_n(&saved_head()->fan_mnt_id, 0, __ATOMIC_SEQ_CST);
+		close(fd);
+		return SAY(res, "cannot bind '%s' at '%s': %s", store_path, mnt, strerror(-res));
 	}
-	if (!K.mnt)
-		K.mnt = strdup(mnt);
-	if (!K.mnt || (res = mount_id(mnt, &K.mnt_id)) || K.mnt_id == below) {
-		umount2(mnt, MNT_DETACH);
+	close(fd);
+	K.mnt_id = id;
+	K.bound = true;
+	if ((res = mount_id(mnt, &id)) || id != K.mnt_id || id == below) {
+		fan_unmount();
 		return SAY(res ? res : -EIO, "cannot find the mount made at '%s'", mnt);
 	}
-	K.bound = true;
-	saved_head()->fan_mnt_id = K.mnt_id; /* for a daemon taking over */
 	return 0;
 }
 

@@ -191,6 +191,21 @@ static int walk(struct wanted *w, int dirfd, bool top, long *marked)
 	return res;
 }
 
+static int count_unlisted(void *arg, uint64_t ino, uint64_t gen, uint64_t size, uint32_t state)
+{
+	(void)ino;
+	(void)gen;
+	(void)size;
+	*(unsigned long *)arg += state == META_DIR_UNLISTED;
+	return 0;
+}
+
+long fan_count_unlisted(struct meta *m, unsigned long *ret_unlisted)
+{
+	*ret_unlisted = 0;
+	return meta_list(m, count_unlisted, ret_unlisted);
+}
+
 long fan_mark_missing(struct meta *m, bool thin, unsigned long *ret_unlisted)
 {
 	struct wanted w;

@@ -22,6 +22,9 @@ struct meta;
  */
 long fan_mark_missing(struct meta *m, bool thin, unsigned long *ret_unlisted);
 
+/* *ret_unlisted as fan_mark_missing() says it, nothing marked: 0 or -errno. */
+long fan_count_unlisted(struct meta *m, unsigned long *ret_unlisted);
+
 /*
  * Give the file open as fd (O_PATH, in the daemon's clone: no event)
  * blocks for all its bytes, allocated and unwritten, if it has fewer,

@@ -1036,7 +1036,8 @@ static void on_signal(int sig)
 	int e = errno;
 	char c = (char)sig;
 
-	signalled = 1;
+	if (sig) /* 0: fan_handover()'s, which waits for fan_serve() */
+		signalled = 1;
 
 	if (write(F.sig[1], &c, 1) < 0) {
 		/* full: one is enough */
@@ -1207,10 +1208,12 @@ void fan_stop(bool ending)
 	}
 	hashset_free(&F.files);
 	hashset_free(&F.evicting);
-	log_info("backend=fanotify: %llu events, %llu denied, %llu lost; %llu marks made, "
-		 "%llu removed", (unsigned long long)atomic_load(&F.events),
+	log_info("backend=fanotify: %llu events, %llu denied, %llu and %llu changes lost; %llu "
+		 "marks made, %llu removed", (unsigned long long)atomic_load(&F.events),
 		 (unsigned long long)atomic_load(&F.denied),
 		 (unsigned long long)__atomic_load_n(&saved_head()->fan_lost_events,
+						     __ATOMIC_RELAXED),
+		 (unsigned long long)__atomic_load_n(&saved_head()->fan_lost_changes,
 						     __ATOMIC_RELAXED),
 		 (unsigned long long)atomic_load(&K.marked),
 		 (unsigned long long)atomic_load(&K.unmarked));

@@ -577,7 +577,12 @@ int opts_parse(int argc, char *const argv[], struct hsmfs_opts *ret, char *err,
 	 * refused in one line, never ignored
 	 */
 	if (!res && o.fanotify) {
-		const char *no = o.archive_after >= 0 ? "archive_after" : NULL;
+		/*
+		 * dir_ttl: a listing again would make names users could open
+		 * before their marks, and no event asks for one on this mount
+		 */
+		const char *no = o.archive_after >= 0 ? "archive_after" :
+				 o.dir_ttl > 0 ? "dir_ttl" : NULL;
 
 		if (no)
 			res = fail(err, errlen, "backend=fanotify does not support %s yet", no);

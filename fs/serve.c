@@ -97,11 +97,11 @@ static bool walk_progress(unsigned long listed, unsigned long left)
 static bool fan_tree_run(struct daemon *d)
 {
 	char err[512], why[PATH_MAX + 256];
-	unsigned long unlisted = 0, listed = 0;
+	unsigned long unlisted = 0, listed = 0, failures = 0;
 	long n;
 	int res;
 
-	n = fan_mark_missing(d->meta, d->o.thin, &unlisted);
+	n = fan_count_unlisted(d->meta, &unlisted);
 	if (n >= 0 && unlisted && d->o.hook) {
 		int64_t t0 = mono_ms();
 
@@ -111,11 +111,12 @@ static bool fan_tree_run(struct daemon *d)
 			return false;
 		}
 		/* a listing is a round trip to the origin: several at once */
-		res = events_list_tree(inode_root(), WALK_LISTERS, walk_progress, &listed, err,
-				       sizeof(err));
+		res = events_list_tree(inode_root(), WALK_LISTERS, d->o.background, walk_progress,
+				       &listed, &failures, err, sizeof(err));
 		if (res == -EINTR) {
+			/* a signal, or the hook refused the mount (end_refused()) */
 			log_info("backend=fanotify: stopped while the tree was listed");
-			d->rc = 0;
+			d->rc = atomic_load(&hook_refused) ? EXIT_HOOK : 0;
 			return false;
 		}
 		if (res && !d->o.background) {
@@ -128,16 +129,21 @@ static bool fan_tree_run(struct daemon *d)
 			return false;
 		}
 		if (res)
-			log_warn("backend=fanotify: cannot list '%s' from the origin (%s): its names "
-				 "and those below it are missing on this mount", err, strerror(-res));
+			ready_warn("backend=fanotify: cannot list %lu director%s from the origin (the "
+				   "first, '%s': %s): their names and those below them are missing on "
+				   "this mount; it lists them again at its next start", failures,
+				   failures == 1 ? "y" : "ies", err, strerror(-res));
 		if (listed)
 			ready_note("listed %lu director%s from the origin in %.1f s", listed,
 				   listed == 1 ? "y" : "ies", (double)(mono_ms() - t0) / 1000);
-		n = fan_mark_missing(d->meta, d->o.thin, &unlisted);
 	}
+	if (n >= 0)
+		n = fan_mark_missing(d->meta, d->o.thin, &unlisted);
 	if (n < 0) {
-		log_err("backend=fanotify: cannot mark the files not all present: %s",
-			strerror((int)-n));
+		snprintf(why, sizeof(why), "backend=fanotify: cannot mark the files not all "
+			 "present: %s", strerror((int)-n));
+		log_err("%s", why);
+		ready_fail(why);
 		d->rc = EXIT_MOUNT;
 		return false;
 	}

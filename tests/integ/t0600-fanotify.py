@@ -772,9 +772,12 @@ def test_walk(img):
         r, mnt = daemonized(store, ng.url(), ",nocheck_origin")
         try:
             eq(r.returncode, 0, "with nocheck_origin it mounts") or diag(r.stderr)
-            ok(is_mounted(mnt) and "bad" in os.listdir(mnt) and
-               os.listdir(os.path.join(mnt, "bad/under")) == [],
+            ok("cannot list 1 directory from the origin (the first, 'bad/under'" in r.stderr,
+               "and says on the terminal what it could not list")
+            ok(is_mounted(mnt) and os.listdir(os.path.join(mnt, "bad/under")) == [],
                "without the names of the directory whose listing failed")
+            eq(sorted(user_tree(mnt)), sorted(k for k in files if not k.startswith("bad/under/")),
+               "and with every other name: the walk went on past the failure")
         finally:
             gone(mnt)
 

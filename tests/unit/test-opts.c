@@ -85,6 +85,10 @@ int main(void)
 		   !strcmp(err, "backend=fanotify does not support archive_after yet"),
 	   "what backend=fanotify does not do yet is refused, not ignored: '%s'", err);
 	opts_free(&o);
+	ok(parse(&o, err, 4, "/s", "/m", "-o", "backend=fanotify,dir_ttl=60") == -EINVAL &&
+		   !strcmp(err, "backend=fanotify does not support dir_ttl yet"),
+	   "dir_ttl too (a listing again, made with no marks): '%s'", err);
+	opts_free(&o);
 	ok(parse(&o, err, 4, "/s", "/m", "-o", "backend=fanotify,thin,cache_max=1G") == 0 &&
 		   o.fanotify && o.thin && o.cache_max == 1ULL << 30,
 	   "backend=fanotify takes cache limits with thin");
