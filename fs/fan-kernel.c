@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "fan-kernel.h"
+#include "fault.h"
 #include "inode.h"
 #include "log.h"
 #include "saved.h"
@@ -200,6 +201,7 @@ int fan_mount(const char *store_path, const char *mnt, bool ro, char *err, size_
 	}
 	id = stx.stx_mnt_id;
 	__atomic_store_n(&saved_head()->fan_mnt_id, id, __ATOMIC_SEQ_CST);
+	fault_named(FAULT_FAN_BIND_RECORDED);
 	if (syscall(SYS_move_mount, fd, "", AT_FDCWD, mnt, MOVE_MOUNT_F_EMPTY_PATH)) {
 		res = -errno;
 		__atomic_store_n(&saved_head()->fan_mnt_id, 0, __ATOMIC_SEQ_CST);
@@ -207,6 +209,7 @@ int fan_mount(const char *store_path, const char *mnt, bool ro, char *err, size_
 		return SAY(res, "cannot bind '%s' at '%s': %s", store_path, mnt, strerror(-res));
 	}
 	close(fd);
+	fault_named(FAULT_FAN_BOUND);
 	K.mnt_id = id;
 	K.bound = true;
 	if ((res = mount_id(mnt, &id)) || id != K.mnt_id || id == below) {

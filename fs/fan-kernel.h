@@ -64,7 +64,14 @@ extern struct fan_kernel K;
  */
 int fan_setup(const char *store_path, int group, int *ret_root, char *err, size_t errlen);
 
-/* The bind mount of the store at mnt (read-only with ro): 0 or -errno, said in err. */
+/*
+ * The bind mount of the store at mnt (read-only with ro): 0 or -errno,
+ * said in err.  Its order, each step a crash point (fault.h): the bind
+ * made detached and its id recorded in the saved region
+ * (FAULT_FAN_BIND_RECORDED: the keeper finds nothing at the mountpoint,
+ * and the mount fails), then moved to the mountpoint (FAULT_FAN_BOUND:
+ * the keeper finds the bind, and the next daemon serves it).
+ */
 int fan_mount(const char *store_path, const char *mnt, bool ro, char *err, size_t errlen);
 
 /*

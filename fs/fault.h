@@ -67,6 +67,10 @@
 #define FAULT_FAN_RECORDED "fan-recorded"         /* recorded, not handed on */
 #define FAULT_FAN_ANSWERED "fan-answered"         /* one answered, its record not freed
 						   * (and a fault_delay) */
+/* backend=fanotify's bind at mount (fan-kernel.c fan_mount()), named points: */
+#define FAULT_FAN_BIND_RECORDED "fan-bind-recorded" /* the bind's id recorded, not at
+						     * the mountpoint yet */
+#define FAULT_FAN_BOUND "fan-bound"               /* the store bound at the mountpoint */
 #define FAULT_DATASYNC "datasync"                 /* fault_hit: a data sync fails */
 #define FAULT_BATCH_TAKEN "batch-taken"           /* fault_delay: the writer took its batch */
 #define FAULT_BATCH_SYNCED "batch-synced"       /* fault_delay: a file of the batch synced,

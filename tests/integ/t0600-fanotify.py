@@ -624,6 +624,70 @@ def test_walk_ends(img):
             wan.stop()
 
 
+def test_bind_steps(img):
+    """The bind at mount (fan-kernel.h fan_mount()), crashed at each of
+    its steps with the keeper up: its id recorded and not yet at the
+    mountpoint (the keeper finds nothing there: the mount fails, nothing
+    is bound), and bound (the keeper's next daemon serves it: a file not
+    fetched reads the origin's bytes).  Debug builds only."""
+    with open(HSMFS, "rb") as f:
+        if b"fan-bind-recorded" not in f.read():
+            skip("backend=fanotify bind crash points", "a release build has no crash points")
+            return
+    data = os.urandom(8 * P)
+    for step in ("fan-bind-recorded", "fan-bound"):
+        store = os.path.join(img, "store-" + step)
+        mirror = tmpdir("hsmfs-mirror-")
+        import_offline(store, mirror, {"a": data}, relative=True)
+        d = tmpdir("hsmfs-bind-")
+        mnt, log = os.path.join(d, "mnt"), os.path.join(d, "log")
+        os.mkdir(mnt)
+        with open(log, "w") as lf:
+            p = subprocess.Popen([HSMFS, "-f", store, mnt, "-o", FAN],
+                                 stdout=lf, stderr=subprocess.STDOUT,
+                                 env=dict(os.environ, HSMFS_CRASH_AT=step + ":1"))
+        try:
+            if step == "fan-bind-recorded":
+                rc = p.wait(timeout=60)
+                out = open(log).read()
+                ok(rc != 0 and "the mount is gone already" in out,
+                   "%s: the keeper ends the mount (%d)" % (step, rc))
+                ok(not is_mounted(mnt) and os.listdir(mnt) == [],
+                   "%s: nothing is bound at the mountpoint" % step)
+                continue
+            wait_for(lambda: "keeper: the daemon" in open(log).read() and is_mounted(mnt),
+                     "the daemon crashed, the mount bound")
+
+            def listening():
+                import socket
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                try:
+                    s.connect(os.path.join(mnt, ".hsmfs", "hook.sock"))
+                    return True
+                except OSError:
+                    return False
+                finally:
+                    s.close()
+            wait_for(listening, "the next daemon's hook socket")
+            mirror_hook = subprocess.Popen([MIRROR, mirror, mnt])
+            try:
+                eq(read_bounded(os.path.join(mnt, "a")), {"data": data},
+                   "%s: the next daemon serves the bind: a file not fetched reads right" % step)
+            finally:
+                mirror_hook.terminate()
+                mirror_hook.wait()
+            os.kill(p.pid, signal.SIGTERM)
+            eq(p.wait(timeout=60), 0, "%s: and the mount ends as one ends (exit 0)" % step)
+            ok(not is_mounted(mnt), "%s: unbound" % step)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            if is_mounted(mnt):
+                unmount(mnt)
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def test_lost(img):
     """An event lost to an overflow (fs/fault.h: fan-events-lost and
     fan-changes-lost inject one before the next event): the kernel let
@@ -1069,6 +1133,7 @@ def test():
         test_answered_let_go(img)
         test_evict_crash(img)
         test_lost(img)
+        test_bind_steps(img)
     finally:
         fs_image_drop(d, img)
 
