@@ -45,7 +45,7 @@
 						   * not yet dropped from the log */
 /* fault_named() points: crashed at only as NAME:K, not numbered steps */
 #define FAULT_NAME_ANSWERED "name-answered"       /* a move done at the origin, its answer
-						   * not yet recorded */
+						   * not yet recorded (and a fault_delay) */
 #define FAULT_OP_BEGUN "op-begun"                 /* a name operation marked, the store not changed */
 #define FAULT_OP_CHANGED "op-changed"             /* the store changed, the mark not yet
 						   * saying so (begun only) */

@@ -513,6 +513,15 @@ struct event *inflight_over(const struct fstate *fs, uint64_t start, uint64_t en
 	return ev;
 }
 
+bool fill_sent(const struct fstate *fs)
+{
+	ELOCK_HELD();
+	for (struct event *ev = fs->inflight; ev; ev = ev->fnext)
+		if (ev->st == EV_SENT || ev->st == EV_FILLED)
+			return true;
+	return false;
+}
+
 void inflight_clip(const struct fstate *fs, uint64_t start, uint64_t end, uint64_t *lo,
 		   uint64_t *hi)
 {

@@ -196,6 +196,8 @@ bool tracked(const struct fstate *fs);
 void fstate_free(void *p);
 int open_store(struct inode *in, int flags);
 struct event *inflight_over(const struct fstate *fs, uint64_t start, uint64_t end);
+/* Has a hook one of fs's fills now (sent, not yet copied)?  S.lock held. */
+bool fill_sent(const struct fstate *fs);
 /* Shrink [*lo, *hi), around [start, end) that no event covers, to where no
  * event's hint overlaps it.  S.lock held. */
 void inflight_clip(const struct fstate *fs, uint64_t start, uint64_t end, uint64_t *lo,

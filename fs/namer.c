@@ -422,7 +422,20 @@ static int apply_name(const struct meta_op *op)
 		inode_forget(in, 1);
 		return AQ.stop ? -ESHUTDOWN : 0;
 	}
+	/*
+	 * No fill of it asks the origin while its object moves (the hook
+	 * copies it, then removes it from the old place: a fill of the
+	 * old URL then found nothing, and the reader got EIO): from here
+	 * its fills stay queued (dispatch()), and the ones a hook has are
+	 * waited for (their timeout at most)
+	 */
 	fs->naming = true;
+	while (fill_sent(fs) && !AQ.stop) {
+		struct timespec ts;
+
+		mono_after(&ts, 0.05);
+		pthread_cond_timedwait(&AQ.ncond, &S.lock, &ts);
+	}
 	{
 		char *o = strdup(fs->origin), *v = fs->version ? strdup(fs->version) : NULL;
 		bool landed = false, gone_moving;
@@ -442,6 +455,7 @@ static int apply_name(const struct meta_op *op)
 					     &origin) :
 				  -ENOMEM;
 		fault_named(FAULT_NAME_ANSWERED);
+		fault_delay(FAULT_NAME_ANSWERED);
 		if (!res && landed && meta_landing_clear(S.cfg.meta, op->ino))
 			elog_warn("cannot forget where '%s' was uploaded: %s", op->path,
 				  meta_errmsg(S.cfg.meta));
@@ -501,6 +515,7 @@ static int apply_name(const struct meta_op *op)
 	}
 	fs->naming = false;
 	pthread_cond_broadcast(&AQ.cond); /* it may be due meanwhile */
+	redispatch_queue(); /* its fills held meanwhile, of the new place */
 	eunlock();
 	free(version);
 	free(origin);

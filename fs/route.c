@@ -361,6 +361,9 @@ static void dispatch(struct event *ev)
 
 	if (!E.hooks)
 		return;
+	/* its object moving at the origin (namer.c): asked once it is at its new place */
+	if (ev->type == HSMFS_EV_PRE_ACCESS && ev->fs && ev->fs->naming)
+		return;
 	fill_proto(ev, &pe, path, sizeof(path));
 	pe.flags = ev->type == HSMFS_EV_ARCHIVE_NAME ? 0 :
 		   HSMFS_EVENT_HAS_FD | (ev->type == HSMFS_EV_ARCHIVE ? ev->aflags : 0);
