@@ -38,6 +38,12 @@ def kernel_has_pre_content():
     return (int(rel[0]), int(rel[1])) >= (6, 14)
 
 
+def has_point(name):
+    """Has this hsmfs the fault point name (fs/fault.h)?  A release build has none."""
+    with open(HSMFS, "rb") as f:
+        return name.encode() in f.read()
+
+
 def import_offline(store, mirror, files, relative=False):
     """Placeholders for files (name: bytes) in the unmounted store, each
     with its file:// url in mirror (hsmfsctl import -s), or relative:
@@ -307,10 +313,9 @@ def test_truncate_wins(img):
     so the engine still has the old size when the hook answers.  Before:
     the copy wrote the chunk past the new end, and the file came back
     3 MiB long with the origin's bytes.  Debug builds only."""
-    with open(HSMFS, "rb") as f:
-        if b"change-seen" not in f.read():
-            skip("backend=fanotify truncate during a fill", "a release build has no delay points")
-            return
+    if not has_point("change-seen"):
+        skip("backend=fanotify truncate during a fill", "a release build has no delay points")
+        return
     MiB = 1 << 20
     store = os.path.join(img, "store-truncate-wins")
     mirror = tmpdir("hsmfs-mirror-")
@@ -501,10 +506,9 @@ def test_answered_let_go(img):
     at once and the mount unmounts at once.  The writer's own open of
     the file (its data sync, slowed: batch-synced) is waited for, not
     taken for a user's that refuses the lease.  Debug builds only."""
-    with open(HSMFS, "rb") as f:
-        if b"fan-answered" not in f.read():
-            skip("backend=fanotify: the answer's delay", "a release build has no delay points")
-            return
+    if not has_point("fan-answered"):
+        skip("backend=fanotify: the answer's delay", "a release build has no delay points")
+        return
     store = os.path.join(img, "store-let-go")
     mirror = tmpdir("hsmfs-mirror-")
     data = {"a": os.urandom(8 * P), "b": os.urandom(8 * P)}
@@ -535,10 +539,9 @@ def test_evict_crash(img):
     """An eviction crashed at each of its steps (fs/fault.h: recorded,
     punched), the keeper starting the next daemon: the file reads the
     origin's bytes, never zeros.  Debug builds only."""
-    with open(HSMFS, "rb") as f:
-        if b"evict-recorded" not in f.read():
-            skip("backend=fanotify eviction crash points", "a release build has no crash points")
-            return
+    if not has_point("evict-recorded"):
+        skip("backend=fanotify eviction crash points", "a release build has no crash points")
+        return
     data = os.urandom(8 * P)
     for step in ("evict-recorded", "evict-punched"):
         with crash_mount(img, step, data) as (m, mirror):
@@ -630,10 +633,9 @@ def test_bind_steps(img):
     mountpoint (the keeper finds nothing there: the mount fails, nothing
     is bound), and bound (the keeper's next daemon serves it: a file not
     fetched reads the origin's bytes).  Debug builds only."""
-    with open(HSMFS, "rb") as f:
-        if b"fan-bind-recorded" not in f.read():
-            skip("backend=fanotify bind crash points", "a release build has no crash points")
-            return
+    if not has_point("fan-bind-recorded"):
+        skip("backend=fanotify bind crash points", "a release build has no crash points")
+        return
     data = os.urandom(8 * P)
     for step in ("fan-bind-recorded", "fan-bound"):
         store = os.path.join(img, "store-" + step)
@@ -697,10 +699,9 @@ def test_lost(img):
     of the log only, and doctor said the mount was healthy).  Debug
     builds only."""
     import json
-    with open(HSMFS, "rb") as f:
-        if b"fan-events-lost" not in f.read():
-            skip("backend=fanotify lost events", "a release build has no fault points")
-            return
+    if not has_point("fan-events-lost"):
+        skip("backend=fanotify lost events", "a release build has no fault points")
+        return
     data = os.urandom(8 * P)
     for name, key, doing in (("fan-events-lost", "lost_events", "a read"),
                              ("fan-changes-lost", "lost_changes", "a write")):
@@ -1044,10 +1045,9 @@ def test_unmounted_restarting(img):
     user's end of the mount, which ends clean (exit 0), as when a daemon
     sees it; it exited 5, the daemon's failure to take the mount over.
     Debug builds only (the start slowed: HSMFS_DELAY=take-reserved)."""
-    with open(HSMFS, "rb") as f:
-        if b"take-reserved" not in f.read():
-            skip("backend=fanotify: a takeover slowed", "a release build has no delay points")
-            return
+    if not has_point("take-reserved"):
+        skip("backend=fanotify: a takeover slowed", "a release build has no delay points")
+        return
     store = os.path.join(img, "store-unmounted-restarting")
     log = os.path.join(tmpdir(), "steps")
     import_offline(store, tmpdir("hsmfs-mirror-"), {"a": os.urandom(P)})
@@ -1071,10 +1071,9 @@ def test_keeper_steps(img):
     each step: events read and not recorded (the next daemon denies what
     it cannot know: EIO, never zeros), recorded and not handed on, and
     answered with the record not freed.  Debug builds only."""
-    with open(HSMFS, "rb") as f:
-        if b"fan-recorded" not in f.read():
-            skip("backend=fanotify crash points", "a release build has no crash points")
-            return
+    if not has_point("fan-recorded"):
+        skip("backend=fanotify crash points", "a release build has no crash points")
+        return
     # one page, one event: a crash in one thread lands wherever the
     # reader thread is, and a second event read then is denied
     data = os.urandom(P)
